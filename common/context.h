@@ -1,0 +1,36 @@
+/* context.h - the compiler context: options, the diagnostics sink and the memory that
+ * outlives one compilation step. No process-global mutable state: two threads can
+ * compile at once with two contexts. */
+#ifndef KERN_CONTEXT_H
+#define KERN_CONTEXT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "diag.h"
+
+typedef struct kc_options {
+    int opt_level;          /* 0..3, default 2 */
+    bool debug;             /* runtime checks: bounds, division by zero, shifts */
+    bool no_grad_check;     /* the global-access check warns instead of failing */
+    uint32_t ad_stack_size; /* adstack capacity of unbounded loops (default 1024) */
+} kc_options;
+
+typedef struct kc_ctx {
+    arena mem;       /* diagnostics text, sources, AST */
+    diag_sink diags; /* every error and warning of this context */
+    kc_options opts;
+} kc_ctx;
+
+void kc_options_default(kc_options *o);
+kc_ctx *kc_ctx_new(void);
+void kc_ctx_free(kc_ctx *c);
+/* Registers a source; the text is copied into the context. */
+const kern_source *kc_add_source(kc_ctx *c, const char *path, const char *text, size_t len);
+void kc_error(kc_ctx *c, const kern_source *src, kern_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void kc_warning(kc_ctx *c, const kern_source *src, kern_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

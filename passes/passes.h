@@ -1,0 +1,37 @@
+/* passes.h - every IR pass, one per file, and the pass runner.
+ *
+ * A pass has one entry point `bool ir_opt_NAME(ir_module *m)` that returns whether it
+ * changed anything. IR_PASS runs a pass and, in debug builds (KERN_DEBUG_BUILD) or when
+ * KERN_DEBUG asks for it, verifies after any pass that made progress. The environment
+ * variable KERN_DEBUG is a comma-separated list:
+ *   print      print the IR to stderr after every pass that made progress
+ *   roundtrip  check print -> parse -> print after every pass that made progress
+ *   verify     verify after every pass, also in release builds */
+#ifndef KERN_PASSES_H
+#define KERN_PASSES_H
+
+#include <stdbool.h>
+
+#include "../ir/ir.h"
+
+bool ir_opt_fold(ir_module *m);     /* constant folding */
+bool ir_opt_simplify(ir_module *m); /* algebraic identities, if -> select, dead branches */
+bool ir_opt_cse(ir_module *m);      /* common subexpressions of pure ops */
+bool ir_opt_dce(ir_module *m);      /* dead pure ops, unused loop-carried values */
+
+/* Called by IR_PASS: verifies/prints/round-trips according to the build and KERN_DEBUG. */
+void ir_pass_after(ir_module *m, const char *name, bool progress);
+
+#define IR_PASS(progress, m, pass)                                                         \
+    do {                                                                                   \
+        bool ir_pass_p_ = pass(m);                                                         \
+        ir_pass_after((m), #pass, ir_pass_p_);                                             \
+        if (ir_pass_p_)                                                                    \
+            (progress) = true;                                                             \
+    } while (0)
+
+/* The standard optimization pipeline for opt_level (0..3): runs the passes above to a
+ * fixed point (bounded). */
+void ir_optimize(ir_module *m, int opt_level);
+
+#endif
