@@ -1,1 +1,314 @@
-int main(void) { return 0; }
+/* kernc_main.c - the `kernc` command line (docs/cli.md, spec section 10).
+ *
+ *   kernc check FILE.kern
+ *   kernc emit FILE.kern --emit=WHAT [-o OUT] [--target=T] [--kernel NAME]
+ *   kernc build | run | gradcheck ...   (arrive with the backend and reverse-mode issues)
+ *
+ * Exit status: 0 success, 1 a user error in the program (diagnostics printed), 2 a bad
+ * command line or a request this build cannot carry out, 3 an I/O error. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/context.h"
+#include "../common/util.h"
+#include "ast.h"
+#include "driver.h"
+
+#define KERNC_VERSION "0.1.0"
+
+enum { EXIT_USER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
+
+typedef struct cli {
+    const char *cmd;
+    const char *file;
+    const char *positional[64]; /* KERNEL and NAME=VALUE bindings */
+    int npositional;
+    const char *emit;
+    const char *out;
+    const char *target;
+    const char *kernel;
+    const char *saves[64];
+    int nsaves;
+    kc_options opts;
+} cli;
+
+static void usage(FILE *f) {
+    fputs("usage: kernc COMMAND [options]\n"
+          "\n"
+          "commands:\n"
+          "  check FILE.kern                 parse and type-check, print diagnostics\n"
+          "  emit FILE.kern --emit=WHAT      print a compiler stage: ast, ir\n"
+          "       [-o OUT] [--kernel NAME] [--target=T]\n"
+          "  build FILE.kern --target=T -o OUT\n"
+          "  run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
+          "  gradcheck FILE.kern KERNEL [NAME=VALUE ...]\n"
+          "\n"
+          "compiler options (every command that compiles):\n"
+          "  -O0 .. -O3                      optimization level (default -O2)\n"
+          "  --debug                         runtime checks: bounds, division by zero, shifts\n"
+          "  --ad-stack-size N               adstack capacity of unbounded loops (default 1024)\n"
+          "  --no-grad-check                 global-access check of K.grad warns, not fails\n"
+          "\n"
+          "  --help, --version\n"
+          "exit status: 0 success, 1 error in the program, 2 bad command line, 3 I/O error\n",
+          f);
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+    fputs("kernc: error: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nkernc: run 'kernc --help' for usage\n", stderr);
+    return EXIT_USAGE;
+}
+
+/* Option values come as --opt=value or --opt value. Returns the value or NULL. */
+static const char *opt_value(const char *arg, const char *name, int argc, char **argv, int *i,
+                             bool *matched) {
+    size_t n = strlen(name);
+    *matched = false;
+    if (strncmp(arg, name, n) != 0)
+        return NULL;
+    if (arg[n] == '=') {
+        *matched = true;
+        return arg + n + 1;
+    }
+    if (arg[n] != 0)
+        return NULL;
+    *matched = true;
+    if (*i + 1 >= argc)
+        return NULL;
+    return argv[++*i];
+}
+
+static bool parse_uint(const char *s, unsigned long long max, unsigned long long *out) {
+    if (!s || !*s)
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v > max || s[0] == '-')
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Parses argv into c; returns 0 or an exit status. */
+static int parse_cli(int argc, char **argv, cli *c) {
+    memset(c, 0, sizeof *c);
+    kc_options_default(&c->opts);
+    c->cmd = argv[1];
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        bool m;
+        const char *v;
+        if (a[0] != '-' || a[1] == 0) {
+            if (!c->file)
+                c->file = a;
+            else if (c->npositional < 64)
+                c->positional[c->npositional++] = a;
+            else
+                return usage_error("too many arguments (at '%s')", a);
+            continue;
+        }
+        if (!strcmp(a, "--debug")) {
+            c->opts.debug = true;
+        } else if (!strcmp(a, "--no-grad-check")) {
+            c->opts.no_grad_check = true;
+        } else if (a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && a[3] == 0) {
+            c->opts.opt_level = a[2] - '0';
+        } else if ((v = opt_value(a, "--emit", argc, argv, &i, &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--emit");
+            c->emit = v;
+        } else if ((v = opt_value(a, "--target", argc, argv, &i, &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--target");
+            c->target = v;
+        } else if ((v = opt_value(a, "--kernel", argc, argv, &i, &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--kernel");
+            c->kernel = v;
+        } else if ((v = opt_value(a, "-o", argc, argv, &i, &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "-o");
+            c->out = v;
+        } else if ((v = opt_value(a, "--save", argc, argv, &i, &m)) || m) {
+            if (!v)
+                return usage_error("%s needs a value", "--save");
+            if (c->nsaves == 64)
+                return usage_error("too many %s options", "--save");
+            c->saves[c->nsaves++] = v;
+        } else if ((v = opt_value(a, "--ad-stack-size", argc, argv, &i, &m)) || m) {
+            unsigned long long n;
+            if (!parse_uint(v, 1ull << 31, &n) || n == 0)
+                return usage_error("--ad-stack-size needs a positive integer up to 2^31, "
+                                   "got '%s'",
+                                   v ? v : "");
+            c->opts.ad_stack_size = (uint32_t)n;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        } else {
+            return usage_error("unknown option '%s'", a);
+        }
+    }
+    static const char *targets[] = {"cpu", "cuda", "amdgpu", "vulkan", "metal"};
+    if (c->target) {
+        bool ok = false;
+        for (size_t t = 0; t < sizeof targets / sizeof *targets; t++)
+            ok |= !strcmp(c->target, targets[t]);
+        if (!ok)
+            return usage_error("unknown target '%s' (targets: cpu, cuda, amdgpu, vulkan, metal)",
+                               c->target);
+    }
+    return 0;
+}
+
+typedef struct loaded {
+    char *text;
+    size_t len;
+} loaded;
+
+static int load_file(const char *path, loaded *l) {
+    l->text = kern_read_file(path, &l->len);
+    if (!l->text) {
+        fprintf(stderr, "kernc: error: cannot read '%s': %s\n", path, strerror(errno));
+        return EXIT_IO;
+    }
+    return 0;
+}
+
+/* Writes text to path (or stdout when path is NULL or "-"). */
+static int write_output(const char *path, const char *text, size_t len) {
+    if (!path || !strcmp(path, "-")) {
+        fwrite(text, 1, len, stdout);
+        return fflush(stdout) ? EXIT_IO : 0;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "kernc: error: cannot write '%s': %s\n", path, strerror(errno));
+        return EXIT_IO;
+    }
+    size_t n = fwrite(text, 1, len, f);
+    int err = ferror(f);
+    if (fclose(f) || err || n != len) {
+        fprintf(stderr, "kernc: error: cannot write '%s'\n", path);
+        remove(path);
+        return EXIT_IO;
+    }
+    return 0;
+}
+
+static bool item_exists(const fe_file *f, const char *name) {
+    for (int i = 0; i < f->nitems; i++)
+        if (f->items[i]->kind != IT_CONST && !strcmp(f->items[i]->name, name))
+            return true;
+    return false;
+}
+
+static int cmd_check(cli *c, kc_ctx *ctx, loaded *l) {
+    fe_file *f = kc_check_source(ctx, c->file, l->text, l->len);
+    diag_print_all(stderr, &ctx->diags);
+    return f ? 0 : EXIT_USER;
+}
+
+static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
+    if (!c->emit)
+        return usage_error("%s: --emit=WHAT is required (ast, ir)", "emit");
+    kern_buf out = {0};
+    int rc = 0;
+    if (!strcmp(c->emit, "ast")) {
+        /* The AST is printed with sema's types when the file checks, without them when it
+         * only parses; a syntax error prints diagnostics only. */
+        fe_file *f = kc_parse_source(ctx, c->file, l->text, l->len);
+        if (f && !fe_check(ctx, f))
+            rc = EXIT_USER;
+        if (!f) {
+            rc = EXIT_USER;
+        } else if (c->kernel && !item_exists(f, c->kernel)) {
+            fprintf(stderr, "kernc: error: no kernel or func named '%s' in %s\n", c->kernel,
+                    c->file);
+            rc = EXIT_USER;
+        } else {
+            fe_print_ast(&out, f, c->kernel);
+        }
+    } else if (!strcmp(c->emit, "ir")) {
+        ir_module *m = kc_compile_source(ctx, c->file, l->text, l->len);
+        if (!m) {
+            rc = EXIT_USER;
+        } else if (c->kernel && !ir_kernel_find(m, c->kernel)) {
+            fprintf(stderr, "kernc: error: no kernel named '%s' in %s\n", c->kernel, c->file);
+            rc = EXIT_USER;
+        } else {
+            ir_print(&out, m, c->kernel);
+        }
+        if (m)
+            ir_module_free(m);
+    } else {
+        static const char *later[] = {"ir-grad", "llvm", "ptx", "amdgpu", "spirv", "spirv-asm",
+                                      "msl"};
+        for (size_t i = 0; i < sizeof later / sizeof *later; i++)
+            if (!strcmp(c->emit, later[i])) {
+                fprintf(stderr,
+                        "kernc: error: --emit=%s is not available in kernc " KERNC_VERSION
+                        " (this build has the frontend and the IR only)\n",
+                        c->emit);
+                return EXIT_USAGE;
+            }
+        return usage_error("unknown --emit kind '%s' (ast, ir, ir-grad, llvm, ptx, amdgpu, "
+                           "spirv, spirv-asm, msl)",
+                           c->emit);
+    }
+    diag_print_all(stderr, &ctx->diags);
+    if (rc == 0)
+        rc = write_output(c->out, out.data ? out.data : "", out.len);
+    buf_free(&out);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("kernc " KERNC_VERSION "\n");
+        return 0;
+    }
+    cli c;
+    int rc = parse_cli(argc, argv, &c);
+    if (rc)
+        return rc;
+    bool known = !strcmp(c.cmd, "check") || !strcmp(c.cmd, "emit") || !strcmp(c.cmd, "build") ||
+                 !strcmp(c.cmd, "run") || !strcmp(c.cmd, "gradcheck");
+    if (!known)
+        return usage_error("unknown command '%s' (check, emit, build, run, gradcheck)", c.cmd);
+    if (!c.file)
+        return usage_error("%s: missing FILE.kern", c.cmd);
+    if (!strcmp(c.cmd, "build") || !strcmp(c.cmd, "run") || !strcmp(c.cmd, "gradcheck")) {
+        fprintf(stderr,
+                "kernc: error: '%s' is not available in kernc " KERNC_VERSION
+                " (this build has the frontend and the IR only; the CPU backend comes next)\n",
+                c.cmd);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(c.cmd, "check") && c.npositional)
+        return usage_error("check: unexpected argument '%s'", c.positional[0]);
+    if (!strcmp(c.cmd, "emit") && c.npositional)
+        return usage_error("emit: unexpected argument '%s'", c.positional[0]);
+    loaded l;
+    if ((rc = load_file(c.file, &l)))
+        return rc;
+    kc_ctx *ctx = kc_ctx_new();
+    ctx->opts = c.opts;
+    rc = !strcmp(c.cmd, "check") ? cmd_check(&c, ctx, &l) : cmd_emit(&c, ctx, &l);
+    kc_ctx_free(ctx);
+    free(l.text);
+    return rc;
+}

@@ -1,0 +1,108 @@
+/* golden.c - golden-file helpers (see golden.h). */
+#include "golden.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+static char *path_of(const char *dir, const char *name) {
+    size_t n = strlen(KERN_SOURCE_ROOT) + strlen(dir) + strlen(name) + 32;
+    char *p = kern_xmalloc(n);
+    snprintf(p, n, "%s/tests/golden/%s/%s", KERN_SOURCE_ROOT, dir, name);
+    return p;
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int golden_list(const char *dir, const char *ext, char ***names) {
+    char *p = path_of(dir, "");
+    DIR *d = opendir(p);
+    free(p);
+    kern_ptrvec v = {0};
+    if (d) {
+        struct dirent *e;
+        size_t el = strlen(ext);
+        while ((e = readdir(d))) {
+            size_t n = strlen(e->d_name);
+            if (n > el && !strcmp(e->d_name + n - el, ext))
+                ptrvec_push(&v, strdup(e->d_name));
+        }
+        closedir(d);
+    }
+    if (v.len)
+        qsort(v.data, (size_t)v.len, sizeof(void *), cmp_names);
+    *names = (char **)v.data;
+    return v.len;
+}
+
+void golden_free_list(char **names, int n) {
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+char *golden_read(const char *dir, const char *name, size_t *len) {
+    char *p = path_of(dir, name);
+    char *t = kern_read_file(p, len);
+    free(p);
+    return t;
+}
+
+char *golden_sibling(const char *name, const char *ext) {
+    const char *dot = strrchr(name, '.');
+    size_t base = dot ? (size_t)(dot - name) : strlen(name);
+    char *s = kern_xmalloc(base + strlen(ext) + 1);
+    memcpy(s, name, base);
+    strcpy(s + base, ext);
+    return s;
+}
+
+static void print_diff(const char *expected, const char *actual) {
+    int line = 1;
+    const char *e = expected, *a = actual;
+    while (*e || *a) {
+        const char *ee = strchr(e, '\n'), *ae = strchr(a, '\n');
+        size_t el = ee ? (size_t)(ee - e) : strlen(e), al = ae ? (size_t)(ae - a) : strlen(a);
+        if (el != al || memcmp(e, a, el) != 0) {
+            fprintf(stderr, "  first difference at line %d:\n  expected: %.*s\n  actual:   %.*s\n",
+                    line, (int)el, e, (int)al, a);
+            return;
+        }
+        e += el + (ee ? 1 : 0);
+        a += al + (ae ? 1 : 0);
+        line++;
+    }
+}
+
+bool golden_check(const char *dir, const char *name, const char *actual) {
+    const char *up = getenv("UPDATE");
+    if (up && !strcmp(up, "1")) {
+        char *p = path_of(dir, name);
+        FILE *f = fopen(p, "wb");
+        if (f) {
+            fputs(actual, f);
+            fclose(f);
+        }
+        free(p);
+        return f != NULL;
+    }
+    size_t len;
+    char *expected = golden_read(dir, name, &len);
+    if (!expected) {
+        fprintf(stderr, "golden %s/%s: expected file missing (UPDATE=1 creates it)\n", dir,
+                name);
+        return false;
+    }
+    bool same = strcmp(expected, actual) == 0;
+    if (!same) {
+        fprintf(stderr, "golden %s/%s: output differs\n", dir, name);
+        print_diff(expected, actual);
+    }
+    free(expected);
+    return same;
+}
