@@ -123,6 +123,7 @@ struct fe_sym {
     fe_stmt *decl;
     int range;           /* SYM_LOOPVAR: which range of a multi-range for */
     fe_item *owner;      /* the kernel or func it belongs to (NULL for consts) */
+    void *lower_value;   /* lowering's scratch: the symbol's current ir_value */
 };
 
 /* ---- Statements ------------------------------------------------------------------- */
