@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# setup.sh - installs everything kern needs on a fresh Debian 12 (bookworm) machine and
+# builds it into build/ (or $KERN_BUILD_DIR).
+#
+#   bash scripts/setup.sh
+#
+# - Runs as root (CI) or as a user with sudo; never asks a question.
+# - Idempotent: packages that are already installed are not fetched again (apt-get runs only
+#   when something is missing, or always with KERN_SETUP_APT=always), and an existing build
+#   directory is reconfigured instead of set up again.
+# - KERN_SETUP_APT=never skips the package step (for machines managed some other way).
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+BUILD_DIR=${KERN_BUILD_DIR:-build}
+NATIVE_FILE=native/llvm19.ini
+
+# Every package comes from Debian 12's own main archive (LLVM 19 is in bookworm).
+#   meson ninja-build pkg-config   the build
+#   gcc g++                        the default C compiler; meson also enables C++ (LLVM's link)
+#   clang-19 lld-19                the fuzz harnesses (libFuzzer) and the LLVM backends' tools
+#   libclang-rt-19-dev             libFuzzer and the sanitizer runtimes of clang-19
+#   llvm-19-dev libzstd-dev        llvm-c and llvm-config-19 (native/llvm19.ini), zstd it links
+#   libcriterion-dev               the test framework
+PACKAGES=(
+    meson ninja-build pkg-config
+    gcc g++
+    clang-19 lld-19 libclang-rt-19-dev
+    llvm-19-dev libzstd-dev
+    libcriterion-dev
+)
+
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=()
+else
+    SUDO=(sudo)
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    if [ "$status" != "install ok installed" ]; then
+        missing+=("$p")
+    fi
+done
+
+apt_mode=${KERN_SETUP_APT:-auto}
+if [ "$apt_mode" = always ] || { [ "$apt_mode" = auto ] && [ ${#missing[@]} -gt 0 ]; }; then
+    echo "setup: installing ${missing[*]:-${PACKAGES[*]}}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    "${SUDO[@]}" apt-get update
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+elif [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: KERN_SETUP_APT=never, but missing: ${missing[*]}" >&2
+else
+    echo "setup: all packages present" >&2
+fi
+
+if [ -f "$BUILD_DIR/meson-private/coredata.dat" ]; then
+    meson setup --reconfigure "$BUILD_DIR" --native-file "$NATIVE_FILE"
+else
+    meson setup "$BUILD_DIR" --native-file "$NATIVE_FILE"
+fi
+ninja -C "$BUILD_DIR"
