@@ -32,15 +32,16 @@ static void check_roundtrip(kc_ctx *ctx, const ir_module *m) {
     const kern_source *src = kc_add_source(ctx, "printed.ir", b1.data ? b1.data : "", b1.len);
     ir_module *m2 = ir_parse(src->text, src->len, src, &ctx->diags);
     if (!m2) {
-        fprintf(stderr, "fuzz_ir: the printed module does not parse back:\n%.*s\n",
-                (int)b1.len, b1.data ? b1.data : "");
+        fprintf(stderr, "fuzz_ir: the printed module does not parse back:\n%.*s\n", (int)b1.len,
+                b1.data ? b1.data : "");
         diag_print_all(stderr, &ctx->diags);
         __builtin_trap();
     }
     ir_print(&b2, m2, NULL);
     if (b1.len != b2.len || (b1.len && memcmp(b1.data, b2.data, b1.len) != 0)) {
-        fprintf(stderr, "fuzz_ir: print -> parse -> print differs:\n--- first\n%.*s\n"
-                        "--- second\n%.*s\n",
+        fprintf(stderr,
+                "fuzz_ir: print -> parse -> print differs:\n--- first\n%.*s\n"
+                "--- second\n%.*s\n",
                 (int)b1.len, b1.data ? b1.data : "", (int)b2.len, b2.data ? b2.data : "");
         __builtin_trap();
     }
