@@ -1,1 +1,54 @@
-/* placeholder: filled in by its owner */
+/* ast_names.c - spellings of AST operators and builtins, for printing and diagnostics.
+ *
+ * The tables are indexed by the enums of ast.h; a static assertion keeps the builtin
+ * table in step with fe_builtin. */
+#include <string.h>
+
+#include "ast.h"
+
+static const char *const binop_text[] = {
+    [BIN_ADD] = "+",  [BIN_SUB] = "-",  [BIN_MUL] = "*",  [BIN_DIV] = "/",   [BIN_REM] = "%",
+    [BIN_SHL] = "<<", [BIN_SHR] = ">>", [BIN_BITAND] = "&", [BIN_BITOR] = "|", [BIN_BITXOR] = "^",
+    [BIN_EQ] = "==",  [BIN_NE] = "!=",  [BIN_LT] = "<",   [BIN_LE] = "<=",  [BIN_GT] = ">",
+    [BIN_GE] = ">=",  [BIN_AND] = "&&", [BIN_OR] = "||",
+};
+
+static const char *const unop_text[] = {[UN_NEG] = "-", [UN_NOT] = "!", [UN_BITNOT] = "~"};
+
+static const char *const assign_text[] = {
+    [AS_SET] = "=", [AS_ADD] = "+=", [AS_SUB] = "-=", [AS_MUL] = "*=", [AS_DIV] = "/=",
+};
+
+static const char *const builtin_names[] = {
+    [BI_NONE] = "",
+    [BI_LEN] = "len",     [BI_SHAPE] = "shape",
+    [BI_SIN] = "sin",     [BI_COS] = "cos",     [BI_TAN] = "tan",     [BI_ASIN] = "asin",
+    [BI_ACOS] = "acos",   [BI_ATAN] = "atan",   [BI_SINH] = "sinh",   [BI_COSH] = "cosh",
+    [BI_TANH] = "tanh",   [BI_EXP] = "exp",     [BI_EXP2] = "exp2",   [BI_LOG] = "log",
+    [BI_LOG2] = "log2",   [BI_SQRT] = "sqrt",   [BI_RSQRT] = "rsqrt", [BI_ABS] = "abs",
+    [BI_FLOOR] = "floor", [BI_CEIL] = "ceil",   [BI_ROUND] = "round", [BI_SIGN] = "sign",
+    [BI_ATAN2] = "atan2", [BI_POW] = "pow",     [BI_MIN] = "min",     [BI_MAX] = "max",
+    [BI_FMA] = "fma",     [BI_CLAMP] = "clamp", [BI_SELECT] = "select",
+    [BI_ATOMIC_ADD] = "atomic_add", [BI_ATOMIC_SUB] = "atomic_sub",
+    [BI_ATOMIC_MIN] = "atomic_min", [BI_ATOMIC_MAX] = "atomic_max",
+};
+
+_Static_assert(sizeof builtin_names / sizeof builtin_names[0] == BI__COUNT,
+               "builtin_names must name every fe_builtin");
+
+#define LOOKUP(table, i)                                                                   \
+    ((unsigned)(i) < sizeof(table) / sizeof(table)[0] && (table)[i] ? (table)[i] : "?")
+
+const char *fe_binop_text(fe_binop op) { return LOOKUP(binop_text, op); }
+const char *fe_unop_text(fe_unop op) { return LOOKUP(unop_text, op); }
+const char *fe_assign_text(fe_assign_op op) { return LOOKUP(assign_text, op); }
+const char *fe_builtin_name(fe_builtin b) { return LOOKUP(builtin_names, b); }
+
+fe_builtin fe_builtin_lookup(const char *name) {
+    if (!name)
+        return BI_NONE;
+    for (int b = BI_NONE + 1; b < BI__COUNT; b++)
+        if (strcmp(builtin_names[b], name) == 0)
+            return (fe_builtin)b;
+    return BI_NONE;
+}
