@@ -1,1 +1,736 @@
-/* placeholder: filled in by its owner */
+/* sema.c - semantic analysis of a parsed file (fe_check, ast.h): items and scopes,
+ * statements, kernels as task sequences, control-flow rules, return paths and recursion.
+ * Expressions are typed in sema_expr.c, constants folded in sema_fold.c; the choices the
+ * spec leaves open are written down in docs/semantics.md.
+ *
+ * Order of work: (1) the item namespace (consts, funcs and kernels share it; any order of
+ * definition), (2) every const, folded on demand so a const may use a later one (a
+ * resolution stack finds cycles), (3) the bodies of funcs and kernels, in file order,
+ * (4) the call graph of funcs, for recursion. Errors are reported as found; a construct
+ * with an error gets a NULL type so that its consumers stay silent about it.
+ *
+ * Scopes: a flat stack of visible symbols (innermost last) with the start of the
+ * innermost scope. The parameters form the outermost scope of a body; the body's block is
+ * a scope of its own, so `var x = x;` copies a parameter into a mutable local.
+ *
+ * Kernel tasks (spec section 8): each top-level `for` of a kernel is a parallel task; each
+ * maximal run of other top-level statements is a serial task. Symbols record their task;
+ * a local of one task used in another is an error unless it is a uniform top-level let. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sema.h"
+
+void fe_sema_error(fe_sema *s, kern_loc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vreport(&s->ctx->diags, DIAG_ERROR, s->src, loc, fmt, ap);
+    va_end(ap);
+}
+
+void fe_sema_warning(fe_sema *s, kern_loc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    diag_vreport(&s->ctx->diags, DIAG_WARNING, s->src, loc, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- Items -------------------------------------------------------------------------- */
+
+static int item_index(const fe_sema *s, const fe_item *it) {
+    for (int i = 0; i < s->file->nitems; i++)
+        if (s->file->items[i] == it)
+            return i;
+    kern_unreachable("item of another file");
+}
+
+fe_item *fe_sema_find_item(fe_sema *s, const char *name) {
+    if (!name)
+        return NULL;
+    for (int i = 0; i < s->file->nitems; i++) {
+        fe_item *it = s->file->items[i];
+        if (it && it->name && !strcmp(it->name, name))
+            return it;
+    }
+    return NULL;
+}
+
+static const char *item_kind_name(fe_item_kind k) {
+    return k == IT_CONST ? "const" : k == IT_FUNC ? "func" : "kernel";
+}
+
+/* ---- Scopes ------------------------------------------------------------------------- */
+
+static fe_sym *find_local(const fe_sema *s, const char *name, int from) {
+    for (int i = s->locals.len - 1; i >= from; i--) {
+        fe_sym *y = s->locals.data[i];
+        if (!strcmp(y->name, name))
+            return y;
+    }
+    return NULL;
+}
+
+static int push_scope(fe_sema *s) {
+    int saved = s->scope_start;
+    s->scope_start = s->locals.len;
+    return saved;
+}
+
+static void pop_scope(fe_sema *s, int saved) {
+    s->locals.len = s->scope_start;
+    s->scope_start = saved;
+}
+
+/* Declares a local in the innermost scope (reporting a redeclaration there). */
+static fe_sym *declare(fe_sema *s, fe_sym_kind kind, const char *name, kern_loc loc,
+                       const kern_type *t) {
+    fe_sym *y = ARENA_NEW(s->mem, fe_sym);
+    y->kind = kind;
+    y->name = name ? name : "?";
+    y->type = t;
+    y->loc = loc;
+    y->owner = s->fn;
+    y->task = s->task;
+    if (!name)
+        return y;
+    fe_sym *prev = find_local(s, name, s->scope_start);
+    if (prev)
+        fe_sema_error(s, loc, "'%s' is already declared in this scope (at line %u)", name,
+                      prev->loc.line);
+    ptrvec_push(&s->locals, y);
+    return y;
+}
+
+/* ---- Names -------------------------------------------------------------------------- */
+
+/* Levenshtein distance, for names up to 63 bytes (-1 beyond). */
+static int edit_distance(const char *a, const char *b) {
+    int n = (int)strlen(a), m = (int)strlen(b);
+    if (n > 63 || m > 63)
+        return -1;
+    int row[64];
+    for (int j = 0; j <= m; j++)
+        row[j] = j;
+    for (int i = 1; i <= n; i++) {
+        int prev = row[0];
+        row[0] = i;
+        for (int j = 1; j <= m; j++) {
+            int up = row[j];
+            int best = prev + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            prev = up;
+        }
+    }
+    return row[m];
+}
+
+typedef struct suggestion {
+    const char *name, *best;
+    int dist, limit;
+} suggestion;
+
+static void consider(suggestion *g, const char *cand) {
+    if (!cand || !strcmp(cand, g->name))
+        return;
+    int d = edit_distance(g->name, cand);
+    if (d >= 0 && d <= g->limit && d < g->dist) {
+        g->dist = d;
+        g->best = cand;
+    }
+}
+
+const char *fe_sema_suggest(fe_sema *s, const char *name, bool calls) {
+    size_t n = strlen(name);
+    suggestion g = {name, NULL, 1000, n <= 2 ? 0 : n <= 5 ? 1 : 2};
+    if (!calls && !s->const_ctx)
+        for (int i = s->locals.len - 1; i >= 0; i--)
+            consider(&g, ((fe_sym *)s->locals.data[i])->name);
+    for (int i = 0; i < s->file->nitems; i++) {
+        fe_item *it = s->file->items[i];
+        if (it && (calls ? it->kind == IT_FUNC : it->kind == IT_CONST))
+            consider(&g, it->name);
+    }
+    if (calls)
+        for (int b = BI_NONE + 1; b < BI__COUNT; b++)
+            consider(&g, fe_builtin_name((fe_builtin)b));
+    return g.best;
+}
+
+fe_sym *fe_sema_lookup_value(fe_sema *s, const char *name, kern_loc loc) {
+    if (!name)
+        return NULL;
+    if (!s->const_ctx) {
+        fe_sym *y = find_local(s, name, 0);
+        if (y) {
+            if (s->task >= 0 && y->task >= 0 && y->task != s->task && !y->is_uniform)
+                fe_sema_error(s, loc,
+                              "'%s' is declared in another task; only top-level lets of "
+                              "parameters, constants, len and shape are visible across tasks",
+                              name);
+            return y;
+        }
+    }
+    fe_item *it = fe_sema_find_item(s, name);
+    if (it && it->kind == IT_CONST)
+        return fe_sema_resolve_const(s, it, loc);
+    if (it) {
+        if (it->kind == IT_FUNC)
+            fe_sema_error(s, loc, "func '%s' is not a value; call it: %s(...)", name, name);
+        else
+            fe_sema_error(s, loc, "kernel '%s' is not a value", name);
+        return NULL;
+    }
+    if (fe_builtin_lookup(name) != BI_NONE) {
+        fe_sema_error(s, loc, "builtin '%s' is not a value; call it: %s(...)", name, name);
+        return NULL;
+    }
+    const char *sug = fe_sema_suggest(s, name, false);
+    if (sug)
+        fe_sema_error(s, loc, "unknown name '%s'; did you mean '%s'?", name, sug);
+    else
+        fe_sema_error(s, loc, "unknown name '%s'", name);
+    return NULL;
+}
+
+void fe_sema_note_call(fe_sema *s, fe_expr *call) {
+    if (!s->fn)
+        return;
+    kern_ptrvec *calls = &s->info[item_index(s, s->fn)].calls;
+    for (int i = 0; i < calls->len; i++)
+        if (((fe_expr *)calls->data[i])->call.func == call->call.func)
+            return;
+    ptrvec_push(calls, call);
+}
+
+/* ---- Consts ------------------------------------------------------------------------- */
+
+/* Reports the cycle that closes when `it`, being resolved, is used again at loc. */
+static void const_cycle(fe_sema *s, fe_item *it, kern_loc loc) {
+    kern_buf b = {0};
+    int start = 0;
+    while (start < s->const_stack.len && s->const_stack.data[start] != it)
+        start++;
+    for (int i = start; i < s->const_stack.len; i++) {
+        fe_item *c = s->const_stack.data[i];
+        buf_printf(&b, "%s -> ", c->name);
+        s->info[item_index(s, c)].cyclic = true;
+    }
+    buf_puts(&b, it->name);
+    fe_sema_error(s, loc, "cyclic const definition: %s", b.data);
+    buf_free(&b);
+}
+
+fe_sym *fe_sema_resolve_const(fe_sema *s, fe_item *it, kern_loc use) {
+    fe_item_info *info = &s->info[item_index(s, it)];
+    if (info->state == 2)
+        return it->sym;
+    if (info->state == 1) {
+        const_cycle(s, it, use);
+        return it->sym; /* type NULL while resolving: uses stay silent */
+    }
+    info->state = 1;
+    fe_sym *y = ARENA_NEW(s->mem, fe_sym);
+    y->kind = SYM_CONST;
+    y->name = it->name;
+    y->loc = it->name_loc;
+    y->task = -1;
+    it->sym = y;
+    ptrvec_push(&s->const_stack, it);
+
+    /* a const initializer sees only items */
+    fe_item *fn = s->fn;
+    bool const_ctx = s->const_ctx;
+    int task = s->task;
+    fe_loop_kind loop = s->loop;
+    s->fn = NULL;
+    s->const_ctx = true;
+    s->task = -1;
+    s->loop = LOOP_NONE;
+
+    int errors = s->ctx->diags.errors;
+    const kern_type *t;
+    if (it->declared) {
+        t = fe_sema_expr(s, &it->init, it->declared, 0);
+        if (t && !fe_sema_convert(s, &it->init, it->declared))
+            t = NULL;
+    } else {
+        t = fe_sema_value(s, &it->init, NULL);
+    }
+    if (t && it->init && it->init->is_const) {
+        y->type = it->init->type;
+        y->cval = it->init->cval;
+    } else if (t && !info->cyclic && s->ctx->diags.errors == errors) {
+        fe_sema_error(s, it->init ? it->init->loc : it->name_loc,
+                      "initializer of const '%s' is not a constant expression", it->name);
+    }
+
+    s->fn = fn;
+    s->const_ctx = const_ctx;
+    s->task = task;
+    s->loop = loop;
+    s->const_stack.len--;
+    info->state = 2;
+    return y;
+}
+
+/* ---- Statements --------------------------------------------------------------------- */
+
+static void check_stmt(fe_sema *s, fe_stmt *st, bool top);
+
+static void check_block(fe_sema *s, fe_stmt *blk) {
+    if (!blk)
+        return;
+    if (blk->kind != ST_BLOCK) {
+        check_stmt(s, blk, false);
+        return;
+    }
+    int saved = push_scope(s);
+    for (int i = 0; i < blk->block.nstmts; i++)
+        check_stmt(s, blk->block.stmts[i], false);
+    pop_scope(s, saved);
+}
+
+static void check_decl(fe_sema *s, fe_stmt *st, bool top) {
+    const kern_type *t = st->decl.declared;
+    if (t) {
+        if (st->decl.init)
+            fe_sema_expect(s, &st->decl.init, t);
+    } else {
+        t = fe_sema_value(s, &st->decl.init, NULL);
+    }
+    fe_sym *y = declare(s, SYM_LOCAL, st->decl.name, st->decl.name_loc, t);
+    y->is_mutable = st->kind == ST_VAR;
+    y->decl = st;
+    st->decl.sym = y;
+    if (top && s->fn && s->fn->kind == IT_KERNEL && st->kind == ST_LET && t &&
+        fe_sema_is_uniform(st->decl.init))
+        y->is_uniform = true;
+}
+
+static void check_assign(fe_sema *s, fe_stmt *st) {
+    fe_expr *tg = st->assign.target;
+    const kern_type *tt = NULL, *hint = NULL;
+    if (!tg)
+        return;
+    if (tg->kind == EX_NAME) {
+        const char *name = tg->name.name;
+        fe_sym *y = fe_sema_lookup_value(s, name, tg->loc);
+        tg->name.sym = y;
+        tg->type = y ? y->type : NULL;
+        hint = tg->type;
+        if (y && y->type) {
+            switch (y->kind) {
+            case SYM_CONST: fe_sema_error(s, tg->loc, "cannot assign to const '%s'", name); break;
+            case SYM_PARAM:
+                if (ty_is_array(y->type))
+                    fe_sema_error(s, tg->loc,
+                                  "cannot assign to array '%s'; assign to its elements, e.g. "
+                                  "%s[i] = ...",
+                                  name, name);
+                else
+                    fe_sema_error(s, tg->loc,
+                                  "cannot assign to parameter '%s'; parameters are immutable, "
+                                  "copy it into a var first (var %s = %s;)",
+                                  name, name, name);
+                break;
+            case SYM_LOOPVAR:
+                fe_sema_error(s, tg->loc, "cannot assign to loop variable '%s'", name);
+                break;
+            case SYM_LOCAL:
+                if (y->is_mutable)
+                    tt = y->type;
+                else
+                    fe_sema_error(s, tg->loc,
+                                  "cannot assign to '%s'; it is declared with let (use var for "
+                                  "a mutable local)",
+                                  name);
+                break;
+            }
+        }
+    } else if (tg->kind == EX_INDEX) {
+        tt = fe_sema_expr(s, &st->assign.target, NULL, 0);
+    } else {
+        fe_sema_error(s, tg->loc, "cannot assign to this expression");
+    }
+    if (tt && st->assign.op != AS_SET && !ty_is_number(tt)) {
+        fe_sema_error(s, st->assign.op_loc, "'%s' needs a number target, got %s",
+                      fe_assign_text(st->assign.op), tt->name);
+        tt = NULL;
+    }
+    if (tt)
+        fe_sema_expect(s, &st->assign.value, tt);
+    else
+        fe_sema_value(s, &st->assign.value, hint && ty_is_scalar(hint) ? hint : NULL);
+}
+
+typedef struct range_use {
+    const fe_stmt *loop;
+    int before; /* ranges [0, before) of loop */
+} range_use;
+
+/* The first use in e of a variable of ranges [0, before) of the for `loop`, or NULL. */
+static const fe_expr *find_range_use(const fe_expr *e, const range_use *u) {
+    if (!e)
+        return NULL;
+    const fe_expr *r = NULL;
+    switch (e->kind) {
+    case EX_NAME: {
+        const fe_sym *y = e->name.sym;
+        if (y && y->kind == SYM_LOOPVAR && y->decl == u->loop && y->range < u->before)
+            return e;
+        return NULL;
+    }
+    case EX_UNARY: return find_range_use(e->unary.arg, u);
+    case EX_BINARY:
+        if ((r = find_range_use(e->binary.lhs, u)))
+            return r;
+        return find_range_use(e->binary.rhs, u);
+    case EX_COND:
+        if ((r = find_range_use(e->cond.cond, u)) || (r = find_range_use(e->cond.a, u)))
+            return r;
+        return find_range_use(e->cond.b, u);
+    case EX_CAST: return find_range_use(e->cast.arg, u);
+    case EX_CALL:
+        for (int i = 0; i < e->call.nargs && !r; i++)
+            r = find_range_use(e->call.args[i], u);
+        return r;
+    case EX_INDEX:
+        for (int i = 0; i < e->index.nidx && !r; i++)
+            r = find_range_use(e->index.idx[i], u);
+        return r;
+    default: return NULL;
+    }
+}
+
+static void check_for(fe_sema *s, fe_stmt *st, bool top) {
+    bool parallel = top && s->fn && s->fn->kind == IT_KERNEL;
+    st->for_.parallel = parallel;
+    int saved = push_scope(s);
+    for (int k = 0; k < st->for_.nranges; k++) {
+        fe_range *r = &st->for_.ranges[k];
+        const kern_type *lt = fe_sema_expr(s, &r->lo, NULL, 0);
+        const kern_type *ht = fe_sema_expr(s, &r->hi, NULL, 0);
+        const kern_type *t = NULL;
+        if (lt && ht) {
+            fe_expr **ops[2] = {&r->lo, &r->hi};
+            t = fe_sema_unify_ints(s, ops, "range bounds");
+        }
+        if (parallel && k > 0) {
+            range_use u = {st, k};
+            const fe_expr *use = find_range_use(r->lo, &u);
+            if (!use)
+                use = find_range_use(r->hi, &u);
+            if (use)
+                fe_sema_error(s, use->loc,
+                              "bounds of '%s' use '%s' of the same parallel for; its iteration "
+                              "space must be rectangular (nest a serial for instead)",
+                              r->var, use->name.name);
+        }
+        fe_sym *y = declare(s, SYM_LOOPVAR, r->var, r->loc, t);
+        y->decl = st;
+        y->range = k;
+        r->sym = y;
+    }
+    fe_loop_kind loop = s->loop;
+    s->loop = parallel ? LOOP_PARALLEL : LOOP_SERIAL;
+    check_block(s, st->for_.body);
+    s->loop = loop;
+    pop_scope(s, saved);
+}
+
+static void check_return(fe_sema *s, fe_stmt *st) {
+    fe_item *fn = s->fn;
+    if (!fn || fn->kind != IT_FUNC) {
+        fe_sema_error(s, st->loc, "return outside of a func; a kernel cannot return");
+        if (st->ret.value)
+            fe_sema_value(s, &st->ret.value, NULL);
+        return;
+    }
+    const kern_type *ret = fn->ret ? fn->ret : ty_void();
+    if (ret->kind == TY_VOID) {
+        if (st->ret.value) {
+            fe_sema_error(s, st->ret.value->loc,
+                          "func '%s' has no return type, so it cannot return a value", fn->name);
+            fe_sema_expr(s, &st->ret.value, NULL, SX_VOID_OK);
+        }
+    } else if (!st->ret.value) {
+        fe_sema_error(s, st->loc, "func '%s' must return a value of type %s", fn->name,
+                      ret->name);
+    } else {
+        fe_sema_expect(s, &st->ret.value, ret);
+    }
+}
+
+static void check_stmt(fe_sema *s, fe_stmt *st, bool top) {
+    if (!st)
+        return;
+    switch (st->kind) {
+    case ST_LET:
+    case ST_VAR: check_decl(s, st, top); break;
+    case ST_ASSIGN: check_assign(s, st); break;
+    case ST_IF:
+        fe_sema_cond(s, &st->if_.cond, "if condition");
+        check_block(s, st->if_.then);
+        check_block(s, st->if_.els);
+        break;
+    case ST_FOR: check_for(s, st, top); break;
+    case ST_WHILE: {
+        fe_sema_cond(s, &st->while_.cond, "while condition");
+        fe_loop_kind loop = s->loop;
+        s->loop = LOOP_SERIAL;
+        check_block(s, st->while_.body);
+        s->loop = loop;
+        break;
+    }
+    case ST_BREAK:
+        if (s->loop == LOOP_PARALLEL)
+            fe_sema_error(s, st->loc,
+                          "break inside a parallel for; its iterations cannot stop the loop "
+                          "(use continue to end this iteration)");
+        else if (s->loop == LOOP_NONE)
+            fe_sema_error(s, st->loc, "break outside of a loop");
+        break;
+    case ST_CONTINUE:
+        if (s->loop == LOOP_NONE)
+            fe_sema_error(s, st->loc, "continue outside of a loop");
+        break;
+    case ST_RETURN: check_return(s, st); break;
+    case ST_EXPR: {
+        const kern_type *t = fe_sema_expr(s, &st->expr.expr, NULL, SX_VOID_OK);
+        fe_expr *e = st->expr.expr;
+        if (t && fe_is_untyped(t)) {
+            fe_sema_resolve(s, &st->expr.expr, t == &fe_untyped_int ? ty_i32() : ty_f32());
+            e = st->expr.expr;
+        }
+        if (t && e->kind != EX_CALL)
+            fe_sema_warning(s, e->loc, "expression result unused");
+        break;
+    }
+    case ST_BLOCK: check_block(s, st); break;
+    }
+}
+
+/* ---- Return paths ------------------------------------------------------------------- */
+
+/* Does st contain a break of the loop it is the body of (not of an inner loop)? */
+static bool has_break(const fe_stmt *st) {
+    if (!st)
+        return false;
+    switch (st->kind) {
+    case ST_BREAK: return true;
+    case ST_BLOCK:
+        for (int i = 0; i < st->block.nstmts; i++)
+            if (has_break(st->block.stmts[i]))
+                return true;
+        return false;
+    case ST_IF: return has_break(st->if_.then) || has_break(st->if_.els);
+    default: return false;
+    }
+}
+
+/* Does control never reach the end of st (every path returns)? */
+static bool never_falls_through(const fe_stmt *st) {
+    if (!st)
+        return false;
+    switch (st->kind) {
+    case ST_RETURN: return true;
+    case ST_BLOCK:
+        for (int i = 0; i < st->block.nstmts; i++)
+            if (never_falls_through(st->block.stmts[i]))
+                return true;
+        return false;
+    case ST_IF:
+        return st->if_.els && never_falls_through(st->if_.then) &&
+               never_falls_through(st->if_.els);
+    case ST_WHILE: {
+        const fe_expr *c = st->while_.cond;
+        return c && c->is_const && c->type == ty_bool() && c->cval.i &&
+               !has_break(st->while_.body);
+    }
+    default: return false;
+    }
+}
+
+/* ---- Bodies ------------------------------------------------------------------------- */
+
+static void declare_params(fe_sema *s, fe_item *it) {
+    for (int i = 0; i < it->nparams; i++) {
+        fe_param *p = &it->params[i];
+        if (p->name && find_local(s, p->name, 0))
+            fe_sema_error(s, p->loc, "duplicate parameter '%s'", p->name);
+        if (p->nograd && p->type) {
+            const kern_type *e = ty_is_array(p->type) ? p->type->elem : p->type;
+            if (!ty_is_float(e))
+                fe_sema_error(s, p->loc,
+                              "nograd on parameter '%s' of type %s; only f32 and f64 "
+                              "parameters have gradients",
+                              p->name, p->type->name);
+            else if (it->kind == IT_FUNC)
+                fe_sema_warning(s, p->loc,
+                                "nograd has no effect on a func parameter; mark the kernel "
+                                "parameter instead");
+        }
+        fe_sym *y = ARENA_NEW(s->mem, fe_sym);
+        y->kind = SYM_PARAM;
+        y->name = p->name ? p->name : "?";
+        y->type = p->type;
+        y->loc = p->loc;
+        y->param = p;
+        y->owner = it;
+        y->task = -1;
+        p->sym = y;
+        ptrvec_push(&s->locals, y);
+    }
+}
+
+static void check_body(fe_sema *s, fe_item *it) {
+    s->fn = it;
+    s->const_ctx = false;
+    s->locals.len = 0;
+    s->scope_start = 0;
+    s->task = -1;
+    s->loop = LOOP_NONE;
+    declare_params(s, it);
+    fe_stmt *body = it->body;
+    if (body && body->kind == ST_BLOCK) {
+        int saved = push_scope(s);
+        if (it->kind == IT_KERNEL) {
+            int task = -1;
+            bool serial = false;
+            for (int i = 0; i < body->block.nstmts; i++) {
+                fe_stmt *st = body->block.stmts[i];
+                if (!st)
+                    continue;
+                if (st->kind == ST_FOR) {
+                    task++;
+                    serial = false;
+                } else if (!serial) {
+                    task++;
+                    serial = true;
+                }
+                s->task = task;
+                check_stmt(s, st, true);
+            }
+            it->ntasks = task + 1;
+            s->task = -1;
+        } else {
+            for (int i = 0; i < body->block.nstmts; i++)
+                check_stmt(s, body->block.stmts[i], false);
+        }
+        pop_scope(s, saved);
+    }
+    if (it->kind == IT_FUNC && it->ret && it->ret->kind != TY_VOID && body &&
+        !never_falls_through(body))
+        fe_sema_error(s, it->name_loc,
+                      "missing return: func '%s' must return a value of type %s on every path",
+                      it->name, it->ret->name);
+    s->fn = NULL;
+    s->locals.len = 0;
+    s->scope_start = 0;
+}
+
+/* ---- Recursion ---------------------------------------------------------------------- */
+
+typedef struct call_dfs {
+    fe_sema *s;
+    int *color; /* 0 unvisited, 1 on the path, 2 done */
+    int *path;
+    int depth;
+} call_dfs;
+
+static void dfs(call_dfs *d, int i) {
+    fe_sema *s = d->s;
+    d->color[i] = 1;
+    d->path[d->depth++] = i;
+    kern_ptrvec *calls = &s->info[i].calls;
+    for (int c = 0; c < calls->len; c++) {
+        fe_expr *call = calls->data[c];
+        int j = item_index(s, call->call.func);
+        if (d->color[j] == 1) {
+            kern_buf b = {0};
+            int k = d->depth - 1;
+            while (d->path[k] != j)
+                k--;
+            for (; k < d->depth; k++)
+                buf_printf(&b, "%s -> ", s->file->items[d->path[k]]->name);
+            buf_puts(&b, s->file->items[j]->name);
+            fe_sema_error(s, call->call.name_loc,
+                          "recursive call: %s; funcs are inlined, so recursion is not allowed",
+                          b.data);
+            buf_free(&b);
+        } else if (d->color[j] == 0) {
+            dfs(d, j);
+        }
+    }
+    d->depth--;
+    d->color[i] = 2;
+}
+
+static void check_recursion(fe_sema *s) {
+    int n = s->file->nitems;
+    size_t cnt = n > 0 ? (size_t)n : 1;
+    call_dfs d = {s, calloc(cnt, sizeof(int)), calloc(cnt, sizeof(int)), 0};
+    if (!d.color || !d.path)
+        kern_oom(cnt * sizeof(int));
+    for (int i = 0; i < n; i++)
+        if (s->file->items[i] && s->file->items[i]->kind == IT_FUNC && d.color[i] == 0)
+            dfs(&d, i);
+    free(d.color);
+    free(d.path);
+}
+
+/* ---- Entry point -------------------------------------------------------------------- */
+
+bool fe_check(kc_ctx *ctx, fe_file *file) {
+    int errors = ctx->diags.errors;
+    fe_sema S;
+    memset(&S, 0, sizeof S);
+    fe_sema *s = &S;
+    s->ctx = ctx;
+    s->file = file;
+    s->src = file->src;
+    s->mem = &ctx->mem;
+    s->task = -1;
+    int n = file->nitems;
+    size_t cnt = n > 0 ? (size_t)n : 1;
+    s->info = calloc(cnt, sizeof(fe_item_info));
+    if (!s->info)
+        kern_oom(cnt * sizeof(fe_item_info));
+    for (int i = 0; i < n; i++)
+        s->info[i].item = file->items[i];
+
+    /* (1) the item namespace */
+    for (int i = 0; i < n; i++) {
+        fe_item *it = file->items[i];
+        if (!it || !it->name)
+            continue;
+        fe_item *first = fe_sema_find_item(s, it->name);
+        if (first != it)
+            fe_sema_error(s, it->name_loc, "duplicate definition of '%s' (a %s at line %u)",
+                          it->name, item_kind_name(first->kind), first->name_loc.line);
+        if (it->kind == IT_FUNC && fe_builtin_lookup(it->name) != BI_NONE)
+            fe_sema_error(s, it->name_loc, "func '%s' has the name of a builtin", it->name);
+    }
+    /* (2) consts, (3) bodies */
+    for (int i = 0; i < n; i++)
+        if (file->items[i] && file->items[i]->kind == IT_CONST)
+            fe_sema_resolve_const(s, file->items[i], file->items[i]->name_loc);
+    for (int i = 0; i < n; i++)
+        if (file->items[i] && file->items[i]->kind != IT_CONST)
+            check_body(s, file->items[i]);
+    /* (4) the call graph */
+    check_recursion(s);
+
+    for (int i = 0; i < n; i++)
+        ptrvec_free(&s->info[i].calls);
+    free(s->info);
+    ptrvec_free(&s->locals);
+    ptrvec_free(&s->const_stack);
+    return ctx->diags.errors == errors;
+}

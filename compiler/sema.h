@@ -1,0 +1,152 @@
+/* sema.h - internal interface of semantic analysis: shared by sema.c (items, scopes,
+ * statements, tasks, recursion), sema_expr.c (expression typing, implicit conversions,
+ * builtins) and sema_fold.c (constant folding). Not used outside the frontend except by
+ * the unit tests (tests/test_sema.c).
+ *
+ * Untyped literals. An integer or float literal, and an operator applied only to untyped
+ * operands (`1 << 20`, `-0.5`, `1.0 / 3.0`), is *untyped* while it is being checked: its
+ * type is one of the two sentinels below and its cval holds the exact value (an i64 or
+ * an f64, computed without overflow; Go's untyped constants). The consumer of the value
+ * then resolves it (fe_sema_convert / fe_sema_resolve): to the type the context needs
+ * (the other operand, the declared type, the parameter, the target), else to i32 / f32.
+ * Resolution rewrites the subtree into one literal node of the final type (EX_INT for an
+ * integer type, EX_FLOAT for a float type, ival/fval equal to cval), so no sentinel type
+ * survives sema and every literal's kind matches its type.
+ *
+ * Error recovery: an expression whose type is NULL had an error that was reported;
+ * consumers stay silent about it, so one mistake gives one message. */
+#ifndef KERN_SEMA_H
+#define KERN_SEMA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../common/util.h"
+#include "ast.h"
+
+/* ---- Untyped literal types (const data; never escape sema) ----------------------- */
+
+extern const kern_type fe_untyped_int;   /* kind TY_I64, cval an exact int64 */
+extern const kern_type fe_untyped_float; /* kind TY_F64, cval a double */
+
+static inline bool fe_is_untyped(const kern_type *t) {
+    return t == &fe_untyped_int || t == &fe_untyped_float;
+}
+
+/* ---- Checker state ------------------------------------------------------------------ */
+
+typedef enum fe_loop_kind { LOOP_NONE, LOOP_SERIAL, LOOP_PARALLEL } fe_loop_kind;
+
+/* Per item: const resolution state and the funcs a func calls (recursion check). */
+typedef struct fe_item_info {
+    fe_item *item;
+    int state;         /* consts: 0 unresolved, 1 resolving, 2 resolved */
+    bool cyclic;       /* consts: part of a reported cycle */
+    kern_ptrvec calls; /* funcs and kernels: EX_CALL nodes of distinct callees */
+} fe_item_info;
+
+typedef struct fe_sema {
+    kc_ctx *ctx;
+    fe_file *file;
+    const kern_source *src;
+    arena *mem;
+    fe_item_info *info;      /* one per file->items[i] */
+    kern_ptrvec const_stack; /* consts being resolved, outermost first (cycle messages) */
+    /* The body being checked. */
+    fe_item *fn;             /* func or kernel; NULL in a const initializer */
+    bool const_ctx;          /* checking a const initializer: no locals, no calls */
+    kern_ptrvec locals;      /* visible locals and params, innermost last */
+    int scope_start;         /* index in locals where the innermost scope begins */
+    int task;                /* current task of a kernel body, -1 elsewhere */
+    fe_loop_kind loop;       /* the innermost enclosing loop */
+} fe_sema;
+
+void fe_sema_error(fe_sema *s, kern_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void fe_sema_warning(fe_sema *s, kern_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- sema.c: names ------------------------------------------------------------------ */
+
+/* The first item called name, or NULL. */
+fe_item *fe_sema_find_item(fe_sema *s, const char *name);
+/* Resolves a name used as a value (EX_NAME, EX_INDEX, an assignment target): a visible
+ * local or parameter, else a const item (resolved on demand). Reports unknown names (with
+ * a close name when there is one), funcs and builtins used as values, and locals of
+ * another task; returns NULL after such an error. The returned const symbol has a NULL
+ * type when its definition had an error. */
+fe_sym *fe_sema_lookup_value(fe_sema *s, const char *name, kern_loc loc);
+/* Records that the body being checked calls func callee (recursion check). */
+void fe_sema_note_call(fe_sema *s, fe_expr *call);
+/* Resolves a const item (folding its initializer) and returns its symbol. */
+fe_sym *fe_sema_resolve_const(fe_sema *s, fe_item *it, kern_loc use);
+/* A close name among the visible locals and items (and builtins when calls is set), or
+ * NULL: for "did you mean" hints. */
+const char *fe_sema_suggest(fe_sema *s, const char *name, bool calls);
+
+/* ---- sema_expr.c: expressions ------------------------------------------------------ */
+
+enum {
+    SX_ARRAY_OK = 1, /* an array name is allowed (len, shape, a func's array argument) */
+    SX_VOID_OK = 2,  /* a void func call is allowed (expression statement) */
+};
+
+/* Checks *slot and annotates it. The result may be untyped (the caller resolves it);
+ * hint is the type the context would like, used to type untyped subexpressions that
+ * cannot be typed by their own operands (branches of ?:, arguments of min). Returns the
+ * type, or NULL after an error. */
+const kern_type *fe_sema_expr(fe_sema *s, fe_expr **slot, const kern_type *hint,
+                              unsigned flags);
+/* fe_sema_expr, then resolves an untyped result to hint when it can take it, else to its
+ * default type (i32 / f32). */
+const kern_type *fe_sema_value(fe_sema *s, fe_expr **slot, const kern_type *hint);
+/* Checks *slot and converts it implicitly to `to` (widening only). */
+void fe_sema_expect(fe_sema *s, fe_expr **slot, const kern_type *to);
+/* Checks *slot as a condition: it must be bool. what names the context ("if condition"). */
+void fe_sema_cond(fe_sema *s, fe_expr **slot, const char *what);
+/* Implicit conversion of a checked expression to `to`: resolves untyped literals (with
+ * range checks), inserts an EX_CAST when widening, reports narrowing. False after an
+ * error. */
+bool fe_sema_convert(fe_sema *s, fe_expr **slot, const kern_type *to);
+/* Gives two checked operands their common integer type (range bounds): promoted, with
+ * conversions inserted. NULL after an error. what: "range bounds". */
+const kern_type *fe_sema_unify_ints(fe_sema *s, fe_expr **ops[2], const char *what);
+/* Resolves an untyped expression to `to` (a scalar type); false after an error. */
+bool fe_sema_resolve(fe_sema *s, fe_expr **slot, const kern_type *to);
+/* True when a checked expression depends only on literals, consts, scalar parameters,
+ * len, shape, uniform lets and pure operations on them (funcs without array params). */
+bool fe_sema_is_uniform(const fe_expr *e);
+
+/* ---- sema_fold.c: constant folding ------------------------------------------------- */
+
+typedef enum fe_fold_status {
+    FOLD_OK,
+    FOLD_NOT_CONST, /* an operation with no compile-time value */
+    FOLD_DIV_ZERO,  /* integer division or remainder by zero */
+    FOLD_SHIFT,     /* shift count negative or >= the bit width */
+    FOLD_RANGE,     /* float -> int of a value out of range (or NaN) */
+    FOLD_OVERFLOW,  /* untyped integer arithmetic beyond int64 */
+} fe_fold_status;
+
+/* v wrapped to integer type t (bool: v != 0; u32 zero-extended, i32 sign-extended). */
+fe_value fe_value_int(const kern_type *t, int64_t v);
+/* v rounded to float type t. */
+fe_value fe_value_float(const kern_type *t, double v);
+fe_value fe_value_bool(bool b);
+/* Operands have the type the operator works in (for shifts the count is converted to
+ * the left operand's type); comparisons give bool. Integers wrap. */
+fe_fold_status fe_fold_unary(fe_unop op, fe_value a, fe_value *out);
+fe_fold_status fe_fold_binary(fe_binop op, fe_value a, fe_value b, fe_value *out);
+fe_fold_status fe_fold_cast(const kern_type *to, fe_value a, fe_value *out);
+/* Math builtins, min/max/clamp/select; all operands of the builtin's operand type
+ * (select: a bool, then two values). Computed with libm in double, rounded for f32. */
+fe_fold_status fe_fold_builtin(fe_builtin b, const fe_value *args, int n, fe_value *out);
+/* Untyped arithmetic: operands are i64 (exact integers) or f64 values; integers are
+ * combined exactly (FOLD_OVERFLOW beyond int64), an f64 operand makes the result f64. */
+fe_fold_status fe_fold_ideal_binary(fe_binop op, fe_value a, fe_value b, fe_value *out);
+fe_fold_status fe_fold_ideal_unary(fe_unop op, fe_value a, fe_value *out);
+/* Writes a value for messages: integers in decimal, floats in the shortest form that
+ * reads back to the same value ("0.1", "1e+39", "inf"). */
+void fe_value_format(char *buf, size_t size, fe_value v);
+
+#endif
