@@ -20,17 +20,32 @@ static void indent(kern_buf *b, int n) {
         buf_putc(b, ' ');
 }
 
-/* The shortest text that reads back as the same double, always with a '.' or an
- * exponent so that it reads as a float. */
+/* The shortest text that reads back as the same double: positional notation for
+ * exponents -5..16 ("0.001", "25000.0"), else scientific ("1e+30"); always with a '.' or
+ * an exponent so that it reads as a float. */
 static void put_float(kern_buf *b, double v) {
-    char s[40];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(s, sizeof s, "%.*g", prec, v);
+    char s[64];
+    if (v != v || v - v != 0) { /* nan, inf: not from the parser, but sema may fold */
+        snprintf(s, sizeof s, "%g", v);
+        buf_puts(b, s);
+        return;
+    }
+    int prec = 1;
+    for (; prec < 17; prec++) {
+        snprintf(s, sizeof s, "%.*e", prec - 1, v);
         if (strtod(s, NULL) == v)
             break;
     }
+    snprintf(s, sizeof s, "%.*e", prec - 1, v);
+    int exp = atoi(strchr(s, 'e') + 1);
+    if (exp >= -5 && exp <= 16) {
+        int decimals = prec - 1 - exp;
+        snprintf(s, sizeof s, "%.*f", decimals > 0 ? decimals : 0, v);
+    } else {
+        snprintf(s, sizeof s, "%.*g", prec, v);
+    }
     buf_puts(b, s);
-    if (!strpbrk(s, ".eninf"))
+    if (!strpbrk(s, ".e"))
         buf_puts(b, ".0");
 }
 

@@ -130,7 +130,8 @@ static bool expect(parser *p, fe_tok_kind k, const char *what) {
     return false;
 }
 
-/* Skips a balanced {...} starting at the current '{'. Iterative: any depth is fine. */
+/* Skips a balanced {...} starting at the current '{' (iterative: any depth is fine).
+ * Leaves panic on when the end of the file came first. */
 static void skip_braces(parser *p) {
     int depth = 0;
     do {
@@ -140,6 +141,7 @@ static void skip_braces(parser *p) {
             depth--;
         advance(p);
     } while (depth > 0 && !at(p, TK_EOF));
+    p->panic = depth > 0;
 }
 
 /* Resynchronizes after an error inside a statement. */
@@ -154,7 +156,7 @@ static void sync_stmt(parser *p) {
         }
         if (k == TK_LBRACE) {
             skip_braces(p);
-            break;
+            return;
         }
         if (k == TK_RBRACE || is_stmt_kw(k) || is_item_kw(k))
             break;
@@ -215,12 +217,16 @@ static kern_loc start_loc(const fe_expr *e) {
     return e->loc;
 }
 
-/* Sets the height of a new node from its children's; false (reported) when too high. */
-static bool set_height(parser *p, int child_max) {
+/* Sets the height of the new node e from its children's; false (reported at e) when too
+ * high. */
+static bool set_height(parser *p, const fe_expr *e, int child_max) {
     p->h = child_max + 1;
     if (p->h <= MAX_HEIGHT)
         return true;
-    syntax_error(p, "expression too complex (more than %d levels of operators)", MAX_HEIGHT);
+    if (!p->panic)
+        kc_error(p->ctx, p->src, e->loc, "expression too complex (more than %d levels of operators)",
+                 MAX_HEIGHT);
+    p->panic = true;
     return false;
 }
 
@@ -333,7 +339,7 @@ static fe_expr *parse_primary(parser *p) {
             e->call.name = name;
             e->call.name_loc = t.loc;
             int h = parse_args(p, &e->call.args, &e->call.nargs, name);
-            set_height(p, h);
+            set_height(p, e, h);
             return e;
         }
         if (at(p, TK_LBRACKET)) {
@@ -350,7 +356,7 @@ static fe_expr *parse_primary(parser *p) {
             if (!accept(p, TK_RBRACKET))
                 syntax_error(p, "expected ',' or ']' in the index of '%s', found %s", name, found(p));
             e->index.idx = (fe_expr **)to_arena(p, &v, &e->index.nidx);
-            set_height(p, hmax);
+            set_height(p, e, hmax);
             return e;
         }
         e = new_expr(p, EX_NAME, t.loc);
@@ -378,7 +384,7 @@ static fe_expr *parse_primary(parser *p) {
         if (nargs != 1)
             report(p, t.loc, "a cast to '%s' takes exactly one argument, found %d", to->name, nargs);
         e->cast.arg = nargs ? args[0] : error_expr(p);
-        set_height(p, h);
+        set_height(p, e, h);
         return e;
     }
     syntax_error(p, "expected expression, found %s", found(p));
@@ -428,7 +434,7 @@ static fe_expr *parse_unary(parser *p) {
     e->unary.op = op;
     advance(p);
     e->unary.arg = parse_unary(p);
-    set_height(p, p->h);
+    set_height(p, e, p->h);
     p->expr_nest--;
     return e;
 }
@@ -473,7 +479,7 @@ static fe_expr *parse_level(parser *p, int prec, fe_expr *(*operand)(parser *)) 
         b->binary.lhs = e;
         b->binary.rhs = operand(p);
         e = b;
-        if (!set_height(p, h > p->h ? h : p->h))
+        if (!set_height(p, b, h > p->h ? h : p->h))
             break;
         h = p->h;
     }
@@ -517,7 +523,7 @@ static fe_expr *parse_ternary(parser *p) {
     if (p->h > h)
         h = p->h;
     p->expr_nest--;
-    set_height(p, h);
+    set_height(p, e, h);
     return e;
 }
 
@@ -540,7 +546,6 @@ static fe_stmt *parse_block(parser *p, const char *what) {
     if (p->block_nest >= MAX_NEST) {
         syntax_error(p, "blocks nested too deeply (more than %d levels)", MAX_NEST);
         skip_braces(p);
-        p->panic = false;
         return b;
     }
     p->block_nest++;
@@ -606,7 +611,7 @@ static fe_stmt *parse_if(parser *p) {
         if (!accept(p, TK_ELSE))
             break;
         if (at(p, TK_IF)) {
-            if (++n >= MAX_ELSE_IF) {
+            if (++n > MAX_ELSE_IF) {
                 syntax_error(p, "too many 'else if' branches in one chain (more than %d)", MAX_ELSE_IF);
                 break;
             }
