@@ -24,7 +24,9 @@
  *     float division or a transcendental (their derivatives are unbounded or undefined
  *     on the branch not taken: autodiff of a select would multiply an inf/NaN adjoint by
  *     zero and produce NaN);
- *   - `for` with constant bounds lo >= hi -> removed, its results replaced by its inits.
+ *   - `for` with constant bounds lo >= hi -> removed, its results replaced by its inits;
+ *   - a `for` carried value that the body yields unchanged (a flag lowering never sets)
+ *     -> its body argument and its result replaced by its init (DCE then drops it).
  *
  * Where: ir_optimize()'s fixed-point loop, after fold. Requires a verified module. Keeps
  * valid: the verifier's invariants (ops are rewritten in place with their result value
@@ -281,11 +283,30 @@ static bool simplify_if(ir_op *op) {
     return if_to_select(op);
 }
 
+/* A carried value that the body yields unchanged holds its init in every iteration. */
+static bool forward_invariant_carried(ir_op *op) {
+    bool changed = false;
+    ir_region *body = op->regions[0];
+    ir_op *y = body->last;
+    uint32_t skip = (op->attr & IR_FOR_EARLY_EXIT) ? 1 : 0;
+    if (!y || y->code != IR_YIELD)
+        return false;
+    for (uint32_t k = 0; k < op->nresults && k + skip < y->noperands; k++) {
+        ir_value *arg = body->args[k + 1], *init = op->operands[2 + k];
+        if (y->operands[k + skip] != arg)
+            continue;
+        ir_replace_uses(body, arg, init); /* the yield now passes init along */
+        ir_replace_uses(op->parent, op->results[k], init);
+        changed = true;
+    }
+    return changed;
+}
+
 static bool simplify_for(ir_op *op) {
     int64_t lo, hi;
     if (!opt_const_int(op->operands[0], &lo) || !opt_const_int(op->operands[1], &hi) ||
         lo < hi) /* canonical imm.i compares in the type's own order (u32 zero-extended) */
-        return false;
+        return forward_invariant_carried(op);
     replace_results(op, op->operands + 2);
     ir_remove(op);
     return true;

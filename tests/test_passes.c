@@ -10,7 +10,9 @@
  *     against values computed here independently (C arithmetic in the right precision),
  *     including what must NOT be folded or simplified. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -324,8 +326,8 @@ Test(passes, fold_casts) {
     ir_value *t2 = cast(&f, i32, cf(&f, f32, -3.75));
     ir_value *t3 = cast(&f, u32, cf(&f, f64, 3e9));
     ir_value *t4 = cast(&f, u32, cf(&f, f64, -0.5));
-    ir_value *t5 = cast(&f, u32, cf(&f, i32, -1));
-    ir_value *t6 = cast(&f, i64, cf(&f, u32, 0xffffffffu));
+    ir_value *t5 = cast(&f, u32, ci(&f, i32, -1));
+    ir_value *t6 = cast(&f, i64, ci(&f, u32, 0xffffffffu));
     ir_value *t7 = cast(&f, i64, ci(&f, i32, -1));
     ir_value *t8 = cast(&f, i32, ci(&f, i64, 0x100000005ll));
     ir_value *t9 = cast(&f, f32, ci(&f, i32, 16777217));
@@ -542,7 +544,8 @@ Test(passes, simplify_empty_for) {
     ir_op *loop2 = ir_for(&f.b, ci(&f, ty_u32(), 1), ci(&f, ty_u32(), 0xffffffffu), &init, 1,
                           false);
     ir_builder lb2 = ir_builder_at_end(f.m, loop2->regions[0]);
-    ir_yield(&lb2, &loop2->regions[0]->args[1], 1);
+    ir_value *nx2 = ir_binop(&lb2, IR_ADD, loop2->regions[0]->args[1], f.p[P_X]);
+    ir_yield(&lb2, &nx2, 1);
     keep(&f, loop2->results[0]);
     cr_assert(run(&f, ir_opt_simplify));
     cr_assert_eq(stored(&f, 0), init);
@@ -817,4 +820,81 @@ Test(passes, golden) {
     }
     golden_free_list(names, n);
     cr_assert_eq(failed, 0, "%d of %d golden checks failed (see stderr)", failed, checked);
+}
+
+/* ---- the pass runner ---------------------------------------------------------------------- */
+
+/* A "pass" that breaks the module: a store loses its value operand. */
+static bool break_module(ir_module *m) {
+    ir_op *task = m->kernels->body->last;
+    ir_foreach_op(op, task->regions[0]) {
+        if (op->code == IR_STORE) {
+            op->noperands = 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+Test(passes, kern_debug_verify_aborts_on_broken_ir, .signal = SIGABRT) {
+    fx f = fx_new();
+    keep(&f, f.p[P_X]);
+    setenv("KERN_DEBUG", "verify", 1);
+    bool progress = false;
+    IR_PASS(progress, f.m, break_module);
+    cr_assert_fail("the runner did not abort (progress %d)", progress);
+}
+
+Test(passes, kern_debug_print_names_the_pass, .init = cr_redirect_stderr) {
+    fx f = fx_new();
+    ir_value *two = ci(&f, ty_i32(), 2), *three = ci(&f, ty_i32(), 3);
+    bin(&f, IR_ADD, two, three);
+    setenv("KERN_DEBUG", "print,roundtrip", 1);
+    bool progress = false;
+    IR_PASS(progress, f.m, ir_opt_fold);
+    IR_PASS(progress, f.m, ir_opt_cse); /* nothing to merge: prints nothing */
+    unsetenv("KERN_DEBUG");
+    cr_assert(progress);
+    fflush(stderr);
+    FILE *err = cr_get_redirected_stderr();
+    char got[4096];
+    size_t n = fread(got, 1, sizeof got - 1, err);
+    got[n] = 0;
+    cr_assert_str_eq(got, "// ---- IR after ir_opt_fold ----\n"
+                            "source \"test.kern\"\n"
+                            "\n"
+                            "kernel @k(%of: f32[], %od: f64[], %oi: i32[], %ou: u32[], "
+                            "%ol: i64[], %ob: bool[], %x: f32, %y: f64, %n: i32, %u: u32) "
+                            "!1:1 {\n"
+                            "  serial {\n"
+                            "    %0 = const 2 : i32\n"
+                            "    %1 = const 3 : i32\n"
+                            "    %2 = const 5 : i32\n"
+                            "    %3 = const 0 : i32\n"
+                            "    store %oi[%3], %2\n"
+                            "  }\n"
+                            "}\n");
+    ir_module_free(f.m);
+}
+
+Test(passes, forward_invariant_carried_value) {
+    fx f = fx_new();
+    ir_value *inits[2] = {f.p[P_X], ir_const_bool(&f.b, false)};
+    ir_op *loop = ir_for(&f.b, ci(&f, ty_i32(), 0), f.p[P_N], inits, 2, false);
+    ir_region *body = loop->regions[0];
+    ir_builder lb = ir_builder_at_end(f.m, body);
+    ir_value *nx = ir_select(&lb, body->args[2], body->args[1],
+                             ir_binop(&lb, IR_ADD, body->args[1], f.p[P_X]));
+    ir_value *ys[2] = {nx, body->args[2]};
+    ir_yield(&lb, ys, 2);
+    keep(&f, loop->results[0]);
+    keep(&f, loop->results[1]);
+    cr_assert(run(&f, ir_opt_simplify));
+    cr_assert_eq(stored(&f, 1), inits[1], "the flag never changes: its init");
+    ir_optimize(f.m, 2);
+    cr_assert(verifies(f.m));
+    cr_assert_eq(loop->nresults, 1);
+    cr_assert_eq(body->nargs, 2);
+    cr_assert_eq(count_ops(body, IR_SELECT), 0);
+    ir_module_free(f.m);
 }
