@@ -266,7 +266,7 @@ fe_sym *fe_sema_resolve_const(fe_sema *s, fe_item *it, kern_loc use) {
         y->type = it->init->type;
         y->cval = it->init->cval;
     } else if (t && !info->cyclic && s->ctx->diags.errors == errors) {
-        fe_sema_error(s, it->init ? it->init->loc : it->name_loc,
+        fe_sema_error(s, it->init ? fe_sema_first_loc(it->init) : it->name_loc,
                       "initializer of const '%s' is not a constant expression", it->name);
     }
 
@@ -455,7 +455,7 @@ static void check_return(fe_sema *s, fe_stmt *st) {
     const kern_type *ret = fn->ret ? fn->ret : ty_void();
     if (ret->kind == TY_VOID) {
         if (st->ret.value) {
-            fe_sema_error(s, st->ret.value->loc,
+            fe_sema_error(s, fe_sema_first_loc(st->ret.value),
                           "func '%s' has no return type, so it cannot return a value", fn->name);
             fe_sema_expr(s, &st->ret.value, NULL, SX_VOID_OK);
         }
@@ -509,7 +509,7 @@ static void check_stmt(fe_sema *s, fe_stmt *st, bool top) {
             e = st->expr.expr;
         }
         if (t && e->kind != EX_CALL)
-            fe_sema_warning(s, e->loc, "expression result unused");
+            fe_sema_warning(s, fe_sema_first_loc(e), "expression result unused");
         break;
     }
     case ST_BLOCK: check_block(s, st); break;

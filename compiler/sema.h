@@ -113,6 +113,8 @@ bool fe_sema_convert(fe_sema *s, fe_expr **slot, const kern_type *to);
 const kern_type *fe_sema_unify_ints(fe_sema *s, fe_expr **ops[2], const char *what);
 /* Resolves an untyped expression to `to` (a scalar type); false after an error. */
 bool fe_sema_resolve(fe_sema *s, fe_expr **slot, const kern_type *to);
+/* The location of the first token of e (a binary node is located at its operator). */
+kern_loc fe_sema_first_loc(const fe_expr *e);
 /* True when a checked expression depends only on literals, consts, scalar parameters,
  * len, shape, uniform lets and pure operations on them (funcs without array params). */
 bool fe_sema_is_uniform(const fe_expr *e);

@@ -50,9 +50,12 @@ static bool int_fits(const kern_type *t, int64_t v) {
 
 /* What to call an untyped expression in a message. */
 static const char *untyped_what(const fe_expr *e) {
-    if (e->kind == EX_INT)
+    const fe_expr *lit = e;
+    if (e->kind == EX_UNARY && e->unary.op == UN_NEG)
+        lit = e->unary.arg; /* -1 reads as a literal */
+    if (lit->kind == EX_INT)
         return "integer literal";
-    if (e->kind == EX_FLOAT)
+    if (lit->kind == EX_FLOAT)
         return "float literal";
     return e->type == &fe_untyped_int ? "integer constant" : "float constant";
 }
@@ -65,6 +68,13 @@ static const char *type_desc(const fe_expr *e, char *buf, size_t size) {
     fe_value_format(v, sizeof v, e->cval);
     snprintf(buf, size, "%s %s", untyped_what(e), v);
     return buf;
+}
+
+/* The location of the first token of e (a binary node is located at its operator). */
+kern_loc fe_sema_first_loc(const fe_expr *e) {
+    while (e->kind == EX_BINARY)
+        e = e->binary.lhs;
+    return e->loc;
 }
 
 static fe_expr *make_cast(fe_sema *s, fe_expr *e, const kern_type *to) {
@@ -88,16 +98,17 @@ bool fe_sema_resolve(fe_sema *s, fe_expr **slot, const kern_type *to) {
     char val[48];
     fe_value_format(val, sizeof val, e->cval);
     const char *what = untyped_what(e);
+    kern_loc loc = fe_sema_first_loc(e);
     fe_value v;
     bool ok = true;
     if (is_int && to->kind == TY_BOOL) {
-        fe_sema_error(s, e->loc, "cannot use %s %s as bool; write true or false, or a comparison",
+        fe_sema_error(s, loc, "cannot use %s %s as bool; write true or false, or a comparison",
                       what, val);
         v = fe_value_bool(e->cval.i != 0);
         ok = false;
     } else if (is_int && ty_is_int(to)) {
         if (!int_fits(to, e->cval.i)) {
-            fe_sema_error(s, e->loc, "%s %s does not fit in %s", what, val, to->name);
+            fe_sema_error(s, loc, "%s %s does not fit in %s", what, val, to->name);
             ok = false;
         }
         v = fe_value_int(to, e->cval.i);
@@ -105,16 +116,16 @@ bool fe_sema_resolve(fe_sema *s, fe_expr **slot, const kern_type *to) {
         v = fe_value_float(to, (double)e->cval.i);
     } else if (!ty_is_float(to)) {
         if (to->kind == TY_BOOL)
-            fe_sema_error(s, e->loc, "%s %s where bool is required", what, val);
+            fe_sema_error(s, loc, "%s %s where bool is required", what, val);
         else
-            fe_sema_error(s, e->loc, "%s %s where an integer (%s) is required", what, val,
+            fe_sema_error(s, loc, "%s %s where an integer (%s) is required", what, val,
                           to->name);
         v = to->kind == TY_BOOL ? fe_value_bool(false) : fe_value_int(to, 0);
         ok = false;
     } else {
         v = fe_value_float(to, e->cval.f);
         if (isfinite(e->cval.f) && !isfinite(v.f)) {
-            fe_sema_error(s, e->loc, "%s %s is out of range for %s", what, val, to->name);
+            fe_sema_error(s, loc, "%s %s is out of range for %s", what, val, to->name);
             ok = false;
         }
     }
@@ -122,7 +133,7 @@ bool fe_sema_resolve(fe_sema *s, fe_expr **slot, const kern_type *to) {
     fe_expr *n = e;
     if (e->kind != EX_INT && e->kind != EX_FLOAT) {
         n = ARENA_NEW(s->mem, fe_expr);
-        n->loc = e->loc;
+        n->loc = loc;
         *slot = n;
     }
     if (ty_is_float(to)) {
@@ -147,14 +158,14 @@ bool fe_sema_convert(fe_sema *s, fe_expr **slot, const kern_type *to) {
     if (e->type == to)
         return true;
     if (!ty_is_scalar(e->type) || !ty_is_scalar(to)) {
-        fe_sema_error(s, e->loc, "expected a value of type %s, got %s", to->name, e->type->name);
+        fe_sema_error(s, fe_sema_first_loc(e), "expected a value of type %s, got %s", to->name, e->type->name);
         return false;
     }
     if (e->type->kind < to->kind) {
         *slot = make_cast(s, e, to);
         return true;
     }
-    fe_sema_error(s, e->loc, "cannot implicitly convert %s to %s; write %s(...)", e->type->name,
+    fe_sema_error(s, fe_sema_first_loc(e), "cannot implicitly convert %s to %s; write %s(...)", e->type->name,
                   to->name, to->name);
     return false;
 }
@@ -184,7 +195,7 @@ static bool in_class(const kern_type *t, ops_class k) {
 static void class_error(fe_sema *s, const fe_expr *e, ops_class k, const char *what,
                         bool plural) {
     char buf[80];
-    fe_sema_error(s, e->loc, "%s must be %s, got %s%s", what, class_noun(k, plural),
+    fe_sema_error(s, fe_sema_first_loc(e), "%s must be %s, got %s%s", what, class_noun(k, plural),
                   type_desc(e, buf, sizeof buf),
                   k == OPS_FLOAT && ty_is_int(e->type) && !fe_is_untyped(e->type)
                       ? "; convert it with f32(...) or f64(...)"
@@ -310,7 +321,7 @@ static const kern_type *check_unary(fe_sema *s, fe_expr *e, const kern_type *hin
             return t;
         }
         if (t == &fe_untyped_float && e->unary.op == UN_BITNOT) {
-            fe_sema_error(s, (*arg)->loc, "operand of '~' must be an integer, got %s",
+            fe_sema_error(s, fe_sema_first_loc(*arg), "operand of '~' must be an integer, got %s",
                           type_desc(*arg, buf, sizeof buf));
             return NULL;
         }
@@ -322,7 +333,7 @@ static const kern_type *check_unary(fe_sema *s, fe_expr *e, const kern_type *hin
     }
     bool ok = e->unary.op == UN_NEG ? ty_is_number(t) : ty_is_int(t);
     if (!ok) {
-        fe_sema_error(s, (*arg)->loc, "operand of '%s' must be %s, got %s",
+        fe_sema_error(s, fe_sema_first_loc(*arg), "operand of '%s' must be %s, got %s",
                       fe_unop_text(e->unary.op), e->unary.op == UN_NEG ? "a number" : "an integer",
                       t->name);
         return NULL;
@@ -337,6 +348,9 @@ static const kern_type *check_unary(fe_sema *s, fe_expr *e, const kern_type *hin
 
 static void fold_binary(fe_sema *s, fe_expr *e, const kern_type *t) {
     const fe_expr *l = e->binary.lhs, *r = e->binary.rhs;
+    if (!l->is_const && r->is_const && ty_is_int(t) && r->cval.i == 0 &&
+        (e->binary.op == BIN_DIV || e->binary.op == BIN_REM))
+        fold_failed(s, FOLD_DIV_ZERO, e, t); /* x / 0 */
     if (!l->is_const || !r->is_const)
         return;
     fe_value v;
@@ -491,7 +505,7 @@ static const kern_type *check_cast(fe_sema *s, fe_expr *e) {
         fe_sema_resolve(s, arg, via);
         t = via;
     } else if (!ty_is_scalar(t)) {
-        fe_sema_error(s, (*arg)->loc, "cannot convert %s to %s", t->name, to->name);
+        fe_sema_error(s, fe_sema_first_loc(*arg), "cannot convert %s to %s", t->name, to->name);
         return to;
     }
     if ((*arg)->is_const) {
@@ -530,7 +544,7 @@ static const kern_type *check_index(fe_sema *s, fe_expr *e) {
         if (t == &fe_untyped_int) {
             fe_sema_resolve(s, ip, int_fits(ty_i32(), (*ip)->cval.i) ? ty_i32() : ty_i64());
         } else if (fe_is_untyped(t) || !ty_is_int(t)) {
-            fe_sema_error(s, (*ip)->loc, "array index must be an integer, got %s",
+            fe_sema_error(s, fe_sema_first_loc(*ip), "array index must be an integer, got %s",
                           type_desc(*ip, buf, sizeof buf));
         }
     }
@@ -588,7 +602,7 @@ static const kern_type *check_shape(fe_sema *s, fe_expr *e) {
     char buf[80];
     const kern_type *at = fe_sema_expr(s, &a[0], NULL, SX_ARRAY_OK);
     if (at && !ty_is_array(at)) {
-        fe_sema_error(s, a[0]->loc, "first argument of 'shape' must be an array, got %s",
+        fe_sema_error(s, fe_sema_first_loc(a[0]), "first argument of 'shape' must be an array, got %s",
                       type_desc(a[0], buf, sizeof buf));
         at = NULL;
     }
@@ -596,16 +610,16 @@ static const kern_type *check_shape(fe_sema *s, fe_expr *e) {
     if (!dt)
         return ty_i32();
     if (!ty_is_int(dt)) {
-        fe_sema_error(s, a[1]->loc, "dimension of 'shape' must be an integer constant, got %s",
+        fe_sema_error(s, fe_sema_first_loc(a[1]), "dimension of 'shape' must be an integer constant, got %s",
                       dt->name);
     } else if (!a[1]->is_const) {
-        fe_sema_error(s, a[1]->loc, "dimension of 'shape' must be a constant");
+        fe_sema_error(s, fe_sema_first_loc(a[1]), "dimension of 'shape' must be a constant");
     } else {
         if (dt != ty_i32())
             a[1] = make_cast(s, a[1], ty_i32()); /* value checked just below */
         int64_t d = a[1]->cval.i;
         if (at && (d < 0 || d >= at->rank))
-            fe_sema_error(s, a[1]->loc,
+            fe_sema_error(s, fe_sema_first_loc(a[1]),
                           "dimension %lld is out of range for '%s' of type %s (rank %d: "
                           "dimensions 0 to %d)",
                           (long long)d, a[0]->name.name, at->name, at->rank, at->rank - 1);
@@ -617,14 +631,14 @@ static const kern_type *check_atomic(fe_sema *s, fe_expr *e) {
     fe_expr **a = e->call.args;
     const char *name = e->call.name;
     if (a[0]->kind != EX_INDEX) {
-        fe_sema_error(s, a[0]->loc, "first argument of '%s' must be an array element, such as a[i]",
+        fe_sema_error(s, fe_sema_first_loc(a[0]), "first argument of '%s' must be an array element, such as a[i]",
                       name);
         check_args_loosely(s, e);
         return NULL;
     }
     const kern_type *et = fe_sema_expr(s, &a[0], NULL, 0);
     if (et && et->kind == TY_BOOL) {
-        fe_sema_error(s, a[0]->loc, "'%s' needs an element of a number array, got bool", name);
+        fe_sema_error(s, fe_sema_first_loc(a[0]), "'%s' needs an element of a number array, got bool", name);
         et = NULL;
     }
     if (et)
@@ -651,7 +665,7 @@ static const kern_type *check_builtin(fe_sema *s, fe_expr *e, const kern_type *h
     case BI_LEN: {
         const kern_type *t = fe_sema_expr(s, &a[0], NULL, SX_ARRAY_OK);
         if (t && !ty_is_array(t))
-            fe_sema_error(s, a[0]->loc, "argument of 'len' must be an array, got %s",
+            fe_sema_error(s, fe_sema_first_loc(a[0]), "argument of 'len' must be an array, got %s",
                           type_desc(a[0], buf, sizeof buf));
         return ty_i32();
     }
@@ -824,7 +838,7 @@ void fe_sema_cond(fe_sema *s, fe_expr **slot, const char *what) {
     if (!t || t == ty_bool())
         return;
     char buf[80];
-    fe_sema_error(s, (*slot)->loc, "%s must be bool, got %s%s", what,
+    fe_sema_error(s, fe_sema_first_loc(*slot), "%s must be bool, got %s%s", what,
                   type_desc(*slot, buf, sizeof buf),
                   ty_is_number(t) && !fe_is_untyped(t) ? "; compare it, e.g. x != 0" : "");
 }
