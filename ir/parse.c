@@ -285,7 +285,7 @@ static void next(parser *p) {
         t->len = (uint32_t)(p->pos - start);
         return;
     }
-    if (strchr("(){}[],:=!", c)) {
+    if (c && strchr("(){}[],:=!", c)) {
         advance(p);
         t->kind = TK_PUNCT;
         t->punct = (char)c;
@@ -862,7 +862,7 @@ static void parse_op(parser *p, ir_region *r) {
         } while (accept_punct(p, ','));
     }
     if (ntypes != nres)
-        fail_at(p, p->tok.loc, "'%s' has %u result%s but %u type%s written", ir_info(code)->name,
+        fail_at(p, name.loc, "'%s' has %u result%s but %u type%s written", ir_info(code)->name,
                 nres, nres == 1 ? "" : "s", ntypes, ntypes == 1 ? " is" : "s are");
     kern_loc loc = parse_opt_loc(p);
 

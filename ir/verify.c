@@ -332,8 +332,8 @@ static void check_for(verifier *v, const ir_op *op) {
             operr(v, op, "carried value %u has type %s, expected a scalar", i,
                   tname(carried[i + 1]));
         else if (rtype(op, i) != carried[i + 1])
-            operr(v, op, "result %u has type %s, its carried value %s", i, tname(rtype(op, i)),
-                  tname(carried[i + 1]));
+            operr(v, op, "result %u has type %s but carried value %u has %s", i,
+                  tname(rtype(op, i)), i, tname(carried[i + 1]));
     }
     carried[0] = lo;
     check_args(v, op, 0, carried, n + 1, "the index, then one per carried value");
