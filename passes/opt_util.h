@@ -87,6 +87,16 @@ static inline void opt_make_unop(ir_op *op, ir_opcode code, ir_value *a) {
     ir_op_set_operand(op, 0, a);
 }
 
+/* Rewrites op in place into a two-operand op (AND, OR) of the same result type. */
+static inline void opt_make_binop(ir_op *op, ir_opcode code, ir_value *a, ir_value *b) {
+    op->code = code;
+    op->noperands = 2;
+    op->attr = 0;
+    op->imm.i = 0;
+    ir_op_set_operand(op, 0, a);
+    ir_op_set_operand(op, 1, b);
+}
+
 /* Replaces every use of op's single result with v and unlinks op. */
 static inline void opt_replace_with(ir_op *op, ir_value *v) {
     ir_replace_uses(op->parent, op->results[0], v);

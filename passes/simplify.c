@@ -14,7 +14,8 @@
  *     x*0.0 (wrong for inf and NaN), NOT x-x (inf, NaN), NOT x==x (NaN);
  *   - -(-x) -> x, !!x -> x, abs(abs x) and abs(-x) -> abs x, abs on u32 -> x,
  *     min(x,x), max(x,x), select(c,x,x) -> x, select(c,true,false) -> c,
- *     select(c,false,true) -> !c, select(!c,a,b) -> select(c,b,a), cast to the same type;
+ *     select(c,false,true) -> !c, on bools select(c,true,b) -> c|b and
+ *     select(c,a,false) -> c&a, select(!c,a,b) -> select(c,b,a), cast to the same type;
  *   - `if` with a constant condition -> the taken region's ops, inlined before the if,
  *     with the if's results replaced by the yielded values;
  *   - `if` whose regions only hold a few cheap, speculatable ops (IF_SELECT_MAX_OPS in
@@ -151,6 +152,14 @@ static outcome simplify_select(ir_op *op) {
             return replace(op, c);
         if (opt_is_int(a, 0) && opt_is_int(b, 1))
             return to_unop(op, IR_NOT, c);
+        if (opt_is_int(a, 1)) { /* c ? true : b */
+            opt_make_binop(op, IR_OR, c, b);
+            return REWRITTEN;
+        }
+        if (opt_is_int(b, 0)) { /* c ? a : false */
+            opt_make_binop(op, IR_AND, c, a);
+            return REWRITTEN;
+        }
     }
     ir_op *n = def_of(c, IR_NOT);
     if (n) {
