@@ -105,29 +105,30 @@ static fe_sym *declare(fe_sema *s, fe_sym_kind kind, const char *name, kern_loc 
 
 /* ---- Names -------------------------------------------------------------------------- */
 
-/* Levenshtein distance, for names up to 63 bytes (-1 beyond). */
+/* Edit distance with adjacent transpositions counting as one edit (optimal string
+ * alignment), for names up to 63 bytes (-1 beyond). */
 static int edit_distance(const char *a, const char *b) {
     int n = (int)strlen(a), m = (int)strlen(b);
     if (n > 63 || m > 63)
         return -1;
-    int row[64];
+    int d[64][64];
+    for (int i = 0; i <= n; i++)
+        d[i][0] = i;
     for (int j = 0; j <= m; j++)
-        row[j] = j;
-    for (int i = 1; i <= n; i++) {
-        int prev = row[0];
-        row[0] = i;
+        d[0][j] = j;
+    for (int i = 1; i <= n; i++)
         for (int j = 1; j <= m; j++) {
-            int up = row[j];
-            int best = prev + (a[i - 1] != b[j - 1]);
-            if (row[j] + 1 < best)
-                best = row[j] + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            prev = up;
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
         }
-    }
-    return row[m];
+    return d[n][m];
 }
 
 typedef struct suggestion {

@@ -70,11 +70,17 @@ static const char *type_desc(const fe_expr *e, char *buf, size_t size) {
     return buf;
 }
 
-/* The location of the first token of e (a binary node is located at its operator). */
+/* The location of the first token of e (binary and ?: nodes are located at their
+ * operator). */
 kern_loc fe_sema_first_loc(const fe_expr *e) {
-    while (e->kind == EX_BINARY)
-        e = e->binary.lhs;
-    return e->loc;
+    for (;;) {
+        if (e->kind == EX_BINARY && e->binary.lhs)
+            e = e->binary.lhs;
+        else if (e->kind == EX_COND && e->cond.cond)
+            e = e->cond.cond;
+        else
+            return e->loc;
+    }
 }
 
 static fe_expr *make_cast(fe_sema *s, fe_expr *e, const kern_type *to) {
@@ -216,11 +222,13 @@ static const kern_type *unify(fe_sema *s, fe_expr **slots[], int n, ops_class k,
             bad = true;
             continue;
         }
+        /* one message per operator: the first operand outside the class */
         if (fe_is_untyped(e->type)) {
             if (e->type == &fe_untyped_float) {
                 any_float_lit = true;
                 if (k == OPS_INT) {
-                    class_error(s, e, k, what, plural);
+                    if (!bad)
+                        class_error(s, e, k, what, plural);
                     bad = true;
                 }
             } else {
@@ -229,7 +237,8 @@ static const kern_type *unify(fe_sema *s, fe_expr **slots[], int n, ops_class k,
             continue;
         }
         if (!in_class(e->type, k)) {
-            class_error(s, e, k, what, plural);
+            if (!bad)
+                class_error(s, e, k, what, plural);
             bad = true;
             continue;
         }
@@ -606,7 +615,9 @@ static const kern_type *check_shape(fe_sema *s, fe_expr *e) {
                       type_desc(a[0], buf, sizeof buf));
         at = NULL;
     }
-    const kern_type *dt = fe_sema_value(s, &a[1], ty_i32());
+    const kern_type *dt = fe_sema_expr(s, &a[1], ty_i32(), 0);
+    if (dt && fe_is_untyped(dt))
+        dt = fe_sema_resolve(s, &a[1], ty_i32()) ? ty_i32() : NULL;
     if (!dt)
         return ty_i32();
     if (!ty_is_int(dt)) {

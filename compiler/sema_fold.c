@@ -402,6 +402,10 @@ void fe_value_format(char *buf, size_t size, fe_value v) {
         snprintf(buf, size, "%s", v.f < 0 ? "-inf" : "inf");
         return;
     }
+    if (v.f == trunc(v.f) && fabs(v.f) < 1e15) {
+        snprintf(buf, size, "%.1f", v.f); /* 1000.0, not 1e+03 */
+        return;
+    }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, size, "%.*g", prec, v.f);
         if (strtod(buf, NULL) == v.f)
