@@ -45,7 +45,7 @@ static void gen_unit(kern_buf *b, rng *r, int u) {
 
     /* a scalar func: serial loop, if / else if / else, math, and a call down the chain */
     int thr = rng_range(r, 1, 9);
-    buf_printf(b, "func f%d(x: f32, y: f32) -> f32 {\n", u);
+    buf_printf(b, "func step%d(x: f32, y: f32) -> f32 {\n", u);
     buf_printf(b, "    var acc = x * K%d + y;\n", u);
     buf_printf(b, "    for k in 0..N%d {\n", u);
     buf_printf(b, "        if acc > %d.0 {\n", thr);
@@ -57,13 +57,13 @@ static void gen_unit(kern_buf *b, rng *r, int u) {
     buf_printf(b, "        }\n");
     buf_printf(b, "    }\n");
     if (u % 8 != 0)
-        buf_printf(b, "    return f%d(acc, y) + acc * y;\n", u - 1);
+        buf_printf(b, "    return step%d(acc, y) + acc * y;\n", u - 1);
     else
         buf_printf(b, "    return acc * y;\n");
     buf_printf(b, "}\n\n");
 
     /* an array func: a 3-point stencil with clamped indices */
-    buf_printf(b, "func g%d(a: f32[], j: i32) -> f32 {\n", u);
+    buf_printf(b, "func stencil%d(a: f32[], j: i32) -> f32 {\n", u);
     buf_printf(b, "    let n = len(a);\n");
     buf_printf(b, "    let l = a[max(j - 1, 0)];\n");
     buf_printf(b, "    let r = a[min(j + 1, n - 1)];\n");
@@ -80,9 +80,9 @@ static void gen_unit(kern_buf *b, rng *r, int u) {
     buf_printf(b, "    for i in 0..n {\n");
     buf_printf(b, "        var s = 0.0;\n");
     buf_printf(b, "        for j in 0..m {\n");
-    buf_printf(b, "            s += w[i, j] * g%d(x, j);\n", u);
+    buf_printf(b, "            s += w[i, j] * stencil%d(x, j);\n", u);
     buf_printf(b, "        }\n");
-    buf_printf(b, "        var t = f%d(s, y[i]) * scale;\n", u);
+    buf_printf(b, "        var t = step%d(s, y[i]) * scale;\n", u);
     buf_printf(b, "        var it = 0;\n");
     buf_printf(b, "        while abs(t) > 1.0 {\n");
     buf_printf(b, "            t *= 0.5;\n");
@@ -214,6 +214,7 @@ int main(int argc, char **argv) {
     }
     printf("frontend-bench: %d units, %d lines, %zu bytes, %d runs each, median\n", units, lines,
            len, reps);
+    fflush(stdout);
     int rc = bench_stage(STAGE_CHECK, src, len, lines, reps);
     if (!rc && !only_check)
         rc = bench_stage(STAGE_COMPILE, src, len, lines, reps);
