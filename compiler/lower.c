@@ -473,6 +473,7 @@ static void lower_while(lw *L, const fe_stmt *st) {
         ir_op *g = ir_if(&L->b, esc, &bt, 1);
         ir_builder keep = L->b;
         L->b = ir_builder_at_end(L->m, g->regions[0]);
+        L->b.loc = st->loc;
         ir_value *f = ir_const_bool(&L->b, false);
         ir_yield(&L->b, &f, 1);
         L->b = ir_builder_at_end(L->m, g->regions[1]);
