@@ -116,8 +116,10 @@ static bool known_before(printer *p, const ir_value *v, const ir_op *op) {
  * `from` (the operand it is typed like) or would derive another one. */
 static void put_arg(printer *p, const ir_op *op, const ir_value *arg, const ir_value *from) {
     put_value(p, arg);
+    if (!arg)
+        return;
     bool derived = from ? known_before(p, from, op) && from->type == arg->type : false;
-    if (!derived && arg) {
+    if (!derived) {
         buf_puts(p->out, ": ");
         put_type(p, arg->type);
     }
@@ -156,7 +158,8 @@ static bool canonical_shape(const ir_op *op) {
 }
 
 static void put_const(printer *p, const ir_op *op) {
-    const kern_type *t = op->nresults && op->results ? op->results[0]->type : NULL;
+    const ir_value *r0 = op->nresults && op->results ? op->results[0] : NULL;
+    const kern_type *t = r0 ? r0->type : NULL;
     if (t && ty_is_float(t))
         ir_format_float(p->out, t, op->imm.f);
     else if (t && t->kind == TY_BOOL && (op->imm.i == 0 || op->imm.i == 1))
@@ -285,8 +288,9 @@ static void put_after_args(printer *p, const ir_op *op) {
         if (i)
             buf_puts(p->out, ", ");
         const ir_value *a = after->args[i];
+        const ir_value *res = op->results ? op->results[i] : NULL;
         put_value(p, a);
-        if (!a || !a->type || a->type != op->results[i]->type) {
+        if (a && (!a->type || !res || a->type != res->type)) {
             buf_puts(p->out, ": ");
             put_type(p, a ? a->type : NULL);
         }

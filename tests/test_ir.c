@@ -900,6 +900,109 @@ Test(ir, mutated_golden_texts_never_crash) {
     cr_assert_gt(round_trips, 0);
 }
 
+/* ---- Corrupted IR: the verifier and the printer never crash ------------------------ */
+
+typedef struct corrupt_ctx {
+    uint64_t *rng;
+    kern_ptrvec values; /* every value seen, to plant as wrong operands */
+    int changed;
+} corrupt_ctx;
+
+static const kern_type *random_type(uint64_t *s) {
+    static const kern_tykind kinds[] = {TY_BOOL, TY_I32, TY_U32, TY_I64, TY_F32, TY_F64};
+    uint64_t r = rng_next(s) % 9;
+    if (r == 8)
+        return NULL;
+    if (r >= 6)
+        return ty_array(ty_scalar(kinds[rng_next(s) % 6]), 1 + (int)(rng_next(s) % 4));
+    return ty_scalar(kinds[r]);
+}
+
+static void gather_values(ir_op *op, void *user) {
+    corrupt_ctx *c = user;
+    for (uint32_t i = 0; i < op->nresults; i++)
+        ptrvec_push(&c->values, op->results[i]);
+    for (uint32_t r = 0; r < op->nregions; r++)
+        for (uint32_t i = 0; i < op->regions[r]->nargs; i++)
+            ptrvec_push(&c->values, op->regions[r]->args[i]);
+}
+
+static void corrupt_op(ir_op *op, void *user) {
+    corrupt_ctx *c = user;
+    if (rng_next(c->rng) % 6)
+        return;
+    c->changed++;
+    switch (rng_next(c->rng) % 9) {
+    case 0:
+        if (op->noperands)
+            op->operands[rng_next(c->rng) % op->noperands] = NULL;
+        break;
+    case 1:
+        if (op->noperands && c->values.len)
+            op->operands[rng_next(c->rng) % op->noperands] =
+                c->values.data[rng_next(c->rng) % (uint64_t)c->values.len];
+        break;
+    case 2:
+        if (op->nresults)
+            op->results[rng_next(c->rng) % op->nresults]->type = random_type(c->rng);
+        break;
+    case 3: op->code = (ir_opcode)(rng_next(c->rng) % IR__COUNT); break;
+    case 4:
+        if (op->noperands)
+            op->noperands--;
+        break;
+    case 5: op->attr = (uint32_t)(rng_next(c->rng) % 4); break;
+    case 6:
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (op->regions[r]->nargs)
+                op->regions[r]->args[0]->type = random_type(c->rng);
+        break;
+    case 7:
+        for (uint32_t r = 0; r < op->nregions; r++)
+            if (op->regions[r]->nargs && rng_next(c->rng) % 2)
+                op->regions[r]->nargs--;
+        break;
+    default:
+        if (op->nresults)
+            op->nresults--;
+        break;
+    }
+}
+
+Test(ir, corrupted_ir_never_crashes_verifier_or_printer) {
+    const char *dir = KERN_SOURCE_ROOT "/tests/golden/irtext";
+    int n;
+    char **files = list_files(dir, ".ir", &n);
+    uint64_t s = 777;
+    int rejected = 0;
+    for (int f = 0; f < n; f++) {
+        char *text = read_golden(dir, files[f]);
+        for (int iter = 0; iter < 40; iter++) {
+            parsed p = parse_text(text);
+            cr_assert_not_null(p.m);
+            corrupt_ctx c = {.rng = &s};
+            ir_foreach_kernel(k, p.m) ir_walk(k->body, gather_values, &c);
+            ir_foreach_kernel(k, p.m) ir_walk(k->body, corrupt_op, &c);
+            char *errs = verify_text(p.m);
+            rejected += errs != NULL;
+            char *out = print_module(p.m);
+            cr_assert_not_null(out);
+            /* what prints may or may not parse; it must not crash the parser either */
+            parsed q = parse_text(out);
+            free(q.diags);
+            ir_module_free(q.m);
+            free(out);
+            free(errs);
+            ptrvec_free(&c.values);
+            free(p.diags);
+            ir_module_free(p.m);
+        }
+        free(text);
+    }
+    free_files(files);
+    cr_assert_gt(rejected, 100);
+}
+
 /* ---- Invalid IR built in C -------------------------------------------------------- */
 
 static void expect_error(const ir_module *m, const char *needle) {
