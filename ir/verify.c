@@ -185,10 +185,13 @@ static void check_const(verifier *v, const ir_op *op) {
             operr(v, op, "u32 constant %lld is out of range (u32 is stored zero-extended)",
                   (long long)i);
         break;
-    case TY_F32:
-        if (!isnan(f) && (double)(float)f != f)
+    case TY_F32: {
+        /* bit for bit, so a NaN must carry a payload a float can hold */
+        double back = (double)(float)f;
+        if (memcmp(&back, &f, sizeof f) != 0)
             operr(v, op, "f32 constant %.17g is not exactly representable as f32", f);
         break;
+    }
     default: break;
     }
 }
@@ -519,8 +522,7 @@ static bool check_shape(verifier *v, const ir_op *op) {
     return ok;
 }
 
-static void verify_op(verifier *v, const ir_op *op, const ir_region *r, const ir_op *owner,
-                      int depth) {
+static void verify_op(verifier *v, const ir_op *op, const ir_op *owner, int depth) {
     if ((unsigned)op->code >= IR__COUNT) {
         operr(v, op, "unknown opcode %d", (int)op->code);
         return;
@@ -536,7 +538,6 @@ static void verify_op(verifier *v, const ir_op *op, const ir_region *r, const ir
               region_name(owner, 0), opname(owner));
     if ((in->flags & OPF_TERM) && op->next)
         operr(v, op, "a terminator must be the last op of its region");
-    (void)r;
     bool ok = check_shape(v, op);
     if (ok)
         check_types(v, op);
@@ -581,7 +582,7 @@ static void verify_region(verifier *v, const ir_region *r, const ir_op *owner, u
             broken = true;
             break; /* the list may be cyclic: stop here */
         }
-        verify_op(v, op, r, owner, depth);
+        verify_op(v, op, owner, depth);
     }
     if (!broken && r->last != prev) {
         if (owner)
@@ -628,8 +629,18 @@ static void verify_kernel(verifier *v, const ir_kernel *k) {
     }
     for (uint32_t i = 0; i < k->nparams; i++) {
         const kern_type *t = k->params[i].type;
+        const char *name = k->params[i].name;
         if (!t || t->kind == TY_VOID)
             vkerr(v, k, "parameter %u has type %s", i, tname(t));
+        /* the text form names parameters: the names must read back as themselves */
+        if (!name || !ir_is_plain_name(name, strlen(name))) {
+            vkerr(v, k, "parameter %u has no usable name (%s): names are [A-Za-z_.][A-Za-z0-9_.]*",
+                  i, name ? name : "NULL");
+            continue;
+        }
+        for (uint32_t j = 0; j < i; j++)
+            if (k->params[j].name && strcmp(k->params[j].name, name) == 0)
+                vkerr(v, k, "parameters %u and %u are both named %%%s", j, i, name);
     }
     if (body->nargs != k->nparams || (body->nargs && !body->args)) {
         vkerr(v, k, "the body has %u argument%s for %u parameter%s", body->nargs,

@@ -1021,6 +1021,9 @@ Test(ir, verifier_catches_what_the_text_cannot_say) {
     ir_value *fc = ir_const_float(&x.b, ty_f32(), 1.0);
     fc->def->imm.f = 0.1;
     expect_error(x.m, "f32 constant 0.10000000000000001 is not exactly representable as f32");
+    uint64_t nan_bits = 0x7ff8000000000001ULL; /* a NaN payload no float holds */
+    memcpy(&fc->def->imm.f, &nan_bits, 8);
+    expect_error(x.m, "f32 constant nan is not exactly representable as f32");
     fc->def->imm.f = 1.0;
     ir_value *bc = ir_const_bool(&x.b, true);
     bc->def->imm.i = 2;
@@ -1071,6 +1074,15 @@ Test(ir, verifier_catches_what_the_text_cannot_say) {
     x.k->body->args[1]->type = ty_f64();
     expect_error(x.m, "@t: body argument 1 has type f64, parameter f has f32");
     x.k->body->args[1]->type = ty_f32();
+
+    /* parameter names must print and read back as themselves */
+    x.k->params[2].name = "f";
+    expect_error(x.m, "@t: parameters 1 and 2 are both named %f");
+    x.k->params[2].name = "9d";
+    expect_error(x.m, "@t: parameter 2 has no usable name (9d)");
+    x.k->params[2].name = NULL;
+    expect_error(x.m, "@t: parameter 2 has no usable name (NULL)");
+    x.k->params[2].name = "d";
 
     /* the module's kernel count */
     x.m->nkernels = 2;
