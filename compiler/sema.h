@@ -116,7 +116,8 @@ bool fe_sema_resolve(fe_sema *s, fe_expr **slot, const kern_type *to);
 /* The location of the first token of e (a binary node is located at its operator). */
 kern_loc fe_sema_first_loc(const fe_expr *e);
 /* True when a checked expression depends only on literals, consts, scalar parameters,
- * len, shape, uniform lets and pure operations on them (funcs without array params). */
+ * len, shape, uniform lets, operators, casts and math builtins (no array reads, atomics
+ * or func calls). */
 bool fe_sema_is_uniform(const fe_expr *e);
 
 /* ---- sema_fold.c: constant folding ------------------------------------------------- */

@@ -889,13 +889,9 @@ bool fe_sema_is_uniform(const fe_expr *e) {
         case BI_ATOMIC_MIN:
         case BI_ATOMIC_MAX: return false;
         case BI_NONE:
-            /* a func without array parameters cannot touch memory: it is pure */
-            if (!e->call.func)
-                return false;
-            for (int i = 0; i < e->call.func->nparams; i++)
-                if (!e->call.func->params[i].type || ty_is_array(e->call.func->params[i].type))
-                    return false;
-            break;
+            /* the spec lists parameters, constants, len and shape: a func body may hold
+             * loops, which the lowering does not hoist out of tasks */
+            return false;
         default: break;
         }
         for (int i = 0; i < e->call.nargs; i++)

@@ -497,7 +497,9 @@ Test(sema, tasks_and_uniform_lets) {
                          "    var acc = 0.0;\n"
                          "    total[0] = acc;\n"
                          "    for i in 0..n { total[0] += x[i]; }\n"
-                         "    let half = sq(n / 2);\n"
+                         "    let half = min(n / 2, i32(sqrt(f32(n))));\n"
+                         "    let sqh = sq(half);\n"
+                         "    total[1] = f32(sqh);\n"
                          "    let first = x[0];\n"
                          "    for i in 0..n, j in 0..half {\n"
                          "        for t in 0..i { x[i] = x[i] * s + f32(half + t + j); }\n"
@@ -512,11 +514,13 @@ Test(sema, tasks_and_uniform_lets) {
     cr_expect_not(acc->is_uniform);
     cr_expect_eq(acc->task, 0);
     fe_sym *half = decl_in(&r, "k", "half")->decl.sym;
-    cr_expect(half->is_uniform); /* a func without array parameters is pure */
+    cr_expect(half->is_uniform); /* operators, casts and math builtins of uniform values */
     cr_expect_eq(half->task, 2);
+    fe_sym *sqh = decl_in(&r, "k", "sqh")->decl.sym;
+    cr_expect_not(sqh->is_uniform); /* func calls are not uniform */
     fe_sym *first = decl_in(&r, "k", "first")->decl.sym;
     cr_expect_not(first->is_uniform); /* memory may change between tasks */
-    fe_stmt *f1 = top_stmt(&r, "k", 3), *f2 = top_stmt(&r, "k", 6);
+    fe_stmt *f1 = top_stmt(&r, "k", 3), *f2 = top_stmt(&r, "k", 8);
     cr_expect(f1->for_.parallel);
     cr_expect(f2->for_.parallel);
     cr_expect_eq(f1->for_.ranges[0].sym->task, 1);
