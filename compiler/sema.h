@@ -72,9 +72,9 @@ void fe_sema_warning(fe_sema *s, kern_loc loc, const char *fmt, ...)
 fe_item *fe_sema_find_item(fe_sema *s, const char *name);
 /* Resolves a name used as a value (EX_NAME, EX_INDEX, an assignment target): a visible
  * local or parameter, else a const item (resolved on demand). Reports unknown names (with
- * a close name when there is one), funcs and builtins used as values, and locals of
- * another task; returns NULL after such an error. The returned const symbol has a NULL
- * type when its definition had an error. */
+ * a close name when there is one), funcs and builtins used as values (returning NULL),
+ * and locals of another task (returning the symbol, so typing goes on). The returned
+ * const symbol has a NULL type when its definition had an error. */
 fe_sym *fe_sema_lookup_value(fe_sema *s, const char *name, kern_loc loc);
 /* Records that the body being checked calls func callee (recursion check). */
 void fe_sema_note_call(fe_sema *s, fe_expr *call);

@@ -762,13 +762,14 @@ static const kern_type *check_call(fe_sema *s, fe_expr *e, const kern_type *hint
         check_args_loosely(s, e);
         return ret;
     }
+    for (int i = 0; i < it->nparams; i++)
+        if (!it->params[i].type) { /* a parameter without a type: nothing to match */
+            check_args_loosely(s, e);
+            return ret;
+        }
     for (int i = 0; i < it->nparams; i++) {
         const fe_param *p = &it->params[i];
         fe_expr **ap = &e->call.args[i];
-        if (!p->type) {
-            check_args_loosely(s, e);
-            continue;
-        }
         if (ty_is_array(p->type)) {
             char buf[80];
             const kern_type *t = fe_sema_expr(s, ap, NULL, SX_ARRAY_OK);
