@@ -1,0 +1,56 @@
+/* abi.h - the contract between generated CPU code and the runtime (no LLVM here).
+ *
+ * A kernel K with tasks 0..n-1 compiles to, per task t, two functions with C linkage:
+ *
+ *   int64_t kern_<K>__t<t>_count(void *const *args);
+ *       the number of work items of the task: for a PARALLEL task the extent of its first
+ *       dimension, max(0, hi0 - lo0); for a SERIAL task 1.
+ *   void kern_<K>__t<t>(void *const *args, int64_t begin, int64_t end, kern_err_record *err);
+ *       runs work items [begin, end) (0 <= begin <= end <= count): for a PARALLEL task the
+ *       indices lo0 + begin .. lo0 + end - 1 of the first dimension, each with the full
+ *       ranges of the other dimensions; a SERIAL task is called once with (0, 1).
+ *   Both recompute the kernel's uniform values from args; the runtime calls count once per
+ *   launch and then the body on chunks from its worker threads, tasks in order, with a
+ *   barrier between tasks.
+ *
+ * <K> is the kernel name with '.' written as "__" (simulate.grad -> simulate__grad).
+ *
+ * args[i] points at parameter i: for an array a kern_array_desc, for a scalar its value
+ * (bool as one byte, i32/u32/f32 as 4 bytes, i64/f64 as 8 bytes).
+ *
+ * Device-side errors (debug-mode bounds, division by zero, shifts; adstack overflows
+ * later) go to *err: the first error wins (an atomic compare-and-swap of code from 0),
+ * then line/col/a/b are written. Code that hits an error skips the faulting operation
+ * (a load yields 0, a store is dropped) and carries on; the runtime reports the record
+ * when the launch completes. */
+#ifndef KERN_ABI_H
+#define KERN_ABI_H
+
+#include <stdint.h>
+
+typedef struct kern_array_desc {
+    void *data;
+    int64_t shape[4]; /* extents; unused dimensions are 1 */
+} kern_array_desc;
+
+enum kern_device_error {
+    KERN_DEVERR_NONE = 0,
+    KERN_DEVERR_BOUNDS = 1,   /* a = index, b = extent, dim = the dimension */
+    KERN_DEVERR_DIV_ZERO = 2, /* integer division or remainder by zero */
+    KERN_DEVERR_SHIFT = 3,    /* a = shift amount, b = bit width */
+    KERN_DEVERR_ADSTACK = 4,  /* a = depth needed, b = capacity */
+};
+
+typedef struct kern_err_record {
+    int32_t code;  /* enum kern_device_error; 0 = no error */
+    uint32_t line; /* source location of the faulting operation */
+    uint32_t col;
+    int32_t dim;   /* BOUNDS: the dimension */
+    int64_t a, b;
+} kern_err_record;
+
+typedef void (*kern_task_fn)(void *const *args, int64_t begin, int64_t end,
+                             kern_err_record *err);
+typedef int64_t (*kern_count_fn)(void *const *args);
+
+#endif
