@@ -248,6 +248,82 @@ Test(ir, builder_prints_expected_text) {
     ir_module_free(m);
 }
 
+/* Control flow through the builder: while, if with results, early-exit for, 2-D parallel. */
+Test(ir, builder_control_flow_prints_expected_text) {
+    ir_module *m = ir_module_new(NULL);
+    ir_param ps[] = {{"a", ty_array(ty_i64(), 2), false, {0, 0}},
+                     {"n", ty_i64(), false, {0, 0}}};
+    ir_kernel *k = ir_kernel_new(m, "cf", L(1, 1), ps, 2);
+    ir_value *a = k->body->args[0], *n = k->body->args[1];
+    ir_builder top = ir_builder_at_end(m, k->body);
+    ir_value *zero = ir_const_int(&top, ty_i64(), 0);
+    ir_value *bounds[4] = {zero, n, zero, n};
+    top.loc = L(2, 1);
+    ir_op *par = ir_parallel(&top, bounds, 2);
+    ir_value *i = par->regions[0]->args[0], *j = par->regions[0]->args[1];
+    ir_builder b = ir_builder_at_end(m, par->regions[0]);
+
+    ir_op *w = ir_while(&b, &i, 1);
+    ir_builder wb = ir_builder_at_end(m, w->regions[0]);
+    ir_value *go = ir_binop(&wb, IR_LT, w->regions[0]->args[0], j);
+    ir_condition(&wb, go, w->regions[0]->args, 1);
+    wb = ir_builder_at_end(m, w->regions[1]);
+    ir_value *one = ir_const_int(&wb, ty_i64(), 1);
+    ir_value *next = ir_binop(&wb, IR_ADD, w->regions[1]->args[0], one);
+    ir_yield(&wb, &next, 1);
+
+    const kern_type *t64 = ty_i64();
+    ir_value *c = ir_binop(&b, IR_EQ, w->results[0], j);
+    ir_op *iff = ir_if(&b, c, &t64, 1);
+    ir_builder tb = ir_builder_at_end(m, iff->regions[0]);
+    ir_yield(&tb, &i, 1);
+    tb = ir_builder_at_end(m, iff->regions[1]);
+    ir_value *ng = ir_unop(&tb, IR_NEG, j);
+    ir_yield(&tb, &ng, 1);
+
+    ir_op *loop = ir_for(&b, zero, n, &iff->results[0], 1, true);
+    ir_builder lb = ir_builder_at_end(m, loop->regions[0]);
+    ir_value *idx[2] = {i, loop->regions[0]->args[0]};
+    ir_value *el = ir_load(&lb, a, idx, 2);
+    ir_value *sum = ir_binop(&lb, IR_ADD, loop->regions[0]->args[1], el);
+    ir_value *more = ir_binop(&lb, IR_LT, sum, n);
+    ir_value *ys[2] = {more, sum};
+    ir_yield(&lb, ys, 2);
+    ir_value *at[2] = {n, zero};
+    ir_store(&b, a, at, 2, loop->results[0]);
+    cr_assert_null(verify_text(m));
+    char *text = print_module(m);
+    cr_assert_str_eq(text, "kernel @cf(%a: i64[,], %n: i64) !1:1 {\n"
+                           "  %0 = const 0 : i64\n"
+                           "  parallel (%1 = %0 to %n, %2 = %0 to %n) !2:1 {\n"
+                           "    %3 = while (%4 = %1) : i64 {\n"
+                           "      %5 = lt %4, %2 : bool\n"
+                           "      condition %5, %4\n"
+                           "    } do (%6) {\n"
+                           "      %7 = const 1 : i64\n"
+                           "      %8 = add %6, %7 : i64\n"
+                           "      yield %8\n"
+                           "    }\n"
+                           "    %9 = eq %3, %2 : bool\n"
+                           "    %10 = if %9 : i64 {\n"
+                           "      yield %1\n"
+                           "    } else {\n"
+                           "      %11 = neg %2 : i64\n"
+                           "      yield %11\n"
+                           "    }\n"
+                           "    %12 = for early_exit %13 = %0 to %n iter(%14 = %10) : i64 {\n"
+                           "      %15 = load %a[%1, %13] : i64\n"
+                           "      %16 = add %14, %15 : i64\n"
+                           "      %17 = lt %16, %n : bool\n"
+                           "      yield %17, %16\n"
+                           "    }\n"
+                           "    store %a[%n, %0], %12\n"
+                           "  }\n"
+                           "}\n");
+    free(text);
+    ir_module_free(m);
+}
+
 typedef struct kfx {
     ir_module *m;
     ir_kernel *k;
@@ -689,6 +765,47 @@ Test(ir, parser_accepts_names_comments_and_forward_references) {
     free(out);
     free(q.diags);
     ir_module_free(q.m);
+}
+
+/* Invalid IR that needs written argument types still prints back as written. */
+Test(ir, annotated_region_arguments_round_trip) {
+    const char *text = "kernel @k(%x: i32, %f: f32) {\n"
+                       "  serial {\n"
+                       "    %0 = for %1 = %x to %x iter(%2: i32 = %0) : i32 {\n"
+                       "      yield %2\n"
+                       "    }\n"
+                       "    %3 = while (%4: i64 = %x) : f32 {\n"
+                       "      %5 = const true : bool\n"
+                       "      condition %5, %f\n"
+                       "    } do (%6: i32) {\n"
+                       "      yield %6\n"
+                       "    }\n"
+                       "    parallel (%7: u32 = %x to %x) {\n"
+                       "    }\n"
+                       "  }\n"
+                       "}\n";
+    parsed p = parse_text(text);
+    cr_assert_not_null(p.m, "%s", p.diags);
+    ir_region *s = p.m->kernels->body->first->regions[0];
+    cr_assert_eq(s->first->regions[0]->args[1]->type, ty_i32());
+    cr_assert_eq(s->first->next->regions[0]->args[0]->type, ty_i64());
+    cr_assert_eq(s->first->next->regions[1]->args[0]->type, ty_i32());
+    cr_assert_eq(s->last->regions[0]->args[0]->type, ty_u32());
+    char *out = print_module(p.m);
+    cr_assert_str_eq(out, text);
+    char *errs = verify_text(p.m);
+    cr_assert_str_eq(errs,
+        "0:0: @k: 'for' (%0): operand 2 (%0) is not defined here: a value is visible after "
+        "its definition in its region and the regions nested in it\n"
+        "0:0: @k: 'while' (%3): argument 0 of the before-region has type i64, expected i32\n"
+        "0:0: @k: 'while' (%3): argument 0 of the after-region has type i32, expected f32\n"
+        "0:0: @k: 'parallel': tasks may only stand at the top level of a kernel, not in the "
+        "body of 'serial'\n"
+        "0:0: @k: 'parallel': argument 0 of the body has type u32, expected i32\n");
+    free(errs);
+    free(out);
+    free(p.diags);
+    ir_module_free(p.m);
 }
 
 Test(ir, parser_survives_empty_and_odd_input) {
