@@ -84,7 +84,9 @@ fi
 echo "target:     fuzz-$target"
 echo "exit:       $rc"
 echo "executions: ${execs:-?}"
-echo "exec/s:     ${rate:-?}"
+avg=?
+[ -n "$execs" ] && avg=$((execs / (secs > 0 ? secs : 1)))
+echo "exec/s:     ${rate:-?} (last report), $avg (executions / $secs s)"
 echo "corpus:     $(ls "$corpus" | wc -l) files"
 echo "crashes:    $((after - before)) new (in $artifacts)"
 ls -t "$artifacts" | grep "^$target-" | head -n $((after - before)) | sed "s|^|    $artifacts/|"
