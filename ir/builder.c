@@ -24,8 +24,8 @@ ir_op *ir_build(ir_builder *b, ir_opcode code, ir_value *const *operands, uint32
     kern_assert(b && b->m && b->region);
     for (uint32_t i = 0; i < noperands; i++)
         kern_assert(operands[i] && operands[i]->type);
-    ir_op *op = ir_op_new(b->m, code, b->loc, operands, noperands, result_types, nresults,
-                          nregions);
+    ir_op *op =
+        ir_op_new(b->m, code, b->loc, operands, noperands, result_types, nresults, nregions);
     if (b->before) {
         kern_assert(b->before->parent == b->region);
         ir_insert_before(b->before, op);
@@ -82,8 +82,7 @@ static void check_uniform(ir_opcode code, ir_value *const *ops, uint32_t n) {
         kern_assert(ty_is_int(t) || t->kind == TY_BOOL);
 }
 
-static ir_value *build_uniform(ir_builder *b, ir_opcode code, ir_value *const *ops,
-                               uint32_t n) {
+static ir_value *build_uniform(ir_builder *b, ir_opcode code, ir_value *const *ops, uint32_t n) {
     kern_assert((unsigned)code < IR__COUNT);
     for (uint32_t i = 0; i < n; i++)
         kern_assert(ops[i] && ops[i]->type);

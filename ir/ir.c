@@ -147,14 +147,13 @@ static void adopt(ir_op *op, ir_kernel *k) {
         if (!r || r->kernel == k)
             continue;
         r->kernel = k;
-        ir_foreach_op(inner, r)
+        ir_foreach_op(inner, r) {
             adopt(inner, k);
+        }
     }
 }
 
-static void link_detached(ir_op *op) {
-    kern_assert(op && !op->parent && !op->prev && !op->next);
-}
+static void link_detached(ir_op *op) { kern_assert(op && !op->parent && !op->prev && !op->next); }
 
 void ir_insert_before(ir_op *before, ir_op *op) {
     kern_assert(before && before->parent);

@@ -15,7 +15,7 @@ typedef struct ir_namer {
     const void **keys; /* open addressing: ir_value* and ir_op* keys */
     int64_t *vals;     /* value: number, or -1 - parameter index; op: its first number */
     uint32_t cap, len;
-    uint32_t next;     /* numbers handed out so far */
+    uint32_t next; /* numbers handed out so far */
 } ir_namer;
 
 /* Numbers every value of k (NULL: an empty namer). */

@@ -72,7 +72,7 @@ typedef struct parser {
     jmp_buf fail;
     arena scratch; /* symbols, temporary lists, unescaped strings */
     ir_module *m;
-    sym **syms;    /* open-addressing table, in scratch */
+    sym **syms; /* open-addressing table, in scratch */
     uint32_t nsyms, cap;
     int depth;
     int undefined; /* undefined names found when a kernel ends */
@@ -102,10 +102,10 @@ static void report(parser *p, kern_loc loc, const char *fmt, ...) {
     va_end(ap);
 }
 
-#define fail_at(p, loc, ...)                                                               \
-    do {                                                                                   \
-        report((p), (loc), __VA_ARGS__);                                                   \
-        longjmp((p)->fail, 1);                                                             \
+#define fail_at(p, loc, ...)             \
+    do {                                 \
+        report((p), (loc), __VA_ARGS__); \
+        longjmp((p)->fail, 1);           \
     } while (0)
 
 /* A short description of the current token for messages. */
@@ -140,8 +140,8 @@ static void advance(parser *p) {
 }
 
 static bool is_name_char(int c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.';
 }
 
 static bool is_digit(int c) { return c >= '0' && c <= '9'; }
@@ -268,8 +268,8 @@ static void next(parser *p) {
         t->len = (uint32_t)(p->pos - start);
         return;
     }
-    if (is_digit(c) || ((c == '-' || c == '+') && (is_digit(peekc(p, 1)) || peekc(p, 1) == '.' ||
-                                                   peekc(p, 1) == 'i'))) {
+    if (is_digit(c) || ((c == '-' || c == '+') &&
+                        (is_digit(peekc(p, 1)) || peekc(p, 1) == '.' || peekc(p, 1) == 'i'))) {
         advance(p);
         for (;;) {
             int d = peekc(p, 0);
@@ -432,8 +432,8 @@ static void define(parser *p, const token *t, ir_value *v, ir_op *group) {
 static ir_value *resolve(parser *p, sym *s, bool has_index, uint32_t index, kern_loc loc) {
     if (s->group) {
         if (!has_index) {
-            report(p, loc, "%%%.*s names %u results: write %%%.*s#0 .. #%u", (int)s->len,
-                   s->name, s->group->nresults, (int)s->len, s->name, s->group->nresults - 1);
+            report(p, loc, "%%%.*s names %u results: write %%%.*s#0 .. #%u", (int)s->len, s->name,
+                   s->group->nresults, (int)s->len, s->name, s->group->nresults - 1);
             return NULL;
         }
         if (index >= s->group->nresults) {
@@ -793,9 +793,7 @@ static void parse_header(parser *p, ir_opcode code, header *h, uint32_t line) {
         } while (accept_punct(p, ','));
         expect_punct(p, ')', "after the ranges");
         break;
-    default:
-        parse_values_on_line(p, &h->ops, line);
-        break;
+    default: parse_values_on_line(p, &h->ops, line); break;
     }
 }
 
@@ -1003,8 +1001,7 @@ static void parse_module(parser *p) {
     if (is_word(p, "source")) {
         next(p);
         if (p->tok.kind != TK_STRING)
-            fail_at(p, p->tok.loc, "expected the source path as a string, found %s",
-                    tok_desc(p));
+            fail_at(p, p->tok.loc, "expected the source path as a string, found %s", tok_desc(p));
         path = p->tok.s;
         if (strlen(path) != p->tok.len)
             fail_at(p, p->tok.loc, "a source path cannot hold a NUL byte");

@@ -138,8 +138,7 @@ static bool regions_ok(const ir_op *op, uint32_t n) {
 static bool canonical_shape(const ir_op *op) {
     ir_region *const *r = op->regions;
     switch (op->code) {
-    case IR_IF:
-        return op->noperands == 1 && regions_ok(op, 2) && !r[0]->nargs && !r[1]->nargs;
+    case IR_IF: return op->noperands == 1 && regions_ok(op, 2) && !r[0]->nargs && !r[1]->nargs;
     case IR_FOR: return op->noperands >= 2 && regions_ok(op, 1) && r[0]->nargs == op->noperands - 1;
     case IR_WHILE:
         return regions_ok(op, 2) && r[0]->nargs == op->noperands && r[1]->nargs == op->nresults;
@@ -411,8 +410,9 @@ static void print_kernel(printer *p, const ir_kernel *k) {
         if (k->body && i < k->body->nargs && k->body->args)
             put_value(p, k->body->args[i]);
         else
-            buf_printf(p->out, "%%%s", pa->name && ir_is_plain_name(pa->name, strlen(pa->name))
-                                           ? pa->name : "<unnamed>");
+            buf_printf(p->out, "%%%s",
+                       pa->name && ir_is_plain_name(pa->name, strlen(pa->name)) ? pa->name
+                                                                                : "<unnamed>");
         buf_puts(p->out, ": ");
         put_type(p, pa->type);
     }

@@ -33,10 +33,10 @@ typedef struct verifier {
     const ir_module *m;
     const ir_kernel *k;
     ir_namer nm;
-    bool *visible;   /* by namer number */
-    int64_t *scope;  /* numbers made visible, innermost last */
+    bool *visible;  /* by namer number */
+    int64_t *scope; /* numbers made visible, innermost last */
     uint32_t nscope, scope_cap;
-    arena mem;       /* messages */
+    arena mem; /* messages */
     verr *errs;
     int nerrs, cap;
 } verifier;
@@ -273,8 +273,7 @@ static void check_args(verifier *v, const ir_op *op, uint32_t ri, const kern_typ
 /* The values a region's terminator passes on against the types wanted; `skip` leading
  * operands (a condition, a "go on" flag) are checked by the caller. */
 static void check_term(verifier *v, const ir_op *op, uint32_t ri, ir_opcode term,
-                       const kern_type *const *types, uint32_t n, uint32_t skip,
-                       const char *what) {
+                       const kern_type *const *types, uint32_t n, uint32_t skip, const char *what) {
     const ir_op *t = op->regions[ri]->last;
     if (!t || t->code != term)
         return; /* reported by the region walk */
@@ -345,8 +344,10 @@ static void check_for(verifier *v, const ir_op *op) {
     const ir_op *t = op->regions[0]->last;
     if (early && t && t->code == IR_YIELD && t->noperands >= 1 && t->operands[0] &&
         !is_bool(t->operands[0]->type))
-        operr(v, op, "the body's 'yield' passes %s of type %s first, expected the bool 'go on' "
-              "of an early-exit loop", vname(v, t->operands[0]), tname(t->operands[0]->type));
+        operr(v, op,
+              "the body's 'yield' passes %s of type %s first, expected the bool 'go on' "
+              "of an early-exit loop",
+              vname(v, t->operands[0]), tname(t->operands[0]->type));
     if (early)
         check_term(v, op, 0, IR_YIELD, carried + 1, n, 1,
                    "early exit: the bool 'go on', then the carried values");
@@ -384,8 +385,10 @@ static void check_parallel(verifier *v, const ir_op *op) {
     for (uint32_t d = 0; d < n / 2; d++) {
         const kern_type *lo = otype(op, 2 * d), *hi = otype(op, 2 * d + 1);
         if (!is_int(lo) || lo != hi)
-            operr(v, op, "the bounds of dimension %u have types %s and %s, expected one "
-                  "integer type", d, tname(lo), tname(hi));
+            operr(v, op,
+                  "the bounds of dimension %u have types %s and %s, expected one "
+                  "integer type",
+                  d, tname(lo), tname(hi));
         idx[d] = lo;
     }
     check_args(v, op, 0, idx, n / 2, "one index per dimension");
@@ -412,8 +415,8 @@ static void check_types(verifier *v, const ir_op *op) {
             operr(v, op, "the arms have types %s and %s, expected one scalar type",
                   tname(otype(op, 1)), tname(otype(op, 2)));
         else if (rtype(op, 0) != otype(op, 1))
-            operr(v, op, "result has type %s, expected %s (the arms' type)",
-                  tname(rtype(op, 0)), tname(otype(op, 1)));
+            operr(v, op, "result has type %s, expected %s (the arms' type)", tname(rtype(op, 0)),
+                  tname(otype(op, 1)));
         break;
     case IR_DIM: {
         const kern_type *a = otype(op, 0);
@@ -491,11 +494,15 @@ static bool check_shape(verifier *v, const ir_op *op) {
             operr(v, op, "operand %u (%s) has no type", i, vname(v, val));
             ok = false;
         } else if (!ir_namer_get(&v->nm, val, &num, &param)) {
-            operr(v, op, "operand %u is not a value of this kernel (its definition was removed "
-                  "or lives in another kernel)", i);
+            operr(v, op,
+                  "operand %u is not a value of this kernel (its definition was removed "
+                  "or lives in another kernel)",
+                  i);
         } else if (param < 0 && !v->visible[num]) {
-            operr(v, op, "operand %u (%s) is not defined here: a value is visible after its "
-                  "definition in its region and the regions nested in it", i, vname(v, val));
+            operr(v, op,
+                  "operand %u (%s) is not defined here: a value is visible after its "
+                  "definition in its region and the regions nested in it",
+                  i, vname(v, val));
         }
     }
     for (uint32_t i = 0; i < op->nresults; i++) {
@@ -531,7 +538,8 @@ static void verify_op(verifier *v, const ir_op *op, const ir_op *owner, int dept
     bool top = owner == NULL;
     bool task = op->code == IR_PARALLEL || op->code == IR_SERIAL;
     if (top && !(in->flags & OPF_TERM) && !(in->flags & OPF_PURE) && !task)
-        operr(v, op, "only pure ops and parallel/serial tasks may stand at the top level of "
+        operr(v, op,
+              "only pure ops and parallel/serial tasks may stand at the top level of "
               "a kernel");
     if (!top && task)
         operr(v, op, "tasks may only stand at the top level of a kernel, not in the %s of '%s'",
@@ -595,12 +603,12 @@ static void verify_region(verifier *v, const ir_region *r, const ir_op *owner, u
     const ir_op *last = r->last;
     if (want == IR_YIELD || want == IR_CONDITION) {
         if (!last || last->code != want)
-            operr(v, owner, "the %s must end in '%s'", region_name(owner, ri),
-                  ir_info(want)->name);
-    } else if (last && (unsigned)last->code < IR__COUNT && (ir_info(last->code)->flags & OPF_TERM)) {
+            operr(v, owner, "the %s must end in '%s'", region_name(owner, ri), ir_info(want)->name);
+    } else if (last && (unsigned)last->code < IR__COUNT &&
+               (ir_info(last->code)->flags & OPF_TERM)) {
         if (owner)
-            operr(v, last, "a '%s' cannot end the %s of '%s'", opname(last),
-                  region_name(owner, ri), opname(owner));
+            operr(v, last, "a '%s' cannot end the %s of '%s'", opname(last), region_name(owner, ri),
+                  opname(owner));
         else
             operr(v, last, "a '%s' cannot stand at the top level of a kernel", opname(last));
     }
@@ -651,9 +659,8 @@ static void verify_kernel(verifier *v, const ir_kernel *k) {
             if (!a || a->region != body || a->index != i || a->def)
                 vkerr(v, k, "body argument %u does not point back to the body", i);
             else if (a->type != k->params[i].type)
-                vkerr(v, k, "body argument %u has type %s, parameter %s has %s", i,
-                      tname(a->type), k->params[i].name ? k->params[i].name : "?",
-                      tname(k->params[i].type));
+                vkerr(v, k, "body argument %u has type %s, parameter %s has %s", i, tname(a->type),
+                      k->params[i].name ? k->params[i].name : "?", tname(k->params[i].type));
         }
     }
     ir_namer_init(&v->nm, k);
@@ -709,8 +716,7 @@ bool ir_verify(const ir_module *m, diag_sink *sink) {
 }
 
 /* Writes the errors of op (kernel-level ones for op NULL) under its line. */
-static void annotate(kern_buf *out, const ir_kernel *k, const ir_op *op, int indent,
-                     void *user) {
+static void annotate(kern_buf *out, const ir_kernel *k, const ir_op *op, int indent, void *user) {
     const verifier *v = user;
     for (int i = 0; i < v->nerrs; i++) {
         if (v->errs[i].k != k || v->errs[i].op != op)

@@ -251,8 +251,7 @@ Test(ir, builder_prints_expected_text) {
 /* Control flow through the builder: while, if with results, early-exit for, 2-D parallel. */
 Test(ir, builder_control_flow_prints_expected_text) {
     ir_module *m = ir_module_new(NULL);
-    ir_param ps[] = {{"a", ty_array(ty_i64(), 2), false, {0, 0}},
-                     {"n", ty_i64(), false, {0, 0}}};
+    ir_param ps[] = {{"a", ty_array(ty_i64(), 2), false, {0, 0}}, {"n", ty_i64(), false, {0, 0}}};
     ir_kernel *k = ir_kernel_new(m, "cf", L(1, 1), ps, 2);
     ir_value *a = k->body->args[0], *n = k->body->args[1];
     ir_builder top = ir_builder_at_end(m, k->body);
@@ -329,7 +328,7 @@ typedef struct kfx {
     ir_kernel *k;
     ir_builder top;
     ir_op *task;
-    ir_builder b; /* inside a serial task */
+    ir_builder b;                               /* inside a serial task */
     ir_value *a2, *f, *d, *i, *l, *u, *bo, *ib; /* f32[,], f32, f64, i32, i64, u32, bool, i32[] */
 } kfx;
 
@@ -337,10 +336,14 @@ static kfx kfx_new(void) {
     kfx x;
     x.m = ir_module_new(NULL);
     ir_param ps[] = {
-        {"a2", ty_array(ty_f32(), 2), false, {0, 0}}, {"f", ty_f32(), false, {0, 0}},
-        {"d", ty_f64(), false, {0, 0}},               {"i", ty_i32(), false, {0, 0}},
-        {"l", ty_i64(), false, {0, 0}},               {"u", ty_u32(), false, {0, 0}},
-        {"bo", ty_bool(), false, {0, 0}},             {"ib", ty_array(ty_bool(), 1), false, {0, 0}},
+        {"a2", ty_array(ty_f32(), 2), false, {0, 0}},
+        {"f", ty_f32(), false, {0, 0}},
+        {"d", ty_f64(), false, {0, 0}},
+        {"i", ty_i32(), false, {0, 0}},
+        {"l", ty_i64(), false, {0, 0}},
+        {"u", ty_u32(), false, {0, 0}},
+        {"bo", ty_bool(), false, {0, 0}},
+        {"ib", ty_array(ty_bool(), 1), false, {0, 0}},
     };
     x.k = ir_kernel_new(x.m, "t", (kern_loc){0, 0}, ps, 8);
     ir_value **a = x.k->body->args;
@@ -655,42 +658,62 @@ typedef struct bad_text {
 static const bad_text bad_texts[] = {
     {"kernel @k() {\n  %0 = frob %1 : i32\n}\n", "2:8: unknown op 'frob'"},
     {"kernel @k(%x: i32) {\n  %0 = add %x, %y : i32\n}\n", "2:16: use of undefined value %y"},
-    {"kernel @k(%x: i32) {\n  %x = neg %x : i32\n}\n", "2:3: redefinition of %x (first defined at 1:11)"},
+    {"kernel @k(%x: i32) {\n  %x = neg %x : i32\n}\n",
+     "2:3: redefinition of %x (first defined at 1:11)"},
     {"kernel @k(%x: i33) {\n}\n", "1:15: unknown type 'i33'"},
     {"kernel @k(%x: i32) {\n  %0 = neg %x : f32[,,,,]\n}\n", "2:17: unknown type 'f32[,,,,]'"},
-    {"kernel @k() {\n  %0 = const 1.5 : i32\n}\n", "2:14: expected an integer constant, found '1.5'"},
-    {"kernel @k() {\n  %0 = const 2147483648 : i32\n}\n", "2:14: constant 2147483648 does not fit in i32"},
+    {"kernel @k() {\n  %0 = const 1.5 : i32\n}\n",
+     "2:14: expected an integer constant, found '1.5'"},
+    {"kernel @k() {\n  %0 = const 2147483648 : i32\n}\n",
+     "2:14: constant 2147483648 does not fit in i32"},
     {"kernel @k() {\n  %0 = const -1 : u32\n}\n", "2:14: constant -1 does not fit in u32"},
-    {"kernel @k() {\n  %0 = const 4294967296 : u32\n}\n", "2:14: constant 4294967296 does not fit in u32"},
-    {"kernel @k() {\n  %0 = const 9223372036854775808 : i64\n}\n", "2:14: constant 9223372036854775808 does not fit in i64"},
+    {"kernel @k() {\n  %0 = const 4294967296 : u32\n}\n",
+     "2:14: constant 4294967296 does not fit in u32"},
+    {"kernel @k() {\n  %0 = const 9223372036854775808 : i64\n}\n",
+     "2:14: constant 9223372036854775808 does not fit in i64"},
     {"kernel @k() {\n  %0 = const 1 : bool\n}\n", "2:14: a bool constant is 'true' or 'false'"},
     {"kernel @k() {\n  %0 = const true : f32\n}\n", "2:14: expected a number for a f32 constant"},
     {"kernel @k() {\n  %0 = const 1e39 : f32\n}\n", "2:14: 1e39 is out of the range of f32"},
     {"kernel @k() {\n  %0 = const 1.5x : f64\n}\n", "2:14: bad number '1.5x'"},
-    {"kernel @k() {\n  %0 = const nan(0x7f800000) : f32\n}\n", "2:14: nan(0x7f800000) is not the bit pattern of an f32 NaN"},
-    {"kernel @k() {\n  %0 = const nan(0x1ffffffff) : f32\n}\n", "2:14: nan(0x1ffffffff) is not the bit pattern of an f32 NaN"},
-    {"kernel @k() {\n  %0 = const nan(0x3ff0000000000000) : f64\n}\n", "2:14: nan(0x3ff0000000000000) is not the bit pattern of an f64 NaN"},
-    {"kernel @k(%x: i32) {\n  %0 = add %x, %x : i32, i32\n}\n", "2:26: 'add' has 1 result but more types are written"},
-    {"kernel @k(%x: i32) {\n  %0:2 = add %x, %x : i32\n}\n", "2:10: 'add' has 2 results but 1 type is written"},
-    {"kernel @k(%x: i32) {\n  %0 = add %x, %x\n}\n", "2:8: 'add' has 1 result but 0 types are written"},
-    {"kernel @k(%x: i32) {\n  %0:1 = add %x, %x : i32\n}\n", "2:6: a result group %N:K needs K >= 2"},
-    {"kernel @k(%x: i32) {\n  %0 add %x, %x : i32\n}\n", "2:6: expected '=' after the results, found 'add'"},
+    {"kernel @k() {\n  %0 = const nan(0x7f800000) : f32\n}\n",
+     "2:14: nan(0x7f800000) is not the bit pattern of an f32 NaN"},
+    {"kernel @k() {\n  %0 = const nan(0x1ffffffff) : f32\n}\n",
+     "2:14: nan(0x1ffffffff) is not the bit pattern of an f32 NaN"},
+    {"kernel @k() {\n  %0 = const nan(0x3ff0000000000000) : f64\n}\n",
+     "2:14: nan(0x3ff0000000000000) is not the bit pattern of an f64 NaN"},
+    {"kernel @k(%x: i32) {\n  %0 = add %x, %x : i32, i32\n}\n",
+     "2:26: 'add' has 1 result but more types are written"},
+    {"kernel @k(%x: i32) {\n  %0:2 = add %x, %x : i32\n}\n",
+     "2:10: 'add' has 2 results but 1 type is written"},
+    {"kernel @k(%x: i32) {\n  %0 = add %x, %x\n}\n",
+     "2:8: 'add' has 1 result but 0 types are written"},
+    {"kernel @k(%x: i32) {\n  %0:1 = add %x, %x : i32\n}\n",
+     "2:6: a result group %N:K needs K >= 2"},
+    {"kernel @k(%x: i32) {\n  %0 add %x, %x : i32\n}\n",
+     "2:6: expected '=' after the results, found 'add'"},
     {"kernel @k(%x: i32) {\n  %0 = add %x, : i32\n}\n", "2:16: expected a value, found ':'"},
-    {"kernel @k(%x: i32) {\n  %0 = add %x, %x : i32 !3\n}\n", "3:1: expected ':' between line and column, found '}'"},
+    {"kernel @k(%x: i32) {\n  %0 = add %x, %x : i32 !3\n}\n",
+     "3:1: expected ':' between line and column, found '}'"},
     {"kernel @k(%x: i32) {\n  %0 = neg %x : i32\n", "3:1: expected '}' before the end of input"},
     {"kernel @k(%x: i32) {\n  %0 = neg %x : i32 %1 = neg %x : i32\n}\n",
      "2:21: expected the end of the line after 'neg', found '%1'"},
     {"kernel @k(%x: i32) {\n  %0 = neg %x : i32 $\n}\n", "2:21: unexpected character '$'"},
     {"kernel @k(%x: i32) {\n  %0 = neg % : i32\n}\n", "2:12: expected a name after '%'"},
-    {"kernel @k(%x: i32) {\n  %0 = neg %x#z : i32\n}\n", "2:12: expected a result number after '#'"},
-    {"kernel @k(%x: i32) {\n  %0 = neg %x#0 : i32\n}\n", "2:12: %x is a single value: '#0' applies to ops with several results"},
-    {"kernel @k(%x: i32) {\n  %0:2 = for %1 = %x to %x iter(%2 = %x, %3 = %x) : i32, i32 {\n    yield %2, %3\n  }\n  %4 = neg %0 : i32\n}\n",
+    {"kernel @k(%x: i32) {\n  %0 = neg %x#z : i32\n}\n",
+     "2:12: expected a result number after '#'"},
+    {"kernel @k(%x: i32) {\n  %0 = neg %x#0 : i32\n}\n",
+     "2:12: %x is a single value: '#0' applies to ops with several results"},
+    {"kernel @k(%x: i32) {\n  %0:2 = for %1 = %x to %x iter(%2 = %x, %3 = %x) : i32, i32 {\n    "
+     "yield %2, %3\n  }\n  %4 = neg %0 : i32\n}\n",
      "5:12: %0 names 2 results: write %0#0 .. #1"},
-    {"kernel @k(%x: i32) {\n  %0 = neg %1#2 : i32\n  %1:2 = for %2 = %x to %x iter(%3 = %x, %4 = %x) : i32, i32 {\n    yield %3, %4\n  }\n}\n",
+    {"kernel @k(%x: i32) {\n  %0 = neg %1#2 : i32\n  %1:2 = for %2 = %x to %x iter(%3 = %x, %4 = "
+     "%x) : i32, i32 {\n    yield %3, %4\n  }\n}\n",
      "2:12: %1#2: the op has only 2 results"},
     {"kernel @k(%x: i32) {\n  for %0 = %1 to %x {\n    yield\n  }\n  %1 = neg %x : i32\n}\n",
-     "2:7: cannot tell the type of %0: the value it starts from is not defined yet; write '%0: TYPE'"},
-    {"kernel @k(%3: i32) {\n}\n", "1:11: a parameter name starts with a letter, '_' or '.' (not '%3')"},
+     "2:7: cannot tell the type of %0: the value it starts from is not defined yet; write '%0: "
+     "TYPE'"},
+    {"kernel @k(%3: i32) {\n}\n",
+     "1:11: a parameter name starts with a letter, '_' or '.' (not '%3')"},
     {"kernel k() {\n}\n", "1:8: expected the kernel's @name, found 'k'"},
     {"kernel @k() {\n}\nkernel @j() {\n  %0 = const 1 : i32\n  %0 = const 2 : i32\n}\n",
      "5:3: redefinition of %0 (first defined at 4:3)"},
@@ -700,10 +723,12 @@ static const bad_text bad_texts[] = {
      "6:3: expected 'else' after the then-region, found '}'"},
     {"kernel @k() {\n  serial {\n    while () {\n      condition\n    } (%0) {\n    }\n  }\n}\n",
      "5:7: expected 'do' after the before-region, found '('"},
-    {"kernel @k(%n: i32) {\n  parallel (%0 = %n, %n) {\n  }\n}\n", "2:20: expected 'to' between the bounds, found ','"},
+    {"kernel @k(%n: i32) {\n  parallel (%0 = %n, %n) {\n  }\n}\n",
+     "2:20: expected 'to' between the bounds, found ','"},
     {"kernel @k() {\n  %0 = dim 9 : i32\n}\n%", "4:1: expected a name after '%'"},
     {"garbage", "1:1: expected 'kernel' to start a kernel, found 'garbage'"},
-    {"kernel @k() {\n  %0 = const 1 : i32 !99999999999:1\n}\n", "2:23: expected a line number after '!'"},
+    {"kernel @k() {\n  %0 = const 1 : i32 !99999999999:1\n}\n",
+     "2:23: expected a line number after '!'"},
 };
 
 Test(ir, parser_reports_errors_with_text_positions) {
@@ -718,7 +743,8 @@ Test(ir, parser_reports_errors_with_text_positions) {
 }
 
 Test(ir, parser_reports_every_undefined_name) {
-    parsed p = parse_text("kernel @k(%x: i32) {\n  %0 = add %a, %x : i32\n  %1 = add %b, %a : i32\n}\n");
+    parsed p =
+        parse_text("kernel @k(%x: i32) {\n  %0 = add %a, %x : i32\n  %1 = add %b, %a : i32\n}\n");
     cr_assert_null(p.m);
     cr_assert_str_eq(p.diags, "2:12: use of undefined value %a\n"
                               "3:12: use of undefined value %b\n"
@@ -754,10 +780,12 @@ Test(ir, parser_accepts_names_comments_and_forward_references) {
     ir_module_free(p.m);
 
     /* a use before the definition parses (the verifier judges it) and prints in place */
-    parsed q = parse_text("kernel @k(%x: i32) {\n  %a = add %b, %x : i32\n  %b = neg %x : i32\n}\n");
+    parsed q =
+        parse_text("kernel @k(%x: i32) {\n  %a = add %b, %x : i32\n  %b = neg %x : i32\n}\n");
     cr_assert_not_null(q.m, "%s", q.diags);
     out = print_module(q.m);
-    cr_assert_str_eq(out, "kernel @k(%x: i32) {\n  %0 = add %1, %x : i32\n  %1 = neg %x : i32\n}\n");
+    cr_assert_str_eq(out,
+                     "kernel @k(%x: i32) {\n  %0 = add %1, %x : i32\n  %1 = neg %x : i32\n}\n");
     char *errs = verify_text(q.m);
     cr_assert_not_null(errs);
     cr_assert(strstr(errs, "operand 0 (%1) is not defined here"), "%s", errs);
@@ -794,14 +822,14 @@ Test(ir, annotated_region_arguments_round_trip) {
     char *out = print_module(p.m);
     cr_assert_str_eq(out, text);
     char *errs = verify_text(p.m);
-    cr_assert_str_eq(errs,
-        "0:0: @k: 'for' (%0): operand 2 (%0) is not defined here: a value is visible after "
-        "its definition in its region and the regions nested in it\n"
-        "0:0: @k: 'while' (%3): argument 0 of the before-region has type i64, expected i32\n"
-        "0:0: @k: 'while' (%3): argument 0 of the after-region has type i32, expected f32\n"
-        "0:0: @k: 'parallel': tasks may only stand at the top level of a kernel, not in the "
-        "body of 'serial'\n"
-        "0:0: @k: 'parallel': argument 0 of the body has type u32, expected i32\n");
+    cr_assert_str_eq(
+        errs, "0:0: @k: 'for' (%0): operand 2 (%0) is not defined here: a value is visible after "
+              "its definition in its region and the regions nested in it\n"
+              "0:0: @k: 'while' (%3): argument 0 of the before-region has type i64, expected i32\n"
+              "0:0: @k: 'while' (%3): argument 0 of the after-region has type i32, expected f32\n"
+              "0:0: @k: 'parallel': tasks may only stand at the top level of a kernel, not in the "
+              "body of 'serial'\n"
+              "0:0: @k: 'parallel': argument 0 of the body has type u32, expected i32\n");
     free(errs);
     free(out);
     free(p.diags);
@@ -809,8 +837,17 @@ Test(ir, annotated_region_arguments_round_trip) {
 }
 
 Test(ir, parser_survives_empty_and_odd_input) {
-    const char *texts[] = {"", "   \n\n", "// only a comment", "kernel", "kernel @", "kernel @k(",
-                           "kernel @k() {", "kernel @k() { }", "\x01\x02", "kernel @\"", "%0#",
+    const char *texts[] = {"",
+                           "   \n\n",
+                           "// only a comment",
+                           "kernel",
+                           "kernel @",
+                           "kernel @k(",
+                           "kernel @k() {",
+                           "kernel @k() { }",
+                           "\x01\x02",
+                           "kernel @\"",
+                           "%0#",
                            "kernel @k() {\n  %0 = const nan( : f32\n}\n"};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         parsed p = parse_text(texts[i]);
@@ -897,9 +934,24 @@ Test(ir, float_constants_round_trip_bit_for_bit) {
             bits |= 0x7ff0000000000000ULL; /* inf / NaN */
         memcpy(&vals[i], &bits, 8);
     }
-    double edge[] = {0.0, -0.0, 1.0, -1.0, 0.1, 1e300, 4.9406564584124654e-324, 1e7, 9999999.0,
-                     12345678.9, 1e16, 1e15, 123456789012345678.0, INFINITY, -INFINITY, NAN,
-                     -NAN, 2.5e-310};
+    double edge[] = {0.0,
+                     -0.0,
+                     1.0,
+                     -1.0,
+                     0.1,
+                     1e300,
+                     4.9406564584124654e-324,
+                     1e7,
+                     9999999.0,
+                     12345678.9,
+                     1e16,
+                     1e15,
+                     123456789012345678.0,
+                     INFINITY,
+                     -INFINITY,
+                     NAN,
+                     -NAN,
+                     2.5e-310};
     memcpy(vals, edge, sizeof edge);
     check_float_round_trip(ty_f64(), vals, N);
     /* f32: random float bit patterns, stored as the double of that float */
@@ -913,8 +965,8 @@ Test(ir, float_constants_round_trip_bit_for_bit) {
         memcpy(&f, &bits, 4);
         vals[i] = (double)f;
     }
-    float fedge[] = {0.0f, -0.0f, 0.1f, 1e-45f, 3.4028235e38f, 16777216.0f, 1.0f / 3.0f,
-                     INFINITY, -INFINITY, NAN};
+    float fedge[] = {0.0f,        -0.0f,       0.1f,     1e-45f,    3.4028235e38f,
+                     16777216.0f, 1.0f / 3.0f, INFINITY, -INFINITY, NAN};
     for (size_t i = 0; i < sizeof fedge / sizeof fedge[0]; i++)
         vals[i] = (double)fedge[i];
     check_float_round_trip(ty_f32(), vals, N);
@@ -926,14 +978,20 @@ Test(ir, float_constants_print_readably) {
         double v;
         const char *text;
     } cases[] = {
-        {ty_f32(), (double)0.1f, "0.1"},       {ty_f64(), 0.1, "0.1"},
-        {ty_f64(), -0.0, "-0.0"},              {ty_f32(), 100.0, "100.0"},
-        {ty_f64(), 1e20, "1e+20"},             {ty_f64(), 12345678.0, "12345678.0"},
+        {ty_f32(), (double)0.1f, "0.1"},
+        {ty_f64(), 0.1, "0.1"},
+        {ty_f64(), -0.0, "-0.0"},
+        {ty_f32(), 100.0, "100.0"},
+        {ty_f64(), 1e20, "1e+20"},
+        {ty_f64(), 12345678.0, "12345678.0"},
         {ty_f32(), (double)(1.0f / 3.0f), "0.33333334"},
         {ty_f64(), 1.0 / 3.0, "0.3333333333333333"},
-        {ty_f64(), INFINITY, "inf"},           {ty_f32(), -INFINITY, "-inf"},
-        {ty_f64(), NAN, "nan"},                {ty_f32(), (double)NAN, "nan"},
-        {ty_f64(), 5e-324, "5e-324"},          {ty_f64(), 1.5e-5, "1.5e-05"},
+        {ty_f64(), INFINITY, "inf"},
+        {ty_f32(), -INFINITY, "-inf"},
+        {ty_f64(), NAN, "nan"},
+        {ty_f32(), (double)NAN, "nan"},
+        {ty_f64(), 5e-324, "5e-324"},
+        {ty_f64(), 1.5e-5, "1.5e-05"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ir_module *m = ir_module_new(NULL);
@@ -971,8 +1029,14 @@ Test(ir, mutated_golden_texts_never_crash) {
                 size_t at = rng_next(&s) % mlen;
                 switch (rng_next(&s) % 4) {
                 case 0: mut[at] = alphabet[rng_next(&s) % (sizeof alphabet - 1)]; break;
-                case 1: memmove(mut + at, mut + at + 1, mlen - at); mlen--; break;
-                case 2: mlen = at; mut[mlen] = 0; break; /* truncate */
+                case 1:
+                    memmove(mut + at, mut + at + 1, mlen - at);
+                    mlen--;
+                    break;
+                case 2:
+                    mlen = at;
+                    mut[mlen] = 0;
+                    break; /* truncate */
                 default: mut[at] = (char)(rng_next(&s) & 0xff); break;
                 }
             }
@@ -1098,8 +1162,12 @@ Test(ir, corrupted_ir_never_crashes_verifier_or_printer) {
             parsed p = parse_text(text);
             cr_assert_not_null(p.m);
             corrupt_ctx c = {.rng = &s};
-            ir_foreach_kernel(k, p.m) ir_walk(k->body, gather_values, &c);
-            ir_foreach_kernel(k, p.m) ir_walk(k->body, corrupt_op, &c);
+            ir_foreach_kernel(k, p.m) {
+                ir_walk(k->body, gather_values, &c);
+            }
+            ir_foreach_kernel(k, p.m) {
+                ir_walk(k->body, corrupt_op, &c);
+            }
             char *errs = verify_text(p.m);
             rejected += errs != NULL;
             char *out = print_module(p.m);
@@ -1158,7 +1226,8 @@ Test(ir, verifier_catches_what_the_text_cannot_say) {
     ir_op *loop = ir_build(&x.b, IR_FOR, ops, 3, &ft, 1, 1);
     ir_builder lb = ir_builder_at_end(x.m, loop->regions[0]);
     ir_yield(&lb, &x.f, 1);
-    expect_error(x.m, "the body has 0 arguments, expected 2 (the index, then one per carried value)");
+    expect_error(x.m,
+                 "the body has 0 arguments, expected 2 (the index, then one per carried value)");
     char *text = print_module(x.m); /* prints in the fallback form without crashing */
     cr_assert(strstr(text, "for %i, %i, %f : f32"), "%s", text);
     free(text);
@@ -1245,12 +1314,13 @@ Test(ir, verify_or_die_report_text, .init = cr_redirect_stderr) {
     size_t n = fread(buf, 1, sizeof buf - 1, tmp);
     buf[n] = 0;
     fclose(tmp);
-    cr_assert_str_eq(buf, "kern: IR verification failed after pass 'test-pass': 1 error\n"
-                          "kernel @t(%a2: f32[,], %f: f32, %d: f64, %i: i32, %l: i64, %u: u32, "
-                          "%bo: bool, %ib: bool[]) {\n"
-                          "  serial {\n"
-                          "    %0 = add %f, %d : f32\n"
-                          "    // error: @t: 'add' (%0): operand 1 has type f64 but operand 0 has f32\n"
-                          "  }\n"
-                          "}\n");
+    cr_assert_str_eq(buf,
+                     "kern: IR verification failed after pass 'test-pass': 1 error\n"
+                     "kernel @t(%a2: f32[,], %f: f32, %d: f64, %i: i32, %l: i64, %u: u32, "
+                     "%bo: bool, %ib: bool[]) {\n"
+                     "  serial {\n"
+                     "    %0 = add %f, %d : f32\n"
+                     "    // error: @t: 'add' (%0): operand 1 has type f64 but operand 0 has f32\n"
+                     "  }\n"
+                     "}\n");
 }
