@@ -147,9 +147,8 @@ static void adopt(ir_op *op, ir_kernel *k) {
         if (!r || r->kernel == k)
             continue;
         r->kernel = k;
-        ir_foreach_op(inner, r) {
+        for (ir_op *inner = r->first; inner; inner = inner->next)
             adopt(inner, k);
-        }
     }
 }
 

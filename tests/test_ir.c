@@ -1162,12 +1162,10 @@ Test(ir, corrupted_ir_never_crashes_verifier_or_printer) {
             parsed p = parse_text(text);
             cr_assert_not_null(p.m);
             corrupt_ctx c = {.rng = &s};
-            ir_foreach_kernel(k, p.m) {
+            for (ir_kernel *k = p.m->kernels; k; k = k->next)
                 ir_walk(k->body, gather_values, &c);
-            }
-            ir_foreach_kernel(k, p.m) {
+            for (ir_kernel *k = p.m->kernels; k; k = k->next)
                 ir_walk(k->body, corrupt_op, &c);
-            }
             char *errs = verify_text(p.m);
             rejected += errs != NULL;
             char *out = print_module(p.m);
