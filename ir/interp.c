@@ -1,0 +1,652 @@
+/* interp.c - the reference interpreter of the IR (contract in interp.h, choices in
+ * docs/interp.md).
+ *
+ * A direct walk over the structured IR. Before a run, the kernel's values are numbered
+ * (ir_value.id: parameters 0..nparams-1, then every result and region argument in walk
+ * order) and each value lives in one slot of a table indexed by that number. A slot holds
+ * a value in canonical form, the form of the IR's constants: bool 0/1, i32 sign-extended
+ * and u32 zero-extended to 64 bits, i64 as is, f32 as the double of a float, f64 as is.
+ * So comparisons of any integer type are plain int64 comparisons, and every f32 result is
+ * computed in float and widened exactly.
+ *
+ * Region execution runs a region's ops up to its terminator; the op that owns the region
+ * then reads the terminator's operands (yield/condition) itself. Loop-carried values are
+ * copied through a scratch buffer, since a yield may permute the region's own arguments.
+ * Every error unwinds by returning false; the first message is kept. */
+#include "interp.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { DEFAULT_MAX_WHILE_ITERS = 100000000 };
+
+typedef union ival {
+    int64_t i;
+    double f;
+} ival;
+
+typedef struct interp {
+    const ir_kernel *k;
+    const ir_interp_arg *args;
+    ival *vals;     /* one slot per value id */
+    ival *scratch;  /* room for the operands of the largest terminator */
+    uint64_t max_while_iters;
+    uint64_t nops;
+    char *err;
+    size_t errlen;
+    bool failed;
+} interp;
+
+#define V(v) (I->vals[(v)->id])
+
+static bool fail(interp *I, const ir_op *op, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool fail(interp *I, const ir_op *op, const char *fmt, ...) {
+    if (!I->failed && I->errlen > 0) {
+        int n = op ? snprintf(I->err, I->errlen, "%u:%u: @%s: ", op->loc.line, op->loc.col,
+                              I->k->name)
+                   : snprintf(I->err, I->errlen, "@%s: ", I->k->name);
+        if (n >= 0 && (size_t)n < I->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(I->err + n, I->errlen - (size_t)n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    I->failed = true;
+    return false;
+}
+
+/* ---- numbering --------------------------------------------------------------------- */
+
+typedef struct numbering {
+    uint32_t next;
+    uint32_t max_term; /* operands of the largest terminator */
+} numbering;
+
+static void number_region(numbering *n, ir_region *r) {
+    for (uint32_t i = 0; i < r->nargs; i++)
+        r->args[i]->id = n->next++;
+    ir_foreach_op(op, r) {
+        for (uint32_t i = 0; i < op->nresults; i++)
+            op->results[i]->id = n->next++;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            number_region(n, op->regions[i]);
+        if ((ir_info(op->code)->flags & OPF_TERM) && op->noperands > n->max_term)
+            n->max_term = op->noperands;
+    }
+}
+
+/* ---- scalars ----------------------------------------------------------------------- */
+
+static inline int64_t wrap(kern_tykind k, uint64_t v) {
+    switch (k) {
+    case TY_BOOL: return (int64_t)(v & 1);
+    case TY_I32: return (int32_t)(uint32_t)v;
+    case TY_U32: return (int64_t)(uint32_t)v;
+    default: return (int64_t)v;
+    }
+}
+
+static int type_bits(kern_tykind k) { return k == TY_I64 ? 64 : k == TY_BOOL ? 1 : 32; }
+
+static const char *kind_name(kern_tykind k) { return ty_scalar(k)->name; }
+
+static bool exec_int(interp *I, const ir_op *op) {
+    kern_tykind k = op->operands[0]->type->kind;
+    int64_t a = V(op->operands[0]).i;
+    int64_t b = op->noperands > 1 ? V(op->operands[1]).i : 0;
+    int64_t c = op->noperands > 2 ? V(op->operands[2]).i : 0;
+    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    int64_t r;
+    switch (op->code) {
+    /* canonical values compare as int64 for every type (u32 is zero-extended) */
+    case IR_EQ: r = a == b; break;
+    case IR_NE: r = a != b; break;
+    case IR_LT: r = a < b; break;
+    case IR_LE: r = a <= b; break;
+    case IR_GT: r = a > b; break;
+    case IR_GE: r = a >= b; break;
+    case IR_ADD: r = wrap(k, ua + ub); break;
+    case IR_SUB: r = wrap(k, ua - ub); break;
+    case IR_MUL: r = wrap(k, ua * ub); break;
+    case IR_NEG: r = wrap(k, 0 - ua); break;
+    case IR_AND: r = wrap(k, ua & ub); break;
+    case IR_OR: r = wrap(k, ua | ub); break;
+    case IR_XOR: r = wrap(k, ua ^ ub); break;
+    case IR_NOT: r = wrap(k, ~ua); break;
+    case IR_DIV:
+    case IR_REM: {
+        const char *what = op->code == IR_DIV ? "division" : "remainder";
+        if (b == 0)
+            return fail(I, op, "integer %s by zero (%s)", what, kind_name(k));
+        if (k == TY_U32)
+            r = op->code == IR_DIV ? (int64_t)(ua / ub) : (int64_t)(ua % ub);
+        else {
+            int64_t smin = k == TY_I64 ? INT64_MIN : INT32_MIN;
+            if (a == smin && b == -1)
+                return fail(I, op, "integer %s overflows: %" PRId64 " / -1 (%s)", what, a,
+                            kind_name(k));
+            r = op->code == IR_DIV ? a / b : a % b;
+        }
+        break;
+    }
+    case IR_SHL:
+    case IR_SHR: {
+        /* the count is read unsigned at the type's width: a negative count is huge */
+        uint64_t amount = k == TY_I32 ? (uint32_t)ub : ub;
+        int bits = type_bits(k);
+        if (amount >= (uint64_t)bits)
+            return fail(I, op, "shift count %" PRId64 " is out of range for %s (0 to %d)", b,
+                        kind_name(k), bits - 1);
+        if (op->code == IR_SHL)
+            r = wrap(k, ua << amount);
+        else if (k == TY_U32)
+            r = (int64_t)(ua >> amount);
+        else /* arithmetic shift of the sign-extended value */
+            r = a < 0 ? (int64_t)~(~ua >> amount) : (int64_t)(ua >> amount);
+        break;
+    }
+    case IR_ABS: r = k != TY_U32 && a < 0 ? wrap(k, 0 - ua) : a; break;
+    case IR_SIGN: r = (a > 0) - (a < 0); break;
+    case IR_MIN: r = b < a ? b : a; break;
+    case IR_MAX: r = b > a ? b : a; break;
+    case IR_CLAMP: {
+        int64_t x = b > a ? b : a;
+        r = c < x ? c : x;
+        break;
+    }
+    default: kern_unreachable("integer op without a rule");
+    }
+    V(op->results[0]).i = r;
+    return true;
+}
+
+static float f32_op(ir_opcode code, float a, float b, float c) {
+    switch (code) {
+    case IR_ADD: return a + b;
+    case IR_SUB: return a - b;
+    case IR_MUL: return a * b;
+    case IR_DIV: return a / b;
+    case IR_NEG: return -a;
+    case IR_SIN: return sinf(a);
+    case IR_COS: return cosf(a);
+    case IR_TAN: return tanf(a);
+    case IR_ASIN: return asinf(a);
+    case IR_ACOS: return acosf(a);
+    case IR_ATAN: return atanf(a);
+    case IR_SINH: return sinhf(a);
+    case IR_COSH: return coshf(a);
+    case IR_TANH: return tanhf(a);
+    case IR_EXP: return expf(a);
+    case IR_EXP2: return exp2f(a);
+    case IR_LOG: return logf(a);
+    case IR_LOG2: return log2f(a);
+    case IR_SQRT: return sqrtf(a);
+    case IR_RSQRT: return 1.0f / sqrtf(a);
+    case IR_FLOOR: return floorf(a);
+    case IR_CEIL: return ceilf(a);
+    case IR_ROUND: return roundf(a);
+    case IR_ABS: return fabsf(a);
+    case IR_SIGN: return a > 0.0f ? 1.0f : a < 0.0f ? -1.0f : a;
+    case IR_ATAN2: return atan2f(a, b);
+    case IR_POW: return powf(a, b);
+    case IR_MIN: return b < a ? b : a;
+    case IR_MAX: return b > a ? b : a;
+    case IR_FMA: return fmaf(a, b, c);
+    case IR_CLAMP: {
+        float x = b > a ? b : a;
+        return c < x ? c : x;
+    }
+    default: kern_unreachable("f32 op without a rule");
+    }
+}
+
+static double f64_op(ir_opcode code, double a, double b, double c) {
+    switch (code) {
+    case IR_ADD: return a + b;
+    case IR_SUB: return a - b;
+    case IR_MUL: return a * b;
+    case IR_DIV: return a / b;
+    case IR_NEG: return -a;
+    case IR_SIN: return sin(a);
+    case IR_COS: return cos(a);
+    case IR_TAN: return tan(a);
+    case IR_ASIN: return asin(a);
+    case IR_ACOS: return acos(a);
+    case IR_ATAN: return atan(a);
+    case IR_SINH: return sinh(a);
+    case IR_COSH: return cosh(a);
+    case IR_TANH: return tanh(a);
+    case IR_EXP: return exp(a);
+    case IR_EXP2: return exp2(a);
+    case IR_LOG: return log(a);
+    case IR_LOG2: return log2(a);
+    case IR_SQRT: return sqrt(a);
+    case IR_RSQRT: return 1.0 / sqrt(a);
+    case IR_FLOOR: return floor(a);
+    case IR_CEIL: return ceil(a);
+    case IR_ROUND: return round(a);
+    case IR_ABS: return fabs(a);
+    case IR_SIGN: return a > 0.0 ? 1.0 : a < 0.0 ? -1.0 : a;
+    case IR_ATAN2: return atan2(a, b);
+    case IR_POW: return pow(a, b);
+    case IR_MIN: return b < a ? b : a;
+    case IR_MAX: return b > a ? b : a;
+    case IR_FMA: return fma(a, b, c);
+    case IR_CLAMP: {
+        double x = b > a ? b : a;
+        return c < x ? c : x;
+    }
+    default: kern_unreachable("f64 op without a rule");
+    }
+}
+
+static void exec_float(interp *I, const ir_op *op) {
+    double a = V(op->operands[0]).f;
+    double b = op->noperands > 1 ? V(op->operands[1]).f : 0.0;
+    double c = op->noperands > 2 ? V(op->operands[2]).f : 0.0;
+    ival *res = &V(op->results[0]);
+    switch (op->code) {
+    /* f32 values are exact doubles: comparing them as doubles is comparing the floats */
+    case IR_EQ: res->i = a == b; return;
+    case IR_NE: res->i = a != b; return;
+    case IR_LT: res->i = a < b; return;
+    case IR_LE: res->i = a <= b; return;
+    case IR_GT: res->i = a > b; return;
+    case IR_GE: res->i = a >= b; return;
+    default: break;
+    }
+    if (op->operands[0]->type->kind == TY_F32)
+        res->f = (double)f32_op(op->code, (float)a, (float)b, (float)c);
+    else
+        res->f = f64_op(op->code, a, b, c);
+}
+
+/* Is d, truncated toward zero, representable in the integer kind k? (false for NaN) */
+static bool float_fits(kern_tykind k, double d) {
+    switch (k) {
+    case TY_I32: return d > -2147483649.0 && d < 2147483648.0;
+    case TY_U32: return d > -1.0 && d < 4294967296.0;
+    case TY_I64: return d >= -9223372036854775808.0 && d < 9223372036854775808.0;
+    default: return false;
+    }
+}
+
+static bool exec_cast(interp *I, const ir_op *op) {
+    kern_tykind from = op->operands[0]->type->kind, to = op->results[0]->type->kind;
+    ival v = V(op->operands[0]);
+    ival *res = &V(op->results[0]);
+    if (from != TY_F32 && from != TY_F64) {
+        if (to == TY_BOOL)
+            res->i = v.i != 0;
+        else if (to == TY_F32)
+            res->f = (double)(float)v.i;
+        else if (to == TY_F64)
+            res->f = (double)v.i;
+        else
+            res->i = wrap(to, (uint64_t)v.i);
+        return true;
+    }
+    if (to == TY_BOOL)
+        res->i = v.f != 0.0;
+    else if (to == TY_F32)
+        res->f = (double)(float)v.f;
+    else if (to == TY_F64)
+        res->f = v.f;
+    else {
+        if (!float_fits(to, v.f))
+            return fail(I, op, "cast of %s %.17g to %s is out of range", kind_name(from), v.f,
+                        kind_name(to));
+        res->i = wrap(to, (uint64_t)(int64_t)trunc(v.f));
+    }
+    return true;
+}
+
+/* ---- arrays ------------------------------------------------------------------------ */
+
+static const ir_interp_arg *array_of(interp *I, const ir_value *a) {
+    return &I->args[a->index]; /* arrays are kernel parameters (verifier) */
+}
+
+/* The row-major element offset of a load/store/atomic; false after an error. */
+static bool element(interp *I, const ir_op *op, const char *what, size_t *off) {
+    const ir_value *av = op->operands[0];
+    const ir_interp_arg *a = array_of(I, av);
+    uint64_t o = 0;
+    for (int d = 0; d < a->rank; d++) {
+        int64_t idx = V(op->operands[1 + d]).i;
+        if (idx < 0 || idx >= a->shape[d])
+            return fail(I, op,
+                        "%s: index %" PRId64 " is out of bounds for dimension %d of '%s' "
+                        "(extent %" PRId64 ")",
+                        what, idx, d, I->k->params[av->index].name, a->shape[d]);
+        o = o * (uint64_t)a->shape[d] + (uint64_t)idx;
+    }
+    *off = (size_t)o;
+    return true;
+}
+
+static ival elem_read(const ir_interp_arg *a, size_t off) {
+    ival v;
+    switch (a->kind) {
+    case TY_BOOL: v.i = ((const unsigned char *)a->data)[off] != 0; break;
+    case TY_I32: v.i = ((const int32_t *)a->data)[off]; break;
+    case TY_U32: v.i = ((const uint32_t *)a->data)[off]; break;
+    case TY_I64: v.i = ((const int64_t *)a->data)[off]; break;
+    case TY_F32: v.f = ((const float *)a->data)[off]; break;
+    case TY_F64: v.f = ((const double *)a->data)[off]; break;
+    default: kern_unreachable("array of a non-scalar element");
+    }
+    return v;
+}
+
+static void elem_write(const ir_interp_arg *a, size_t off, ival v) {
+    switch (a->kind) {
+    case TY_BOOL: ((unsigned char *)a->data)[off] = (unsigned char)(v.i != 0); break;
+    case TY_I32: ((int32_t *)a->data)[off] = (int32_t)v.i; break;
+    case TY_U32: ((uint32_t *)a->data)[off] = (uint32_t)v.i; break;
+    case TY_I64: ((int64_t *)a->data)[off] = v.i; break;
+    case TY_F32: ((float *)a->data)[off] = (float)v.f; break;
+    case TY_F64: ((double *)a->data)[off] = v.f; break;
+    default: kern_unreachable("array of a non-scalar element");
+    }
+}
+
+static bool exec_access(interp *I, const ir_op *op) {
+    const ir_interp_arg *a = array_of(I, op->operands[0]);
+    size_t off = 0;
+    if (!element(I, op, ir_info(op->code)->name, &off))
+        return false;
+    ival *val = op->code == IR_LOAD ? NULL : &V(op->operands[op->noperands - 1]);
+    if (op->code == IR_STORE) {
+        elem_write(a, off, *val);
+        return true;
+    }
+    ival old = elem_read(a, off);
+    if (op->code == IR_LOAD) {
+        V(op->results[0]) = old;
+        return true;
+    }
+    /* atomics: new = old OP v, returning old; min/max keep old on a tie */
+    ival nv;
+    kern_tykind k = a->kind;
+    if (k == TY_F32 || k == TY_F64) {
+        double o = old.f, v = val->f;
+        switch (op->code) {
+        case IR_ATOMIC_ADD: nv.f = k == TY_F32 ? (double)((float)o + (float)v) : o + v; break;
+        case IR_ATOMIC_SUB: nv.f = k == TY_F32 ? (double)((float)o - (float)v) : o - v; break;
+        case IR_ATOMIC_MIN: nv.f = v < o ? v : o; break;
+        case IR_ATOMIC_MAX: nv.f = v > o ? v : o; break;
+        default: kern_unreachable("not an atomic");
+        }
+    } else {
+        int64_t o = old.i, v = val->i;
+        switch (op->code) {
+        case IR_ATOMIC_ADD: nv.i = wrap(k, (uint64_t)o + (uint64_t)v); break;
+        case IR_ATOMIC_SUB: nv.i = wrap(k, (uint64_t)o - (uint64_t)v); break;
+        case IR_ATOMIC_MIN: nv.i = v < o ? v : o; break;
+        case IR_ATOMIC_MAX: nv.i = v > o ? v : o; break;
+        default: kern_unreachable("not an atomic");
+        }
+    }
+    elem_write(a, off, nv);
+    V(op->results[0]) = old;
+    return true;
+}
+
+/* ---- control flow ------------------------------------------------------------------ */
+
+static bool exec_op(interp *I, const ir_op *op);
+
+/* Runs r's ops up to (not including) its terminator. */
+static bool exec_region(interp *I, const ir_region *r) {
+    for (const ir_op *op = r->first; op; op = op->next)
+        if (!exec_op(I, op))
+            return false;
+    return true;
+}
+
+static bool exec_if(interp *I, const ir_op *op) {
+    const ir_region *r = op->regions[V(op->operands[0]).i ? 0 : 1];
+    if (!exec_region(I, r))
+        return false;
+    const ir_op *y = r->last;
+    for (uint32_t k = 0; k < op->nresults; k++)
+        V(op->results[k]) = V(y->operands[k]);
+    return true;
+}
+
+static bool exec_for(interp *I, const ir_op *op) {
+    const ir_region *body = op->regions[0];
+    int64_t lo = V(op->operands[0]).i, hi = V(op->operands[1]).i;
+    uint32_t n = op->nresults;
+    bool early = op->attr & IR_FOR_EARLY_EXIT;
+    uint32_t skip = early ? 1 : 0;
+    for (uint32_t k = 0; k < n; k++)
+        V(body->args[1 + k]) = V(op->operands[2 + k]);
+    /* lo and hi are canonical values of one type and i < hi, so i + 1 cannot overflow */
+    for (int64_t i = lo; i < hi; i++) {
+        V(body->args[0]).i = i;
+        if (!exec_region(I, body))
+            return false;
+        const ir_op *y = body->last;
+        bool go = !early || V(y->operands[0]).i;
+        for (uint32_t k = 0; k < n; k++)
+            I->scratch[k] = V(y->operands[skip + k]);
+        for (uint32_t k = 0; k < n; k++)
+            V(body->args[1 + k]) = I->scratch[k];
+        if (!go)
+            break;
+    }
+    for (uint32_t k = 0; k < n; k++)
+        V(op->results[k]) = V(body->args[1 + k]);
+    return true;
+}
+
+static bool exec_while(interp *I, const ir_op *op) {
+    const ir_region *before = op->regions[0], *after = op->regions[1];
+    uint32_t ninit = op->noperands, nres = op->nresults;
+    for (uint32_t k = 0; k < ninit; k++)
+        V(before->args[k]) = V(op->operands[k]);
+    for (uint64_t it = 0;; it++) {
+        if (!exec_region(I, before))
+            return false;
+        const ir_op *c = before->last;
+        if (!V(c->operands[0]).i) {
+            for (uint32_t k = 0; k < nres; k++)
+                V(op->results[k]) = V(c->operands[1 + k]);
+            return true;
+        }
+        if (it >= I->max_while_iters)
+            return fail(I, op, "while loop did not terminate after %" PRIu64 " iterations", it);
+        for (uint32_t k = 0; k < nres; k++)
+            I->scratch[k] = V(c->operands[1 + k]);
+        for (uint32_t k = 0; k < nres; k++)
+            V(after->args[k]) = I->scratch[k];
+        if (!exec_region(I, after))
+            return false;
+        const ir_op *y = after->last;
+        for (uint32_t k = 0; k < ninit; k++)
+            I->scratch[k] = V(y->operands[k]);
+        for (uint32_t k = 0; k < ninit; k++)
+            V(before->args[k]) = I->scratch[k];
+    }
+}
+
+/* Row-major: the last dimension varies fastest. */
+static bool exec_parallel(interp *I, const ir_op *op) {
+    const ir_region *body = op->regions[0];
+    uint32_t nd = op->noperands / 2;
+    int64_t lo[KERN_MAX_RANK + 4], hi[KERN_MAX_RANK + 4];
+    if (nd > KERN_MAX_RANK + 4)
+        return fail(I, op, "parallel task of %u dimensions is not supported", nd);
+    for (uint32_t d = 0; d < nd; d++) {
+        lo[d] = V(op->operands[2 * d]).i;
+        hi[d] = V(op->operands[2 * d + 1]).i;
+        if (lo[d] >= hi[d])
+            return true;
+        V(body->args[d]).i = lo[d];
+    }
+    for (;;) {
+        if (!exec_region(I, body))
+            return false;
+        uint32_t d = nd;
+        while (d > 0) {
+            d--;
+            int64_t next = V(body->args[d]).i + 1;
+            if (next < hi[d]) {
+                V(body->args[d]).i = next;
+                break;
+            }
+            V(body->args[d]).i = lo[d];
+            if (d == 0)
+                return true;
+        }
+    }
+}
+
+static bool exec_op(interp *I, const ir_op *op) {
+    I->nops++;
+    switch (op->code) {
+    case IR_CONST:
+        if (ty_is_float(op->results[0]->type))
+            V(op->results[0]).f = op->imm.f;
+        else
+            V(op->results[0]).i = op->imm.i;
+        return true;
+    case IR_CAST: return exec_cast(I, op);
+    case IR_SELECT:
+        V(op->results[0]) = V(op->operands[V(op->operands[0]).i ? 1 : 2]);
+        return true;
+    case IR_DIM:
+        V(op->results[0]).i = array_of(I, op->operands[0])->shape[op->imm.i];
+        return true;
+    case IR_LOAD:
+    case IR_STORE:
+    case IR_ATOMIC_ADD:
+    case IR_ATOMIC_SUB:
+    case IR_ATOMIC_MIN:
+    case IR_ATOMIC_MAX: return exec_access(I, op);
+    case IR_IF: return exec_if(I, op);
+    case IR_FOR: return exec_for(I, op);
+    case IR_WHILE: return exec_while(I, op);
+    case IR_PARALLEL: return exec_parallel(I, op);
+    case IR_SERIAL: return exec_region(I, op->regions[0]);
+    case IR_YIELD:
+    case IR_CONDITION: return true; /* read by the op that owns the region */
+    default:
+        if (ty_is_float(op->operands[0]->type)) {
+            exec_float(I, op);
+            return true;
+        }
+        return exec_int(I, op);
+    }
+}
+
+/* ---- binding and the entry points -------------------------------------------------- */
+
+static bool bind_args(interp *I, const ir_interp_arg *args, int nargs) {
+    const ir_kernel *k = I->k;
+    if (nargs < 0 || (uint32_t)nargs != k->nparams)
+        return fail(I, NULL, "%d arguments given, the kernel has %u parameters", nargs,
+                    k->nparams);
+    for (uint32_t p = 0; p < k->nparams; p++) {
+        const ir_param *pr = &k->params[p];
+        const ir_interp_arg *a = &args[p];
+        const kern_type *t = pr->type;
+        if (ty_is_array(t)) {
+            if (a->rank != t->rank || a->kind != t->elem->kind)
+                return fail(I, NULL, "argument %u ('%s': %s) is not an array of that type", p,
+                            pr->name, t->name);
+            uint64_t count = 1;
+            for (int d = 0; d < a->rank; d++) {
+                if (a->shape[d] < 0 || a->shape[d] > INT32_MAX)
+                    return fail(I, NULL, "argument %u ('%s'): extent %" PRId64 " of dimension "
+                                "%d is out of range", p, pr->name, a->shape[d], d);
+                count *= (uint64_t)a->shape[d];
+            }
+            if (count > 0 && !a->data)
+                return fail(I, NULL, "argument %u ('%s'): no data", p, pr->name);
+            I->vals[p].i = p;
+            continue;
+        }
+        if (a->rank != 0 || a->kind != t->kind)
+            return fail(I, NULL, "argument %u ('%s': %s) is not a scalar of that type", p,
+                        pr->name, t->name);
+        if (t->kind == TY_F32)
+            I->vals[p].f = (double)(float)a->f;
+        else if (t->kind == TY_F64)
+            I->vals[p].f = a->f;
+        else {
+            if (wrap(t->kind, (uint64_t)a->i) != a->i)
+                return fail(I, NULL, "argument %u ('%s'): %" PRId64 " does not fit in %s", p,
+                            pr->name, a->i, t->name);
+            I->vals[p].i = a->i;
+        }
+    }
+    return true;
+}
+
+static bool verified(const ir_module *m, char *err, size_t errlen) {
+    arena mem;
+    arena_init(&mem);
+    diag_sink sink;
+    diag_init(&sink, &mem);
+    bool ok = ir_verify(m, &sink);
+    if (!ok && errlen > 0)
+        snprintf(err, errlen, "the IR does not verify: %u:%u: %s",
+                 sink.len ? sink.items[0].loc.line : 0, sink.len ? sink.items[0].loc.col : 0,
+                 sink.len ? sink.items[0].message : "?");
+    diag_free(&sink);
+    arena_free(&mem);
+    return ok;
+}
+
+bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *args,
+                        int nargs, ir_interp_options *opts, char *err, size_t errlen) {
+    if (errlen > 0)
+        err[0] = '\0';
+    if (!verified(m, err, errlen))
+        return false;
+    ir_kernel *k = ir_kernel_find(m, kernel);
+    if (!k) {
+        if (errlen > 0)
+            snprintf(err, errlen, "no kernel named '%s'", kernel);
+        return false;
+    }
+    numbering n = {0, 0};
+    number_region(&n, k->body); /* the parameters first: ids 0..nparams-1 */
+    interp I = {0};
+    I.k = k;
+    I.args = args;
+    I.vals = calloc(n.next ? n.next : 1, sizeof(ival));
+    I.scratch = calloc(n.max_term ? n.max_term : 1, sizeof(ival));
+    I.max_while_iters = opts && opts->max_while_iters ? opts->max_while_iters
+                                                      : DEFAULT_MAX_WHILE_ITERS;
+    I.err = err;
+    I.errlen = errlen;
+    if (!I.vals || !I.scratch) {
+        free(I.vals);
+        free(I.scratch);
+        if (errlen > 0)
+            snprintf(err, errlen, "out of memory for %u values", n.next);
+        return false;
+    }
+    bool ok = bind_args(&I, args, nargs) && exec_region(&I, k->body);
+    if (opts)
+        opts->ops_executed = I.nops;
+    free(I.vals);
+    free(I.scratch);
+    return ok;
+}
+
+bool ir_interp_run(const ir_module *m, const char *kernel, ir_interp_arg *args, int nargs,
+                   char *err, size_t errlen) {
+    return ir_interp_run_opts(m, kernel, args, nargs, NULL, err, errlen);
+}

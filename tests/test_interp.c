@@ -1,0 +1,2037 @@
+/* test_interp.c - end-to-end semantic tests of the lowering and the optimizer with the
+ * reference interpreter (suite `interp`).
+ *
+ *   - every tests/golden/ir/NAME.kern program and a set of inline programs that stress the
+ *     lowering (break/continue/return flags, laziness, carried values, ranges, tasks,
+ *     integer widths) is compiled at -O0 and at -O2, run by ir_interp_run on
+ *     deterministic pseudo-random inputs with edge cases, and every array is compared
+ *     with a plain C reference of the same computation written here (floats exactly:
+ *     the references do the same f32/f64 operations in the same order);
+ *   - the -O0 and -O2 results must be identical bit for bit (the passes claim exact
+ *     identities only): a difference is reported as an optimizer bug;
+ *   - the interpreter's op semantics on hand-written IR (u32, shifts, rounding, ties,
+ *     casts, atomics), its parallel order, and its error paths (out of bounds, division
+ *     by zero, shifts, casts, non-terminating while, bad arguments) with their messages. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../compiler/driver.h"
+#include "../ir/interp.h"
+#include "golden.h"
+
+/* ---- Deterministic inputs (splitmix64) --------------------------------------------- */
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t rng_next(rng *r) {
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* Uniform integer in [lo, hi]. */
+static int64_t rng_int(rng *r, int64_t lo, int64_t hi) {
+    return lo + (int64_t)(rng_next(r) % (uint64_t)(hi - lo + 1));
+}
+
+static double rng_unit(rng *r) { return (double)(rng_next(r) >> 11) / 9007199254740992.0; }
+
+static float rng_f32(rng *r, float lo, float hi) {
+    return (float)(lo + (hi - lo) * rng_unit(r));
+}
+
+/* ---- Arguments --------------------------------------------------------------------- */
+
+static size_t kind_size(kern_tykind k) {
+    switch (k) {
+    case TY_BOOL: return 1;
+    case TY_I32:
+    case TY_U32:
+    case TY_F32: return 4;
+    default: return 8;
+    }
+}
+
+static size_t arg_len(const ir_interp_arg *a) {
+    if (a->rank == 0)
+        return 0;
+    size_t n = 1;
+    for (int d = 0; d < a->rank; d++)
+        n *= (size_t)a->shape[d];
+    return n;
+}
+
+/* A zeroed array argument. */
+static ir_interp_arg arr(kern_tykind k, int rank, int64_t d0, int64_t d1, int64_t d2) {
+    ir_interp_arg a = ir_interp_array(k, NULL, rank, d0, rank > 1 ? d1 : 0, rank > 2 ? d2 : 0, 0);
+    size_t n = arg_len(&a);
+    a.data = calloc(n ? n : 1, kind_size(k));
+    return a;
+}
+
+static ir_interp_arg clone_arg(const ir_interp_arg *a) {
+    ir_interp_arg c = *a;
+    if (a->rank) {
+        size_t bytes = arg_len(a) * kind_size(a->kind);
+        c.data = malloc(bytes ? bytes : 1);
+        memcpy(c.data, a->data, bytes);
+    }
+    return c;
+}
+
+static void clone_args(ir_interp_arg *dst, const ir_interp_arg *src, int n) {
+    for (int i = 0; i < n; i++)
+        dst[i] = clone_arg(&src[i]);
+}
+
+static void free_args(ir_interp_arg *a, int n) {
+    for (int i = 0; i < n; i++)
+        if (a[i].rank)
+            free(a[i].data);
+}
+
+#define F32(a) ((float *)(a).data)
+#define F64(a) ((double *)(a).data)
+#define I32(a) ((int32_t *)(a).data)
+#define U32(a) ((uint32_t *)(a).data)
+#define I64(a) ((int64_t *)(a).data)
+#define BOOL(a) ((bool *)(a).data)
+
+/* ---- Compiling and comparing ------------------------------------------------------- */
+
+enum { MAXARGS = 8 };
+
+typedef struct compiled {
+    const char *name;
+    ir_module *m[2]; /* -O0, -O2 */
+} compiled;
+
+static const int opt_levels[2] = {0, 2};
+
+static ir_module *compile_at(const char *name, const char *src, int opt) {
+    kc_ctx *ctx = kc_ctx_new();
+    ctx->opts.opt_level = opt;
+    ir_module *m = kc_compile_source(ctx, name, src, strlen(src));
+    if (!m)
+        diag_print_all(stderr, &ctx->diags);
+    kc_ctx_free(ctx);
+    cr_assert(m, "%s does not compile at -O%d", name, opt);
+    return m;
+}
+
+static compiled compile_src(const char *name, const char *src) {
+    compiled c = {name, {NULL, NULL}};
+    for (int l = 0; l < 2; l++)
+        c.m[l] = compile_at(name, src, opt_levels[l]);
+    return c;
+}
+
+static compiled compile_golden(const char *name) {
+    size_t len;
+    char *src = golden_read("ir", name, &len);
+    cr_assert(src, "cannot read tests/golden/ir/%s", name);
+    compiled c = compile_src(name, src);
+    free(src);
+    return c;
+}
+
+static void compiled_free(compiled *c) {
+    for (int l = 0; l < 2; l++)
+        ir_module_free(c->m[l]);
+}
+
+/* Element i of array a as a double (for messages). */
+static double elem_value(const ir_interp_arg *a, size_t i) {
+    switch (a->kind) {
+    case TY_BOOL: return ((const unsigned char *)a->data)[i];
+    case TY_I32: return ((const int32_t *)a->data)[i];
+    case TY_U32: return ((const uint32_t *)a->data)[i];
+    case TY_I64: return (double)((const int64_t *)a->data)[i];
+    case TY_F32: return ((const float *)a->data)[i];
+    default: return ((const double *)a->data)[i];
+    }
+}
+
+static bool elem_equal(const ir_interp_arg *a, const ir_interp_arg *b, size_t i, double tol,
+                       bool bitwise) {
+    size_t sz = kind_size(a->kind);
+    const char *x = (const char *)a->data + i * sz, *y = (const char *)b->data + i * sz;
+    if (!memcmp(x, y, sz))
+        return true;
+    if (bitwise || (a->kind != TY_F32 && a->kind != TY_F64))
+        return false;
+    double u = elem_value(a, i), v = elem_value(b, i);
+    if (isnan(u) && isnan(v))
+        return true;
+    if (u == v) /* +0.0 and -0.0 differ only bitwise */
+        return false;
+    return tol > 0 && fabs(u - v) <= tol * fmax(fabs(u), fabs(v));
+}
+
+/* Number of differing elements over all arrays; prints the first few. */
+static int compare_args(const ir_interp_arg *got, const ir_interp_arg *exp, int n, double tol,
+                        bool bitwise, const char *what) {
+    int bad = 0;
+    for (int p = 0; p < n; p++) {
+        size_t len = arg_len(&got[p]);
+        for (size_t i = 0; i < len; i++)
+            if (!elem_equal(&got[p], &exp[p], i, tol, bitwise)) {
+                if (bad < 6)
+                    fprintf(stderr, "%s: argument %d element %zu: got %.17g, expected %.17g\n",
+                            what, p, i, elem_value(&got[p], i), elem_value(&exp[p], i));
+                bad++;
+            }
+    }
+    return bad;
+}
+
+/* Runs c's kernel at -O0 and -O2, each on a copy of `in`; compares every array with `ref`
+ * (the C reference's result on a copy of `in`), then the two runs bit for bit. */
+static void check_runs(const compiled *c, const char *kernel, const ir_interp_arg *in,
+                       const ir_interp_arg *ref, int n, double tol, const char *label) {
+    ir_interp_arg got[2][MAXARGS];
+    char what[256];
+    for (int l = 0; l < 2; l++) {
+        char err[512];
+        clone_args(got[l], in, n);
+        bool ok = ir_interp_run(c->m[l], kernel, got[l], n, err, sizeof err);
+        cr_assert(ok, "%s (%s) -O%d: %s", c->name, label, opt_levels[l], err);
+        snprintf(what, sizeof what, "%s (%s) -O%d vs the C reference", c->name, label,
+                 opt_levels[l]);
+        int bad = compare_args(got[l], ref, n, tol, false, what);
+        cr_expect_eq(bad, 0, "%s: %d elements differ", what, bad);
+    }
+    snprintf(what, sizeof what, "OPTIMIZER BUG? %s (%s): -O0 vs -O2", c->name, label);
+    int bad = compare_args(got[0], got[1], n, 0, true, what);
+    cr_expect_eq(bad, 0, "%s: %d elements differ bitwise", what, bad);
+    for (int l = 0; l < 2; l++)
+        free_args(got[l], n);
+}
+
+/* The error message of running c's kernel at optimization level index l. */
+static void run_expect_error(const compiled *c, int l, const char *kernel, ir_interp_arg *in,
+                             int n, ir_interp_options *opts, char *err, size_t errlen) {
+    ir_interp_arg got[MAXARGS];
+    clone_args(got, in, n);
+    bool ok = ir_interp_run_opts(c->m[l], kernel, got, n, opts, err, errlen);
+    free_args(got, n);
+    cr_assert(!ok, "%s -O%d: the run succeeded but should fail", c->name, opt_levels[l]);
+}
+
+/* Wrapping and shifting helpers for the references (C's signed overflow is undefined). */
+static int32_t add32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+static int32_t neg32(int32_t a) { return (int32_t)(0u - (uint32_t)a); }
+static int32_t shl32(int32_t a, int s) { return (int32_t)((uint32_t)a << s); }
+static int32_t sar32(int32_t a, int s) { return a < 0 ? ~(~a >> s) : a >> s; }
+static int64_t add64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static int64_t sub64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static int64_t mul64(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static int64_t sar64(int64_t a, int s) { return a < 0 ? ~(~a >> s) : a >> s; }
+
+/* ======================================================================================
+ * The golden programs of tests/golden/ir
+ * ==================================================================================== */
+
+Test(interp, golden_saxpy) {
+    compiled c = compile_golden("saxpy.kern");
+    rng r = {1};
+    int64_t sizes[] = {0, 1, 37};
+    for (int s = 0; s < 3; s++) {
+        int64_t n = sizes[s];
+        ir_interp_arg in[3] = {ir_interp_float(TY_F32, -1.75), arr(TY_F32, 1, n, 0, 0),
+                               arr(TY_F32, 1, n, 0, 0)};
+        for (int64_t i = 0; i < n; i++) {
+            F32(in[1])[i] = rng_f32(&r, -10, 10);
+            F32(in[2])[i] = rng_f32(&r, -10, 10);
+        }
+        ir_interp_arg ref[3];
+        clone_args(ref, in, 3);
+        for (int64_t i = 0; i < n; i++)
+            F32(ref[2])[i] = -1.75f * F32(ref[1])[i] + F32(ref[2])[i];
+        check_runs(&c, "saxpy", in, ref, 3, 0, "n varies");
+        free_args(in, 3);
+        free_args(ref, 3);
+    }
+    compiled_free(&c);
+}
+
+Test(interp, golden_atomics) {
+    compiled c = compile_golden("atomics.kern");
+    rng r = {2};
+    int64_t n = 50, nb = 10;
+    ir_interp_arg in[5] = {arr(TY_F32, 1, n, 0, 0), arr(TY_I32, 1, nb, 0, 0),
+                           arr(TY_F32, 1, 1, 0, 0), arr(TY_F32, 1, 1, 0, 0),
+                           arr(TY_F32, 1, n, 0, 0)};
+    for (int64_t i = 0; i < n; i++) {
+        F32(in[0])[i] = i % 9 == 0 ? 0.0f : rng_f32(&r, -2, 2); /* clamps at both ends */
+        F32(in[4])[i] = rng_f32(&r, -5, 5);
+    }
+    for (int64_t i = 0; i < nb; i++)
+        I32(in[1])[i] = (int32_t)rng_int(&r, 0, 5);
+    F32(in[2])[0] = 0.5f;
+    F32(in[3])[0] = 0.75f;
+    ir_interp_arg ref[5];
+    clone_args(ref, in, 5);
+    float *v = F32(ref[0]), *hi = F32(ref[2]), *lo = F32(ref[3]), *prod = F32(ref[4]);
+    int32_t *bins = I32(ref[1]);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t t = (int32_t)(v[i] * 10.0f);
+        int32_t x = 0 > t ? 0 : t;
+        int32_t b = (int32_t)(nb - 1) < x ? (int32_t)(nb - 1) : x;
+        bins[b] += 1;
+        float old = hi[0];
+        hi[0] = v[i] > old ? v[i] : old;
+        lo[0] = old < lo[0] ? old : lo[0];
+        prod[i] = prod[i] * 2.0f;
+        prod[i] = prod[i] / 3.0f;
+    }
+    check_runs(&c, "histogram", in, ref, 5, 0, "random");
+    free_args(in, 5);
+    free_args(ref, 5);
+    compiled_free(&c);
+}
+
+Test(interp, golden_break_continue) {
+    compiled c = compile_golden("break_continue.kern");
+    rng r = {3};
+    int64_t R = 12, C = 9;
+    ir_interp_arg in[3] = {arr(TY_F32, 2, R, C, 0), arr(TY_I32, 1, R, 0, 0),
+                           arr(TY_F32, 1, R, 0, 0)};
+    for (int64_t i = 0; i < R * C; i++) {
+        uint64_t k = rng_next(&r) % 10;
+        F32(in[0])[i] = k < 3 ? 0.0f : k == 3 ? rng_f32(&r, -4, -0.5f) : rng_f32(&r, 0.5f, 4);
+    }
+    for (int64_t j = 0; j < C; j++) /* a row without negatives, a row of zeros */
+        F32(in[0])[0 * C + j] = (float)(j + 1), F32(in[0])[1 * C + j] = 0.0f;
+    F32(in[0])[2 * C + 0] = -1.0f; /* break at once */
+    ir_interp_arg ref[3];
+    clone_args(ref, in, 3);
+    for (int64_t i = 0; i < R; i++) {
+        int32_t found = -1;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < C; j++) {
+            float v = F32(ref[0])[i * C + j];
+            if (v == 0.0f)
+                continue;
+            sum += v;
+            if (v < 0.0f) {
+                found = (int32_t)j;
+                break;
+            }
+        }
+        I32(ref[1])[i] = found;
+        F32(ref[2])[i] = sum;
+    }
+    check_runs(&c, "first_negative", in, ref, 3, 0, "random");
+    free_args(in, 3);
+    free_args(ref, 3);
+    compiled_free(&c);
+}
+
+static int32_t ref_find(const int32_t *a, int64_t n, int32_t key) {
+    for (int64_t k = 0; k < n; k++)
+        if (a[k] == key)
+            return (int32_t)k;
+    return -1;
+}
+
+Test(interp, golden_early_return) {
+    compiled c = compile_golden("early_return.kern");
+    rng r = {4};
+    int64_t na_list[] = {15, 0};
+    for (int s = 0; s < 2; s++) {
+        int64_t na = na_list[s], nk = 20;
+        ir_interp_arg in[4] = {arr(TY_I32, 1, na, 0, 0), arr(TY_I32, 1, nk, 0, 0),
+                               arr(TY_I32, 1, nk, 0, 0), arr(TY_F32, 1, nk + 3, 0, 0)};
+        for (int64_t i = 0; i < na; i++)
+            I32(in[0])[i] = (int32_t)rng_int(&r, -5, 10); /* duplicates: the first wins */
+        for (int64_t i = 0; i < nk; i++)
+            I32(in[1])[i] = (int32_t)rng_int(&r, -8, 14);
+        for (int64_t i = 0; i < nk + 3; i++)
+            F32(in[3])[i] = i % 5 == 0 ? 1.0f : rng_f32(&r, -3, 3);
+        F32(in[3])[2] = NAN;
+        ir_interp_arg ref[4];
+        clone_args(ref, in, 4);
+        for (int64_t i = 0; i < nk; i++) {
+            I32(ref[2])[i] = ref_find(I32(ref[0]), na, I32(ref[1])[i]);
+            float x = F32(ref[3])[i];
+            F32(ref[3])[i] = x > 1.0f ? 1.0f : x;
+        }
+        check_runs(&c, "lookup", in, ref, 4, 0, s ? "empty table" : "random");
+        free_args(in, 4);
+        free_args(ref, 4);
+    }
+    compiled_free(&c);
+}
+
+Test(interp, golden_if_else) {
+    compiled c = compile_golden("if_else.kern");
+    rng r = {5};
+    int64_t n = 40;
+    ir_interp_arg in[2] = {arr(TY_F32, 1, n, 0, 0), arr(TY_I32, 1, n, 0, 0)};
+    float special[] = {0.0f, -0.0f, 10.0f, 10.5f, -10.5f, NAN, INFINITY, -INFINITY};
+    for (int64_t i = 0; i < n; i++)
+        F32(in[0])[i] = i < 8 ? special[i] : rng_f32(&r, -20, 20);
+    ir_interp_arg ref[2];
+    clone_args(ref, in, 2);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t cl = 0;
+        float s = F32(ref[0])[i];
+        if (s < 0.0f) {
+            cl = -1;
+            s = -s;
+        } else if (s == 0.0f) {
+            cl = 0;
+        } else {
+            cl = 1;
+            if (s > 10.0f)
+                cl = 2;
+        }
+        I32(ref[1])[i] = cl;
+    }
+    check_runs(&c, "classify", in, ref, 2, 0, "random");
+    free_args(in, 2);
+    free_args(ref, 2);
+    compiled_free(&c);
+}
+
+static float sign_f32(float v) { return v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : v; }
+
+Test(interp, golden_math) {
+    compiled c = compile_golden("math.kern");
+    rng r = {6};
+    int64_t n = 48;
+    ir_interp_arg in[2] = {arr(TY_F32, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0)};
+    float special[] = {0.0f, -0.0f, 0.5f, -0.5f, 1.0f, -1.0f, 2.5f, 1e-3f, 0.25f, -2.0f};
+    for (int64_t i = 0; i < n; i++)
+        F32(in[0])[i] = i < 10 ? special[i] : rng_f32(&r, -1.2f, 1.2f);
+    ir_interp_arg ref[2];
+    clone_args(ref, in, 2);
+    for (int64_t i = 0; i < n; i++) {
+        float v = F32(ref[0])[i];
+        float s = sinf(v) + cosf(v) + tanf(v) + asinf(v) + acosf(v) + atanf(v);
+        s += sinhf(v) + coshf(v) + tanhf(v) + expf(v) + exp2f(v) + logf(v) + log2f(v);
+        s += sqrtf(v) + 1.0f / sqrtf(v) + fabsf(v) + floorf(v) + ceilf(v) + roundf(v) +
+             sign_f32(v);
+        float mn = 1.0f < v ? 1.0f : v, mx = 0.0f > v ? 0.0f : v;
+        s += atan2f(v, 2.0f) + powf(v, 3.0f) + mn + mx + fmaf(v, 2.0f, 1.0f);
+        float cl = -1.0f > v ? -1.0f : v;
+        cl = 1.0f < cl ? 1.0f : cl;
+        s += cl;
+        F32(ref[1])[i] = s + 3.0f + -1.0f + 2.0f;
+    }
+    check_runs(&c, "math", in, ref, 2, 0, "random in [-1.2, 1.2]");
+    free_args(in, 2);
+    free_args(ref, 2);
+    compiled_free(&c);
+}
+
+Test(interp, golden_multirange_serial) {
+    compiled c = compile_golden("multirange_serial.kern");
+    rng r = {7};
+    int64_t R = 5, C = 6;
+    ir_interp_arg in[2] = {arr(TY_F32, 2, R, C, 0), arr(TY_F32, 1, 2, 0, 0)};
+    for (int64_t i = 0; i < R * C; i++)
+        F32(in[0])[i] = rng_f32(&r, -3, 3);
+    F32(in[1])[1] = 42.0f;
+    ir_interp_arg ref[2];
+    clone_args(ref, in, 2);
+    float s = 0.0f;
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < i; j++)
+            s += F32(ref[0])[i * C + j];
+    F32(ref[1])[0] = s;
+    check_runs(&c, "tri", in, ref, 2, 0, "5x6");
+    free_args(in, 2);
+    free_args(ref, 2);
+    compiled_free(&c);
+}
+
+Test(interp, golden_nested_loops_var) {
+    compiled c = compile_golden("nested_loops_var.kern");
+    rng r = {8};
+    int64_t n = 9, m = 6;
+    int32_t steps_list[] = {3, 0, -2, 1};
+    for (int s = 0; s < 4; s++) {
+        int32_t steps = steps_list[s];
+        ir_interp_arg in[4] = {arr(TY_I32, 1, n, 0, 0), arr(TY_F32, 2, n, m, 0),
+                               ir_interp_int(TY_I32, steps), arr(TY_F32, 1, n, 0, 0)};
+        for (int64_t i = 0; i < n; i++)
+            I32(in[0])[i] = (int32_t)rng_int(&r, -1, m); /* -1 and 0: no trips */
+        for (int64_t i = 0; i < n * m; i++)
+            F32(in[1])[i] = rng_f32(&r, -2, 2);
+        ir_interp_arg ref[4];
+        clone_args(ref, in, 4);
+        for (int64_t i = 0; i < n; i++) {
+            float a = 0.0f, b = 1.0f;
+            for (int32_t t = 0; t < steps; t++) {
+                for (int32_t j = 0; j < I32(ref[0])[i]; j++)
+                    a = a + F32(ref[1])[i * m + j] * b;
+                b = b * 0.5f;
+            }
+            F32(ref[3])[i] = a + b;
+        }
+        char label[32];
+        snprintf(label, sizeof label, "steps=%d", steps);
+        check_runs(&c, "ragged", in, ref, 4, 0, label);
+        free_args(in, 4);
+        free_args(ref, 4);
+    }
+    compiled_free(&c);
+}
+
+Test(interp, golden_parallel_continue) {
+    compiled c = compile_golden("parallel_continue.kern");
+    rng r = {9};
+    int64_t n = 30;
+    ir_interp_arg in[2] = {arr(TY_F32, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0)};
+    for (int64_t i = 0; i < n; i++) {
+        F32(in[0])[i] = rng_f32(&r, -4, 4);
+        F32(in[1])[i] = 100.0f + (float)i;
+    }
+    F32(in[0])[0] = -0.0f;
+    F32(in[0])[1] = NAN;
+    ir_interp_arg ref[2];
+    clone_args(ref, in, 2);
+    for (int64_t i = 0; i < n; i++) {
+        if (F32(ref[0])[i] < 0.0f)
+            continue;
+        F32(ref[1])[i] = sqrtf(F32(ref[0])[i]);
+    }
+    check_runs(&c, "skip_neg", in, ref, 2, 0, "random");
+    free_args(in, 2);
+    free_args(ref, 2);
+    compiled_free(&c);
+}
+
+Test(interp, golden_serial_top) {
+    compiled c = compile_golden("serial_top.kern");
+    rng r = {10};
+    int64_t sizes[] = {0, 17};
+    for (int s = 0; s < 2; s++) {
+        int64_t n = sizes[s];
+        ir_interp_arg in[2] = {arr(TY_F32, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0)};
+        for (int64_t i = 0; i < n; i++)
+            F32(in[0])[i] = rng_f32(&r, -1, 1);
+        ir_interp_arg ref[2];
+        clone_args(ref, in, 2);
+        float acc = 0.0f;
+        for (int64_t k = 0; k < n; k++) {
+            acc += F32(ref[0])[k];
+            F32(ref[1])[k] = acc;
+        }
+        check_runs(&c, "prefix", in, ref, 2, 0, n ? "17" : "empty");
+        free_args(in, 2);
+        free_args(ref, 2);
+    }
+    compiled_free(&c);
+}
+
+Test(interp, golden_shadowing_blocks) {
+    compiled c = compile_golden("shadowing_blocks.kern");
+    rng r = {11};
+    int64_t n = 21;
+    ir_interp_arg in[1] = {arr(TY_F32, 1, n, 0, 0)};
+    for (int64_t i = 0; i < n; i++)
+        F32(in[0])[i] = rng_f32(&r, -8, 8);
+    ir_interp_arg ref[1];
+    clone_args(ref, in, 1);
+    for (int64_t i = 0; i < n; i++) {
+        float v = F32(ref[0])[i];
+        float v2 = v * 2.0f;
+        float inner = v2 + 1.0f;
+        inner += 1.0f;
+        F32(ref[0])[i] = inner;
+        v -= 1.0f;
+        F32(ref[0])[i] = F32(ref[0])[i] + v;
+    }
+    check_runs(&c, "shadow", in, ref, 1, 0, "random");
+    free_args(in, 1);
+    free_args(ref, 1);
+    compiled_free(&c);
+}
+
+Test(interp, golden_simulate) {
+    compiled c = compile_golden("simulate.kern");
+    rng r = {12};
+    int64_t n = 13, nw = 25;
+    int32_t steps_list[] = {25, 0, -1, 3};
+    for (int s = 0; s < 4; s++) {
+        int32_t steps = steps_list[s];
+        ir_interp_arg in[4] = {arr(TY_F32, 1, n, 0, 0), arr(TY_F32, 1, nw, 0, 0),
+                               arr(TY_F32, 1, n, 0, 0), ir_interp_int(TY_I32, steps)};
+        for (int64_t i = 0; i < n; i++)
+            F32(in[0])[i] = rng_f32(&r, -3, 3);
+        for (int64_t i = 0; i < nw; i++)
+            F32(in[1])[i] = rng_f32(&r, -1, 1);
+        ir_interp_arg ref[4];
+        clone_args(ref, in, 4);
+        for (int64_t i = 0; i < n; i++) {
+            float x = F32(ref[0])[i];
+            int32_t T = steps < 4096 ? steps : 4096;
+            for (int32_t t = 0; t < T; t++)
+                x = sinf(x) * F32(ref[1])[t] + x;
+            F32(ref[2])[i] = x;
+        }
+        char label[32];
+        snprintf(label, sizeof label, "steps=%d", steps);
+        check_runs(&c, "simulate", in, ref, 4, 0, label);
+        free_args(in, 4);
+        free_args(ref, 4);
+    }
+    compiled_free(&c);
+}
+
+Test(interp, golden_stencil2d) {
+    compiled c = compile_golden("stencil2d.kern");
+    rng r = {13};
+    int64_t shapes[][2] = {{6, 7}, {2, 5}, {1, 1}, {3, 3}};
+    for (int s = 0; s < 4; s++) {
+        int64_t R = shapes[s][0], C = shapes[s][1];
+        ir_interp_arg in[2] = {arr(TY_F32, 2, R, C, 0), arr(TY_F32, 2, R, C, 0)};
+        for (int64_t i = 0; i < R * C; i++) {
+            F32(in[0])[i] = rng_f32(&r, -5, 5);
+            F32(in[1])[i] = -99.0f;
+        }
+        ir_interp_arg ref[2];
+        clone_args(ref, in, 2);
+        float *src = F32(ref[0]), *dst = F32(ref[1]);
+        for (int64_t i = 1; i < R - 1; i++)
+            for (int64_t j = 1; j < C - 1; j++)
+                dst[i * C + j] = 0.25f * (src[(i - 1) * C + j] + src[(i + 1) * C + j] +
+                                          src[i * C + j - 1] + src[i * C + j + 1]);
+        char label[32];
+        snprintf(label, sizeof label, "%dx%d", (int)R, (int)C);
+        check_runs(&c, "blur", in, ref, 2, 0, label);
+        free_args(in, 2);
+        free_args(ref, 2);
+    }
+    compiled_free(&c);
+}
+
+Test(interp, golden_tasks) {
+    compiled c = compile_golden("tasks.kern");
+    rng r = {14};
+    int64_t n = 19;
+    ir_interp_arg in[3] = {arr(TY_F32, 1, n, 0, 0), arr(TY_F32, 1, 1, 0, 0),
+                           ir_interp_float(TY_F32, 2.5)};
+    for (int64_t i = 0; i < n; i++)
+        F32(in[0])[i] = rng_f32(&r, 0.1f, 3);
+    F32(in[1])[0] = 1234.0f; /* overwritten by the first serial task */
+    ir_interp_arg ref[3];
+    clone_args(ref, in, 3);
+    float *x = F32(ref[0]), *total = F32(ref[1]);
+    total[0] = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        total[0] += x[i];
+    int32_t half = (int32_t)n / 2;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] * 2.5f / total[0] + (float)half;
+    check_runs(&c, "normalize", in, ref, 3, 0, "random");
+    free_args(in, 3);
+    free_args(ref, 3);
+    compiled_free(&c);
+}
+
+Test(interp, golden_ternary_lazy) {
+    compiled c = compile_golden("ternary_lazy.kern");
+    rng r = {15};
+    /* x has exactly n elements and out more: x[i] with i >= n would be out of bounds, so
+     * the run only succeeds if && and ?: are lazy. n < 0: no load at all. */
+    int32_t n_list[] = {7, 0, -3};
+    for (int s = 0; s < 3; s++) {
+        int32_t n = n_list[s];
+        int64_t nx = n > 0 ? n : 0, nout = 11;
+        ir_interp_arg in[3] = {arr(TY_F32, 1, nx, 0, 0), ir_interp_int(TY_I32, n),
+                               arr(TY_F32, 1, nout, 0, 0)};
+        for (int64_t i = 0; i < nx; i++)
+            F32(in[0])[i] = rng_f32(&r, -2, 2);
+        ir_interp_arg ref[3];
+        clone_args(ref, in, 3);
+        for (int32_t i = 0; i < nout; i++) {
+            bool inb = i < n && F32(ref[0])[i] > 0.0f;
+            float v = i < n ? F32(ref[0])[i] : 0.0f;
+            float w = i < n ? 1.0f : 2.0f;
+            F32(ref[2])[i] = inb ? v + w : w;
+        }
+        char label[32];
+        snprintf(label, sizeof label, "n=%d", n);
+        check_runs(&c, "guard", in, ref, 3, 0, label);
+        free_args(in, 3);
+        free_args(ref, 3);
+    }
+    compiled_free(&c);
+}
+
+Test(interp, golden_types_casts) {
+    compiled c = compile_golden("types_casts.kern");
+    rng r = {16};
+    int64_t n = 40;
+    ir_interp_arg in[6] = {arr(TY_I32, 1, n, 0, 0), arr(TY_U32, 1, n, 0, 0),
+                           arr(TY_I64, 1, n, 0, 0), arr(TY_F64, 1, n, 0, 0),
+                           arr(TY_BOOL, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0)};
+    for (int64_t i = 0; i < n; i++) {
+        I32(in[0])[i] = (int32_t)(uint32_t)rng_next(&r);
+        U32(in[1])[i] = (uint32_t)rng_next(&r);
+        I64(in[2])[i] = (int64_t)rng_next(&r);
+        F64(in[3])[i] = (rng_unit(&r) - 0.5) * 1e6;
+        BOOL(in[4])[i] = rng_next(&r) & 1;
+    }
+    int32_t xs[] = {0, -1, 1, INT32_MIN, INT32_MAX, 7, -8};
+    uint32_t ys[] = {0, UINT32_MAX, 1, 3, 5, 0x80000000u, 14};
+    int64_t zs[] = {0, -1, INT64_MIN, INT64_MAX, 1, 3, -3};
+    double ws[] = {1.0, 0.5, -0.0, INFINITY, NAN, 1e300, -2.0};
+    for (int i = 0; i < 7; i++) {
+        I32(in[0])[i] = xs[i], U32(in[1])[i] = ys[i], I64(in[2])[i] = zs[i];
+        F64(in[3])[i] = ws[i];
+    }
+    ir_interp_arg ref[6];
+    clone_args(ref, in, 6);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t x = I32(ref[0])[i];
+        uint32_t y = U32(ref[1])[i];
+        int64_t z = I64(ref[2])[i];
+        double w = F64(ref[3])[i];
+        bool p = BOOL(ref[4])[i];
+        int32_t q = (int32_t)((((uint32_t)shl32(x, 2) | (uint32_t)sar32(x, 1)) & ~(uint32_t)x) ^
+                              7u);
+        uint32_t rr = y / 3u + y % 5u;
+        F32(ref[5])[i] = (float)x + (float)w * 0.5f;
+        F64(ref[3])[i] = w + (double)z + (double)y + (double)q + (double)rr;
+        I64(ref[2])[i] = sub64(mul64((int64_t)x, z), (int64_t)y);
+        BOOL(ref[4])[i] = !p || (x > 0 && w < 1.0);
+        I32(ref[0])[i] = add32(p ? x : neg32(x), 1);
+    }
+    check_runs(&c, "mix", in, ref, 6, 0, "random and edge values");
+    free_args(in, 6);
+    free_args(ref, 6);
+    compiled_free(&c);
+}
+
+Test(interp, golden_void_func) {
+    compiled c = compile_golden("void_func.kern");
+    rng r = {17};
+    double by_list[] = {1.5, 0.0, -0.0, -2.25};
+    for (int s = 0; s < 4; s++) {
+        int64_t n = 12;
+        ir_interp_arg in[2] = {arr(TY_F32, 1, n, 0, 0), ir_interp_float(TY_F32, by_list[s])};
+        for (int64_t i = 0; i < n; i++)
+            F32(in[0])[i] = rng_f32(&r, -3, 3);
+        ir_interp_arg ref[2];
+        clone_args(ref, in, 2);
+        float by = (float)by_list[s];
+        for (int64_t i = 0; i < n; i++) {
+            if (by == 0.0f)
+                continue;
+            F32(ref[0])[i] = F32(ref[0])[i] + by;
+        }
+        char label[32];
+        snprintf(label, sizeof label, "by=%g", by_list[s]);
+        check_runs(&c, "bump_all", in, ref, 2, 0, label);
+        free_args(in, 2);
+        free_args(ref, 2);
+    }
+    compiled_free(&c);
+}
+
+Test(interp, golden_while_break) {
+    compiled c = compile_golden("while_break.kern");
+    rng r = {18};
+    int64_t n = 40;
+    ir_interp_arg in[2] = {arr(TY_I64, 1, n, 0, 0), arr(TY_I32, 1, n, 0, 0)};
+    int64_t special[] = {1, 2, 27, 0, -1, -7, INT64_MAX, INT64_MIN, 97, 871};
+    for (int64_t i = 0; i < n; i++)
+        I64(in[0])[i] = i < 10 ? special[i] : rng_int(&r, 1, 1000000);
+    ir_interp_arg ref[2];
+    clone_args(ref, in, 2);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = I64(ref[0])[i];
+        int32_t k = 0;
+        while (v != 1) {
+            if (k >= 1000)
+                break;
+            if (v % 2 == 0)
+                v = v / 2;
+            else
+                v = add64(mul64(3, v), 1);
+            k += 1;
+        }
+        I32(ref[1])[i] = k;
+    }
+    check_runs(&c, "collatz", in, ref, 2, 0, "random and cycles");
+    free_args(in, 2);
+    free_args(ref, 2);
+    compiled_free(&c);
+}
+
+Test(interp, golden_while_converge) {
+    compiled c = compile_golden("while_converge.kern");
+    rng r = {19};
+    int64_t n = 30;
+    ir_interp_arg in[3] = {arr(TY_F64, 1, n, 0, 0), arr(TY_F64, 1, n, 0, 0),
+                           ir_interp_float(TY_F64, 1e-12)};
+    double special[] = {0.0, 1.0, 4.0, -4.0, 1e-6, 1e6, 2.0};
+    for (int64_t i = 0; i < n; i++)
+        F64(in[0])[i] = i < 7 ? special[i] : rng_unit(&r) * 100.0;
+    ir_interp_arg ref[3];
+    clone_args(ref, in, 3);
+    for (int64_t i = 0; i < n; i++) {
+        double a = F64(ref[0])[i], x = a;
+        int32_t it = 0;
+        while (fabs(x * x - a) > 1e-12 && it < 100) {
+            x = 0.5 * (x + a / x);
+            it += 1;
+        }
+        F64(ref[1])[i] = x;
+    }
+    check_runs(&c, "newton", in, ref, 3, 0, "random, zero, negative");
+    free_args(in, 3);
+    free_args(ref, 3);
+    compiled_free(&c);
+}
+
+/* Every golden lowering program has a test above: a new one needs a reference too. */
+Test(interp, every_golden_program_is_covered) {
+    static const char *const covered[] = {
+        "atomics.kern",          "break_continue.kern",    "early_return.kern",
+        "if_else.kern",          "math.kern",              "multirange_serial.kern",
+        "nested_loops_var.kern", "parallel_continue.kern", "saxpy.kern",
+        "serial_top.kern",       "shadowing_blocks.kern",  "simulate.kern",
+        "stencil2d.kern",        "tasks.kern",             "ternary_lazy.kern",
+        "types_casts.kern",      "void_func.kern",         "while_break.kern",
+        "while_converge.kern",
+    };
+    char **names;
+    int n = golden_list("ir", ".kern", &names);
+    cr_assert(n > 0);
+    for (int i = 0; i < n; i++) {
+        bool found = false;
+        for (size_t j = 0; j < sizeof covered / sizeof covered[0]; j++)
+            found |= !strcmp(names[i], covered[j]);
+        cr_expect(found, "tests/golden/ir/%s has no interpreter test in test_interp.c",
+                  names[i]);
+    }
+    golden_free_list(names, n);
+}
+
+/* ======================================================================================
+ * Inline programs that stress the lowering
+ * ==================================================================================== */
+
+/* A break out of a while nested in a for that has its own break. */
+static const char nest_break_src[] =
+    "kernel nest_break(x: i32[], out: i32[]) {\n"
+    "    for i in 0..len(x) {\n"
+    "        var total = 0;\n"
+    "        for j in 0..10 {\n"
+    "            var v = x[i] + j;\n"
+    "            while v > 0 {\n"
+    "                if v % 7 == 3 {\n"
+    "                    break;\n"
+    "                }\n"
+    "                v -= 2;\n"
+    "                total += 1;\n"
+    "            }\n"
+    "            total += v;\n"
+    "            if total > 40 {\n"
+    "                break;\n"
+    "            }\n"
+    "        }\n"
+    "        out[i] = total;\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, nested_break_in_while_in_for) {
+    compiled c = compile_src("nest_break", nest_break_src);
+    rng r = {101};
+    int64_t n = 60;
+    ir_interp_arg in[2] = {arr(TY_I32, 1, n, 0, 0), arr(TY_I32, 1, n, 0, 0)};
+    for (int64_t i = 0; i < n; i++)
+        I32(in[0])[i] = (int32_t)(i < 30 ? i - 12 : rng_int(&r, -20, 60));
+    ir_interp_arg ref[2];
+    clone_args(ref, in, 2);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t total = 0;
+        for (int32_t j = 0; j < 10; j++) {
+            int32_t v = I32(ref[0])[i] + j;
+            while (v > 0) {
+                if (v % 7 == 3)
+                    break;
+                v -= 2;
+                total += 1;
+            }
+            total += v;
+            if (total > 40)
+                break;
+        }
+        I32(ref[1])[i] = total;
+    }
+    check_runs(&c, "nest_break", in, ref, 2, 0, "x in [-20, 60]");
+    free_args(in, 2);
+    free_args(ref, 2);
+    compiled_free(&c);
+}
+
+/* continue and break in one serial loop. */
+static const char cont_break_src[] =
+    "kernel cont_break(a: i32[,], lim: i32, s: i32[], cnt: i32[]) {\n"
+    "    for i in 0..shape(a, 0) {\n"
+    "        var sum = 0;\n"
+    "        var c = 0;\n"
+    "        for j in 0..shape(a, 1) {\n"
+    "            let v = a[i, j];\n"
+    "            if v < 0 {\n"
+    "                continue;\n"
+    "            }\n"
+    "            if v > lim {\n"
+    "                break;\n"
+    "            }\n"
+    "            sum += v;\n"
+    "            c += 1;\n"
+    "        }\n"
+    "        s[i] = sum;\n"
+    "        cnt[i] = c;\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, continue_and_break_in_one_loop) {
+    compiled c = compile_src("cont_break", cont_break_src);
+    rng r = {102};
+    int64_t R = 15, C = 8;
+    int32_t lims[] = {50, -1, 1000};
+    for (int s = 0; s < 3; s++) {
+        ir_interp_arg in[4] = {arr(TY_I32, 2, R, C, 0), ir_interp_int(TY_I32, lims[s]),
+                               arr(TY_I32, 1, R, 0, 0), arr(TY_I32, 1, R, 0, 0)};
+        for (int64_t i = 0; i < R * C; i++)
+            I32(in[0])[i] = (int32_t)rng_int(&r, -30, 70);
+        ir_interp_arg ref[4];
+        clone_args(ref, in, 4);
+        for (int64_t i = 0; i < R; i++) {
+            int32_t sum = 0, cn = 0;
+            for (int64_t j = 0; j < C; j++) {
+                int32_t v = I32(ref[0])[i * C + j];
+                if (v < 0)
+                    continue;
+                if (v > lims[s])
+                    break;
+                sum += v;
+                cn += 1;
+            }
+            I32(ref[2])[i] = sum;
+            I32(ref[3])[i] = cn;
+        }
+        char label[32];
+        snprintf(label, sizeof label, "lim=%d", lims[s]);
+        check_runs(&c, "cont_break", in, ref, 4, 0, label);
+        free_args(in, 4);
+        free_args(ref, 4);
+    }
+    compiled_free(&c);
+}
+
+/* A return from inside a while inside a for of a func. */
+static const char search_src[] =
+    "func search(a: i32[], lim: i32) -> i32 {\n"
+    "    for r in 1..4 {\n"
+    "        var k = 0;\n"
+    "        while k < len(a) {\n"
+    "            if a[k] * r > lim {\n"
+    "                return k + 100 * r;\n"
+    "            }\n"
+    "            k += 1;\n"
+    "        }\n"
+    "    }\n"
+    "    return -1;\n"
+    "}\n"
+    "\n"
+    "kernel find_over(a: i32[], lims: i32[], out: i32[]) {\n"
+    "    for i in 0..len(lims) {\n"
+    "        out[i] = search(a, lims[i]);\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, return_from_while_inside_for_in_func) {
+    compiled c = compile_src("find_over", search_src);
+    rng r = {103};
+    int64_t na = 9, nl = 30;
+    ir_interp_arg in[3] = {arr(TY_I32, 1, na, 0, 0), arr(TY_I32, 1, nl, 0, 0),
+                           arr(TY_I32, 1, nl, 0, 0)};
+    for (int64_t i = 0; i < na; i++)
+        I32(in[0])[i] = (int32_t)rng_int(&r, 0, 20);
+    for (int64_t i = 0; i < nl; i++)
+        I32(in[1])[i] = (int32_t)rng_int(&r, -1, 70); /* > 60: never found */
+    ir_interp_arg ref[3];
+    clone_args(ref, in, 3);
+    for (int64_t i = 0; i < nl; i++) {
+        int32_t res = -1, lim = I32(ref[1])[i];
+        for (int32_t rr = 1; rr < 4 && res == -1; rr++)
+            for (int32_t k = 0; k < na; k++)
+                if (I32(ref[0])[k] * rr > lim) {
+                    res = k + 100 * rr;
+                    break;
+                }
+        I32(ref[2])[i] = res;
+    }
+    check_runs(&c, "find_over", in, ref, 3, 0, "random limits");
+    free_args(in, 3);
+    free_args(ref, 3);
+    compiled_free(&c);
+}
+
+/* A func called twice in one expression, once nested in itself. */
+static const char twice_src[] =
+    "func f(x: f32) -> f32 {\n"
+    "    if x > 1.0 {\n"
+    "        return x * 0.5;\n"
+    "    }\n"
+    "    var y = x;\n"
+    "    y += 2.0;\n"
+    "    return y;\n"
+    "}\n"
+    "\n"
+    "kernel twice(x: f32[], out: f32[]) {\n"
+    "    for i in 0..len(x) {\n"
+    "        out[i] = f(f(x[i])) + f(x[i] - 1.0);\n"
+    "    }\n"
+    "}\n";
+
+static float ref_f(float x) {
+    if (x > 1.0f)
+        return x * 0.5f;
+    float y = x;
+    y += 2.0f;
+    return y;
+}
+
+Test(interp, func_called_twice_and_nested) {
+    compiled c = compile_src("twice", twice_src);
+    rng r = {104};
+    int64_t n = 40;
+    ir_interp_arg in[2] = {arr(TY_F32, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0)};
+    for (int64_t i = 0; i < n; i++)
+        F32(in[0])[i] = i == 0 ? 1.0f : i == 1 ? 2.0f : rng_f32(&r, -4, 6);
+    ir_interp_arg ref[2];
+    clone_args(ref, in, 2);
+    for (int64_t i = 0; i < n; i++) {
+        float x = F32(ref[0])[i];
+        F32(ref[1])[i] = ref_f(ref_f(x)) + ref_f(x - 1.0f);
+    }
+    check_runs(&c, "twice", in, ref, 2, 0, "random");
+    free_args(in, 2);
+    free_args(ref, 2);
+    compiled_free(&c);
+}
+
+/* && / || / ?: guarding loads that would be out of bounds and divisions by zero. */
+static const char guarded_src[] =
+    "kernel guarded(x: f32[], d: i32[], out: f32[], q: i32[]) {\n"
+    "    for i in 0..len(out) {\n"
+    "        let j = 2 * i - 3;\n"
+    "        let pos = j >= 0 && j < len(x) && x[j] > 0.0;\n"
+    "        let neg = j < 0 || j >= len(x) || x[j] < -0.5;\n"
+    "        out[i] = pos ? x[j] : (neg ? -1.0 : 0.0);\n"
+    "        let dv = i < len(d) ? d[i] : 0;\n"
+    "        q[i] = dv != 0 ? 1000 / dv : (dv == 0 ? -7 : 1000 % dv);\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, lazy_and_or_ternary_guard_out_of_bounds) {
+    compiled c = compile_src("guarded", guarded_src);
+    rng r = {105};
+    int64_t nx = 6, nd = 7, nout = 10;
+    ir_interp_arg in[4] = {arr(TY_F32, 1, nx, 0, 0), arr(TY_I32, 1, nd, 0, 0),
+                           arr(TY_F32, 1, nout, 0, 0), arr(TY_I32, 1, nout, 0, 0)};
+    for (int64_t i = 0; i < nx; i++)
+        F32(in[0])[i] = rng_f32(&r, -1, 1);
+    for (int64_t i = 0; i < nd; i++)
+        I32(in[1])[i] = i % 3 == 0 ? 0 : (int32_t)rng_int(&r, -9, 9);
+    ir_interp_arg ref[4];
+    clone_args(ref, in, 4);
+    for (int32_t i = 0; i < nout; i++) {
+        int32_t j = 2 * i - 3;
+        float *x = F32(ref[0]);
+        bool pos = j >= 0 && j < nx && x[j] > 0.0f;
+        bool neg = j < 0 || j >= nx || x[j] < -0.5f;
+        F32(ref[2])[i] = pos ? x[j] : (neg ? -1.0f : 0.0f);
+        int32_t dv = i < nd ? I32(ref[1])[i] : 0;
+        I32(ref[3])[i] = dv != 0 ? 1000 / dv : -7;
+    }
+    check_runs(&c, "guarded", in, ref, 4, 0, "lazy guards");
+    free_args(in, 4);
+    free_args(ref, 4);
+    compiled_free(&c);
+}
+
+/* Carried variables assigned in only one branch of nested ifs. */
+static const char branches_src[] =
+    "kernel branches(x: i32[,], out: i32[,]) {\n"
+    "    for i in 0..shape(x, 0) {\n"
+    "        var a = 0;\n"
+    "        var b = 1;\n"
+    "        var c = 2;\n"
+    "        for j in 0..shape(x, 1) {\n"
+    "            let v = x[i, j];\n"
+    "            if v > 0 {\n"
+    "                if v > 5 {\n"
+    "                    a += v;\n"
+    "                } else {\n"
+    "                    b = b * 3 % 1001;\n"
+    "                }\n"
+    "            } else {\n"
+    "                if v == 0 {\n"
+    "                    c -= 1;\n"
+    "                }\n"
+    "            }\n"
+    "        }\n"
+    "        out[i, 0] = a;\n"
+    "        out[i, 1] = b;\n"
+    "        out[i, 2] = c;\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, carried_values_in_one_branch_of_nested_ifs) {
+    compiled c = compile_src("branches", branches_src);
+    rng r = {106};
+    int64_t R = 12, C = 10;
+    ir_interp_arg in[2] = {arr(TY_I32, 2, R, C, 0), arr(TY_I32, 2, R, 3, 0)};
+    for (int64_t i = 0; i < R * C; i++)
+        I32(in[0])[i] = (int32_t)rng_int(&r, -3, 9);
+    ir_interp_arg ref[2];
+    clone_args(ref, in, 2);
+    for (int64_t i = 0; i < R; i++) {
+        int32_t a = 0, b = 1, cc = 2;
+        for (int64_t j = 0; j < C; j++) {
+            int32_t v = I32(ref[0])[i * C + j];
+            if (v > 0) {
+                if (v > 5)
+                    a += v;
+                else
+                    b = b * 3 % 1001;
+            } else if (v == 0) {
+                cc -= 1;
+            }
+        }
+        I32(ref[1])[i * 3 + 0] = a;
+        I32(ref[1])[i * 3 + 1] = b;
+        I32(ref[1])[i * 3 + 2] = cc;
+    }
+    check_runs(&c, "branches", in, ref, 2, 0, "random");
+    free_args(in, 2);
+    free_args(ref, 2);
+    compiled_free(&c);
+}
+
+/* Loops with zero trips and negative ranges (lo > hi), serial and parallel. */
+static const char ranges_src[] =
+    "kernel ranges(lo: i32, hi: i32, out: i32[]) {\n"
+    "    for i in 0..len(out) {\n"
+    "        var s = 0;\n"
+    "        for j in lo..hi {\n"
+    "            s += j;\n"
+    "        }\n"
+    "        for j in hi..lo {\n"
+    "            s += 1000;\n"
+    "        }\n"
+    "        for j in 5..5 {\n"
+    "            s -= 1;\n"
+    "        }\n"
+    "        for j in -5..-2 {\n"
+    "            s += j * 10;\n"
+    "        }\n"
+    "        for j in i..i - 3 {\n"
+    "            s += 99999;\n"
+    "        }\n"
+    "        out[i] = s + i;\n"
+    "    }\n"
+    "    for k in 3..1 {\n"
+    "        out[0] = 12345;\n"
+    "    }\n"
+    "    for k in hi..lo {\n"
+    "        out[k - hi] = -k;\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, zero_trip_and_negative_ranges) {
+    compiled c = compile_src("ranges", ranges_src);
+    int32_t bounds[][2] = {{2, 7}, {7, 2}, {-8, -3}, {-3, -8}, {0, 0}, {4, 4}};
+    for (int s = 0; s < 6; s++) {
+        int32_t lo = bounds[s][0], hi = bounds[s][1];
+        int64_t n = 8;
+        ir_interp_arg in[3] = {ir_interp_int(TY_I32, lo), ir_interp_int(TY_I32, hi),
+                               arr(TY_I32, 1, n, 0, 0)};
+        ir_interp_arg ref[3];
+        clone_args(ref, in, 3);
+        for (int32_t i = 0; i < n; i++) {
+            int32_t sm = 0;
+            for (int32_t j = lo; j < hi; j++)
+                sm += j;
+            for (int32_t j = hi; j < lo; j++)
+                sm += 1000;
+            for (int32_t j = -5; j < -2; j++)
+                sm += j * 10;
+            I32(ref[2])[i] = sm + i;
+        }
+        for (int32_t k = hi; k < lo; k++)
+            I32(ref[2])[k - hi] = -k;
+        char label[32];
+        snprintf(label, sizeof label, "lo=%d hi=%d", lo, hi);
+        check_runs(&c, "ranges", in, ref, 3, 0, label);
+        free_args(in, 3);
+        free_args(ref, 3);
+    }
+    compiled_free(&c);
+}
+
+/* Multi-range parallel loops, 3-D and 2-D with offset and negative lower bounds. */
+static const char grid_src[] =
+    "kernel grid(a: f32[,,], b: f32[,,], c: i32[,], lo: i32) {\n"
+    "    for i in 0..shape(a, 0), j in 0..shape(a, 1), k in 0..shape(a, 2) {\n"
+    "        b[i, j, k] = a[i, j, k] * f32(i) + f32(j - k);\n"
+    "    }\n"
+    "    for i in lo..shape(c, 0), j in -2..shape(c, 1) - 2 {\n"
+    "        c[i, j + 2] = i * 100 + j;\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, multi_range_parallel_2d_3d) {
+    compiled c = compile_src("grid", grid_src);
+    rng r = {107};
+    int64_t D0 = 3, D1 = 4, D2 = 5, R = 4, C = 6;
+    int32_t lo_list[] = {1, 0, 5};
+    for (int s = 0; s < 3; s++) {
+        int32_t lo = lo_list[s];
+        ir_interp_arg in[4] = {arr(TY_F32, 3, D0, D1, D2), arr(TY_F32, 3, D0, D1, D2),
+                               arr(TY_I32, 2, R, C, 0), ir_interp_int(TY_I32, lo)};
+        for (int64_t i = 0; i < D0 * D1 * D2; i++)
+            F32(in[0])[i] = rng_f32(&r, -2, 2);
+        for (int64_t i = 0; i < R * C; i++)
+            I32(in[2])[i] = -5;
+        ir_interp_arg ref[4];
+        clone_args(ref, in, 4);
+        for (int32_t i = 0; i < D0; i++)
+            for (int32_t j = 0; j < D1; j++)
+                for (int32_t k = 0; k < D2; k++) {
+                    int64_t o = (i * D1 + j) * D2 + k;
+                    F32(ref[1])[o] = F32(ref[0])[o] * (float)i + (float)(j - k);
+                }
+        for (int32_t i = lo; i < R; i++)
+            for (int32_t j = -2; j < C - 2; j++)
+                I32(ref[2])[i * C + j + 2] = i * 100 + j;
+        char label[32];
+        snprintf(label, sizeof label, "lo=%d", lo);
+        check_runs(&c, "grid", in, ref, 4, 0, label);
+        free_args(in, 4);
+        free_args(ref, 4);
+    }
+    /* an extent of 0 in the middle of a 3-D range: no iteration at all */
+    ir_interp_arg in[4] = {arr(TY_F32, 3, 2, 0, 3), arr(TY_F32, 3, 2, 0, 3),
+                           arr(TY_I32, 2, 1, 1, 0), ir_interp_int(TY_I32, 3)};
+    ir_interp_arg ref[4];
+    clone_args(ref, in, 4);
+    check_runs(&c, "grid", in, ref, 4, 0, "empty");
+    free_args(in, 4);
+    free_args(ref, 4);
+    compiled_free(&c);
+}
+
+/* u32 wraparound, unsigned division, shifts and comparisons. */
+static const char u32_src[] =
+    "kernel u32ops(u: u32[], v: u32[], out: u32[], f: f32[], flags: bool[]) {\n"
+    "    for i in 0..len(u) {\n"
+    "        let a = u[i];\n"
+    "        let b = v[i];\n"
+    "        let big: u32 = 4294967295;\n"
+    "        var h = a * 2654435761 + big;\n"
+    "        h = h ^ (h >> 13);\n"
+    "        h = h - b;\n"
+    "        out[i] = h + (b == 0 ? u32(0) : a / b) + a % (b | 1) + (a << (b & 31));\n"
+    "        f[i] = f32(a) + f32(b >> 16);\n"
+    "        flags[i] = a > b || a - b > 2147483648;\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, u32_wraparound) {
+    compiled c = compile_src("u32ops", u32_src);
+    rng r = {108};
+    int64_t n = 40;
+    ir_interp_arg in[5] = {arr(TY_U32, 1, n, 0, 0), arr(TY_U32, 1, n, 0, 0),
+                           arr(TY_U32, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0),
+                           arr(TY_BOOL, 1, n, 0, 0)};
+    uint32_t special[][2] = {{0, 0},          {UINT32_MAX, 1}, {1, UINT32_MAX},
+                             {0x80000000u, 1}, {5, 0},          {UINT32_MAX, UINT32_MAX}};
+    for (int64_t i = 0; i < n; i++) {
+        U32(in[0])[i] = i < 6 ? special[i][0] : (uint32_t)rng_next(&r);
+        U32(in[1])[i] = i < 6 ? special[i][1] : i % 4 ? (uint32_t)rng_next(&r) : 0;
+    }
+    ir_interp_arg ref[5];
+    clone_args(ref, in, 5);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t a = U32(ref[0])[i], b = U32(ref[1])[i];
+        uint32_t h = a * 2654435761u + 4294967295u;
+        h = h ^ (h >> 13);
+        h = h - b;
+        U32(ref[2])[i] = h + (b == 0 ? 0u : a / b) + a % (b | 1u) + (a << (b & 31u));
+        F32(ref[3])[i] = (float)a + (float)(b >> 16);
+        BOOL(ref[4])[i] = a > b || a - b > 2147483648u;
+    }
+    check_runs(&c, "u32ops", in, ref, 5, 0, "random and edges");
+    free_args(in, 5);
+    free_args(ref, 5);
+    compiled_free(&c);
+}
+
+/* i64 arithmetic: wrapping LCG, arithmetic shifts, signed division, abs/sign/min/max. */
+static const char i64_src[] =
+    "kernel i64ops(x: i64[], y: i32[], out: i64[], g: f64[]) {\n"
+    "    for i in 0..len(x) {\n"
+    "        let a = x[i];\n"
+    "        let b = i64(y[i]);\n"
+    "        var h = a * 6364136223846793005 + 1442695040888963407;\n"
+    "        h = h ^ (h >> 29);\n"
+    "        let q = b != 0 ? a / b : i64(0);\n"
+    "        let r = b != 0 ? a % b : i64(-1);\n"
+    "        out[i] = h + q * 3 - r + (i64(1) << (y[i] & 63)) + abs(b) * sign(a) - min(a, b)\n"
+    "            + max(a >> 40, b);\n"
+    "        g[i] = f64(a) * 0.5 + f64(b);\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, i64_arithmetic) {
+    compiled c = compile_src("i64ops", i64_src);
+    rng r = {109};
+    int64_t n = 40;
+    ir_interp_arg in[4] = {arr(TY_I64, 1, n, 0, 0), arr(TY_I32, 1, n, 0, 0),
+                           arr(TY_I64, 1, n, 0, 0), arr(TY_F64, 1, n, 0, 0)};
+    int64_t xs[] = {0, -1, INT64_MIN, INT64_MAX, 7, -7, 1LL << 40, -(1LL << 41)};
+    int32_t ys[] = {0, -1, 3, -1, 2, -2, 63, INT32_MIN};
+    for (int64_t i = 0; i < n; i++) {
+        I64(in[0])[i] = i < 8 ? xs[i] : (int64_t)rng_next(&r) >> rng_int(&r, 0, 40);
+        I32(in[1])[i] = i < 8 ? ys[i] : (int32_t)rng_int(&r, -100, 100);
+    }
+    ir_interp_arg ref[4];
+    clone_args(ref, in, 4);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t a = I64(ref[0])[i], b = I32(ref[1])[i];
+        int64_t h = add64(mul64(a, 6364136223846793005LL), 1442695040888963407LL);
+        h = h ^ sar64(h, 29);
+        int64_t q = b != 0 ? a / b : 0;
+        int64_t rr = b != 0 ? a % b : -1;
+        int64_t absb = b < 0 ? -b : b, sg = (a > 0) - (a < 0);
+        int64_t mn = b < a ? b : a, sh = sar64(a, 40), mx = b > sh ? b : sh;
+        int64_t o = sub64(add64(h, mul64(q, 3)), rr);
+        o = add64(o, (int64_t)((uint64_t)1 << (I32(ref[1])[i] & 63)));
+        o = sub64(add64(o, mul64(absb, sg)), mn);
+        I64(ref[2])[i] = add64(o, mx);
+        F64(ref[3])[i] = (double)a * 0.5 + (double)b;
+    }
+    check_runs(&c, "i64ops", in, ref, 4, 0, "random and edges");
+    free_args(in, 4);
+    free_args(ref, 4);
+    compiled_free(&c);
+}
+
+/* Serial top-level statements between parallel tasks that read earlier results. */
+static const char staged_src[] =
+    "kernel staged(x: f32[], sum: f32[], y: f32[], cnt: i32[]) {\n"
+    "    sum[0] = 0.0;\n"
+    "    for i in 0..len(x) {\n"
+    "        sum[0] += x[i];\n"
+    "    }\n"
+    "    let n = len(x);\n"
+    "    var mean = sum[0] / f32(n);\n"
+    "    sum[1] = mean;\n"
+    "    cnt[0] = 0;\n"
+    "    for i in 0..n {\n"
+    "        if x[i] > sum[1] {\n"
+    "            cnt[0] += 1;\n"
+    "            y[i] = x[i] - sum[1];\n"
+    "        } else {\n"
+    "            y[i] = 0.0;\n"
+    "        }\n"
+    "    }\n"
+    "    cnt[1] = cnt[0] * 2;\n"
+    "    var k = 0;\n"
+    "    while k < 3 {\n"
+    "        sum[2] += f32(k) * sum[1];\n"
+    "        k += 1;\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, serial_statements_between_tasks) {
+    compiled c = compile_src("staged", staged_src);
+    rng r = {110};
+    int64_t n = 23;
+    ir_interp_arg in[4] = {arr(TY_F32, 1, n, 0, 0), arr(TY_F32, 1, 3, 0, 0),
+                           arr(TY_F32, 1, n, 0, 0), arr(TY_I32, 1, 2, 0, 0)};
+    for (int64_t i = 0; i < n; i++)
+        F32(in[0])[i] = rng_f32(&r, -1, 3);
+    F32(in[1])[0] = 77.0f, F32(in[1])[2] = 0.5f;
+    I32(in[3])[0] = 9, I32(in[3])[1] = 9;
+    ir_interp_arg ref[4];
+    clone_args(ref, in, 4);
+    float *x = F32(ref[0]), *sum = F32(ref[1]), *y = F32(ref[2]);
+    int32_t *cnt = I32(ref[3]);
+    sum[0] = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        sum[0] += x[i];
+    sum[1] = sum[0] / (float)n;
+    cnt[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] > sum[1]) {
+            cnt[0] += 1;
+            y[i] = x[i] - sum[1];
+        } else {
+            y[i] = 0.0f;
+        }
+    }
+    cnt[1] = cnt[0] * 2;
+    for (int32_t k = 0; k < 3; k++)
+        sum[2] += (float)k * sum[1];
+    check_runs(&c, "staged", in, ref, 4, 0, "random");
+    free_args(in, 4);
+    free_args(ref, 4);
+    compiled_free(&c);
+}
+
+/* continue in a while, an inner `while true` left by break, an early return of a void
+ * func from inside a for. */
+static const char while_cont_src[] =
+    "func put(a: i32[], i: i32, v: i32) {\n"
+    "    for t in 0..4 {\n"
+    "        if v + t > 5 {\n"
+    "            a[i] = t;\n"
+    "            return;\n"
+    "        }\n"
+    "    }\n"
+    "    a[i] = -1;\n"
+    "}\n"
+    "\n"
+    "kernel wc(x: i32[], out: i32[], tag: i32[]) {\n"
+    "    for i in 0..len(x) {\n"
+    "        var k = 0;\n"
+    "        var s = 0;\n"
+    "        while k < x[i] {\n"
+    "            k += 1;\n"
+    "            if k % 3 == 0 {\n"
+    "                continue;\n"
+    "            }\n"
+    "            var m = k;\n"
+    "            while true {\n"
+    "                m -= 4;\n"
+    "                if m < 0 {\n"
+    "                    break;\n"
+    "                }\n"
+    "                s += 1;\n"
+    "            }\n"
+    "            s += k;\n"
+    "        }\n"
+    "        out[i] = s;\n"
+    "        put(tag, i, x[i]);\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, while_continue_and_void_func_return) {
+    compiled c = compile_src("wc", while_cont_src);
+    int64_t n = 16;
+    ir_interp_arg in[3] = {arr(TY_I32, 1, n, 0, 0), arr(TY_I32, 1, n, 0, 0),
+                           arr(TY_I32, 1, n, 0, 0)};
+    for (int64_t i = 0; i < n; i++)
+        I32(in[0])[i] = (int32_t)i - 3;
+    ir_interp_arg ref[3];
+    clone_args(ref, in, 3);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t xi = I32(ref[0])[i], k = 0, s = 0;
+        while (k < xi) {
+            k += 1;
+            if (k % 3 == 0)
+                continue;
+            int32_t m = k;
+            for (;;) {
+                m -= 4;
+                if (m < 0)
+                    break;
+                s += 1;
+            }
+            s += k;
+        }
+        I32(ref[1])[i] = s;
+        int32_t tag = -1;
+        for (int32_t t = 0; t < 4; t++)
+            if (xi + t > 5) {
+                tag = t;
+                break;
+            }
+        I32(ref[2])[i] = tag;
+    }
+    check_runs(&c, "wc", in, ref, 3, 0, "x = -3..12");
+    free_args(in, 3);
+    free_args(ref, 3);
+    compiled_free(&c);
+}
+
+/* f64 with promotions from i32, bool arrays, select and float rounding builtins. */
+static const char mixed_src[] =
+    "kernel mixed(a: f64[], b: i32[], c: bool[], out: f64[]) {\n"
+    "    for i in 0..len(a) {\n"
+    "        let x = a[i] * b[i] + 0.5;\n"
+    "        let y = c[i] ? x : -x;\n"
+    "        let z = select(b[i] > 0, floor(y), ceil(y));\n"
+    "        out[i] = round(z * 0.75) + sqrt(abs(x)) - clamp(x, -2.0, 2.0)\n"
+    "            + pow(2.0, f64(b[i] % 5));\n"
+    "        c[i] = c[i] != (b[i] % 2 == 0);\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, f64_promotions_and_bools) {
+    compiled c = compile_src("mixed", mixed_src);
+    rng r = {111};
+    int64_t n = 40;
+    ir_interp_arg in[4] = {arr(TY_F64, 1, n, 0, 0), arr(TY_I32, 1, n, 0, 0),
+                           arr(TY_BOOL, 1, n, 0, 0), arr(TY_F64, 1, n, 0, 0)};
+    for (int64_t i = 0; i < n; i++) {
+        F64(in[0])[i] = i == 0 ? 0.5 : i == 1 ? -0.5 : (rng_unit(&r) - 0.5) * 10;
+        I32(in[1])[i] = (int32_t)rng_int(&r, -7, 7);
+        BOOL(in[2])[i] = rng_next(&r) & 1;
+    }
+    I32(in[1])[0] = 1, I32(in[1])[1] = 1; /* x = 1.0 and 0.0: round(0.75), halves */
+    ir_interp_arg ref[4];
+    clone_args(ref, in, 4);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t b = I32(ref[1])[i];
+        double x = F64(ref[0])[i] * (double)b + 0.5;
+        double y = BOOL(ref[2])[i] ? x : -x;
+        double z = b > 0 ? floor(y) : ceil(y);
+        double cl = -2.0 > x ? -2.0 : x;
+        cl = 2.0 < cl ? 2.0 : cl;
+        F64(ref[3])[i] = round(z * 0.75) + sqrt(fabs(x)) - cl + pow(2.0, (double)(b % 5));
+        BOOL(ref[2])[i] = BOOL(ref[2])[i] != (b % 2 == 0);
+    }
+    check_runs(&c, "mixed", in, ref, 4, 0, "random");
+    free_args(in, 4);
+    free_args(ref, 4);
+    compiled_free(&c);
+}
+
+/* ======================================================================================
+ * The interpreter itself: op semantics on hand-written IR, order, speed, errors
+ * ==================================================================================== */
+
+static ir_module *parse_ir(const char *text) {
+    arena a;
+    arena_init(&a);
+    diag_sink s;
+    diag_init(&s, &a);
+    kern_source src = {"<test>", text, strlen(text)};
+    ir_module *m = ir_parse(text, strlen(text), &src, &s);
+    if (!m)
+        diag_print_all(stderr, &s);
+    diag_free(&s);
+    arena_free(&a);
+    cr_assert(m, "the test's IR does not parse:\n%s", text);
+    return m;
+}
+
+/* Result of `%r = OP %a[, %b[, %c]] : RT` on scalars of kind t (nops of them, in args),
+ * run in a serial task that stores it. */
+typedef union scalar {
+    bool b;
+    int32_t i32;
+    uint32_t u32;
+    int64_t i64;
+    float f32;
+    double f64;
+} scalar;
+
+static scalar run_op(const char *op, kern_tykind t, kern_tykind rt, int nops,
+                     ir_interp_arg a, ir_interp_arg b, ir_interp_arg c) {
+    const char *tn = ty_scalar(t)->name, *rn = ty_scalar(rt)->name;
+    char text[1024];
+    const char *ops = nops == 1 ? "%a" : nops == 2 ? "%a, %b" : "%a, %b, %c";
+    snprintf(text, sizeof text,
+             "kernel @t(%%a: %s, %%b: %s, %%c: %s, %%o: %s[]) {\n"
+             "  serial {\n"
+             "    %%z = const 0 : i32\n"
+             "    %%r = %s %s : %s\n"
+             "    store %%o[%%z], %%r\n"
+             "  }\n"
+             "}\n",
+             tn, tn, tn, rn, op, ops, rn);
+    ir_module *m = parse_ir(text);
+    scalar out;
+    memset(&out, 0xAB, sizeof out);
+    ir_interp_arg args[4] = {a, b, c, ir_interp_array(rt, &out, 1, 1, 0, 0, 0)};
+    args[0].kind = args[1].kind = args[2].kind = t;
+    char err[512];
+    bool ok = ir_interp_run(m, "t", args, 4, err, sizeof err);
+    ir_module_free(m);
+    cr_assert(ok, "%s: %s", op, err);
+    return out;
+}
+
+#define SI(v) ir_interp_int(TY_I32, (v))
+#define SU(v) ir_interp_int(TY_U32, (int64_t)(uint32_t)(v))
+#define SL(v) ir_interp_int(TY_I64, (v))
+#define SB(v) ir_interp_int(TY_BOOL, (v))
+#define SF(v) ir_interp_float(TY_F32, (v))
+#define SD(v) ir_interp_float(TY_F64, (v))
+
+static scalar op_i32(const char *op, int32_t a, int32_t b) {
+    return run_op(op, TY_I32, TY_I32, 2, SI(a), SI(b), SI(0));
+}
+static scalar op_u32(const char *op, uint32_t a, uint32_t b) {
+    return run_op(op, TY_U32, TY_U32, 2, SU(a), SU(b), SU(0));
+}
+static bool cmp_u32(const char *op, uint32_t a, uint32_t b) {
+    return run_op(op, TY_U32, TY_BOOL, 2, SU(a), SU(b), SU(0)).b;
+}
+static scalar op_f32(const char *op, int nops, float a, float b, float c) {
+    return run_op(op, TY_F32, TY_F32, nops, SF(a), SF(b), SF(c));
+}
+static scalar cast(kern_tykind from, kern_tykind to, ir_interp_arg a) {
+    return run_op("cast", from, to, 1, a, a, a);
+}
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+Test(interp, op_integer_semantics) {
+    /* u32: unsigned division, remainder, shifts, comparisons, wrapping */
+    cr_expect_eq(op_u32("div", 4294967295u, 2).u32, 2147483647u);
+    cr_expect_eq(op_u32("rem", 4294967295u, 10).u32, 5u);
+    cr_expect_eq(op_u32("shr", 0x80000000u, 31).u32, 1u);
+    cr_expect_eq(op_u32("add", 4294967295u, 1).u32, 0u);
+    cr_expect_eq(op_u32("sub", 0, 1).u32, 4294967295u);
+    cr_expect_eq(op_u32("mul", 65536u, 65537u).u32, 65536u);
+    cr_expect(cmp_u32("lt", 1, 4294967295u));
+    cr_expect(!cmp_u32("gt", 1, 4294967295u));
+    cr_expect(cmp_u32("ge", 0x80000000u, 0x7fffffffu));
+    cr_expect_eq(op_u32("max", 0x80000000u, 5).u32, 0x80000000u);
+    cr_expect_eq(run_op("abs", TY_U32, TY_U32, 1, SU(0xfffffff0u), SU(0), SU(0)).u32,
+                 0xfffffff0u);
+    /* i32: arithmetic shr, truncating division, remainder with the dividend's sign */
+    cr_expect_eq(op_i32("shr", -8, 1).i32, -4);
+    cr_expect_eq(op_i32("shr", -1, 31).i32, -1);
+    cr_expect_eq(op_i32("shl", 1, 31).i32, INT32_MIN);
+    cr_expect_eq(op_i32("div", -7, 2).i32, -3);
+    cr_expect_eq(op_i32("rem", -7, 2).i32, -1);
+    cr_expect_eq(op_i32("rem", 7, -2).i32, 1);
+    cr_expect_eq(op_i32("add", INT32_MAX, 1).i32, INT32_MIN);
+    cr_expect_eq(op_i32("mul", 65536, 65536).i32, 0);
+    cr_expect_eq(op_i32("min", -3, 2).i32, -3);
+    cr_expect(!run_op("lt", TY_I32, TY_BOOL, 2, SI(1), SI(-1), SI(0)).b);
+    cr_expect_eq(run_op("neg", TY_I32, TY_I32, 1, SI(INT32_MIN), SI(0), SI(0)).i32,
+                 INT32_MIN);
+    cr_expect_eq(run_op("abs", TY_I32, TY_I32, 1, SI(INT32_MIN), SI(0), SI(0)).i32,
+                 INT32_MIN);
+    cr_expect_eq(run_op("abs", TY_I32, TY_I32, 1, SI(-5), SI(0), SI(0)).i32, 5);
+    cr_expect_eq(run_op("not", TY_I32, TY_I32, 1, SI(0), SI(0), SI(0)).i32, -1);
+    cr_expect_eq(run_op("sign", TY_I32, TY_I32, 1, SI(-9), SI(0), SI(0)).i32, -1);
+    cr_expect_eq(run_op("sign", TY_I32, TY_I32, 1, SI(0), SI(0), SI(0)).i32, 0);
+    cr_expect_eq(run_op("clamp", TY_I32, TY_I32, 3, SI(5), SI(0), SI(3)).i32, 3);
+    cr_expect_eq(run_op("clamp", TY_I32, TY_I32, 3, SI(-1), SI(0), SI(3)).i32, 0);
+    cr_expect_eq(run_op("clamp", TY_I32, TY_I32, 3, SI(1), SI(3), SI(2)).i32, 2);
+    /* i64 */
+    cr_expect_eq(run_op("shr", TY_I64, TY_I64, 2, SL(INT64_MIN), SL(63), SL(0)).i64, -1);
+    cr_expect_eq(run_op("mul", TY_I64, TY_I64, 2, SL(INT64_MAX), SL(2), SL(0)).i64, -2);
+    cr_expect_eq(run_op("div", TY_I64, TY_I64, 2, SL(-9000000000LL), SL(7), SL(0)).i64,
+                 -1285714285LL);
+    /* bool */
+    cr_expect(!run_op("not", TY_BOOL, TY_BOOL, 1, SB(1), SB(0), SB(0)).b);
+    cr_expect(run_op("xor", TY_BOOL, TY_BOOL, 2, SB(1), SB(0), SB(0)).b);
+    cr_expect(!run_op("and", TY_BOOL, TY_BOOL, 2, SB(1), SB(0), SB(0)).b);
+    cr_expect(run_op("eq", TY_BOOL, TY_BOOL, 2, SB(0), SB(0), SB(0)).b);
+}
+
+Test(interp, op_float_semantics) {
+    /* f32 arithmetic is done in float: 2^24 + 1 rounds back to 2^24 (not in double) */
+    cr_expect_eq(op_f32("add", 2, 16777216.0f, 1.0f, 0).f32, 16777216.0f);
+    cr_expect_eq(op_f32("div", 2, 1.0f, 3.0f, 0).f32, 1.0f / 3.0f);
+    /* round half away from zero */
+    cr_expect_eq(op_f32("round", 1, 2.5f, 0, 0).f32, 3.0f);
+    cr_expect_eq(op_f32("round", 1, -2.5f, 0, 0).f32, -3.0f);
+    cr_expect_eq(op_f32("round", 1, 0.49999997f, 0, 0).f32, 0.0f);
+    cr_expect_eq(run_op("round", TY_F64, TY_F64, 1, SD(-0.5), SD(0), SD(0)).f64, -1.0);
+    cr_expect_eq(op_f32("floor", 1, -0.5f, 0, 0).f32, -1.0f);
+    cr_expect_eq(op_f32("ceil", 1, -0.5f, 0, 0).f32, -0.0f);
+    /* min/max: a tie returns operand 0 (visible on the sign of zero) */
+    cr_expect_eq(f32_bits(op_f32("min", 2, -0.0f, 0.0f, 0).f32), f32_bits(-0.0f));
+    cr_expect_eq(f32_bits(op_f32("min", 2, 0.0f, -0.0f, 0).f32), f32_bits(0.0f));
+    cr_expect_eq(f32_bits(op_f32("max", 2, -0.0f, 0.0f, 0).f32), f32_bits(-0.0f));
+    cr_expect_eq(f32_bits(op_f32("max", 2, 0.0f, -0.0f, 0).f32), f32_bits(0.0f));
+    cr_expect_eq(op_f32("min", 2, 3.0f, -1.0f, 0).f32, -1.0f);
+    cr_expect_eq(op_f32("max", 2, 3.0f, -1.0f, 0).f32, 3.0f);
+    /* clamp = min(max(x, lo), hi) */
+    cr_expect_eq(op_f32("clamp", 3, 5.0f, -1.0f, 1.0f).f32, 1.0f);
+    cr_expect_eq(op_f32("clamp", 3, -5.0f, -1.0f, 1.0f).f32, -1.0f);
+    cr_expect_eq(op_f32("clamp", 3, 0.25f, -1.0f, 1.0f).f32, 0.25f);
+    cr_expect_eq(op_f32("clamp", 3, 0.0f, 2.0f, 1.0f).f32, 1.0f);
+    /* sign: -1, 0, 1; a zero keeps its sign */
+    cr_expect_eq(op_f32("sign", 1, -3.5f, 0, 0).f32, -1.0f);
+    cr_expect_eq(op_f32("sign", 1, 1e-30f, 0, 0).f32, 1.0f);
+    cr_expect_eq(f32_bits(op_f32("sign", 1, -0.0f, 0, 0).f32), f32_bits(-0.0f));
+    /* fma rounds once: (1 + 2^-12)^2 - (1 + 2^-11) is 2^-24, 0 with two roundings */
+    float a = 1.0f + 0x1p-12f;
+    cr_expect_eq(op_f32("fma", 3, a, a, -(1.0f + 0x1p-11f)).f32, 0x1p-24f);
+    cr_expect_eq(op_f32("rsqrt", 1, 4.0f, 0, 0).f32, 0.5f);
+    cr_expect_eq(op_f32("exp2", 1, 3.0f, 0, 0).f32, 8.0f);
+    cr_expect_eq(op_f32("abs", 1, -2.0f, 0, 0).f32, 2.0f);
+    cr_expect_eq(op_f32("neg", 1, 2.0f, 0, 0).f32, -2.0f);
+    cr_expect_eq(op_f32("sin", 1, 0.5f, 0, 0).f32, sinf(0.5f));
+    cr_expect_eq(op_f32("pow", 2, 2.0f, 10.0f, 0).f32, 1024.0f);
+    cr_expect_eq(run_op("atan2", TY_F64, TY_F64, 2, SD(1.0), SD(-1.0), SD(0)).f64,
+                 atan2(1.0, -1.0));
+    /* comparisons with NaN are false, except ne */
+    cr_expect(!run_op("eq", TY_F32, TY_BOOL, 2, SF(NAN), SF(NAN), SF(0)).b);
+    cr_expect(run_op("ne", TY_F32, TY_BOOL, 2, SF(NAN), SF(NAN), SF(0)).b);
+    cr_expect(!run_op("lt", TY_F64, TY_BOOL, 2, SD(NAN), SD(1), SD(0)).b);
+    cr_expect(run_op("le", TY_F64, TY_BOOL, 2, SD(-0.0), SD(0.0), SD(0)).b);
+}
+
+Test(interp, op_casts) {
+    cr_expect_eq(cast(TY_F32, TY_I32, SF(-2.7)).i32, -2);
+    cr_expect_eq(cast(TY_F32, TY_I32, SF(2.7)).i32, 2);
+    cr_expect_eq(cast(TY_F64, TY_U32, SD(3.9e9)).u32, 3900000000u);
+    cr_expect_eq(cast(TY_F64, TY_U32, SD(-0.9)).u32, 0u);
+    cr_expect_eq(cast(TY_F64, TY_I64, SD(-9.9)).i64, -9);
+    cr_expect(cast(TY_F32, TY_BOOL, SF(0.5)).b);
+    cr_expect(!cast(TY_F32, TY_BOOL, SF(-0.0)).b);
+    cr_expect(cast(TY_I32, TY_BOOL, SI(-4)).b);
+    cr_expect_eq(cast(TY_U32, TY_I32, SU(4294967295u)).i32, -1);
+    cr_expect_eq(cast(TY_I32, TY_U32, SI(-1)).u32, 4294967295u);
+    cr_expect_eq(cast(TY_U32, TY_I64, SU(4294967295u)).i64, 4294967295LL);
+    cr_expect_eq(cast(TY_I32, TY_I64, SI(-5)).i64, -5);
+    cr_expect_eq(cast(TY_I64, TY_I32, SL(0x123456789LL)).i32, 0x23456789);
+    cr_expect_eq(cast(TY_I32, TY_F32, SI(16777217)).f32, 16777216.0f);
+    cr_expect_eq(cast(TY_U32, TY_F64, SU(4294967295u)).f64, 4294967295.0);
+    cr_expect_eq(cast(TY_F64, TY_F32, SD(0.1)).f32, 0.1f);
+    cr_expect_eq(cast(TY_F32, TY_F64, SF(0.1)).f64, (double)0.1f);
+    cr_expect_eq(cast(TY_BOOL, TY_F32, SB(1)).f32, 1.0f);
+    cr_expect_eq(cast(TY_BOOL, TY_I32, SB(1)).i32, 1);
+}
+
+Test(interp, op_atomics_dim_select) {
+    const char *text = "kernel @t(%a: i32[,], %f: f32[], %o: i32[], %of: f32[]) {\n"
+                       "  serial {\n"
+                       "    %z = const 0 : i32\n"
+                       "    %one = const 1 : i32\n"
+                       "    %two = const 2 : i32\n"
+                       "    %v = const 5 : i32\n"
+                       "    %o0 = atomic_add %a[%one, %two], %v : i32\n"
+                       "    %o1 = atomic_sub %a[%one, %two], %two : i32\n"
+                       "    %o2 = atomic_max %a[%z, %z], %v : i32\n"
+                       "    %o3 = atomic_min %a[%z, %one], %v : i32\n"
+                       "    %d0 = dim %a, 0 : i32\n"
+                       "    %d1 = dim %a, 1 : i32\n"
+                       "    %fv = const -0.0 : f32\n"
+                       "    %p0 = atomic_min %f[%z], %fv : f32\n"
+                       "    %q = const 0.5 : f32\n"
+                       "    %p1 = atomic_add %f[%one], %q : f32\n"
+                       "    %c = lt %d0, %d1 : bool\n"
+                       "    %s = select %c, %o0, %o1 : i32\n"
+                       "    %three = const 3 : i32\n"
+                       "    %four = const 4 : i32\n"
+                       "    %five = const 5 : i32\n"
+                       "    store %o[%z], %o0\n"
+                       "    store %o[%one], %o1\n"
+                       "    store %o[%two], %o2\n"
+                       "    store %o[%three], %o3\n"
+                       "    store %o[%four], %d1\n"
+                       "    store %o[%five], %s\n"
+                       "    store %of[%z], %p0\n"
+                       "    store %of[%one], %p1\n"
+                       "  }\n"
+                       "}\n";
+    ir_module *m = parse_ir(text);
+    int32_t a[2][3] = {{7, 9, 0}, {0, 0, 10}}, o[6] = {0};
+    float f[2] = {0.0f, 1.25f}, of[2] = {0};
+    ir_interp_arg args[4] = {ir_interp_array(TY_I32, a, 2, 2, 3, 0, 0),
+                             ir_interp_array(TY_F32, f, 1, 2, 0, 0, 0),
+                             ir_interp_array(TY_I32, o, 1, 6, 0, 0, 0),
+                             ir_interp_array(TY_F32, of, 1, 2, 0, 0, 0)};
+    char err[512];
+    cr_assert(ir_interp_run(m, "t", args, 4, err, sizeof err), "%s", err);
+    ir_module_free(m);
+    /* each atomic returns the element before its update */
+    cr_expect_eq(o[0], 10);
+    cr_expect_eq(o[1], 15);
+    cr_expect_eq(a[1][2], 13);
+    cr_expect_eq(o[2], 7);
+    cr_expect_eq(a[0][0], 7);
+    cr_expect_eq(o[3], 9);
+    cr_expect_eq(a[0][1], 5);
+    cr_expect_eq(o[4], 3);
+    cr_expect_eq(o[5], 10); /* 2 < 3: the first arm */
+    cr_expect_eq(of[0], 0.0f);
+    cr_expect_eq(f32_bits(f[0]), f32_bits(0.0f)); /* min(0.0, -0.0) keeps the old value */
+    cr_expect_eq(of[1], 1.25f);
+    cr_expect_eq(f[1], 1.75f);
+}
+
+/* The documented order of a parallel task: row-major, one iteration after the other. */
+Test(interp, parallel_runs_in_row_major_order) {
+    static const char src[] = "kernel order(ctr: i32[], o: i32[,,]) {\n"
+                              "    for i in 0..2, j in 0..3, k in 0..2 {\n"
+                              "        o[i, j, k] = atomic_add(ctr[0], 1);\n"
+                              "    }\n"
+                              "}\n";
+    compiled c = compile_src("order", src);
+    ir_interp_arg in[2] = {arr(TY_I32, 1, 1, 0, 0), arr(TY_I32, 3, 2, 3, 2)};
+    ir_interp_arg ref[2];
+    clone_args(ref, in, 2);
+    for (int32_t i = 0; i < 12; i++)
+        I32(ref[1])[i] = i;
+    I32(ref[0])[0] = 12;
+    check_runs(&c, "order", in, ref, 2, 0, "2x3x2");
+    free_args(in, 2);
+    free_args(ref, 2);
+    compiled_free(&c);
+}
+
+Test(interp, speed) {
+    static const char src[] = "kernel busy(out: f32[], n: i32) {\n"
+                              "    for i in 0..len(out) {\n"
+                              "        var s = 0.0;\n"
+                              "        for j in 0..n {\n"
+                              "            s += f32(j % 7) * 0.5;\n"
+                              "        }\n"
+                              "        out[i] = s;\n"
+                              "    }\n"
+                              "}\n";
+    ir_module *m = compile_at("busy", src, 2);
+    float out[100];
+    ir_interp_arg args[2] = {ir_interp_array(TY_F32, out, 1, 100, 0, 0, 0),
+                             ir_interp_int(TY_I32, 20000)};
+    ir_interp_options o = {0, 0};
+    char err[256];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert(ir_interp_run_opts(m, "busy", args, 2, &o, err, sizeof err), "%s", err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    ir_module_free(m);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    float s = 0.0f;
+    for (int32_t j = 0; j < 20000; j++)
+        s += (float)(j % 7) * 0.5f;
+    cr_expect_eq(out[99], s);
+    cr_expect_geq(o.ops_executed, 100u * 20000u * 5u);
+    fprintf(stderr, "interp speed: %llu ops in %.3f s (%.1f M ops/s)\n",
+            (unsigned long long)o.ops_executed, secs, (double)o.ops_executed / secs / 1e6);
+}
+
+/* ---- Errors ------------------------------------------------------------------------- */
+
+/* The message of a failing run at both levels must contain `want` (the same at both). */
+static void expect_error_both(const compiled *c, const char *kernel, ir_interp_arg *in, int n,
+                              ir_interp_options *opts, const char *want) {
+    for (int l = 0; l < 2; l++) {
+        char err[512];
+        run_expect_error(c, l, kernel, in, n, opts, err, sizeof err);
+        cr_expect(strstr(err, want), "%s -O%d: message '%s' lacks '%s'", c->name,
+                  opt_levels[l], err, want);
+    }
+}
+
+Test(interp, error_store_out_of_bounds) {
+    static const char src[] = "kernel oob(x: f32[]) {\n"
+                              "    for i in 0..len(x) + 1 {\n"
+                              "        x[i] = 1.0;\n"
+                              "    }\n"
+                              "}\n";
+    compiled c = compile_src("oob", src);
+    ir_interp_arg in[1] = {arr(TY_F32, 1, 4, 0, 0)};
+    expect_error_both(&c, "oob", in, 1, NULL,
+                      "3:14: @oob: store: index 4 is out of bounds for dimension 0 of 'x' "
+                      "(extent 4)");
+    /* what was written before the error stays written */
+    char err[256];
+    cr_assert(!ir_interp_run(c.m[0], "oob", in, 1, err, sizeof err));
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(F32(in[0])[i], 1.0f);
+    free_args(in, 1);
+    compiled_free(&c);
+}
+
+Test(interp, error_load_out_of_bounds_names_the_dimension) {
+    static const char src[] = "kernel oob2(a: i32[,], out: i32[]) {\n"
+                              "    for i in 0..shape(a, 0) {\n"
+                              "        out[i] = a[i, i + 1];\n"
+                              "    }\n"
+                              "}\n";
+    compiled c = compile_src("oob2", src);
+    ir_interp_arg in[2] = {arr(TY_I32, 2, 3, 3, 0), arr(TY_I32, 1, 3, 0, 0)};
+    expect_error_both(&c, "oob2", in, 2, NULL,
+                      "3:18: @oob2: load: index 3 is out of bounds for dimension 1 of 'a' "
+                      "(extent 3)");
+    free_args(in, 2);
+    compiled_free(&c);
+}
+
+Test(interp, error_negative_index) {
+    static const char src[] = "kernel neg(a: i32[], k: i32) {\n"
+                              "    a[k] += 1;\n"
+                              "}\n";
+    compiled c = compile_src("neg", src);
+    ir_interp_arg in[2] = {arr(TY_I32, 1, 3, 0, 0), ir_interp_int(TY_I32, -1)};
+    expect_error_both(&c, "neg", in, 2, NULL,
+                      "index -1 is out of bounds for dimension 0 of 'a' (extent 3)");
+    free_args(in, 2);
+    compiled_free(&c);
+}
+
+static const char divmod_src[] = "kernel dz(a: i32[], b: i32[], u: u32[], w: i64[]) {\n"
+                                 "    for i in 0..len(a) {\n"
+                                 "        a[i] = a[i] / b[i];\n"
+                                 "    }\n"
+                                 "    for i in 0..len(u) {\n"
+                                 "        u[i] = u[i] % u[0];\n"
+                                 "    }\n"
+                                 "    w[0] = w[0] / w[1];\n"
+                                 "}\n";
+
+Test(interp, error_division_by_zero) {
+    compiled c = compile_src("dz", divmod_src);
+    ir_interp_arg in[4] = {arr(TY_I32, 1, 3, 0, 0), arr(TY_I32, 1, 3, 0, 0),
+                           arr(TY_U32, 1, 0, 0, 0), arr(TY_I64, 1, 2, 0, 0)};
+    I32(in[1])[0] = 1, I32(in[1])[1] = 0, I32(in[1])[2] = 2;
+    I64(in[3])[1] = 1;
+    expect_error_both(&c, "dz", in, 4, NULL, "3:21: @dz: integer division by zero (i32)");
+    /* a u32 remainder by zero */
+    I32(in[1])[1] = 5;
+    free_args(&in[2], 1);
+    in[2] = arr(TY_U32, 1, 2, 0, 0);
+    expect_error_both(&c, "dz", in, 4, NULL, "6:21: @dz: integer remainder by zero (u32)");
+    /* INT64_MIN / -1 (u[0] % u[0] is 0 with one element) */
+    free_args(&in[2], 1);
+    in[2] = arr(TY_U32, 1, 1, 0, 0);
+    U32(in[2])[0] = 3;
+    I64(in[3])[0] = INT64_MIN, I64(in[3])[1] = -1;
+    expect_error_both(&c, "dz", in, 4, NULL,
+                      "8:17: @dz: integer division overflows: -9223372036854775808 / -1 (i64)");
+    free_args(in, 4);
+    compiled_free(&c);
+}
+
+Test(interp, error_shift_out_of_range) {
+    static const char src[] = "kernel sh(a: i32[], s: i32) {\n"
+                              "    for i in 0..len(a) {\n"
+                              "        a[i] = a[i] << s;\n"
+                              "    }\n"
+                              "}\n";
+    compiled c = compile_src("sh", src);
+    ir_interp_arg in[2] = {arr(TY_I32, 1, 2, 0, 0), ir_interp_int(TY_I32, 32)};
+    expect_error_both(&c, "sh", in, 2, NULL,
+                      "3:21: @sh: shift count 32 is out of range for i32 (0 to 31)");
+    in[1] = ir_interp_int(TY_I32, -1);
+    expect_error_both(&c, "sh", in, 2, NULL, "shift count -1 is out of range for i32");
+    in[1] = ir_interp_int(TY_I32, 31); /* the largest valid count */
+    char err[256];
+    cr_expect(ir_interp_run(c.m[0], "sh", in, 2, err, sizeof err), "%s", err);
+    free_args(in, 2);
+    compiled_free(&c);
+}
+
+Test(interp, error_cast_out_of_range) {
+    static const char src[] = "kernel cv(x: f32[], a: i32[]) {\n"
+                              "    for i in 0..len(x) {\n"
+                              "        a[i] = i32(x[i]);\n"
+                              "    }\n"
+                              "}\n";
+    compiled c = compile_src("cv", src);
+    ir_interp_arg in[2] = {arr(TY_F32, 1, 2, 0, 0), arr(TY_I32, 1, 2, 0, 0)};
+    F32(in[0])[0] = -2147483648.0f, F32(in[0])[1] = 3e9f;
+    expect_error_both(&c, "cv", in, 2, NULL,
+                      "3:16: @cv: cast of f32 3000000000 to i32 is out of range");
+    F32(in[0])[1] = NAN;
+    expect_error_both(&c, "cv", in, 2, NULL, "cast of f32 nan to i32 is out of range");
+    free_args(in, 2);
+    compiled_free(&c);
+}
+
+Test(interp, error_while_does_not_terminate) {
+    static const char src[] = "kernel spin(x: f32[]) {\n"
+                              "    var k = 0;\n"
+                              "    while x[0] > 0.0 {\n"
+                              "        k += 1;\n"
+                              "    }\n"
+                              "    x[1] = f32(k);\n"
+                              "}\n";
+    compiled c = compile_src("spin", src);
+    ir_interp_arg in[1] = {arr(TY_F32, 1, 2, 0, 0)};
+    F32(in[0])[0] = 1.0f;
+    ir_interp_options o = {1000, 0};
+    expect_error_both(&c, "spin", in, 1, &o,
+                      "3:5: @spin: while loop did not terminate after 1000 iterations");
+    F32(in[0])[0] = -1.0f; /* terminates at once */
+    char err[256];
+    cr_expect(ir_interp_run_opts(c.m[1], "spin", in, 1, &o, err, sizeof err), "%s", err);
+    cr_expect_eq(F32(in[0])[1], 0.0f);
+    free_args(in, 1);
+    compiled_free(&c);
+}
+
+Test(interp, error_bad_arguments) {
+    compiled c = compile_golden("saxpy.kern");
+    float x[3] = {0}, y[3] = {0};
+    char err[256];
+    struct {
+        ir_interp_arg args[3];
+        int n;
+        const char *kernel, *want;
+    } cases[] = {
+        {{ir_interp_float(TY_F32, 1), ir_interp_array(TY_F32, x, 1, 3, 0, 0, 0)}, 2, "saxpy",
+         "@saxpy: 2 arguments given, the kernel has 3 parameters"},
+        {{ir_interp_float(TY_F64, 1), ir_interp_array(TY_F32, x, 1, 3, 0, 0, 0),
+          ir_interp_array(TY_F32, y, 1, 3, 0, 0, 0)},
+         3, "saxpy", "@saxpy: argument 0 ('a': f32) is not a scalar of that type"},
+        {{ir_interp_float(TY_F32, 1), ir_interp_array(TY_F32, x, 2, 1, 3, 0, 0),
+          ir_interp_array(TY_F32, y, 1, 3, 0, 0, 0)},
+         3, "saxpy", "@saxpy: argument 1 ('x': f32[]) is not an array of that type"},
+        {{ir_interp_float(TY_F32, 1), ir_interp_array(TY_F32, x, 1, 3, 0, 0, 0),
+          ir_interp_array(TY_I32, y, 1, 3, 0, 0, 0)},
+         3, "saxpy", "@saxpy: argument 2 ('y': f32[]) is not an array of that type"},
+        {{ir_interp_float(TY_F32, 1), ir_interp_array(TY_F32, x, 1, -1, 0, 0, 0),
+          ir_interp_array(TY_F32, y, 1, 3, 0, 0, 0)},
+         3, "saxpy", "@saxpy: argument 1 ('x'): extent -1 of dimension 0 is out of range"},
+        {{ir_interp_float(TY_F32, 1), ir_interp_array(TY_F32, NULL, 1, 3, 0, 0, 0),
+          ir_interp_array(TY_F32, y, 1, 3, 0, 0, 0)},
+         3, "saxpy", "@saxpy: argument 1 ('x'): no data"},
+        {{ir_interp_float(TY_F32, 1)}, 1, "nosuch", "no kernel named 'nosuch'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bool ok = ir_interp_run(c.m[0], cases[i].kernel, cases[i].args, cases[i].n, err,
+                                sizeof err);
+        cr_expect(!ok && !strcmp(err, cases[i].want), "case %zu: got '%s', want '%s'", i,
+                  ok ? "(success)" : err, cases[i].want);
+    }
+    compiled_free(&c);
+    /* an integer scalar that does not fit its parameter */
+    ir_module *m = parse_ir("kernel @k(%n: i32) {\n}\n");
+    ir_interp_arg big = ir_interp_int(TY_I32, 1LL << 31);
+    cr_expect(!ir_interp_run(m, "k", &big, 1, err, sizeof err));
+    cr_expect_str_eq(err, "@k: argument 0 ('n'): 2147483648 does not fit in i32");
+    ir_module_free(m);
+}
+
+Test(interp, error_ir_that_does_not_verify) {
+    ir_module *m = parse_ir("kernel @t(%f: f32, %d: f64) {\n"
+                            "  serial {\n"
+                            "    %0 = add %f, %d : f32 !4:2\n"
+                            "  }\n"
+                            "}\n");
+    ir_interp_arg args[2] = {ir_interp_float(TY_F32, 1), ir_interp_float(TY_F64, 2)};
+    char err[512];
+    cr_expect(!ir_interp_run(m, "t", args, 2, err, sizeof err));
+    cr_expect(!strncmp(err, "the IR does not verify: 4:2: @t: 'add'", 38), "got '%s'", err);
+    ir_module_free(m);
+}
