@@ -12,7 +12,15 @@
  * Region execution runs a region's ops up to its terminator; the op that owns the region
  * then reads the terminator's operands (yield/condition) itself. Loop-carried values are
  * copied through a scratch buffer, since a yield may permute the region's own arguments.
- * Every error unwinds by returning false; the first message is kept. */
+ * Every error unwinds by returning false; the first message is kept.
+ *
+ * Undefined values (poison): a float -> int cast out of range does not stop the run, since
+ * the lowering and simplify evaluate casts speculatively (`c ? i32(x) : 0` becomes a
+ * select). Its result is poison, as in LLVM: ops on poison give poison, a select passes
+ * the poison of the arm it picks (or of its condition), and the run stops with an error
+ * only where poison would matter: a stored value, an index, a branch or loop condition, a
+ * loop bound, a divisor or a shift count. Poison bits live in a second table that is only
+ * allocated when the first poison appears, so runs without one pay a pointer test per op. */
 #include "interp.h"
 
 #include <inttypes.h>
@@ -34,6 +42,10 @@ typedef struct interp {
     const ir_interp_arg *args;
     ival *vals;     /* one slot per value id */
     ival *scratch;  /* room for the operands of the largest terminator */
+    uint8_t *poison;         /* one bit per value id; NULL until a first poison */
+    uint8_t *scratch_poison; /* poison bits of the scratch values */
+    uint32_t nvals, nscratch;
+    char poison_why[200];    /* how the first poison arose */
     uint64_t max_while_iters;
     uint64_t nops;
     char *err;
@@ -42,6 +54,7 @@ typedef struct interp {
 } interp;
 
 #define V(v) (I->vals[(v)->id])
+#define P(v) (I->poison[(v)->id])
 
 static bool fail(interp *I, const ir_op *op, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -60,6 +73,88 @@ static bool fail(interp *I, const ir_op *op, const char *fmt, ...) {
     }
     I->failed = true;
     return false;
+}
+
+/* ---- poison ------------------------------------------------------------------------ */
+
+/* Makes op's result poison; the first poison's origin is kept for the error message. */
+static bool make_poison(interp *I, const ir_op *op, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool make_poison(interp *I, const ir_op *op, const char *fmt, ...) {
+    if (!I->poison) {
+        I->poison = calloc(I->nvals, 1);
+        I->scratch_poison = calloc(I->nscratch, 1);
+        if (!I->poison || !I->scratch_poison)
+            return fail(I, op, "out of memory");
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(I->poison_why, sizeof I->poison_why, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < sizeof I->poison_why)
+            snprintf(I->poison_why + n, sizeof I->poison_why - (size_t)n, " at %u:%u",
+                     op->loc.line, op->loc.col);
+    }
+    V(op->results[0]).i = 0;
+    P(op->results[0]) = 1;
+    return true;
+}
+
+/* An error when v, used by op as `what`, is poison. */
+static bool check_defined(interp *I, const ir_op *op, const ir_value *v, const char *what) {
+    if (I->poison && P(v))
+        return fail(I, op, "%s: %s is undefined: it comes from %s", ir_info(op->code)->name,
+                    what, I->poison_why);
+    return true;
+}
+
+/* Copies n values and their poison bits from src to dst through the scratch buffer
+ * (dst may be the region arguments that src permutes). */
+static void copy_values(interp *I, ir_value *const *dst, ir_value *const *src, uint32_t n) {
+    for (uint32_t k = 0; k < n; k++)
+        I->scratch[k] = V(src[k]);
+    for (uint32_t k = 0; k < n; k++)
+        V(dst[k]) = I->scratch[k];
+    if (I->poison) {
+        for (uint32_t k = 0; k < n; k++)
+            I->scratch_poison[k] = P(src[k]);
+        for (uint32_t k = 0; k < n; k++)
+            P(dst[k]) = I->scratch_poison[k];
+    }
+}
+
+/* For a pure op once poison exists: clears the result's bit, or, when an operand is
+ * poison, makes the result poison (false after an error: a poison divisor or count). */
+static bool pure_poison(interp *I, const ir_op *op, bool *done) {
+    *done = false;
+    if (op->code == IR_SELECT) {
+        const ir_value *c = op->operands[0];
+        const ir_value *arm = op->operands[V(c).i ? 1 : 2];
+        P(op->results[0]) = P(c) | P(arm);
+        return true;
+    }
+    bool any = false;
+    for (uint32_t i = 0; i < op->noperands; i++)
+        any |= P(op->operands[i]);
+    P(op->results[0]) = any;
+    if (!any)
+        return true;
+    switch (op->code) {
+    case IR_DIV:
+    case IR_REM:
+        if (!check_defined(I, op, op->operands[1], "the divisor"))
+            return false;
+        break;
+    case IR_SHL:
+    case IR_SHR:
+        if (!check_defined(I, op, op->operands[1], "the shift count"))
+            return false;
+        break;
+    default: break;
+    }
+    V(op->results[0]).i = 0;
+    *done = true;
+    return true;
 }
 
 /* ---- numbering --------------------------------------------------------------------- */
@@ -301,8 +396,8 @@ static bool exec_cast(interp *I, const ir_op *op) {
         res->f = v.f;
     else {
         if (!float_fits(to, v.f))
-            return fail(I, op, "cast of %s %.17g to %s is out of range", kind_name(from), v.f,
-                        kind_name(to));
+            return make_poison(I, op, "an out-of-range cast (%s %.17g to %s)",
+                               kind_name(from), v.f, kind_name(to));
         res->i = wrap(to, (uint64_t)(int64_t)trunc(v.f));
     }
     return true;
@@ -320,6 +415,8 @@ static bool element(interp *I, const ir_op *op, const char *what, size_t *off) {
     const ir_interp_arg *a = array_of(I, av);
     uint64_t o = 0;
     for (int d = 0; d < a->rank; d++) {
+        if (!check_defined(I, op, op->operands[1 + d], "the index"))
+            return false;
         int64_t idx = V(op->operands[1 + d]).i;
         if (idx < 0 || idx >= a->shape[d])
             return fail(I, op,
@@ -363,7 +460,14 @@ static bool exec_access(interp *I, const ir_op *op) {
     size_t off = 0;
     if (!element(I, op, ir_info(op->code)->name, &off))
         return false;
-    ival *val = op->code == IR_LOAD ? NULL : &V(op->operands[op->noperands - 1]);
+    ival *val = NULL;
+    if (op->code != IR_LOAD) {
+        if (!check_defined(I, op, op->operands[op->noperands - 1], "the stored value"))
+            return false;
+        val = &V(op->operands[op->noperands - 1]);
+    }
+    if (I->poison && op->nresults)
+        P(op->results[0]) = 0;
     if (op->code == IR_STORE) {
         elem_write(a, off, *val);
         return true;
@@ -413,12 +517,12 @@ static bool exec_region(interp *I, const ir_region *r) {
 }
 
 static bool exec_if(interp *I, const ir_op *op) {
+    if (!check_defined(I, op, op->operands[0], "the condition"))
+        return false;
     const ir_region *r = op->regions[V(op->operands[0]).i ? 0 : 1];
     if (!exec_region(I, r))
         return false;
-    const ir_op *y = r->last;
-    for (uint32_t k = 0; k < op->nresults; k++)
-        V(op->results[k]) = V(y->operands[k]);
+    copy_values(I, op->results, r->last->operands, op->nresults);
     return true;
 }
 
@@ -428,54 +532,47 @@ static bool exec_for(interp *I, const ir_op *op) {
     uint32_t n = op->nresults;
     bool early = op->attr & IR_FOR_EARLY_EXIT;
     uint32_t skip = early ? 1 : 0;
-    for (uint32_t k = 0; k < n; k++)
-        V(body->args[1 + k]) = V(op->operands[2 + k]);
+    if (!check_defined(I, op, op->operands[0], "the lower bound") ||
+        !check_defined(I, op, op->operands[1], "the upper bound"))
+        return false;
+    copy_values(I, body->args + 1, op->operands + 2, n);
     /* lo and hi are canonical values of one type and i < hi, so i + 1 cannot overflow */
     for (int64_t i = lo; i < hi; i++) {
         V(body->args[0]).i = i;
         if (!exec_region(I, body))
             return false;
         const ir_op *y = body->last;
+        if (early && !check_defined(I, y, y->operands[0], "the loop's go-on flag"))
+            return false;
         bool go = !early || V(y->operands[0]).i;
-        for (uint32_t k = 0; k < n; k++)
-            I->scratch[k] = V(y->operands[skip + k]);
-        for (uint32_t k = 0; k < n; k++)
-            V(body->args[1 + k]) = I->scratch[k];
+        copy_values(I, body->args + 1, y->operands + skip, n);
         if (!go)
             break;
     }
-    for (uint32_t k = 0; k < n; k++)
-        V(op->results[k]) = V(body->args[1 + k]);
+    copy_values(I, op->results, body->args + 1, n);
     return true;
 }
 
 static bool exec_while(interp *I, const ir_op *op) {
     const ir_region *before = op->regions[0], *after = op->regions[1];
     uint32_t ninit = op->noperands, nres = op->nresults;
-    for (uint32_t k = 0; k < ninit; k++)
-        V(before->args[k]) = V(op->operands[k]);
+    copy_values(I, before->args, op->operands, ninit);
     for (uint64_t it = 0;; it++) {
         if (!exec_region(I, before))
             return false;
         const ir_op *c = before->last;
+        if (!check_defined(I, c, c->operands[0], "the loop condition"))
+            return false;
         if (!V(c->operands[0]).i) {
-            for (uint32_t k = 0; k < nres; k++)
-                V(op->results[k]) = V(c->operands[1 + k]);
+            copy_values(I, op->results, c->operands + 1, nres);
             return true;
         }
         if (it >= I->max_while_iters)
             return fail(I, op, "while loop did not terminate after %" PRIu64 " iterations", it);
-        for (uint32_t k = 0; k < nres; k++)
-            I->scratch[k] = V(c->operands[1 + k]);
-        for (uint32_t k = 0; k < nres; k++)
-            V(after->args[k]) = I->scratch[k];
+        copy_values(I, after->args, c->operands + 1, nres);
         if (!exec_region(I, after))
             return false;
-        const ir_op *y = after->last;
-        for (uint32_t k = 0; k < ninit; k++)
-            I->scratch[k] = V(y->operands[k]);
-        for (uint32_t k = 0; k < ninit; k++)
-            V(before->args[k]) = I->scratch[k];
+        copy_values(I, before->args, after->last->operands, ninit);
     }
 }
 
@@ -487,6 +584,9 @@ static bool exec_parallel(interp *I, const ir_op *op) {
     if (nd > KERN_MAX_RANK + 4)
         return fail(I, op, "parallel task of %u dimensions is not supported", nd);
     for (uint32_t d = 0; d < nd; d++) {
+        if (!check_defined(I, op, op->operands[2 * d], "the lower bound") ||
+            !check_defined(I, op, op->operands[2 * d + 1], "the upper bound"))
+            return false;
         lo[d] = V(op->operands[2 * d]).i;
         hi[d] = V(op->operands[2 * d + 1]).i;
         if (lo[d] >= hi[d])
@@ -513,6 +613,14 @@ static bool exec_parallel(interp *I, const ir_op *op) {
 
 static bool exec_op(interp *I, const ir_op *op) {
     I->nops++;
+    if (I->poison && op->nresults == 1 && (ir_info(op->code)->flags & OPF_PURE) &&
+        op->code != IR_CONST && op->code != IR_DIM) {
+        bool done;
+        if (!pure_poison(I, op, &done))
+            return false;
+        if (done)
+            return true;
+    }
     switch (op->code) {
     case IR_CONST:
         if (ty_is_float(op->results[0]->type))
@@ -626,7 +734,9 @@ bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *a
     I.k = k;
     I.args = args;
     I.vals = calloc(n.next ? n.next : 1, sizeof(ival));
-    I.scratch = calloc(n.max_term ? n.max_term : 1, sizeof(ival));
+    I.nvals = n.next ? n.next : 1;
+    I.nscratch = n.max_term ? n.max_term : 1;
+    I.scratch = calloc(I.nscratch, sizeof(ival));
     I.max_while_iters = opts && opts->max_while_iters ? opts->max_while_iters
                                                       : DEFAULT_MAX_WHILE_ITERS;
     I.err = err;
@@ -643,6 +753,8 @@ bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *a
         opts->ops_executed = I.nops;
     free(I.vals);
     free(I.scratch);
+    free(I.poison);
+    free(I.scratch_poison);
     return ok;
 }
 

@@ -4,9 +4,11 @@
  * that the lowering and the passes can be tested by running what they produce and
  * comparing with plain C (tests/test_interp.c). It is a reference, not a runtime: every
  * behaviour the language leaves undefined (an out-of-bounds index, an integer division
- * by zero, a shift by the bit width or more, a float -> int cast out of range, a while
- * loop that does not stop) is reported as an error naming the op's source location,
- * never executed. docs/interp.md lists the choices.
+ * by zero, a shift by the bit width or more, a while loop that does not stop) is
+ * reported as an error naming the op's source location, never executed. A float -> int
+ * cast out of range gives an undefined value (poison, since casts are speculated) whose
+ * use where it matters (stored, an index, a condition, ...) is such an error.
+ * docs/interp.md lists the choices.
  *
  * Execution order: the kernel body's top-level ops in order; a `parallel` task runs its
  * iterations one after the other in row-major index order (the first dimension
