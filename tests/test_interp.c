@@ -107,7 +107,7 @@ static void free_args(ir_interp_arg *a, int n) {
 
 /* ---- Compiling and comparing ------------------------------------------------------- */
 
-enum { MAXARGS = 8 };
+enum { MAXARGS = 12 };
 
 typedef struct compiled {
     const char *name;
@@ -160,17 +160,21 @@ static double elem_value(const ir_interp_arg *a, size_t i) {
     }
 }
 
+/* Equal bits, or (not bitwise) floats within tol; two NaNs are equal (their sign and
+ * payload are not portable: see the KNOWN_BUG test of simplify below). */
 static bool elem_equal(const ir_interp_arg *a, const ir_interp_arg *b, size_t i, double tol,
                        bool bitwise) {
     size_t sz = kind_size(a->kind);
     const char *x = (const char *)a->data + i * sz, *y = (const char *)b->data + i * sz;
     if (!memcmp(x, y, sz))
         return true;
-    if (bitwise || (a->kind != TY_F32 && a->kind != TY_F64))
+    if (a->kind != TY_F32 && a->kind != TY_F64)
         return false;
     double u = elem_value(a, i), v = elem_value(b, i);
     if (isnan(u) && isnan(v))
         return true;
+    if (bitwise)
+        return false;
     if (u == v) /* +0.0 and -0.0 differ only bitwise */
         return false;
     return tol > 0 && fabs(u - v) <= tol * fmax(fabs(u), fabs(v));
@@ -2125,4 +2129,239 @@ Test(interp, error_ir_that_does_not_verify) {
     cr_expect(!ir_interp_run(m, "t", args, 2, err, sizeof err));
     cr_expect(!strncmp(err, "the IR does not verify: 4:2: @t: 'add'", 38), "got '%s'", err);
     ir_module_free(m);
+}
+
+/* ======================================================================================
+ * Programs aimed at the passes: identities on special values, folding of inlined calls
+ * ==================================================================================== */
+
+/* The float identities simplify applies (and ones it must not), on -0.0, inf and NaN. */
+static const char fid_src[] =
+    "kernel fid(x: f32[], y: f32[], o: f32[,]) {\n"
+    "    for i in 0..len(x) {\n"
+    "        let a = x[i];\n"
+    "        let b = y[i];\n"
+    "        o[i, 0] = a * 1.0;\n"
+    "        o[i, 1] = a / 1.0;\n"
+    "        o[i, 2] = a + -0.0;\n"
+    "        o[i, 3] = a - 0.0;\n"
+    "        o[i, 4] = a * -1.0;\n"
+    "        o[i, 5] = a / -1.0;\n"
+    "        o[i, 6] = -0.0 - a;\n"
+    "        o[i, 7] = -(-a);\n"
+    "        o[i, 8] = abs(-a);\n"
+    "        o[i, 9] = min(a, a) + max(b, b);\n"
+    "        o[i, 10] = a > b ? a : b;\n"
+    "        o[i, 11] = a + 0.0;\n"
+    "        o[i, 12] = 0.0 - a;\n"
+    "        o[i, 13] = select(!(a < b), a, b);\n"
+    "        o[i, 14] = 1.0 * a + 0.0 * b;\n"
+    "        o[i, 15] = a == a ? 1.0 : 0.0;\n"
+    "        o[i, 16] = a - a;\n"
+    "        o[i, 17] = min(a, b) - max(a, b) + min(b, a);\n"
+    "    }\n"
+    "}\n";
+
+static float min0f(float a, float b) { return b < a ? b : a; }
+static float max0f(float a, float b) { return b > a ? b : a; }
+
+Test(interp, float_identities_on_special_values) {
+    compiled c = compile_src("fid", fid_src);
+    float sp[] = {0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-45f, 3.5f};
+    int64_t ns = sizeof sp / sizeof sp[0], n = ns * ns, W = 18;
+    ir_interp_arg in[3] = {arr(TY_F32, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0),
+                           arr(TY_F32, 2, n, W, 0)};
+    for (int64_t i = 0; i < n; i++)
+        F32(in[0])[i] = sp[i / ns], F32(in[1])[i] = sp[i % ns];
+    ir_interp_arg ref[3];
+    clone_args(ref, in, 3);
+    for (int64_t i = 0; i < n; i++) {
+        float a = F32(ref[0])[i], b = F32(ref[1])[i], *o = F32(ref[2]) + i * W;
+        o[0] = a * 1.0f;
+        o[1] = a / 1.0f;
+        o[2] = a + -0.0f;
+        o[3] = a - 0.0f;
+        o[4] = a * -1.0f;
+        o[5] = a / -1.0f;
+        o[6] = -0.0f - a;
+        o[7] = -(-a);
+        o[8] = fabsf(-a);
+        o[9] = min0f(a, a) + max0f(b, b);
+        o[10] = a > b ? a : b;
+        o[11] = a + 0.0f;
+        o[12] = 0.0f - a;
+        o[13] = !(a < b) ? a : b;
+        o[14] = 1.0f * a + 0.0f * b;
+        o[15] = a == a ? 1.0f : 0.0f;
+        o[16] = a - a;
+        o[17] = min0f(a, b) - max0f(a, b) + min0f(b, a);
+    }
+    check_runs(&c, "fid", in, ref, 3, 0, "all pairs of special values");
+    free_args(in, 3);
+    free_args(ref, 3);
+    compiled_free(&c);
+}
+
+/* Funcs inlined with constant arguments, so that fold evaluates at -O2 what -O0 runs. */
+static const char folds_src[] =
+    "func fi(a: i32, b: i32) -> i32 {\n"
+    "    return a * 65537 + (a << 3) - (a >> 2) / 3 % 5 + (b ^ ~a) - abs(a) * sign(b)\n"
+    "        + min(a, b) - max(b, -a) + clamp(a, b, 100);\n"
+    "}\n"
+    "func fu(a: u32, b: u32) -> u32 {\n"
+    "    return a * 3 / 7 + (a >> 31) + a % 10 - b + (b << 4) + min(a, b) + max(a, b)\n"
+    "        + (a > b ? a - b : b - a);\n"
+    "}\n"
+    "func fl(a: i64, b: i64) -> i64 {\n"
+    "    return a * 3037000493 - (a >> 17) + b % 1000 - (a ^ b) + (b << 20) - min(a, b);\n"
+    "}\n"
+    "func ff(x: f32, y: f32) -> f32 {\n"
+    "    return sin(x) * cos(y) + sqrt(abs(x)) / (y * y + 1.0) - exp(-x) + pow(2.0, y)\n"
+    "        + atan2(x, y) + floor(x) - round(y) + fma(x, y, 0.5) + min(x, y) - max(x, -y)\n"
+    "        + clamp(x, -1.0, 1.0) + sign(y) + tanh(x) * log(2.0 + abs(y)) + rsqrt(1.0 + x * x);\n"
+    "}\n"
+    "func fd(x: f64, y: f64) -> f64 {\n"
+    "    return sin(x) * cos(y) + sqrt(abs(x)) / (y * y + 1.0) - exp(-x) + pow(2.0, y)\n"
+    "        + atan2(x, y) + floor(x) - round(y) + fma(x, y, 0.5) + min(x, y) - max(x, -y)\n"
+    "        + clamp(x, -1.0, 1.0) + sign(y) + tanh(x) * log(2.0 + abs(y)) + rsqrt(1.0 + x * x);\n"
+    "}\n"
+    "func fc(x: f32) -> i32 {\n"
+    "    return i32(x) + i32(f64(x) * 2.0) + i32(u32(abs(x))) + i32(bool(x)) + i32(i64(x) >> 1)\n"
+    "        + i32(f32(i32(x) * 3)) + i32(u32(i32(x) - 5));\n"
+    "}\n"
+    "kernel folds(xi: i32[], xu: u32[], xl: i64[], xf: f32[], xd: f64[], oi: i32[], ou: u32[],\n"
+    "             ol: i64[], of: f32[], od: f64[]) {\n"
+    "    for i in 0..len(oi) {\n"
+    "        oi[i] = fi(2147483647, -3) + fi(-2147483648, 7) + fi(xi[i], 5) + fi(0, 0)\n"
+    "            + fi(xi[i], xi[i]) + fc(1.5) + fc(-2.5) + fc(xf[i]) + fc(-0.0);\n"
+    "        ou[i] = fu(4294967295, 1) + fu(0, 4294967295) + fu(xu[i], 3) + fu(xu[i], xu[i]);\n"
+    "        ol[i] = fl(-9223372036854775807 - 1, 3) + fl(9223372036854775807, -1)\n"
+    "            + fl(xl[i], 12345) + fl(xl[i], xl[i]);\n"
+    "        of[i] = ff(0.5, -0.25) + ff(-0.0, 0.0) + ff(xf[i], 0.75) + ff(xf[i], xf[i]);\n"
+    "        od[i] = fd(0.5, -0.25) + fd(-0.0, 0.0) + fd(xd[i], 0.75) + fd(xd[i], xd[i]);\n"
+    "    }\n"
+    "}\n";
+
+static int32_t r_fi(int32_t a, int32_t b) {
+    int32_t absa = a < 0 ? neg32(a) : a, sgb = (b > 0) - (b < 0);
+    int32_t mn = b < a ? b : a, na = neg32(a), mx = na > b ? na : b;
+    int32_t cl = b > a ? b : a;
+    cl = 100 < cl ? 100 : cl;
+    int32_t t = add32((int32_t)((uint32_t)a * 65537u), shl32(a, 3));
+    t = add32(t, neg32(sar32(a, 2) / 3 % 5));
+    t = add32(t, b ^ ~a);
+    t = add32(t, neg32((int32_t)((uint32_t)absa * (uint32_t)sgb)));
+    return add32(add32(add32(t, mn), neg32(mx)), cl);
+}
+
+static uint32_t r_fu(uint32_t a, uint32_t b) {
+    return a * 3u / 7u + (a >> 31) + a % 10u - b + (b << 4) + (b < a ? b : a) +
+           (b > a ? b : a) + (a > b ? a - b : b - a);
+}
+
+static int64_t r_fl(int64_t a, int64_t b) {
+    int64_t t = sub64(mul64(a, 3037000493LL), sar64(a, 17));
+    t = add64(t, b % 1000);
+    t = sub64(t, a ^ b);
+    t = add64(t, (int64_t)((uint64_t)b << 20));
+    return sub64(t, b < a ? b : a);
+}
+
+static float r_ff(float x, float y) {
+    float cl = -1.0f > x ? -1.0f : x;
+    cl = 1.0f < cl ? 1.0f : cl;
+    return sinf(x) * cosf(y) + sqrtf(fabsf(x)) / (y * y + 1.0f) - expf(-x) + powf(2.0f, y) +
+           atan2f(x, y) + floorf(x) - roundf(y) + fmaf(x, y, 0.5f) + min0f(x, y) -
+           max0f(x, -y) + cl + sign_f32(y) + tanhf(x) * logf(2.0f + fabsf(y)) +
+           1.0f / sqrtf(1.0f + x * x);
+}
+
+static double r_fd(double x, double y) {
+    double cl = -1.0 > x ? -1.0 : x;
+    cl = 1.0 < cl ? 1.0 : cl;
+    double mn = y < x ? y : x, mx = -y > x ? -y : x;
+    double sg = y > 0 ? 1.0 : y < 0 ? -1.0 : y;
+    return sin(x) * cos(y) + sqrt(fabs(x)) / (y * y + 1.0) - exp(-x) + pow(2.0, y) +
+           atan2(x, y) + floor(x) - round(y) + fma(x, y, 0.5) + mn - mx + cl + sg +
+           tanh(x) * log(2.0 + fabs(y)) + 1.0 / sqrt(1.0 + x * x);
+}
+
+static int32_t r_fc(float x) {
+    int32_t ix = (int32_t)x;
+    int32_t t = add32(ix, (int32_t)((double)x * 2.0));
+    t = add32(t, (int32_t)(uint32_t)fabsf(x));
+    t = add32(t, x != 0.0f);
+    t = add32(t, (int32_t)sar64((int64_t)x, 1));
+    t = add32(t, (int32_t)(float)(int32_t)((uint32_t)ix * 3u));
+    return add32(t, (int32_t)((uint32_t)ix - 5u));
+}
+
+Test(interp, folding_of_inlined_constant_calls) {
+    compiled c = compile_src("folds", folds_src);
+    rng r = {113};
+    int64_t n = 24;
+    ir_interp_arg in[10];
+    kern_tykind kinds[5] = {TY_I32, TY_U32, TY_I64, TY_F32, TY_F64};
+    for (int k = 0; k < 10; k++)
+        in[k] = arr(kinds[k % 5], 1, n, 0, 0);
+    for (int64_t i = 0; i < n; i++) {
+        I32(in[0])[i] = i == 0 ? INT32_MIN : i == 1 ? INT32_MAX : (int32_t)rng_next(&r);
+        U32(in[1])[i] = i == 0 ? UINT32_MAX : (uint32_t)rng_next(&r);
+        I64(in[2])[i] = i == 0 ? INT64_MIN : (int64_t)rng_next(&r);
+        F32(in[3])[i] = i == 0 ? -0.0f : rng_f32(&r, -100, 100);
+        F64(in[4])[i] = i == 0 ? -0.0 : (rng_unit(&r) - 0.5) * 200;
+    }
+    ir_interp_arg ref[10];
+    clone_args(ref, in, 10);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t xi = I32(ref[0])[i];
+        uint32_t xu = U32(ref[1])[i];
+        int64_t xl = I64(ref[2])[i];
+        float xf = F32(ref[3])[i];
+        double xd = F64(ref[4])[i];
+        int32_t oi = add32(r_fi(INT32_MAX, -3), r_fi(INT32_MIN, 7));
+        oi = add32(add32(add32(oi, r_fi(xi, 5)), r_fi(0, 0)), r_fi(xi, xi));
+        oi = add32(add32(add32(add32(oi, r_fc(1.5f)), r_fc(-2.5f)), r_fc(xf)), r_fc(-0.0f));
+        I32(ref[5])[i] = oi;
+        U32(ref[6])[i] = r_fu(UINT32_MAX, 1) + r_fu(0, UINT32_MAX) + r_fu(xu, 3) + r_fu(xu, xu);
+        I64(ref[7])[i] = add64(add64(add64(r_fl(INT64_MIN, 3), r_fl(INT64_MAX, -1)),
+                                     r_fl(xl, 12345)),
+                               r_fl(xl, xl));
+        F32(ref[8])[i] = r_ff(0.5f, -0.25f) + r_ff(-0.0f, 0.0f) + r_ff(xf, 0.75f) + r_ff(xf, xf);
+        F64(ref[9])[i] = r_fd(0.5, -0.25) + r_fd(-0.0, 0.0) + r_fd(xd, 0.75) + r_fd(xd, xd);
+    }
+    check_runs(&c, "folds", in, ref, 10, 0, "constant and random arguments");
+    free_args(in, 10);
+    free_args(ref, 10);
+    compiled_free(&c);
+}
+
+/* KNOWN BUG (passes/simplify.c), kept failing on purpose until fixed: simplify rewrites
+ * x * -1.0, x / -1.0 and (-0.0) - x into neg x and claims "the same bits afterwards
+ * (IEEE-754 included: ... NaN)". For a NaN x the bits differ: mul/div/sub return the NaN
+ * operand (x86, ARM without default-NaN; the interpreter computes them in C), neg flips
+ * its sign bit. So -O0 stores 0x7fc00000 and -O2 0xffc00000 for x = NaN. Either the
+ * claim should exclude the sign of NaN results (IEEE 754 leaves it unspecified for these
+ * ops; gcc itself folds x * -1.0 into -x by default) or the rewrites must go. The other
+ * tests compare NaNs without their sign bit. */
+Test(interp, KNOWN_BUG_simplify_neg_identities_flip_the_sign_of_nan) {
+    static const char src[] = "kernel negid(x: f32[], o: f32[]) {\n"
+                              "    for i in 0..len(x) {\n"
+                              "        o[i] = x[i] * -1.0;\n"
+                              "    }\n"
+                              "}\n";
+    compiled c = compile_src("negid", src);
+    float x[1] = {NAN}, o[2][1];
+    for (int l = 0; l < 2; l++) {
+        ir_interp_arg args[2] = {ir_interp_array(TY_F32, x, 1, 1, 0, 0, 0),
+                                 ir_interp_array(TY_F32, o[l], 1, 1, 0, 0, 0)};
+        char err[256];
+        cr_assert(ir_interp_run(c.m[l], "negid", args, 2, err, sizeof err), "%s", err);
+    }
+    volatile float minus_one = -1.0f; /* gcc folds NAN * -1.0f into -NAN at compile time */
+    cr_expect_eq(f32_bits(o[0][0]), f32_bits(x[0] * minus_one), "-O0 computes x * -1.0");
+    cr_expect_eq(f32_bits(o[1][0]), f32_bits(o[0][0]),
+                 "KNOWN BUG: -O2 gives 0x%08x, -O0 0x%08x for x = NaN (0x%08x)",
+                 f32_bits(o[1][0]), f32_bits(o[0][0]), f32_bits(x[0]));
+    compiled_free(&c);
 }
