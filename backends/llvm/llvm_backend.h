@@ -1,0 +1,57 @@
+/* llvm_backend.h - the LLVM 19 CPU backend (llvm-c): IR module -> native code.
+ *
+ * The code follows the CPU ABI of runtime/abi.h: per task t of kernel K, the functions
+ *   int64_t kern_<K>__t<t>_count(void *const *args);
+ *   void    kern_<K>__t<t>(void *const *args, int64_t begin, int64_t end, kern_err_record *err);
+ * (K with '.' written "__"). docs/backend-cpu.md describes the code shape, the math and
+ * atomics mapping, the debug-mode checks and the optimization pipeline.
+ *
+ * Every entry point takes the IR module read-only (it must verify), the compiler options
+ * (opt_level 0..3 selects default<O0..O3>; debug adds the run-time checks), and reports a
+ * failure as a message in err (when errlen > 0) with a false/NULL return. Nothing here
+ * keeps process-global mutable state besides LLVM's own one-time target registration, so
+ * two threads may compile at once. */
+#ifndef KERN_LLVM_BACKEND_H
+#define KERN_LLVM_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../../common/context.h"
+#include "../../ir/ir.h"
+
+/* ---- JIT (ORC LLJIT) -------------------------------------------------------------- */
+
+typedef struct llvm_jit llvm_jit;
+
+/* Compiles every kernel of m for the host and loads it into a new JIT (the code is
+ * generated here, not at the first lookup). libm and libc symbols resolve from the
+ * process. Returns NULL with a message on failure. */
+llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, size_t errlen);
+/* The address of a symbol of the JIT's module (e.g. "kern_saxpy__t0"); NULL if absent. */
+void *llvm_jit_lookup(llvm_jit *j, const char *sym);
+/* Seconds the last llvm_jit_compile spent, split as IR emission, the optimization
+ * pipeline and machine-code generation (for benchmarks and docs). */
+typedef struct llvm_jit_times {
+    double emit_s, opt_s, codegen_s, total_s;
+} llvm_jit_times;
+llvm_jit_times llvm_jit_get_times(const llvm_jit *j);
+void llvm_jit_free(llvm_jit *j);
+
+/* ---- Ahead of time ---------------------------------------------------------------- */
+
+/* Writes a relocatable object file (position-independent, for `cc -shared`) for the host
+ * CPU with every task function of m. */
+bool llvm_emit_object(const ir_module *m, const kc_options *o, const char *path, char *err,
+                      size_t errlen);
+/* Same, and adds a constant global byte array `blob_symbol` (external, size blob_len,
+ * followed by one NUL byte) holding blob: a way to embed the module metadata text
+ * (runtime/meta.h) in the object. blob_symbol NULL: no array (as llvm_emit_object). */
+bool llvm_emit_object_blob(const ir_module *m, const kc_options *o, const char *path,
+                           const char *blob_symbol, const void *blob, size_t blob_len,
+                           char *err, size_t errlen);
+/* The optimized LLVM IR text of m (--emit=llvm), malloc'd (the caller frees), or NULL
+ * with a message. */
+char *llvm_emit_text(const ir_module *m, const kc_options *o, char *err, size_t errlen);
+
+#endif

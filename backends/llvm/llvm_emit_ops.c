@@ -1,0 +1,546 @@
+/* llvm_emit_ops.c - the LLVM code of every IR op that is not control flow or a task.
+ *
+ * Types: bool is i1 in registers and i8 in memory (a byte != 0 reads as true); i32/u32 are
+ * i32 (u32 picks the unsigned division, remainder, shift, comparison and conversions);
+ * i64, f32 (float), f64 (double). Integer arithmetic wraps (no nsw/nuw).
+ *
+ * Defined results where LLVM would have undefined behaviour, in every build:
+ *   - signed division and remainder by -1 are computed as 0 - a and 0 (INT_MIN / -1 wraps
+ *     to INT_MIN instead of trapping);
+ *   - in release builds an integer division or remainder by zero divides by 1 instead
+ *     (the language leaves it undefined; this keeps x86's idiv from killing the process);
+ *   - shift amounts are masked to the bit width (x86's own behaviour);
+ *   - float -> integer casts saturate (llvm.fptosi.sat / fptoui.sat; NaN gives 0).
+ *
+ * Math: LLVM intrinsics where LLVM 19 has them (sin cos exp exp2 log log2 sqrt fabs floor
+ * ceil round pow fma abs), libm otherwise (tan asin acos atan sinh cosh tanh atan2 and
+ * their f64 forms); rsqrt is 1 / sqrt. min/max are `b < a ? b : a` / `b > a ? b : a`
+ * (operand 0 on ties and when a is NaN), clamp is min(max(x, lo), hi).
+ *
+ * Arrays: the element of a[i0, .., ik] is at data + ((i0 * n1 + i1) * n2 + i2)..., in
+ * 64-bit arithmetic, indices sign-extended (u32: zero-extended). Atomics are monotonic
+ * read-modify-writes returning the old value (the runtime's barrier between tasks is what
+ * orders them with the rest); float add/sub are atomicrmw fadd/fsub, float min/max a
+ * compare-exchange loop with the ties rule above, integer min/max atomicrmw (u)min/(u)max.
+ *
+ * Debug mode (kc_options.debug, in task bodies): every index is checked 0 <= i < n, every
+ * integer division and remainder against zero, every shift amount against the width. On a
+ * failure the module's helper `kern.record_error` writes the record (first error wins by
+ * cmpxchg of code 0 -> code) and the operation is skipped: a load, an atomic, a division
+ * or a shift yields 0, a store is dropped. */
+#include <string.h>
+
+#include "../../runtime/abi.h"
+#include "llvm_internal.h"
+
+/* ---- types and small helpers -------------------------------------------------------- */
+
+LLVMTypeRef llvm_reg_type(llvm_emitter *em, const kern_type *t) {
+    switch (t->kind) {
+    case TY_BOOL: return em->t_i1;
+    case TY_I32:
+    case TY_U32: return em->t_i32;
+    case TY_I64: return em->t_i64;
+    case TY_F32: return em->t_f32;
+    case TY_F64: return em->t_f64;
+    default: kern_unreachable("LLVM backend: not a scalar type");
+    }
+}
+
+LLVMTypeRef llvm_mem_type(llvm_emitter *em, const kern_type *t) {
+    return t->kind == TY_BOOL ? em->t_i8 : llvm_reg_type(em, t);
+}
+
+LLVMValueRef llvm_to_i64(llvm_emitter *em, LLVMValueRef v, const kern_type *t) {
+    if (t->kind == TY_I64)
+        return v;
+    if (t->kind == TY_U32 || t->kind == TY_BOOL)
+        return LLVMBuildZExt(em->b, v, em->t_i64, "");
+    return LLVMBuildSExt(em->b, v, em->t_i64, "");
+}
+
+static LLVMValueRef cint(LLVMTypeRef t, long long v) {
+    return LLVMConstInt(t, (unsigned long long)v, 1);
+}
+
+static LLVMValueRef call_intrinsic(llvm_emitter *em, const char *name, LLVMTypeRef *types,
+                                   size_t ntypes, LLVMValueRef *args, unsigned nargs) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    kern_assert(id != 0);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, types, ntypes);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(em->ctx, id, types, ntypes);
+    return LLVMBuildCall2(em->b, fty, fn, args, nargs, "");
+}
+
+static LLVMValueRef call_libm(llvm_emitter *em, const char *base, bool f32, LLVMValueRef *args,
+                              unsigned nargs) {
+    char name[32];
+    memcpy(name, base, strlen(base) + 1);
+    if (f32)
+        strcat(name, "f");
+    LLVMTypeRef t = f32 ? em->t_f32 : em->t_f64;
+    LLVMTypeRef params[2] = {t, t};
+    LLVMTypeRef fty = LLVMFunctionType(t, params, nargs, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(em->mod, name);
+    if (!fn) {
+        fn = LLVMAddFunction(em->mod, name, fty);
+        /* no observable effects for kernels (errno is never read) */
+        static const char *const attrs[] = {"nounwind", "willreturn", "memory"};
+        for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++) {
+            unsigned kind = LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i]));
+            LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                                    LLVMCreateEnumAttribute(em->ctx, kind, 0));
+        }
+    }
+    return LLVMBuildCall2(em->b, fty, fn, args, nargs, "");
+}
+
+static LLVMValueRef unary_intrinsic(llvm_emitter *em, const char *name, LLVMValueRef a) {
+    LLVMTypeRef t = LLVMTypeOf(a);
+    return call_intrinsic(em, name, &t, 1, &a, 1);
+}
+
+/* ---- debug checks ------------------------------------------------------------------- */
+
+/* void kern.record_error(ptr err, i32 code, i32 line, i32 col, i32 dim, i64 a, i64 b) */
+static LLVMValueRef error_fn(llvm_emitter *em) {
+    if (em->err_fn)
+        return em->err_fn;
+    LLVMTypeRef params[7] = {em->t_ptr, em->t_i32, em->t_i32, em->t_i32,
+                             em->t_i32, em->t_i64, em->t_i64};
+    LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 7, 0);
+    LLVMValueRef fn = LLVMAddFunction(em->mod, "kern.record_error", fty);
+    LLVMSetLinkage(fn, LLVMInternalLinkage);
+    static const char *const attrs[] = {"nounwind", "noinline", "cold"};
+    for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++) {
+        unsigned kind = LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i]));
+        LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                                LLVMCreateEnumAttribute(em->ctx, kind, 0));
+    }
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(em->ctx);
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(em->ctx, fn, "entry"),
+                      write = LLVMAppendBasicBlockInContext(em->ctx, fn, "first"),
+                      done = LLVMAppendBasicBlockInContext(em->ctx, fn, "done");
+    LLVMPositionBuilderAtEnd(b, entry);
+    LLVMValueRef err = LLVMGetParam(fn, 0);
+    LLVMValueRef x = LLVMBuildAtomicCmpXchg(b, err, LLVMConstInt(em->t_i32, 0, 0),
+                                            LLVMGetParam(fn, 1), LLVMAtomicOrderingSequentiallyConsistent,
+                                            LLVMAtomicOrderingSequentiallyConsistent, 0);
+    LLVMSetAlignment(x, 4);
+    LLVMBuildCondBr(b, LLVMBuildExtractValue(b, x, 1, ""), write, done);
+    LLVMPositionBuilderAtEnd(b, write);
+    static const unsigned offs[5] = {
+        offsetof(kern_err_record, line), offsetof(kern_err_record, col),
+        offsetof(kern_err_record, dim), offsetof(kern_err_record, a), offsetof(kern_err_record, b)};
+    for (unsigned i = 0; i < 5; i++) {
+        LLVMValueRef off = LLVMConstInt(em->t_i64, offs[i], 0);
+        LLVMValueRef p = LLVMBuildInBoundsGEP2(b, em->t_i8, err, &off, 1, "");
+        LLVMValueRef st = LLVMBuildStore(b, LLVMGetParam(fn, 2 + i), p);
+        LLVMSetAlignment(st, i < 3 ? 4 : 8);
+    }
+    LLVMBuildBr(b, done);
+    LLVMPositionBuilderAtEnd(b, done);
+    LLVMBuildRetVoid(b);
+    LLVMDisposeBuilder(b);
+    em->err_fn = fn;
+    return fn;
+}
+
+/* A guarded operation: checks branch to blocks that record an error and go to `skip`. */
+typedef struct guard {
+    LLVMBasicBlockRef skip;
+} guard;
+
+static void guard_check(llvm_emitter *em, guard *g, const ir_op *op, LLVMValueRef ok, int code,
+                        int dim, LLVMValueRef a64, LLVMValueRef b64) {
+    if (!g->skip)
+        g->skip = llvm_new_block(em, "chk.skip");
+    LLVMBasicBlockRef pass = llvm_new_block(em, "chk.ok"), fail = llvm_new_block(em, "chk.fail");
+    LLVMBuildCondBr(em->b, ok, pass, fail);
+    LLVMPositionBuilderAtEnd(em->b, fail);
+    LLVMValueRef fn = error_fn(em);
+    LLVMValueRef args[7] = {em->err,
+                            LLVMConstInt(em->t_i32, (unsigned)code, 0),
+                            LLVMConstInt(em->t_i32, op->loc.line, 0),
+                            LLVMConstInt(em->t_i32, op->loc.col, 0),
+                            LLVMConstInt(em->t_i32, (unsigned)dim, 0),
+                            a64,
+                            b64};
+    LLVMBuildCall2(em->b, LLVMGlobalGetValueType(fn), fn, args, 7, "");
+    LLVMBuildBr(em->b, g->skip);
+    LLVMPositionBuilderAtEnd(em->b, pass);
+}
+
+/* Ends a guarded operation whose checked path produced v (NULL: no value); the result is
+ * v, or zero when a check failed. */
+static LLVMValueRef guard_end(llvm_emitter *em, guard *g, LLVMValueRef v) {
+    if (!g->skip)
+        return v;
+    LLVMBasicBlockRef ok_end = LLVMGetInsertBlock(em->b), cont = llvm_new_block(em, "chk.cont");
+    LLVMBuildBr(em->b, cont);
+    LLVMPositionBuilderAtEnd(em->b, g->skip);
+    LLVMBuildBr(em->b, cont);
+    LLVMPositionBuilderAtEnd(em->b, cont);
+    if (!v)
+        return NULL;
+    LLVMValueRef phi = LLVMBuildPhi(em->b, LLVMTypeOf(v), "");
+    LLVMValueRef in[2] = {v, LLVMConstNull(LLVMTypeOf(v))};
+    LLVMBasicBlockRef from[2] = {ok_end, g->skip};
+    LLVMAddIncoming(phi, in, from, 2);
+    return phi;
+}
+
+/* ---- arithmetic --------------------------------------------------------------------- */
+
+static LLVMValueRef emit_divrem(llvm_emitter *em, const ir_op *op, LLVMValueRef a,
+                                LLVMValueRef b) {
+    const kern_type *t = op->operands[0]->type;
+    bool div = op->code == IR_DIV;
+    if (ty_is_float(t))
+        return LLVMBuildFDiv(em->b, a, b, "");
+    LLVMTypeRef ty = LLVMTypeOf(a);
+    LLVMValueRef zero = LLVMConstNull(ty), one = cint(ty, 1), m1 = cint(ty, -1);
+    guard g = {0};
+    LLVMValueRef is0 = LLVMBuildICmp(em->b, LLVMIntEQ, b, zero, "");
+    if (em->checks)
+        guard_check(em, &g, op, LLVMBuildNot(em->b, is0, ""), KERN_DEVERR_DIV_ZERO, 0,
+                    llvm_to_i64(em, a, t), llvm_to_i64(em, b, t));
+    LLVMValueRef r;
+    if (t->kind == TY_U32) {
+        LLVMValueRef d = em->checks ? b : LLVMBuildSelect(em->b, is0, one, b, "");
+        r = div ? LLVMBuildUDiv(em->b, a, d, "") : LLVMBuildURem(em->b, a, d, "");
+    } else {
+        LLVMValueRef ism1 = LLVMBuildICmp(em->b, LLVMIntEQ, b, m1, "");
+        LLVMValueRef bad = em->checks ? ism1 : LLVMBuildOr(em->b, is0, ism1, "");
+        LLVMValueRef d = LLVMBuildSelect(em->b, bad, one, b, "");
+        if (div)
+            r = LLVMBuildSelect(em->b, ism1, LLVMBuildSub(em->b, zero, a, ""),
+                                LLVMBuildSDiv(em->b, a, d, ""), "");
+        else
+            r = LLVMBuildSelect(em->b, ism1, zero, LLVMBuildSRem(em->b, a, d, ""), "");
+    }
+    return guard_end(em, &g, r);
+}
+
+static LLVMValueRef emit_shift(llvm_emitter *em, const ir_op *op, LLVMValueRef a, LLVMValueRef b) {
+    const kern_type *t = op->operands[0]->type;
+    LLVMTypeRef ty = LLVMTypeOf(a);
+    int bits = t->kind == TY_I64 ? 64 : 32;
+    guard g = {0};
+    if (em->checks)
+        guard_check(em, &g, op, LLVMBuildICmp(em->b, LLVMIntULT, b, cint(ty, bits), ""),
+                    KERN_DEVERR_SHIFT, 0, llvm_to_i64(em, b, t), LLVMConstInt(em->t_i64, (unsigned)bits, 0));
+    LLVMValueRef amt = LLVMBuildAnd(em->b, b, cint(ty, bits - 1), "");
+    LLVMValueRef r;
+    if (op->code == IR_SHL)
+        r = LLVMBuildShl(em->b, a, amt, "");
+    else if (t->kind == TY_U32)
+        r = LLVMBuildLShr(em->b, a, amt, "");
+    else
+        r = LLVMBuildAShr(em->b, a, amt, "");
+    return guard_end(em, &g, r);
+}
+
+static LLVMValueRef emit_compare(llvm_emitter *em, ir_opcode code, const kern_type *t,
+                                 LLVMValueRef a, LLVMValueRef b) {
+    if (ty_is_float(t)) {
+        LLVMRealPredicate p;
+        switch (code) {
+        case IR_EQ: p = LLVMRealOEQ; break;
+        case IR_NE: p = LLVMRealUNE; break;
+        case IR_LT: p = LLVMRealOLT; break;
+        case IR_LE: p = LLVMRealOLE; break;
+        case IR_GT: p = LLVMRealOGT; break;
+        case IR_GE: p = LLVMRealOGE; break;
+        default: kern_unreachable("not a comparison");
+        }
+        return LLVMBuildFCmp(em->b, p, a, b, "");
+    }
+    bool u = t->kind == TY_U32;
+    LLVMIntPredicate p;
+    switch (code) {
+    case IR_EQ: p = LLVMIntEQ; break;
+    case IR_NE: p = LLVMIntNE; break;
+    case IR_LT: p = u ? LLVMIntULT : LLVMIntSLT; break;
+    case IR_LE: p = u ? LLVMIntULE : LLVMIntSLE; break;
+    case IR_GT: p = u ? LLVMIntUGT : LLVMIntSGT; break;
+    case IR_GE: p = u ? LLVMIntUGE : LLVMIntSGE; break;
+    default: kern_unreachable("not a comparison");
+    }
+    return LLVMBuildICmp(em->b, p, a, b, "");
+}
+
+/* b < a ? b : a (min) and b > a ? b : a (max): operand 0 on ties */
+static LLVMValueRef emit_minmax(llvm_emitter *em, bool is_min, const kern_type *t, LLVMValueRef a,
+                                LLVMValueRef b) {
+    LLVMValueRef c = emit_compare(em, is_min ? IR_LT : IR_GT, t, b, a);
+    return LLVMBuildSelect(em->b, c, b, a, "");
+}
+
+static LLVMValueRef emit_sign(llvm_emitter *em, const kern_type *t, LLVMValueRef a) {
+    LLVMTypeRef ty = LLVMTypeOf(a);
+    if (ty_is_float(t)) {
+        LLVMValueRef z = LLVMConstNull(ty);
+        LLVMValueRef gt = LLVMBuildFCmp(em->b, LLVMRealOGT, a, z, "");
+        LLVMValueRef lt = LLVMBuildFCmp(em->b, LLVMRealOLT, a, z, "");
+        /* -0.0 and NaN keep themselves */
+        LLVMValueRef r = LLVMBuildSelect(em->b, lt, LLVMConstReal(ty, -1.0), a, "");
+        return LLVMBuildSelect(em->b, gt, LLVMConstReal(ty, 1.0), r, "");
+    }
+    LLVMValueRef z = LLVMConstNull(ty);
+    if (t->kind == TY_U32)
+        return LLVMBuildZExt(em->b, LLVMBuildICmp(em->b, LLVMIntNE, a, z, ""), ty, "");
+    LLVMValueRef gt = LLVMBuildZExt(em->b, LLVMBuildICmp(em->b, LLVMIntSGT, a, z, ""), ty, "");
+    LLVMValueRef lt = LLVMBuildZExt(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, a, z, ""), ty, "");
+    return LLVMBuildSub(em->b, gt, lt, "");
+}
+
+static LLVMValueRef emit_cast(llvm_emitter *em, const kern_type *from, const kern_type *to,
+                              LLVMValueRef v) {
+    LLVMTypeRef rt = llvm_reg_type(em, to);
+    if (from == to)
+        return v;
+    if (ty_is_float(from)) {
+        if (ty_is_float(to))
+            return to->kind == TY_F64 ? LLVMBuildFPExt(em->b, v, rt, "")
+                                      : LLVMBuildFPTrunc(em->b, v, rt, "");
+        if (to->kind == TY_BOOL)
+            return LLVMBuildFCmp(em->b, LLVMRealUNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+        LLVMTypeRef types[2] = {rt, LLVMTypeOf(v)};
+        return call_intrinsic(em, to->kind == TY_U32 ? "llvm.fptoui.sat" : "llvm.fptosi.sat",
+                              types, 2, &v, 1);
+    }
+    /* from bool or an integer */
+    if (ty_is_float(to))
+        return from->kind == TY_I32 || from->kind == TY_I64 ? LLVMBuildSIToFP(em->b, v, rt, "")
+                                                            : LLVMBuildUIToFP(em->b, v, rt, "");
+    if (to->kind == TY_BOOL)
+        return LLVMBuildICmp(em->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
+    unsigned fw = LLVMGetIntTypeWidth(LLVMTypeOf(v)), tw = LLVMGetIntTypeWidth(rt);
+    if (fw == tw)
+        return v; /* i32 <-> u32: the same bits */
+    if (fw > tw)
+        return LLVMBuildTrunc(em->b, v, rt, "");
+    return from->kind == TY_I32 ? LLVMBuildSExt(em->b, v, rt, "") : LLVMBuildZExt(em->b, v, rt, "");
+}
+
+static LLVMValueRef emit_const(llvm_emitter *em, const ir_op *op) {
+    const kern_type *t = op->results[0]->type;
+    LLVMTypeRef ty = llvm_reg_type(em, t);
+    if (t->kind == TY_F32) {
+        float f = (float)op->imm.f;
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        if (f != f) /* NaN: keep the payload bits */
+            return LLVMConstBitCast(LLVMConstInt(em->t_i32, bits, 0), ty);
+        return LLVMConstReal(ty, op->imm.f);
+    }
+    if (t->kind == TY_F64) {
+        uint64_t bits;
+        memcpy(&bits, &op->imm.f, sizeof bits);
+        if (op->imm.f != op->imm.f)
+            return LLVMConstBitCast(LLVMConstInt(em->t_i64, bits, 0), ty);
+        return LLVMConstReal(ty, op->imm.f);
+    }
+    return LLVMConstInt(ty, (unsigned long long)op->imm.i, 0);
+}
+
+static LLVMValueRef emit_float_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) {
+    bool f32 = op->operands[0]->type->kind == TY_F32;
+    switch (op->code) {
+    case IR_SIN: return unary_intrinsic(em, "llvm.sin", x[0]);
+    case IR_COS: return unary_intrinsic(em, "llvm.cos", x[0]);
+    case IR_EXP: return unary_intrinsic(em, "llvm.exp", x[0]);
+    case IR_EXP2: return unary_intrinsic(em, "llvm.exp2", x[0]);
+    case IR_LOG: return unary_intrinsic(em, "llvm.log", x[0]);
+    case IR_LOG2: return unary_intrinsic(em, "llvm.log2", x[0]);
+    case IR_SQRT: return unary_intrinsic(em, "llvm.sqrt", x[0]);
+    case IR_FLOOR: return unary_intrinsic(em, "llvm.floor", x[0]);
+    case IR_CEIL: return unary_intrinsic(em, "llvm.ceil", x[0]);
+    case IR_ROUND: return unary_intrinsic(em, "llvm.round", x[0]); /* half away from zero */
+    case IR_RSQRT:
+        return LLVMBuildFDiv(em->b, LLVMConstReal(LLVMTypeOf(x[0]), 1.0),
+                             unary_intrinsic(em, "llvm.sqrt", x[0]), "");
+    case IR_TAN: return call_libm(em, "tan", f32, x, 1);
+    case IR_ASIN: return call_libm(em, "asin", f32, x, 1);
+    case IR_ACOS: return call_libm(em, "acos", f32, x, 1);
+    case IR_ATAN: return call_libm(em, "atan", f32, x, 1);
+    case IR_SINH: return call_libm(em, "sinh", f32, x, 1);
+    case IR_COSH: return call_libm(em, "cosh", f32, x, 1);
+    case IR_TANH: return call_libm(em, "tanh", f32, x, 1);
+    case IR_ATAN2: return call_libm(em, "atan2", f32, x, 2);
+    case IR_POW: {
+        LLVMTypeRef t = LLVMTypeOf(x[0]);
+        return call_intrinsic(em, "llvm.pow", &t, 1, x, 2);
+    }
+    case IR_FMA: {
+        LLVMTypeRef t = LLVMTypeOf(x[0]);
+        return call_intrinsic(em, "llvm.fma", &t, 1, x, 3);
+    }
+    default: kern_unreachable("LLVM backend: not a float math op");
+    }
+}
+
+/* ---- arrays ------------------------------------------------------------------------- */
+
+static int param_of(llvm_emitter *em, const ir_value *a) {
+    kern_assert(!a->def && a->region == em->kernel->body);
+    return (int)a->index;
+}
+
+/* The element pointer of a load/store/atomic (operands: array, indices...), with the
+ * debug bounds checks added to g. */
+static LLVMValueRef element_ptr(llvm_emitter *em, const ir_op *op, guard *g) {
+    int p = param_of(em, op->operands[0]);
+    const kern_type *at = op->operands[0]->type;
+    LLVMValueRef lin = NULL;
+    for (int d = 0; d < at->rank; d++) {
+        const ir_value *iv = op->operands[1 + d];
+        LLVMValueRef i = llvm_to_i64(em, llvm_val(em, iv), iv->type);
+        LLVMValueRef n = em->arr_shape[p][d];
+        if (em->checks)
+            guard_check(em, g, op, LLVMBuildICmp(em->b, LLVMIntULT, i, n, ""), KERN_DEVERR_BOUNDS,
+                        d, i, n);
+        lin = d == 0 ? i : LLVMBuildNSWAdd(em->b, LLVMBuildNSWMul(em->b, lin, n, ""), i, "");
+    }
+    return LLVMBuildInBoundsGEP2(em->b, llvm_mem_type(em, at->elem), em->arr_data[p], &lin, 1, "");
+}
+
+static LLVMValueRef emit_float_minmax_atomic(llvm_emitter *em, bool is_min, const kern_type *t,
+                                             LLVMValueRef ptr, LLVMValueRef v) {
+    LLVMTypeRef ity = t->kind == TY_F32 ? em->t_i32 : em->t_i64, fty = LLVMTypeOf(v);
+    unsigned align = (unsigned)ty_size(t);
+    LLVMValueRef cur = LLVMBuildLoad2(em->b, ity, ptr, "");
+    LLVMSetOrdering(cur, LLVMAtomicOrderingMonotonic);
+    LLVMSetAlignment(cur, align);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), loop = llvm_new_block(em, "amin.loop"),
+                      try = llvm_new_block(em, "amin.try"), done = llvm_new_block(em, "amin.done");
+    LLVMBuildBr(em->b, loop);
+    LLVMPositionBuilderAtEnd(em->b, loop);
+    LLVMValueRef oldbits = LLVMBuildPhi(em->b, ity, "");
+    LLVMAddIncoming(oldbits, &cur, &pre, 1);
+    LLVMValueRef old = LLVMBuildBitCast(em->b, oldbits, fty, "");
+    LLVMValueRef take = emit_compare(em, is_min ? IR_LT : IR_GT, t, v, old);
+    LLVMBuildCondBr(em->b, take, try, done);
+    LLVMPositionBuilderAtEnd(em->b, try);
+    LLVMValueRef x = LLVMBuildAtomicCmpXchg(em->b, ptr, oldbits, LLVMBuildBitCast(em->b, v, ity, ""),
+                                            LLVMAtomicOrderingMonotonic,
+                                            LLVMAtomicOrderingMonotonic, 0);
+    LLVMSetAlignment(x, align);
+    LLVMValueRef seen = LLVMBuildExtractValue(em->b, x, 0, "");
+    LLVMAddIncoming(oldbits, &seen, &try, 1);
+    LLVMBuildCondBr(em->b, LLVMBuildExtractValue(em->b, x, 1, ""), done, loop);
+    LLVMPositionBuilderAtEnd(em->b, done);
+    return old; /* the loop block dominates done */
+}
+
+static LLVMValueRef emit_access(llvm_emitter *em, const ir_op *op) {
+    const kern_type *et = op->operands[0]->type->elem;
+    LLVMTypeRef mt = llvm_mem_type(em, et);
+    unsigned align = (unsigned)ty_size(et);
+    guard g = {0};
+    LLVMValueRef ptr = element_ptr(em, op, &g);
+    LLVMValueRef r = NULL;
+    if (op->code == IR_LOAD) {
+        r = LLVMBuildLoad2(em->b, mt, ptr, "");
+        LLVMSetAlignment(r, align);
+        if (et->kind == TY_BOOL)
+            r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(mt), "");
+        return guard_end(em, &g, r);
+    }
+    LLVMValueRef v = llvm_val(em, op->operands[op->noperands - 1]);
+    if (op->code == IR_STORE) {
+        if (et->kind == TY_BOOL)
+            v = LLVMBuildZExt(em->b, v, mt, "");
+        LLVMSetAlignment(LLVMBuildStore(em->b, v, ptr), align);
+        guard_end(em, &g, NULL);
+        return NULL;
+    }
+    bool fl = ty_is_float(et), u = et->kind == TY_U32;
+    LLVMAtomicRMWBinOp rmw;
+    switch (op->code) {
+    case IR_ATOMIC_ADD: rmw = fl ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
+    case IR_ATOMIC_SUB: rmw = fl ? LLVMAtomicRMWBinOpFSub : LLVMAtomicRMWBinOpSub; break;
+    case IR_ATOMIC_MIN:
+        if (fl)
+            return guard_end(em, &g, emit_float_minmax_atomic(em, true, et, ptr, v));
+        rmw = u ? LLVMAtomicRMWBinOpUMin : LLVMAtomicRMWBinOpMin;
+        break;
+    case IR_ATOMIC_MAX:
+        if (fl)
+            return guard_end(em, &g, emit_float_minmax_atomic(em, false, et, ptr, v));
+        rmw = u ? LLVMAtomicRMWBinOpUMax : LLVMAtomicRMWBinOpMax;
+        break;
+    default: kern_unreachable("LLVM backend: not an array access");
+    }
+    r = LLVMBuildAtomicRMW(em->b, rmw, ptr, v, LLVMAtomicOrderingMonotonic, 0);
+    LLVMSetAlignment(r, align);
+    return guard_end(em, &g, r);
+}
+
+/* ---- dispatch ----------------------------------------------------------------------- */
+
+void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
+    LLVMValueRef x[3] = {NULL, NULL, NULL};
+    const kern_type *t = op->noperands ? op->operands[0]->type : NULL;
+    bool fl = t && ty_is_float(t);
+    LLVMValueRef r;
+    switch (op->code) {
+    case IR_CONST: r = emit_const(em, op); break;
+    case IR_DIM: {
+        int p = param_of(em, op->operands[0]);
+        r = LLVMBuildTrunc(em->b, em->arr_shape[p][op->imm.i], em->t_i32, "");
+        break;
+    }
+    case IR_LOAD:
+    case IR_STORE:
+    case IR_ATOMIC_ADD:
+    case IR_ATOMIC_SUB:
+    case IR_ATOMIC_MIN:
+    case IR_ATOMIC_MAX: r = emit_access(em, op); break;
+    default:
+        kern_assert(op->noperands <= 3);
+        for (uint32_t i = 0; i < op->noperands; i++)
+            x[i] = llvm_val(em, op->operands[i]);
+        switch (op->code) {
+        case IR_CAST: r = emit_cast(em, t, op->results[0]->type, x[0]); break;
+        case IR_ADD: r = fl ? LLVMBuildFAdd(em->b, x[0], x[1], "") : LLVMBuildAdd(em->b, x[0], x[1], ""); break;
+        case IR_SUB: r = fl ? LLVMBuildFSub(em->b, x[0], x[1], "") : LLVMBuildSub(em->b, x[0], x[1], ""); break;
+        case IR_MUL: r = fl ? LLVMBuildFMul(em->b, x[0], x[1], "") : LLVMBuildMul(em->b, x[0], x[1], ""); break;
+        case IR_DIV:
+        case IR_REM: r = emit_divrem(em, op, x[0], x[1]); break;
+        case IR_NEG: r = fl ? LLVMBuildFNeg(em->b, x[0], "") : LLVMBuildNeg(em->b, x[0], ""); break;
+        case IR_AND: r = LLVMBuildAnd(em->b, x[0], x[1], ""); break;
+        case IR_OR: r = LLVMBuildOr(em->b, x[0], x[1], ""); break;
+        case IR_XOR: r = LLVMBuildXor(em->b, x[0], x[1], ""); break;
+        case IR_NOT: r = LLVMBuildNot(em->b, x[0], ""); break;
+        case IR_SHL:
+        case IR_SHR: r = emit_shift(em, op, x[0], x[1]); break;
+        case IR_EQ:
+        case IR_NE:
+        case IR_LT:
+        case IR_LE:
+        case IR_GT:
+        case IR_GE: r = emit_compare(em, op->code, t, x[0], x[1]); break;
+        case IR_SELECT: r = LLVMBuildSelect(em->b, x[0], x[1], x[2], ""); break;
+        case IR_ABS:
+            if (fl)
+                r = unary_intrinsic(em, "llvm.fabs", x[0]);
+            else if (t->kind == TY_U32)
+                r = x[0];
+            else {
+                LLVMTypeRef ty = LLVMTypeOf(x[0]);
+                LLVMValueRef args[2] = {x[0], LLVMConstInt(em->t_i1, 0, 0)}; /* INT_MIN wraps */
+                r = call_intrinsic(em, "llvm.abs", &ty, 1, args, 2);
+            }
+            break;
+        case IR_SIGN: r = emit_sign(em, t, x[0]); break;
+        case IR_MIN: r = emit_minmax(em, true, t, x[0], x[1]); break;
+        case IR_MAX: r = emit_minmax(em, false, t, x[0], x[1]); break;
+        case IR_CLAMP: r = emit_minmax(em, true, t, emit_minmax(em, false, t, x[0], x[1]), x[2]); break;
+        default: r = emit_float_math(em, op, x); break;
+        }
+    }
+    if (op->nresults)
+        llvm_set_val(em, op->results[0], r);
+}

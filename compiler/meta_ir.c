@@ -1,0 +1,61 @@
+/* meta_ir.c - module metadata from the IR: what the runtime needs to know about a
+ * compiled module (kernels, parameters, tasks, locations) without the compiler.
+ * The task numbering is the backends' (runtime/abi.h): the t-th parallel or serial op of
+ * the kernel body is task t. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "meta_ir.h"
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (!d)
+        kern_oom(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+static void *zalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        kern_oom(n * size);
+    return p;
+}
+
+static void fill_kernel(kern_meta_kernel *mk, const ir_kernel *k) {
+    mk->name = dup_str(k->name);
+    mk->line = k->loc.line;
+    mk->col = k->loc.col;
+    mk->nparams = (int)k->nparams;
+    mk->params = zalloc(k->nparams, sizeof *mk->params);
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        mk->params[i].name = dup_str(k->params[i].name);
+        mk->params[i].type = k->params[i].type;
+        mk->params[i].nograd = k->params[i].nograd;
+    }
+    int ntasks = 0;
+    ir_foreach_op(op, k->body) ntasks += op->code == IR_PARALLEL || op->code == IR_SERIAL;
+    mk->ntasks = ntasks;
+    mk->tasks = zalloc((size_t)ntasks, sizeof *mk->tasks);
+    int t = 0;
+    ir_foreach_op(op, k->body) {
+        if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
+            continue;
+        kern_meta_task *mt = &mk->tasks[t++];
+        mt->parallel = op->code == IR_PARALLEL;
+        mt->ndims = mt->parallel ? (int)(op->noperands / 2) : 0;
+        mt->line = op->loc.line;
+        mt->col = op->loc.col;
+    }
+}
+
+kern_meta *kc_meta_from_ir(const ir_module *m) {
+    kern_meta *meta = zalloc(1, sizeof *meta);
+    meta->source = m->source_path ? dup_str(m->source_path) : NULL;
+    meta->nkernels = (int)m->nkernels;
+    meta->kernels = zalloc(m->nkernels, sizeof *meta->kernels);
+    int i = 0;
+    ir_foreach_kernel(k, m) fill_kernel(&meta->kernels[i++], k);
+    return meta;
+}
