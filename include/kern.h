@@ -1,0 +1,241 @@
+/* kern.h - the public C API of the kern runtime (link with -lkern; pkg-config kern).
+ *
+ * A host program creates a context for a device (the CPU for now), creates buffers from
+ * host data, loads a module (an ahead-of-time file built by `kernc build`, or source code
+ * compiled by the JIT library), finds a kernel by name, launches it with typed arguments
+ * that are checked against the kernel's signature, synchronizes and reads buffers back.
+ *
+ * Conventions (docs/runtime.md has the details):
+ * - Handles are opaque; everything made from a context is released with it.
+ * - Every call that can fail returns a kern_status and, on failure, leaves a message in
+ *   its context (kern_context_last_error): what failed and why, naming the kernel,
+ *   parameter, file or source line involved. A call that succeeds clears the message.
+ *   Nothing in the library exits the process or prints.
+ * - A context is used by one thread at a time; distinct contexts are independent.
+ * - Launches are asynchronous in shape: a device error (an index out of bounds in debug
+ *   mode, a division by zero, ...) is returned as KERN_ERR_DEVICE by the call that
+ *   observes the launch's completion: the launch itself on the CPU, or a later launch,
+ *   read or kern_sync on devices that run asynchronously. Each device error is reported
+ *   once. Array contents after a launch that reported a device error are unspecified. */
+#ifndef KERN_H
+#define KERN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kern_status {
+    KERN_OK = 0,
+    KERN_ERR_ARGUMENT = 1,      /* a bad argument: null handle, bad shape, an argument that
+                                   does not match the kernel's signature, ... */
+    KERN_ERR_NOT_FOUND = 2,     /* an unknown kernel name, a missing file */
+    KERN_ERR_IO = 3,            /* reading or writing a file failed */
+    KERN_ERR_FORMAT = 4,        /* a malformed module file, metadata or .npy file */
+    KERN_ERR_COMPILE = 5,       /* JIT: the source has errors (the message has them) */
+    KERN_ERR_UNSUPPORTED = 6,   /* a backend or feature this build does not have */
+    KERN_ERR_DEVICE = 7,        /* a device-side error reported by a launch */
+    KERN_ERR_OUT_OF_MEMORY = 8, /* host or device memory */
+    KERN_ERR_INTERNAL = 9,      /* a bug in kern */
+} kern_status;
+
+/* "KERN_OK", "KERN_ERR_ARGUMENT", ...; "KERN_ERR_?" for values outside the enum. */
+const char *kern_status_name(kern_status s);
+
+/* Element types of buffers and scalar arguments (the scalar types of the language). */
+typedef enum kern_dtype {
+    KERN_BOOL = 1, /* one byte, 0 or 1 */
+    KERN_I32 = 2,
+    KERN_U32 = 3,
+    KERN_I64 = 4,
+    KERN_F32 = 5,
+    KERN_F64 = 6,
+} kern_dtype;
+
+/* "bool", "i32", ...; NULL for an invalid value. */
+const char *kern_dtype_name(kern_dtype t);
+/* Bytes per element (bool: 1); 0 for an invalid value. */
+size_t kern_dtype_size(kern_dtype t);
+
+enum { KERN_MAX_DIMS = 4 };
+
+/* ---- contexts ---------------------------------------------------------------------- */
+
+typedef enum kern_backend {
+    KERN_BACKEND_CPU = 0,
+    KERN_BACKEND_CUDA = 1,
+    KERN_BACKEND_AMDGPU = 2,
+    KERN_BACKEND_VULKAN = 3,
+    KERN_BACKEND_METAL = 4,
+} kern_backend;
+
+/* "cpu", "cuda", "amdgpu", "vulkan", "metal"; NULL for an invalid value. */
+const char *kern_backend_name(kern_backend b);
+
+typedef struct kern_context_options {
+    kern_backend backend;  /* KERN_BACKEND_CPU by default (the only one for now) */
+    bool debug;            /* JIT modules compile with bounds, division and shift checks */
+    int threads;           /* CPU worker threads including the caller; 0 = online CPUs */
+    int64_t ad_stack_size; /* default adstack capacity for JIT modules; 0 = the default */
+} kern_context_options;
+
+typedef struct kern_context kern_context;
+
+kern_context_options kern_context_options_default(void);
+
+/* Creates a context (opts NULL = the defaults). As with sqlite3_open, *out receives a
+ * context even when creation fails (unless host memory runs out: then NULL), so that
+ * kern_context_last_error can say why; such a context only answers last_error and must
+ * still be released. */
+kern_status kern_context_create(const kern_context_options *opts, kern_context **out);
+/* Waits for outstanding work, then frees the context and every buffer and module made
+ * from it. NULL is ignored. */
+void kern_context_release(kern_context *ctx);
+/* The message of the last call on this context that failed ("" after a success).
+ * Valid until the next call on the context. */
+const char *kern_context_last_error(const kern_context *ctx);
+kern_context_options kern_context_get_options(const kern_context *ctx);
+/* Worker threads of the CPU device (including the calling thread). */
+int kern_context_threads(const kern_context *ctx);
+/* Waits until every launch has completed; returns KERN_ERR_DEVICE for a device error
+ * that no earlier call reported. */
+kern_status kern_sync(kern_context *ctx);
+
+/* ---- buffers ----------------------------------------------------------------------- */
+
+typedef struct kern_buffer kern_buffer;
+
+/* A row-major array of rank 1..4 with extents 0 <= e < 2^31. data (NULL = zeroed) holds
+ * the product of the extents times kern_dtype_size(dtype) bytes; it is copied. */
+kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank,
+                               const int64_t *shape, const void *data, kern_buffer **out);
+/* Copies the whole buffer to host memory; size must equal kern_buffer_bytes. Waits for
+ * the launches that use the buffer. */
+kern_status kern_buffer_read(kern_buffer *buf, void *dst, size_t size);
+/* Overwrites the whole buffer from host memory; size must equal kern_buffer_bytes. */
+kern_status kern_buffer_write(kern_buffer *buf, const void *src, size_t size);
+/* Releases the buffer; memory that launches in flight still use is freed once they
+ * complete. NULL is ignored. */
+void kern_buffer_release(kern_buffer *buf);
+kern_dtype kern_buffer_dtype(const kern_buffer *buf);
+int kern_buffer_rank(const kern_buffer *buf);
+/* Extent of dimension dim (0-based); 1 for dim >= rank, as the kernel ABI sees it. */
+int64_t kern_buffer_extent(const kern_buffer *buf, int dim);
+int64_t kern_buffer_count(const kern_buffer *buf); /* elements */
+size_t kern_buffer_bytes(const kern_buffer *buf);
+
+/* ---- modules and kernels ----------------------------------------------------------- */
+
+typedef struct kern_module kern_module;
+typedef struct kern_kernel kern_kernel;
+
+/* Loads an ahead-of-time module built by `kernc build --target=cpu -o PATH` (a shared
+ * object with the kernels' code and metadata). KERN_ERR_NOT_FOUND for a missing file,
+ * KERN_ERR_FORMAT for a file that is not a kern module or whose metadata or symbols are
+ * broken. */
+kern_status kern_module_load_file(kern_context *ctx, const char *path, kern_module **out);
+
+/* JIT: compiles kern source (name is the file name used in messages; NULL = "<source>")
+ * for the context's backend with its options (debug, ad_stack_size).
+ * These two live in the JIT library: link with -lkern-jit (pkg-config kern-jit) as well.
+ * KERN_ERR_COMPILE with the diagnostics as the message when the source has errors. */
+kern_status kern_module_from_source(kern_context *ctx, const char *source, size_t len,
+                                    const char *name, kern_module **out);
+kern_status kern_module_from_file_source(kern_context *ctx, const char *path,
+                                         kern_module **out);
+
+/* Waits for the module's launches, then frees it and its kernels. NULL is ignored. */
+void kern_module_release(kern_module *mod);
+int kern_module_kernel_count(const kern_module *mod);
+/* Name of kernel i (0-based) in source order; NULL when out of range. */
+const char *kern_module_kernel_name(const kern_module *mod, int i);
+
+/* Finds a kernel by name ("simulate", "simulate.grad"); KERN_ERR_NOT_FOUND otherwise.
+ * The kernel lives as long as its module. */
+kern_status kern_kernel_find(kern_module *mod, const char *name, kern_kernel **out);
+const char *kern_kernel_name(const kern_kernel *k);
+int kern_kernel_param_count(const kern_kernel *k);
+
+typedef struct kern_param_info {
+    const char *name;
+    bool is_array;
+    kern_dtype dtype; /* the element type of an array */
+    int rank;         /* 1..4 for arrays, 0 for scalars */
+    bool nograd;
+} kern_param_info;
+
+/* Describes parameter i; KERN_ERR_ARGUMENT when i is out of range. */
+kern_status kern_kernel_param(kern_kernel *k, int i, kern_param_info *out);
+
+/* ---- launches ---------------------------------------------------------------------- */
+
+typedef enum kern_arg_kind {
+    KERN_ARG_BUFFER = 1,
+    KERN_ARG_SCALAR = 2,
+} kern_arg_kind;
+
+/* One argument of a launch: a buffer for an array parameter, a scalar of exactly the
+ * parameter's dtype for a scalar parameter (no implicit conversions). */
+typedef struct kern_arg {
+    kern_arg_kind kind;
+    kern_dtype dtype; /* scalars */
+    union {
+        kern_buffer *buffer;
+        bool b;
+        int32_t i32;
+        uint32_t u32;
+        int64_t i64;
+        float f32;
+        double f64;
+    } u;
+} kern_arg;
+
+static inline kern_arg kern_arg_buffer(kern_buffer *b) {
+    kern_arg a = {KERN_ARG_BUFFER, (kern_dtype)0, {0}};
+    a.u.buffer = b;
+    return a;
+}
+static inline kern_arg kern_arg_bool(bool v) {
+    kern_arg a = {KERN_ARG_SCALAR, KERN_BOOL, {0}};
+    a.u.b = v;
+    return a;
+}
+static inline kern_arg kern_arg_i32(int32_t v) {
+    kern_arg a = {KERN_ARG_SCALAR, KERN_I32, {0}};
+    a.u.i32 = v;
+    return a;
+}
+static inline kern_arg kern_arg_u32(uint32_t v) {
+    kern_arg a = {KERN_ARG_SCALAR, KERN_U32, {0}};
+    a.u.u32 = v;
+    return a;
+}
+static inline kern_arg kern_arg_i64(int64_t v) {
+    kern_arg a = {KERN_ARG_SCALAR, KERN_I64, {0}};
+    a.u.i64 = v;
+    return a;
+}
+static inline kern_arg kern_arg_f32(float v) {
+    kern_arg a = {KERN_ARG_SCALAR, KERN_F32, {0}};
+    a.u.f32 = v;
+    return a;
+}
+static inline kern_arg kern_arg_f64(double v) {
+    kern_arg a = {KERN_ARG_SCALAR, KERN_F64, {0}};
+    a.u.f64 = v;
+    return a;
+}
+
+/* Launches kernel k with nargs arguments, one per parameter in order. KERN_ERR_ARGUMENT
+ * (naming the kernel and parameter) when they do not match the signature;
+ * KERN_ERR_DEVICE for a device error observed by this call (see the top of this file). */
+kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,269 @@
+/* context.c - contexts, messages, enum names, and the collection of completed launches
+ * (device errors: runtime contract 7). See kern.h and rt.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt.h"
+
+enum { RT_MAX_THREADS = 1024 };
+
+_Static_assert((int)KERN_BOOL == (int)TY_BOOL && (int)KERN_F64 == (int)TY_F64,
+               "kern_dtype mirrors the scalar kinds of types.h");
+
+/* ---- names ------------------------------------------------------------------------- */
+
+const char *kern_status_name(kern_status s) {
+    switch (s) {
+    case KERN_OK: return "KERN_OK";
+    case KERN_ERR_ARGUMENT: return "KERN_ERR_ARGUMENT";
+    case KERN_ERR_NOT_FOUND: return "KERN_ERR_NOT_FOUND";
+    case KERN_ERR_IO: return "KERN_ERR_IO";
+    case KERN_ERR_FORMAT: return "KERN_ERR_FORMAT";
+    case KERN_ERR_COMPILE: return "KERN_ERR_COMPILE";
+    case KERN_ERR_UNSUPPORTED: return "KERN_ERR_UNSUPPORTED";
+    case KERN_ERR_DEVICE: return "KERN_ERR_DEVICE";
+    case KERN_ERR_OUT_OF_MEMORY: return "KERN_ERR_OUT_OF_MEMORY";
+    case KERN_ERR_INTERNAL: return "KERN_ERR_INTERNAL";
+    }
+    return "KERN_ERR_?";
+}
+
+const char *kern_dtype_name(kern_dtype t) {
+    switch (t) {
+    case KERN_BOOL: return "bool";
+    case KERN_I32: return "i32";
+    case KERN_U32: return "u32";
+    case KERN_I64: return "i64";
+    case KERN_F32: return "f32";
+    case KERN_F64: return "f64";
+    }
+    return NULL;
+}
+
+size_t kern_dtype_size(kern_dtype t) {
+    switch (t) {
+    case KERN_BOOL: return 1;
+    case KERN_I32: case KERN_U32: case KERN_F32: return 4;
+    case KERN_I64: case KERN_F64: return 8;
+    }
+    return 0;
+}
+
+const char *kern_backend_name(kern_backend b) {
+    switch (b) {
+    case KERN_BACKEND_CPU: return "cpu";
+    case KERN_BACKEND_CUDA: return "cuda";
+    case KERN_BACKEND_AMDGPU: return "amdgpu";
+    case KERN_BACKEND_VULKAN: return "vulkan";
+    case KERN_BACKEND_METAL: return "metal";
+    }
+    return NULL;
+}
+
+kern_dtype rt_dtype_of(const kern_type *t) {
+    if (t->kind == TY_ARRAY)
+        t = t->elem;
+    return (kern_dtype)t->kind;
+}
+
+/* ---- lists and messages ------------------------------------------------------------ */
+
+void rt_list_init(rt_list *l) { l->prev = l->next = l; }
+
+void rt_list_push(rt_list *head, rt_list *node) {
+    node->prev = head->prev;
+    node->next = head;
+    head->prev->next = node;
+    head->prev = node;
+}
+
+void rt_list_remove(rt_list *node) {
+    node->prev->next = node->next;
+    node->next->prev = node->prev;
+    node->prev = node->next = node;
+}
+
+kern_status rt_error(kern_context *ctx, kern_status s, const char *fmt, ...) {
+    if (!ctx)
+        return s;
+    char tmp[RT_MSG_SIZE]; /* fmt's arguments may point into ctx->msg */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    memcpy(ctx->msg, tmp, sizeof tmp);
+    return s;
+}
+
+void rt_clear_error(kern_context *ctx) {
+    if (ctx)
+        ctx->msg[0] = '\0';
+}
+
+void rt_format_loc(char *buf, size_t size, const kern_meta *m, uint32_t line, uint32_t col) {
+    if (m && m->source)
+        snprintf(buf, size, "%s:%u:%u", m->source, line, col);
+    else
+        snprintf(buf, size, "%u:%u", line, col);
+}
+
+void rt_format_device_error(char *buf, size_t size, const kern_kernel *k,
+                            const kern_err_record *rec) {
+    char what[256], loc[1024];
+    switch (rec->code) {
+    case KERN_DEVERR_BOUNDS:
+        snprintf(what, sizeof what, "index %lld out of bounds for dimension %d of extent %lld",
+                 (long long)rec->a, (int)rec->dim, (long long)rec->b);
+        break;
+    case KERN_DEVERR_DIV_ZERO:
+        snprintf(what, sizeof what, "integer division by zero");
+        break;
+    case KERN_DEVERR_SHIFT:
+        if (rec->a < 0)
+            snprintf(what, sizeof what, "shift by negative amount %lld", (long long)rec->a);
+        else
+            snprintf(what, sizeof what, "shift by %lld >= %lld bits", (long long)rec->a,
+                     (long long)rec->b);
+        break;
+    case KERN_DEVERR_ADSTACK:
+        snprintf(what, sizeof what, "adstack overflow: depth %lld needed, capacity %lld",
+                 (long long)rec->a, (long long)rec->b);
+        break;
+    default:
+        snprintf(what, sizeof what, "device error code %d (a=%lld, b=%lld)", (int)rec->code,
+                 (long long)rec->a, (long long)rec->b);
+        break;
+    }
+    if (rec->line == 0) {
+        snprintf(buf, size, "kernel '%s': %s", k->meta->name, what);
+        return;
+    }
+    rt_format_loc(loc, sizeof loc, k->mod->meta, rec->line, rec->col);
+    snprintf(buf, size, "kernel '%s' (%s): %s", k->meta->name, loc, what);
+}
+
+kern_status rt_collect(kern_context *ctx, bool report) {
+    if (ctx->npending) {
+        uint64_t passed = ctx->dev->ops->poll(ctx->dev);
+        int n = 0;
+        for (int i = 0; i < ctx->npending; i++) {
+            rt_pending *p = ctx->pending[i];
+            if (p->point > passed) {
+                ctx->pending[n++] = p;
+                continue;
+            }
+            if (p->rec.code != 0) {
+                if (!ctx->deferred) {
+                    ctx->deferred = true;
+                    ctx->deferred_more = 0;
+                    rt_format_device_error(ctx->deferred_msg, sizeof ctx->deferred_msg,
+                                           p->kernel, &p->rec);
+                } else {
+                    ctx->deferred_more++;
+                }
+            }
+            free(p);
+        }
+        ctx->npending = n;
+    }
+    if (!report || !ctx->deferred)
+        return KERN_OK;
+    ctx->deferred = false;
+    if (ctx->deferred_more)
+        return rt_error(ctx, KERN_ERR_DEVICE, "%s (and %d more device error%s in later launches)",
+                        ctx->deferred_msg, ctx->deferred_more, ctx->deferred_more == 1 ? "" : "s");
+    return rt_error(ctx, KERN_ERR_DEVICE, "%s", ctx->deferred_msg);
+}
+
+/* ---- contexts ---------------------------------------------------------------------- */
+
+kern_context_options kern_context_options_default(void) {
+    kern_context_options o = {KERN_BACKEND_CPU, false, 0, 0};
+    return o;
+}
+
+kern_status kern_context_create(const kern_context_options *opts, kern_context **out) {
+    if (!out)
+        return KERN_ERR_ARGUMENT;
+    *out = NULL;
+    kern_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return KERN_ERR_OUT_OF_MEMORY;
+    *out = ctx;
+    ctx->opts = opts ? *opts : kern_context_options_default();
+    rt_list_init(&ctx->buffers);
+    rt_list_init(&ctx->modules);
+    rt_retire_init(&ctx->retired, RT_RETIRE_DEPTH);
+    const char *bname = kern_backend_name(ctx->opts.backend);
+    if (!bname)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "invalid backend %d", (int)ctx->opts.backend);
+    if (ctx->opts.backend != KERN_BACKEND_CPU)
+        return rt_error(ctx, KERN_ERR_UNSUPPORTED,
+                        "backend '%s' is not available in this runtime (only 'cpu' is)", bname);
+    if (ctx->opts.threads < 0 || ctx->opts.threads > RT_MAX_THREADS)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "thread count %d is out of range (0 to %d)",
+                        ctx->opts.threads, RT_MAX_THREADS);
+    if (ctx->opts.ad_stack_size < 0)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "adstack size %lld is negative",
+                        (long long)ctx->opts.ad_stack_size);
+    int threads = ctx->opts.threads;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n < 1 ? 1 : n > RT_MAX_THREADS ? RT_MAX_THREADS : (int)n;
+    }
+    char err[512];
+    kern_status s = rt_cpu_device_create(threads, &ctx->dev, err, sizeof err);
+    if (s != KERN_OK)
+        return rt_error(ctx, s, "cannot create the cpu device: %s", err);
+    ctx->opts.threads = threads;
+    return KERN_OK;
+}
+
+const char *kern_context_last_error(const kern_context *ctx) { return ctx ? ctx->msg : ""; }
+
+kern_context_options kern_context_get_options(const kern_context *ctx) {
+    return ctx ? ctx->opts : kern_context_options_default();
+}
+
+int kern_context_threads(const kern_context *ctx) {
+    return ctx && ctx->dev ? rt_cpu_device_threads(ctx->dev) : 0;
+}
+
+kern_status kern_sync(kern_context *ctx) {
+    if (!ctx)
+        return KERN_ERR_ARGUMENT;
+    rt_clear_error(ctx);
+    if (!ctx->dev)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "the context was not created successfully");
+    char err[512];
+    kern_status s = ctx->dev->ops->sync(ctx->dev, err, sizeof err);
+    if (s != KERN_OK)
+        return rt_error(ctx, s, "device %s: %s", ctx->dev->ops->name, err);
+    s = rt_collect(ctx, true);
+    rt_retire_drain(&ctx->retired, ctx->dev);
+    return s;
+}
+
+void kern_context_release(kern_context *ctx) {
+    if (!ctx)
+        return;
+    if (ctx->dev) {
+        char err[512];
+        ctx->dev->ops->sync(ctx->dev, err, sizeof err);
+        rt_collect(ctx, false);
+        while (ctx->modules.next != &ctx->modules)
+            rt_module_destroy((kern_module *)ctx->modules.next);
+        while (ctx->buffers.next != &ctx->buffers)
+            rt_buffer_destroy((kern_buffer *)ctx->buffers.next, true);
+        rt_retire_fini(&ctx->retired, ctx->dev);
+        ctx->dev->ops->destroy(ctx->dev);
+    }
+    for (int i = 0; i < ctx->npending; i++)
+        free(ctx->pending[i]);
+    free(ctx->pending);
+    free(ctx->retired.items);
+    free(ctx);
+}

@@ -1,0 +1,181 @@
+/* cpu.c - the CPU device (device.h): host memory and a worker pool.
+ *
+ * Allocation handles are 64-byte aligned host memory. A launch builds the argument
+ * vector of abi.h (a kern_array_desc per array, the value per scalar), then runs the
+ * tasks in order: for each, the `_count` function gives the number of work items; a
+ * parallel task's body runs on chunks of [0, count) across the pool (pool.h, about 8
+ * chunks per thread), a serial task's body runs once, (0, 1), in the calling thread. The
+ * pool's run is a barrier, so a task starts after the previous one has finished. After a
+ * task that recorded a device error the remaining tasks are skipped: the record is what
+ * the launch reports, and later tasks would only compound the fault.
+ *
+ * Everything runs inside `launch`, so each submission's completion point has passed when
+ * it returns: poll returns the submission counter and wait/sync have nothing to wait for. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "pool.h"
+
+typedef struct cpu_device {
+    rt_device base;
+    rt_pool *pool;
+    uint64_t completed;
+} cpu_device;
+
+typedef struct cpu_task_run {
+    kern_task_fn body;
+    void *const *args;
+    kern_err_record *err;
+} cpu_task_run;
+
+static void cpu_destroy(rt_device *d) {
+    cpu_device *c = (cpu_device *)d;
+    rt_pool_destroy(c->pool);
+    free(c);
+}
+
+static kern_status cpu_alloc(rt_device *d, size_t bytes, void **mem, char *err,
+                             size_t errlen) {
+    size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded < bytes) {
+        snprintf(err, errlen, "cannot allocate %zu bytes of host memory", bytes);
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    void *p = NULL;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) {
+        snprintf(err, errlen, "cannot allocate %zu bytes of host memory", bytes);
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    *mem = p;
+    return KERN_OK;
+}
+
+static void cpu_free(rt_device *d, void *mem) { free(mem); }
+
+static kern_status cpu_zero(rt_device *d, void *mem, size_t offset, size_t n, char *err,
+                            size_t errlen) {
+    if (n)
+        memset((char *)mem + offset, 0, n);
+    return KERN_OK;
+}
+
+static kern_status cpu_copy_in(rt_device *d, void *mem, size_t offset, const void *src,
+                               size_t n, char *err, size_t errlen) {
+    if (n)
+        memcpy((char *)mem + offset, src, n);
+    return KERN_OK;
+}
+
+static kern_status cpu_copy_out(rt_device *d, void *dst, const void *mem, size_t offset,
+                                size_t n, char *err, size_t errlen) {
+    if (n)
+        memcpy(dst, (const char *)mem + offset, n);
+    return KERN_OK;
+}
+
+static void cpu_run_range(void *user, int64_t begin, int64_t end) {
+    const cpu_task_run *r = user;
+    r->body(r->args, begin, end, r->err);
+}
+
+static kern_status cpu_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
+                              size_t errlen) {
+    cpu_device *c = (cpu_device *)d;
+    kern_array_desc descs_small[16];
+    void *argv_small[16];
+    kern_array_desc *descs = descs_small;
+    void **argv = argv_small;
+    if (l->nargs > 16) {
+        descs = calloc((size_t)l->nargs, sizeof *descs);
+        argv = calloc((size_t)l->nargs, sizeof *argv);
+        if (!descs || !argv) {
+            if (descs != descs_small)
+                free(descs);
+            if (argv != argv_small)
+                free(argv);
+            snprintf(err, errlen, "out of host memory for the arguments of kernel '%s'",
+                     l->kernel);
+            return KERN_ERR_OUT_OF_MEMORY;
+        }
+    }
+    for (int i = 0; i < l->nargs; i++) {
+        const rt_launch_arg *a = &l->args[i];
+        if (a->is_array) {
+            descs[i].data = a->mem;
+            memcpy(descs[i].shape, a->shape, sizeof descs[i].shape);
+            argv[i] = &descs[i];
+        } else {
+            argv[i] = (void *)&a->scalar;
+        }
+    }
+    memset(l->err, 0, sizeof *l->err);
+    for (int t = 0; t < l->ntasks; t++) {
+        kern_count_fn count_fn;
+        cpu_task_run run;
+        /* POSIX: symbols from dlsym and friends convert to function pointers */
+        memcpy(&count_fn, &l->count_syms[t], sizeof count_fn);
+        memcpy(&run.body, &l->body_syms[t], sizeof run.body);
+        run.args = argv;
+        run.err = l->err;
+        int64_t n = count_fn(argv);
+        if (!l->tasks[t].parallel)
+            run.body(argv, 0, 1, l->err);
+        else if (n > 0)
+            rt_pool_run(c->pool, n, rt_pool_chunk(n, rt_pool_threads(c->pool)), cpu_run_range,
+                        &run);
+        if (l->err->code != 0) /* the pool's barrier ordered the workers' writes */
+            break;
+    }
+    if (descs != descs_small)
+        free(descs);
+    if (argv != argv_small)
+        free(argv);
+    *point = ++d->submitted;
+    c->completed = *point;
+    return KERN_OK;
+}
+
+static uint64_t cpu_poll(rt_device *d) { return ((cpu_device *)d)->completed; }
+
+static kern_status cpu_wait(rt_device *d, uint64_t point, char *err, size_t errlen) {
+    return KERN_OK;
+}
+
+static kern_status cpu_sync(rt_device *d, char *err, size_t errlen) { return KERN_OK; }
+
+static const rt_device_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .copy_in = cpu_copy_in,
+    .copy_out = cpu_copy_out,
+    .launch = cpu_launch,
+    .poll = cpu_poll,
+    .wait = cpu_wait,
+    .sync = cpu_sync,
+};
+
+kern_status rt_cpu_device_create(int threads, rt_device **out, char *err, size_t errlen) {
+    *out = NULL;
+    cpu_device *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of host memory for the CPU device");
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    c->base.ops = &cpu_ops;
+    c->pool = rt_pool_create(threads, err, errlen);
+    if (!c->pool) {
+        free(c);
+        return KERN_ERR_OUT_OF_MEMORY; /* no memory or no more threads */
+    }
+    *out = &c->base;
+    return KERN_OK;
+}
+
+int rt_cpu_device_threads(const rt_device *d) {
+    return rt_pool_threads(((const cpu_device *)d)->pool);
+}

@@ -1,0 +1,97 @@
+/* device.h - the device abstraction: what the runtime asks of a CPU, CUDA or Vulkan
+ * device. Internal to the runtime (no LLVM, no public API here).
+ *
+ * A device is a vtable plus a little shared state. Memory is handled through opaque
+ * allocation handles (`void *mem`; on the CPU it is the host memory itself). Work is
+ * submitted in order; each submission gets a completion point, a value of a monotonically
+ * increasing counter (1, 2, 3, ...; 0 means "no work", which has always passed). A point
+ * has passed when the submission and every earlier one have finished (for GPUs: a
+ * timeline semaphore value or the fence of that submission). `poll` says, without
+ * blocking, which points have passed; `wait` blocks until one has. The runtime uses these
+ * to report device errors (abi.h's kern_err_record of each launch) and to free memory only
+ * when no submission in flight may still use it (retire.h).
+ *
+ * Copies are synchronous with respect to host memory: copy_in may return before the
+ * device has the data but never reads `src` after returning; copy_out returns with `dst`
+ * filled. The runtime orders them against launches itself (it waits for the last launch
+ * that used a buffer before copying), so a device needs no extra ordering for them.
+ *
+ * The CPU device (cpu.c) runs each launch in the calling thread and its worker pool, so
+ * every submission has passed when `launch` returns; the API keeps the asynchronous
+ * shape for the GPU devices. */
+#ifndef KERN_RT_DEVICE_H
+#define KERN_RT_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../include/kern.h"
+#include "abi.h"
+#include "meta.h"
+
+typedef struct rt_device rt_device;
+
+/* One argument of a launch, already checked against the kernel's signature. */
+typedef struct rt_launch_arg {
+    bool is_array;
+    void *mem;                     /* array: the device allocation */
+    int64_t shape[KERN_MAX_DIMS];  /* array: extents, unused dimensions 1 */
+    union {                        /* scalar: the value, in the parameter's type */
+        uint8_t b;
+        int32_t i32;
+        uint32_t u32;
+        int64_t i64;
+        float f32;
+        double f64;
+    } scalar;
+} rt_launch_arg;
+
+/* One launch of a kernel: its tasks (metadata and the code provider's symbols) and its
+ * arguments. The device copies what it needs before `launch` returns. */
+typedef struct rt_launch {
+    const char *kernel;                /* for messages */
+    const kern_meta_task *tasks;
+    int ntasks;
+    void *const *count_syms;           /* per task: the code provider's symbols */
+    void *const *body_syms;
+    const rt_launch_arg *args;
+    int nargs;
+    /* Where the device leaves the launch's error record; it must hold the final record
+     * by the time poll or wait reports the launch's completion point as passed. */
+    kern_err_record *err;
+} rt_launch;
+
+typedef struct rt_device_ops {
+    const char *name;
+    void (*destroy)(rt_device *d);
+    /* bytes may be 0 (a valid, distinct handle is still returned). */
+    kern_status (*alloc)(rt_device *d, size_t bytes, void **mem, char *err, size_t errlen);
+    void (*free)(rt_device *d, void *mem);
+    kern_status (*zero)(rt_device *d, void *mem, size_t offset, size_t n, char *err,
+                        size_t errlen);
+    kern_status (*copy_in)(rt_device *d, void *mem, size_t offset, const void *src, size_t n,
+                           char *err, size_t errlen);
+    kern_status (*copy_out)(rt_device *d, void *dst, const void *mem, size_t offset,
+                            size_t n, char *err, size_t errlen);
+    /* Submits a launch; *point receives its completion point. */
+    kern_status (*launch)(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
+                          size_t errlen);
+    /* The highest completion point known to have passed; never blocks. */
+    uint64_t (*poll)(rt_device *d);
+    /* Blocks until `point` has passed. */
+    kern_status (*wait)(rt_device *d, uint64_t point, char *err, size_t errlen);
+    /* Blocks until every submission has passed. */
+    kern_status (*sync)(rt_device *d, char *err, size_t errlen);
+} rt_device_ops;
+
+struct rt_device {
+    const rt_device_ops *ops;
+    uint64_t submitted; /* the completion point of the latest submission (0: none yet) */
+};
+
+/* The CPU device: `threads` >= 1 threads including the caller (threads - 1 workers). */
+kern_status rt_cpu_device_create(int threads, rt_device **out, char *err, size_t errlen);
+int rt_cpu_device_threads(const rt_device *d);
+
+#endif

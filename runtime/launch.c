@@ -1,0 +1,149 @@
+/* launch.c - kern_launch: typed arguments checked against the kernel's signature, the
+ * submission to the device, and the observation of completed launches.
+ *
+ * Order of a launch: check every argument (count, then per parameter: kind, dtype, rank)
+ * without side effects; collect launches that completed earlier and return a device
+ * error among them without submitting (the message names the kernel that faulted); poll
+ * the retirement queue; submit; stamp the buffers and the module with the completion
+ * point; collect again, which on the CPU observes this launch's own error record. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+static kern_status arg_error(kern_kernel *k, const kern_meta_param *p, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static kern_status arg_error(kern_kernel *k, const kern_meta_param *p, const char *fmt, ...) {
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return rt_error(k->mod->ctx, KERN_ERR_ARGUMENT, "kernel '%s', parameter '%s' (%s): %s",
+                    k->meta->name, p->name, p->type->name, what);
+}
+
+static kern_status check_arg(kern_kernel *k, int i, const kern_arg *a, rt_launch_arg *out) {
+    const kern_meta_param *p = &k->meta->params[i];
+    kern_dtype want = rt_dtype_of(p->type);
+    memset(out, 0, sizeof *out);
+    if (p->type->kind == TY_ARRAY) {
+        if (a->kind == KERN_ARG_SCALAR)
+            return arg_error(k, p, "needs a buffer, got a scalar %s",
+                             kern_dtype_name(a->dtype) ? kern_dtype_name(a->dtype) : "?");
+        if (a->kind != KERN_ARG_BUFFER)
+            return arg_error(k, p, "invalid argument kind %d", (int)a->kind);
+        const kern_buffer *b = a->u.buffer;
+        if (!b)
+            return arg_error(k, p, "the buffer is NULL");
+        if (b->ctx != k->mod->ctx)
+            return arg_error(k, p, "the buffer belongs to another context");
+        if (b->dtype != want)
+            return arg_error(k, p, "buffer dtype is %s, expected %s", kern_dtype_name(b->dtype),
+                             kern_dtype_name(want));
+        if (b->rank != p->type->rank)
+            return arg_error(k, p, "buffer rank is %d, expected %d", b->rank, p->type->rank);
+        out->is_array = true;
+        out->mem = b->mem;
+        memcpy(out->shape, b->shape, sizeof out->shape);
+        return KERN_OK;
+    }
+    if (a->kind == KERN_ARG_BUFFER)
+        return arg_error(k, p, "needs a scalar %s, got a buffer", kern_dtype_name(want));
+    if (a->kind != KERN_ARG_SCALAR)
+        return arg_error(k, p, "invalid argument kind %d", (int)a->kind);
+    if (!kern_dtype_name(a->dtype))
+        return arg_error(k, p, "invalid scalar dtype %d", (int)a->dtype);
+    if (a->dtype != want)
+        return arg_error(k, p, "scalar dtype is %s, expected %s", kern_dtype_name(a->dtype),
+                         kern_dtype_name(want));
+    switch (want) {
+    case KERN_BOOL: out->scalar.b = a->u.b ? 1 : 0; break;
+    case KERN_I32: out->scalar.i32 = a->u.i32; break;
+    case KERN_U32: out->scalar.u32 = a->u.u32; break;
+    case KERN_I64: out->scalar.i64 = a->u.i64; break;
+    case KERN_F32: out->scalar.f32 = a->u.f32; break;
+    case KERN_F64: out->scalar.f64 = a->u.f64; break;
+    }
+    return KERN_OK;
+}
+
+kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
+    if (!k)
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = k->mod->ctx;
+    rt_clear_error(ctx);
+    const kern_meta_kernel *mk = k->meta;
+    kern_status s = KERN_OK;
+    rt_launch_arg small[16];
+    rt_launch_arg *la = small;
+    rt_pending *p = NULL;
+    char err[512];
+    if (nargs != mk->nparams)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kernel '%s' takes %d argument%s, got %d",
+                        mk->name, mk->nparams, mk->nparams == 1 ? "" : "s", nargs);
+    if (nargs > 0 && !args)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kernel '%s': the argument array is NULL",
+                        mk->name);
+    if (nargs > (int)(sizeof small / sizeof small[0])) {
+        la = calloc((size_t)nargs, sizeof *la);
+        if (!la)
+            return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    for (int i = 0; i < nargs; i++)
+        if ((s = check_arg(k, i, &args[i], &la[i])) != KERN_OK)
+            goto cleanup;
+
+    if ((s = rt_collect(ctx, true)) != KERN_OK) {
+        rt_error(ctx, s, "%s (observed before launching '%s', which was not launched)",
+                 ctx->msg, mk->name);
+        goto cleanup;
+    }
+    rt_retire_poll(&ctx->retired, ctx->dev);
+    if (ctx->npending == ctx->cappending) {
+        int cap = ctx->cappending ? ctx->cappending * 2 : 16;
+        rt_pending **np = realloc(ctx->pending, (size_t)cap * sizeof *np);
+        if (!np) {
+            s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+            goto cleanup;
+        }
+        ctx->pending = np;
+        ctx->cappending = cap;
+    }
+    p = calloc(1, sizeof *p);
+    if (!p) {
+        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto cleanup;
+    }
+    p->kernel = k;
+    rt_launch l = {
+        .kernel = mk->name,
+        .tasks = mk->tasks,
+        .ntasks = mk->ntasks,
+        .count_syms = k->count_syms,
+        .body_syms = k->body_syms,
+        .args = la,
+        .nargs = nargs,
+        .err = &p->rec,
+    };
+    s = ctx->dev->ops->launch(ctx->dev, &l, &p->point, err, sizeof err);
+    if (s != KERN_OK) {
+        s = rt_error(ctx, s, "cannot launch kernel '%s': %s", mk->name, err);
+        goto cleanup;
+    }
+    ctx->pending[ctx->npending++] = p;
+    for (int i = 0; i < nargs; i++)
+        if (args[i].kind == KERN_ARG_BUFFER)
+            args[i].u.buffer->last_use = p->point;
+    k->mod->last_use = p->point;
+    p = NULL;
+    s = rt_collect(ctx, true);
+cleanup:
+    free(p);
+    if (la != small)
+        free(la);
+    return s;
+}

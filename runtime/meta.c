@@ -1,0 +1,401 @@
+/* meta.c - module metadata: the text form's parser and printer (see meta.h).
+ *
+ * Memory: every string and array of a kern_meta is its own malloc allocation and
+ * kern_meta_free frees them all; whoever builds a kern_meta by hand (the compiler, for JIT
+ * modules) allocates it the same way.
+ *
+ * The parser is strict, since the text is machine-written: lines end with '\n' (the last
+ * one may not), fields are separated by exactly one space, numbers are unsigned decimal
+ * without signs, a kernel line is followed by exactly NPARAMS param lines and then NTASKS
+ * task lines, and `end` is the last line. A single NUL byte may follow the text (C
+ * strings embedded in a module file may count their terminator). Kernel names are unique,
+ * parameter names unique within their kernel. Every error names the line. */
+#include "meta.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { META_MAX_FIELDS = 8, META_MAX_COUNT = 100000 };
+
+typedef struct meta_field {
+    const char *s;
+    int len;
+} meta_field;
+
+typedef struct meta_parser {
+    const char *p, *end;
+    int line;        /* of the line last read */
+    char *err;
+    size_t errlen;
+    meta_field f[META_MAX_FIELDS];
+    int nf;
+} meta_parser;
+
+static bool fail(meta_parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool fail(meta_parser *ps, const char *fmt, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (ps->err && ps->errlen)
+        snprintf(ps->err, ps->errlen, "metadata line %d: %s", ps->line, msg);
+    return false;
+}
+
+/* Reads the next line and splits it into fields; false at the end of the text or on a
+ * malformed line (with a message). */
+static bool next_line(meta_parser *ps, bool *eof) {
+    *eof = false;
+    if (ps->p >= ps->end) {
+        *eof = true;
+        ps->line++;
+        return false;
+    }
+    ps->line++;
+    const char *s = ps->p;
+    const char *nl = memchr(s, '\n', (size_t)(ps->end - s));
+    const char *e = nl ? nl : ps->end;
+    ps->p = nl ? nl + 1 : ps->end;
+    ps->nf = 0;
+    if (e == s)
+        return fail(ps, "empty line");
+    const char *q = s;
+    for (;;) {
+        const char *b = q;
+        while (q < e && *q != ' ') {
+            unsigned char c = (unsigned char)*q;
+            if (c < 0x20 || c == 0x7f)
+                return fail(ps, "control character 0x%02x", c);
+            q++;
+        }
+        if (q == b)
+            return fail(ps, "empty field (fields are separated by one space)");
+        if (ps->nf == META_MAX_FIELDS)
+            return fail(ps, "too many fields");
+        ps->f[ps->nf++] = (meta_field){b, (int)(q - b)};
+        if (q == e)
+            break;
+        q++; /* the space */
+        if (q == e)
+            return fail(ps, "trailing space");
+    }
+    return true;
+}
+
+static bool field_is(const meta_field *f, const char *s) {
+    return (size_t)f->len == strlen(s) && memcmp(f->s, s, (size_t)f->len) == 0;
+}
+
+static bool parse_u32(meta_parser *ps, const meta_field *f, const char *what, uint32_t max,
+                      uint32_t *out) {
+    uint64_t v = 0;
+    if (f->len == 0 || f->len > 10)
+        return fail(ps, "%s '%.*s' is not a number", what, f->len, f->s);
+    for (int i = 0; i < f->len; i++) {
+        if (f->s[i] < '0' || f->s[i] > '9')
+            return fail(ps, "%s '%.*s' is not a number", what, f->len, f->s);
+        v = v * 10 + (uint64_t)(f->s[i] - '0');
+    }
+    if (v > max)
+        return fail(ps, "%s %llu is too large (at most %u)", what, (unsigned long long)v, max);
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* identifier ('.' identifier)* */
+static bool is_name(const meta_field *f) {
+    bool start = true;
+    for (int i = 0; i < f->len; i++) {
+        char c = f->s[i];
+        bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+        bool digit = c >= '0' && c <= '9';
+        if (c == '.') {
+            if (start)
+                return false;
+            start = true;
+        } else if (start) {
+            if (!alpha)
+                return false;
+            start = false;
+        } else if (!alpha && !digit) {
+            return false;
+        }
+    }
+    return f->len > 0 && !start;
+}
+
+static char *dup_field(const meta_field *f) {
+    char *s = malloc((size_t)f->len + 1);
+    if (s) {
+        memcpy(s, f->s, (size_t)f->len);
+        s[f->len] = '\0';
+    }
+    return s;
+}
+
+void kern_meta_free(kern_meta *m) {
+    if (!m)
+        return;
+    for (int k = 0; k < m->nkernels; k++) {
+        kern_meta_kernel *kk = &m->kernels[k];
+        for (int i = 0; i < kk->nparams; i++)
+            free(kk->params[i].name);
+        free(kk->params);
+        free(kk->tasks);
+        free(kk->name);
+    }
+    free(m->kernels);
+    free(m->source);
+    free(m);
+}
+
+static bool parse_param(meta_parser *ps, kern_meta_kernel *k, int i) {
+    bool eof;
+    if (!next_line(ps, &eof))
+        return eof ? fail(ps, "kernel '%s' ends after %d of its %d params", k->name, i,
+                          k->nparams)
+                   : false;
+    if (!field_is(&ps->f[0], "param"))
+        return fail(ps, "expected param %d of %d of kernel '%s', found '%.*s'", i + 1,
+                    k->nparams, k->name, ps->f[0].len, ps->f[0].s);
+    if (ps->nf != 4)
+        return fail(ps, "param: expected 'param NAME TYPE NOGRAD'");
+    if (!is_name(&ps->f[1]))
+        return fail(ps, "param: bad name '%.*s'", ps->f[1].len, ps->f[1].s);
+    const kern_type *t = ty_parse(ps->f[2].s, ps->f[2].len);
+    if (!t || t->kind == TY_VOID)
+        return fail(ps, "param '%.*s': bad type '%.*s'", ps->f[1].len, ps->f[1].s, ps->f[2].len,
+                    ps->f[2].s);
+    bool nograd;
+    if (field_is(&ps->f[3], "0"))
+        nograd = false;
+    else if (field_is(&ps->f[3], "1"))
+        nograd = true;
+    else
+        return fail(ps, "param '%.*s': NOGRAD must be 0 or 1, not '%.*s'", ps->f[1].len,
+                    ps->f[1].s, ps->f[3].len, ps->f[3].s);
+    for (int j = 0; j < i; j++)
+        if (field_is(&ps->f[1], k->params[j].name))
+            return fail(ps, "kernel '%s' has two params named '%s'", k->name,
+                        k->params[j].name);
+    kern_meta_param *p = &k->params[i];
+    p->name = dup_field(&ps->f[1]);
+    if (!p->name)
+        return fail(ps, "out of memory");
+    p->type = t;
+    p->nograd = nograd;
+    return true;
+}
+
+static bool parse_task(meta_parser *ps, kern_meta_kernel *k, int i) {
+    bool eof;
+    if (!next_line(ps, &eof))
+        return eof ? fail(ps, "kernel '%s' ends after %d of its %d tasks", k->name, i,
+                          k->ntasks)
+                   : false;
+    if (!field_is(&ps->f[0], "task"))
+        return fail(ps, "expected task %d of %d of kernel '%s', found '%.*s'", i + 1, k->ntasks,
+                    k->name, ps->f[0].len, ps->f[0].s);
+    if (ps->nf != 5)
+        return fail(ps, "task: expected 'task parallel|serial NDIMS LINE COL'");
+    kern_meta_task *t = &k->tasks[i];
+    if (field_is(&ps->f[1], "parallel"))
+        t->parallel = true;
+    else if (field_is(&ps->f[1], "serial"))
+        t->parallel = false;
+    else
+        return fail(ps, "task: expected parallel or serial, found '%.*s'", ps->f[1].len,
+                    ps->f[1].s);
+    uint32_t nd;
+    if (!parse_u32(ps, &ps->f[2], "NDIMS", 8, &nd) ||
+        !parse_u32(ps, &ps->f[3], "LINE", UINT32_MAX, &t->line) ||
+        !parse_u32(ps, &ps->f[4], "COL", UINT32_MAX, &t->col))
+        return false;
+    if (t->parallel && nd < 1)
+        return fail(ps, "a parallel task has 1 to 8 dimensions, not 0");
+    if (!t->parallel && nd != 0)
+        return fail(ps, "a serial task has 0 dimensions, not %u", nd);
+    t->ndims = (int)nd;
+    return true;
+}
+
+static bool parse_kernel(meta_parser *ps, kern_meta *m) {
+    /* the kernel line is in ps->f */
+    if (ps->nf != 6)
+        return fail(ps, "kernel: expected 'kernel NAME LINE COL NPARAMS NTASKS'");
+    if (!is_name(&ps->f[1]))
+        return fail(ps, "kernel: bad name '%.*s'", ps->f[1].len, ps->f[1].s);
+    for (int k = 0; k < m->nkernels; k++)
+        if (field_is(&ps->f[1], m->kernels[k].name))
+            return fail(ps, "two kernels named '%s'", m->kernels[k].name);
+    uint32_t line, col, np, nt;
+    if (!parse_u32(ps, &ps->f[2], "LINE", UINT32_MAX, &line) ||
+        !parse_u32(ps, &ps->f[3], "COL", UINT32_MAX, &col) ||
+        !parse_u32(ps, &ps->f[4], "NPARAMS", META_MAX_COUNT, &np) ||
+        !parse_u32(ps, &ps->f[5], "NTASKS", META_MAX_COUNT, &nt))
+        return false;
+    /* every param and task takes a line of at least 10 bytes: a cheap bound that keeps a
+     * corrupt count from asking for a huge allocation */
+    size_t left = (size_t)(ps->end - ps->p);
+    if ((size_t)np + nt > left / 10 + 1)
+        return fail(ps, "kernel '%.*s' declares %u params and %u tasks but the text ends "
+                        "before them",
+                    ps->f[1].len, ps->f[1].s, np, nt);
+    kern_meta_kernel *nk = realloc(m->kernels, ((size_t)m->nkernels + 1) * sizeof *nk);
+    if (!nk)
+        return fail(ps, "out of memory");
+    m->kernels = nk;
+    kern_meta_kernel *k = &m->kernels[m->nkernels++];
+    memset(k, 0, sizeof *k);
+    k->name = dup_field(&ps->f[1]);
+    k->params = calloc(np ? np : 1, sizeof *k->params);
+    k->tasks = calloc(nt ? nt : 1, sizeof *k->tasks);
+    if (!k->name || !k->params || !k->tasks)
+        return fail(ps, "out of memory");
+    k->line = line;
+    k->col = col;
+    /* params are freed by count: grow nparams as they are filled */
+    for (uint32_t i = 0; i < np; i++) {
+        k->nparams = (int)np; /* for the messages */
+        bool ok = parse_param(ps, k, (int)i);
+        k->nparams = ok ? (int)i + 1 : (int)i;
+        if (!ok)
+            return false;
+    }
+    k->ntasks = (int)nt;
+    for (uint32_t i = 0; i < nt; i++)
+        if (!parse_task(ps, k, (int)i))
+            return false;
+    return true;
+}
+
+kern_meta *kern_meta_parse(const char *text, size_t len, char *err, size_t errlen) {
+    if (err && errlen)
+        err[0] = '\0';
+    if (len > 0 && text[len - 1] == '\0')
+        len--;
+    meta_parser ps = {.p = text, .end = text + len, .line = 0, .err = err, .errlen = errlen};
+    if (memchr(text, '\0', len)) {
+        ps.line = 1;
+        for (const char *q = text; *q; q++)
+            ps.line += *q == '\n';
+        fail(&ps, "NUL byte in the text");
+        return NULL;
+    }
+    kern_meta *m = calloc(1, sizeof *m);
+    if (!m) {
+        fail(&ps, "out of memory");
+        return NULL;
+    }
+    bool eof;
+    if (!next_line(&ps, &eof)) {
+        if (eof)
+            fail(&ps, "empty text (expected 'kern-meta 1')");
+        goto fail;
+    }
+    if (ps.nf != 2 || !field_is(&ps.f[0], "kern-meta")) {
+        fail(&ps, "not kern metadata (expected 'kern-meta 1')");
+        goto fail;
+    }
+    if (!field_is(&ps.f[1], "1")) {
+        fail(&ps, "unsupported metadata version '%.*s' (this runtime reads version 1)",
+             ps.f[1].len, ps.f[1].s);
+        goto fail;
+    }
+    bool ended = false;
+    while (!ended) {
+        /* the source line keeps its spaces: read it before splitting */
+        if ((size_t)(ps.end - ps.p) >= 7 && memcmp(ps.p, "source ", 7) == 0) {
+            ps.line++;
+            if (m->source || m->nkernels) {
+                fail(&ps, "'source' must come once, before the kernels");
+                goto fail;
+            }
+            const char *s = ps.p + 7;
+            const char *nl = memchr(s, '\n', (size_t)(ps.end - s));
+            const char *e = nl ? nl : ps.end;
+            ps.p = nl ? nl + 1 : ps.end;
+            if (e == s) {
+                fail(&ps, "empty source path");
+                goto fail;
+            }
+            m->source = dup_field(&(meta_field){s, (int)(e - s)});
+            if (!m->source) {
+                fail(&ps, "out of memory");
+                goto fail;
+            }
+            continue;
+        }
+        if (!next_line(&ps, &eof)) {
+            if (eof)
+                fail(&ps, "missing 'end'");
+            goto fail;
+        }
+        if (field_is(&ps.f[0], "kernel")) {
+            if (!parse_kernel(&ps, m))
+                goto fail;
+        } else if (field_is(&ps.f[0], "end") && ps.nf == 1) {
+            ended = true;
+        } else {
+            fail(&ps, "unexpected '%.*s' (expected kernel, source or end)", ps.f[0].len,
+                 ps.f[0].s);
+            goto fail;
+        }
+    }
+    if (ps.p != ps.end) {
+        ps.line++;
+        fail(&ps, "text after 'end'");
+        goto fail;
+    }
+    return m;
+fail:
+    kern_meta_free(m);
+    return NULL;
+}
+
+void kern_meta_print(kern_buf *out, const kern_meta *m) {
+    buf_puts(out, "kern-meta 1\n");
+    if (m->source)
+        buf_printf(out, "source %s\n", m->source);
+    for (int k = 0; k < m->nkernels; k++) {
+        const kern_meta_kernel *kk = &m->kernels[k];
+        buf_printf(out, "kernel %s %u %u %d %d\n", kk->name, kk->line, kk->col, kk->nparams,
+                   kk->ntasks);
+        for (int i = 0; i < kk->nparams; i++)
+            buf_printf(out, "param %s %s %d\n", kk->params[i].name, kk->params[i].type->name,
+                       kk->params[i].nograd ? 1 : 0);
+        for (int i = 0; i < kk->ntasks; i++)
+            buf_printf(out, "task %s %d %u %u\n", kk->tasks[i].parallel ? "parallel" : "serial",
+                       kk->tasks[i].ndims, kk->tasks[i].line, kk->tasks[i].col);
+    }
+    buf_puts(out, "end\n");
+}
+
+const kern_meta_kernel *kern_meta_find(const kern_meta *m, const char *name) {
+    for (int k = 0; k < m->nkernels; k++)
+        if (strcmp(m->kernels[k].name, name) == 0)
+            return &m->kernels[k];
+    return NULL;
+}
+
+void kern_meta_symbol(char *buf, size_t size, const char *kernel, int task, bool count) {
+    kern_buf b = {0};
+    buf_puts(&b, "kern_");
+    for (const char *p = kernel; *p; p++) {
+        if (*p == '.')
+            buf_puts(&b, "__");
+        else
+            buf_putc(&b, *p);
+    }
+    buf_printf(&b, "__t%d%s", task, count ? "_count" : "");
+    if (size) {
+        size_t n = b.len < size - 1 ? b.len : size - 1;
+        memcpy(buf, b.data, n);
+        buf[n] = '\0';
+    }
+    buf_free(&b);
+}

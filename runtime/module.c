@@ -1,0 +1,269 @@
+/* module.c - modules and kernels: rt_module_create (metadata + a code provider, see
+ * provider.h), the AOT loader for shared objects built by `kernc build --target=cpu`, and
+ * kernel lookup and introspection.
+ *
+ * An AOT module file is a shared object that exports the task functions of abi.h and
+ *   const char kern_module_meta[];          the metadata text of meta.h
+ *   const uint64_t kern_module_meta_size;   its length in bytes (a trailing NUL allowed)
+ * It is dlopen()ed with RTLD_NOW | RTLD_LOCAL and closed when the module is released. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "rt.h"
+
+enum { RT_MAX_META_SIZE = 64 << 20 };
+
+static void free_kernels(kern_module *m) {
+    for (int i = 0; i < m->nkernels; i++) {
+        free(m->kernels[i].count_syms);
+        free(m->kernels[i].body_syms);
+    }
+    free(m->kernels);
+    m->kernels = NULL;
+    m->nkernels = 0;
+}
+
+/* The checks the parser makes, for metadata built in memory by the compiler. */
+static bool meta_valid(const kern_meta *meta, char *err, size_t errlen) {
+    if (meta->nkernels < 0 || (meta->nkernels > 0 && !meta->kernels)) {
+        snprintf(err, errlen, "bad kernel table");
+        return false;
+    }
+    for (int k = 0; k < meta->nkernels; k++) {
+        const kern_meta_kernel *mk = &meta->kernels[k];
+        if (!mk->name || mk->nparams < 0 || mk->ntasks < 0 ||
+            (mk->nparams && !mk->params) || (mk->ntasks && !mk->tasks)) {
+            snprintf(err, errlen, "kernel %d: bad name or tables", k);
+            return false;
+        }
+        for (int i = 0; i < mk->nparams; i++) {
+            const kern_type *t = mk->params[i].type;
+            if (!mk->params[i].name || !t || t->kind == TY_VOID ||
+                (t->kind == TY_ARRAY && (t->rank < 1 || t->rank > KERN_MAX_DIMS))) {
+                snprintf(err, errlen, "kernel '%s': parameter %d has no name or a bad type",
+                         mk->name, i);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+kern_status rt_module_create(kern_context *ctx, kern_meta *meta, kern_code_provider p,
+                             kern_module **out) {
+    kern_status s = KERN_OK;
+    char err[512], sym[512];
+    kern_module *m = NULL;
+    *out = NULL;
+    if (!meta_valid(meta, err, sizeof err)) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "invalid module metadata: %s", err);
+        goto cleanup;
+    }
+    m = calloc(1, sizeof *m);
+    if (!m || !(m->kernels = calloc((size_t)meta->nkernels + 1, sizeof *m->kernels))) {
+        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a module");
+        goto cleanup;
+    }
+    m->ctx = ctx;
+    m->meta = meta;
+    m->provider = p;
+    m->nkernels = meta->nkernels;
+    for (int k = 0; k < meta->nkernels; k++) {
+        kern_kernel *kk = &m->kernels[k];
+        const kern_meta_kernel *mk = &meta->kernels[k];
+        kk->mod = m;
+        kk->meta = mk;
+        kk->count_syms = calloc((size_t)mk->ntasks + 1, sizeof(void *));
+        kk->body_syms = calloc((size_t)mk->ntasks + 1, sizeof(void *));
+        if (!kk->count_syms || !kk->body_syms) {
+            s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a module");
+            goto cleanup;
+        }
+        for (int t = 0; t < mk->ntasks; t++) {
+            for (int c = 0; c < 2; c++) {
+                kern_meta_symbol(sym, sizeof sym, mk->name, t, c == 0);
+                void *addr = p.lookup ? p.lookup(p.user, sym) : NULL;
+                if (!addr) {
+                    s = rt_error(ctx, KERN_ERR_FORMAT,
+                                 "kernel '%s', task %d: missing symbol '%s'", mk->name, t, sym);
+                    goto cleanup;
+                }
+                if (c == 0)
+                    kk->count_syms[t] = addr;
+                else
+                    kk->body_syms[t] = addr;
+            }
+        }
+    }
+    rt_list_init(&m->link);
+    rt_list_push(&ctx->modules, &m->link);
+    *out = m;
+    return KERN_OK;
+cleanup:
+    if (m)
+        free_kernels(m);
+    free(m);
+    kern_meta_free(meta);
+    if (p.release)
+        p.release(p.user);
+    return s;
+}
+
+void rt_module_destroy(kern_module *m) {
+    rt_list_remove(&m->link);
+    free_kernels(m);
+    kern_meta_free(m->meta);
+    if (m->provider.release)
+        m->provider.release(m->provider.user);
+    free(m);
+}
+
+void kern_module_release(kern_module *m) {
+    if (!m)
+        return;
+    kern_context *ctx = m->ctx;
+    rt_clear_error(ctx);
+    char err[512];
+    if (m->last_use > ctx->dev->ops->poll(ctx->dev) &&
+        ctx->dev->ops->wait(ctx->dev, m->last_use, err, sizeof err) != KERN_OK)
+        rt_error(ctx, KERN_ERR_DEVICE, "device %s: %s", ctx->dev->ops->name, err);
+    rt_collect(ctx, false); /* device errors name the module's kernels: format them now */
+    rt_module_destroy(m);
+}
+
+/* ---- AOT shared objects ------------------------------------------------------------ */
+
+static void *dl_lookup(void *user, const char *symbol) { return dlsym(user, symbol); }
+static void dl_release(void *user) { dlclose(user); }
+
+kern_status kern_module_load_file(kern_context *ctx, const char *path, kern_module **out) {
+    if (!ctx)
+        return KERN_ERR_ARGUMENT;
+    rt_clear_error(ctx);
+    if (!out || !path)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_module_load_file: NULL path or out");
+    *out = NULL;
+    if (!ctx->dev)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "the context was not created successfully");
+    kern_status s = KERN_OK;
+    char *dlpath = NULL;
+    void *h = NULL;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return rt_error(ctx, errno == ENOENT ? KERN_ERR_NOT_FOUND : KERN_ERR_IO,
+                        "cannot open module '%s': %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return rt_error(ctx, KERN_ERR_FORMAT, "module '%s' is not a regular file", path);
+    /* a path without '/' would make dlopen search the library path */
+    size_t n = strlen(path);
+    dlpath = malloc(n + 3);
+    if (!dlpath)
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+    snprintf(dlpath, n + 3, "%s%s", strchr(path, '/') ? "" : "./", path);
+    dlerror();
+    h = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s' is not a loadable module: %s", path,
+                     e ? e : "dlopen failed");
+        goto cleanup;
+    }
+    const char *text = dlsym(h, "kern_module_meta");
+    const uint64_t *size = dlsym(h, "kern_module_meta_size");
+    if (!text || !size) {
+        s = rt_error(ctx, KERN_ERR_FORMAT,
+                     "'%s' is not a kern module (it does not define kern_module_meta and "
+                     "kern_module_meta_size)",
+                     path);
+        goto cleanup;
+    }
+    if (*size > RT_MAX_META_SIZE) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata (size %llu)", path,
+                     (unsigned long long)*size);
+        goto cleanup;
+    }
+    char err[512];
+    kern_meta *meta = kern_meta_parse(text, (size_t)*size, err, sizeof err);
+    if (!meta) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata: %s", path, err);
+        goto cleanup;
+    }
+    kern_code_provider p = {h, dl_lookup, dl_release};
+    h = NULL; /* the provider owns it now, even on failure */
+    s = rt_module_create(ctx, meta, p, out);
+    if (s != KERN_OK)
+        rt_error(ctx, s, "'%s': %s", path, ctx->msg);
+cleanup:
+    if (h)
+        dlclose(h);
+    free(dlpath);
+    return s;
+}
+
+/* ---- kernels ----------------------------------------------------------------------- */
+
+int kern_module_kernel_count(const kern_module *m) { return m ? m->nkernels : 0; }
+
+const char *kern_module_kernel_name(const kern_module *m, int i) {
+    if (!m || i < 0 || i >= m->nkernels)
+        return NULL;
+    return m->kernels[i].meta->name;
+}
+
+kern_status kern_kernel_find(kern_module *m, const char *name, kern_kernel **out) {
+    if (!m)
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = m->ctx;
+    rt_clear_error(ctx);
+    if (!name || !out)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_kernel_find: NULL name or out");
+    *out = NULL;
+    for (int i = 0; i < m->nkernels; i++) {
+        if (strcmp(m->kernels[i].meta->name, name) == 0) {
+            *out = &m->kernels[i];
+            return KERN_OK;
+        }
+    }
+    char list[1024];
+    size_t len = 0;
+    list[0] = '\0';
+    for (int i = 0; i < m->nkernels && len < sizeof list; i++) {
+        int w = snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
+                         m->kernels[i].meta->name);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    if (m->nkernels == 0)
+        return rt_error(ctx, KERN_ERR_NOT_FOUND, "no kernel '%s': the module has no kernels",
+                        name);
+    return rt_error(ctx, KERN_ERR_NOT_FOUND, "no kernel '%s' in the module (it has: %s)", name,
+                    list);
+}
+
+const char *kern_kernel_name(const kern_kernel *k) { return k ? k->meta->name : NULL; }
+int kern_kernel_param_count(const kern_kernel *k) { return k ? k->meta->nparams : 0; }
+
+kern_status kern_kernel_param(kern_kernel *k, int i, kern_param_info *out) {
+    if (!k)
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = k->mod->ctx;
+    rt_clear_error(ctx);
+    if (!out)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_kernel_param: out is NULL");
+    if (i < 0 || i >= k->meta->nparams)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kernel '%s' has %d parameters: index %d is out of range",
+                        k->meta->name, k->meta->nparams, i);
+    const kern_meta_param *p = &k->meta->params[i];
+    out->name = p->name;
+    out->is_array = p->type->kind == TY_ARRAY;
+    out->dtype = rt_dtype_of(p->type);
+    out->rank = p->type->rank;
+    out->nograd = p->nograd;
+    return KERN_OK;
+}

@@ -1,0 +1,644 @@
+/* npy.c - the strict .npy reader and writer (see npy.h; the format is that of
+ * numpy/lib/format.py, "NEP 1").
+ *
+ * Reading goes through one small byte source (a memory block or a FILE), so the in-memory
+ * parser that the fuzz target drives and the file reader are the same code:
+ *   preamble  "\x93NUMPY" MAJOR MINOR, then the header length (u16 LE for 1.0, u32 LE
+ *             for 2.0);
+ *   header    a Python dict literal: {'descr': '<f4', 'fortran_order': False,
+ *             'shape': (3, 4), } with optional spaces, single or double quotes without
+ *             escapes, an optional trailing comma, then spaces and one final '\n';
+ *             exactly the three keys, each once;
+ *   data      exactly count * itemsize bytes, nothing after them.
+ * The size of the data is checked against what the source has left before anything is
+ * allocated for it, so a corrupt shape cannot ask for a huge buffer. */
+#include "npy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+
+static const struct {
+    const char *descr;
+    kern_dtype dtype;
+} npy_dtypes[] = {
+    {"<f4", KERN_F32}, {"<f8", KERN_F64}, {"<i4", KERN_I32},
+    {"<u4", KERN_U32}, {"<i8", KERN_I64}, {"|b1", KERN_BOOL},
+};
+
+const char *kern_npy_descr(kern_dtype dtype) {
+    for (size_t i = 0; i < sizeof npy_dtypes / sizeof npy_dtypes[0]; i++)
+        if (npy_dtypes[i].dtype == dtype)
+            return npy_dtypes[i].descr;
+    return NULL;
+}
+
+void kern_npy_free(kern_npy *a) {
+    if (!a)
+        return;
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+typedef struct npy_err {
+    const char *name;
+    char *buf;
+    size_t len;
+} npy_err;
+
+static kern_status npy_fail(npy_err *e, kern_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static kern_status npy_fail(npy_err *e, kern_status s, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (e->buf && e->len)
+        snprintf(e->buf, e->len, "%s: %s", e->name, msg);
+    return s;
+}
+
+/* "(3,)", "(3, 4)", "()" */
+static void format_shape(char *buf, size_t size, int rank, const uint64_t *shape) {
+    size_t n = 0;
+    n += (size_t)snprintf(buf, size, "(");
+    for (int d = 0; d < rank && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%llu", d ? ", " : "",
+                              (unsigned long long)shape[d]);
+    if (n < size)
+        snprintf(buf + n, size - n, rank == 1 ? ",)" : ")");
+}
+
+/* ---- the byte source --------------------------------------------------------------- */
+
+typedef struct npy_src {
+    const unsigned char *mem; /* memory source */
+    size_t len, pos;
+    FILE *f;                  /* or a file */
+    int64_t left;             /* bytes left in the file when known, else -1 */
+    int read_errno;           /* a read error on the file */
+} npy_src;
+
+static size_t src_read(npy_src *s, void *dst, size_t n) {
+    if (!s->f) {
+        size_t k = s->len - s->pos < n ? s->len - s->pos : n;
+        if (k)
+            memcpy(dst, s->mem + s->pos, k);
+        s->pos += k;
+        return k;
+    }
+    size_t k = fread(dst, 1, n, s->f);
+    if (k < n && ferror(s->f) && !s->read_errno)
+        s->read_errno = errno ? errno : EIO;
+    if (s->left >= 0)
+        s->left -= (int64_t)k;
+    return k;
+}
+
+/* Bytes left, or -1 when unknown. */
+static int64_t src_left(const npy_src *s) {
+    if (!s->f)
+        return (int64_t)(s->len - s->pos);
+    return s->left;
+}
+
+/* Counts the bytes left by reading them (for the trailing-bytes message). */
+static uint64_t src_drain(npy_src *s) {
+    int64_t known = src_left(s);
+    if (known >= 0)
+        return (uint64_t)known;
+    unsigned char tmp[4096];
+    uint64_t n = 0;
+    size_t k;
+    while ((k = src_read(s, tmp, sizeof tmp)) > 0)
+        n += k;
+    return n;
+}
+
+/* ---- the header dict --------------------------------------------------------------- */
+
+typedef struct npy_header {
+    char descr[16];
+    bool has_descr, has_fortran, has_shape;
+    bool fortran;
+    int rank;              /* entries in shape (may exceed 4: then an error) */
+    uint64_t shape[8];     /* capped values; shape_big marks an extent >= 2^63 */
+    bool shape_big;
+} npy_header;
+
+typedef struct hparser {
+    const char *s;
+    size_t n, i;
+    npy_err *e;
+} hparser;
+
+static void skip_ws(hparser *p) {
+    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t'))
+        p->i++;
+}
+
+static kern_status syntax(hparser *p, const char *expected) {
+    if (p->i >= p->n)
+        return npy_fail(p->e, KERN_ERR_FORMAT, "bad header: expected %s, found the end",
+                        expected);
+    unsigned char c = (unsigned char)p->s[p->i];
+    if (c >= 0x20 && c < 0x7f)
+        return npy_fail(p->e, KERN_ERR_FORMAT,
+                        "bad header: expected %s at offset %zu, found '%c'", expected, p->i,
+                        (char)c);
+    return npy_fail(p->e, KERN_ERR_FORMAT,
+                    "bad header: expected %s at offset %zu, found byte 0x%02x", expected, p->i,
+                    c);
+}
+
+static bool accept(hparser *p, char c) {
+    skip_ws(p);
+    if (p->i < p->n && p->s[p->i] == c) {
+        p->i++;
+        return true;
+    }
+    return false;
+}
+
+/* A string literal without escapes, into buf (truncated to size - 1 bytes: the caller
+ * compares against short names, and a truncated one matches none). */
+static kern_status parse_string(hparser *p, char *buf, size_t size, size_t *len) {
+    skip_ws(p);
+    if (p->i >= p->n || (p->s[p->i] != '\'' && p->s[p->i] != '"'))
+        return syntax(p, "a string");
+    char q = p->s[p->i++];
+    size_t start = p->i;
+    while (p->i < p->n && p->s[p->i] != q) {
+        unsigned char c = (unsigned char)p->s[p->i];
+        if (c == '\\')
+            return npy_fail(p->e, KERN_ERR_FORMAT,
+                            "bad header: escape sequences in strings are not supported "
+                            "(offset %zu)",
+                            p->i);
+        if (c < 0x20 || c >= 0x7f)
+            return syntax(p, "a printable character in a string");
+        p->i++;
+    }
+    if (p->i >= p->n)
+        return syntax(p, "the end of a string");
+    size_t k = p->i - start;
+    *len = k;
+    if (k > size - 1)
+        k = size - 1;
+    memcpy(buf, p->s + start, k);
+    buf[k] = '\0';
+    p->i++;
+    return KERN_OK;
+}
+
+static bool accept_word(hparser *p, const char *w) {
+    skip_ws(p);
+    size_t k = strlen(w);
+    if (p->n - p->i >= k && memcmp(p->s + p->i, w, k) == 0) {
+        char next = p->i + k < p->n ? p->s[p->i + k] : ' ';
+        if ((next >= 'a' && next <= 'z') || (next >= 'A' && next <= 'Z') ||
+            (next >= '0' && next <= '9') || next == '_')
+            return false;
+        p->i += k;
+        return true;
+    }
+    return false;
+}
+
+/* '(' [int (',' int)* [',']] ')' with a comma required after a single element */
+static kern_status parse_shape(hparser *p, npy_header *h) {
+    if (!accept(p, '('))
+        return syntax(p, "a shape tuple '('");
+    h->rank = 0;
+    bool comma_after_last = false;
+    for (;;) {
+        skip_ws(p);
+        if (accept(p, ')'))
+            break;
+        if (h->rank > 0 && !comma_after_last)
+            return syntax(p, "',' or ')' in the shape");
+        skip_ws(p);
+        if (p->i < p->n && p->s[p->i] == '-')
+            return npy_fail(p->e, KERN_ERR_FORMAT,
+                            "negative extent in shape (offset %zu)", p->i);
+        if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9')
+            return syntax(p, "an integer in the shape");
+        uint64_t v = 0;
+        bool big = false;
+        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
+            unsigned d = (unsigned)(p->s[p->i] - '0');
+            if (v > (UINT64_MAX - d) / 10)
+                big = true;
+            else
+                v = v * 10 + d;
+            p->i++;
+        }
+        if (p->i < p->n && (p->s[p->i] == 'L' || p->s[p->i] == '_' || p->s[p->i] == '.'))
+            return syntax(p, "',' or ')' after an extent");
+        if (h->rank < 8)
+            h->shape[h->rank] = big ? UINT64_MAX : v;
+        h->shape_big |= big;
+        h->rank++;
+        if (h->rank > 64)
+            return npy_fail(p->e, KERN_ERR_FORMAT, "bad header: the shape has too many extents");
+        comma_after_last = accept(p, ',');
+    }
+    if (h->rank == 1 && !comma_after_last)
+        return npy_fail(p->e, KERN_ERR_FORMAT,
+                        "bad header: shape (%llu) is not a tuple (a 1-tuple is written (%llu,))",
+                        (unsigned long long)h->shape[0], (unsigned long long)h->shape[0]);
+    return KERN_OK;
+}
+
+static kern_status parse_dict(const char *s, size_t n, npy_err *e, npy_header *h) {
+    memset(h, 0, sizeof *h);
+    if (n == 0 || s[n - 1] != '\n')
+        return npy_fail(e, KERN_ERR_FORMAT, "bad header: it does not end with a newline");
+    hparser p = {s, n - 1, 0, e};
+    kern_status st;
+    if (!accept(&p, '{'))
+        return syntax(&p, "'{'");
+    for (;;) {
+        if (accept(&p, '}'))
+            break;
+        char key[32];
+        size_t klen;
+        if ((st = parse_string(&p, key, sizeof key, &klen)) != KERN_OK)
+            return st;
+        if (!accept(&p, ':'))
+            return syntax(&p, "':' after a key");
+        bool *seen;
+        if (klen == 5 && strcmp(key, "descr") == 0) {
+            seen = &h->has_descr;
+        } else if (klen == 13 && strcmp(key, "fortran_order") == 0) {
+            seen = &h->has_fortran;
+        } else if (klen == 5 && strcmp(key, "shape") == 0) {
+            seen = &h->has_shape;
+        } else {
+            return npy_fail(e, KERN_ERR_FORMAT,
+                            "bad header: unexpected key '%s' (the keys are 'descr', "
+                            "'fortran_order' and 'shape')",
+                            key);
+        }
+        if (*seen)
+            return npy_fail(e, KERN_ERR_FORMAT, "bad header: key '%s' appears twice", key);
+        *seen = true;
+        if (seen == &h->has_descr) {
+            size_t dlen;
+            skip_ws(&p);
+            if (p.i < p.n && p.s[p.i] == '[')
+                return npy_fail(e, KERN_ERR_FORMAT,
+                                "unsupported dtype: structured arrays are not supported "
+                                "(supported: <f4 <f8 <i4 <u4 <i8 |b1)");
+            if ((st = parse_string(&p, h->descr, sizeof h->descr, &dlen)) != KERN_OK)
+                return st;
+            if (dlen >= sizeof h->descr)
+                return npy_fail(e, KERN_ERR_FORMAT,
+                                "unsupported dtype '%s...' (supported: <f4 <f8 <i4 <u4 <i8 "
+                                "|b1)",
+                                h->descr);
+        } else if (seen == &h->has_fortran) {
+            if (accept_word(&p, "True"))
+                h->fortran = true;
+            else if (accept_word(&p, "False"))
+                h->fortran = false;
+            else
+                return syntax(&p, "True or False for 'fortran_order'");
+        } else if ((st = parse_shape(&p, h)) != KERN_OK) {
+            return st;
+        }
+        if (accept(&p, '}'))
+            break;
+        if (!accept(&p, ','))
+            return syntax(&p, "',' or '}' after a value");
+    }
+    skip_ws(&p);
+    if (p.i != p.n)
+        return syntax(&p, "only spaces after '}'");
+    if (!h->has_descr || !h->has_fortran || !h->has_shape)
+        return npy_fail(e, KERN_ERR_FORMAT, "bad header: the key '%s' is missing",
+                        !h->has_descr ? "descr" : !h->has_fortran ? "fortran_order" : "shape");
+    return KERN_OK;
+}
+
+/* Checks the header's meaning and fills out's dtype, rank, shape, count and nbytes. */
+static kern_status check_header(const npy_header *h, npy_err *e, kern_npy *out) {
+    kern_dtype dtype = 0;
+    for (size_t i = 0; i < sizeof npy_dtypes / sizeof npy_dtypes[0]; i++)
+        if (strcmp(h->descr, npy_dtypes[i].descr) == 0)
+            dtype = npy_dtypes[i].dtype;
+    if (!dtype) {
+        if (h->descr[0] == '>')
+            return npy_fail(e, KERN_ERR_FORMAT,
+                            "big-endian dtype '%s' is not supported (only little-endian: "
+                            "<f4 <f8 <i4 <u4 <i8 |b1)",
+                            h->descr);
+        return npy_fail(e, KERN_ERR_FORMAT,
+                        "unsupported dtype '%s' (supported: <f4 <f8 <i4 <u4 <i8 |b1)",
+                        h->descr);
+    }
+    if (h->fortran)
+        return npy_fail(e, KERN_ERR_FORMAT,
+                        "fortran_order True (column-major data) is not supported: write a "
+                        "C-ordered array");
+    char shp[160];
+    format_shape(shp, sizeof shp, h->rank < 8 ? h->rank : 8, h->shape);
+    if (h->rank == 0)
+        return npy_fail(e, KERN_ERR_FORMAT,
+                        "rank 0 (shape ()) is not supported: arrays have rank 1 to 4");
+    if (h->rank > KERN_MAX_DIMS)
+        return npy_fail(e, KERN_ERR_FORMAT,
+                        "rank %d is not supported: arrays have rank 1 to 4", h->rank);
+    uint64_t count = 1;
+    for (int d = 0; d < h->rank; d++) {
+        if (h->shape_big || h->shape[d] > INT32_MAX)
+            return npy_fail(e, KERN_ERR_FORMAT,
+                            "shape %s: extent of dimension %d is too large (at most %d)", shp,
+                            d, INT32_MAX);
+        count *= h->shape[d]; /* < 2^124 cannot happen: each factor < 2^31, checked below */
+        if (count > (uint64_t)PTRDIFF_MAX)
+            return npy_fail(e, KERN_ERR_FORMAT, "shape %s is too large", shp);
+    }
+    size_t esize = kern_dtype_size(dtype);
+    if (count > (uint64_t)PTRDIFF_MAX / esize)
+        return npy_fail(e, KERN_ERR_FORMAT, "shape %s is too large", shp);
+    out->dtype = dtype;
+    out->rank = h->rank;
+    for (int d = 0; d < KERN_MAX_DIMS; d++)
+        out->shape[d] = d < h->rank ? (int64_t)h->shape[d] : 1;
+    out->count = (int64_t)count;
+    out->nbytes = (size_t)count * esize;
+    return KERN_OK;
+}
+
+static kern_status read_npy(npy_src *src, npy_err *e, kern_npy *out) {
+    kern_status s = KERN_OK;
+    char *hbuf = NULL;
+    kern_npy a = {0};
+    unsigned char pre[12];
+    memset(out, 0, sizeof *out);
+
+    size_t got = src_read(src, pre, 8);
+    if (got < 8 || memcmp(pre, npy_magic, sizeof npy_magic) != 0) {
+        if (src->read_errno)
+            s = npy_fail(e, KERN_ERR_IO, "read error: %s", strerror(src->read_errno));
+        else if (got < 8 && memcmp(pre, npy_magic, got < 6 ? got : 6) == 0 && got > 0)
+            s = npy_fail(e, KERN_ERR_FORMAT,
+                         "truncated header: the file ends after %zu bytes", got);
+        else if (got == 0)
+            s = npy_fail(e, KERN_ERR_FORMAT, "not a .npy file (it is empty)");
+        else
+            s = npy_fail(e, KERN_ERR_FORMAT,
+                         "not a .npy file (wrong magic: it does not start with \\x93NUMPY)");
+        goto cleanup;
+    }
+    int major = pre[6], minor = pre[7];
+    size_t lenbytes;
+    if (major == 1 && minor == 0)
+        lenbytes = 2;
+    else if (major == 2 && minor == 0)
+        lenbytes = 4;
+    else {
+        s = npy_fail(e, KERN_ERR_FORMAT,
+                     "unsupported .npy format version %d.%d (this reader supports 1.0 and 2.0)",
+                     major, minor);
+        goto cleanup;
+    }
+    if (src_read(src, pre + 8, lenbytes) < lenbytes) {
+        s = src->read_errno ? npy_fail(e, KERN_ERR_IO, "read error: %s", strerror(src->read_errno))
+                            : npy_fail(e, KERN_ERR_FORMAT,
+                                       "truncated header: the file ends inside the header "
+                                       "length");
+        goto cleanup;
+    }
+    uint32_t hlen = (uint32_t)pre[8] | (uint32_t)pre[9] << 8;
+    if (lenbytes == 4)
+        hlen |= (uint32_t)pre[10] << 16 | (uint32_t)pre[11] << 24;
+    if (hlen > KERN_NPY_MAX_HEADER) {
+        s = npy_fail(e, KERN_ERR_FORMAT, "header length %u is too large (at most %d)", hlen,
+                     KERN_NPY_MAX_HEADER);
+        goto cleanup;
+    }
+    hbuf = malloc(hlen ? hlen : 1);
+    if (!hbuf) {
+        s = npy_fail(e, KERN_ERR_OUT_OF_MEMORY, "out of memory");
+        goto cleanup;
+    }
+    got = src_read(src, hbuf, hlen);
+    if (got < hlen) {
+        s = src->read_errno ? npy_fail(e, KERN_ERR_IO, "read error: %s", strerror(src->read_errno))
+                            : npy_fail(e, KERN_ERR_FORMAT,
+                                       "truncated header: %u header bytes declared, %zu present",
+                                       hlen, got);
+        goto cleanup;
+    }
+    npy_header h;
+    if ((s = parse_dict(hbuf, hlen, e, &h)) != KERN_OK)
+        goto cleanup;
+    if ((s = check_header(&h, e, &a)) != KERN_OK)
+        goto cleanup;
+
+    char shp[160];
+    format_shape(shp, sizeof shp, h.rank, h.shape);
+    int64_t left = src_left(src);
+    if (left >= 0 && (uint64_t)left < a.nbytes) {
+        s = npy_fail(e, KERN_ERR_FORMAT,
+                     "truncated data: shape %s of %s needs %zu bytes, the file has %lld", shp,
+                     h.descr, a.nbytes, (long long)left);
+        goto cleanup;
+    }
+    a.data = malloc(a.nbytes ? a.nbytes : 1);
+    if (!a.data) {
+        s = npy_fail(e, KERN_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes of data", a.nbytes);
+        goto cleanup;
+    }
+    got = src_read(src, a.data, a.nbytes);
+    if (src->read_errno) {
+        s = npy_fail(e, KERN_ERR_IO, "read error: %s", strerror(src->read_errno));
+        goto cleanup;
+    }
+    if (got < a.nbytes) {
+        s = npy_fail(e, KERN_ERR_FORMAT,
+                     "truncated data: shape %s of %s needs %zu bytes, the file has %zu", shp,
+                     h.descr, a.nbytes, got);
+        goto cleanup;
+    }
+    uint64_t extra = src_drain(src);
+    if (extra) {
+        s = npy_fail(e, KERN_ERR_FORMAT,
+                     "%llu unexpected byte%s after the data (shape %s of %s needs %zu bytes)",
+                     (unsigned long long)extra, extra == 1 ? "" : "s", shp, h.descr, a.nbytes);
+        goto cleanup;
+    }
+    if (a.dtype == KERN_BOOL) {
+        const unsigned char *b = a.data;
+        for (size_t i = 0; i < a.nbytes; i++) {
+            if (b[i] > 1) {
+                s = npy_fail(e, KERN_ERR_FORMAT, "bool element %zu has the byte value %u (not 0 or 1)",
+                             i, b[i]);
+                goto cleanup;
+            }
+        }
+    }
+    *out = a;
+    a.data = NULL;
+cleanup:
+    free(a.data);
+    free(hbuf);
+    return s;
+}
+
+kern_status kern_npy_parse(const void *bytes, size_t len, const char *name, kern_npy *out,
+                           char *err, size_t errlen) {
+    npy_err e = {name ? name : "<memory>", err, errlen};
+    if (err && errlen)
+        err[0] = '\0';
+    npy_src src = {.mem = bytes, .len = bytes ? len : 0, .left = -1};
+    return read_npy(&src, &e, out);
+}
+
+kern_status kern_npy_read(const char *path, kern_npy *out, char *err, size_t errlen) {
+    npy_err e = {path, err, errlen};
+    if (err && errlen)
+        err[0] = '\0';
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return npy_fail(&e, errno == ENOENT ? KERN_ERR_NOT_FOUND : KERN_ERR_IO, "%s",
+                        strerror(errno));
+    struct stat st;
+    npy_src src = {.f = f, .left = -1};
+    if (fstat(fileno(f), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            fclose(f);
+            return npy_fail(&e, KERN_ERR_IO, "is a directory");
+        }
+        if (S_ISREG(st.st_mode))
+            src.left = (int64_t)st.st_size;
+    }
+    kern_status s = read_npy(&src, &e, out);
+    fclose(f);
+    return s;
+}
+
+/* ---- writing ----------------------------------------------------------------------- */
+
+size_t kern_npy_header(char *buf, kern_dtype dtype, int rank, const int64_t *shape) {
+    const char *descr = kern_npy_descr(dtype);
+    if (!descr || rank < 1 || rank > KERN_MAX_DIMS || !shape)
+        return 0;
+    char dict[KERN_NPY_HEADER_MAX];
+    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                     descr);
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] < 0 || shape[d] > INT32_MAX)
+            return 0;
+        n += snprintf(dict + n, sizeof dict - (size_t)n, "%s%lld", d ? ", " : "",
+                      (long long)shape[d]);
+    }
+    n += snprintf(dict + n, sizeof dict - (size_t)n, "%s), }", rank == 1 ? "," : "");
+    size_t total = 10 + (size_t)n + 1; /* preamble, dict, '\n' */
+    size_t padded = (total + 63) / 64 * 64;
+    size_t hlen = padded - 10;
+    memcpy(buf, npy_magic, sizeof npy_magic);
+    buf[6] = 1;
+    buf[7] = 0;
+    buf[8] = (char)(hlen & 0xff);
+    buf[9] = (char)(hlen >> 8);
+    memcpy(buf + 10, dict, (size_t)n);
+    memset(buf + 10 + n, ' ', padded - total);
+    buf[padded - 1] = '\n';
+    return padded;
+}
+
+static bool write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0) {
+        size_t chunk = n > ((size_t)1 << 30) ? (size_t)1 << 30 : n;
+        ssize_t k = write(fd, c, chunk);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        c += k;
+        n -= (size_t)k;
+    }
+    return true;
+}
+
+kern_status kern_npy_write(const char *path, kern_dtype dtype, int rank, const int64_t *shape,
+                           const void *data, char *err, size_t errlen) {
+    npy_err e = {path ? path : "<null>", err, errlen};
+    if (err && errlen)
+        err[0] = '\0';
+    if (!path)
+        return npy_fail(&e, KERN_ERR_ARGUMENT, "no path");
+    if (!kern_npy_descr(dtype))
+        return npy_fail(&e, KERN_ERR_ARGUMENT, "invalid dtype %d", (int)dtype);
+    if (rank < 1 || rank > KERN_MAX_DIMS || !shape)
+        return npy_fail(&e, KERN_ERR_ARGUMENT, "rank %d is not supported (rank 1 to 4)", rank);
+    uint64_t count = 1;
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] < 0 || shape[d] > INT32_MAX)
+            return npy_fail(&e, KERN_ERR_ARGUMENT, "extent %lld of dimension %d is out of range",
+                            (long long)shape[d], d);
+        count *= (uint64_t)shape[d];
+        if (count > (uint64_t)PTRDIFF_MAX / 8)
+            return npy_fail(&e, KERN_ERR_ARGUMENT, "the array is too large");
+    }
+    size_t nbytes = (size_t)count * kern_dtype_size(dtype);
+    if (!data && nbytes)
+        return npy_fail(&e, KERN_ERR_ARGUMENT, "no data");
+    char header[KERN_NPY_HEADER_MAX];
+    size_t hlen = kern_npy_header(header, dtype, rank, shape);
+
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 64);
+    if (!tmp)
+        return npy_fail(&e, KERN_ERR_OUT_OF_MEMORY, "out of memory");
+    int fd = -1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        snprintf(tmp, plen + 64, "%s.tmp-%ld-%lx-%d", path, (long)getpid(),
+                 (unsigned long)ts.tv_nsec, attempt);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    kern_status s = KERN_OK;
+    if (fd < 0) {
+        s = npy_fail(&e, KERN_ERR_IO, "cannot write: %s", strerror(errno));
+        free(tmp);
+        return s;
+    }
+    bool ok = write_all(fd, header, hlen) && write_all(fd, data, nbytes);
+    int saved = errno;
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        saved = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        saved = errno;
+    }
+    if (!ok) {
+        unlink(tmp);
+        s = npy_fail(&e, KERN_ERR_IO, "cannot write: %s", strerror(saved));
+    }
+    free(tmp);
+    return s;
+}

@@ -1,0 +1,103 @@
+/* rt.h - the runtime's internal objects behind the opaque handles of kern.h, and the
+ * error-message helpers every API function uses. Not installed; the JIT library includes
+ * it to read the context's options and to set messages.
+ *
+ * Every API function follows one shape: clear the context's message, check arguments,
+ * do the work with one `goto cleanup` path, and return a status; failures set the
+ * message through rt_error. */
+#ifndef KERN_RT_H
+#define KERN_RT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../include/kern.h"
+#include "abi.h"
+#include "device.h"
+#include "meta.h"
+#include "provider.h"
+#include "retire.h"
+
+enum { RT_MSG_SIZE = 2048 };
+
+/* A launch whose completion has not been observed yet. */
+typedef struct rt_pending {
+    uint64_t point;
+    const kern_kernel *kernel;
+    kern_err_record rec;
+} rt_pending;
+
+typedef struct rt_list {
+    struct rt_list *prev, *next;
+} rt_list;
+
+struct kern_context {
+    kern_context_options opts;
+    rt_device *dev;              /* NULL when creation failed */
+    char msg[RT_MSG_SIZE];       /* the last failure's message */
+    rt_retire_queue retired;
+    rt_pending **pending;        /* launches in flight, oldest first */
+    int npending, cappending;
+    /* a device error observed without being reported yet (by a release, say) */
+    bool deferred;
+    int deferred_more;           /* further device errors observed with it */
+    char deferred_msg[RT_MSG_SIZE];
+    rt_list buffers, modules;    /* everything made from the context, freed with it */
+};
+
+struct kern_buffer {
+    rt_list link;
+    kern_context *ctx;
+    kern_dtype dtype;
+    int rank;
+    int64_t shape[KERN_MAX_DIMS]; /* unused dimensions 1 */
+    int64_t count;
+    size_t bytes;
+    void *mem;          /* the device allocation */
+    uint64_t last_use;  /* completion point of the last launch that used it */
+};
+
+struct kern_kernel {
+    kern_module *mod;
+    const kern_meta_kernel *meta;
+    void **count_syms; /* per task */
+    void **body_syms;
+};
+
+struct kern_module {
+    rt_list link;
+    kern_context *ctx;
+    kern_meta *meta;
+    kern_code_provider provider;
+    kern_kernel *kernels; /* one per meta kernel, same order */
+    int nkernels;
+    uint64_t last_use;
+};
+
+/* Sets the context's message and returns s. */
+kern_status rt_error(kern_context *ctx, kern_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void rt_clear_error(kern_context *ctx);
+/* The file, line and column part of messages: "FILE:L:C" or "L:C" without a source. */
+void rt_format_loc(char *buf, size_t size, const kern_meta *m, uint32_t line, uint32_t col);
+/* Formats a device error record of kernel k into buf. */
+void rt_format_device_error(char *buf, size_t size, const kern_kernel *k,
+                            const kern_err_record *rec);
+/* Collects the launches whose completion points have passed (wait_all: after waiting
+ * for all of them); the first device error among them becomes the context's message and
+ * status (KERN_ERR_DEVICE), or is deferred when `report` is false. Returns the status. */
+kern_status rt_collect(kern_context *ctx, bool report);
+kern_dtype rt_dtype_of(const kern_type *t);
+/* Frees a buffer (unlinking it from its context); unless device_idle, memory that a
+ * launch in flight may use is retired. */
+void rt_buffer_destroy(kern_buffer *b, bool device_idle);
+/* Frees a module; the caller has waited for its launches. */
+void rt_module_destroy(kern_module *m);
+/* "f32[3, 4]" */
+void rt_format_buffer(char *buf, size_t size, const kern_buffer *b);
+
+void rt_list_init(rt_list *l);
+void rt_list_push(rt_list *head, rt_list *node);
+void rt_list_remove(rt_list *node);
+
+#endif
