@@ -696,3 +696,680 @@ Test(llvm, min_max_ties) {
         release(&p);
     }
 }
+
+/* ---- control flow ------------------------------------------------------------------- */
+
+static float cf_f(float x) {
+    if (x > 10.0f)
+        return x;
+    return -x;
+}
+
+Test(llvm, while_break_continue_return) {
+    const char *src = "func f(x: f32) -> f32 {\n"
+                      "    if x > 10.0 { return x; }\n"
+                      "    return -x;\n"
+                      "}\n"
+                      "kernel cf(a: f32[], b: bool[], n: i32[], out: f32[]) {\n"
+                      "    for i in 0..len(a) {\n"
+                      "        var s = 0.0;\n"
+                      "        var k = 0;\n"
+                      "        while k < n[i] {\n"
+                      "            k += 1;\n"
+                      "            if k == 3 { continue; }\n"
+                      "            if k > 7 { break; }\n"
+                      "            s += f32(k) * a[i];\n"
+                      "        }\n"
+                      "        out[i] = select(b[i], s, f(a[i])) + f32(b[i]);\n"
+                      "    }\n"
+                      "}\n";
+    enum { M = 40 };
+    float a[M], out[M], want[M];
+    uint8_t b[M];
+    int32_t n[M];
+    for (int i = 0; i < M; i++) {
+        a[i] = (float)(i - 20) * 0.75f;
+        b[i] = (uint8_t)(i % 3 == 0);
+        n[i] = (i * 7) % 13 - 2;
+        float s = 0.0f;
+        int k = 0;
+        while (k < n[i]) {
+            k += 1;
+            if (k == 3)
+                continue;
+            if (k > 7)
+                break;
+            float t = (float)k * a[i];
+            s = s + t;
+        }
+        float v = b[i] ? s : cf_f(a[i]);
+        want[i] = v + (float)b[i];
+    }
+    for (int l = 0; l < 2; l++) {
+        prog p = build(src, OPT_LEVELS[l], l == 0);
+        memset(out, 0, sizeof out);
+        kern_array_desc da = desc(a, M, 1, 1), db = desc(b, M, 1, 1), dn = desc(n, M, 1, 1),
+                        dout = desc(out, M, 1, 1);
+        void *args[] = {&da, &db, &dn, &dout};
+        kern_err_record e = run(&p, "cf", args, 3);
+        cr_assert_eq(e.code, 0);
+        for (int i = 0; i < M; i++)
+            cr_expect(out[i] == want[i], "-O%d out[%d] = %g, want %g", OPT_LEVELS[l], i,
+                      (double)out[i], (double)want[i]);
+        release(&p);
+    }
+}
+
+Test(llvm, nested_for_break_continue) {
+    const char *src = "kernel loops(x: i32[], out: i64[], m: i32) {\n"
+                      "    for i in 0..len(x) {\n"
+                      "        var acc: i64 = 0;\n"
+                      "        for j in 0..m {\n"
+                      "            if j == x[i] { break; }\n"
+                      "            if j % 2 == 1 { continue; }\n"
+                      "            for k in j..m { acc += i64(k * j) + 1; }\n"
+                      "        }\n"
+                      "        out[i] = acc;\n"
+                      "    }\n"
+                      "}\n";
+    enum { M = 17 };
+    int32_t x[M], m = 11;
+    int64_t out[M], want[M];
+    for (int i = 0; i < M; i++) {
+        x[i] = i - 3;
+        int64_t acc = 0;
+        for (int j = 0; j < m; j++) {
+            if (j == x[i])
+                break;
+            if (j % 2 == 1)
+                continue;
+            for (int k = j; k < m; k++)
+                acc += (int64_t)(k * j) + 1;
+        }
+        want[i] = acc;
+    }
+    for (int l = 0; l < 2; l++) {
+        prog p = build(src, OPT_LEVELS[l], false);
+        memset(out, 0, sizeof out);
+        kern_array_desc dx = desc(x, M, 1, 1), dout = desc(out, M, 1, 1);
+        void *args[] = {&dx, &dout, &m};
+        run(&p, "loops", args, 4);
+        for (int i = 0; i < M; i++)
+            cr_expect_eq(out[i], want[i], "-O%d out[%d] = %lld, want %lld", OPT_LEVELS[l], i,
+                         (long long)out[i], (long long)want[i]);
+        release(&p);
+    }
+}
+
+/* ---- tasks -------------------------------------------------------------------------- */
+
+Test(llvm, parallel_2d_3d_chunked) {
+    const char *src =
+        "kernel grid(a: f32[,], out: f32[,]) {\n"
+        "    for i in 1..shape(a, 0) - 1, j in 1..shape(a, 1) - 1 {\n"
+        "        out[i, j] = a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1] - 4.0 * a[i, j];\n"
+        "    }\n"
+        "}\n"
+        "kernel cube(v: i64[,,], n: i32) {\n"
+        "    for i in 0..shape(v, 0), j in 0..shape(v, 1), k in 0..shape(v, 2) {\n"
+        "        v[i, j, k] = i64(i) * 10000 + i64(j) * 100 + i64(k) + i64(n);\n"
+        "    }\n"
+        "}\n";
+    enum { R = 13, C = 21, X = 5, Y = 7, Z = 9 };
+    static float a[R][C], out[R][C], want[R][C];
+    static int64_t v[X][Y][Z];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < C; j++)
+            a[i][j] = (float)((i * 31 + j * 17) % 23) * 0.25f;
+    memset(want, 0, sizeof want);
+    for (int i = 1; i < R - 1; i++)
+        for (int j = 1; j < C - 1; j++) {
+            float t = 4.0f * a[i][j];
+            float s = a[i - 1][j] + a[i + 1][j];
+            s = s + a[i][j - 1];
+            s = s + a[i][j + 1];
+            want[i][j] = s - t;
+        }
+    const int64_t chunks[] = {1, 3, 1000};
+    for (int l = 0; l < 2; l++) {
+        prog p = build(src, OPT_LEVELS[l], false);
+        for (int c = 0; c < 3; c++) {
+            memset(out, 0, sizeof out);
+            kern_array_desc da = desc(a, R, C, 1), dout = desc(out, R, C, 1);
+            void *args[] = {&da, &dout};
+            kern_count_fn count = (kern_count_fn)llvm_jit_lookup(p.jit, "kern_grid__t0_count");
+            cr_assert_eq(count(args), R - 2, "count is hi0 - lo0");
+            run(&p, "grid", args, chunks[c]);
+            cr_expect(memcmp(out, want, sizeof out) == 0, "-O%d grid, chunks of %lld",
+                          OPT_LEVELS[l], (long long)chunks[c]);
+
+            memset(v, 0xff, sizeof v);
+            int32_t n = 7;
+            kern_array_desc dv = desc(v, X, Y, Z);
+            void *args3[] = {&dv, &n};
+            run_mt(&p, "cube", args3, chunks[c], c == 1 ? 3 : 1);
+            for (int i = 0; i < X; i++)
+                for (int j = 0; j < Y; j++)
+                    for (int k = 0; k < Z; k++)
+                        cr_expect_eq(v[i][j][k], i * 10000 + j * 100 + k + 7);
+        }
+        release(&p);
+    }
+}
+
+Test(llvm, serial_tasks_and_uniforms) {
+    const char *src = "kernel seq(a: i32[], out: i32[], k: i32) {\n"
+                      "    let n = len(a) * 2 + k;\n"
+                      "    out[0] = n;\n"
+                      "    for i in 0..len(a) { out[1 + i] = a[i] * n; }\n"
+                      "    out[0] += 1;\n"
+                      "    for i in -3..k { out[len(a) + 4 + i] = i; }\n"
+                      "}\n";
+    enum { M = 6 };
+    int32_t a[M] = {1, -2, 3, -4, 5, 100}, out[M + 1 + 4 + 5], k = 5;
+    for (int l = 0; l < 2; l++) {
+        prog p = build(src, OPT_LEVELS[l], false);
+        const kern_meta_kernel *mk = &p.meta->kernels[0];
+        cr_assert_eq(mk->ntasks, 4);
+        cr_expect(!mk->tasks[0].parallel && mk->tasks[1].parallel && !mk->tasks[2].parallel &&
+                  mk->tasks[3].parallel);
+        memset(out, 0, sizeof out);
+        kern_array_desc da = desc(a, M, 1, 1), dout = desc(out, M + 10, 1, 1);
+        void *args[] = {&da, &dout, &k};
+        kern_count_fn count = (kern_count_fn)llvm_jit_lookup(p.jit, "kern_seq__t3_count");
+        cr_assert_eq(count(args), 8, "-3..5 has 8 items");
+        run(&p, "seq", args, 2);
+        int n = M * 2 + k;
+        cr_expect_eq(out[0], n + 1);
+        for (int i = 0; i < M; i++)
+            cr_expect_eq(out[1 + i], a[i] * n);
+        for (int i = -3; i < k; i++)
+            cr_expect_eq(out[M + 4 + i], i);
+        /* a serial body called with an empty range does nothing */
+        kern_task_fn t0 = (kern_task_fn)llvm_jit_lookup(p.jit, "kern_seq__t0");
+        kern_err_record e = {0};
+        out[0] = -1;
+        t0(args, 0, 0, &e);
+        cr_expect_eq(out[0], -1);
+        release(&p);
+    }
+}
+
+Test(llvm, empty_and_reversed_ranges) {
+    const char *src = "kernel r(out: i32[], lo: i32, hi: i32) {\n"
+                      "    for i in lo..hi { out[i] = 1; }\n"
+                      "}\n";
+    prog p = build(src, 3, false);
+    int32_t out[4] = {0}, lo = 3, hi = 1;
+    kern_array_desc d = desc(out, 4, 1, 1);
+    void *args[] = {&d, &lo, &hi};
+    kern_count_fn count = (kern_count_fn)llvm_jit_lookup(p.jit, "kern_r__t0_count");
+    cr_expect_eq(count(args), 0, "a reversed range has no items (clamped)");
+    run(&p, "r", args, 1);
+    cr_expect(out[0] == 0 && out[1] == 0 && out[2] == 0 && out[3] == 0);
+    release(&p);
+}
+
+/* ---- atomics ------------------------------------------------------------------------ */
+
+Test(llvm, atomics_concurrent) {
+    const char *src =
+        "kernel hist(v: i32[], h: i32[], hf: f32[], hd: f64[], h64: i64[], hu: u32[]) {\n"
+        "    for i in 0..len(v) {\n"
+        "        h[v[i] % 8] += 1;\n"
+        "        hf[v[i] % 8] += 1.0;\n"
+        "        hd[v[i] % 8] -= 0.5;\n"
+        "        atomic_add(h64[0], i64(v[i]));\n"
+        "        atomic_sub(h64[1], i64(v[i]));\n"
+        "        atomic_min(h[8], v[i] - 2000);\n"
+        "        atomic_max(h[9], v[i] - 2000);\n"
+        "        atomic_max(hu[0], u32(v[i]) * 1000000);\n"
+        "        atomic_min(hu[1], u32(v[i]) * 1000000);\n"
+        "        atomic_max(hf[8], f32(v[i]) * 0.5);\n"
+        "        atomic_min(hd[8], f64(v[i]) - 100.0);\n"
+        "    }\n"
+        "}\n";
+    enum { M = 100000 };
+    static int32_t v[M];
+    int32_t h[10], wh[10] = {0};
+    float hf[9], whf[9] = {0};
+    double hd[9], whd[9] = {0};
+    int64_t h64[2], wh64[2] = {0};
+    uint32_t hu[2], whu[2] = {0, UINT32_MAX};
+    wh[8] = 0;
+    wh[9] = -5000;
+    whf[8] = -1.0f;
+    whd[8] = 1e9;
+    for (int i = 0; i < M; i++) {
+        v[i] = (int32_t)((i * 2654435761u) % 4001u);
+        wh[v[i] % 8]++;
+        whf[v[i] % 8] += 1.0f;
+        whd[v[i] % 8] -= 0.5;
+        wh64[0] += v[i];
+        wh64[1] -= v[i];
+        if (v[i] - 2000 < wh[8]) wh[8] = v[i] - 2000;
+        if (v[i] - 2000 > wh[9]) wh[9] = v[i] - 2000;
+        uint32_t u = (uint32_t)v[i] * 1000000u;
+        if (u > whu[0]) whu[0] = u;
+        if (u < whu[1]) whu[1] = u;
+        if ((float)v[i] * 0.5f > whf[8]) whf[8] = (float)v[i] * 0.5f;
+        if ((double)v[i] - 100.0 < whd[8]) whd[8] = (double)v[i] - 100.0;
+    }
+    cr_assert(whu[0] > 2147483648u, "u32 max must exceed the signed range");
+    for (int l = 0; l < 2; l++) {
+        prog p = build(src, OPT_LEVELS[l], false);
+        memset(h, 0, sizeof h);
+        memset(hf, 0, sizeof hf);
+        memset(hd, 0, sizeof hd);
+        memset(h64, 0, sizeof h64);
+        h[9] = -5000;
+        hf[8] = -1.0f;
+        hd[8] = 1e9;
+        hu[0] = 0;
+        hu[1] = UINT32_MAX;
+        kern_array_desc dv = desc(v, M, 1, 1), dh = desc(h, 10, 1, 1), dhf = desc(hf, 9, 1, 1),
+                        dhd = desc(hd, 9, 1, 1), dh64 = desc(h64, 2, 1, 1), dhu = desc(hu, 2, 1, 1);
+        void *args[] = {&dv, &dh, &dhf, &dhd, &dh64, &dhu};
+        run_mt(&p, "hist", args, 64, 8);
+        for (int i = 0; i < 10; i++)
+            cr_expect_eq(h[i], wh[i], "-O%d h[%d] = %d, want %d", OPT_LEVELS[l], i, h[i], wh[i]);
+        for (int i = 0; i < 9; i++) {
+            cr_expect(hf[i] == whf[i], "-O%d hf[%d] = %g, want %g", OPT_LEVELS[l], i,
+                      (double)hf[i], (double)whf[i]);
+            cr_expect(hd[i] == whd[i], "hd[%d] = %g, want %g", i, hd[i], whd[i]);
+        }
+        cr_expect(h64[0] == wh64[0] && h64[1] == wh64[1]);
+        cr_expect(hu[0] == whu[0] && hu[1] == whu[1], "u32 max %u (want %u), min %u (want %u)",
+                  hu[0], whu[0], hu[1], whu[1]);
+        release(&p);
+    }
+}
+
+Test(llvm, atomics_old_values_and_ties) {
+    const char *src = "kernel olds(a: f32[], m: f32[], olds: f32[], xs: i32[], im: i32[], iold: i32[]) {\n"
+                      "    for i in 0..len(a) {\n"
+                      "        olds[i] = atomic_min(m[0], a[i]);\n"
+                      "        olds[len(a) + i] = atomic_max(m[1], a[i]);\n"
+                      "        olds[2 * len(a) + i] = atomic_min(m[2], a[i]);\n"
+                      "        iold[i] = atomic_sub(im[0], xs[i]);\n"
+                      "        iold[len(a) + i] = atomic_add(im[1], xs[i]);\n"
+                      "    }\n"
+                      "}\n";
+    enum { M = 8 };
+    float a[M] = {5.0f, 3.0f, -0.0f, 0.0f, NAN, 1.0f, -7.0f, 0.0f};
+    int32_t xs[M] = {1, 2, 3, 4, 5, 6, 7, INT32_MAX};
+    for (int l = 0; l < 2; l++) {
+        prog p = build(src, OPT_LEVELS[l], false);
+        float m[3] = {4.0f, -0.0f, NAN}, olds[3 * M];
+        int32_t im[2] = {10, 0}, iold[2 * M];
+        kern_array_desc da = desc(a, M, 1, 1), dm = desc(m, 3, 1, 1), dold = desc(olds, 3 * M, 1, 1),
+                        dx = desc(xs, M, 1, 1), dim = desc(im, 2, 1, 1), dio = desc(iold, 2 * M, 1, 1);
+        void *args[] = {&da, &dm, &dold, &dx, &dim, &dio};
+        run(&p, "olds", args, M); /* one chunk: items in order */
+        /* the reference: a plain sequential loop with `v < old ? v : old` */
+        float rm[3] = {4.0f, -0.0f, NAN};
+        int32_t rim[2] = {10, 0};
+        for (int i = 0; i < M; i++) {
+            float o0 = rm[0], o1 = rm[1], o2 = rm[2];
+            rm[0] = a[i] < rm[0] ? a[i] : rm[0];
+            rm[1] = a[i] > rm[1] ? a[i] : rm[1];
+            rm[2] = a[i] < rm[2] ? a[i] : rm[2];
+            scalar g, w;
+            g.f32 = olds[i], w.f32 = o0;
+            cr_expect(same(TY_F32, g, w, 0), "-O%d min old %d: %g, want %g", OPT_LEVELS[l], i,
+                      (double)olds[i], (double)o0);
+            g.f32 = olds[M + i], w.f32 = o1;
+            cr_expect(same(TY_F32, g, w, 0), "max old %d: %g, want %g", i, (double)olds[M + i],
+                      (double)o1);
+            g.f32 = olds[2 * M + i], w.f32 = o2;
+            cr_expect(same(TY_F32, g, w, 0), "min-on-NaN old %d", i);
+            cr_expect_eq(iold[i], rim[0]);
+            cr_expect_eq(iold[M + i], rim[1]);
+            rim[0] = (int32_t)((uint32_t)rim[0] - (uint32_t)xs[i]);
+            rim[1] = (int32_t)((uint32_t)rim[1] + (uint32_t)xs[i]); /* wraps */
+        }
+        cr_expect(m[0] == -7.0f && !signbit(m[1]) && m[1] == 5.0f, "final min/max");
+        cr_expect(isnan(m[2]), "NaN in memory stays (v < NaN is false)");
+        cr_expect(im[0] == rim[0] && im[1] == rim[1]);
+        release(&p);
+    }
+}
+
+/* ---- debug mode --------------------------------------------------------------------- */
+
+Test(llvm, debug_bounds_load_and_store) {
+    /* columns counted by hand: `a` of a[i] on line 3 is column 18; the store's `=` col 16 */
+    const char *src = "kernel dbg(a: f32[], out: f32[], n: i32) {\n"
+                      "    for i in 0..n {\n"
+                      "        out[i] = a[i] * 2.0;\n"
+                      "    }\n"
+                      "}\n";
+    prog p = build(src, 2, true);
+    float a[4] = {1, 2, 3, 4}, buf[10];
+    for (int i = 0; i < 10; i++)
+        buf[i] = -1.0f;
+    int32_t n = 6;
+    /* out has 8 elements, a 4: a[4], a[5] fail */
+    kern_array_desc da = desc(a, 4, 1, 1), dout = desc(buf, 8, 1, 1);
+    void *args[] = {&da, &dout, &n};
+    kern_err_record e = run(&p, "dbg", args, 100);
+    cr_assert_eq(e.code, KERN_DEVERR_BOUNDS);
+    cr_expect_eq(e.line, 3);
+    cr_expect_eq(e.col, 18);
+    cr_expect_eq(e.dim, 0);
+    cr_expect_eq(e.a, 4, "the first failing index wins");
+    cr_expect_eq(e.b, 4);
+    for (int i = 0; i < 4; i++)
+        cr_expect(buf[i] == a[i] * 2.0f);
+    cr_expect(buf[4] == 0.0f && buf[5] == 0.0f, "a failed load yields 0");
+    cr_expect(buf[6] == -1.0f && buf[7] == -1.0f);
+
+    /* now the store is out of bounds: out has 3 elements of a bigger buffer */
+    n = 4;
+    for (int i = 0; i < 10; i++)
+        buf[i] = -1.0f;
+    dout = desc(buf, 3, 1, 1);
+    e = run(&p, "dbg", args, 1);
+    cr_assert_eq(e.code, KERN_DEVERR_BOUNDS);
+    cr_expect_eq(e.line, 3);
+    cr_expect_eq(e.col, 16);
+    cr_expect(e.a == 3 && e.b == 3 && e.dim == 0);
+    cr_expect(buf[2] == 6.0f && buf[3] == -1.0f, "the store past the end is dropped");
+    release(&p);
+}
+
+Test(llvm, debug_bounds_2d_negative_index) {
+    const char *src = "kernel d2(m: i32[,], out: i32[], k: i32) {\n"
+                      "    for i in 0..len(out) {\n"
+                      "        out[i] = m[i, i - k];\n"
+                      "    }\n"
+                      "}\n";
+    prog p = build(src, 3, true);
+    int32_t m[3][3] = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}}, out[3] = {-1, -1, -1}, k = 1;
+    kern_array_desc dm = desc(m, 3, 3, 1), dout = desc(out, 3, 1, 1);
+    void *args[] = {&dm, &dout, &k};
+    kern_err_record e = run(&p, "d2", args, 1);
+    cr_assert_eq(e.code, KERN_DEVERR_BOUNDS);
+    cr_expect(e.line == 3 && e.col == 18, "at %u:%u", e.line, e.col);
+    cr_expect(e.dim == 1 && e.a == -1 && e.b == 3, "dim %d index %lld extent %lld", e.dim,
+              (long long)e.a, (long long)e.b);
+    cr_expect(out[0] == 0 && out[1] == 4 && out[2] == 8);
+    release(&p);
+}
+
+Test(llvm, debug_div_zero_and_shift) {
+    const char *src = "kernel ds(a: i32[], b: i32[], q: i32[], s: i64[], sh: i64[]) {\n"
+                      "    for i in 0..len(a) {\n"
+                      "        q[i] = a[i] / b[i];\n"
+                      "        s[i] = i64(a[i]) << sh[i];\n"
+                      "    }\n"
+                      "}\n";
+    prog p = build(src, 3, true);
+    int32_t a[4] = {7, 8, 9, 10}, b[4] = {2, 0, 3, 0}, q[4];
+    int64_t s[4], sh[4] = {1, 2, 64, 3};
+    kern_array_desc da = desc(a, 4, 1, 1), db = desc(b, 4, 1, 1), dq = desc(q, 4, 1, 1),
+                    dsv = desc(s, 4, 1, 1), dsh = desc(sh, 4, 1, 1);
+    void *args[] = {&da, &db, &dq, &dsv, &dsh};
+    kern_err_record e = run(&p, "ds", args, 4);
+    cr_assert_eq(e.code, KERN_DEVERR_DIV_ZERO);
+    cr_expect(e.line == 3 && e.col == 21, "at %u:%u", e.line, e.col);
+    cr_expect(q[0] == 3 && q[1] == 0 && q[2] == 3 && q[3] == 0, "a failed division yields 0");
+    cr_expect(s[0] == 14 && s[1] == 32 && s[2] == 0 && s[3] == 80, "a failed shift yields 0");
+
+    /* no division error: the shift's error is recorded */
+    b[1] = b[3] = 1;
+    e = run(&p, "ds", args, 4);
+    cr_assert_eq(e.code, KERN_DEVERR_SHIFT);
+    cr_expect(e.line == 4 && e.col == 26, "at %u:%u", e.line, e.col);
+    cr_expect(e.a == 64 && e.b == 64);
+    release(&p);
+}
+
+static bool has(const char *text, const char *s) { return strstr(text, s) != NULL; }
+
+Test(llvm, release_has_no_checks) {
+    const char *src = "kernel k(a: i32[], b: i32[], out: i32[]) {\n"
+                      "    for i in 0..len(out) { out[i] = (a[i] / b[i]) << (a[i] % b[i]); }\n"
+                      "}\n";
+    for (int dbg = 0; dbg < 2; dbg++) {
+        for (int l = 0; l < 2; l++) {
+            kc_ctx *c = kc_ctx_new();
+            c->opts.opt_level = OPT_LEVELS[l];
+            c->opts.debug = dbg;
+            ir_module *m = kc_compile_source(c, "t.kern", src, strlen(src));
+            cr_assert(m);
+            char err[512];
+            char *text = llvm_emit_text(m, &c->opts, err, sizeof err);
+            cr_assert(text, "%s", err);
+            cr_expect(has(text, "define void @kern_k__t0(") && has(text, " i64 @kern_k__t0_count("),
+                      "both ABI functions are defined");
+            if (dbg)
+                cr_expect(has(text, "kern.record_error"), "-O%d debug code records errors",
+                          OPT_LEVELS[l]);
+            else
+                cr_expect(!has(text, "record_error") && !has(text, "cmpxchg"),
+                          "-O%d release code has no error path", OPT_LEVELS[l]);
+            free(text);
+            ir_module_free(m);
+            kc_ctx_free(c);
+        }
+    }
+}
+
+/* Release builds: division by zero and INT_MIN / -1 do not trap (documented results). */
+Test(llvm, release_division_never_traps) {
+    const char *src = "kernel k(a: i32[], b: i32[], q: i32[], r: i32[]) {\n"
+                      "    for i in 0..len(a) { q[i] = a[i] / b[i]; r[i] = a[i] % b[i]; }\n"
+                      "}\n";
+    prog p = build(src, 3, false);
+    int32_t a[3] = {INT32_MIN, 5, INT32_MIN}, b[3] = {-1, 0, 7}, q[3], r[3];
+    kern_array_desc da = desc(a, 3, 1, 1), db = desc(b, 3, 1, 1), dq = desc(q, 3, 1, 1),
+                    dr = desc(r, 3, 1, 1);
+    void *args[] = {&da, &db, &dq, &dr};
+    run(&p, "k", args, 3);
+    cr_expect(q[0] == INT32_MIN && r[0] == 0, "INT_MIN / -1 wraps");
+    cr_expect(q[1] == 5 && r[1] == 0, "x / 0 divides by 1 in release builds");
+    cr_expect(q[2] == INT32_MIN / 7 && r[2] == INT32_MIN % 7);
+    release(&p);
+}
+
+/* ---- ahead of time: object file, shared object ---------------------------------------- */
+
+Test(llvm, object_file_links_and_runs) {
+    const char *src = "kernel saxpy(a: f32, x: f32[], y: f32[]) {\n"
+                      "    for i in 0..len(x) { y[i] = a * x[i] + sin(y[i]); }\n"
+                      "}\n";
+    kc_ctx *c = kc_ctx_new();
+    c->opts.opt_level = 3;
+    ir_module *m = kc_compile_source(c, "saxpy.kern", src, strlen(src));
+    cr_assert(m);
+    char dir[] = "/tmp/kern-llvm-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char obj[128], so[128], cmd[512], err[512];
+    snprintf(obj, sizeof obj, "%s/m.o", dir);
+    snprintf(so, sizeof so, "%s/m.so", dir);
+    const char meta[] = "kern-meta 1\nend\n";
+    cr_assert(llvm_emit_object_blob(m, &c->opts, obj, "kern_module_meta", meta, sizeof meta - 1,
+                                    err, sizeof err),
+              "%s", err);
+    FILE *f = fopen(obj, "rb");
+    cr_assert(f);
+    unsigned char magic[4] = {0};
+    cr_assert_eq(fread(magic, 1, 4, f), 4);
+    fclose(f);
+    cr_expect(magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F');
+    snprintf(cmd, sizeof cmd, "cc -shared -o %s %s -lm", so, obj);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    cr_assert(h, "%s", dlerror());
+    kern_task_fn body = (kern_task_fn)dlsym(h, "kern_saxpy__t0");
+    kern_count_fn count = (kern_count_fn)dlsym(h, "kern_saxpy__t0_count");
+    const char *blob = dlsym(h, "kern_module_meta");
+    cr_assert(body && count && blob);
+    cr_expect_str_eq(blob, meta, "the blob is NUL-terminated");
+    float x[5] = {1, 2, 3, 4, 5}, y[5] = {0.5f, -1, 2, 0, 9}, a = 1.5f, want[5];
+    for (int i = 0; i < 5; i++) {
+        float t = a * x[i];
+        want[i] = t + sinf(y[i]);
+    }
+    kern_array_desc dx = desc(x, 5, 1, 1), dy = desc(y, 5, 1, 1);
+    void *args[] = {&a, &dx, &dy};
+    kern_err_record e = {0};
+    cr_assert_eq(count(args), 5);
+    body(args, 0, 2, &e);
+    body(args, 2, 5, &e);
+    for (int i = 0; i < 5; i++)
+        cr_expect(y[i] == want[i], "y[%d] = %g, want %g", i, (double)y[i], (double)want[i]);
+    dlclose(h);
+    unlink(obj);
+    unlink(so);
+    rmdir(dir);
+    /* an unwritable path is an error with a message, not a crash */
+    cr_expect(!llvm_emit_object(m, &c->opts, "/nonexistent-dir/x.o", err, sizeof err));
+    cr_expect(strstr(err, "/nonexistent-dir/x.o") != NULL, "message: %s", err);
+    ir_module_free(m);
+    kc_ctx_free(c);
+}
+
+/* ---- metadata, symbols, IR-level shapes ------------------------------------------------ */
+
+Test(llvm, metadata_from_ir) {
+    const char *src = "kernel first(x: f32[], nograd k: f32, n: i32) {\n"
+                      "    let z = n * 2;\n"
+                      "    for i in 0..len(x), j in 0..z { x[i] += k; }\n"
+                      "    x[0] = 1.0;\n"
+                      "}\n"
+                      "kernel second(b: bool[,,]) {\n"
+                      "    b[0, 0, 0] = true;\n"
+                      "}\n";
+    prog p = build(src, 2, false);
+    kern_meta *m = p.meta;
+    cr_assert_eq(m->nkernels, 2);
+    cr_expect_str_eq(m->source, "test.kern");
+    kern_meta_kernel *k = &m->kernels[0];
+    cr_expect_str_eq(k->name, "first");
+    cr_expect(k->line == 1 && k->col == 1);
+    cr_assert_eq(k->nparams, 3);
+    cr_expect_str_eq(k->params[0].name, "x");
+    cr_expect(k->params[0].type == ty_array(ty_f32(), 1) && !k->params[0].nograd);
+    cr_expect(k->params[1].type == ty_f32() && k->params[1].nograd);
+    cr_expect(k->params[2].type == ty_i32() && !k->params[2].nograd);
+    cr_assert_eq(k->ntasks, 2);
+    cr_expect(k->tasks[0].parallel && k->tasks[0].ndims == 2 && k->tasks[0].line == 3 &&
+              k->tasks[0].col == 5);
+    cr_expect(!k->tasks[1].parallel && k->tasks[1].ndims == 0 && k->tasks[1].line == 4);
+    k = &m->kernels[1];
+    cr_expect_str_eq(k->name, "second");
+    cr_expect(k->nparams == 1 && k->params[0].type == ty_array(ty_bool(), 3));
+    cr_expect(k->ntasks == 1 && !k->tasks[0].parallel);
+    release(&p);
+}
+
+static ir_module *parse_ir(kc_ctx *c, const char *text) {
+    const kern_source *s = kc_add_source(c, "t.ir", text, strlen(text));
+    ir_module *m = ir_parse(text, strlen(text), s, &c->diags);
+    if (!m)
+        diag_print_all(stderr, &c->diags);
+    cr_assert(m);
+    cr_assert(ir_verify(m, &c->diags));
+    return m;
+}
+
+/* Hand-written IR: a dotted kernel name, a while whose results are the forwarded values
+ * (not the carried ones), an early-exit for's results, an f32 NaN constant's payload. */
+Test(llvm, ir_while_forwarding_early_exit_dotted_name) {
+    const char *text =
+        "kernel @sim.grad(%out: i32[], %f: f32[]) {\n"
+        "  serial {\n"
+        "    %c0 = const 0 : i32\n"
+        "    %c1 = const 1 : i32\n"
+        "    %c10 = const 10 : i32\n"
+        "    %r:2 = while (%x = %c0, %y = %c1) : i32, i32 {\n"
+        "      %lt = lt %x, %c10 : bool\n"
+        "      %x2 = add %x, %c1 : i32\n"
+        "      %y2 = mul %y, %c10 : i32\n"
+        "      condition %lt, %x2, %y2\n"
+        "    } do (%a, %b) {\n"
+        "      %a3 = add %a, %c1 : i32\n"
+        "      yield %a3, %b\n"
+        "    }\n"
+        "    %i0 = const 0 : i32\n"
+        "    store %out[%i0], %r#0\n"
+        "    store %out[%c1], %r#1\n"
+        "    %s:2 = for early_exit %i = %c0 to %c10 iter(%acc = %c0, %last = %c0) : i32, i32 {\n"
+        "      %acc2 = add %acc, %i : i32\n"
+        "      %c4 = const 4 : i32\n"
+        "      %go = ne %i, %c4 : bool\n"
+        "      yield %go, %acc2, %i\n"
+        "    }\n"
+        "    %c2 = const 2 : i32\n"
+        "    %c3 = const 3 : i32\n"
+        "    store %out[%c2], %s#0\n"
+        "    store %out[%c3], %s#1\n"
+        "    %nan = const nan(0x7fc00123) : f32\n"
+        "    store %f[%i0], %nan\n"
+        "  }\n"
+        "}\n";
+    for (int l = 0; l < 2; l++) {
+        kc_ctx *c = kc_ctx_new();
+        ir_module *m = parse_ir(c, text);
+        kc_options o;
+        kc_options_default(&o);
+        o.opt_level = OPT_LEVELS[l];
+        char err[512];
+        llvm_jit *j = llvm_jit_compile(m, &o, err, sizeof err);
+        cr_assert(j, "%s", err);
+        kern_task_fn body = (kern_task_fn)llvm_jit_lookup(j, "kern_sim__grad__t0");
+        kern_count_fn count = (kern_count_fn)llvm_jit_lookup(j, "kern_sim__grad__t0_count");
+        cr_assert(body && count, "'.' is written \"__\" in symbols");
+        cr_expect_null(llvm_jit_lookup(j, "kern_sim__grad__t1"));
+        int32_t out[4] = {0};
+        float f[1] = {0};
+        kern_array_desc dout = desc(out, 4, 1, 1), df = desc(f, 1, 1, 1);
+        void *args[] = {&dout, &df};
+        kern_err_record e = {0};
+        cr_expect_eq(count(args), 1);
+        body(args, 0, 1, &e);
+        /* while: carried (x, y) = (0, 1), (2, 10), (4, 100), .., (10, 10^5): each round
+         * forwards (x + 1, 10 y) and the after region yields (x + 2, 10 y); at x = 10 the
+         * condition fails and the results are the forwarded (11, 10^6) */
+        cr_expect(out[0] == 11 && out[1] == 1000000, "while results %d %d", out[0], out[1]);
+        /* for early_exit: i = 0..4, acc = 0+1+2+3+4 = 10, the last yield gives last = 4 */
+        cr_expect(out[2] == 10 && out[3] == 4, "for results %d %d", out[2], out[3]);
+        uint32_t bits;
+        memcpy(&bits, f, 4);
+        cr_expect_eq(bits, 0x7fc00123u, "NaN payload kept: 0x%08x", bits);
+        llvm_jit_free(j);
+        ir_module_free(m);
+        kc_ctx_free(c);
+    }
+}
+
+/* ---- compile time ------------------------------------------------------------------- */
+
+Test(llvm, jit_compile_time_small_kernel) {
+    const char *src = "kernel saxpy(a: f32, x: f32[], y: f32[]) {\n"
+                      "    for i in 0..len(x) { y[i] = a * x[i] + y[i]; }\n"
+                      "}\n";
+    kc_ctx *c = kc_ctx_new();
+    c->opts.opt_level = 3;
+    ir_module *m = kc_compile_source(c, "saxpy.kern", src, strlen(src));
+    cr_assert(m);
+    double best = 1e9;
+    llvm_jit_times bt = {0};
+    for (int r = 0; r < 5; r++) {
+        char err[512];
+        llvm_jit *j = llvm_jit_compile(m, &c->opts, err, sizeof err);
+        cr_assert(j, "%s", err);
+        llvm_jit_times t = llvm_jit_get_times(j);
+        if (t.total_s < best)
+            best = t.total_s, bt = t;
+        llvm_jit_free(j);
+    }
+    cr_log_info("JIT compile of saxpy at -O3: %.1f ms (emit %.2f, optimize %.2f, codegen %.2f)",
+                best * 1e3, bt.emit_s * 1e3, bt.opt_s * 1e3, bt.codegen_s * 1e3);
+    /* the aim is 30 ms; this bound only catches gross regressions (sanitizer builds) */
+    cr_expect(best < 0.5, "JIT compile took %.1f ms", best * 1e3);
+    ir_module_free(m);
+    kc_ctx_free(c);
+}
