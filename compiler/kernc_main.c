@@ -15,6 +15,7 @@
 #include "../common/util.h"
 #include "ast.h"
 #include "driver.h"
+#include "kernc_cmds.h"
 
 #define KERNC_VERSION "0.1.0"
 
@@ -39,7 +40,7 @@ static void usage(FILE *f) {
           "\n"
           "commands:\n"
           "  check FILE.kern                 parse and type-check, print diagnostics\n"
-          "  emit FILE.kern --emit=WHAT      print a compiler stage: ast, ir\n"
+          "  emit FILE.kern --emit=WHAT      print a compiler stage: ast, ir, llvm\n"
           "       [-o OUT] [--kernel NAME] [--target=T]\n"
           "  build FILE.kern --target=T -o OUT\n"
           "  run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
@@ -247,13 +248,13 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         if (m)
             ir_module_free(m);
     } else {
-        static const char *later[] = {"ir-grad", "llvm", "ptx", "amdgpu", "spirv", "spirv-asm",
+        static const char *later[] = {"ir-grad", "ptx", "amdgpu", "spirv", "spirv-asm",
                                       "msl"};
         for (size_t i = 0; i < sizeof later / sizeof *later; i++)
             if (!strcmp(c->emit, later[i])) {
                 fprintf(stderr,
                         "kernc: error: --emit=%s is not available in kernc " KERNC_VERSION
-                        " (this build has the frontend and the IR only)\n",
+                        " (this version has the cpu target only)\n",
                         c->emit);
                 return EXIT_USAGE;
             }
@@ -291,12 +292,27 @@ int main(int argc, char **argv) {
         return usage_error("unknown command '%s' (check, emit, build, run, gradcheck)", c.cmd);
     if (!c.file)
         return usage_error("%s: missing FILE.kern", c.cmd);
-    if (!strcmp(c.cmd, "build") || !strcmp(c.cmd, "run") || !strcmp(c.cmd, "gradcheck")) {
-        fprintf(stderr,
-                "kernc: error: '%s' is not available in kernc " KERNC_VERSION
-                " (this build has the frontend and the IR only; the CPU backend comes next)\n",
-                c.cmd);
+    if (!strcmp(c.cmd, "gradcheck")) {
+        fprintf(stderr, "kernc: error: 'gradcheck' is not available in kernc " KERNC_VERSION
+                        " (it arrives with reverse mode)\n");
         return EXIT_USAGE;
+    }
+    if (!strcmp(c.cmd, "run")) {
+        kernc_run_args ra = {c.file, c.npositional ? c.positional[0] : NULL, c.target,
+                             c.positional + (c.npositional ? 1 : 0),
+                             c.npositional ? c.npositional - 1 : 0, c.saves, c.nsaves, c.opts};
+        return kernc_cmd_run(&ra);
+    }
+    if (!strcmp(c.cmd, "build")) {
+        if (c.npositional)
+            return usage_error("build: unexpected argument '%s'", c.positional[0]);
+        return kernc_cmd_build(c.file, c.target, c.out, &c.opts);
+    }
+    if (!strcmp(c.cmd, "emit") && c.emit && !strcmp(c.emit, "llvm")) {
+        if (c.target && strcmp(c.target, "cpu") != 0)
+            return usage_error("--emit=llvm: target '%s' is not available in this version",
+                               c.target);
+        return kernc_cmd_emit_llvm(c.file, c.out, &c.opts);
     }
     if (!strcmp(c.cmd, "check") && c.npositional)
         return usage_error("check: unexpected argument '%s'", c.positional[0]);

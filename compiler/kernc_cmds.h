@@ -1,0 +1,24 @@
+/* kernc_cmds.h - the commands of kernc that run or build code (kernc_run.c). Each
+ * returns the process exit status of docs/cli.md. */
+#ifndef KERN_KERNC_CMDS_H
+#define KERN_KERNC_CMDS_H
+
+#include "../common/context.h"
+
+enum { KERNC_EXIT_USER = 1, KERNC_EXIT_USAGE = 2, KERNC_EXIT_IO = 3 };
+
+typedef struct kernc_run_args {
+    const char *file, *kernel, *target;
+    const char *const *bindings; /* NAME=VALUE */
+    int nbindings;
+    const char *const *saves; /* NAME=PATH.npy */
+    int nsaves;
+    kc_options opts;
+} kernc_run_args;
+
+int kernc_cmd_run(const kernc_run_args *a);
+int kernc_cmd_build(const char *file, const char *target, const char *out, const kc_options *o);
+/* --emit=llvm: the optimized LLVM IR of the file (or one kernel's module) on out. */
+int kernc_cmd_emit_llvm(const char *file, const char *out, const kc_options *o);
+
+#endif

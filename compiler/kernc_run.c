@@ -1,0 +1,474 @@
+/* kernc_run.c - `kernc run` and `kernc build` (spec section 10, docs/cli.md).
+ *
+ * run:   JIT-compiles the file (libkern-jit), binds every parameter from NAME=VALUE
+ *        (numbers for scalars, .npy files for arrays, checked against the declaration),
+ *        launches, waits, and writes the --save arrays; nothing is written when anything
+ *        failed, so no partial result is ever reported.
+ * build: compiles to an object file through LLVM, adds the module metadata
+ *        (runtime/meta.h) as the symbols kern_module_meta / kern_module_meta_size, and
+ *        links a shared object with the system C compiler driver (`cc`, or $CC). */
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../backends/llvm/llvm_backend.h"
+#include "../include/kern.h"
+#include "../runtime/meta.h"
+#include "../runtime/npy.h"
+#include "driver.h"
+#include "kernc_cmds.h"
+#include "meta_ir.h"
+
+static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("kernc: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return status;
+}
+
+static int check_target(const char *target) {
+    if (target && strcmp(target, "cpu") != 0)
+        return fail(KERNC_EXIT_USAGE,
+                    "target '%s' is not available in this version of kernc (only cpu)", target);
+    return 0;
+}
+
+/* ---- Scalars from the command line -------------------------------------------------- */
+
+static bool parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char **why) {
+    char *end;
+    errno = 0;
+    *why = NULL;
+    switch (t) {
+    case KERN_BOOL:
+        if (!strcmp(s, "true") || !strcmp(s, "1")) {
+            *out = kern_arg_bool(true);
+            return true;
+        }
+        if (!strcmp(s, "false") || !strcmp(s, "0")) {
+            *out = kern_arg_bool(false);
+            return true;
+        }
+        *why = "expected true, false, 1 or 0";
+        return false;
+    case KERN_I32:
+    case KERN_I64: {
+        long long v = strtoll(s, &end, 0);
+        if (!*s || *end || errno) {
+            *why = errno ? "out of range" : "not an integer";
+            return false;
+        }
+        if (t == KERN_I32 && (v < INT32_MIN || v > INT32_MAX)) {
+            *why = "out of range for i32";
+            return false;
+        }
+        *out = t == KERN_I32 ? kern_arg_i32((int32_t)v) : kern_arg_i64((int64_t)v);
+        return true;
+    }
+    case KERN_U32: {
+        if (s[0] == '-') {
+            *why = "negative value for u32";
+            return false;
+        }
+        unsigned long long v = strtoull(s, &end, 0);
+        if (!*s || *end || errno || v > UINT32_MAX) {
+            *why = (*end || !*s) ? "not an integer" : "out of range for u32";
+            return false;
+        }
+        *out = kern_arg_u32((uint32_t)v);
+        return true;
+    }
+    case KERN_F32:
+    case KERN_F64: {
+        double v = strtod(s, &end);
+        if (!*s || *end) {
+            *why = "not a number";
+            return false;
+        }
+        if (t == KERN_F32 && isfinite(v) && !isfinite((float)v)) {
+            *why = "out of range for f32";
+            return false;
+        }
+        *out = t == KERN_F32 ? kern_arg_f32((float)v) : kern_arg_f64(v);
+        return true;
+    }
+    }
+    *why = "unknown type";
+    return false;
+}
+
+static void print_type(FILE *f, const kern_param_info *p) {
+    fputs(kern_dtype_name(p->dtype), f);
+    if (p->is_array) {
+        fputc('[', f);
+        for (int d = 1; d < p->rank; d++)
+            fputc(',', f);
+        fputc(']', f);
+    }
+}
+
+/* Prints an array parameter after a run without --save: dtype, shape, up to 8 values. */
+static void print_array(const char *name, kern_buffer *b) {
+    int64_t n = kern_buffer_count(b);
+    size_t bytes = kern_buffer_bytes(b);
+    unsigned char *data = malloc(bytes ? bytes : 1);
+    if (!data || kern_buffer_read(b, data, bytes) != KERN_OK) {
+        free(data);
+        return;
+    }
+    printf("%s: %s[", name, kern_dtype_name(kern_buffer_dtype(b)));
+    for (int d = 0; d < kern_buffer_rank(b); d++)
+        printf("%s%" PRId64, d ? ", " : "", kern_buffer_extent(b, d));
+    printf("] =");
+    for (int64_t i = 0; i < n && i < 8; i++) {
+        switch (kern_buffer_dtype(b)) {
+        case KERN_BOOL: printf(" %s", data[i] ? "true" : "false"); break;
+        case KERN_I32: printf(" %" PRId32, ((int32_t *)data)[i]); break;
+        case KERN_U32: printf(" %" PRIu32, ((uint32_t *)data)[i]); break;
+        case KERN_I64: printf(" %" PRId64, ((int64_t *)data)[i]); break;
+        case KERN_F32: printf(" %.9g", (double)((float *)data)[i]); break;
+        case KERN_F64: printf(" %.17g", ((double *)data)[i]); break;
+        }
+    }
+    printf("%s\n", n > 8 ? " ..." : "");
+    free(data);
+}
+
+/* ---- run ---------------------------------------------------------------------------- */
+
+typedef struct binding {
+    const char *name; /* points into a copy */
+    const char *value;
+    bool used;
+} binding;
+
+static int split_binding(const char *s, binding *b, char **copy, const char *what) {
+    const char *eq = strchr(s, '=');
+    if (!eq || eq == s || !eq[1])
+        return fail(KERNC_EXIT_USAGE, "%s '%s' is not of the form NAME=%s", what, s,
+                    !strcmp(what, "--save") ? "PATH.npy" : "VALUE");
+    *copy = strdup(s);
+    (*copy)[eq - s] = 0;
+    b->name = *copy;
+    b->value = *copy + (eq - s) + 1;
+    b->used = false;
+    return 0;
+}
+
+int kernc_cmd_run(const kernc_run_args *a) {
+    int rc = check_target(a->target);
+    if (rc)
+        return rc;
+    if (!a->kernel)
+        return fail(KERNC_EXIT_USAGE, "run: missing KERNEL (kernc run FILE.kern KERNEL ...)");
+    int nb = a->nbindings, ns = a->nsaves;
+    binding *bind = calloc((size_t)nb + 1, sizeof *bind);
+    binding *save = calloc((size_t)ns + 1, sizeof *save);
+    char **copies = calloc((size_t)(nb + ns) + 1, sizeof *copies);
+    kern_context *ctx = NULL;
+    kern_module *mod = NULL;
+    kern_buffer **bufs = NULL;
+    kern_arg *args = NULL;
+    int np = 0;
+    for (int i = 0; i < nb && !rc; i++)
+        rc = split_binding(a->bindings[i], &bind[i], &copies[i], "binding");
+    for (int i = 0; i < ns && !rc; i++)
+        rc = split_binding(a->saves[i], &save[i], &copies[nb + i], "--save");
+    if (rc)
+        goto cleanup;
+    for (int i = 0; i < nb; i++)
+        for (int j = 0; j < i; j++)
+            if (!strcmp(bind[i].name, bind[j].name)) {
+                rc = fail(KERNC_EXIT_USAGE, "parameter '%s' is bound twice", bind[i].name);
+                goto cleanup;
+            }
+
+    kern_context_options o = kern_context_options_default();
+    o.debug = a->opts.debug;
+    o.ad_stack_size = a->opts.ad_stack_size;
+    if (kern_context_create(&o, &ctx) != KERN_OK) {
+        rc = fail(KERNC_EXIT_USER, "%s", ctx ? kern_context_last_error(ctx) : "out of memory");
+        goto cleanup;
+    }
+    kern_status st = kern_module_from_file_source(ctx, a->file, &mod);
+    if (st != KERN_OK) {
+        if (st == KERN_ERR_COMPILE)
+            fprintf(stderr, "%s\n", kern_context_last_error(ctx));
+        else
+            fail(0, "%s", kern_context_last_error(ctx));
+        rc = st == KERN_ERR_NOT_FOUND ? KERNC_EXIT_IO : KERNC_EXIT_USER;
+        goto cleanup;
+    }
+    kern_kernel *k;
+    if (kern_kernel_find(mod, a->kernel, &k) != KERN_OK) {
+        fprintf(stderr, "kernc: error: no kernel named '%s' in %s", a->kernel, a->file);
+        if (strstr(a->kernel, ".grad"))
+            fprintf(stderr, " (gradient kernels are not available in this version)");
+        fprintf(stderr, "; kernels:");
+        for (int i = 0; i < kern_module_kernel_count(mod); i++)
+            fprintf(stderr, " %s", kern_module_kernel_name(mod, i));
+        fputc('\n', stderr);
+        rc = KERNC_EXIT_USER;
+        goto cleanup;
+    }
+    np = kern_kernel_param_count(k);
+    bufs = calloc((size_t)np + 1, sizeof *bufs);
+    args = calloc((size_t)np + 1, sizeof *args);
+    for (int i = 0; i < np; i++) {
+        kern_param_info p;
+        kern_kernel_param(k, i, &p);
+        binding *b = NULL;
+        for (int j = 0; j < nb; j++)
+            if (!strcmp(bind[j].name, p.name))
+                b = &bind[j];
+        if (!b) {
+            fprintf(stderr, "kernc: error: parameter '%s: ", p.name);
+            print_type(stderr, &p);
+            fprintf(stderr, "' of kernel '%s' is not bound (add %s=%s)\n", a->kernel, p.name,
+                    p.is_array ? "FILE.npy" : "VALUE");
+            rc = KERNC_EXIT_USER;
+            continue;
+        }
+        b->used = true;
+        if (!p.is_array) {
+            const char *why;
+            if (!parse_scalar(b->value, p.dtype, &args[i], &why)) {
+                rc = fail(KERNC_EXIT_USER, "%s=%s: %s (parameter '%s' is %s)", p.name, b->value,
+                          why, p.name, kern_dtype_name(p.dtype));
+            }
+            continue;
+        }
+        kern_npy arr;
+        char err[512];
+        st = kern_npy_read(b->value, &arr, err, sizeof err);
+        if (st != KERN_OK) {
+            rc = fail(st == KERN_ERR_NOT_FOUND || st == KERN_ERR_IO ? KERNC_EXIT_IO
+                                                                     : KERNC_EXIT_USER,
+                      "%s=%s: %s", p.name, b->value, err);
+            continue;
+        }
+        if (arr.dtype != p.dtype || arr.rank != p.rank) {
+            fprintf(stderr, "kernc: error: %s=%s: the file holds %s with %d dimension%s, but "
+                            "parameter '%s' is ",
+                    p.name, b->value, kern_dtype_name(arr.dtype), arr.rank,
+                    arr.rank == 1 ? "" : "s", p.name);
+            print_type(stderr, &p);
+            fputc('\n', stderr);
+            rc = KERNC_EXIT_USER;
+            kern_npy_free(&arr);
+            continue;
+        }
+        st = kern_buffer_create(ctx, arr.dtype, arr.rank, arr.shape, arr.data, &bufs[i]);
+        kern_npy_free(&arr);
+        if (st != KERN_OK) {
+            rc = fail(KERNC_EXIT_USER, "%s=%s: %s", p.name, b->value,
+                      kern_context_last_error(ctx));
+            continue;
+        }
+        args[i] = kern_arg_buffer(bufs[i]);
+    }
+    for (int j = 0; j < nb; j++)
+        if (!bind[j].used)
+            rc = fail(KERNC_EXIT_USER, "kernel '%s' has no parameter named '%s'", a->kernel,
+                      bind[j].name);
+    for (int j = 0; j < ns; j++) {
+        int idx = -1;
+        for (int i = 0; i < np; i++) {
+            kern_param_info p;
+            kern_kernel_param(k, i, &p);
+            if (!strcmp(p.name, save[j].name))
+                idx = p.is_array ? i : -2;
+        }
+        if (idx == -1)
+            rc = fail(KERNC_EXIT_USER, "--save %s: kernel '%s' has no parameter named '%s'",
+                      save[j].name, a->kernel, save[j].name);
+        else if (idx == -2)
+            rc = fail(KERNC_EXIT_USER, "--save %s: '%s' is a scalar; only arrays can be saved",
+                      save[j].name, save[j].name);
+    }
+    if (rc)
+        goto cleanup;
+    st = kern_launch(k, args, np);
+    if (st == KERN_OK)
+        st = kern_sync(ctx);
+    if (st != KERN_OK) {
+        rc = fail(KERNC_EXIT_USER, "%s", kern_context_last_error(ctx));
+        goto cleanup;
+    }
+    for (int j = 0; j < ns; j++) {
+        for (int i = 0; i < np; i++) {
+            kern_param_info p;
+            kern_kernel_param(k, i, &p);
+            if (strcmp(p.name, save[j].name) != 0)
+                continue;
+            size_t bytes = kern_buffer_bytes(bufs[i]);
+            void *data = malloc(bytes ? bytes : 1);
+            int64_t shape[KERN_MAX_DIMS];
+            for (int d = 0; d < KERN_MAX_DIMS; d++)
+                shape[d] = kern_buffer_extent(bufs[i], d);
+            char err[512] = "";
+            st = kern_buffer_read(bufs[i], data, bytes);
+            if (st == KERN_OK)
+                st = kern_npy_write(save[j].value, p.dtype, p.rank, shape, data, err,
+                                    sizeof err);
+            else
+                snprintf(err, sizeof err, "%s", kern_context_last_error(ctx));
+            free(data);
+            if (st != KERN_OK)
+                rc = fail(KERNC_EXIT_IO, "--save %s=%s: %s", save[j].name, save[j].value, err);
+        }
+    }
+    if (ns == 0)
+        for (int i = 0; i < np; i++)
+            if (bufs[i]) {
+                kern_param_info p;
+                kern_kernel_param(k, i, &p);
+                print_array(p.name, bufs[i]);
+            }
+cleanup:
+    if (bufs)
+        for (int i = 0; i < np; i++)
+            kern_buffer_release(bufs[i]);
+    kern_module_release(mod);
+    kern_context_release(ctx);
+    for (int i = 0; i < nb + ns; i++)
+        free(copies[i]);
+    free(copies);
+    free(bind);
+    free(save);
+    free(bufs);
+    free(args);
+    return rc;
+}
+
+/* ---- build -------------------------------------------------------------------------- */
+
+static ir_module *compile_file(const char *file, const kc_options *o, kc_ctx **ctx_out,
+                               int *rc) {
+    size_t len;
+    char *text = kern_read_file(file, &len);
+    if (!text) {
+        *rc = fail(KERNC_EXIT_IO, "cannot read '%s': %s", file, strerror(errno));
+        return NULL;
+    }
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts = *o;
+    ir_module *m = kc_compile_source(cc, file, text, len);
+    free(text);
+    diag_print_all(stderr, &cc->diags);
+    if (!m)
+        *rc = KERNC_EXIT_USER;
+    *ctx_out = cc;
+    return m;
+}
+
+/* An assembly file defining the metadata symbols of runtime/module.c. */
+static bool write_meta_asm(const char *path, const char *meta, size_t len) {
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return false;
+    fprintf(f, "\t.section .rodata\n\t.globl kern_module_meta\n\t.type kern_module_meta, "
+               "@object\nkern_module_meta:\n");
+    for (size_t i = 0; i < len; i++)
+        fprintf(f, "%s%u%s", i % 32 == 0 ? "\t.byte " : ",", (unsigned char)meta[i],
+                i % 32 == 31 || i + 1 == len ? "\n" : "");
+    fprintf(f, "\t.byte 0\n\t.size kern_module_meta, %zu\n", len + 1);
+    fprintf(f, "\t.globl kern_module_meta_size\n\t.p2align 3\n\t.type kern_module_meta_size, "
+               "@object\nkern_module_meta_size:\n\t.quad %zu\n\t.size kern_module_meta_size, 8\n",
+            len);
+    fprintf(f, "\t.section .note.GNU-stack,\"\",@progbits\n");
+    return fclose(f) == 0;
+}
+
+int kernc_cmd_build(const char *file, const char *target, const char *out, const kc_options *o) {
+    int rc = check_target(target);
+    if (rc)
+        return rc;
+    if (!target)
+        return fail(KERNC_EXIT_USAGE, "build: --target=T is required (cpu)");
+    if (!out)
+        return fail(KERNC_EXIT_USAGE, "build: -o OUT is required");
+    kc_ctx *cc = NULL;
+    ir_module *m = compile_file(file, o, &cc, &rc);
+    if (!m) {
+        kc_ctx_free(cc);
+        return rc;
+    }
+    char dir[] = "/tmp/kernc-build-XXXXXX";
+    if (!mkdtemp(dir)) {
+        rc = fail(KERNC_EXIT_IO, "cannot create a temporary directory: %s", strerror(errno));
+        goto done;
+    }
+    char obj[64], asmf[64], so[4200], cmd[8600];
+    snprintf(obj, sizeof obj, "%s/code.o", dir);
+    snprintf(asmf, sizeof asmf, "%s/meta.s", dir);
+    snprintf(so, sizeof so, "%s.tmp%ld", out, (long)getpid());
+    char err[1024] = "";
+    kern_meta *meta = kc_meta_from_ir(m);
+    kern_buf text = {0};
+    kern_meta_print(&text, meta);
+    kern_meta_free(meta);
+    if (!llvm_emit_object(m, o, obj, err, sizeof err)) {
+        rc = fail(KERNC_EXIT_USER, "code generation failed: %s", err);
+    } else if (!write_meta_asm(asmf, text.data ? text.data : "", text.len)) {
+        rc = fail(KERNC_EXIT_IO, "cannot write '%s'", asmf);
+    } else {
+        const char *ccdrv = getenv("CC");
+        if (!ccdrv || !*ccdrv)
+            ccdrv = "cc";
+        snprintf(cmd, sizeof cmd, "%s -shared -o '%s' '%s' '%s' -lm", ccdrv, so, obj, asmf);
+        int st = system(cmd);
+        if (st != 0) {
+            rc = fail(KERNC_EXIT_IO,
+                      "linking the module failed (%s exited with status %d); kernc build "
+                      "needs a C compiler driver ($CC or cc) to link shared objects",
+                      ccdrv, st);
+            remove(so);
+        } else if (rename(so, out) != 0) {
+            rc = fail(KERNC_EXIT_IO, "cannot write '%s': %s", out, strerror(errno));
+            remove(so);
+        }
+    }
+    buf_free(&text);
+    remove(obj);
+    remove(asmf);
+    rmdir(dir);
+done:
+    ir_module_free(m);
+    kc_ctx_free(cc);
+    return rc;
+}
+
+int kernc_cmd_emit_llvm(const char *file, const char *out, const kc_options *o) {
+    int rc = 0;
+    kc_ctx *cc = NULL;
+    ir_module *m = compile_file(file, o, &cc, &rc);
+    if (!m) {
+        kc_ctx_free(cc);
+        return rc;
+    }
+    char err[1024] = "";
+    char *text = llvm_emit_text(m, o, err, sizeof err);
+    if (!text) {
+        rc = fail(KERNC_EXIT_USER, "code generation failed: %s", err);
+    } else if (!out || !strcmp(out, "-")) {
+        fputs(text, stdout);
+    } else {
+        FILE *f = fopen(out, "w");
+        if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+            rc = fail(KERNC_EXIT_IO, "cannot write '%s'", out);
+    }
+    free(text);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+    return rc;
+}

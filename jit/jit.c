@@ -1,0 +1,97 @@
+/* jit.c - the JIT entry points of include/kern.h: kern source -> IR -> LLVM ORC -> a
+ * runtime module. This library (libkern-jit) joins the compiler library (with LLVM) to
+ * the runtime (libkern, which never links LLVM): the runtime only sees a code provider
+ * (runtime/provider.h) whose lookups go to the JIT's session. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../backends/llvm/llvm_backend.h"
+#include "../common/context.h"
+#include "../common/util.h"
+#include "../compiler/driver.h"
+#include "../compiler/meta_ir.h"
+#include "../include/kern.h"
+#include "../runtime/provider.h"
+#include "../runtime/rt.h"
+
+static void *jit_lookup(void *user, const char *symbol) {
+    return llvm_jit_lookup((llvm_jit *)user, symbol);
+}
+
+static void jit_release(void *user) { llvm_jit_free((llvm_jit *)user); }
+
+/* The diagnostics of a failed compilation, as kernc prints them. */
+static char *diagnostics_text(const kc_ctx *cc) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem)
+        return NULL;
+    diag_print_all(mem, &cc->diags);
+    fclose(mem);
+    /* drop the trailing newline: the context message is one string */
+    while (len > 0 && text[len - 1] == '\n')
+        text[--len] = 0;
+    return text;
+}
+
+kern_status kern_module_from_source(kern_context *ctx, const char *source, size_t len,
+                                    const char *name, kern_module **out) {
+    if (!ctx)
+        return KERN_ERR_ARGUMENT;
+    if (!out)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_module_from_source: out is NULL");
+    *out = NULL;
+    if (!source)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_module_from_source: source is NULL");
+    kern_context_options o = kern_context_get_options(ctx);
+    if (o.backend != KERN_BACKEND_CPU)
+        return rt_error(ctx, KERN_ERR_UNSUPPORTED,
+                        "the JIT supports the cpu backend only in this version, not %s",
+                        kern_backend_name(o.backend) ? kern_backend_name(o.backend) : "?");
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts.debug = o.debug;
+    if (o.ad_stack_size > 0)
+        cc->opts.ad_stack_size = (uint32_t)o.ad_stack_size;
+    kern_status st = KERN_OK;
+    ir_module *m = kc_compile_source(cc, name ? name : "<source>", source, len);
+    if (!m) {
+        char *msg = diagnostics_text(cc);
+        st = rt_error(ctx, KERN_ERR_COMPILE, "%s", msg ? msg : "compilation failed");
+        free(msg);
+        goto cleanup;
+    }
+    char err[1024] = "";
+    llvm_jit *j = llvm_jit_compile(m, &cc->opts, err, sizeof err);
+    if (!j) {
+        st = rt_error(ctx, KERN_ERR_INTERNAL, "JIT compilation of %s failed: %s",
+                      name ? name : "<source>", err);
+        goto cleanup;
+    }
+    kern_meta *meta = kc_meta_from_ir(m);
+    kern_code_provider p = {j, jit_lookup, jit_release};
+    st = rt_module_create(ctx, meta, p, out);
+cleanup:
+    if (m)
+        ir_module_free(m);
+    kc_ctx_free(cc);
+    return st;
+}
+
+kern_status kern_module_from_file_source(kern_context *ctx, const char *path,
+                                         kern_module **out) {
+    if (!ctx)
+        return KERN_ERR_ARGUMENT;
+    if (!path || !out)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_module_from_file_source: %s is NULL",
+                        path ? "out" : "path");
+    *out = NULL;
+    size_t len;
+    char *text = kern_read_file(path, &len);
+    if (!text)
+        return rt_error(ctx, KERN_ERR_NOT_FOUND, "cannot read '%s'", path);
+    kern_status st = kern_module_from_source(ctx, text, len, path, out);
+    free(text);
+    return st;
+}
