@@ -8,9 +8,9 @@
  *        (runtime/meta.h) as the symbols kern_module_meta / kern_module_meta_size, and
  *        links a shared object with the system C compiler driver (`cc`, or $CC). */
 #include <errno.h>
-#include <stdarg.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +143,9 @@ static void print_array(const char *name, kern_buffer *b) {
     free(data);
 }
 
+/* The exit status of the first of several reported errors. */
+static int first(int rc, int next) { return rc ? rc : next; }
+
 /* ---- run ---------------------------------------------------------------------------- */
 
 typedef struct binding {
@@ -188,7 +191,8 @@ int kernc_cmd_run(const kernc_run_args *a) {
     for (int i = 0; i < nb; i++)
         for (int j = 0; j < i; j++)
             if (!strcmp(bind[i].name, bind[j].name)) {
-                rc = fail(KERNC_EXIT_USAGE, "parameter '%s' is bound twice", bind[i].name);
+                rc = first(rc,
+                           fail(KERNC_EXIT_USAGE, "parameter '%s' is bound twice", bind[i].name));
                 goto cleanup;
             }
 
@@ -196,7 +200,8 @@ int kernc_cmd_run(const kernc_run_args *a) {
     o.debug = a->opts.debug;
     o.ad_stack_size = a->opts.ad_stack_size;
     if (kern_context_create(&o, &ctx) != KERN_OK) {
-        rc = fail(KERNC_EXIT_USER, "%s", ctx ? kern_context_last_error(ctx) : "out of memory");
+        rc = first(
+            rc, fail(KERNC_EXIT_USER, "%s", ctx ? kern_context_last_error(ctx) : "out of memory"));
         goto cleanup;
     }
     kern_status st = kern_module_from_file_source(ctx, a->file, &mod);
@@ -235,15 +240,15 @@ int kernc_cmd_run(const kernc_run_args *a) {
             print_type(stderr, &p);
             fprintf(stderr, "' of kernel '%s' is not bound (add %s=%s)\n", a->kernel, p.name,
                     p.is_array ? "FILE.npy" : "VALUE");
-            rc = KERNC_EXIT_USER;
+            rc = first(rc, KERNC_EXIT_USER);
             continue;
         }
         b->used = true;
         if (!p.is_array) {
             const char *why;
             if (!parse_scalar(b->value, p.dtype, &args[i], &why)) {
-                rc = fail(KERNC_EXIT_USER, "%s=%s: %s (parameter '%s' is %s)", p.name, b->value,
-                          why, p.name, kern_dtype_name(p.dtype));
+                rc = first(rc, fail(KERNC_EXIT_USER, "%s=%s: %s (parameter '%s' is %s)", p.name,
+                                    b->value, why, p.name, kern_dtype_name(p.dtype)));
             }
             continue;
         }
@@ -251,35 +256,36 @@ int kernc_cmd_run(const kernc_run_args *a) {
         char err[512];
         st = kern_npy_read(b->value, &arr, err, sizeof err);
         if (st != KERN_OK) {
-            rc = fail(st == KERN_ERR_NOT_FOUND || st == KERN_ERR_IO ? KERNC_EXIT_IO
-                                                                     : KERNC_EXIT_USER,
-                      "%s=%s: %s", p.name, b->value, err);
+            rc = first(rc, fail(st == KERN_ERR_NOT_FOUND || st == KERN_ERR_IO ? KERNC_EXIT_IO
+                                                                              : KERNC_EXIT_USER,
+                                "%s=%s: %s", p.name, b->value, err));
             continue;
         }
         if (arr.dtype != p.dtype || arr.rank != p.rank) {
-            fprintf(stderr, "kernc: error: %s=%s: the file holds %s with %d dimension%s, but "
-                            "parameter '%s' is ",
+            fprintf(stderr,
+                    "kernc: error: %s=%s: the file holds %s with %d dimension%s, but "
+                    "parameter '%s' is ",
                     p.name, b->value, kern_dtype_name(arr.dtype), arr.rank,
                     arr.rank == 1 ? "" : "s", p.name);
             print_type(stderr, &p);
             fputc('\n', stderr);
-            rc = KERNC_EXIT_USER;
+            rc = first(rc, KERNC_EXIT_USER);
             kern_npy_free(&arr);
             continue;
         }
         st = kern_buffer_create(ctx, arr.dtype, arr.rank, arr.shape, arr.data, &bufs[i]);
         kern_npy_free(&arr);
         if (st != KERN_OK) {
-            rc = fail(KERNC_EXIT_USER, "%s=%s: %s", p.name, b->value,
-                      kern_context_last_error(ctx));
+            rc = first(rc, fail(KERNC_EXIT_USER, "%s=%s: %s", p.name, b->value,
+                                kern_context_last_error(ctx)));
             continue;
         }
         args[i] = kern_arg_buffer(bufs[i]);
     }
     for (int j = 0; j < nb; j++)
         if (!bind[j].used)
-            rc = fail(KERNC_EXIT_USER, "kernel '%s' has no parameter named '%s'", a->kernel,
-                      bind[j].name);
+            rc = first(rc, fail(KERNC_EXIT_USER, "kernel '%s' has no parameter named '%s'",
+                                a->kernel, bind[j].name));
     for (int j = 0; j < ns; j++) {
         int idx = -1;
         for (int i = 0; i < np; i++) {
@@ -289,11 +295,13 @@ int kernc_cmd_run(const kernc_run_args *a) {
                 idx = p.is_array ? i : -2;
         }
         if (idx == -1)
-            rc = fail(KERNC_EXIT_USER, "--save %s: kernel '%s' has no parameter named '%s'",
-                      save[j].name, a->kernel, save[j].name);
+            rc = first(rc,
+                       fail(KERNC_EXIT_USER, "--save %s: kernel '%s' has no parameter named '%s'",
+                            save[j].name, a->kernel, save[j].name));
         else if (idx == -2)
-            rc = fail(KERNC_EXIT_USER, "--save %s: '%s' is a scalar; only arrays can be saved",
-                      save[j].name, save[j].name);
+            rc = first(rc, fail(KERNC_EXIT_USER,
+                                "--save %s: '%s' is a scalar; only arrays can be saved",
+                                save[j].name, save[j].name));
     }
     if (rc)
         goto cleanup;
@@ -301,7 +309,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
     if (st == KERN_OK)
         st = kern_sync(ctx);
     if (st != KERN_OK) {
-        rc = fail(KERNC_EXIT_USER, "%s", kern_context_last_error(ctx));
+        rc = first(rc, fail(KERNC_EXIT_USER, "%s", kern_context_last_error(ctx)));
         goto cleanup;
     }
     for (int j = 0; j < ns; j++) {
@@ -318,13 +326,13 @@ int kernc_cmd_run(const kernc_run_args *a) {
             char err[512] = "";
             st = kern_buffer_read(bufs[i], data, bytes);
             if (st == KERN_OK)
-                st = kern_npy_write(save[j].value, p.dtype, p.rank, shape, data, err,
-                                    sizeof err);
+                st = kern_npy_write(save[j].value, p.dtype, p.rank, shape, data, err, sizeof err);
             else
                 snprintf(err, sizeof err, "%s", kern_context_last_error(ctx));
             free(data);
             if (st != KERN_OK)
-                rc = fail(KERNC_EXIT_IO, "--save %s=%s: %s", save[j].name, save[j].value, err);
+                rc = first(
+                    rc, fail(KERNC_EXIT_IO, "--save %s=%s: %s", save[j].name, save[j].value, err));
         }
     }
     if (ns == 0)
@@ -352,8 +360,7 @@ cleanup:
 
 /* ---- build -------------------------------------------------------------------------- */
 
-static ir_module *compile_file(const char *file, const kc_options *o, kc_ctx **ctx_out,
-                               int *rc) {
+static ir_module *compile_file(const char *file, const kc_options *o, kc_ctx **ctx_out, int *rc) {
     size_t len;
     char *text = kern_read_file(file, &len);
     if (!text) {
@@ -382,8 +389,9 @@ static bool write_meta_asm(const char *path, const char *meta, size_t len) {
         fprintf(f, "%s%u%s", i % 32 == 0 ? "\t.byte " : ",", (unsigned char)meta[i],
                 i % 32 == 31 || i + 1 == len ? "\n" : "");
     fprintf(f, "\t.byte 0\n\t.size kern_module_meta, %zu\n", len + 1);
-    fprintf(f, "\t.globl kern_module_meta_size\n\t.p2align 3\n\t.type kern_module_meta_size, "
-               "@object\nkern_module_meta_size:\n\t.quad %zu\n\t.size kern_module_meta_size, 8\n",
+    fprintf(f,
+            "\t.globl kern_module_meta_size\n\t.p2align 3\n\t.type kern_module_meta_size, "
+            "@object\nkern_module_meta_size:\n\t.quad %zu\n\t.size kern_module_meta_size, 8\n",
             len);
     fprintf(f, "\t.section .note.GNU-stack,\"\",@progbits\n");
     return fclose(f) == 0;

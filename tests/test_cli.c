@@ -57,11 +57,32 @@ Test(cli, usage_errors) {
     expect("emit tests/golden/ir/saxpy.kern", 2, "--emit=WHAT is required");
     expect("emit tests/golden/ir/saxpy.kern --emit=nonsense", 2, "unknown --emit kind");
     expect("emit tests/golden/ir/saxpy.kern --emit=ptx", 2, "not available");
+    expect("emit tests/golden/ir/saxpy.kern --emit=llvm --target=vulkan", 2, "not available");
     expect("check tests/golden/ir/saxpy.kern --ad-stack-size=0", 2, "--ad-stack-size");
     expect("check tests/golden/ir/saxpy.kern --ad-stack-size abc", 2, "--ad-stack-size");
     expect("check tests/golden/ir/saxpy.kern --target=gpu", 2, "unknown target 'gpu'");
     expect("check tests/golden/ir/saxpy.kern --emit", 2, "needs a value");
-    expect("run tests/golden/ir/saxpy.kern saxpy", 2, "not available");
+    expect("gradcheck tests/golden/ir/saxpy.kern saxpy", 2, "not available");
+    expect("run tests/golden/ir/saxpy.kern", 2, "missing KERNEL");
+    expect("run tests/golden/ir/saxpy.kern saxpy a", 2, "not of the form NAME=VALUE");
+    expect("run tests/golden/ir/saxpy.kern saxpy a=1 a=2", 2, "bound twice");
+    expect("run tests/golden/ir/saxpy.kern saxpy --target=cuda", 2, "not available");
+    expect("build tests/golden/ir/saxpy.kern -o /tmp/x.so", 2, "--target=T is required");
+    expect("build tests/golden/ir/saxpy.kern --target=cpu", 2, "-o OUT is required");
+}
+
+Test(cli, run_errors) {
+    expect("run tests/golden/ir/saxpy.kern saxpy", 1, "parameter 'a: f32' of kernel 'saxpy' "
+                                                     "is not bound");
+    expect("run tests/golden/ir/saxpy.kern nope a=1", 1, "no kernel named 'nope'");
+    expect("run tests/golden/ir/saxpy.kern saxpy a=x1 x=a.npy y=b.npy", 1, "a=x1: not a number");
+    expect("run tests/golden/ir/saxpy.kern saxpy a=1 x=/no/such.npy y=/no/such.npy", 3,
+           "x=/no/such.npy");
+    expect("run tests/golden/ir/saxpy.kern saxpy a=1 b=2", 1, "no parameter named 'b'");
+    expect("run tests/golden/ir/saxpy.kern saxpy a=1 --save a=o.npy", 1,
+           "only arrays can be saved");
+    expect("run tests/golden/ir/saxpy.kern saxpy.grad", 1, "gradient kernels are not available");
+    expect("run tests/golden/ir/types_casts.kern mix a=1", 3, "not bound");
 }
 
 Test(cli, io_errors) {
@@ -101,6 +122,11 @@ Test(cli, emit_outputs) {
     cr_expect_eq(r.status, 0, "%s", r.out);
     cr_expect(strstr(r.out, "kernel @saxpy(") != NULL, "%s", r.out);
     cr_expect(strstr(r.out, "parallel") != NULL, "%s", r.out);
+    free(r.out);
+    r = run("emit tests/golden/ir/saxpy.kern --emit=llvm");
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "define") != NULL && strstr(r.out, "kern_saxpy__t0") != NULL, "%s",
+              r.out);
     free(r.out);
     r = run("emit tests/golden/ir/tasks.kern --emit ast --kernel normalize");
     cr_expect_eq(r.status, 0, "%s", r.out);
