@@ -349,3 +349,19 @@ Test(e2e, kernc_run_with_npy_files) {
     unlink(in);
     rmdir(dir);
 }
+
+Test(e2e, host_program_jit_and_aot) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' '%s/examples/saxpy.kern' >/dev/null", KERN_HOST_PATH,
+             KERN_SOURCE_ROOT);
+    cr_assert_eq(sh(cmd), 0, "%s", cmd);
+    char dir[] = "/tmp/kern-host-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd,
+             "'%s' build '%s/examples/saxpy.kern' --target=cpu -o %s/m.so && '%s' --aot "
+             "%s/m.so >/dev/null",
+             KERNC_PATH, KERN_SOURCE_ROOT, dir, KERN_HOST_PATH, dir);
+    cr_assert_eq(sh(cmd), 0, "%s", cmd);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    sh(cmd);
+}
