@@ -2365,3 +2365,508 @@ Test(interp, KNOWN_BUG_simplify_neg_identities_flip_the_sign_of_nan) {
                  f32_bits(o[1][0]), f32_bits(o[0][0]), f32_bits(x[0]));
     compiled_free(&c);
 }
+
+/* ======================================================================================
+ * Side effects in conditions, lazy calls, serial multi-range loops with break/continue
+ * ==================================================================================== */
+
+/* The while condition has a side effect (an atomic): after a break it must not run again;
+ * a lazy && must not run its atomic when the left side is false; a func with a store
+ * called on one side of ?: runs only when chosen. */
+static const char effects_src[] =
+    "func take(a: i32[], i: i32) -> i32 {\n"
+    "    a[i] += 10;\n"
+    "    return a[i];\n"
+    "}\n"
+    "\n"
+    "kernel effects(x: f32[], cnt: i32[], hits: i32[], got: i32[], k_out: i32[]) {\n"
+    "    for i in 0..len(x) {\n"
+    "        var k = 0;\n"
+    "        while atomic_add(cnt[i], 1) < 10 {\n"
+    "            if f32(k) > x[i] {\n"
+    "                break;\n"
+    "            }\n"
+    "            k += 1;\n"
+    "        }\n"
+    "        k_out[i] = k;\n"
+    "        if x[i] > 2.0 && atomic_add(hits[0], 1) < 1000 {\n"
+    "            hits[1] += 1;\n"
+    "        }\n"
+    "        got[i] = x[i] < 3.0 ? take(got, i) : -1;\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, side_effects_in_conditions_and_lazy_calls) {
+    compiled c = compile_src("effects", effects_src);
+    rng r = {114};
+    int64_t n = 25;
+    ir_interp_arg in[5] = {arr(TY_F32, 1, n, 0, 0), arr(TY_I32, 1, n, 0, 0),
+                           arr(TY_I32, 1, 2, 0, 0), arr(TY_I32, 1, n, 0, 0),
+                           arr(TY_I32, 1, n, 0, 0)};
+    for (int64_t i = 0; i < n; i++) {
+        F32(in[0])[i] = rng_f32(&r, -1, 12);
+        I32(in[1])[i] = (int32_t)rng_int(&r, 0, 12);
+        I32(in[3])[i] = (int32_t)i;
+    }
+    ir_interp_arg ref[5];
+    clone_args(ref, in, 5);
+    int32_t *cnt = I32(ref[1]), *hits = I32(ref[2]), *got = I32(ref[3]);
+    for (int64_t i = 0; i < n; i++) {
+        float xi = F32(ref[0])[i];
+        int32_t k = 0;
+        while (cnt[i]++ < 10) {
+            if ((float)k > xi)
+                break;
+            k += 1;
+        }
+        I32(ref[4])[i] = k;
+        if (xi > 2.0f && hits[0]++ < 1000)
+            hits[1] += 1;
+        if (xi < 3.0f) {
+            got[i] += 10;
+            got[i] = got[i];
+        } else {
+            got[i] = -1;
+        }
+    }
+    check_runs(&c, "effects", in, ref, 5, 0, "random");
+    free_args(in, 5);
+    free_args(ref, 5);
+    compiled_free(&c);
+}
+
+/* break and continue in a serial multi-range for apply to the innermost range; a return
+ * from two nested whiles in a func; shadowing of a carried variable inside a loop. */
+static const char multi_break_src[] =
+    "func depth(v: i32) -> i32 {\n"
+    "    var a = 0;\n"
+    "    while a < 10 {\n"
+    "        var b = 0;\n"
+    "        while b < 10 {\n"
+    "            if a * 10 + b == v {\n"
+    "                return a * 100 + b;\n"
+    "            }\n"
+    "            b += 3;\n"
+    "        }\n"
+    "        a += 1;\n"
+    "    }\n"
+    "    return -1;\n"
+    "}\n"
+    "\n"
+    "kernel mb(a: i32[,], out: i32[,]) {\n"
+    "    for r in 0..shape(out, 0) {\n"
+    "        var s = 0;\n"
+    "        var x = 1;\n"
+    "        for i in 0..shape(a, 0), j in 0..shape(a, 1) {\n"
+    "            if a[i, j] == r {\n"
+    "                continue;\n"
+    "            }\n"
+    "            if a[i, j] > 7 + r {\n"
+    "                break;\n"
+    "            }\n"
+    "            s += a[i, j] * (i + 1);\n"
+    "            var x = x * 2;\n"
+    "            x += j;\n"
+    "            s += x;\n"
+    "        }\n"
+    "        x /= 1 + r;\n"
+    "        out[r, 0] = s;\n"
+    "        out[r, 1] = x;\n"
+    "        out[r, 2] = depth(s % 100) + depth(r * 11);\n"
+    "    }\n"
+    "}\n";
+
+static int32_t r_depth(int32_t v) {
+    for (int32_t a = 0; a < 10; a++)
+        for (int32_t b = 0; b < 10; b += 3)
+            if (a * 10 + b == v)
+                return a * 100 + b;
+    return -1;
+}
+
+Test(interp, serial_multi_range_break_continue_and_nested_return) {
+    compiled c = compile_src("mb", multi_break_src);
+    rng r = {115};
+    int64_t R = 5, C = 6, NR = 6;
+    ir_interp_arg in[2] = {arr(TY_I32, 2, R, C, 0), arr(TY_I32, 2, NR, 3, 0)};
+    for (int64_t i = 0; i < R * C; i++)
+        I32(in[0])[i] = (int32_t)rng_int(&r, 0, 12);
+    ir_interp_arg ref[2];
+    clone_args(ref, in, 2);
+    for (int32_t rr = 0; rr < NR; rr++) {
+        int32_t s = 0, x = 1;
+        for (int32_t i = 0; i < R; i++)
+            for (int32_t j = 0; j < C; j++) {
+                int32_t v = I32(ref[0])[i * C + j];
+                if (v == rr)
+                    continue;
+                if (v > 7 + rr)
+                    break;
+                s += v * (i + 1);
+                int32_t xi = x * 2;
+                xi += j;
+                s += xi;
+            }
+        x /= 1 + rr;
+        I32(ref[1])[rr * 3 + 0] = s;
+        I32(ref[1])[rr * 3 + 1] = x;
+        I32(ref[1])[rr * 3 + 2] = r_depth(s % 100) + r_depth(rr * 11);
+    }
+    check_runs(&c, "mb", in, ref, 2, 0, "random");
+    free_args(in, 2);
+    free_args(ref, 2);
+    compiled_free(&c);
+}
+
+/* Loads are not merged across stores and atomics (CSE), and stored values are reloaded. */
+static const char reload_src[] =
+    "kernel reload(x: f32[], o: f32[]) {\n"
+    "    for i in 0..len(x) {\n"
+    "        let a = x[i];\n"
+    "        x[i] = a * 2.0;\n"
+    "        let b = x[i];\n"
+    "        atomic_add(x[i], 1.0);\n"
+    "        let c = x[i];\n"
+    "        x[i] -= 0.5;\n"
+    "        o[i] = a + b + c + x[i] + f32(len(x)) + f32(len(x));\n"
+    "    }\n"
+    "}\n";
+
+Test(interp, loads_see_earlier_stores) {
+    compiled c = compile_src("reload", reload_src);
+    rng r = {116};
+    int64_t n = 9;
+    ir_interp_arg in[2] = {arr(TY_F32, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0)};
+    for (int64_t i = 0; i < n; i++)
+        F32(in[0])[i] = rng_f32(&r, -4, 4);
+    ir_interp_arg ref[2];
+    clone_args(ref, in, 2);
+    for (int64_t i = 0; i < n; i++) {
+        float *x = F32(ref[0]);
+        float a = x[i];
+        x[i] = a * 2.0f;
+        float b = x[i];
+        x[i] = x[i] + 1.0f;
+        float cc = x[i];
+        x[i] = x[i] - 0.5f;
+        F32(ref[1])[i] = a + b + cc + x[i] + (float)n + (float)n;
+    }
+    check_runs(&c, "reload", in, ref, 2, 0, "random");
+    free_args(in, 2);
+    free_args(ref, 2);
+    compiled_free(&c);
+}
+
+/* ======================================================================================
+ * Random programs: -O0 against -O2
+ * ==================================================================================== */
+
+/* A generator of random, well-defined kernels (every division has a divisor in 1..8,
+ * shift counts and indices are masked, every while loop has a counter bound), exercising
+ * nested control flow with break/continue, funcs with early returns, lazy operators and
+ * floats. The -O0 and -O2 runs of each must agree (NaNs compared without their bits). */
+typedef struct gen {
+    rng r;
+    kern_buf b;
+    int nint, nflt;  /* int vars v0.., float vars f0.. in scope */
+    int loop_depth;  /* serial loops around the statement */
+    int loop_vars;   /* loop indices j0.. in scope */
+    int wcount;      /* while counters made so far */
+    bool in_func;
+} gen;
+
+static int gpick(gen *g, int n) { return (int)(rng_next(&g->r) % (uint64_t)n); }
+
+static void gen_iexpr(gen *g, int depth);
+
+static void gen_iatom(gen *g) {
+    int k = gpick(g, 6);
+    if (k == 0 || (k == 1 && g->loop_vars == 0)) /* typed: literal-only expressions are
+                                                   exact constants that must fit i32 */
+        buf_printf(&g->b, "i32(%d)", gpick(g, 41) - 20);
+    else if (k == 1)
+        buf_printf(&g->b, "j%d", gpick(g, g->loop_vars));
+    else if (k == 2)
+        buf_puts(&g->b, g->in_func ? "p" : "i");
+    else if (k == 3 && !g->in_func)
+        buf_printf(&g->b, "a[(v%d) & 7]", gpick(g, g->nint));
+    else
+        buf_printf(&g->b, "v%d", gpick(g, g->nint));
+}
+
+static void gen_cond(gen *g, int depth) {
+    int k = depth <= 0 ? 0 : gpick(g, 5);
+    static const char *const cmp[] = {"<", "<=", ">", ">=", "==", "!="};
+    if (k <= 1) {
+        buf_putc(&g->b, '(');
+        gen_iexpr(g, depth - 1);
+        buf_printf(&g->b, " %s ", cmp[gpick(g, 6)]);
+        gen_iexpr(g, depth - 1);
+        buf_putc(&g->b, ')');
+    } else if (k == 2) {
+        buf_putc(&g->b, '(');
+        gen_cond(g, depth - 1);
+        buf_puts(&g->b, gpick(g, 2) ? " && " : " || ");
+        gen_cond(g, depth - 1);
+        buf_putc(&g->b, ')');
+    } else if (k == 3) {
+        buf_puts(&g->b, "!");
+        gen_cond(g, depth - 1);
+    } else {
+        buf_printf(&g->b, "(f%d < ", gpick(g, g->nflt));
+        buf_printf(&g->b, "%d.5)", gpick(g, 9) - 4);
+    }
+}
+
+static void gen_iexpr(gen *g, int depth) {
+    if (depth <= 0) {
+        gen_iatom(g);
+        return;
+    }
+    int k = gpick(g, 13);
+    static const char *const ops[] = {"+", "-", "*", "&", "|", "^"};
+    buf_putc(&g->b, '(');
+    if (k < 6) {
+        gen_iexpr(g, depth - 1);
+        buf_printf(&g->b, " %s ", ops[k]);
+        gen_iexpr(g, depth - 1);
+    } else if (k == 6) {
+        gen_iexpr(g, depth - 1);
+        buf_puts(&g->b, gpick(g, 2) ? " / " : " % ");
+        buf_puts(&g->b, "(((");
+        gen_iexpr(g, depth - 1);
+        buf_puts(&g->b, ") & 7) + 1)");
+    } else if (k == 7) {
+        gen_iexpr(g, depth - 1);
+        buf_puts(&g->b, gpick(g, 2) ? " << (" : " >> (");
+        gen_iexpr(g, depth - 1);
+        buf_puts(&g->b, " & 31)");
+    } else if (k == 8) {
+        gen_cond(g, depth - 1);
+        buf_puts(&g->b, " ? ");
+        gen_iexpr(g, depth - 1);
+        buf_puts(&g->b, " : ");
+        gen_iexpr(g, depth - 1);
+    } else if (k == 9) {
+        static const char *const fn[] = {"min", "max"};
+        buf_printf(&g->b, "%s(", fn[gpick(g, 2)]);
+        gen_iexpr(g, depth - 1);
+        buf_puts(&g->b, ", ");
+        gen_iexpr(g, depth - 1);
+        buf_putc(&g->b, ')');
+    } else if (k == 10) {
+        buf_puts(&g->b, gpick(g, 2) ? "abs(" : "-(");
+        gen_iexpr(g, depth - 1);
+        buf_putc(&g->b, ')');
+    } else if (k == 11 && !g->in_func) {
+        buf_printf(&g->b, "g%d(", gpick(g, 2));
+        gen_iexpr(g, depth - 1);
+        buf_puts(&g->b, ", ");
+        gen_iexpr(g, depth - 1);
+        buf_putc(&g->b, ')');
+    } else {
+        buf_printf(&g->b, "i32(clamp(f%d * 0.25, -1000.0, 1000.0))", gpick(g, g->nflt));
+    }
+    buf_putc(&g->b, ')');
+}
+
+static void gen_fexpr(gen *g, int depth) {
+    int k = depth <= 0 ? gpick(g, 3) : gpick(g, 9);
+    if (k == 0)
+        buf_printf(&g->b, "f%d", gpick(g, g->nflt));
+    else if (k == 1)
+        buf_printf(&g->b, "%d.25", gpick(g, 9) - 4);
+    else if (k == 2)
+        buf_printf(&g->b, "f32(v%d %% 100)", gpick(g, g->nint));
+    else if (k <= 5) {
+        static const char *const ops[] = {"+", "-", "*"};
+        buf_putc(&g->b, '(');
+        gen_fexpr(g, depth - 1);
+        buf_printf(&g->b, " %s ", ops[k - 3]);
+        gen_fexpr(g, depth - 1);
+        buf_putc(&g->b, ')');
+    } else if (k == 6) {
+        static const char *const fn[] = {"sin", "abs", "floor", "round", "sign", "tanh"};
+        buf_printf(&g->b, "%s(", fn[gpick(g, 6)]);
+        gen_fexpr(g, depth - 1);
+        buf_putc(&g->b, ')');
+    } else if (k == 7) {
+        static const char *const fn[] = {"min", "max"};
+        buf_printf(&g->b, "%s(", fn[gpick(g, 2)]);
+        gen_fexpr(g, depth - 1);
+        buf_puts(&g->b, ", ");
+        gen_fexpr(g, depth - 1);
+        buf_putc(&g->b, ')');
+    } else {
+        buf_putc(&g->b, '(');
+        gen_cond(g, depth - 1);
+        buf_puts(&g->b, " ? ");
+        gen_fexpr(g, depth - 1);
+        buf_puts(&g->b, " : ");
+        gen_fexpr(g, depth - 1);
+        buf_putc(&g->b, ')');
+    }
+}
+
+static void gen_indent(gen *g, int ind) {
+    for (int k = 0; k < ind; k++)
+        buf_puts(&g->b, "    ");
+}
+
+static void gen_block(gen *g, int ind, int depth, int nstmts);
+
+static void gen_stmt(gen *g, int ind, int depth) {
+    int k = gpick(g, depth > 0 ? 12 : 4);
+    if (depth <= 0 && k == 3 && g->loop_depth == 0)
+        k = 0; /* no compound statement at depth 0 */
+    gen_indent(g, ind);
+    if (k <= 1) {
+        buf_printf(&g->b, "v%d %s ", gpick(g, g->nint), gpick(g, 3) ? "=" : "+=");
+        gen_iexpr(g, 2);
+        buf_puts(&g->b, ";\n");
+    } else if (k == 2) {
+        buf_printf(&g->b, "f%d = ", gpick(g, g->nflt));
+        gen_fexpr(g, 2);
+        buf_puts(&g->b, ";\n");
+    } else if (k == 3 && g->loop_depth > 0) {
+        buf_puts(&g->b, "if ");
+        gen_cond(g, 1);
+        buf_puts(&g->b, gpick(g, 2) ? " {\n" : " {\n");
+        gen_indent(g, ind + 1);
+        buf_puts(&g->b, gpick(g, 2) ? "break;\n" : "continue;\n");
+        gen_indent(g, ind);
+        buf_puts(&g->b, "}\n");
+    } else if (k == 4 && g->in_func) {
+        buf_puts(&g->b, "if ");
+        gen_cond(g, 1);
+        buf_puts(&g->b, " {\n");
+        gen_indent(g, ind + 1);
+        buf_puts(&g->b, "return ");
+        gen_iexpr(g, 1);
+        buf_puts(&g->b, ";\n");
+        gen_indent(g, ind);
+        buf_puts(&g->b, "}\n");
+    } else if (k <= 6) {
+        buf_puts(&g->b, "if ");
+        gen_cond(g, 2);
+        buf_puts(&g->b, " {\n");
+        gen_block(g, ind + 1, depth - 1, 1 + gpick(g, 3));
+        gen_indent(g, ind);
+        if (gpick(g, 2)) {
+            buf_puts(&g->b, "} else {\n");
+            gen_block(g, ind + 1, depth - 1, 1 + gpick(g, 3));
+            gen_indent(g, ind);
+        }
+        buf_puts(&g->b, "}\n");
+    } else if (k <= 8) {
+        int j = g->loop_vars;
+        buf_printf(&g->b, "for j%d in %d..", j, gpick(g, 5) - 2);
+        if (gpick(g, 2))
+            buf_printf(&g->b, "%d", gpick(g, 6) - 1);
+        else
+            buf_printf(&g->b, "(v%d & 3)", gpick(g, g->nint));
+        buf_puts(&g->b, " {\n");
+        g->loop_vars++;
+        g->loop_depth++;
+        gen_block(g, ind + 1, depth - 1, 1 + gpick(g, 4));
+        g->loop_depth--;
+        g->loop_vars--;
+        gen_indent(g, ind);
+        buf_puts(&g->b, "}\n");
+    } else if (k <= 10) {
+        int w = g->wcount++;
+        buf_printf(&g->b, "var w%d = 0;\n", w);
+        gen_indent(g, ind);
+        buf_printf(&g->b, "while w%d < %d && ", w, 1 + gpick(g, 5));
+        gen_cond(g, 1);
+        buf_puts(&g->b, " {\n");
+        gen_indent(g, ind + 1);
+        buf_printf(&g->b, "w%d += 1;\n", w);
+        g->loop_depth++;
+        gen_block(g, ind + 1, depth - 1, 1 + gpick(g, 4));
+        g->loop_depth--;
+        gen_indent(g, ind);
+        buf_puts(&g->b, "}\n");
+    } else if (!g->in_func) {
+        buf_puts(&g->b, "o[i] += ");
+        gen_iexpr(g, 1);
+        buf_puts(&g->b, ";\n");
+    }
+}
+
+static void gen_block(gen *g, int ind, int depth, int nstmts) {
+    for (int s = 0; s < nstmts; s++)
+        gen_stmt(g, ind, depth);
+}
+
+static char *gen_program(uint64_t seed) {
+    gen g = {{seed}, {0}, 0, 0, 0, 0, 0, false};
+    for (int f = 0; f < 2; f++) {
+        buf_printf(&g.b, "func g%d(p: i32, q: i32) -> i32 {\n", f);
+        buf_puts(&g.b, "    var v0 = p;\n    var v1 = q;\n    var f0 = f32(p % 50) * 0.5;\n");
+        g.nint = 2, g.nflt = 1, g.in_func = true;
+        gen_block(&g, 1, 2, 2 + gpick(&g, 3));
+        buf_puts(&g.b, "    return v0 ^ v1;\n}\n\n");
+    }
+    g.in_func = false;
+    buf_puts(&g.b, "kernel rnd(a: i32[], b: f32[], o: i32[], of: f32[]) {\n"
+                   "    for i in 0..len(o) {\n"
+                   "        var v0 = a[i & 7];\n"
+                   "        var v1 = a[(i + 3) & 7] - i;\n"
+                   "        var v2 = i * 7;\n"
+                   "        var f0 = b[i & 7];\n"
+                   "        var f1 = 0.5;\n");
+    g.nint = 3, g.nflt = 2;
+    gen_block(&g, 2, 3, 4 + gpick(&g, 5));
+    buf_puts(&g.b, "        o[i] += v0 + v1 * 3 + v2 * 5;\n"
+                   "        of[i] = f0 + f1 * 2.0;\n"
+                   "    }\n"
+                   "}\n");
+    return buf_take(&g.b);
+}
+
+Test(interp, random_programs_agree_at_O0_and_O2, .timeout = 600) {
+    int nprog = 300, bad = 0;
+    const char *env = getenv("KERN_INTERP_RANDOM");
+    if (env)
+        nprog = atoi(env);
+    for (int p = 0; p < nprog && bad < 3; p++) {
+        uint64_t seed = 1000 + (uint64_t)p;
+        char *src = gen_program(seed);
+        char name[64];
+        snprintf(name, sizeof name, "random-%llu", (unsigned long long)seed);
+        compiled c = compile_src(name, src);
+        rng r = {seed};
+        int64_t n = 12;
+        ir_interp_arg in[4] = {arr(TY_I32, 1, 8, 0, 0), arr(TY_F32, 1, 8, 0, 0),
+                               arr(TY_I32, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0)};
+        int32_t edge[] = {0, -1, 1, INT32_MIN, INT32_MAX, 7, -8, 100};
+        for (int i = 0; i < 8; i++) {
+            I32(in[0])[i] = p % 2 ? edge[i] : (int32_t)rng_int(&r, -50, 50);
+            F32(in[1])[i] = rng_f32(&r, -5, 5);
+        }
+        ir_interp_arg got[2][4];
+        char err[2][512];
+        bool ok[2];
+        for (int l = 0; l < 2; l++) {
+            clone_args(got[l], in, 4);
+            ok[l] = ir_interp_run(c.m[l], "rnd", got[l], 4, err[l], sizeof err[l]);
+        }
+        int diff = ok[0] != ok[1] ? 1
+                   : ok[0]        ? compare_args(got[0], got[1], 4, 0, true, name)
+                                  : strcmp(err[0], err[1]) != 0;
+        if (!ok[0] && !ok[1] && !diff)
+            fprintf(stderr, "%s: both runs fail alike: %s\n", name, err[0]);
+        if (diff) {
+            bad++;
+            fprintf(stderr, "OPTIMIZER BUG? %s: -O0 %s, -O2 %s\n%s\n", name,
+                    ok[0] ? "ok" : err[0], ok[1] ? "ok" : err[1], src);
+        }
+        cr_expect(!diff, "%s: -O0 and -O2 disagree (program printed above)", name);
+        for (int l = 0; l < 2; l++)
+            free_args(got[l], 4);
+        free_args(in, 4);
+        compiled_free(&c);
+        free(src);
+    }
+}
