@@ -1368,8 +1368,83 @@ Test(llvm, jit_compile_time_small_kernel) {
     }
     cr_log_info("JIT compile of saxpy at -O3: %.1f ms (emit %.2f, optimize %.2f, codegen %.2f)",
                 best * 1e3, bt.emit_s * 1e3, bt.opt_s * 1e3, bt.codegen_s * 1e3);
-    /* the aim is 30 ms; this bound only catches gross regressions (sanitizer builds) */
-    cr_expect(best < 0.5, "JIT compile took %.1f ms", best * 1e3);
+    /* the aim is 30 ms (docs/backend-cpu.md); this bound only catches gross regressions on
+     * a loaded machine, with room for sanitizers' slow malloc */
+#if defined(__SANITIZE_ADDRESS__)
+    double bound = 2.0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    double bound = 2.0;
+#else
+    double bound = 0.5;
+#endif
+#else
+    double bound = 0.5;
+#endif
+    cr_expect(best < bound, "JIT compile took %.1f ms", best * 1e3);
     ir_module_free(m);
     kc_ctx_free(c);
+}
+
+/* Index types u32 and i64: the range [lo, hi) crosses 2^31 (u32) or lies beyond 2^32
+ * (i64); counts and indices use the index type's own arithmetic. */
+Test(llvm, parallel_u32_and_i64_indices) {
+    const char *src = "kernel u(out: u32[], lo: u32, hi: u32) {\n"
+                      "    for i in lo..hi { out[i - lo] = i; }\n"
+                      "}\n"
+                      "kernel w(out: i64[], lo: i64, hi: i64) {\n"
+                      "    for i in lo..hi { out[i - lo] = i; }\n"
+                      "}\n";
+    for (int l = 0; l < 2; l++) {
+        prog p = build(src, OPT_LEVELS[l], true);
+        uint32_t out[20], lo = 2147483640u, hi = 2147483660u;
+        kern_array_desc d = desc(out, 20, 1, 1);
+        void *args[] = {&d, &lo, &hi};
+        kern_count_fn count = (kern_count_fn)llvm_jit_lookup(p.jit, "kern_u__t0_count");
+        cr_assert_eq(count(args), 20);
+        kern_err_record e = run(&p, "u", args, 3);
+        cr_expect_eq(e.code, 0);
+        for (int i = 0; i < 20; i++)
+            cr_expect_eq(out[i], lo + (uint32_t)i);
+        int64_t o64[5], lo64 = (int64_t)1 << 40, hi64 = lo64 + 5;
+        kern_array_desc d64 = desc(o64, 5, 1, 1);
+        void *args64[] = {&d64, &lo64, &hi64};
+        e = run(&p, "w", args64, 2);
+        cr_expect_eq(e.code, 0);
+        for (int i = 0; i < 5; i++)
+            cr_expect_eq(o64[i], lo64 + i);
+        release(&p);
+    }
+}
+
+/* Debug checks in uniform top-level values (re-emitted in the task body; the count
+ * function has no error record and must not trap) and in atomics (skipped, yield 0). */
+Test(llvm, debug_uniform_division_and_atomic_bounds) {
+    const char *src = "kernel u(a: i32[], h: i32[], old: i32[], k: i32) {\n"
+                      "    let q = len(a) / k;\n"
+                      "    for i in 0..len(a) {\n"
+                      "        old[i] = atomic_add(h[a[i]], 1) + q;\n"
+                      "    }\n"
+                      "    for i in 0..q { h[0] = 0; }\n"
+                      "}\n";
+    prog p = build(src, 3, true);
+    int32_t a[4] = {0, 1, 7, 1}, h[2] = {10, 20}, old[4], k = 2;
+    kern_array_desc da = desc(a, 4, 1, 1), dh = desc(h, 2, 1, 1), dold = desc(old, 4, 1, 1);
+    void *args[] = {&da, &dh, &dold, &k};
+    kern_err_record e = run(&p, "u", args, 1);
+    cr_assert_eq(e.code, KERN_DEVERR_BOUNDS);
+    /* an atomic is located at its call, column 18 */
+    cr_expect(e.line == 4 && e.col == 18 && e.a == 7 && e.b == 2, "at %u:%u index %lld",
+              e.line, e.col, (long long)e.a);
+    cr_expect(old[0] == 12 && old[1] == 22 && old[2] == 2 && old[3] == 23,
+              "the failed atomic yields 0: %d %d %d %d", old[0], old[1], old[2], old[3]);
+    cr_expect(h[0] == 0 && h[1] == 22);
+
+    k = 0;
+    kern_count_fn count = (kern_count_fn)llvm_jit_lookup(p.jit, "kern_u__t1_count");
+    cr_expect_eq(count(args), 4, "no check in count functions: 4 / 0 divides by 1");
+    e = run(&p, "u", args, 4);
+    cr_assert_eq(e.code, KERN_DEVERR_DIV_ZERO, "the body reports the uniform division");
+    cr_expect(e.line == 2 && e.col == 20, "at %u:%u", e.line, e.col);
+    release(&p);
 }
