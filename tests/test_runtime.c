@@ -468,6 +468,15 @@ static void sg_t0(void *const *args, int64_t begin, int64_t end, kern_err_record
         v[i] *= 2;
 }
 
+/* kernel many(out: i64[], p0: i32, ..., p19: i32) { out[0] = p0 + 2*p1 + ... + 20*p19 }:
+ * more arguments than the launch path keeps on the stack */
+static void many_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+    int64_t *out = DESC(args, 0)->data, s = 0;
+    for (int i = 0; i < 20; i++)
+        s += (int64_t)(i + 1) * I32(args, i + 1);
+    out[0] = s;
+}
+
 static const char test_meta[] =
     "kern-meta 1\n"
     "source tests/fake.kern\n"
@@ -481,6 +490,12 @@ static const char test_meta[] =
     "kernel divz 2 1 2 2\nparam q i32[] 0\nparam d i32 0\ntask serial 0 3 5\ntask serial 0 4 5\n"
     "kernel shl 4 1 2 1\nparam x u32[] 0\nparam s i32 0\ntask serial 0 4 2\n"
     "kernel simulate.grad 20 1 1 1\nparam v f32[] 0\ntask parallel 1 21 5\n"
+    "kernel many 30 1 21 1\nparam out i64[] 0\n"
+    "param p0 i32 0\nparam p1 i32 0\nparam p2 i32 0\nparam p3 i32 0\nparam p4 i32 0\n"
+    "param p5 i32 0\nparam p6 i32 0\nparam p7 i32 0\nparam p8 i32 0\nparam p9 i32 0\n"
+    "param p10 i32 0\nparam p11 i32 0\nparam p12 i32 0\nparam p13 i32 0\nparam p14 i32 0\n"
+    "param p15 i32 0\nparam p16 i32 0\nparam p17 i32 0\nparam p18 i32 0\nparam p19 i32 0\n"
+    "task serial 0 31 5\n"
     "end\n";
 
 typedef struct sym_entry {
@@ -500,6 +515,7 @@ static const sym_entry test_syms[] = {
     SYM("kern_divz__t1_count", one_count),       SYM("kern_divz__t1", divz_t1),
     SYM("kern_shl__t0_count", one_count),        SYM("kern_shl__t0", shl_t0),
     SYM("kern_simulate__grad__t0_count", sg_t0_count), SYM("kern_simulate__grad__t0", sg_t0),
+    SYM("kern_many__t0_count", one_count),       SYM("kern_many__t0", many_t0),
 };
 
 typedef struct test_provider {
@@ -549,10 +565,10 @@ Test(runtime, module_lookup_and_introspection) {
     kern_context *ctx = make_ctx(2);
     test_provider tp = {0};
     kern_module *m = make_module(ctx, &tp);
-    cr_assert_eq(tp.lookups, 2 * 10); /* two symbols per task */
-    cr_assert_eq(kern_module_kernel_count(m), 7);
+    cr_assert_eq(tp.lookups, 2 * 11); /* two symbols per task */
+    cr_assert_eq(kern_module_kernel_count(m), 8);
     cr_assert_str_eq(kern_module_kernel_name(m, 6), "simulate.grad");
-    cr_assert_null(kern_module_kernel_name(m, 7));
+    cr_assert_null(kern_module_kernel_name(m, 8));
     kern_kernel *k = find(m, "grid");
     cr_assert_str_eq(kern_kernel_name(k), "grid");
     cr_assert_eq(kern_kernel_param_count(k), 3);
@@ -575,7 +591,7 @@ Test(runtime, module_lookup_and_introspection) {
     cr_assert_null(k);
     cr_assert_str_eq(kern_context_last_error(ctx),
                      "no kernel 'simulate' in the module (it has: saxpy, grid, steps, oob, "
-                     "divz, shl, simulate.grad)");
+                     "divz, shl, simulate.grad, many)");
     cr_assert_not_null(find(m, "simulate.grad"));
     kern_module_release(m);
     cr_assert_eq(tp.releases, 1);
@@ -677,6 +693,49 @@ Test(runtime, launch_2d_and_task_order) {
     }
     kern_context_release(ctx); /* releases the module and buffers too */
     cr_assert_eq(tp.releases, 1);
+}
+
+Test(runtime, launch_many_arguments) {
+    kern_context *ctx = make_ctx(2);
+    test_provider tp = {0};
+    kern_module *m = make_module(ctx, &tp);
+    kern_buffer *out = buf1(ctx, KERN_I64, 1, NULL);
+    kern_arg a[21];
+    a[0] = kern_arg_buffer(out);
+    int64_t want = 0;
+    for (int i = 0; i < 20; i++) {
+        a[i + 1] = kern_arg_i32(1000 * i - 7);
+        want += (int64_t)(i + 1) * (1000 * i - 7);
+    }
+    cr_assert_eq(kern_launch(find(m, "many"), a, 21), KERN_OK, "%s", kern_context_last_error(ctx));
+    int64_t got;
+    cr_assert_eq(kern_buffer_read(out, &got, sizeof got), KERN_OK);
+    cr_assert_eq(got, want);
+    a[20] = kern_arg_u32(1);
+    cr_assert_eq(kern_launch(find(m, "many"), a, 21), KERN_ERR_ARGUMENT);
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "kernel 'many', parameter 'p19' (i32): scalar dtype is u32, expected i32");
+    kern_context_release(ctx);
+}
+
+Test(runtime, module_rejects_bad_in_memory_metadata) {
+    kern_context *ctx = make_ctx(1);
+    kern_meta *meta = calloc(1, sizeof *meta);
+    meta->nkernels = 1;
+    meta->kernels = calloc(1, sizeof *meta->kernels);
+    meta->kernels[0].name = strdup("k");
+    meta->kernels[0].nparams = 1;
+    meta->kernels[0].params = calloc(1, sizeof *meta->kernels[0].params);
+    meta->kernels[0].params[0].name = strdup("x");
+    meta->kernels[0].params[0].type = ty_void();
+    test_provider tp = {0};
+    kern_module *m = NULL;
+    kern_code_provider p = {&tp, tp_lookup, tp_release};
+    cr_assert_eq(rt_module_create(ctx, meta, p, &m), KERN_ERR_FORMAT); /* frees meta */
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "invalid module metadata: kernel 'k': parameter 0 has no name or a bad type");
+    cr_assert_eq(tp.releases, 1);
+    kern_context_release(ctx);
 }
 
 Test(runtime, launch_argument_errors) {
@@ -902,9 +961,9 @@ typedef struct fake_dev {
     void *freed[64];
     int nfreed;
     /* launches: the error record to fill at completion */
-    kern_err_record *recs[64];
-    kern_err_record fail_with[64];
-    uint64_t points[64];
+    kern_err_record *recs[128];
+    kern_err_record fail_with[128];
+    uint64_t points[128];
     int nlaunch;
 } fake_dev;
 
@@ -1064,6 +1123,62 @@ Test(runtime, async_release_retires_until_completion) {
     /* released after completion: freed at once */
     kern_buffer_release(y);
     cr_assert(was_freed(&f, ymem));
+    /* a write waits for the buffer's last launch too */
+    a[2] = kern_arg_buffer(x2);
+    cr_assert_eq(kern_launch(find(m, "saxpy"), a, 3), KERN_OK);
+    cr_assert_eq(f.completed, 2);
+    cr_assert_eq(kern_buffer_write(x2, back, sizeof back), KERN_OK);
+    cr_assert_eq(f.waits, 2);
+    cr_assert_eq(f.completed, 3);
+    kern_context_release(ctx);
+}
+
+Test(runtime, async_retirement_is_bounded) {
+    fake_dev f = {0};
+    kern_context *ctx = make_fake_ctx(&f);
+    test_provider tp = {0};
+    kern_module *m = make_module(ctx, &tp);
+    kern_kernel *k = find(m, "simulate.grad");
+    /* RT_RETIRE_DEPTH + 1 buffers released while their launches are in flight: the last
+     * release waits for the oldest entry only */
+    kern_buffer *bs[RT_RETIRE_DEPTH + 1];
+    for (int i = 0; i <= RT_RETIRE_DEPTH; i++) {
+        bs[i] = buf1(ctx, KERN_F32, 4, NULL);
+        kern_arg a[1] = {kern_arg_buffer(bs[i])};
+        cr_assert_eq(kern_launch(k, a, 1), KERN_OK);
+    }
+    void *first = bs[0]->mem, *second = bs[1]->mem;
+    for (int i = 0; i < RT_RETIRE_DEPTH; i++)
+        kern_buffer_release(bs[i]);
+    cr_assert_eq(f.waits, 0);
+    cr_assert_eq(ctx->retired.len, RT_RETIRE_DEPTH);
+    kern_buffer_release(bs[RT_RETIRE_DEPTH]);
+    cr_assert_eq(f.waits, 1);
+    cr_assert_eq(f.completed, 1, "waited for the oldest launch only");
+    cr_assert(was_freed(&f, first));
+    cr_assert(!was_freed(&f, second));
+    cr_assert_eq(ctx->retired.len, RT_RETIRE_DEPTH);
+    cr_assert_eq(kern_sync(ctx), KERN_OK);
+    cr_assert_eq(ctx->retired.len, 0, "a sync drains the queue");
+    kern_context_release(ctx);
+
+    fake_dev g = {0};
+    ctx = make_fake_ctx(&g);
+    m = make_module(ctx, &tp);
+    k = find(m, "simulate.grad");
+    for (int i = 0; i <= RT_RETIRE_DEPTH; i++) {
+        bs[i] = buf1(ctx, KERN_F32, 4, NULL);
+        kern_arg a[1] = {kern_arg_buffer(bs[i])};
+        if (i < 60)
+            cr_assert_eq(kern_launch(k, a, 1), KERN_OK);
+    }
+    /* 60 launches in flight; release 60 in-flight buffers and 5 idle ones */
+    for (int i = 0; i <= RT_RETIRE_DEPTH; i++)
+        kern_buffer_release(bs[i]);
+    cr_assert_eq(g.waits, 0, "the queue never grew past its depth");
+    cr_assert_eq(ctx->retired.len, 60);
+    cr_assert_eq(kern_sync(ctx), KERN_OK);
+    cr_assert_eq(ctx->retired.len, 0, "a sync drains the queue");
     kern_context_release(ctx);
 }
 
