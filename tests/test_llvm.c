@@ -29,6 +29,7 @@
 #include "../compiler/driver.h"
 #include "../compiler/meta_ir.h"
 #include "../runtime/abi.h"
+#include "../runtime/meta.h"
 
 /* ---- compiling and running ---------------------------------------------------------- */
 
@@ -56,25 +57,9 @@ static prog build(const char *src, int opt, bool debug) {
     return p;
 }
 
-/* Frees a kern_meta as runtime/meta.h defines its ownership (everything malloc'd). */
-static void meta_free(kern_meta *m) {
-    if (!m)
-        return;
-    for (int k = 0; k < m->nkernels; k++) {
-        for (int i = 0; i < m->kernels[k].nparams; i++)
-            free(m->kernels[k].params[i].name);
-        free(m->kernels[k].params);
-        free(m->kernels[k].tasks);
-        free(m->kernels[k].name);
-    }
-    free(m->kernels);
-    free(m->source);
-    free(m);
-}
-
 static void release(prog *p) {
     llvm_jit_free(p->jit);
-    meta_free(p->meta);
+    kern_meta_free(p->meta); /* the runtime's free: the ownership contract of meta.h */
     ir_module_free(p->m);
     kc_ctx_free(p->ctx);
 }
@@ -102,16 +87,13 @@ static void *work(void *arg) {
 static kern_err_record run_mt(prog *p, const char *kernel, void **args, int64_t chunk,
                               int threads) {
     kern_err_record err = {0};
-    const kern_meta_kernel *mk = NULL;
-    for (int k = 0; k < p->meta->nkernels; k++)
-        if (!strcmp(p->meta->kernels[k].name, kernel))
-            mk = &p->meta->kernels[k];
+    const kern_meta_kernel *mk = kern_meta_find(p->meta, kernel);
     cr_assert(mk != NULL, "no kernel %s", kernel);
     for (int t = 0; t < mk->ntasks; t++) {
-        char sym[256];
-        snprintf(sym, sizeof sym, "kern_%s__t%d_count", kernel, t);
+        char sym[256]; /* the runtime's naming of task symbols */
+        kern_meta_symbol(sym, sizeof sym, kernel, t, true);
         kern_count_fn count = (kern_count_fn)llvm_jit_lookup(p->jit, sym);
-        snprintf(sym, sizeof sym, "kern_%s__t%d", kernel, t);
+        kern_meta_symbol(sym, sizeof sym, kernel, t, false);
         kern_task_fn body = (kern_task_fn)llvm_jit_lookup(p->jit, sym);
         cr_assert(count && body, "missing %s", sym);
         worker w = {body, args, count(args), chunk > 0 ? chunk : 1, 0, &err};
@@ -1262,6 +1244,21 @@ Test(llvm, metadata_from_ir) {
     cr_expect_str_eq(k->name, "second");
     cr_expect(k->nparams == 1 && k->params[0].type == ty_array(ty_bool(), 3));
     cr_expect(k->ntasks == 1 && !k->tasks[0].parallel);
+
+    /* the runtime prints and parses it back unchanged */
+    kern_buf text = {0};
+    kern_meta_print(&text, m);
+    char err[256];
+    kern_meta *back = kern_meta_parse(text.data, text.len, err, sizeof err);
+    cr_assert(back, "%s\n%s", err, text.data);
+    kern_buf again = {0};
+    kern_meta_print(&again, back);
+    cr_expect_str_eq(again.data, text.data);
+    cr_expect(strstr(text.data, "param k f32 1\n") && strstr(text.data, "task parallel 2 3 5\n"),
+              "%s", text.data);
+    kern_meta_free(back);
+    buf_free(&text);
+    buf_free(&again);
     release(&p);
 }
 
@@ -1319,8 +1316,12 @@ Test(llvm, ir_while_forwarding_early_exit_dotted_name) {
         char err[512];
         llvm_jit *j = llvm_jit_compile(m, &o, err, sizeof err);
         cr_assert(j, "%s", err);
-        kern_task_fn body = (kern_task_fn)llvm_jit_lookup(j, "kern_sim__grad__t0");
-        kern_count_fn count = (kern_count_fn)llvm_jit_lookup(j, "kern_sim__grad__t0_count");
+        char sb[64], sc[64];
+        kern_meta_symbol(sb, sizeof sb, "sim.grad", 0, false);
+        kern_meta_symbol(sc, sizeof sc, "sim.grad", 0, true);
+        cr_expect_str_eq(sb, "kern_sim__grad__t0");
+        kern_task_fn body = (kern_task_fn)llvm_jit_lookup(j, sb);
+        kern_count_fn count = (kern_count_fn)llvm_jit_lookup(j, sc);
         cr_assert(body && count, "'.' is written \"__\" in symbols");
         cr_expect_null(llvm_jit_lookup(j, "kern_sim__grad__t1"));
         int32_t out[4] = {0};
