@@ -276,6 +276,8 @@ static bool parse_kernel(meta_parser *ps, kern_meta *m) {
 kern_meta *kern_meta_parse(const char *text, size_t len, char *err, size_t errlen) {
     if (err && errlen)
         err[0] = '\0';
+    if (!text)
+        text = "", len = 0;
     if (len > 0 && text[len - 1] == '\0')
         len--;
     meta_parser ps = {.p = text, .end = text + len, .line = 0, .err = err, .errlen = errlen};

@@ -1,14 +1,20 @@
 /* pool.c - the worker pool (see pool.h).
  *
- * A run publishes a job (fn, user, count, chunk), resets the shared chunk counter and the
- * number of workers still busy, and bumps the generation under the mutex. Each worker
- * notices the new generation (spinning a little, then on the `wake` condition), claims
- * chunks with an atomic fetch-add until the range is exhausted and checks out; the last
- * one to check out signals `done`. The caller claims chunks too, then waits until every
- * worker has checked out, so the job may not change under a late worker. */
+ * A run publishes a job: its parameters go into one of two slots (by the parity of the
+ * job's generation), then one 64-bit word `state` = generation << 32 | next chunk index is
+ * set, then the generation is announced (spinning workers see it at once, sleeping ones
+ * are woken through the `wake` condition). Everyone, the caller included, claims chunks by
+ * compare-and-swap on `state`, which fails as soon as the generation moved on, so a worker
+ * that wakes late can never take a chunk of a later job with the parameters of an earlier
+ * one; the parameters it read are used only after a claim with the same generation has
+ * succeeded, and the job cannot end (nor its slot be reused two jobs later) while one of
+ * its chunks is unfinished. Completion is counted in items: the caller returns when
+ * `done` reaches the count, spinning a little and then waiting on the `done_cv`
+ * condition, signalled by whoever finishes the last chunk. The caller never waits for a
+ * worker that has not taken part, so a descheduled worker (an oversubscribed machine)
+ * does not hold up a run that the others can finish. */
 #include "pool.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -18,21 +24,26 @@
 
 enum { SPIN_ITERS = 4000 };
 
+typedef struct pool_job {
+    _Atomic(rt_range_fn) fn;
+    _Atomic(void *) user;
+    atomic_int_fast64_t count, chunk, nchunks;
+} pool_job;
+
 struct rt_pool {
     int nthreads;
     int nworkers; /* started worker threads (nthreads - 1 when all started) */
     pthread_t *workers;
     pthread_mutex_t mu;
-    pthread_cond_t wake; /* a new generation or stop */
-    pthread_cond_t done; /* busy reached 0 */
-    atomic_uint_fast64_t gen;
+    pthread_cond_t wake;    /* a new generation, or stop */
+    pthread_cond_t done_cv; /* done reached the count */
+    atomic_uint_fast32_t gen;
     atomic_bool stop;
-    /* the current job */
-    rt_range_fn fn;
-    void *user;
-    int64_t count, chunk;
-    atomic_int_fast64_t next; /* first unclaimed index */
-    atomic_int busy;          /* workers that have not checked out of the current job */
+    atomic_uint_fast64_t state; /* gen << 32 | next unclaimed chunk */
+    atomic_int_fast64_t done;   /* items finished in the current job */
+    atomic_bool waiting;        /* the caller sleeps on done_cv */
+    pool_job jobs[2];
+    uint32_t last_gen; /* the caller's: generation of the latest job */
 };
 
 static inline void cpu_relax(void) {
@@ -43,30 +54,50 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-static void run_chunks(rt_pool *p) {
+/* Runs chunks of job `g` until none is left or the pool moved on to another job. */
+static void run_chunks(rt_pool *p, uint32_t g) {
+    const pool_job *j = &p->jobs[g & 1];
+    rt_range_fn fn = atomic_load_explicit(&j->fn, memory_order_relaxed);
+    void *user = atomic_load_explicit(&j->user, memory_order_relaxed);
+    int64_t count = atomic_load_explicit(&j->count, memory_order_relaxed);
+    int64_t chunk = atomic_load_explicit(&j->chunk, memory_order_relaxed);
+    int64_t nchunks = atomic_load_explicit(&j->nchunks, memory_order_relaxed);
+    uint64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
     for (;;) {
-        int64_t b = atomic_fetch_add_explicit(&p->next, p->chunk, memory_order_relaxed);
-        if (b >= p->count)
-            break;
-        int64_t e = p->count - b < p->chunk ? p->count : b + p->chunk;
-        p->fn(p->user, b, e);
+        if ((uint32_t)(s >> 32) != g || (int64_t)(uint32_t)s >= nchunks)
+            return;
+        if (!atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acquire,
+                                                   memory_order_acquire))
+            continue;
+        int64_t b = (int64_t)(uint32_t)s * chunk;
+        int64_t e = count - b < chunk ? count : b + chunk;
+        fn(user, b, e);
+        /* seq_cst with the load of `waiting`, against the caller's store of `waiting` and
+         * load of `done` (either it sees the count or we see it waiting) */
+        int64_t was = atomic_fetch_add(&p->done, e - b);
+        if (was + (e - b) == count && atomic_load(&p->waiting)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done_cv);
+            pthread_mutex_unlock(&p->mu);
+        }
+        s = atomic_load_explicit(&p->state, memory_order_acquire);
     }
 }
 
 static void *worker_main(void *arg) {
     rt_pool *p = arg;
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-        uint64_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        uint32_t g = (uint32_t)atomic_load_explicit(&p->gen, memory_order_acquire);
         for (int i = 0; g == seen && i < SPIN_ITERS; i++) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed))
                 break;
             cpu_relax();
-            g = atomic_load_explicit(&p->gen, memory_order_acquire);
+            g = (uint32_t)atomic_load_explicit(&p->gen, memory_order_acquire);
         }
         if (g == seen) {
             pthread_mutex_lock(&p->mu);
-            while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
+            while ((g = (uint32_t)atomic_load_explicit(&p->gen, memory_order_acquire)) == seen &&
                    !atomic_load(&p->stop))
                 pthread_cond_wait(&p->wake, &p->mu);
             pthread_mutex_unlock(&p->mu);
@@ -74,12 +105,7 @@ static void *worker_main(void *arg) {
         if (g == seen) /* woken for stop with no new job */
             return NULL;
         seen = g;
-        run_chunks(p);
-        if (atomic_fetch_sub_explicit(&p->busy, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&p->mu);
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->mu);
-        }
+        run_chunks(p, g);
     }
 }
 
@@ -96,11 +122,19 @@ rt_pool *rt_pool_create(int threads, char *err, size_t errlen) {
     p->nthreads = threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
-    pthread_cond_init(&p->done, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
     atomic_init(&p->gen, 0);
     atomic_init(&p->stop, false);
-    atomic_init(&p->next, 0);
-    atomic_init(&p->busy, 0);
+    atomic_init(&p->state, 0);
+    atomic_init(&p->done, 0);
+    atomic_init(&p->waiting, false);
+    for (int i = 0; i < 2; i++) {
+        atomic_init(&p->jobs[i].fn, NULL);
+        atomic_init(&p->jobs[i].user, NULL);
+        atomic_init(&p->jobs[i].count, 0);
+        atomic_init(&p->jobs[i].chunk, 1);
+        atomic_init(&p->jobs[i].nchunks, 0);
+    }
     if (threads > 1) {
         p->workers = calloc((size_t)threads - 1, sizeof *p->workers);
         if (!p->workers) {
@@ -132,7 +166,7 @@ void rt_pool_destroy(rt_pool *p) {
     for (int i = 0; i < p->nworkers; i++)
         pthread_join(p->workers[i], NULL);
     free(p->workers);
-    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->done_cv);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
     free(p);
@@ -151,31 +185,40 @@ void rt_pool_run(rt_pool *p, int64_t count, int64_t chunk, rt_range_fn fn, void 
         return;
     if (chunk < 1)
         chunk = 1;
-    if (p->nworkers == 0 || count <= chunk) { /* one chunk: no hand-off */
+    int64_t nchunks = count / chunk + (count % chunk != 0);
+    /* one chunk, no workers, or more chunks than the state word counts: no hand-off */
+    if (p->nworkers == 0 || nchunks == 1 || nchunks > (int64_t)UINT32_MAX) {
         for (int64_t b = 0; b < count; b += chunk)
             fn(user, b, count - b < chunk ? count : b + chunk);
         return;
     }
-    p->fn = fn;
-    p->user = user;
-    p->count = count;
-    p->chunk = chunk;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->busy, p->nworkers, memory_order_relaxed);
+    uint32_t g = ++p->last_gen;
+    if (g == 0) /* 0 is the workers' "seen nothing yet" */
+        g = ++p->last_gen;
+    pool_job *j = &p->jobs[g & 1];
+    atomic_store_explicit(&j->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&j->user, user, memory_order_relaxed);
+    atomic_store_explicit(&j->count, count, memory_order_relaxed);
+    atomic_store_explicit(&j->chunk, chunk, memory_order_relaxed);
+    atomic_store_explicit(&j->nchunks, nchunks, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->state, (uint64_t)g << 32, memory_order_release);
     pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    atomic_store_explicit(&p->gen, g, memory_order_release);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
 
-    run_chunks(p);
+    run_chunks(p, g);
 
     for (int i = 0; i < SPIN_ITERS; i++) {
-        if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0)
+        if (atomic_load_explicit(&p->done, memory_order_acquire) == count)
             return;
         cpu_relax();
     }
     pthread_mutex_lock(&p->mu);
-    while (atomic_load_explicit(&p->busy, memory_order_acquire) != 0)
-        pthread_cond_wait(&p->done, &p->mu);
+    atomic_store(&p->waiting, true);
+    while (atomic_load(&p->done) != count)
+        pthread_cond_wait(&p->done_cv, &p->mu);
+    atomic_store(&p->waiting, false);
     pthread_mutex_unlock(&p->mu);
 }
