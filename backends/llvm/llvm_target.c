@@ -39,7 +39,7 @@ static void init_native_once(void) {
 void llvm_init_native(void) { pthread_once(&native_once, init_native_once); }
 
 static LLVMCodeGenOptLevel codegen_level(int opt_level) {
-    switch (opt_level) {
+    switch (opt_level < 0 ? 0 : opt_level) {
     case 0: return LLVMCodeGenLevelNone;
     case 1: return LLVMCodeGenLevelLess;
     case 2: return LLVMCodeGenLevelDefault;
