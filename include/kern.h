@@ -110,8 +110,8 @@ typedef struct kern_buffer kern_buffer;
 
 /* A row-major array of rank 1..4 with extents 0 <= e < 2^31. data (NULL = zeroed) holds
  * the product of the extents times kern_dtype_size(dtype) bytes; it is copied. */
-kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank,
-                               const int64_t *shape, const void *data, kern_buffer **out);
+kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank, const int64_t *shape,
+                               const void *data, kern_buffer **out);
 /* Copies the whole buffer to host memory; size must equal kern_buffer_bytes. Waits for
  * the launches that use the buffer. */
 kern_status kern_buffer_read(kern_buffer *buf, void *dst, size_t size);
@@ -144,8 +144,7 @@ kern_status kern_module_load_file(kern_context *ctx, const char *path, kern_modu
  * KERN_ERR_COMPILE with the diagnostics as the message when the source has errors. */
 kern_status kern_module_from_source(kern_context *ctx, const char *source, size_t len,
                                     const char *name, kern_module **out);
-kern_status kern_module_from_file_source(kern_context *ctx, const char *path,
-                                         kern_module **out);
+kern_status kern_module_from_file_source(kern_context *ctx, const char *path, kern_module **out);
 
 /* Waits for the module's launches, then frees it and its kernels. NULL is ignored. */
 void kern_module_release(kern_module *mod);

@@ -15,8 +15,8 @@ void rt_format_buffer(char *buf, size_t size, const kern_buffer *b) {
         snprintf(buf + n, size - (size_t)n, "]");
 }
 
-kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank,
-                               const int64_t *shape, const void *data, kern_buffer **out) {
+kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank, const int64_t *shape,
+                               const void *data, kern_buffer **out) {
     if (!ctx)
         return KERN_ERR_ARGUMENT;
     rt_clear_error(ctx);
@@ -26,8 +26,7 @@ kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank,
     if (!ctx->dev)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "the context was not created successfully");
     if (!kern_dtype_name(dtype))
-        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_buffer_create: invalid dtype %d",
-                        (int)dtype);
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_buffer_create: invalid dtype %d", (int)dtype);
     if (rank < 1 || rank > KERN_MAX_DIMS)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "kern_buffer_create: rank %d is not supported (rank 1 to %d)", rank,
@@ -104,8 +103,7 @@ static kern_status wait_buffer(kern_buffer *b) {
     return KERN_OK;
 }
 
-static kern_status check_transfer(kern_buffer *b, const void *host, size_t size,
-                                  const char *fn) {
+static kern_status check_transfer(kern_buffer *b, const void *host, size_t size, const char *fn) {
     char what[128];
     if (size != b->bytes) {
         rt_format_buffer(what, sizeof what, b);

@@ -46,8 +46,11 @@ const char *kern_dtype_name(kern_dtype t) {
 size_t kern_dtype_size(kern_dtype t) {
     switch (t) {
     case KERN_BOOL: return 1;
-    case KERN_I32: case KERN_U32: case KERN_F32: return 4;
-    case KERN_I64: case KERN_F64: return 8;
+    case KERN_I32:
+    case KERN_U32:
+    case KERN_F32: return 4;
+    case KERN_I64:
+    case KERN_F64: return 8;
     }
     return 0;
 }
@@ -118,9 +121,7 @@ void rt_format_device_error(char *buf, size_t size, const kern_kernel *k,
         snprintf(what, sizeof what, "index %lld out of bounds for dimension %d of extent %lld",
                  (long long)rec->a, (int)rec->dim, (long long)rec->b);
         break;
-    case KERN_DEVERR_DIV_ZERO:
-        snprintf(what, sizeof what, "integer division by zero");
-        break;
+    case KERN_DEVERR_DIV_ZERO: snprintf(what, sizeof what, "integer division by zero"); break;
     case KERN_DEVERR_SHIFT:
         if (rec->a < 0)
             snprintf(what, sizeof what, "shift by negative amount %lld", (long long)rec->a);
@@ -159,8 +160,8 @@ kern_status rt_collect(kern_context *ctx, bool report) {
                 if (!ctx->deferred) {
                     ctx->deferred = true;
                     ctx->deferred_more = 0;
-                    rt_format_device_error(ctx->deferred_msg, sizeof ctx->deferred_msg,
-                                           p->kernel, &p->rec);
+                    rt_format_device_error(ctx->deferred_msg, sizeof ctx->deferred_msg, p->kernel,
+                                           &p->rec);
                 } else {
                     ctx->deferred_more++;
                 }

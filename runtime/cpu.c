@@ -36,8 +36,7 @@ static void cpu_destroy(rt_device *d) {
     free(c);
 }
 
-static kern_status cpu_alloc(rt_device *d, size_t bytes, void **mem, char *err,
-                             size_t errlen) {
+static kern_status cpu_alloc(rt_device *d, size_t bytes, void **mem, char *err, size_t errlen) {
     size_t rounded = (bytes + 63) / 64 * 64;
     if (rounded < bytes) {
         snprintf(err, errlen, "cannot allocate %zu bytes of host memory", bytes);
@@ -61,15 +60,15 @@ static kern_status cpu_zero(rt_device *d, void *mem, size_t offset, size_t n, ch
     return KERN_OK;
 }
 
-static kern_status cpu_copy_in(rt_device *d, void *mem, size_t offset, const void *src,
-                               size_t n, char *err, size_t errlen) {
+static kern_status cpu_copy_in(rt_device *d, void *mem, size_t offset, const void *src, size_t n,
+                               char *err, size_t errlen) {
     if (n)
         memcpy((char *)mem + offset, src, n);
     return KERN_OK;
 }
 
-static kern_status cpu_copy_out(rt_device *d, void *dst, const void *mem, size_t offset,
-                                size_t n, char *err, size_t errlen) {
+static kern_status cpu_copy_out(rt_device *d, void *dst, const void *mem, size_t offset, size_t n,
+                                char *err, size_t errlen) {
     if (n)
         memcpy(dst, (const char *)mem + offset, n);
     return KERN_OK;
@@ -95,8 +94,7 @@ static kern_status cpu_launch(rt_device *d, const rt_launch *l, uint64_t *point,
                 free(descs);
             if (argv != argv_small)
                 free(argv);
-            snprintf(err, errlen, "out of host memory for the arguments of kernel '%s'",
-                     l->kernel);
+            snprintf(err, errlen, "out of host memory for the arguments of kernel '%s'", l->kernel);
             return KERN_ERR_OUT_OF_MEMORY;
         }
     }

@@ -35,9 +35,9 @@ typedef struct rt_device rt_device;
 /* One argument of a launch, already checked against the kernel's signature. */
 typedef struct rt_launch_arg {
     bool is_array;
-    void *mem;                     /* array: the device allocation */
-    int64_t shape[KERN_MAX_DIMS];  /* array: extents, unused dimensions 1 */
-    union {                        /* scalar: the value, in the parameter's type */
+    void *mem;                    /* array: the device allocation */
+    int64_t shape[KERN_MAX_DIMS]; /* array: extents, unused dimensions 1 */
+    union {                       /* scalar: the value, in the parameter's type */
         uint8_t b;
         int32_t i32;
         uint32_t u32;
@@ -50,10 +50,10 @@ typedef struct rt_launch_arg {
 /* One launch of a kernel: its tasks (metadata and the code provider's symbols) and its
  * arguments. The device copies what it needs before `launch` returns. */
 typedef struct rt_launch {
-    const char *kernel;                /* for messages */
+    const char *kernel; /* for messages */
     const kern_meta_task *tasks;
     int ntasks;
-    void *const *count_syms;           /* per task: the code provider's symbols */
+    void *const *count_syms; /* per task: the code provider's symbols */
     void *const *body_syms;
     const rt_launch_arg *args;
     int nargs;
@@ -68,12 +68,11 @@ typedef struct rt_device_ops {
     /* bytes may be 0 (a valid, distinct handle is still returned). */
     kern_status (*alloc)(rt_device *d, size_t bytes, void **mem, char *err, size_t errlen);
     void (*free)(rt_device *d, void *mem);
-    kern_status (*zero)(rt_device *d, void *mem, size_t offset, size_t n, char *err,
-                        size_t errlen);
+    kern_status (*zero)(rt_device *d, void *mem, size_t offset, size_t n, char *err, size_t errlen);
     kern_status (*copy_in)(rt_device *d, void *mem, size_t offset, const void *src, size_t n,
                            char *err, size_t errlen);
-    kern_status (*copy_out)(rt_device *d, void *dst, const void *mem, size_t offset,
-                            size_t n, char *err, size_t errlen);
+    kern_status (*copy_out)(rt_device *d, void *dst, const void *mem, size_t offset, size_t n,
+                            char *err, size_t errlen);
     /* Submits a launch; *point receives its completion point. */
     kern_status (*launch)(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
                           size_t errlen);

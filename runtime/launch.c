@@ -83,8 +83,8 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
     rt_pending *p = NULL;
     char err[512];
     if (nargs != mk->nparams)
-        return rt_error(ctx, KERN_ERR_ARGUMENT, "kernel '%s' takes %d argument%s, got %d",
-                        mk->name, mk->nparams, mk->nparams == 1 ? "" : "s", nargs);
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kernel '%s' takes %d argument%s, got %d", mk->name,
+                        mk->nparams, mk->nparams == 1 ? "" : "s", nargs);
     if (nargs > 0 && !args)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kernel '%s': the argument array is NULL",
                         mk->name);
@@ -98,8 +98,8 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
             goto cleanup;
 
     if ((s = rt_collect(ctx, true)) != KERN_OK) {
-        rt_error(ctx, s, "%s (observed before launching '%s', which was not launched)",
-                 ctx->msg, mk->name);
+        rt_error(ctx, s, "%s (observed before launching '%s', which was not launched)", ctx->msg,
+                 mk->name);
         goto cleanup;
     }
     rt_retire_poll(&ctx->retired, ctx->dev);

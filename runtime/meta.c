@@ -26,7 +26,7 @@ typedef struct meta_field {
 
 typedef struct meta_parser {
     const char *p, *end;
-    int line;        /* of the line last read */
+    int line; /* of the line last read */
     char *err;
     size_t errlen;
     meta_field f[META_MAX_FIELDS];
@@ -156,12 +156,11 @@ void kern_meta_free(kern_meta *m) {
 static bool parse_param(meta_parser *ps, kern_meta_kernel *k, int i) {
     bool eof;
     if (!next_line(ps, &eof))
-        return eof ? fail(ps, "kernel '%s' ends after %d of its %d params", k->name, i,
-                          k->nparams)
+        return eof ? fail(ps, "kernel '%s' ends after %d of its %d params", k->name, i, k->nparams)
                    : false;
     if (!field_is(&ps->f[0], "param"))
-        return fail(ps, "expected param %d of %d of kernel '%s', found '%.*s'", i + 1,
-                    k->nparams, k->name, ps->f[0].len, ps->f[0].s);
+        return fail(ps, "expected param %d of %d of kernel '%s', found '%.*s'", i + 1, k->nparams,
+                    k->name, ps->f[0].len, ps->f[0].s);
     if (ps->nf != 4)
         return fail(ps, "param: expected 'param NAME TYPE NOGRAD'");
     if (!is_name(&ps->f[1]))
@@ -176,12 +175,11 @@ static bool parse_param(meta_parser *ps, kern_meta_kernel *k, int i) {
     else if (field_is(&ps->f[3], "1"))
         nograd = true;
     else
-        return fail(ps, "param '%.*s': NOGRAD must be 0 or 1, not '%.*s'", ps->f[1].len,
-                    ps->f[1].s, ps->f[3].len, ps->f[3].s);
+        return fail(ps, "param '%.*s': NOGRAD must be 0 or 1, not '%.*s'", ps->f[1].len, ps->f[1].s,
+                    ps->f[3].len, ps->f[3].s);
     for (int j = 0; j < i; j++)
         if (field_is(&ps->f[1], k->params[j].name))
-            return fail(ps, "kernel '%s' has two params named '%s'", k->name,
-                        k->params[j].name);
+            return fail(ps, "kernel '%s' has two params named '%s'", k->name, k->params[j].name);
     kern_meta_param *p = &k->params[i];
     p->name = dup_field(&ps->f[1]);
     if (!p->name)
@@ -194,8 +192,7 @@ static bool parse_param(meta_parser *ps, kern_meta_kernel *k, int i) {
 static bool parse_task(meta_parser *ps, kern_meta_kernel *k, int i) {
     bool eof;
     if (!next_line(ps, &eof))
-        return eof ? fail(ps, "kernel '%s' ends after %d of its %d tasks", k->name, i,
-                          k->ntasks)
+        return eof ? fail(ps, "kernel '%s' ends after %d of its %d tasks", k->name, i, k->ntasks)
                    : false;
     if (!field_is(&ps->f[0], "task"))
         return fail(ps, "expected task %d of %d of kernel '%s', found '%.*s'", i + 1, k->ntasks,
@@ -242,8 +239,9 @@ static bool parse_kernel(meta_parser *ps, kern_meta *m) {
      * corrupt count from asking for a huge allocation */
     size_t left = (size_t)(ps->end - ps->p);
     if ((size_t)np + nt > left / 10 + 1)
-        return fail(ps, "kernel '%.*s' declares %u params and %u tasks but the text ends "
-                        "before them",
+        return fail(ps,
+                    "kernel '%.*s' declares %u params and %u tasks but the text ends "
+                    "before them",
                     ps->f[1].len, ps->f[1].s, np, nt);
     kern_meta_kernel *nk = realloc(m->kernels, ((size_t)m->nkernels + 1) * sizeof *nk);
     if (!nk)
@@ -304,8 +302,8 @@ kern_meta *kern_meta_parse(const char *text, size_t len, char *err, size_t errle
         goto fail;
     }
     if (!field_is(&ps.f[1], "1")) {
-        fail(&ps, "unsupported metadata version '%.*s' (this runtime reads version 1)",
-             ps.f[1].len, ps.f[1].s);
+        fail(&ps, "unsupported metadata version '%.*s' (this runtime reads version 1)", ps.f[1].len,
+             ps.f[1].s);
         goto fail;
     }
     bool ended = false;
@@ -343,8 +341,7 @@ kern_meta *kern_meta_parse(const char *text, size_t len, char *err, size_t errle
         } else if (field_is(&ps.f[0], "end") && ps.nf == 1) {
             ended = true;
         } else {
-            fail(&ps, "unexpected '%.*s' (expected kernel, source or end)", ps.f[0].len,
-                 ps.f[0].s);
+            fail(&ps, "unexpected '%.*s' (expected kernel, source or end)", ps.f[0].len, ps.f[0].s);
             goto fail;
         }
     }

@@ -35,8 +35,8 @@ static bool meta_valid(const kern_meta *meta, char *err, size_t errlen) {
     }
     for (int k = 0; k < meta->nkernels; k++) {
         const kern_meta_kernel *mk = &meta->kernels[k];
-        if (!mk->name || mk->nparams < 0 || mk->ntasks < 0 ||
-            (mk->nparams && !mk->params) || (mk->ntasks && !mk->tasks)) {
+        if (!mk->name || mk->nparams < 0 || mk->ntasks < 0 || (mk->nparams && !mk->params) ||
+            (mk->ntasks && !mk->tasks)) {
             snprintf(err, errlen, "kernel %d: bad name or tables", k);
             return false;
         }
@@ -88,8 +88,8 @@ kern_status rt_module_create(kern_context *ctx, kern_meta *meta, kern_code_provi
                 kern_meta_symbol(sym, sizeof sym, mk->name, t, c == 0);
                 void *addr = p.lookup ? p.lookup(p.user, sym) : NULL;
                 if (!addr) {
-                    s = rt_error(ctx, KERN_ERR_FORMAT,
-                                 "kernel '%s', task %d: missing symbol '%s'", mk->name, t, sym);
+                    s = rt_error(ctx, KERN_ERR_FORMAT, "kernel '%s', task %d: missing symbol '%s'",
+                                 mk->name, t, sym);
                     goto cleanup;
                 }
                 if (c == 0)
@@ -239,8 +239,7 @@ kern_status kern_kernel_find(kern_module *m, const char *name, kern_kernel **out
         len += (size_t)w;
     }
     if (m->nkernels == 0)
-        return rt_error(ctx, KERN_ERR_NOT_FOUND, "no kernel '%s': the module has no kernels",
-                        name);
+        return rt_error(ctx, KERN_ERR_NOT_FOUND, "no kernel '%s': the module has no kernels", name);
     return rt_error(ctx, KERN_ERR_NOT_FOUND, "no kernel '%s' in the module (it has: %s)", name,
                     list);
 }
@@ -257,8 +256,8 @@ kern_status kern_kernel_param(kern_kernel *k, int i, kern_param_info *out) {
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_kernel_param: out is NULL");
     if (i < 0 || i >= k->meta->nparams)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
-                        "kernel '%s' has %d parameters: index %d is out of range",
-                        k->meta->name, k->meta->nparams, i);
+                        "kernel '%s' has %d parameters: index %d is out of range", k->meta->name,
+                        k->meta->nparams, i);
     const kern_meta_param *p = &k->meta->params[i];
     out->name = p->name;
     out->is_array = p->type->kind == TY_ARRAY;

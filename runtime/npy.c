@@ -86,9 +86,9 @@ static void format_shape(char *buf, size_t size, int rank, const uint64_t *shape
 typedef struct npy_src {
     const unsigned char *mem; /* memory source */
     size_t len, pos;
-    FILE *f;                  /* or a file */
-    int64_t left;             /* bytes left in the file when known, else -1 */
-    int read_errno;           /* a read error on the file */
+    FILE *f;        /* or a file */
+    int64_t left;   /* bytes left in the file when known, else -1 */
+    int read_errno; /* a read error on the file */
 } npy_src;
 
 static size_t src_read(npy_src *s, void *dst, size_t n) {
@@ -133,8 +133,8 @@ typedef struct npy_header {
     char descr[16];
     bool has_descr, has_fortran, has_shape;
     bool fortran;
-    int rank;              /* entries in shape (may exceed 4: then an error) */
-    uint64_t shape[8];     /* capped values; shape_big marks an extent >= 2^63 */
+    int rank;          /* entries in shape (may exceed 4: then an error) */
+    uint64_t shape[8]; /* capped values; shape_big marks an extent >= 2^63 */
     bool shape_big;
 } npy_header;
 
@@ -151,16 +151,13 @@ static void skip_ws(hparser *p) {
 
 static kern_status syntax(hparser *p, const char *expected) {
     if (p->i >= p->n)
-        return npy_fail(p->e, KERN_ERR_FORMAT, "bad header: expected %s, found the end",
-                        expected);
+        return npy_fail(p->e, KERN_ERR_FORMAT, "bad header: expected %s, found the end", expected);
     unsigned char c = (unsigned char)p->s[p->i];
     if (c >= 0x20 && c < 0x7f)
-        return npy_fail(p->e, KERN_ERR_FORMAT,
-                        "bad header: expected %s at offset %zu, found '%c'", expected, p->i,
-                        (char)c);
+        return npy_fail(p->e, KERN_ERR_FORMAT, "bad header: expected %s at offset %zu, found '%c'",
+                        expected, p->i, (char)c);
     return npy_fail(p->e, KERN_ERR_FORMAT,
-                    "bad header: expected %s at offset %zu, found byte 0x%02x", expected, p->i,
-                    c);
+                    "bad header: expected %s at offset %zu, found byte 0x%02x", expected, p->i, c);
 }
 
 static bool accept(hparser *p, char c) {
@@ -231,8 +228,7 @@ static kern_status parse_shape(hparser *p, npy_header *h) {
             return syntax(p, "',' or ')' in the shape");
         skip_ws(p);
         if (p->i < p->n && p->s[p->i] == '-')
-            return npy_fail(p->e, KERN_ERR_FORMAT,
-                            "negative extent in shape (offset %zu)", p->i);
+            return npy_fail(p->e, KERN_ERR_FORMAT, "negative extent in shape (offset %zu)", p->i);
         if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9')
             return syntax(p, "an integer in the shape");
         uint64_t v = 0;
@@ -329,7 +325,9 @@ static kern_status parse_dict(const char *s, size_t n, npy_err *e, npy_header *h
         return syntax(&p, "only spaces after '}'");
     if (!h->has_descr || !h->has_fortran || !h->has_shape)
         return npy_fail(e, KERN_ERR_FORMAT, "bad header: the key '%s' is missing",
-                        !h->has_descr ? "descr" : !h->has_fortran ? "fortran_order" : "shape");
+                        !h->has_descr     ? "descr"
+                        : !h->has_fortran ? "fortran_order"
+                                          : "shape");
     return KERN_OK;
 }
 
@@ -346,8 +344,7 @@ static kern_status check_header(const npy_header *h, npy_err *e, kern_npy *out) 
                             "<f4 <f8 <i4 <u4 <i8 |b1)",
                             h->descr);
         return npy_fail(e, KERN_ERR_FORMAT,
-                        "unsupported dtype '%s' (supported: <f4 <f8 <i4 <u4 <i8 |b1)",
-                        h->descr);
+                        "unsupported dtype '%s' (supported: <f4 <f8 <i4 <u4 <i8 |b1)", h->descr);
     }
     if (h->fortran)
         return npy_fail(e, KERN_ERR_FORMAT,
@@ -359,14 +356,14 @@ static kern_status check_header(const npy_header *h, npy_err *e, kern_npy *out) 
         return npy_fail(e, KERN_ERR_FORMAT,
                         "rank 0 (shape ()) is not supported: arrays have rank 1 to 4");
     if (h->rank > KERN_MAX_DIMS)
-        return npy_fail(e, KERN_ERR_FORMAT,
-                        "rank %d is not supported: arrays have rank 1 to 4", h->rank);
+        return npy_fail(e, KERN_ERR_FORMAT, "rank %d is not supported: arrays have rank 1 to 4",
+                        h->rank);
     uint64_t count = 1;
     for (int d = 0; d < h->rank; d++) {
         if (h->shape_big || h->shape[d] > INT32_MAX)
             return npy_fail(e, KERN_ERR_FORMAT,
-                            "shape %s: extent of dimension %d is too large (at most %d)", shp,
-                            d, INT32_MAX);
+                            "shape %s: extent of dimension %d is too large (at most %d)", shp, d,
+                            INT32_MAX);
         count *= h->shape[d]; /* < 2^124 cannot happen: each factor < 2^31, checked below */
         if (count > (uint64_t)PTRDIFF_MAX)
             return npy_fail(e, KERN_ERR_FORMAT, "shape %s is too large", shp);
@@ -395,8 +392,8 @@ static kern_status read_npy(npy_src *src, npy_err *e, kern_npy *out) {
         if (src->read_errno)
             s = npy_fail(e, KERN_ERR_IO, "read error: %s", strerror(src->read_errno));
         else if (got < 8 && memcmp(pre, npy_magic, got < 6 ? got : 6) == 0 && got > 0)
-            s = npy_fail(e, KERN_ERR_FORMAT,
-                         "truncated header: the file ends after %zu bytes", got);
+            s = npy_fail(e, KERN_ERR_FORMAT, "truncated header: the file ends after %zu bytes",
+                         got);
         else if (got == 0)
             s = npy_fail(e, KERN_ERR_FORMAT, "not a .npy file (it is empty)");
         else
@@ -438,10 +435,10 @@ static kern_status read_npy(npy_src *src, npy_err *e, kern_npy *out) {
     }
     got = src_read(src, hbuf, hlen);
     if (got < hlen) {
-        s = src->read_errno ? npy_fail(e, KERN_ERR_IO, "read error: %s", strerror(src->read_errno))
-                            : npy_fail(e, KERN_ERR_FORMAT,
-                                       "truncated header: %u header bytes declared, %zu present",
-                                       hlen, got);
+        s = src->read_errno
+                ? npy_fail(e, KERN_ERR_IO, "read error: %s", strerror(src->read_errno))
+                : npy_fail(e, KERN_ERR_FORMAT,
+                           "truncated header: %u header bytes declared, %zu present", hlen, got);
         goto cleanup;
     }
     npy_header h;
@@ -486,8 +483,8 @@ static kern_status read_npy(npy_src *src, npy_err *e, kern_npy *out) {
         const unsigned char *b = a.data;
         for (size_t i = 0; i < a.nbytes; i++) {
             if (b[i] > 1) {
-                s = npy_fail(e, KERN_ERR_FORMAT, "bool element %zu has the byte value %u (not 0 or 1)",
-                             i, b[i]);
+                s = npy_fail(e, KERN_ERR_FORMAT,
+                             "bool element %zu has the byte value %u (not 0 or 1)", i, b[i]);
                 goto cleanup;
             }
         }
@@ -540,8 +537,8 @@ size_t kern_npy_header(char *buf, kern_dtype dtype, int rank, const int64_t *sha
     if (!descr || rank < 1 || rank > KERN_MAX_DIMS || !shape)
         return 0;
     char dict[KERN_NPY_HEADER_MAX];
-    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     descr);
+    int n =
+        snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int d = 0; d < rank; d++) {
         if (shape[d] < 0 || shape[d] > INT32_MAX)
             return 0;

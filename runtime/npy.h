@@ -24,7 +24,7 @@ typedef struct kern_npy {
     int64_t shape[KERN_MAX_DIMS]; /* unused dimensions 1 */
     int64_t count;                /* elements */
     size_t nbytes;
-    void *data;                   /* malloc'd, nbytes (at least 1 byte allocated) */
+    void *data; /* malloc'd, nbytes (at least 1 byte allocated) */
 } kern_npy;
 
 /* The longest header accepted (real ones are under 128 bytes). */

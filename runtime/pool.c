@@ -146,8 +146,8 @@ rt_pool *rt_pool_create(int threads, char *err, size_t errlen) {
     for (int i = 0; i < threads - 1; i++) {
         int rc = pthread_create(&p->workers[i], NULL, worker_main, p);
         if (rc != 0) {
-            snprintf(err, errlen, "cannot start worker thread %d of %d: %s", i + 1,
-                     threads - 1, strerror(rc));
+            snprintf(err, errlen, "cannot start worker thread %d of %d: %s", i + 1, threads - 1,
+                     strerror(rc));
             rt_pool_destroy(p);
             return NULL;
         }

@@ -38,8 +38,8 @@ void rt_retire_fini(rt_retire_queue *q, rt_device *d) {
     q->cap = 0;
 }
 
-kern_status rt_retire_push(rt_retire_queue *q, rt_device *d, void *mem, uint64_t point,
-                           char *err, size_t errlen) {
+kern_status rt_retire_push(rt_retire_queue *q, rt_device *d, void *mem, uint64_t point, char *err,
+                           size_t errlen) {
     if (point <= d->ops->poll(d)) {
         d->ops->free(d, mem);
         return KERN_OK;

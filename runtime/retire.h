@@ -25,7 +25,7 @@ typedef struct rt_retired {
 typedef struct rt_retire_queue {
     rt_retired *items; /* oldest first */
     int len, cap;
-    int depth;   /* a push beyond this many entries waits for the oldest */
+    int depth;      /* a push beyond this many entries waits for the oldest */
     uint64_t waits; /* statistics: blocking waits made by pushes */
 } rt_retire_queue;
 
@@ -35,8 +35,8 @@ void rt_retire_fini(rt_retire_queue *q, rt_device *d);
 /* Retires mem until `point` has passed; frees it at once when it already has. Returns
  * the status of a blocking wait (the memory is freed even if the wait failed: a failed
  * wait means the device is lost). */
-kern_status rt_retire_push(rt_retire_queue *q, rt_device *d, void *mem, uint64_t point,
-                           char *err, size_t errlen);
+kern_status rt_retire_push(rt_retire_queue *q, rt_device *d, void *mem, uint64_t point, char *err,
+                           size_t errlen);
 /* Frees every entry whose point has passed; never blocks. */
 void rt_retire_poll(rt_retire_queue *q, rt_device *d);
 /* Frees every entry; the caller has synchronized the device. */

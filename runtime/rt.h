@@ -33,16 +33,16 @@ typedef struct rt_list {
 
 struct kern_context {
     kern_context_options opts;
-    rt_device *dev;              /* NULL when creation failed */
-    char msg[RT_MSG_SIZE];       /* the last failure's message */
+    rt_device *dev;        /* NULL when creation failed */
+    char msg[RT_MSG_SIZE]; /* the last failure's message */
     rt_retire_queue retired;
-    rt_pending **pending;        /* launches in flight, oldest first */
+    rt_pending **pending; /* launches in flight, oldest first */
     int npending, cappending;
     /* a device error observed without being reported yet (by a release, say) */
     bool deferred;
-    int deferred_more;           /* further device errors observed with it */
+    int deferred_more; /* further device errors observed with it */
     char deferred_msg[RT_MSG_SIZE];
-    rt_list buffers, modules;    /* everything made from the context, freed with it */
+    rt_list buffers, modules; /* everything made from the context, freed with it */
 };
 
 struct kern_buffer {
@@ -53,8 +53,8 @@ struct kern_buffer {
     int64_t shape[KERN_MAX_DIMS]; /* unused dimensions 1 */
     int64_t count;
     size_t bytes;
-    void *mem;          /* the device allocation */
-    uint64_t last_use;  /* completion point of the last launch that used it */
+    void *mem;         /* the device allocation */
+    uint64_t last_use; /* completion point of the last launch that used it */
 };
 
 struct kern_kernel {

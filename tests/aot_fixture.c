@@ -35,12 +35,12 @@ void kern_saxpy__t0(void *const *args, int64_t begin, int64_t end, kern_err_reco
 #endif
 
 #if FIXTURE == 1 || FIXTURE == 3
-#define META                                                                               \
-    "kern-meta 1\nsource fixture/saxpy.kern\nkernel saxpy 1 1 3 1\nparam a f32 0\n"        \
+#define META                                                                        \
+    "kern-meta 1\nsource fixture/saxpy.kern\nkernel saxpy 1 1 3 1\nparam a f32 0\n" \
     "param x f32[] 0\nparam y f32[] 0\ntask parallel 1 2 5\nend\n"
 #elif FIXTURE == 2
-#define META                                                                               \
-    "kern-meta 1\nsource fixture/saxpy.kern\nkernel saxpy 1 1 3 1\nparam a f32 0\n"        \
+#define META                                                                        \
+    "kern-meta 1\nsource fixture/saxpy.kern\nkernel saxpy 1 1 3 1\nparam a f32 0\n" \
     "param x f32[] 0\nparam y f32[] 0\ntask sideways 1 2 5\nend\n"
 #endif
 

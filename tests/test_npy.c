@@ -16,8 +16,8 @@
 #include "../runtime/npy.h"
 
 /* A .npy image: preamble for version major.0, the dict, `pad` spaces, '\n', then data. */
-static unsigned char *make_npy(int major, int minor, const char *dict, size_t pad,
-                               const void *data, size_t ndata, size_t *len) {
+static unsigned char *make_npy(int major, int minor, const char *dict, size_t pad, const void *data,
+                               size_t ndata, size_t *len) {
     size_t hl = strlen(dict) + pad + 1;
     size_t pre = major == 1 ? 10 : 12;
     *len = pre + hl + ndata;
@@ -102,8 +102,7 @@ Test(npy, writer_bytes_match_numpy_layout) {
         v[i] = (float)i - 2.5f;
     int64_t shape[2] = {3, 4};
     char err[256];
-    cr_assert_eq(kern_npy_write(path, KERN_F32, 2, shape, v, err, sizeof err), KERN_OK, "%s",
-                 err);
+    cr_assert_eq(kern_npy_write(path, KERN_F32, 2, shape, v, err, sizeof err), KERN_OK, "%s", err);
     size_t len;
     unsigned char *b = slurp(path, &len);
     /* what np.save(np.zeros((3, 4), np.float32)) writes: a 128-byte header */
@@ -160,9 +159,10 @@ Test(npy, round_trip_every_dtype_and_rank) {
             size_t es = kern_dtype_size(dts[t]);
             unsigned char *data = malloc(count * es + 1);
             for (size_t i = 0; i < count * es; i++)
-                data[i] = dts[t] == KERN_BOOL ? (unsigned char)(i & 1) : (unsigned char)(i * 31 + 7);
-            cr_assert_eq(kern_npy_write(path, dts[t], rank, shape, data, err, sizeof err),
-                         KERN_OK, "%s", err);
+                data[i] =
+                    dts[t] == KERN_BOOL ? (unsigned char)(i & 1) : (unsigned char)(i * 31 + 7);
+            cr_assert_eq(kern_npy_write(path, dts[t], rank, shape, data, err, sizeof err), KERN_OK,
+                         "%s", err);
             kern_npy a;
             cr_assert_eq(kern_npy_read(path, &a, err, sizeof err), KERN_OK, "%s", err);
             cr_assert_eq(a.dtype, dts[t]);
@@ -192,8 +192,9 @@ Test(npy, reads_hand_made_files) {
     size_t len;
     /* version 2.0, double quotes, no trailing comma, extra spaces, unaligned header */
     double v[3] = {1.5, -2, 3e10};
-    unsigned char *b = make_npy(2, 0, "{ \"shape\" : ( 3 , ) , \"fortran_order\":False,'descr':'<f8'}",
-                                3, v, sizeof v, &len);
+    unsigned char *b =
+        make_npy(2, 0, "{ \"shape\" : ( 3 , ) , \"fortran_order\":False,'descr':'<f8'}", 3, v,
+                 sizeof v, &len);
     cr_assert_eq(kern_npy_parse(b, len, "v2.npy", &a, err, sizeof err), KERN_OK, "%s", err);
     cr_assert_eq(a.dtype, KERN_F64);
     cr_assert_eq(a.rank, 1);
@@ -232,8 +233,8 @@ static const bad_case bad_cases[] = {
      "unsupported dtype '<f2' (supported: <f4 <f8 <i4 <u4 <i8 |b1)"},
     {"u8", 1, 0, "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", 2,
      "unsupported dtype '|u1' (supported: <f4 <f8 <i4 <u4 <i8 |b1)"},
-    {"longdescr", 1, 0, "{'descr': '<f4<f4<f4<f4<f4<f4', 'fortran_order': False, 'shape': (2,), }", 8,
-     "unsupported dtype '<f4<f4<f4<f4<f4...' (supported: <f4 <f8 <i4 <u4 <i8 |b1)"},
+    {"longdescr", 1, 0, "{'descr': '<f4<f4<f4<f4<f4<f4', 'fortran_order': False, 'shape': (2,), }",
+     8, "unsupported dtype '<f4<f4<f4<f4<f4...' (supported: <f4 <f8 <i4 <u4 <i8 |b1)"},
     {"structured", 1, 0, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8,
      "unsupported dtype: structured arrays are not supported (supported: <f4 <f8 <i4 <u4 <i8 |b1)"},
     {"rank0", 1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 4,
@@ -242,7 +243,8 @@ static const bad_case bad_cases[] = {
      "rank 5 is not supported: arrays have rank 1 to 4"},
     {"extent", 1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2147483648), }", 0,
      "shape (2, 2147483648): extent of dimension 1 is too large (at most 2147483647)"},
-    {"hugeint", 1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }", 0,
+    {"hugeint", 1, 0,
+     "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }", 0,
      "shape (18446744073709551615,): extent of dimension 0 is too large (at most 2147483647)"},
     {"negative", 1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }", 0,
      "negative extent in shape (offset 51)"},
@@ -256,8 +258,8 @@ static const bad_case bad_cases[] = {
      "bad header: the key 'shape' is missing"},
     {"dupkey", 1, 0, "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", 4,
      "bad header: key 'descr' appears twice"},
-    {"unknownkey", 1, 0, "{'descr': '<f4', 'order': 'C', 'fortran_order': False, 'shape': (1,), }", 4,
-     "bad header: unexpected key 'order' (the keys are 'descr', 'fortran_order' and 'shape')"},
+    {"unknownkey", 1, 0, "{'descr': '<f4', 'order': 'C', 'fortran_order': False, 'shape': (1,), }",
+     4, "bad header: unexpected key 'order' (the keys are 'descr', 'fortran_order' and 'shape')"},
     {"nocolon", 1, 0, "{'descr' '<f4', 'fortran_order': False, 'shape': (1,), }", 4,
      "bad header: expected ':' after a key at offset 9, found '''"},
     {"nobrace", 1, 0, "'descr': '<f4', 'fortran_order': False, 'shape': (1,)", 4,
@@ -323,16 +325,22 @@ Test(npy, malformed_preambles) {
         {"", 0, "p: not a .npy file (it is empty)"},
         {"\x93NUM", 4, "p: truncated header: the file ends after 4 bytes"},
         {"\x93NUMPY\x01", 7, "p: truncated header: the file ends after 7 bytes"},
-        {"PK\x03\x04 a zip file, say", 21, "p: not a .npy file (wrong magic: it does not start with \\x93NUMPY)"},
+        {"PK\x03\x04 a zip file, say", 21,
+         "p: not a .npy file (wrong magic: it does not start with \\x93NUMPY)"},
         {"\x93NUMPY\x01\x00\x10", 9, "p: truncated header: the file ends inside the header length"},
-        {"\x93NUMPY\x02\x00\x10\x00\x00", 11, "p: truncated header: the file ends inside the header length"},
-        {"\x93NUMPY\x01\x00\x40\x00{'descr'", 17, "p: truncated header: 64 header bytes declared, 7 present"},
-        {"\x93NUMPY\x02\x00\x00\x00\x01\x00", 12, "p: header length 65536 is too large (at most 65536)"},
-        {"\x93NUMPY\x02\x00\x01\x00\x01\x00", 12, "p: header length 65537 is too large (at most 65536)"},
+        {"\x93NUMPY\x02\x00\x10\x00\x00", 11,
+         "p: truncated header: the file ends inside the header length"},
+        {"\x93NUMPY\x01\x00\x40\x00{'descr'", 17,
+         "p: truncated header: 64 header bytes declared, 7 present"},
+        {"\x93NUMPY\x02\x00\x00\x00\x01\x00", 12,
+         "p: header length 65536 is too large (at most 65536)"},
+        {"\x93NUMPY\x02\x00\x01\x00\x01\x00", 12,
+         "p: header length 65537 is too large (at most 65536)"},
         {"\x93NUMPY\x01\x00\x00\x00", 10, "p: bad header: it does not end with a newline"},
         {"\x93NUMPY\x01\x00\x03\x00{}\n", 13, "p: bad header: the key 'descr' is missing"},
         {"\x93NUMPY\x01\x00\x03\x00{}x", 13, "p: bad header: it does not end with a newline"},
-        {"\x93NUMPY\x01\x00\x04\x00{\n}\n", 14, "p: bad header: expected a string at offset 1, found byte 0x0a"},
+        {"\x93NUMPY\x01\x00\x04\x00{\n}\n", 14,
+         "p: bad header: expected a string at offset 1, found byte 0x0a"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kern_status s = kern_npy_parse(cases[i].bytes, cases[i].len, "p", &a, err, sizeof err);
@@ -349,8 +357,8 @@ Test(npy, malformed_preambles) {
 Test(npy, bool_bytes_must_be_0_or_1) {
     unsigned char v[4] = {0, 1, 2, 1};
     size_t len;
-    unsigned char *b = make_npy(1, 0, "{'descr': '|b1', 'fortran_order': False, 'shape': (4,), }",
-                                0, v, 4, &len);
+    unsigned char *b =
+        make_npy(1, 0, "{'descr': '|b1', 'fortran_order': False, 'shape': (4,), }", 0, v, 4, &len);
     char err[256];
     kern_npy a;
     cr_assert_eq(kern_npy_parse(b, len, "b.npy", &a, err, sizeof err), KERN_ERR_FORMAT);

@@ -28,22 +28,21 @@
 
 /* ---- metadata ----------------------------------------------------------------------- */
 
-static const char meta_text[] =
-    "kern-meta 1\n"
-    "source tests/fake dir/fake.kern\n"
-    "kernel saxpy 1 1 3 1\n"
-    "param a f32 1\n"
-    "param x f32[] 0\n"
-    "param y f32[] 0\n"
-    "task parallel 1 2 5\n"
-    "kernel simulate.grad 10 1 2 3\n"
-    "param img f64[,] 0\n"
-    "param out.grad i64[,,,] 0\n"
-    "task serial 0 11 3\n"
-    "task parallel 2 12 3\n"
-    "task serial 0 20 3\n"
-    "kernel empty 30 1 0 0\n"
-    "end\n";
+static const char meta_text[] = "kern-meta 1\n"
+                                "source tests/fake dir/fake.kern\n"
+                                "kernel saxpy 1 1 3 1\n"
+                                "param a f32 1\n"
+                                "param x f32[] 0\n"
+                                "param y f32[] 0\n"
+                                "task parallel 1 2 5\n"
+                                "kernel simulate.grad 10 1 2 3\n"
+                                "param img f64[,] 0\n"
+                                "param out.grad i64[,,,] 0\n"
+                                "task serial 0 11 3\n"
+                                "task parallel 2 12 3\n"
+                                "task serial 0 20 3\n"
+                                "kernel empty 30 1 0 0\n"
+                                "end\n";
 
 Test(runtime, meta_parse_fields) {
     char err[256];
@@ -113,37 +112,59 @@ static const struct {
     const char *msg;
 } bad_metas[] = {
     {"", "metadata line 1: empty text (expected 'kern-meta 1')"},
-    {"kern-meta 2\nend\n", "metadata line 1: unsupported metadata version '2' (this runtime reads version 1)"},
+    {"kern-meta 2\nend\n",
+     "metadata line 1: unsupported metadata version '2' (this runtime reads version 1)"},
     {"hello\n", "metadata line 1: not kern metadata (expected 'kern-meta 1')"},
     {"kern-meta 1\n", "metadata line 2: missing 'end'"},
     {"kern-meta 1\nkernel k 1 1 0 0\n", "metadata line 3: missing 'end'"},
-    {"kern-meta 1\nkernel k 1 1 1 0\nend\n", "metadata line 3: expected param 1 of 1 of kernel 'k', found 'end'"},
+    {"kern-meta 1\nkernel k 1 1 1 0\nend\n",
+     "metadata line 3: expected param 1 of 1 of kernel 'k', found 'end'"},
     {"kern-meta 1\nkernel k 1 1 1 0\n", "metadata line 3: kernel 'k' ends after 0 of its 1 params"},
-    {"kern-meta 1\nkernel k 1 1 0 1\nparam a f32 0\nend\n", "metadata line 3: expected task 1 of 1 of kernel 'k', found 'param'"},
-    {"kern-meta 1\nkernel k 1 1 1 0\nparam a f16 0\nend\n", "metadata line 3: param 'a': bad type 'f16'"},
-    {"kern-meta 1\nkernel k 1 1 1 0\nparam a void 0\nend\n", "metadata line 3: param 'a': bad type 'void'"},
-    {"kern-meta 1\nkernel k 1 1 1 0\nparam a f32[,,,,] 0\nend\n", "metadata line 3: param 'a': bad type 'f32[,,,,]'"},
-    {"kern-meta 1\nkernel k 1 1 1 0\nparam a f32 2\nend\n", "metadata line 3: param 'a': NOGRAD must be 0 or 1, not '2'"},
-    {"kern-meta 1\nkernel k 1 1 2 0\nparam a f32 0\nparam a i32 0\nend\n", "metadata line 4: kernel 'k' has two params named 'a'"},
-    {"kern-meta 1\nkernel k 1 1 1 0\nparam 9a f32 0\nend\n", "metadata line 3: param: bad name '9a'"},
+    {"kern-meta 1\nkernel k 1 1 0 1\nparam a f32 0\nend\n",
+     "metadata line 3: expected task 1 of 1 of kernel 'k', found 'param'"},
+    {"kern-meta 1\nkernel k 1 1 1 0\nparam a f16 0\nend\n",
+     "metadata line 3: param 'a': bad type 'f16'"},
+    {"kern-meta 1\nkernel k 1 1 1 0\nparam a void 0\nend\n",
+     "metadata line 3: param 'a': bad type 'void'"},
+    {"kern-meta 1\nkernel k 1 1 1 0\nparam a f32[,,,,] 0\nend\n",
+     "metadata line 3: param 'a': bad type 'f32[,,,,]'"},
+    {"kern-meta 1\nkernel k 1 1 1 0\nparam a f32 2\nend\n",
+     "metadata line 3: param 'a': NOGRAD must be 0 or 1, not '2'"},
+    {"kern-meta 1\nkernel k 1 1 2 0\nparam a f32 0\nparam a i32 0\nend\n",
+     "metadata line 4: kernel 'k' has two params named 'a'"},
+    {"kern-meta 1\nkernel k 1 1 1 0\nparam 9a f32 0\nend\n",
+     "metadata line 3: param: bad name '9a'"},
     {"kern-meta 1\nkernel k. 1 1 0 0\nend\n", "metadata line 2: kernel: bad name 'k.'"},
-    {"kern-meta 1\nkernel k 1 1 0 0\nkernel k 2 1 0 0\nend\n", "metadata line 3: two kernels named 'k'"},
-    {"kern-meta 1\nkernel k 1 1 0 1\ntask parallel 0 1 1\nend\n", "metadata line 3: a parallel task has 1 to 8 dimensions, not 0"},
-    {"kern-meta 1\nkernel k 1 1 0 1\ntask parallel 9 1 1\nend\n", "metadata line 3: NDIMS 9 is too large (at most 8)"},
-    {"kern-meta 1\nkernel k 1 1 0 1\ntask serial 1 1 1\nend\n", "metadata line 3: a serial task has 0 dimensions, not 1"},
-    {"kern-meta 1\nkernel k 1 1 0 1\ntask sideways 1 1 1\nend\n", "metadata line 3: task: expected parallel or serial, found 'sideways'"},
+    {"kern-meta 1\nkernel k 1 1 0 0\nkernel k 2 1 0 0\nend\n",
+     "metadata line 3: two kernels named 'k'"},
+    {"kern-meta 1\nkernel k 1 1 0 1\ntask parallel 0 1 1\nend\n",
+     "metadata line 3: a parallel task has 1 to 8 dimensions, not 0"},
+    {"kern-meta 1\nkernel k 1 1 0 1\ntask parallel 9 1 1\nend\n",
+     "metadata line 3: NDIMS 9 is too large (at most 8)"},
+    {"kern-meta 1\nkernel k 1 1 0 1\ntask serial 1 1 1\nend\n",
+     "metadata line 3: a serial task has 0 dimensions, not 1"},
+    {"kern-meta 1\nkernel k 1 1 0 1\ntask sideways 1 1 1\nend\n",
+     "metadata line 3: task: expected parallel or serial, found 'sideways'"},
     {"kern-meta 1\nkernel k -1 1 0 0\nend\n", "metadata line 2: LINE '-1' is not a number"},
-    {"kern-meta 1\nkernel k 99999999999 1 0 0\nend\n", "metadata line 2: LINE '99999999999' is not a number"},
-    {"kern-meta 1\nkernel k 4294967296 1 0 0\nend\n", "metadata line 2: LINE 4294967296 is too large (at most 4294967295)"},
-    {"kern-meta 1\nkernel k 1 1 0 99999\nend\n", "metadata line 2: kernel 'k' declares 0 params and 99999 tasks but the text ends before them"},
-    {"kern-meta 1\nkernel k 1 1 0 100001\nend\n", "metadata line 2: NTASKS 100001 is too large (at most 100000)"},
-    {"kern-meta 1\nkernel k 1 1 0\nend\n", "metadata line 2: kernel: expected 'kernel NAME LINE COL NPARAMS NTASKS'"},
-    {"kern-meta 1\nkernel  k 1 1 0 0\nend\n", "metadata line 2: empty field (fields are separated by one space)"},
+    {"kern-meta 1\nkernel k 99999999999 1 0 0\nend\n",
+     "metadata line 2: LINE '99999999999' is not a number"},
+    {"kern-meta 1\nkernel k 4294967296 1 0 0\nend\n",
+     "metadata line 2: LINE 4294967296 is too large (at most 4294967295)"},
+    {"kern-meta 1\nkernel k 1 1 0 99999\nend\n",
+     "metadata line 2: kernel 'k' declares 0 params and 99999 tasks but the text ends before them"},
+    {"kern-meta 1\nkernel k 1 1 0 100001\nend\n",
+     "metadata line 2: NTASKS 100001 is too large (at most 100000)"},
+    {"kern-meta 1\nkernel k 1 1 0\nend\n",
+     "metadata line 2: kernel: expected 'kernel NAME LINE COL NPARAMS NTASKS'"},
+    {"kern-meta 1\nkernel  k 1 1 0 0\nend\n",
+     "metadata line 2: empty field (fields are separated by one space)"},
     {"kern-meta 1\nkernel k 1 1 0 0 \nend\n", "metadata line 2: trailing space"},
     {"kern-meta 1\n\nend\n", "metadata line 2: empty line"},
     {"kern-meta 1\nend\nkernel k 1 1 0 0\n", "metadata line 3: text after 'end'"},
-    {"kern-meta 1\nkernel k 1 1 0 0\nsource a.kern\nend\n", "metadata line 3: 'source' must come once, before the kernels"},
-    {"kern-meta 1\nbogus\nend\n", "metadata line 2: unexpected 'bogus' (expected kernel, source or end)"},
+    {"kern-meta 1\nkernel k 1 1 0 0\nsource a.kern\nend\n",
+     "metadata line 3: 'source' must come once, before the kernels"},
+    {"kern-meta 1\nbogus\nend\n",
+     "metadata line 2: unexpected 'bogus' (expected kernel, source or end)"},
     {"kern-meta 1\nkernel k\t1 1 0 0\nend\n", "metadata line 2: control character 0x09"},
     {"kern-meta 1\r\nend\n", "metadata line 1: control character 0x0d"},
 };
@@ -151,8 +172,8 @@ static const struct {
 Test(runtime, meta_malformed) {
     for (size_t i = 0; i < sizeof bad_metas / sizeof bad_metas[0]; i++) {
         char err[256] = "unset";
-        kern_meta *m = kern_meta_parse(bad_metas[i].text, strlen(bad_metas[i].text), err,
-                                       sizeof err);
+        kern_meta *m =
+            kern_meta_parse(bad_metas[i].text, strlen(bad_metas[i].text), err, sizeof err);
         cr_expect_null(m, "case %zu parsed", i);
         kern_meta_free(m);
         cr_expect_str_eq(err, bad_metas[i].msg, "case %zu", i);
@@ -269,7 +290,8 @@ Test(runtime, buffers_every_dtype_and_rank) {
             size_t es = kern_dtype_size(dts[t]);
             unsigned char *in = malloc(count * es), *back = malloc(count * es);
             for (size_t i = 0; i < count * es; i++)
-                in[i] = dts[t] == KERN_BOOL ? (unsigned char)(i % 3 == 0) : (unsigned char)(i * 7 + t);
+                in[i] =
+                    dts[t] == KERN_BOOL ? (unsigned char)(i % 3 == 0) : (unsigned char)(i * 7 + t);
             kern_buffer *b = NULL;
             cr_assert_eq(kern_buffer_create(ctx, dts[t], rank, shape, in, &b), KERN_OK);
             cr_assert_eq(kern_buffer_dtype(b), dts[t]);
@@ -503,19 +525,31 @@ typedef struct sym_entry {
     void *fn;
 } sym_entry;
 
-#define SYM(n, f) {n, (void *)(f)}
+#define SYM(n, f) \
+    { n, (void *)(f) }
 static const sym_entry test_syms[] = {
-    SYM("kern_saxpy__t0_count", saxpy_t0_count), SYM("kern_saxpy__t0", saxpy_t0),
-    SYM("kern_grid__t0_count", grid_t0_count),   SYM("kern_grid__t0", grid_t0),
-    SYM("kern_steps__t0_count", one_count),      SYM("kern_steps__t0", steps_t0),
-    SYM("kern_steps__t1_count", steps_t1_count), SYM("kern_steps__t1", steps_t1),
-    SYM("kern_steps__t2_count", one_count),      SYM("kern_steps__t2", steps_t2),
-    SYM("kern_oob__t0_count", oob_t0_count),     SYM("kern_oob__t0", oob_t0),
-    SYM("kern_divz__t0_count", one_count),       SYM("kern_divz__t0", divz_t0),
-    SYM("kern_divz__t1_count", one_count),       SYM("kern_divz__t1", divz_t1),
-    SYM("kern_shl__t0_count", one_count),        SYM("kern_shl__t0", shl_t0),
-    SYM("kern_simulate__grad__t0_count", sg_t0_count), SYM("kern_simulate__grad__t0", sg_t0),
-    SYM("kern_many__t0_count", one_count),       SYM("kern_many__t0", many_t0),
+    SYM("kern_saxpy__t0_count", saxpy_t0_count),
+    SYM("kern_saxpy__t0", saxpy_t0),
+    SYM("kern_grid__t0_count", grid_t0_count),
+    SYM("kern_grid__t0", grid_t0),
+    SYM("kern_steps__t0_count", one_count),
+    SYM("kern_steps__t0", steps_t0),
+    SYM("kern_steps__t1_count", steps_t1_count),
+    SYM("kern_steps__t1", steps_t1),
+    SYM("kern_steps__t2_count", one_count),
+    SYM("kern_steps__t2", steps_t2),
+    SYM("kern_oob__t0_count", oob_t0_count),
+    SYM("kern_oob__t0", oob_t0),
+    SYM("kern_divz__t0_count", one_count),
+    SYM("kern_divz__t0", divz_t0),
+    SYM("kern_divz__t1_count", one_count),
+    SYM("kern_divz__t1", divz_t1),
+    SYM("kern_shl__t0_count", one_count),
+    SYM("kern_shl__t0", shl_t0),
+    SYM("kern_simulate__grad__t0_count", sg_t0_count),
+    SYM("kern_simulate__grad__t0", sg_t0),
+    SYM("kern_many__t0_count", one_count),
+    SYM("kern_many__t0", many_t0),
 };
 
 typedef struct test_provider {
@@ -873,8 +907,8 @@ Test(runtime, device_error_record_formats) {
     cr_assert_str_eq(buf, "kernel 'k': device error code 42 (a=1, b=2)");
     r = (kern_err_record){KERN_DEVERR_BOUNDS, 2, 8, 3, -1, 9};
     rt_format_device_error(buf, sizeof buf, &k, &r);
-    cr_assert_str_eq(buf,
-                     "kernel 'k' (a b.kern:2:8): index -1 out of bounds for dimension 3 of extent 9");
+    cr_assert_str_eq(
+        buf, "kernel 'k' (a b.kern:2:8): index -1 out of bounds for dimension 3 of extent 9");
 }
 
 /* ---- the worker pool ---------------------------------------------------------------- */
@@ -1024,9 +1058,9 @@ static kern_status fake_sync(rt_device *d, char *e, size_t el) {
     fake_complete((fake_dev *)d, d->submitted);
     return KERN_OK;
 }
-static const rt_device_ops fake_ops = {"fake",  fake_destroy, fake_alloc, fake_free,
-                                       fake_zero, fake_in,    fake_out,   fake_launch,
-                                       fake_poll, fake_wait,  fake_sync};
+static const rt_device_ops fake_ops = {"fake",    fake_destroy, fake_alloc, fake_free,
+                                       fake_zero, fake_in,      fake_out,   fake_launch,
+                                       fake_poll, fake_wait,    fake_sync};
 
 static bool was_freed(const fake_dev *f, const void *mem) {
     for (int i = 0; i < f->nfreed; i++)
