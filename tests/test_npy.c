@@ -448,3 +448,44 @@ Test(npy, mutations_never_crash) {
     free(img);
     free(t);
 }
+
+/* A source whose size is unknown (a pipe): truncation and trailing bytes are found by
+ * reading, with the same messages. */
+static kern_status read_through_pipe(const unsigned char *b, size_t len, char *err, size_t errlen,
+                                     kern_npy *a, char *path, size_t pathlen) {
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    cr_assert_eq(write(fds[1], b, len), (ssize_t)len);
+    close(fds[1]);
+    snprintf(path, pathlen, "/proc/self/fd/%d", fds[0]);
+    kern_status s = kern_npy_read(path, a, err, errlen);
+    close(fds[0]);
+    return s;
+}
+
+Test(npy, unknown_size_sources) {
+    char err[512], want[600], path[64];
+    kern_npy a;
+    int32_t v[6] = {1, 2, 3, 4, 5, 6};
+    size_t len;
+    const char *d = "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 3), }";
+    unsigned char *b = make_npy(1, 0, d, 3, v, sizeof v, &len);
+    cr_assert_eq(read_through_pipe(b, len, err, sizeof err, &a, path, sizeof path), KERN_OK, "%s",
+                 err);
+    cr_assert_eq(((int32_t *)a.data)[5], 6);
+    kern_npy_free(&a);
+    cr_assert_eq(read_through_pipe(b, len - 5, err, sizeof err, &a, path, sizeof path),
+                 KERN_ERR_FORMAT);
+    snprintf(want, sizeof want,
+             "%s: truncated data: shape (2, 3) of <i4 needs 24 bytes, the file has 19", path);
+    cr_assert_str_eq(err, want);
+    free(b);
+    unsigned char big[30] = {0};
+    b = make_npy(1, 0, d, 3, big, sizeof big, &len);
+    cr_assert_eq(read_through_pipe(b, len, err, sizeof err, &a, path, sizeof path),
+                 KERN_ERR_FORMAT);
+    snprintf(want, sizeof want,
+             "%s: 6 unexpected bytes after the data (shape (2, 3) of <i4 needs 24 bytes)", path);
+    cr_assert_str_eq(err, want);
+    free(b);
+}
