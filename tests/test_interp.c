@@ -2581,7 +2581,7 @@ static int gpick(gen *g, int n) { return (int)(rng_next(&g->r) % (uint64_t)n); }
 static void gen_iexpr(gen *g, int depth);
 
 static void gen_iatom(gen *g) {
-    int k = gpick(g, 6);
+    int k = gpick(g, 8);
     if (k == 0 || (k == 1 && g->loop_vars == 0)) /* typed: literal-only expressions are
                                                    exact constants that must fit i32 */
         buf_printf(&g->b, "i32(%d)", gpick(g, 41) - 20);
@@ -2591,6 +2591,10 @@ static void gen_iatom(gen *g) {
         buf_puts(&g->b, g->in_func ? "p" : "i");
     else if (k == 3 && !g->in_func)
         buf_printf(&g->b, "a[(v%d) & 7]", gpick(g, g->nint));
+    else if (k == 6)
+        buf_puts(&g->b, "i32(u0 % u32(1000))");
+    else if (k == 7)
+        buf_puts(&g->b, "i32(l0 % i64(1000))");
     else
         buf_printf(&g->b, "v%d", gpick(g, g->nint));
 }
@@ -2717,11 +2721,43 @@ static void gen_indent(gen *g, int ind) {
 static void gen_block(gen *g, int ind, int depth, int nstmts);
 
 static void gen_stmt(gen *g, int ind, int depth) {
-    int k = gpick(g, depth > 0 ? 12 : 4);
+    int k = gpick(g, depth > 0 ? 16 : 4);
     if (depth <= 0 && k == 3 && g->loop_depth == 0)
         k = 0; /* no compound statement at depth 0 */
     gen_indent(g, ind);
-    if (k <= 1) {
+    if (k >= 12) {
+        /* u32 and i64 updates, a store to this thread's row of t, a shared atomic */
+        static const char *const ops[] = {"+", "-", "*", "^", "|", "&"};
+        if (k == 12 || (k >= 14 && g->in_func)) {
+            buf_puts(&g->b, "u0 = ");
+            int o = gpick(g, 9);
+            if (o < 6)
+                buf_printf(&g->b, "u0 %s u32(", ops[o]);
+            else if (o == 6)
+                buf_puts(&g->b, "u0 / ((u0 & u32(7)) + u32(1)) + u32(");
+            else if (o == 7)
+                buf_puts(&g->b, "(u0 >> (u32(7) & u0)) * u32(2654435761) + u32(");
+            else
+                buf_puts(&g->b, "(u0 > u32(2147483648) ? u0 - u32(1) : u0 << u32(3)) + u32(");
+        } else if (k == 13) {
+            buf_puts(&g->b, "l0 = ");
+            int o = gpick(g, 8);
+            if (o < 6)
+                buf_printf(&g->b, "l0 %s i64(", ops[o]);
+            else if (o == 6)
+                buf_puts(&g->b, "l0 * i64(6364136223846793005) + i64(");
+            else
+                buf_puts(&g->b, "(l0 >> (l0 & i64(63))) - (l0 / ((l0 & i64(7)) + i64(1))) + i64(");
+        } else if (k == 14) {
+            buf_puts(&g->b, "t[i, (");
+            gen_iexpr(g, 1);
+            buf_puts(&g->b, ") & 3] = (");
+        } else {
+            buf_printf(&g->b, "atomic_%s(cnt[%d], (", gpick(g, 2) ? "add" : "max", gpick(g, 2));
+        }
+        gen_iexpr(g, 2);
+        buf_puts(&g->b, k == 15 && !g->in_func ? "));\n" : ");\n");
+    } else if (k <= 1) {
         buf_printf(&g->b, "v%d %s ", gpick(g, g->nint), gpick(g, 3) ? "=" : "+=");
         gen_iexpr(g, 2);
         buf_puts(&g->b, ";\n");
@@ -2804,23 +2840,31 @@ static char *gen_program(uint64_t seed) {
     gen g = {{seed}, {0}, 0, 0, 0, 0, 0, false};
     for (int f = 0; f < 2; f++) {
         buf_printf(&g.b, "func g%d(p: i32, q: i32) -> i32 {\n", f);
-        buf_puts(&g.b, "    var v0 = p;\n    var v1 = q;\n    var f0 = f32(p % 50) * 0.5;\n");
+        buf_puts(&g.b, "    var v0 = p;\n    var v1 = q;\n    var f0 = f32(p % 50) * 0.5;\n"
+                       "    var u0 = u32(p);\n    var l0 = i64(q) * i64(-3);\n");
         g.nint = 2, g.nflt = 1, g.in_func = true;
         gen_block(&g, 1, 2, 2 + gpick(&g, 3));
-        buf_puts(&g.b, "    return v0 ^ v1;\n}\n\n");
+        buf_puts(&g.b, "    return v0 ^ v1 ^ i32(u0 >> u32(5)) ^ i32(l0 >> i64(9));\n}\n\n");
     }
     g.in_func = false;
-    buf_puts(&g.b, "kernel rnd(a: i32[], b: f32[], o: i32[], of: f32[]) {\n"
+    buf_puts(&g.b, "kernel rnd(a: i32[], b: f32[], o: i32[], of: f32[], t: i32[,], cnt: i32[],\n"
+                   "           o2: i64[]) {\n"
                    "    for i in 0..len(o) {\n"
                    "        var v0 = a[i & 7];\n"
                    "        var v1 = a[(i + 3) & 7] - i;\n"
                    "        var v2 = i * 7;\n"
                    "        var f0 = b[i & 7];\n"
-                   "        var f1 = 0.5;\n");
+                   "        var f1 = 0.5;\n"
+                   "        var u0 = u32(a[(i + 5) & 7]) * u32(2246822519);\n"
+                   "        var l0 = i64(a[(i + 6) & 7]) << i64(33);\n");
     g.nint = 3, g.nflt = 2;
     gen_block(&g, 2, 3, 4 + gpick(&g, 5));
-    buf_puts(&g.b, "        o[i] += v0 + v1 * 3 + v2 * 5;\n"
+    buf_puts(&g.b, "        o[i] += v0 + v1 * 3 + v2 * 5 + i32(u0 >> u32(7)) + i32(l0 % i64(100000));\n"
                    "        of[i] = f0 + f1 * 2.0;\n"
+                   "    }\n"
+                   "    cnt[2] = cnt[0] ^ cnt[1];\n"
+                   "    for i in 0..len(o) {\n"
+                   "        o2[i] = i64(o[(i + 1) % len(o)]) * i64(t[i, 0] + t[i, 3]) + i64(cnt[2]);\n"
                    "    }\n"
                    "}\n");
     return buf_take(&g.b);
@@ -2839,22 +2883,24 @@ Test(interp, random_programs_agree_at_O0_and_O2, .timeout = 600) {
         compiled c = compile_src(name, src);
         rng r = {seed};
         int64_t n = 12;
-        ir_interp_arg in[4] = {arr(TY_I32, 1, 8, 0, 0), arr(TY_F32, 1, 8, 0, 0),
-                               arr(TY_I32, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0)};
+        ir_interp_arg in[7] = {arr(TY_I32, 1, 8, 0, 0), arr(TY_F32, 1, 8, 0, 0),
+                               arr(TY_I32, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0),
+                               arr(TY_I32, 2, n, 4, 0), arr(TY_I32, 1, 3, 0, 0),
+                               arr(TY_I64, 1, n, 0, 0)};
         int32_t edge[] = {0, -1, 1, INT32_MIN, INT32_MAX, 7, -8, 100};
         for (int i = 0; i < 8; i++) {
             I32(in[0])[i] = p % 2 ? edge[i] : (int32_t)rng_int(&r, -50, 50);
             F32(in[1])[i] = rng_f32(&r, -5, 5);
         }
-        ir_interp_arg got[2][4];
+        ir_interp_arg got[2][7];
         char err[2][512];
         bool ok[2];
         for (int l = 0; l < 2; l++) {
-            clone_args(got[l], in, 4);
-            ok[l] = ir_interp_run(c.m[l], "rnd", got[l], 4, err[l], sizeof err[l]);
+            clone_args(got[l], in, 7);
+            ok[l] = ir_interp_run(c.m[l], "rnd", got[l], 7, err[l], sizeof err[l]);
         }
         int diff = ok[0] != ok[1] ? 1
-                   : ok[0]        ? compare_args(got[0], got[1], 4, 0, true, name)
+                   : ok[0]        ? compare_args(got[0], got[1], 7, 0, true, name)
                                   : strcmp(err[0], err[1]) != 0;
         if (!ok[0] && !ok[1] && !diff)
             fprintf(stderr, "%s: both runs fail alike: %s\n", name, err[0]);
@@ -2865,8 +2911,8 @@ Test(interp, random_programs_agree_at_O0_and_O2, .timeout = 600) {
         }
         cr_expect(!diff, "%s: -O0 and -O2 disagree (program printed above)", name);
         for (int l = 0; l < 2; l++)
-            free_args(got[l], 4);
-        free_args(in, 4);
+            free_args(got[l], 7);
+        free_args(in, 7);
         compiled_free(&c);
         free(src);
     }
