@@ -222,13 +222,10 @@ static bool exec_int(interp *I, const ir_op *op) {
             return fail(I, op, "integer %s by zero (%s)", what, kind_name(k));
         if (k == TY_U32)
             r = op->code == IR_DIV ? (int64_t)(ua / ub) : (int64_t)(ua % ub);
-        else {
-            int64_t smin = k == TY_I64 ? INT64_MIN : INT32_MIN;
-            if (a == smin && b == -1)
-                return fail(I, op, "integer %s overflows: %" PRId64 " / -1 (%s)", what, a,
-                            kind_name(k));
+        else if (b == -1) /* as the backends define it: INT_MIN / -1 wraps to INT_MIN */
+            r = op->code == IR_DIV ? wrap(k, 0 - ua) : 0;
+        else
             r = op->code == IR_DIV ? a / b : a % b;
-        }
         break;
     }
     case IR_SHL:
