@@ -23,12 +23,15 @@ NATIVE_FILE=native/llvm19.ini
 #   libclang-rt-19-dev             libFuzzer and the sanitizer runtimes of clang-19
 #   llvm-19-dev libzstd-dev        llvm-c and llvm-config-19 (native/llvm19.ini), zstd it links
 #   libcriterion-dev               the test framework
+#   python3-numpy                  a test reads and writes .npy files with NumPy itself
+#                                  (interoperability of runtime/npy.c; docs/building.md)
 PACKAGES=(
     meson ninja-build pkg-config
     gcc g++
     clang-19 lld-19 libclang-rt-19-dev
     llvm-19-dev libzstd-dev
     libcriterion-dev
+    python3-numpy
 )
 
 if [ "$(id -u)" -eq 0 ]; then

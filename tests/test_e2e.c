@@ -365,3 +365,56 @@ Test(e2e, host_program_jit_and_aot) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     sh(cmd);
 }
+
+/* Interoperability with NumPy itself (Debian's python3-numpy, installed by
+ * scripts/setup.sh): files kern writes load in np.load with the same values, and files
+ * np.save writes load in kern's reader. */
+Test(e2e, npy_files_interoperate_with_numpy) {
+    char dir[] = "/tmp/kern-npy-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[256], err[256], cmd[2048];
+    int32_t vi[6] = {1, -2, 3, -4, 5, 2147483647};
+    double vd[6] = {0.5, -1.25, 1e300, -0.0, 3.0, 1.0 / 3.0};
+    int64_t shape[2] = {2, 3};
+    snprintf(path, sizeof path, "%s/i.npy", dir);
+    cr_assert_eq(kern_npy_write(path, KERN_I32, 2, shape, vi, err, sizeof err), KERN_OK);
+    snprintf(path, sizeof path, "%s/d.npy", dir);
+    cr_assert_eq(kern_npy_write(path, KERN_F64, 1, (int64_t[]){6}, vd, err, sizeof err),
+                 KERN_OK);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && /usr/bin/python3 -c \""
+             "import numpy as np\n"
+             "i = np.load('i.npy'); d = np.load('d.npy')\n"
+             "assert i.dtype == np.int32 and i.shape == (2, 3), (i.dtype, i.shape)\n"
+             "assert i.tolist() == [[1, -2, 3], [-4, 5, 2147483647]], i\n"
+             "assert d.dtype == np.float64 and d.tolist() == [0.5, -1.25, 1e300, -0.0, 3.0, "
+             "1.0/3.0]\n"
+             "np.save('b.npy', np.array([[True, False], [False, True]]))\n"
+             "np.save('u.npy', np.arange(7, dtype=np.uint32) * 1000000000)\n"
+             "np.save('f.npy', np.linspace(0, 1, 5, dtype=np.float32).reshape(5, 1, 1, 1))\n"
+             "\"",
+             dir);
+    cr_assert_eq(sh(cmd), 0, "numpy could not read kern's files (or is not installed: "
+                             "scripts/setup.sh installs python3-numpy)");
+    kern_npy a;
+    snprintf(path, sizeof path, "%s/b.npy", dir);
+    cr_assert_eq(kern_npy_read(path, &a, err, sizeof err), KERN_OK, "%s", err);
+    cr_assert(a.dtype == KERN_BOOL && a.rank == 2 && a.shape[0] == 2 && a.shape[1] == 2);
+    const unsigned char *b = a.data;
+    cr_assert(b[0] == 1 && b[1] == 0 && b[2] == 0 && b[3] == 1);
+    kern_npy_free(&a);
+    snprintf(path, sizeof path, "%s/u.npy", dir);
+    cr_assert_eq(kern_npy_read(path, &a, err, sizeof err), KERN_OK, "%s", err);
+    cr_assert(a.dtype == KERN_U32 && a.rank == 1 && a.shape[0] == 7);
+    for (int i = 0; i < 7; i++)
+        cr_assert_eq(((uint32_t *)a.data)[i], (uint32_t)(i * 1000000000u));
+    kern_npy_free(&a);
+    snprintf(path, sizeof path, "%s/f.npy", dir);
+    cr_assert_eq(kern_npy_read(path, &a, err, sizeof err), KERN_OK, "%s", err);
+    cr_assert(a.dtype == KERN_F32 && a.rank == 4 && a.shape[0] == 5 && a.shape[3] == 1);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(((float *)a.data)[i], (float)i / 4.0f);
+    kern_npy_free(&a);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    sh(cmd);
+}
