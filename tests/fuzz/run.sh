@@ -65,13 +65,14 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1:print_stackt
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 
 log=$run/$target.log
-before=$(ls "$artifacts" | grep -c "^$target-" || true)
+count_artifacts() { find "$artifacts" -maxdepth 1 -type f -name "$target-*" | wc -l; }
+before=$(count_artifacts)
 echo "fuzz-$target: $secs s, $nseeds seeds, corpus $corpus, log $log" >&2
 set +e
 "$BUILD/tests/fuzz/fuzz-$target" "${flags[@]}" "$corpus" >"$log" 2>&1
 rc=$?
 set -e
-after=$(ls "$artifacts" | grep -c "^$target-" || true)
+after=$(count_artifacts)
 
 # Executions and speed: the final stats (plain mode) or the last status line (fork mode).
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -84,12 +85,14 @@ fi
 echo "target:     fuzz-$target"
 echo "exit:       $rc"
 echo "executions: ${execs:-?}"
-avg=?
+avg='?'
 [ -n "$execs" ] && avg=$((execs / (secs > 0 ? secs : 1)))
 echo "exec/s:     ${rate:-?} (last report), $avg (executions / $secs s)"
-echo "corpus:     $(ls "$corpus" | wc -l) files"
+echo "corpus:     $(find "$corpus" -type f | wc -l) files"
 echo "crashes:    $((after - before)) new (in $artifacts)"
-ls -t "$artifacts" | grep "^$target-" | head -n $((after - before)) | sed "s|^|    $artifacts/|"
+# The newest artifacts of this target are the new ones.
+find "$artifacts" -maxdepth 1 -type f -name "$target-*" -printf '%T@ %p\n' | sort -rn |
+    head -n $((after - before)) | sed 's/^[^ ]* /    /'
 if [ "$rc" -ne 0 ] && [ "$after" -eq "$before" ]; then
     echo "the fuzzer failed without an artifact; the end of $log:"
     tail -n 30 "$log"
