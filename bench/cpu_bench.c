@@ -196,8 +196,8 @@ static double compare(bench *b, bool *row_failed, const char *what, const float 
     }
     if (bad >= 0) {
         fprintf(stderr,
-                "cpu-bench: CHECK FAILED: %s: element %lld: kern %.9g, hand-written %.9g "
-                "(tolerance %g + %g * |ref|)\n",
+                "cpu-bench: CHECK FAILED: %s: element %lld: got %.9g, reference %.9g "
+                "(tolerance %g + %g * |reference|)\n",
                 what, (long long)bad, (double)out[bad], (double)ref[bad], atol, rtol);
         b->failed = *row_failed = true;
     }
@@ -304,9 +304,11 @@ static void ref_jacobi(void *u) {
     cpu_ref_jacobi(w->n, w->m, w->x, w->y);
 }
 
-static void bench_jacobi(bench *b, table *t, compiled c) {
+/* jacobi.kern (a branch for the border inside the 2-D task, as examples/stencil2d.kern)
+ * and jacobi_split.kern (interior and border as separate tasks) against the same C */
+static void bench_jacobi(bench *b, table *t, compiled branch, compiled split) {
     int64_t n = 2048 / (b->o.shrink > 1 ? 4 : 1), m = n, shape[2] = {n, m};
-    work w = {.b = b, .n = n, .m = m, .k = c.k};
+    work w = {.b = b, .n = n, .m = m};
     w.x = xalloc((size_t)(n * m) * 4);
     w.y = xalloc((size_t)(n * m) * 4);
     float *got = xalloc((size_t)(n * m) * 4);
@@ -314,18 +316,27 @@ static void bench_jacobi(bench *b, table *t, compiled c) {
     memset(w.y, 0, (size_t)(n * m) * 4);
     w.kx = kbuf(b, 2, shape, w.x);
     w.ky = kbuf(b, 2, shape, NULL);
-    row *r = add_row(t, "jacobi 5-point stencil", "omp for");
-    snprintf(r->size, sizeof r->size, "%lldx%lld f32", (long long)n, (long long)m);
-    r->compile_ms = c.median_ms;
-    r->compile_min_ms = c.min_ms;
-    kern_jacobi(&w);
     ref_jacobi(&w);
-    kread(b, w.ky, got);
-    r->err = compare(b, &r->failed, r->name, got, w.y, n * m, 1e-6, 1e-7);
+
+    const compiled *cs[] = {&branch, &split};
+    const char *names[] = {"jacobi 5-point stencil", "jacobi, interior/border tasks"};
+    for (int v = 0; v < 2; v++) {
+        row *r = add_row(t, names[v], "omp for");
+        snprintf(r->size, sizeof r->size, "%lldx%lld f32", (long long)n, (long long)m);
+        r->compile_ms = cs[v]->median_ms;
+        r->compile_min_ms = cs[v]->min_ms;
+        w.k = cs[v]->k;
+        memset(got, 0, (size_t)(n * m) * 4);
+        kcheck(b, kern_buffer_write(w.ky, got, (size_t)(n * m) * 4), "buffer write");
+        kern_jacobi(&w);
+        kread(b, w.ky, got);
+        r->err = compare(b, &r->failed, names[v], got, w.y, n * m, 1e-6, 1e-7);
+        settle();
+        r->kern_ms = measure(b, kern_jacobi, &w);
+    }
     settle();
-    r->kern_ms = measure(b, kern_jacobi, &w);
-    settle();
-    r->ref_ms = measure(b, ref_jacobi, &w);
+    double ref_ms = measure(b, ref_jacobi, &w);
+    t->r[t->n - 1].ref_ms = t->r[t->n - 2].ref_ms = ref_ms;
     free(w.x), free(w.y), free(got);
     kern_buffer_release(w.kx), kern_buffer_release(w.ky);
 }
@@ -403,19 +414,21 @@ static void bench_sumsq(bench *b, table *t, compiled c) {
     r1->compile_ms = r2->compile_ms = c.median_ms;
     r1->compile_min_ms = r2->compile_min_ms = c.min_ms;
 
-    /* float sums in different orders: compare each with the double sum, relative 1e-3
-     * (a float running sum of 4M terms drifts by about 1e-4 relative) */
+    /* float sums in different orders: compare each with the double sum, relative 1e-2.
+     * A float running sum of 4M positive terms of about 1/3 loses about 0.3% (measured:
+     * the atomic sums 1394366 and 1394430 for 1398500); the reduction's two partial sums
+     * lose less. */
     float got, exactf = (float)exact;
     kern_sumsq(&w);
     kread(b, w.ks, &got);
-    r1->err = r2->err = compare(b, &r1->failed, "sumsq (kern)", &got, &exactf, 1, 1e-3, 0);
+    r1->err = r2->err = compare(b, &r1->failed, "sumsq (kern)", &got, &exactf, 1, 1e-2, 0);
     r2->failed = r1->failed;
     w.s[0] = 0;
     ref_sumsq_reduction(&w);
-    compare(b, &r1->failed, "sumsq (omp reduction)", w.s, &exactf, 1, 1e-3, 0);
+    compare(b, &r1->failed, "sumsq (omp reduction)", w.s, &exactf, 1, 1e-2, 0);
     w.s[0] = 0;
     ref_sumsq_atomic(&w);
-    compare(b, &r2->failed, "sumsq (omp atomic)", w.s, &exactf, 1, 1e-3, 0);
+    compare(b, &r2->failed, "sumsq (omp atomic)", w.s, &exactf, 1, 1e-2, 0);
 
     settle();
     r1->kern_ms = r2->kern_ms = measure(b, kern_sumsq, &w);
@@ -583,14 +596,16 @@ int main(int argc, char **argv) {
     fflush(stdout);
 
     /* every JIT compile first, before any thread of either side has run */
-    compiled saxpy = {0}, saxpy_atomic = {0}, jacobi = {0}, simulate = {0}, sumsq = {0},
-             particles = {0};
+    compiled saxpy = {0}, saxpy_atomic = {0}, jacobi = {0}, jacobi_split = {0}, simulate = {0},
+             sumsq = {0}, particles = {0};
     if (want(&b, "saxpy")) {
         saxpy = compile_kernel(&b, "saxpy.kern", "saxpy");
         saxpy_atomic = compile_kernel(&b, "saxpy_atomic.kern", "saxpy");
     }
-    if (want(&b, "jacobi"))
+    if (want(&b, "jacobi")) {
         jacobi = compile_kernel(&b, "jacobi.kern", "jacobi");
+        jacobi_split = compile_kernel(&b, "jacobi_split.kern", "jacobi");
+    }
     if (want(&b, "simulate"))
         simulate = compile_kernel(&b, "simulate.kern", "simulate");
     if (want(&b, "sumsq"))
@@ -602,7 +617,7 @@ int main(int argc, char **argv) {
     if (want(&b, "saxpy"))
         bench_saxpy(&b, &t, saxpy, saxpy_atomic);
     if (want(&b, "jacobi"))
-        bench_jacobi(&b, &t, jacobi);
+        bench_jacobi(&b, &t, jacobi, jacobi_split);
     if (want(&b, "simulate"))
         bench_simulate(&b, &t, simulate);
     if (want(&b, "sumsq"))
