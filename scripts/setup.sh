@@ -25,6 +25,7 @@ NATIVE_FILE=native/llvm19.ini
 #   libcriterion-dev               the test framework
 #   python3-numpy                  a test reads and writes .npy files with NumPy itself
 #                                  (interoperability of runtime/npy.c; docs/building.md)
+#   libomp-19-dev                  OpenMP for clang-19: the hand-written C of bench/cpu-bench
 PACKAGES=(
     meson ninja-build pkg-config
     gcc g++
@@ -32,6 +33,7 @@ PACKAGES=(
     llvm-19-dev libzstd-dev
     libcriterion-dev
     python3-numpy
+    libomp-19-dev
 )
 
 if [ "$(id -u)" -eq 0 ]; then
