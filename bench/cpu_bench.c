@@ -4,8 +4,8 @@
  * For every workload it JIT-compiles the kernel of bench/kernels/ through the C API
  * (kern_module_from_source, timed: the median of several compiles), checks kern's result
  * against the hand-written one once (and fails loudly beyond the stated tolerance), then
- * times both: a few warm-up runs, then the median of N runs measured with
- * clock_gettime(CLOCK_MONOTONIC). kern runs through kern_launch on a CPU context with
+ * times both with clock_gettime(CLOCK_MONOTONIC): the median of N runs, taken in three
+ * interleaved rounds (kern, C, kern, C, ...), each after a warm-up run. kern runs through kern_launch on a CPU context with
  * --threads threads (default 2); the C code runs on as many OpenMP threads. The output is
  * a header (date, CPU model, cores, load, compilers) and one markdown table.
  *
@@ -161,23 +161,45 @@ static compiled compile_kernel(bench *b, const char *file, const char *kernel) {
 
 typedef void (*run_fn)(void *u);
 
-/* warm-up runs, then the median of o.reps timed runs, in ms */
-static double measure(const bench *b, run_fn f, void *u) {
-    double t[256];
-    for (int i = 0; i < b->o.warmup; i++)
-        f(u);
-    for (int i = 0; i < b->o.reps; i++) {
-        double t0 = now_ms();
-        f(u);
-        t[i] = now_ms() - t0;
-    }
-    return median(t, b->o.reps);
-}
-
 /* OpenMP runtimes spin after a parallel region (libomp: KMP_BLOCKTIME, 200 ms) and kern's
  * workers spin briefly too; on a 2-core machine a spinning thread of the other side
- * would steal a core. A pause between the two sides' measurements lets them sleep. */
+ * would steal a core. A pause after each side's runs lets them go to sleep. */
 static void settle(void) { usleep(300 * 1000); }
+
+/* One thing to time: f(u) is one run. ms receives the median. */
+typedef struct side {
+    run_fn f;
+    void *u;
+    double ms;
+} side;
+
+enum { ROUNDS = 3 };
+
+/* Times the sides in ROUNDS rounds; in each round every side in turn does o.warmup
+ * untimed runs, then its share of the o.reps timed runs, then settles. Interleaving the
+ * sides spreads the load of a shared machine over all of them instead of letting a burst
+ * hit one side's window. Each side's ms is the median of all its timed runs. */
+static void measure_sides(const bench *b, side *sides, int n) {
+    int per = (b->o.reps + ROUNDS - 1) / ROUNDS;
+    double *t = malloc(sizeof *t * (size_t)(n * per * ROUNDS));
+    if (!t)
+        die("out of memory", "timing samples");
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int s = 0; s < n; s++) {
+            for (int i = 0; i < b->o.warmup; i++)
+                sides[s].f(sides[s].u);
+            for (int i = 0; i < per; i++) {
+                double t0 = now_ms();
+                sides[s].f(sides[s].u);
+                t[(s * ROUNDS + r) * per + i] = now_ms() - t0;
+            }
+            settle();
+        }
+    }
+    for (int s = 0; s < n; s++)
+        sides[s].ms = median(t + s * ROUNDS * per, ROUNDS * per);
+    free(t);
+}
 
 /* Compares kern's out[] with the reference ref[]: |k - r| <= atol + rtol * |r|. Returns
  * the largest |k - r|; reports and marks failure when the tolerance is exceeded. */
@@ -284,12 +306,15 @@ static void bench_saxpy(bench *b, table *t, compiled plain, compiled atomic) {
         kread(b, w.ky, got);
         /* one run of each from the same y0: the same float ops, so equal bits expected */
         r->err = compare(b, &r->failed, names[v], got, w.y, n, 1e-6, 1e-7);
-        settle();
-        r->kern_ms = measure(b, kern_saxpy, &w);
     }
-    settle();
-    double ref_ms = measure(b, ref_saxpy, &w);
-    t->r[t->n - 1].ref_ms = t->r[t->n - 2].ref_ms = ref_ms;
+    work wa = w;
+    w.k = plain.k;
+    wa.k = atomic.k;
+    side sides[] = {{kern_saxpy, &w, 0}, {kern_saxpy, &wa, 0}, {ref_saxpy, &w, 0}};
+    measure_sides(b, sides, 3);
+    t->r[t->n - 2].kern_ms = sides[0].ms;
+    t->r[t->n - 1].kern_ms = sides[1].ms;
+    t->r[t->n - 1].ref_ms = t->r[t->n - 2].ref_ms = sides[2].ms;
     free(x0), free(y0), free(w.x), free(w.y), free(got);
     kern_buffer_release(w.kx), kern_buffer_release(w.ky);
 }
@@ -331,12 +356,15 @@ static void bench_jacobi(bench *b, table *t, compiled branch, compiled split) {
         kern_jacobi(&w);
         kread(b, w.ky, got);
         r->err = compare(b, &r->failed, names[v], got, w.y, n * m, 1e-6, 1e-7);
-        settle();
-        r->kern_ms = measure(b, kern_jacobi, &w);
     }
-    settle();
-    double ref_ms = measure(b, ref_jacobi, &w);
-    t->r[t->n - 1].ref_ms = t->r[t->n - 2].ref_ms = ref_ms;
+    work ws = w;
+    w.k = branch.k;
+    ws.k = split.k;
+    side sides[] = {{kern_jacobi, &w, 0}, {kern_jacobi, &ws, 0}, {ref_jacobi, &w, 0}};
+    measure_sides(b, sides, 3);
+    t->r[t->n - 2].kern_ms = sides[0].ms;
+    t->r[t->n - 1].kern_ms = sides[1].ms;
+    t->r[t->n - 1].ref_ms = t->r[t->n - 2].ref_ms = sides[2].ms;
     free(w.x), free(w.y), free(got);
     kern_buffer_release(w.kx), kern_buffer_release(w.ky);
 }
@@ -373,10 +401,10 @@ static void bench_simulate(bench *b, table *t, compiled c) {
     kread(b, w.kout, got);
     /* both call libm's sinf with the same arguments: equal bits expected */
     r->err = compare(b, &r->failed, r->name, got, w.out, n, 1e-5, 1e-6);
-    settle();
-    r->kern_ms = measure(b, kern_simulate, &w);
-    settle();
-    r->ref_ms = measure(b, ref_simulate, &w);
+    side sides[] = {{kern_simulate, &w, 0}, {ref_simulate, &w, 0}};
+    measure_sides(b, sides, 2);
+    r->kern_ms = sides[0].ms;
+    r->ref_ms = sides[1].ms;
     free(w.x), free(w.w), free(w.out), free(got);
     kern_buffer_release(w.kx), kern_buffer_release(w.kw), kern_buffer_release(w.kout);
 }
@@ -430,11 +458,11 @@ static void bench_sumsq(bench *b, table *t, compiled c) {
     ref_sumsq_atomic(&w);
     compare(b, &r2->failed, "sumsq (omp atomic)", w.s, &exactf, 1, 1e-2, 0);
 
-    settle();
-    r1->kern_ms = r2->kern_ms = measure(b, kern_sumsq, &w);
-    settle();
-    r1->ref_ms = measure(b, ref_sumsq_reduction, &w);
-    r2->ref_ms = measure(b, ref_sumsq_atomic, &w);
+    side sides[] = {{kern_sumsq, &w, 0}, {ref_sumsq_reduction, &w, 0}, {ref_sumsq_atomic, &w, 0}};
+    measure_sides(b, sides, 3);
+    r1->kern_ms = r2->kern_ms = sides[0].ms;
+    r1->ref_ms = sides[1].ms;
+    r2->ref_ms = sides[2].ms;
     free(w.x), free(w.s);
     kern_buffer_release(w.kx), kern_buffer_release(w.ks);
 }
@@ -477,10 +505,10 @@ static void bench_particles(bench *b, table *t, compiled c) {
     kread(b, w.kv, got);
     double ev = compare(b, &r->failed, "particles v", got, w.v, total, 1e-6, 1e-7);
     r->err = ex > ev ? ex : ev;
-    settle();
-    r->kern_ms = measure(b, kern_particles, &w);
-    settle();
-    r->ref_ms = measure(b, ref_particles, &w);
+    side sides[] = {{kern_particles, &w, 0}, {ref_particles, &w, 0}};
+    measure_sides(b, sides, 2);
+    r->kern_ms = sides[0].ms;
+    r->ref_ms = sides[1].ms;
     free(w.x), free(w.v), free(got);
     kern_buffer_release(w.kx), kern_buffer_release(w.kv);
 }
@@ -514,9 +542,10 @@ static void print_header(const bench *b, int omp_threads) {
            "on the CPU device, %d threads\n",
            kern_context_threads(b->ctx));
     printf("C:         %s, OpenMP %d threads\n", cpu_ref_compiler(), omp_threads);
-    printf("timing:    median of %d runs after %d warm-up runs; JIT compile: median of %d "
-           "compiles (min in parentheses)\n\n",
-           b->o.reps, b->o.warmup, b->o.compiles);
+    printf("timing:    median of %d runs (%d rounds of %d, kern and C interleaved, %d warm-up "
+           "run(s) before each); JIT compile: median of %d compiles (min in parentheses)\n\n",
+           (b->o.reps + ROUNDS - 1) / ROUNDS * ROUNDS, ROUNDS, (b->o.reps + ROUNDS - 1) / ROUNDS,
+           b->o.warmup, b->o.compiles);
 }
 
 static void print_table(const table *t) {
@@ -535,8 +564,8 @@ static void usage(FILE *to) {
     fprintf(to, "usage: cpu-bench [--threads N] [--reps N] [--warmup N] [--compiles N] "
                 "[--quick] [--only NAME] [--kernels DIR]\n"
                 "  --threads N   kern and OpenMP threads (default 2)\n"
-                "  --reps N      timed runs per measurement, median (default 11, max 255)\n"
-                "  --warmup N    untimed runs first (default 2)\n"
+                "  --reps N      timed runs per measurement, median (default 21, max 255)\n"
+                "  --warmup N    untimed runs before each round of timed runs (default 1)\n"
                 "  --compiles N  JIT compiles per kernel, median (default 7, max 64)\n"
                 "  --quick       problem sizes / 16, 3 runs: a smoke test, not numbers\n"
                 "  --only NAME   only saxpy, jacobi, simulate, sumsq or particles\n"
@@ -549,7 +578,7 @@ static bool want(const bench *b, const char *name) {
 }
 
 int main(int argc, char **argv) {
-    bench b = {.o = {.threads = 2, .reps = 11, .warmup = 2, .compiles = 7, .shrink = 1,
+    bench b = {.o = {.threads = 2, .reps = 21, .warmup = 1, .compiles = 7, .shrink = 1,
                      .kernels_dir = KERN_BENCH_KERNELS_DIR}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -565,7 +594,6 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--quick") == 0) {
             b.o.shrink = 16;
             b.o.reps = 3;
-            b.o.warmup = 1;
             b.o.compiles = 3;
         } else if (strcmp(a, "--only") == 0 && v) {
             b.o.only = v;
