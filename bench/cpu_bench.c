@@ -423,7 +423,16 @@ static void ref_sumsq_atomic(void *u) {
     cpu_ref_sumsq_atomic(w->n, w->x, w->s);
 }
 
-static void bench_sumsq(bench *b, table *t, compiled c) {
+static void kern_sumsq_chunked(void *u) {
+    work *w = u;
+    kern_arg args[] = {kern_arg_buffer(w->kx), kern_arg_buffer(w->ks), kern_arg_i32(w->steps)};
+    launch(w, args, 3);
+}
+
+/* sumsq.kern (an atomic add per element) against the OpenMP reduction and against
+ * `omp atomic`; sumsq_chunked.kern (a local sum per chunk, one atomic add per chunk)
+ * against the reduction */
+static void bench_sumsq(bench *b, table *t, compiled c, compiled chunked) {
     int64_t n = (4ll << 20) / b->o.shrink, one = 1;
     work w = {.b = b, .n = n, .k = c.k};
     w.x = xalloc((size_t)n * 4);
@@ -431,38 +440,55 @@ static void bench_sumsq(bench *b, table *t, compiled c) {
     fill(w.x, n, 6, -1, 1);
     w.kx = kbuf(b, 1, &n, w.x);
     w.ks = kbuf(b, 1, &one, NULL);
+    work wc = w;
+    wc.k = chunked.k;
+    wc.steps = (int32_t)(n / 256 > 0 ? n / 256 : 1); /* the chunk: 256 work items */
     double exact = 0;
     for (int64_t i = 0; i < n; i++)
         exact += (double)w.x[i] * (double)w.x[i];
 
     row *r1 = add_row(t, "sum of squares, atomic `+=`", "omp reduction");
     row *r2 = add_row(t, "sum of squares, atomic `+=`", "omp atomic");
-    snprintf(r1->size, sizeof r1->size, "%lld f32", (long long)n);
-    snprintf(r2->size, sizeof r2->size, "%lld f32", (long long)n);
+    row *r3 = add_row(t, "sum of squares, chunked by hand", "omp reduction");
+    row *rows[] = {r1, r2, r3};
+    for (int i = 0; i < 3; i++)
+        snprintf(rows[i]->size, sizeof rows[i]->size, "%lld f32", (long long)n);
+    snprintf(r3->size, sizeof r3->size, "%lld f32, %d chunks", (long long)n,
+             (int)((n + wc.steps - 1) / wc.steps));
     r1->compile_ms = r2->compile_ms = c.median_ms;
     r1->compile_min_ms = r2->compile_min_ms = c.min_ms;
+    r3->compile_ms = chunked.median_ms;
+    r3->compile_min_ms = chunked.min_ms;
 
     /* float sums in different orders: compare each with the double sum, relative 1e-2.
      * A float running sum of 4M positive terms of about 1/3 loses about 0.3% (measured:
-     * the atomic sums 1394366 and 1394430 for 1398500); the reduction's two partial sums
-     * lose less. */
-    float got, exactf = (float)exact;
+     * the atomic sums 1394366 and 1394430 for 1398500); chunked sums lose less. */
+    float got, zero = 0, exactf = (float)exact;
     kern_sumsq(&w);
     kread(b, w.ks, &got);
     r1->err = r2->err = compare(b, &r1->failed, "sumsq (kern)", &got, &exactf, 1, 1e-2, 0);
     r2->failed = r1->failed;
+    kcheck(b, kern_buffer_write(w.ks, &zero, 4), "buffer write");
+    kern_sumsq_chunked(&wc);
+    kread(b, w.ks, &got);
+    r3->err = compare(b, &r3->failed, "sumsq_chunked (kern)", &got, &exactf, 1, 1e-2, 0);
     w.s[0] = 0;
     ref_sumsq_reduction(&w);
     compare(b, &r1->failed, "sumsq (omp reduction)", w.s, &exactf, 1, 1e-2, 0);
+    r3->failed |= r1->failed;
     w.s[0] = 0;
     ref_sumsq_atomic(&w);
     compare(b, &r2->failed, "sumsq (omp atomic)", w.s, &exactf, 1, 1e-2, 0);
 
-    side sides[] = {{kern_sumsq, &w, 0}, {ref_sumsq_reduction, &w, 0}, {ref_sumsq_atomic, &w, 0}};
-    measure_sides(b, sides, 3);
+    side sides[] = {{kern_sumsq, &w, 0},
+                    {kern_sumsq_chunked, &wc, 0},
+                    {ref_sumsq_reduction, &w, 0},
+                    {ref_sumsq_atomic, &w, 0}};
+    measure_sides(b, sides, 4);
     r1->kern_ms = r2->kern_ms = sides[0].ms;
-    r1->ref_ms = sides[1].ms;
-    r2->ref_ms = sides[2].ms;
+    r3->kern_ms = sides[1].ms;
+    r1->ref_ms = r3->ref_ms = sides[2].ms;
+    r2->ref_ms = sides[3].ms;
     free(w.x), free(w.s);
     kern_buffer_release(w.kx), kern_buffer_release(w.ks);
 }
@@ -625,7 +651,7 @@ int main(int argc, char **argv) {
 
     /* every JIT compile first, before any thread of either side has run */
     compiled saxpy = {0}, saxpy_atomic = {0}, jacobi = {0}, jacobi_split = {0}, simulate = {0},
-             sumsq = {0}, particles = {0};
+             sumsq = {0}, sumsq_chunked = {0}, particles = {0};
     if (want(&b, "saxpy")) {
         saxpy = compile_kernel(&b, "saxpy.kern", "saxpy");
         saxpy_atomic = compile_kernel(&b, "saxpy_atomic.kern", "saxpy");
@@ -636,8 +662,10 @@ int main(int argc, char **argv) {
     }
     if (want(&b, "simulate"))
         simulate = compile_kernel(&b, "simulate.kern", "simulate");
-    if (want(&b, "sumsq"))
+    if (want(&b, "sumsq")) {
         sumsq = compile_kernel(&b, "sumsq.kern", "sumsq");
+        sumsq_chunked = compile_kernel(&b, "sumsq_chunked.kern", "sumsq_chunked");
+    }
     if (want(&b, "particles"))
         particles = compile_kernel(&b, "particles.kern", "step");
 
@@ -649,7 +677,7 @@ int main(int argc, char **argv) {
     if (want(&b, "simulate"))
         bench_simulate(&b, &t, simulate);
     if (want(&b, "sumsq"))
-        bench_sumsq(&b, &t, sumsq);
+        bench_sumsq(&b, &t, sumsq, sumsq_chunked);
     if (want(&b, "particles"))
         bench_particles(&b, &t, particles);
     if (t.n == 0) {
