@@ -35,7 +35,8 @@ typedef struct bench_opts {
     int compiles; /* JIT compiles per kernel (median) */
     int shrink;   /* divide the problem sizes by this (--quick: 16) */
     const char *kernels_dir;
-    const char *only; /* run only the workloads whose name starts with this */
+    const char *only;     /* run only this workload */
+    const char *schedule; /* the OpenMP schedule of the C loops */
 } bench_opts;
 
 static double now_ms(void) {
@@ -567,7 +568,8 @@ static void print_header(const bench *b, int omp_threads) {
     printf("kern:      JIT (kern_module_from_source, LLVM -O2 for the host CPU), kern_launch "
            "on the CPU device, %d threads\n",
            kern_context_threads(b->ctx));
-    printf("C:         %s, OpenMP %d threads\n", cpu_ref_compiler(), omp_threads);
+    printf("C:         %s, OpenMP %d threads, schedule %s\n", cpu_ref_compiler(), omp_threads,
+           b->o.schedule);
     printf("timing:    median of %d runs (%d rounds of %d, kern and C interleaved, %d warm-up "
            "run(s) before each); JIT compile: median of %d compiles (min in parentheses)\n\n",
            (b->o.reps + ROUNDS - 1) / ROUNDS * ROUNDS, ROUNDS, (b->o.reps + ROUNDS - 1) / ROUNDS,
@@ -588,13 +590,15 @@ static void print_table(const table *t) {
 
 static void usage(FILE *to) {
     fprintf(to, "usage: cpu-bench [--threads N] [--reps N] [--warmup N] [--compiles N] "
-                "[--quick] [--only NAME] [--kernels DIR]\n"
+                "[--quick] [--only NAME] [--omp-schedule KIND] [--kernels DIR]\n"
                 "  --threads N   kern and OpenMP threads (default 2)\n"
                 "  --reps N      timed runs per measurement, median (default 21, max 255)\n"
                 "  --warmup N    untimed runs before each round of timed runs (default 1)\n"
                 "  --compiles N  JIT compiles per kernel, median (default 7, max 64)\n"
                 "  --quick       problem sizes / 16, 3 runs: a smoke test, not numbers\n"
                 "  --only NAME   only saxpy, jacobi, simulate, sumsq or particles\n"
+                "  --omp-schedule static|guided\n"
+                "                the schedule of the C loops (default static)\n"
                 "  --kernels DIR the .kern files (default %s)\n",
             KERN_BENCH_KERNELS_DIR);
 }
@@ -605,7 +609,7 @@ static bool want(const bench *b, const char *name) {
 
 int main(int argc, char **argv) {
     bench b = {.o = {.threads = 2, .reps = 21, .warmup = 1, .compiles = 7, .shrink = 1,
-                     .kernels_dir = KERN_BENCH_KERNELS_DIR}};
+                     .kernels_dir = KERN_BENCH_KERNELS_DIR, .schedule = "static"}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -624,6 +628,9 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--only") == 0 && v) {
             b.o.only = v;
             i++;
+        } else if (strcmp(a, "--omp-schedule") == 0 && v) {
+            b.o.schedule = v;
+            i++;
         } else if (strcmp(a, "--kernels") == 0 && v) {
             b.o.kernels_dir = v;
             i++;
@@ -641,6 +648,10 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    if (cpu_ref_set_schedule(b.o.schedule) != 0) {
+        usage(stderr);
+        return 2;
+    }
     kern_context_options ko = kern_context_options_default();
     ko.threads = b.o.threads;
     if (kern_context_create(&ko, &b.ctx) != KERN_OK)

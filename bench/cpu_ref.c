@@ -6,13 +6,16 @@
  * an add into an fma; with contraction the results would differ in the last bits and the
  * comparison would be unfair in the C code's favour.
  *
- * This is what a careful C programmer writes for each algorithm: a `parallel for` with a
- * static schedule over the outermost index, the inner loops left to the auto-vectorizer
- * (no `restrict`, no `simd` pragmas that would permit reassociation, no intrinsics). */
+ * This is what a careful C programmer writes for each algorithm: a `parallel for` over the
+ * outermost index, the inner loops left to the auto-vectorizer (no `restrict`, no `simd`
+ * pragmas that would permit reassociation, no intrinsics). The loops say
+ * schedule(runtime) so that the benchmark can choose the schedule (cpu_ref_set_schedule);
+ * it uses `static` (an even split, OpenMP's usual default) unless told otherwise. */
 #include "cpu_ref.h"
 
 #include <math.h>
 #include <omp.h>
+#include <string.h>
 
 #ifndef CPU_REF_FLAGS /* set by bench/meson.build */
 #define CPU_REF_FLAGS "(flags unknown)"
@@ -33,14 +36,24 @@ int cpu_ref_set_threads(int n) {
     return omp_get_max_threads();
 }
 
+int cpu_ref_set_schedule(const char *kind) {
+    if (strcmp(kind, "static") == 0)
+        omp_set_schedule(omp_sched_static, 0);
+    else if (strcmp(kind, "guided") == 0)
+        omp_set_schedule(omp_sched_guided, 0);
+    else
+        return -1;
+    return 0;
+}
+
 void cpu_ref_saxpy(int64_t n, float a, const float *x, float *y) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(runtime)
     for (int64_t i = 0; i < n; i++)
         y[i] = a * x[i] + y[i];
 }
 
 void cpu_ref_jacobi(int64_t n, int64_t m, const float *src, float *dst) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(runtime)
     for (int64_t i = 0; i < n; i++) {
         const float *s = src + i * m;
         float *d = dst + i * m;
@@ -58,7 +71,7 @@ void cpu_ref_jacobi(int64_t n, int64_t m, const float *src, float *dst) {
 }
 
 void cpu_ref_simulate(int64_t n, int32_t steps, const float *x0, const float *w, float *out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(runtime)
     for (int64_t i = 0; i < n; i++) {
         float x = x0[i];
         for (int32_t t = 0; t < steps; t++)
@@ -69,14 +82,14 @@ void cpu_ref_simulate(int64_t n, int32_t steps, const float *x0, const float *w,
 
 void cpu_ref_sumsq_reduction(int64_t n, const float *x, float *s) {
     float sum = 0.0f;
-#pragma omp parallel for schedule(static) reduction(+ : sum)
+#pragma omp parallel for schedule(runtime) reduction(+ : sum)
     for (int64_t i = 0; i < n; i++)
         sum += x[i] * x[i];
     s[0] += sum;
 }
 
 void cpu_ref_sumsq_atomic(int64_t n, const float *x, float *s) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(runtime)
     for (int64_t i = 0; i < n; i++) {
         float v = x[i] * x[i];
 #pragma omp atomic
@@ -90,7 +103,7 @@ void cpu_ref_particles(int64_t nt, int64_t np, int64_t nd, float k, float dt, fl
      * orders the steps */
 #pragma omp parallel
     for (int64_t t = 1; t < nt; t++) {
-#pragma omp for schedule(static)
+#pragma omp for schedule(runtime)
         for (int64_t p = 0; p < np; p++) {
             for (int64_t d = 0; d < nd; d++) {
                 int64_t prev = ((t - 1) * np + p) * nd + d;

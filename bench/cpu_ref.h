@@ -3,7 +3,8 @@
  * Each function computes exactly what the kernel of the same name in bench/kernels/ does,
  * with the same floating-point operations in the same order (no contraction into fma), so
  * that results can be compared element by element. They run on OpenMP threads; the
- * number is set once with cpu_ref_set_threads. Arrays are row-major, as kern's buffers.
+ * number and the loops' schedule are set once with cpu_ref_set_threads and
+ * cpu_ref_set_schedule. Arrays are row-major, as kern's buffers.
  * Like kern's array parameters, pointers may alias (no `restrict`). */
 #ifndef KERN_BENCH_CPU_REF_H
 #define KERN_BENCH_CPU_REF_H
@@ -14,6 +15,10 @@
 const char *cpu_ref_compiler(void);
 /* omp_set_num_threads(n); returns omp_get_max_threads() afterwards. */
 int cpu_ref_set_threads(int n);
+/* The schedule of every loop: "static" (an even split) or "guided" (chunks claimed at run
+ * time, shrinking), with the runtime's default chunk (omp_set_schedule(kind, 0)); -1 for
+ * another name. */
+int cpu_ref_set_schedule(const char *kind);
 
 /* y[i] = a * x[i] + y[i], i < n */
 void cpu_ref_saxpy(int64_t n, float a, const float *x, float *y);
