@@ -542,11 +542,21 @@ static void bench_particles(bench *b, table *t, compiled c) {
 
 /* ---- the report ----------------------------------------------------------------------- */
 
+/* the first line of /proc/loadavg, or "?" */
+static void load_average(char *buf, size_t size) {
+    snprintf(buf, size, "?");
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f && fgets(buf, (int)size, f))
+        buf[strcspn(buf, "\n")] = 0;
+    if (f)
+        fclose(f);
+}
+
 static void print_header(const bench *b, int omp_threads) {
     char date[64];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %Z", localtime(&now));
-    char model[256] = "unknown", line[512], load[128] = "?";
+    char model[256] = "unknown", line[512], load[128];
     FILE *f = fopen("/proc/cpuinfo", "r");
     while (f && fgets(line, sizeof line, f)) {
         if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
@@ -557,11 +567,7 @@ static void print_header(const bench *b, int omp_threads) {
     }
     if (f)
         fclose(f);
-    f = fopen("/proc/loadavg", "r");
-    if (f && fgets(load, sizeof load, f))
-        load[strcspn(load, "\n")] = 0;
-    if (f)
-        fclose(f);
+    load_average(load, sizeof load);
     printf("cpu-bench  %s\n", date);
     printf("machine:   %s, %ld online cores, load average %s\n", model,
            sysconf(_SC_NPROCESSORS_ONLN), load);
@@ -696,6 +702,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     print_table(&t);
+    char load[128];
+    load_average(load, sizeof load);
+    printf("\nload average at the end: %s\n", load);
     kern_context_release(b.ctx);
     if (b.failed) {
         fprintf(stderr, "cpu-bench: a check FAILED (above): the timings are not valid\n");
