@@ -47,7 +47,7 @@ typedef struct interp {
     uint32_t nvals, nscratch;
     char poison_why[200];    /* how the first poison arose */
     uint64_t max_while_iters;
-    uint64_t nops;
+    uint64_t nops, max_ops;
     char *err;
     size_t errlen;
     bool failed;
@@ -609,7 +609,8 @@ static bool exec_parallel(interp *I, const ir_op *op) {
 }
 
 static bool exec_op(interp *I, const ir_op *op) {
-    I->nops++;
+    if (++I->nops > I->max_ops)
+        return fail(I, op, "the run exceeded its limit of %" PRIu64 " ops", I->max_ops);
     if (I->poison && op->nresults == 1 && (ir_info(op->code)->flags & OPF_PURE) &&
         op->code != IR_CONST && op->code != IR_DIM) {
         bool done;
@@ -736,6 +737,7 @@ bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *a
     I.scratch = calloc(I.nscratch, sizeof(ival));
     I.max_while_iters = opts && opts->max_while_iters ? opts->max_while_iters
                                                       : DEFAULT_MAX_WHILE_ITERS;
+    I.max_ops = opts && opts->max_ops ? opts->max_ops : UINT64_MAX;
     I.err = err;
     I.errlen = errlen;
     if (!I.vals || !I.scratch) {

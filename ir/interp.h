@@ -62,6 +62,7 @@ typedef struct ir_interp_options {
     uint64_t max_while_iters; /* iterations of one while loop before "did not terminate";
                                  0: the default, 10^8 */
     uint64_t ops_executed;    /* out: ops executed by the run (for benchmarks) */
+    uint64_t max_ops;         /* ops executed before "exceeded the limit"; 0: none */
 } ir_interp_options;
 
 /* Runs kernel `kernel` of m with nargs arguments (one per parameter). Returns true on

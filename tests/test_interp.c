@@ -22,6 +22,7 @@
 
 #include "../compiler/driver.h"
 #include "../ir/interp.h"
+#include "../passes/passes.h"
 #include "golden.h"
 
 /* ---- Deterministic inputs (splitmix64) --------------------------------------------- */
@@ -1819,7 +1820,7 @@ Test(interp, speed) {
     float out[100];
     ir_interp_arg args[2] = {ir_interp_array(TY_F32, out, 1, 100, 0, 0, 0),
                              ir_interp_int(TY_I32, 20000)};
-    ir_interp_options o = {0, 0};
+    ir_interp_options o = {0, 0, 0};
     char err[256];
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -2074,9 +2075,11 @@ Test(interp, error_while_does_not_terminate) {
     compiled c = compile_src("spin", src);
     ir_interp_arg in[1] = {arr(TY_F32, 1, 2, 0, 0)};
     F32(in[0])[0] = 1.0f;
-    ir_interp_options o = {1000, 0};
+    ir_interp_options o = {1000, 0, 0};
     expect_error_both(&c, "spin", in, 1, &o,
                       "3:5: @spin: while loop did not terminate after 1000 iterations");
+    ir_interp_options lim = {0, 0, 500}; /* the op budget stops it first */
+    expect_error_both(&c, "spin", in, 1, &lim, "the run exceeded its limit of 500 ops");
     F32(in[0])[0] = -1.0f; /* terminates at once */
     char err[256];
     cr_expect(ir_interp_run_opts(c.m[1], "spin", in, 1, &o, err, sizeof err), "%s", err);
@@ -3015,4 +3018,112 @@ Test(interp, bounds_once_shadowed_loop_vars_uniform_lets) {
         free_args(ref, 4);
     }
     compiled_free(&c);
+}
+
+/* ======================================================================================
+ * Each pass alone, and the pipeline, on the IR texts of tests/golden/{passes,irtext}
+ * ==================================================================================== */
+
+/* Arguments for kernel k: arrays with extents 6 of small values, small scalars. */
+static int synth_args(const ir_kernel *k, rng *r, ir_interp_arg *a) {
+    for (uint32_t p = 0; p < k->nparams; p++) {
+        const kern_type *t = k->params[p].type;
+        if (ty_is_array(t)) {
+            a[p] = arr(t->elem->kind, t->rank, 6, 6, 6);
+            if (t->rank == 4) { /* arr() makes rank <= 3; a 4th extent of 1 */
+                free(a[p].data);
+                a[p] = ir_interp_array(t->elem->kind, NULL, 4, 6, 6, 6, 1);
+                a[p].data = calloc(216, kind_size(t->elem->kind));
+            }
+            size_t n = arg_len(&a[p]);
+            for (size_t i = 0; i < n; i++) {
+                switch (t->elem->kind) {
+                case TY_BOOL: ((bool *)a[p].data)[i] = rng_next(r) & 1; break;
+                case TY_I32: ((int32_t *)a[p].data)[i] = (int32_t)rng_int(r, -3, 8); break;
+                case TY_U32: ((uint32_t *)a[p].data)[i] = (uint32_t)rng_int(r, 0, 8); break;
+                case TY_I64: ((int64_t *)a[p].data)[i] = rng_int(r, -3, 8); break;
+                case TY_F32: ((float *)a[p].data)[i] = rng_f32(r, -2, 2); break;
+                default: ((double *)a[p].data)[i] = rng_unit(r) * 4 - 2; break;
+                }
+            }
+        } else if (ty_is_float(t)) {
+            a[p] = ir_interp_float(t->kind, 0.75);
+        } else {
+            a[p] = ir_interp_int(t->kind, t->kind == TY_BOOL ? 1 : rng_int(r, 0, 5));
+        }
+    }
+    return (int)k->nparams;
+}
+
+Test(interp, each_pass_preserves_the_golden_ir_texts) {
+    static const char *const dirs[] = {"passes", "irtext"};
+    static const char *const variants[] = {"fold", "simplify", "cse", "dce", "-O2"};
+    int compared = 0, failed_alike = 0, bad = 0;
+    for (int d = 0; d < 2; d++) {
+        char **names;
+        int nn = golden_list(dirs[d], ".ir", &names);
+        cr_assert(nn > 0, "no tests/golden/%s/*.ir", dirs[d]);
+        for (int f = 0; f < nn; f++) {
+            size_t len;
+            char *text = golden_read(dirs[d], names[f], &len);
+            ir_module *m0 = parse_ir(text);
+            ir_foreach_kernel(k, m0) {
+                if (k->nparams > MAXARGS)
+                    continue;
+                for (int v = 0; v < 5; v++) {
+                    ir_module *mv = parse_ir(text);
+                    switch (v) {
+                    case 0: ir_opt_fold(mv); break;
+                    case 1: ir_opt_simplify(mv); break;
+                    case 2: ir_opt_cse(mv); break;
+                    case 3: ir_opt_dce(mv); break;
+                    default: ir_optimize(mv, 2); break;
+                    }
+                    ir_pass_after(mv, variants[v], true);
+                    for (int seed = 0; seed < 3; seed++) {
+                        rng r = {(uint64_t)(7 * f + 1000 * d + seed)};
+                        ir_interp_arg in[MAXARGS], got[2][MAXARGS];
+                        int n = synth_args(k, &r, in);
+                        char err[2][512];
+                        bool ok[2];
+                        ir_module *ms[2] = {m0, mv};
+                        for (int l = 0; l < 2; l++) {
+                            clone_args(got[l], in, n);
+                            /* some loops never end, or run 2^32 times */
+                            ir_interp_options o = {100000, 0, 1000000};
+                            ok[l] = ir_interp_run_opts(ms[l], k->name, got[l], n, &o, err[l],
+                                                       512);
+                        }
+                        char what[256];
+                        snprintf(what, sizeof what, "OPTIMIZER BUG? %s/%s @%s after %s",
+                                 dirs[d], names[f], k->name, variants[v]);
+                        if (ok[0] && ok[1]) {
+                            compared++;
+                            int diff = compare_args(got[0], got[1], n, 0, true, what);
+                            cr_expect_eq(diff, 0, "%s: %d elements differ", what, diff);
+                            bad += diff != 0;
+                        } else if (!ok[0] && !ok[1]) {
+                            failed_alike++;
+                        } else if (!ok[0] && strstr(err[0], "load: index")) {
+                            failed_alike++; /* DCE may drop a dead out-of-bounds load */
+                        } else {
+                            bad++;
+                            cr_expect(false, "%s: unoptimized %s, optimized %s", what,
+                                      ok[0] ? "ok" : err[0], ok[1] ? "ok" : err[1]);
+                        }
+                        free_args(got[0], n);
+                        free_args(got[1], n);
+                        free_args(in, n);
+                    }
+                    ir_module_free(mv);
+                }
+            }
+            ir_module_free(m0);
+            free(text);
+        }
+        golden_free_list(names, nn);
+    }
+    fprintf(stderr, "passes on golden IR: %d runs compared, %d failing alike, %d bad\n",
+            compared, failed_alike, bad);
+    cr_expect_gt(compared, 100, "too few runs compared");
 }
