@@ -40,12 +40,12 @@ typedef union ival {
 typedef struct interp {
     const ir_kernel *k;
     const ir_interp_arg *args;
-    ival *vals;     /* one slot per value id */
-    ival *scratch;  /* room for the operands of the largest terminator */
+    ival *vals;              /* one slot per value id */
+    ival *scratch;           /* room for the operands of the largest terminator */
     uint8_t *poison;         /* one bit per value id; NULL until a first poison */
     uint8_t *scratch_poison; /* poison bits of the scratch values */
     uint32_t nvals, nscratch;
-    char poison_why[200];    /* how the first poison arose */
+    char poison_why[200]; /* how the first poison arose */
     uint64_t max_while_iters;
     uint64_t nops, max_ops;
     char *err;
@@ -61,9 +61,9 @@ static bool fail(interp *I, const ir_op *op, const char *fmt, ...)
 
 static bool fail(interp *I, const ir_op *op, const char *fmt, ...) {
     if (!I->failed && I->errlen > 0) {
-        int n = op ? snprintf(I->err, I->errlen, "%u:%u: @%s: ", op->loc.line, op->loc.col,
-                              I->k->name)
-                   : snprintf(I->err, I->errlen, "@%s: ", I->k->name);
+        int n =
+            op ? snprintf(I->err, I->errlen, "%u:%u: @%s: ", op->loc.line, op->loc.col, I->k->name)
+               : snprintf(I->err, I->errlen, "@%s: ", I->k->name);
         if (n >= 0 && (size_t)n < I->errlen) {
             va_list ap;
             va_start(ap, fmt);
@@ -92,8 +92,8 @@ static bool make_poison(interp *I, const ir_op *op, const char *fmt, ...) {
         int n = vsnprintf(I->poison_why, sizeof I->poison_why, fmt, ap);
         va_end(ap);
         if (n >= 0 && (size_t)n < sizeof I->poison_why)
-            snprintf(I->poison_why + n, sizeof I->poison_why - (size_t)n, " at %u:%u",
-                     op->loc.line, op->loc.col);
+            snprintf(I->poison_why + n, sizeof I->poison_why - (size_t)n, " at %u:%u", op->loc.line,
+                     op->loc.col);
     }
     V(op->results[0]).i = 0;
     P(op->results[0]) = 1;
@@ -103,8 +103,8 @@ static bool make_poison(interp *I, const ir_op *op, const char *fmt, ...) {
 /* An error when v, used by op as `what`, is poison. */
 static bool check_defined(interp *I, const ir_op *op, const ir_value *v, const char *what) {
     if (I->poison && P(v))
-        return fail(I, op, "%s: %s is undefined: it comes from %s", ir_info(op->code)->name,
-                    what, I->poison_why);
+        return fail(I, op, "%s: %s is undefined: it comes from %s", ir_info(op->code)->name, what,
+                    I->poison_why);
     return true;
 }
 
@@ -241,7 +241,7 @@ static bool exec_int(interp *I, const ir_op *op) {
         else if (k == TY_U32)
             r = (int64_t)(ua >> amount);
         else /* arithmetic shift of the sign-extended value */
-            r = a < 0 ? (int64_t)~(~ua >> amount) : (int64_t)(ua >> amount);
+            r = a < 0 ? (int64_t) ~(~ua >> amount) : (int64_t)(ua >> amount);
         break;
     }
     case IR_ABS: r = k != TY_U32 && a < 0 ? wrap(k, 0 - ua) : a; break;
@@ -393,8 +393,8 @@ static bool exec_cast(interp *I, const ir_op *op) {
         res->f = v.f;
     else {
         if (!float_fits(to, v.f))
-            return make_poison(I, op, "an out-of-range cast (%s %.17g to %s)",
-                               kind_name(from), v.f, kind_name(to));
+            return make_poison(I, op, "an out-of-range cast (%s %.17g to %s)", kind_name(from), v.f,
+                               kind_name(to));
         res->i = wrap(to, (uint64_t)(int64_t)trunc(v.f));
     }
     return true;
@@ -627,12 +627,8 @@ static bool exec_op(interp *I, const ir_op *op) {
             V(op->results[0]).i = op->imm.i;
         return true;
     case IR_CAST: return exec_cast(I, op);
-    case IR_SELECT:
-        V(op->results[0]) = V(op->operands[V(op->operands[0]).i ? 1 : 2]);
-        return true;
-    case IR_DIM:
-        V(op->results[0]).i = array_of(I, op->operands[0])->shape[op->imm.i];
-        return true;
+    case IR_SELECT: V(op->results[0]) = V(op->operands[V(op->operands[0]).i ? 1 : 2]); return true;
+    case IR_DIM: V(op->results[0]).i = array_of(I, op->operands[0])->shape[op->imm.i]; return true;
     case IR_LOAD:
     case IR_STORE:
     case IR_ATOMIC_ADD:
@@ -660,8 +656,7 @@ static bool exec_op(interp *I, const ir_op *op) {
 static bool bind_args(interp *I, const ir_interp_arg *args, int nargs) {
     const ir_kernel *k = I->k;
     if (nargs < 0 || (uint32_t)nargs != k->nparams)
-        return fail(I, NULL, "%d arguments given, the kernel has %u parameters", nargs,
-                    k->nparams);
+        return fail(I, NULL, "%d arguments given, the kernel has %u parameters", nargs, k->nparams);
     for (uint32_t p = 0; p < k->nparams; p++) {
         const ir_param *pr = &k->params[p];
         const ir_interp_arg *a = &args[p];
@@ -673,8 +668,10 @@ static bool bind_args(interp *I, const ir_interp_arg *args, int nargs) {
             uint64_t count = 1;
             for (int d = 0; d < a->rank; d++) {
                 if (a->shape[d] < 0 || a->shape[d] > INT32_MAX)
-                    return fail(I, NULL, "argument %u ('%s'): extent %" PRId64 " of dimension "
-                                "%d is out of range", p, pr->name, a->shape[d], d);
+                    return fail(I, NULL,
+                                "argument %u ('%s'): extent %" PRId64 " of dimension "
+                                "%d is out of range",
+                                p, pr->name, a->shape[d], d);
                 count *= (uint64_t)a->shape[d];
             }
             if (count > 0 && !a->data)
@@ -683,8 +680,8 @@ static bool bind_args(interp *I, const ir_interp_arg *args, int nargs) {
             continue;
         }
         if (a->rank != 0 || a->kind != t->kind)
-            return fail(I, NULL, "argument %u ('%s': %s) is not a scalar of that type", p,
-                        pr->name, t->name);
+            return fail(I, NULL, "argument %u ('%s': %s) is not a scalar of that type", p, pr->name,
+                        t->name);
         if (t->kind == TY_F32)
             I->vals[p].f = (double)(float)a->f;
         else if (t->kind == TY_F64)
@@ -714,8 +711,8 @@ static bool verified(const ir_module *m, char *err, size_t errlen) {
     return ok;
 }
 
-bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *args,
-                        int nargs, ir_interp_options *opts, char *err, size_t errlen) {
+bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *args, int nargs,
+                        ir_interp_options *opts, char *err, size_t errlen) {
     if (errlen > 0)
         err[0] = '\0';
     if (!verified(m, err, errlen))
@@ -735,8 +732,8 @@ bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *a
     I.nvals = n.next ? n.next : 1;
     I.nscratch = n.max_term ? n.max_term : 1;
     I.scratch = calloc(I.nscratch, sizeof(ival));
-    I.max_while_iters = opts && opts->max_while_iters ? opts->max_while_iters
-                                                      : DEFAULT_MAX_WHILE_ITERS;
+    I.max_while_iters =
+        opts && opts->max_while_iters ? opts->max_while_iters : DEFAULT_MAX_WHILE_ITERS;
     I.max_ops = opts && opts->max_ops ? opts->max_ops : UINT64_MAX;
     I.err = err;
     I.errlen = errlen;

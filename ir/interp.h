@@ -36,9 +36,9 @@
  *           interpreter reads and writes the elements in place. */
 typedef struct ir_interp_arg {
     kern_tykind kind;
-    int rank;           /* 0: a scalar */
-    int64_t i;          /* scalar value of a bool/integer parameter */
-    double f;           /* scalar value of a float parameter */
+    int rank;  /* 0: a scalar */
+    int64_t i; /* scalar value of a bool/integer parameter */
+    double f;  /* scalar value of a float parameter */
     int64_t shape[KERN_MAX_RANK];
     void *data;
 } ir_interp_arg;
@@ -72,7 +72,7 @@ typedef struct ir_interp_options {
  * Arrays written before an error keep what was written. opts may be NULL. */
 bool ir_interp_run(const ir_module *m, const char *kernel, ir_interp_arg *args, int nargs,
                    char *err, size_t errlen);
-bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *args,
-                        int nargs, ir_interp_options *opts, char *err, size_t errlen);
+bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *args, int nargs,
+                        ir_interp_options *opts, char *err, size_t errlen);
 
 #endif

@@ -45,9 +45,7 @@ static int64_t rng_int(rng *r, int64_t lo, int64_t hi) {
 
 static double rng_unit(rng *r) { return (double)(rng_next(r) >> 11) / 9007199254740992.0; }
 
-static float rng_f32(rng *r, float lo, float hi) {
-    return (float)(lo + (hi - lo) * rng_unit(r));
-}
+static float rng_f32(rng *r, float lo, float hi) { return (float)(lo + (hi - lo) * rng_unit(r)); }
 
 /* ---- Arguments --------------------------------------------------------------------- */
 
@@ -222,8 +220,8 @@ static void check_runs(const compiled *c, const char *kernel, const ir_interp_ar
 }
 
 /* The error message of running c's kernel at optimization level index l. */
-static void run_expect_error(const compiled *c, int l, const char *kernel, ir_interp_arg *in,
-                             int n, ir_interp_options *opts, char *err, size_t errlen) {
+static void run_expect_error(const compiled *c, int l, const char *kernel, ir_interp_arg *in, int n,
+                             ir_interp_options *opts, char *err, size_t errlen) {
     ir_interp_arg got[MAXARGS];
     clone_args(got, in, n);
     bool ok = ir_interp_run_opts(c->m[l], kernel, got, n, opts, err, errlen);
@@ -424,8 +422,7 @@ Test(interp, golden_math) {
         float v = F32(ref[0])[i];
         float s = sinf(v) + cosf(v) + tanf(v) + asinf(v) + acosf(v) + atanf(v);
         s += sinhf(v) + coshf(v) + tanhf(v) + expf(v) + exp2f(v) + logf(v) + log2f(v);
-        s += sqrtf(v) + 1.0f / sqrtf(v) + fabsf(v) + floorf(v) + ceilf(v) + roundf(v) +
-             sign_f32(v);
+        s += sqrtf(v) + 1.0f / sqrtf(v) + fabsf(v) + floorf(v) + ceilf(v) + roundf(v) + sign_f32(v);
         float mn = 1.0f < v ? 1.0f : v, mx = 0.0f > v ? 0.0f : v;
         s += atan2f(v, 2.0f) + powf(v, 3.0f) + mn + mx + fmaf(v, 2.0f, 1.0f);
         float cl = -1.0f > v ? -1.0f : v;
@@ -680,8 +677,8 @@ Test(interp, golden_types_casts) {
     compiled c = compile_golden("types_casts.kern");
     rng r = {16};
     int64_t n = 40;
-    ir_interp_arg in[6] = {arr(TY_I32, 1, n, 0, 0), arr(TY_U32, 1, n, 0, 0),
-                           arr(TY_I64, 1, n, 0, 0), arr(TY_F64, 1, n, 0, 0),
+    ir_interp_arg in[6] = {arr(TY_I32, 1, n, 0, 0),  arr(TY_U32, 1, n, 0, 0),
+                           arr(TY_I64, 1, n, 0, 0),  arr(TY_F64, 1, n, 0, 0),
                            arr(TY_BOOL, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0)};
     for (int64_t i = 0; i < n; i++) {
         I32(in[0])[i] = (int32_t)(uint32_t)rng_next(&r);
@@ -706,8 +703,8 @@ Test(interp, golden_types_casts) {
         int64_t z = I64(ref[2])[i];
         double w = F64(ref[3])[i];
         bool p = BOOL(ref[4])[i];
-        int32_t q = (int32_t)((((uint32_t)shl32(x, 2) | (uint32_t)sar32(x, 1)) & ~(uint32_t)x) ^
-                              7u);
+        int32_t q =
+            (int32_t)((((uint32_t)shl32(x, 2) | (uint32_t)sar32(x, 1)) & ~(uint32_t)x) ^ 7u);
         uint32_t rr = y / 3u + y % 5u;
         F32(ref[5])[i] = (float)x + (float)w * 0.5f;
         F64(ref[3])[i] = w + (double)z + (double)y + (double)q + (double)rr;
@@ -806,12 +803,24 @@ Test(interp, golden_while_converge) {
 /* Every golden lowering program has a test above: a new one needs a reference too. */
 Test(interp, every_golden_program_is_covered) {
     static const char *const covered[] = {
-        "atomics.kern",          "break_continue.kern",    "early_return.kern",
-        "if_else.kern",          "math.kern",              "multirange_serial.kern",
-        "nested_loops_var.kern", "parallel_continue.kern", "saxpy.kern",
-        "serial_top.kern",       "shadowing_blocks.kern",  "simulate.kern",
-        "stencil2d.kern",        "tasks.kern",             "ternary_lazy.kern",
-        "types_casts.kern",      "void_func.kern",         "while_break.kern",
+        "atomics.kern",
+        "break_continue.kern",
+        "early_return.kern",
+        "if_else.kern",
+        "math.kern",
+        "multirange_serial.kern",
+        "nested_loops_var.kern",
+        "parallel_continue.kern",
+        "saxpy.kern",
+        "serial_top.kern",
+        "shadowing_blocks.kern",
+        "simulate.kern",
+        "stencil2d.kern",
+        "tasks.kern",
+        "ternary_lazy.kern",
+        "types_casts.kern",
+        "void_func.kern",
+        "while_break.kern",
         "while_converge.kern",
     };
     char **names;
@@ -821,8 +830,7 @@ Test(interp, every_golden_program_is_covered) {
         bool found = false;
         for (size_t j = 0; j < sizeof covered / sizeof covered[0]; j++)
             found |= !strcmp(names[i], covered[j]);
-        cr_expect(found, "tests/golden/ir/%s has no interpreter test in test_interp.c",
-                  names[i]);
+        cr_expect(found, "tests/golden/ir/%s has no interpreter test in test_interp.c", names[i]);
     }
     golden_free_list(names, n);
 }
@@ -832,27 +840,26 @@ Test(interp, every_golden_program_is_covered) {
  * ==================================================================================== */
 
 /* A break out of a while nested in a for that has its own break. */
-static const char nest_break_src[] =
-    "kernel nest_break(x: i32[], out: i32[]) {\n"
-    "    for i in 0..len(x) {\n"
-    "        var total = 0;\n"
-    "        for j in 0..10 {\n"
-    "            var v = x[i] + j;\n"
-    "            while v > 0 {\n"
-    "                if v % 7 == 3 {\n"
-    "                    break;\n"
-    "                }\n"
-    "                v -= 2;\n"
-    "                total += 1;\n"
-    "            }\n"
-    "            total += v;\n"
-    "            if total > 40 {\n"
-    "                break;\n"
-    "            }\n"
-    "        }\n"
-    "        out[i] = total;\n"
-    "    }\n"
-    "}\n";
+static const char nest_break_src[] = "kernel nest_break(x: i32[], out: i32[]) {\n"
+                                     "    for i in 0..len(x) {\n"
+                                     "        var total = 0;\n"
+                                     "        for j in 0..10 {\n"
+                                     "            var v = x[i] + j;\n"
+                                     "            while v > 0 {\n"
+                                     "                if v % 7 == 3 {\n"
+                                     "                    break;\n"
+                                     "                }\n"
+                                     "                v -= 2;\n"
+                                     "                total += 1;\n"
+                                     "            }\n"
+                                     "            total += v;\n"
+                                     "            if total > 40 {\n"
+                                     "                break;\n"
+                                     "            }\n"
+                                     "        }\n"
+                                     "        out[i] = total;\n"
+                                     "    }\n"
+                                     "}\n";
 
 Test(interp, nested_break_in_while_in_for) {
     compiled c = compile_src("nest_break", nest_break_src);
@@ -943,25 +950,24 @@ Test(interp, continue_and_break_in_one_loop) {
 }
 
 /* A return from inside a while inside a for of a func. */
-static const char search_src[] =
-    "func search(a: i32[], lim: i32) -> i32 {\n"
-    "    for r in 1..4 {\n"
-    "        var k = 0;\n"
-    "        while k < len(a) {\n"
-    "            if a[k] * r > lim {\n"
-    "                return k + 100 * r;\n"
-    "            }\n"
-    "            k += 1;\n"
-    "        }\n"
-    "    }\n"
-    "    return -1;\n"
-    "}\n"
-    "\n"
-    "kernel find_over(a: i32[], lims: i32[], out: i32[]) {\n"
-    "    for i in 0..len(lims) {\n"
-    "        out[i] = search(a, lims[i]);\n"
-    "    }\n"
-    "}\n";
+static const char search_src[] = "func search(a: i32[], lim: i32) -> i32 {\n"
+                                 "    for r in 1..4 {\n"
+                                 "        var k = 0;\n"
+                                 "        while k < len(a) {\n"
+                                 "            if a[k] * r > lim {\n"
+                                 "                return k + 100 * r;\n"
+                                 "            }\n"
+                                 "            k += 1;\n"
+                                 "        }\n"
+                                 "    }\n"
+                                 "    return -1;\n"
+                                 "}\n"
+                                 "\n"
+                                 "kernel find_over(a: i32[], lims: i32[], out: i32[]) {\n"
+                                 "    for i in 0..len(lims) {\n"
+                                 "        out[i] = search(a, lims[i]);\n"
+                                 "    }\n"
+                                 "}\n";
 
 Test(interp, return_from_while_inside_for_in_func) {
     compiled c = compile_src("find_over", search_src);
@@ -992,21 +998,20 @@ Test(interp, return_from_while_inside_for_in_func) {
 }
 
 /* A func called twice in one expression, once nested in itself. */
-static const char twice_src[] =
-    "func f(x: f32) -> f32 {\n"
-    "    if x > 1.0 {\n"
-    "        return x * 0.5;\n"
-    "    }\n"
-    "    var y = x;\n"
-    "    y += 2.0;\n"
-    "    return y;\n"
-    "}\n"
-    "\n"
-    "kernel twice(x: f32[], out: f32[]) {\n"
-    "    for i in 0..len(x) {\n"
-    "        out[i] = f(f(x[i])) + f(x[i] - 1.0);\n"
-    "    }\n"
-    "}\n";
+static const char twice_src[] = "func f(x: f32) -> f32 {\n"
+                                "    if x > 1.0 {\n"
+                                "        return x * 0.5;\n"
+                                "    }\n"
+                                "    var y = x;\n"
+                                "    y += 2.0;\n"
+                                "    return y;\n"
+                                "}\n"
+                                "\n"
+                                "kernel twice(x: f32[], out: f32[]) {\n"
+                                "    for i in 0..len(x) {\n"
+                                "        out[i] = f(f(x[i])) + f(x[i] - 1.0);\n"
+                                "    }\n"
+                                "}\n";
 
 static float ref_f(float x) {
     if (x > 1.0f)
@@ -1076,31 +1081,30 @@ Test(interp, lazy_and_or_ternary_guard_out_of_bounds) {
 }
 
 /* Carried variables assigned in only one branch of nested ifs. */
-static const char branches_src[] =
-    "kernel branches(x: i32[,], out: i32[,]) {\n"
-    "    for i in 0..shape(x, 0) {\n"
-    "        var a = 0;\n"
-    "        var b = 1;\n"
-    "        var c = 2;\n"
-    "        for j in 0..shape(x, 1) {\n"
-    "            let v = x[i, j];\n"
-    "            if v > 0 {\n"
-    "                if v > 5 {\n"
-    "                    a += v;\n"
-    "                } else {\n"
-    "                    b = b * 3 % 1001;\n"
-    "                }\n"
-    "            } else {\n"
-    "                if v == 0 {\n"
-    "                    c -= 1;\n"
-    "                }\n"
-    "            }\n"
-    "        }\n"
-    "        out[i, 0] = a;\n"
-    "        out[i, 1] = b;\n"
-    "        out[i, 2] = c;\n"
-    "    }\n"
-    "}\n";
+static const char branches_src[] = "kernel branches(x: i32[,], out: i32[,]) {\n"
+                                   "    for i in 0..shape(x, 0) {\n"
+                                   "        var a = 0;\n"
+                                   "        var b = 1;\n"
+                                   "        var c = 2;\n"
+                                   "        for j in 0..shape(x, 1) {\n"
+                                   "            let v = x[i, j];\n"
+                                   "            if v > 0 {\n"
+                                   "                if v > 5 {\n"
+                                   "                    a += v;\n"
+                                   "                } else {\n"
+                                   "                    b = b * 3 % 1001;\n"
+                                   "                }\n"
+                                   "            } else {\n"
+                                   "                if v == 0 {\n"
+                                   "                    c -= 1;\n"
+                                   "                }\n"
+                                   "            }\n"
+                                   "        }\n"
+                                   "        out[i, 0] = a;\n"
+                                   "        out[i, 1] = b;\n"
+                                   "        out[i, 2] = c;\n"
+                                   "    }\n"
+                                   "}\n";
 
 Test(interp, carried_values_in_one_branch_of_nested_ifs) {
     compiled c = compile_src("branches", branches_src);
@@ -1135,34 +1139,33 @@ Test(interp, carried_values_in_one_branch_of_nested_ifs) {
 }
 
 /* Loops with zero trips and negative ranges (lo > hi), serial and parallel. */
-static const char ranges_src[] =
-    "kernel ranges(lo: i32, hi: i32, out: i32[]) {\n"
-    "    for i in 0..len(out) {\n"
-    "        var s = 0;\n"
-    "        for j in lo..hi {\n"
-    "            s += j;\n"
-    "        }\n"
-    "        for j in hi..lo {\n"
-    "            s += 1000;\n"
-    "        }\n"
-    "        for j in 5..5 {\n"
-    "            s -= 1;\n"
-    "        }\n"
-    "        for j in -5..-2 {\n"
-    "            s += j * 10;\n"
-    "        }\n"
-    "        for j in i..i - 3 {\n"
-    "            s += 99999;\n"
-    "        }\n"
-    "        out[i] = s + i;\n"
-    "    }\n"
-    "    for k in 3..1 {\n"
-    "        out[0] = 12345;\n"
-    "    }\n"
-    "    for k in hi..lo {\n"
-    "        out[k - hi] = -k;\n"
-    "    }\n"
-    "}\n";
+static const char ranges_src[] = "kernel ranges(lo: i32, hi: i32, out: i32[]) {\n"
+                                 "    for i in 0..len(out) {\n"
+                                 "        var s = 0;\n"
+                                 "        for j in lo..hi {\n"
+                                 "            s += j;\n"
+                                 "        }\n"
+                                 "        for j in hi..lo {\n"
+                                 "            s += 1000;\n"
+                                 "        }\n"
+                                 "        for j in 5..5 {\n"
+                                 "            s -= 1;\n"
+                                 "        }\n"
+                                 "        for j in -5..-2 {\n"
+                                 "            s += j * 10;\n"
+                                 "        }\n"
+                                 "        for j in i..i - 3 {\n"
+                                 "            s += 99999;\n"
+                                 "        }\n"
+                                 "        out[i] = s + i;\n"
+                                 "    }\n"
+                                 "    for k in 3..1 {\n"
+                                 "        out[0] = 12345;\n"
+                                 "    }\n"
+                                 "    for k in hi..lo {\n"
+                                 "        out[k - hi] = -k;\n"
+                                 "    }\n"
+                                 "}\n";
 
 Test(interp, zero_trip_and_negative_ranges) {
     compiled c = compile_src("ranges", ranges_src);
@@ -1270,7 +1273,7 @@ Test(interp, u32_wraparound) {
     ir_interp_arg in[5] = {arr(TY_U32, 1, n, 0, 0), arr(TY_U32, 1, n, 0, 0),
                            arr(TY_U32, 1, n, 0, 0), arr(TY_F32, 1, n, 0, 0),
                            arr(TY_BOOL, 1, n, 0, 0)};
-    uint32_t special[][2] = {{0, 0},          {UINT32_MAX, 1}, {1, UINT32_MAX},
+    uint32_t special[][2] = {{0, 0},           {UINT32_MAX, 1}, {1, UINT32_MAX},
                              {0x80000000u, 1}, {5, 0},          {UINT32_MAX, UINT32_MAX}};
     for (int64_t i = 0; i < n; i++) {
         U32(in[0])[i] = i < 6 ? special[i][0] : (uint32_t)rng_next(&r);
@@ -1344,31 +1347,30 @@ Test(interp, i64_arithmetic) {
 }
 
 /* Serial top-level statements between parallel tasks that read earlier results. */
-static const char staged_src[] =
-    "kernel staged(x: f32[], sum: f32[], y: f32[], cnt: i32[]) {\n"
-    "    sum[0] = 0.0;\n"
-    "    for i in 0..len(x) {\n"
-    "        sum[0] += x[i];\n"
-    "    }\n"
-    "    let n = len(x);\n"
-    "    var mean = sum[0] / f32(n);\n"
-    "    sum[1] = mean;\n"
-    "    cnt[0] = 0;\n"
-    "    for i in 0..n {\n"
-    "        if x[i] > sum[1] {\n"
-    "            cnt[0] += 1;\n"
-    "            y[i] = x[i] - sum[1];\n"
-    "        } else {\n"
-    "            y[i] = 0.0;\n"
-    "        }\n"
-    "    }\n"
-    "    cnt[1] = cnt[0] * 2;\n"
-    "    var k = 0;\n"
-    "    while k < 3 {\n"
-    "        sum[2] += f32(k) * sum[1];\n"
-    "        k += 1;\n"
-    "    }\n"
-    "}\n";
+static const char staged_src[] = "kernel staged(x: f32[], sum: f32[], y: f32[], cnt: i32[]) {\n"
+                                 "    sum[0] = 0.0;\n"
+                                 "    for i in 0..len(x) {\n"
+                                 "        sum[0] += x[i];\n"
+                                 "    }\n"
+                                 "    let n = len(x);\n"
+                                 "    var mean = sum[0] / f32(n);\n"
+                                 "    sum[1] = mean;\n"
+                                 "    cnt[0] = 0;\n"
+                                 "    for i in 0..n {\n"
+                                 "        if x[i] > sum[1] {\n"
+                                 "            cnt[0] += 1;\n"
+                                 "            y[i] = x[i] - sum[1];\n"
+                                 "        } else {\n"
+                                 "            y[i] = 0.0;\n"
+                                 "        }\n"
+                                 "    }\n"
+                                 "    cnt[1] = cnt[0] * 2;\n"
+                                 "    var k = 0;\n"
+                                 "    while k < 3 {\n"
+                                 "        sum[2] += f32(k) * sum[1];\n"
+                                 "        k += 1;\n"
+                                 "    }\n"
+                                 "}\n";
 
 Test(interp, serial_statements_between_tasks) {
     compiled c = compile_src("staged", staged_src);
@@ -1408,40 +1410,39 @@ Test(interp, serial_statements_between_tasks) {
 
 /* continue in a while, an inner `while true` left by break, an early return of a void
  * func from inside a for. */
-static const char while_cont_src[] =
-    "func put(a: i32[], i: i32, v: i32) {\n"
-    "    for t in 0..4 {\n"
-    "        if v + t > 5 {\n"
-    "            a[i] = t;\n"
-    "            return;\n"
-    "        }\n"
-    "    }\n"
-    "    a[i] = -1;\n"
-    "}\n"
-    "\n"
-    "kernel wc(x: i32[], out: i32[], tag: i32[]) {\n"
-    "    for i in 0..len(x) {\n"
-    "        var k = 0;\n"
-    "        var s = 0;\n"
-    "        while k < x[i] {\n"
-    "            k += 1;\n"
-    "            if k % 3 == 0 {\n"
-    "                continue;\n"
-    "            }\n"
-    "            var m = k;\n"
-    "            while true {\n"
-    "                m -= 4;\n"
-    "                if m < 0 {\n"
-    "                    break;\n"
-    "                }\n"
-    "                s += 1;\n"
-    "            }\n"
-    "            s += k;\n"
-    "        }\n"
-    "        out[i] = s;\n"
-    "        put(tag, i, x[i]);\n"
-    "    }\n"
-    "}\n";
+static const char while_cont_src[] = "func put(a: i32[], i: i32, v: i32) {\n"
+                                     "    for t in 0..4 {\n"
+                                     "        if v + t > 5 {\n"
+                                     "            a[i] = t;\n"
+                                     "            return;\n"
+                                     "        }\n"
+                                     "    }\n"
+                                     "    a[i] = -1;\n"
+                                     "}\n"
+                                     "\n"
+                                     "kernel wc(x: i32[], out: i32[], tag: i32[]) {\n"
+                                     "    for i in 0..len(x) {\n"
+                                     "        var k = 0;\n"
+                                     "        var s = 0;\n"
+                                     "        while k < x[i] {\n"
+                                     "            k += 1;\n"
+                                     "            if k % 3 == 0 {\n"
+                                     "                continue;\n"
+                                     "            }\n"
+                                     "            var m = k;\n"
+                                     "            while true {\n"
+                                     "                m -= 4;\n"
+                                     "                if m < 0 {\n"
+                                     "                    break;\n"
+                                     "                }\n"
+                                     "                s += 1;\n"
+                                     "            }\n"
+                                     "            s += k;\n"
+                                     "        }\n"
+                                     "        out[i] = s;\n"
+                                     "        put(tag, i, x[i]);\n"
+                                     "    }\n"
+                                     "}\n";
 
 Test(interp, while_continue_and_void_func_return) {
     compiled c = compile_src("wc", while_cont_src);
@@ -1555,8 +1556,8 @@ typedef union scalar {
     double f64;
 } scalar;
 
-static scalar run_op(const char *op, kern_tykind t, kern_tykind rt, int nops,
-                     ir_interp_arg a, ir_interp_arg b, ir_interp_arg c) {
+static scalar run_op(const char *op, kern_tykind t, kern_tykind rt, int nops, ir_interp_arg a,
+                     ir_interp_arg b, ir_interp_arg c) {
     const char *tn = ty_scalar(t)->name, *rn = ty_scalar(rt)->name;
     char text[1024];
     const char *ops = nops == 1 ? "%a" : nops == 2 ? "%a, %b" : "%a, %b, %c";
@@ -1622,8 +1623,7 @@ Test(interp, op_integer_semantics) {
     cr_expect(!cmp_u32("gt", 1, 4294967295u));
     cr_expect(cmp_u32("ge", 0x80000000u, 0x7fffffffu));
     cr_expect_eq(op_u32("max", 0x80000000u, 5).u32, 0x80000000u);
-    cr_expect_eq(run_op("abs", TY_U32, TY_U32, 1, SU(0xfffffff0u), SU(0), SU(0)).u32,
-                 0xfffffff0u);
+    cr_expect_eq(run_op("abs", TY_U32, TY_U32, 1, SU(0xfffffff0u), SU(0), SU(0)).u32, 0xfffffff0u);
     /* i32: arithmetic shr, truncating division, remainder with the dividend's sign */
     cr_expect_eq(op_i32("shr", -8, 1).i32, -4);
     cr_expect_eq(op_i32("shr", -1, 31).i32, -1);
@@ -1638,10 +1638,8 @@ Test(interp, op_integer_semantics) {
     cr_expect_eq(op_i32("mul", 65536, 65536).i32, 0);
     cr_expect_eq(op_i32("min", -3, 2).i32, -3);
     cr_expect(!run_op("lt", TY_I32, TY_BOOL, 2, SI(1), SI(-1), SI(0)).b);
-    cr_expect_eq(run_op("neg", TY_I32, TY_I32, 1, SI(INT32_MIN), SI(0), SI(0)).i32,
-                 INT32_MIN);
-    cr_expect_eq(run_op("abs", TY_I32, TY_I32, 1, SI(INT32_MIN), SI(0), SI(0)).i32,
-                 INT32_MIN);
+    cr_expect_eq(run_op("neg", TY_I32, TY_I32, 1, SI(INT32_MIN), SI(0), SI(0)).i32, INT32_MIN);
+    cr_expect_eq(run_op("abs", TY_I32, TY_I32, 1, SI(INT32_MIN), SI(0), SI(0)).i32, INT32_MIN);
     cr_expect_eq(run_op("abs", TY_I32, TY_I32, 1, SI(-5), SI(0), SI(0)).i32, 5);
     cr_expect_eq(run_op("not", TY_I32, TY_I32, 1, SI(0), SI(0), SI(0)).i32, -1);
     cr_expect_eq(run_op("sign", TY_I32, TY_I32, 1, SI(-9), SI(0), SI(0)).i32, -1);
@@ -1763,10 +1761,9 @@ Test(interp, op_atomics_dim_select) {
     ir_module *m = parse_ir(text);
     int32_t a[2][3] = {{7, 9, 0}, {0, 0, 10}}, o[6] = {0};
     float f[2] = {0.0f, 1.25f}, of[2] = {0};
-    ir_interp_arg args[4] = {ir_interp_array(TY_I32, a, 2, 2, 3, 0, 0),
-                             ir_interp_array(TY_F32, f, 1, 2, 0, 0, 0),
-                             ir_interp_array(TY_I32, o, 1, 6, 0, 0, 0),
-                             ir_interp_array(TY_F32, of, 1, 2, 0, 0, 0)};
+    ir_interp_arg args[4] = {
+        ir_interp_array(TY_I32, a, 2, 2, 3, 0, 0), ir_interp_array(TY_F32, f, 1, 2, 0, 0, 0),
+        ir_interp_array(TY_I32, o, 1, 6, 0, 0, 0), ir_interp_array(TY_F32, of, 1, 2, 0, 0, 0)};
     char err[512];
     cr_assert(ir_interp_run(m, "t", args, 4, err, sizeof err), "%s", err);
     ir_module_free(m);
@@ -1845,8 +1842,8 @@ static void expect_error_both(const compiled *c, const char *kernel, ir_interp_a
     for (int l = 0; l < 2; l++) {
         char err[512];
         run_expect_error(c, l, kernel, in, n, opts, err, sizeof err);
-        cr_expect(strstr(err, want), "%s -O%d: message '%s' lacks '%s'", c->name,
-                  opt_levels[l], err, want);
+        cr_expect(strstr(err, want), "%s -O%d: message '%s' lacks '%s'", c->name, opt_levels[l],
+                  err, want);
     }
 }
 
@@ -1978,17 +1975,16 @@ Test(interp, error_cast_out_of_range_is_undefined_where_used) {
 
 /* The lowering (and simplify) evaluate a cast guarded by ?: eagerly, as a select: an
  * out-of-range value on the branch not taken must not stop the run. */
-static const char guarded_cast_src[] =
-    "kernel gc(x: f32[], out: i32[]) {\n"
-    "    for i in 0..len(x) {\n"
-    "        let v = x[i];\n"
-    "        let ok = v < 1e9 && v > -1e9;\n"
-    "        out[i] = ok ? i32(v) : -1;\n"
-    "        if ok {\n"
-    "            out[i] += i32(v * 2.0);\n"
-    "        }\n"
-    "    }\n"
-    "}\n";
+static const char guarded_cast_src[] = "kernel gc(x: f32[], out: i32[]) {\n"
+                                       "    for i in 0..len(x) {\n"
+                                       "        let v = x[i];\n"
+                                       "        let ok = v < 1e9 && v > -1e9;\n"
+                                       "        out[i] = ok ? i32(v) : -1;\n"
+                                       "        if ok {\n"
+                                       "            out[i] += i32(v * 2.0);\n"
+                                       "        }\n"
+                                       "    }\n"
+                                       "}\n";
 
 Test(interp, guarded_out_of_range_cast_is_not_an_error) {
     compiled c = compile_src("gc", guarded_cast_src);
@@ -2056,8 +2052,7 @@ Test(interp, poison_propagation) {
         bool ok = ir_interp_run(m, "t", args, 3, err, sizeof err);
         if (uses[u][1])
             cr_expect(!ok && !strncmp(err, uses[u][1], strlen(uses[u][1])),
-                      "use %zu: got '%s', want '%s...'", u, ok ? "(success)" : err,
-                      uses[u][1]);
+                      "use %zu: got '%s', want '%s...'", u, ok ? "(success)" : err, uses[u][1]);
         else
             cr_expect(ok && o[0] == 1, "use %zu: %s (o[0] = %d)", u, ok ? "" : err, o[0]);
         ir_module_free(m);
@@ -2097,28 +2092,40 @@ Test(interp, error_bad_arguments) {
         int n;
         const char *kernel, *want;
     } cases[] = {
-        {{ir_interp_float(TY_F32, 1), ir_interp_array(TY_F32, x, 1, 3, 0, 0, 0)}, 2, "saxpy",
+        {{ir_interp_float(TY_F32, 1), ir_interp_array(TY_F32, x, 1, 3, 0, 0, 0)},
+         2,
+         "saxpy",
          "@saxpy: 2 arguments given, the kernel has 3 parameters"},
         {{ir_interp_float(TY_F64, 1), ir_interp_array(TY_F32, x, 1, 3, 0, 0, 0),
           ir_interp_array(TY_F32, y, 1, 3, 0, 0, 0)},
-         3, "saxpy", "@saxpy: argument 0 ('a': f32) is not a scalar of that type"},
+         3,
+         "saxpy",
+         "@saxpy: argument 0 ('a': f32) is not a scalar of that type"},
         {{ir_interp_float(TY_F32, 1), ir_interp_array(TY_F32, x, 2, 1, 3, 0, 0),
           ir_interp_array(TY_F32, y, 1, 3, 0, 0, 0)},
-         3, "saxpy", "@saxpy: argument 1 ('x': f32[]) is not an array of that type"},
+         3,
+         "saxpy",
+         "@saxpy: argument 1 ('x': f32[]) is not an array of that type"},
         {{ir_interp_float(TY_F32, 1), ir_interp_array(TY_F32, x, 1, 3, 0, 0, 0),
           ir_interp_array(TY_I32, y, 1, 3, 0, 0, 0)},
-         3, "saxpy", "@saxpy: argument 2 ('y': f32[]) is not an array of that type"},
+         3,
+         "saxpy",
+         "@saxpy: argument 2 ('y': f32[]) is not an array of that type"},
         {{ir_interp_float(TY_F32, 1), ir_interp_array(TY_F32, x, 1, -1, 0, 0, 0),
           ir_interp_array(TY_F32, y, 1, 3, 0, 0, 0)},
-         3, "saxpy", "@saxpy: argument 1 ('x'): extent -1 of dimension 0 is out of range"},
+         3,
+         "saxpy",
+         "@saxpy: argument 1 ('x'): extent -1 of dimension 0 is out of range"},
         {{ir_interp_float(TY_F32, 1), ir_interp_array(TY_F32, NULL, 1, 3, 0, 0, 0),
           ir_interp_array(TY_F32, y, 1, 3, 0, 0, 0)},
-         3, "saxpy", "@saxpy: argument 1 ('x'): no data"},
+         3,
+         "saxpy",
+         "@saxpy: argument 1 ('x'): no data"},
         {{ir_interp_float(TY_F32, 1)}, 1, "nosuch", "no kernel named 'nosuch'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        bool ok = ir_interp_run(c.m[0], cases[i].kernel, cases[i].args, cases[i].n, err,
-                                sizeof err);
+        bool ok =
+            ir_interp_run(c.m[0], cases[i].kernel, cases[i].args, cases[i].n, err, sizeof err);
         cr_expect(!ok && !strcmp(err, cases[i].want), "case %zu: got '%s', want '%s'", i,
                   ok ? "(success)" : err, cases[i].want);
     }
@@ -2149,31 +2156,30 @@ Test(interp, error_ir_that_does_not_verify) {
  * ==================================================================================== */
 
 /* The float identities simplify applies (and ones it must not), on -0.0, inf and NaN. */
-static const char fid_src[] =
-    "kernel fid(x: f32[], y: f32[], o: f32[,]) {\n"
-    "    for i in 0..len(x) {\n"
-    "        let a = x[i];\n"
-    "        let b = y[i];\n"
-    "        o[i, 0] = a * 1.0;\n"
-    "        o[i, 1] = a / 1.0;\n"
-    "        o[i, 2] = a + -0.0;\n"
-    "        o[i, 3] = a - 0.0;\n"
-    "        o[i, 4] = a * -1.0;\n"
-    "        o[i, 5] = a / -1.0;\n"
-    "        o[i, 6] = -0.0 - a;\n"
-    "        o[i, 7] = -(-a);\n"
-    "        o[i, 8] = abs(-a);\n"
-    "        o[i, 9] = min(a, a) + max(b, b);\n"
-    "        o[i, 10] = a > b ? a : b;\n"
-    "        o[i, 11] = a + 0.0;\n"
-    "        o[i, 12] = 0.0 - a;\n"
-    "        o[i, 13] = select(!(a < b), a, b);\n"
-    "        o[i, 14] = 1.0 * a + 0.0 * b;\n"
-    "        o[i, 15] = a == a ? 1.0 : 0.0;\n"
-    "        o[i, 16] = a - a;\n"
-    "        o[i, 17] = min(a, b) - max(a, b) + min(b, a);\n"
-    "    }\n"
-    "}\n";
+static const char fid_src[] = "kernel fid(x: f32[], y: f32[], o: f32[,]) {\n"
+                              "    for i in 0..len(x) {\n"
+                              "        let a = x[i];\n"
+                              "        let b = y[i];\n"
+                              "        o[i, 0] = a * 1.0;\n"
+                              "        o[i, 1] = a / 1.0;\n"
+                              "        o[i, 2] = a + -0.0;\n"
+                              "        o[i, 3] = a - 0.0;\n"
+                              "        o[i, 4] = a * -1.0;\n"
+                              "        o[i, 5] = a / -1.0;\n"
+                              "        o[i, 6] = -0.0 - a;\n"
+                              "        o[i, 7] = -(-a);\n"
+                              "        o[i, 8] = abs(-a);\n"
+                              "        o[i, 9] = min(a, a) + max(b, b);\n"
+                              "        o[i, 10] = a > b ? a : b;\n"
+                              "        o[i, 11] = a + 0.0;\n"
+                              "        o[i, 12] = 0.0 - a;\n"
+                              "        o[i, 13] = select(!(a < b), a, b);\n"
+                              "        o[i, 14] = 1.0 * a + 0.0 * b;\n"
+                              "        o[i, 15] = a == a ? 1.0 : 0.0;\n"
+                              "        o[i, 16] = a - a;\n"
+                              "        o[i, 17] = min(a, b) - max(a, b) + min(b, a);\n"
+                              "    }\n"
+                              "}\n";
 
 static float min0f(float a, float b) { return b < a ? b : a; }
 static float max0f(float a, float b) { return b > a ? b : a; }
@@ -2268,8 +2274,8 @@ static int32_t r_fi(int32_t a, int32_t b) {
 }
 
 static uint32_t r_fu(uint32_t a, uint32_t b) {
-    return a * 3u / 7u + (a >> 31) + a % 10u - b + (b << 4) + (b < a ? b : a) +
-           (b > a ? b : a) + (a > b ? a - b : b - a);
+    return a * 3u / 7u + (a >> 31) + a % 10u - b + (b << 4) + (b < a ? b : a) + (b > a ? b : a) +
+           (a > b ? a - b : b - a);
 }
 
 static int64_t r_fl(int64_t a, int64_t b) {
@@ -2284,9 +2290,8 @@ static float r_ff(float x, float y) {
     float cl = -1.0f > x ? -1.0f : x;
     cl = 1.0f < cl ? 1.0f : cl;
     return sinf(x) * cosf(y) + sqrtf(fabsf(x)) / (y * y + 1.0f) - expf(-x) + powf(2.0f, y) +
-           atan2f(x, y) + floorf(x) - roundf(y) + fmaf(x, y, 0.5f) + min0f(x, y) -
-           max0f(x, -y) + cl + sign_f32(y) + tanhf(x) * logf(2.0f + fabsf(y)) +
-           1.0f / sqrtf(1.0f + x * x);
+           atan2f(x, y) + floorf(x) - roundf(y) + fmaf(x, y, 0.5f) + min0f(x, y) - max0f(x, -y) +
+           cl + sign_f32(y) + tanhf(x) * logf(2.0f + fabsf(y)) + 1.0f / sqrtf(1.0f + x * x);
 }
 
 static double r_fd(double x, double y) {
@@ -2294,9 +2299,9 @@ static double r_fd(double x, double y) {
     cl = 1.0 < cl ? 1.0 : cl;
     double mn = y < x ? y : x, mx = -y > x ? -y : x;
     double sg = y > 0 ? 1.0 : y < 0 ? -1.0 : y;
-    return sin(x) * cos(y) + sqrt(fabs(x)) / (y * y + 1.0) - exp(-x) + pow(2.0, y) +
-           atan2(x, y) + floor(x) - round(y) + fma(x, y, 0.5) + mn - mx + cl + sg +
-           tanh(x) * log(2.0 + fabs(y)) + 1.0 / sqrt(1.0 + x * x);
+    return sin(x) * cos(y) + sqrt(fabs(x)) / (y * y + 1.0) - exp(-x) + pow(2.0, y) + atan2(x, y) +
+           floor(x) - round(y) + fma(x, y, 0.5) + mn - mx + cl + sg + tanh(x) * log(2.0 + fabs(y)) +
+           1.0 / sqrt(1.0 + x * x);
 }
 
 static int32_t r_fc(float x) {
@@ -2337,9 +2342,9 @@ Test(interp, folding_of_inlined_constant_calls) {
         oi = add32(add32(add32(add32(oi, r_fc(1.5f)), r_fc(-2.5f)), r_fc(xf)), r_fc(-0.0f));
         I32(ref[5])[i] = oi;
         U32(ref[6])[i] = r_fu(UINT32_MAX, 1) + r_fu(0, UINT32_MAX) + r_fu(xu, 3) + r_fu(xu, xu);
-        I64(ref[7])[i] = add64(add64(add64(r_fl(INT64_MIN, 3), r_fl(INT64_MAX, -1)),
-                                     r_fl(xl, 12345)),
-                               r_fl(xl, xl));
+        I64(ref[7])
+        [i] = add64(add64(add64(r_fl(INT64_MIN, 3), r_fl(INT64_MAX, -1)), r_fl(xl, 12345)),
+                    r_fl(xl, xl));
         F32(ref[8])[i] = r_ff(0.5f, -0.25f) + r_ff(-0.0f, 0.0f) + r_ff(xf, 0.75f) + r_ff(xf, xf);
         F64(ref[9])[i] = r_fd(0.5, -0.25) + r_fd(-0.0, 0.0) + r_fd(xd, 0.75) + r_fd(xd, xd);
     }
@@ -2375,8 +2380,8 @@ Test(interp, KNOWN_BUG_simplify_neg_identities_flip_the_sign_of_nan) {
     volatile float minus_one = -1.0f; /* gcc folds NAN * -1.0f into -NAN at compile time */
     cr_expect_eq(f32_bits(o[0][0]), f32_bits(x[0] * minus_one), "-O0 computes x * -1.0");
     cr_expect_eq(f32_bits(o[1][0]), f32_bits(o[0][0]),
-                 "KNOWN BUG: -O2 gives 0x%08x, -O0 0x%08x for x = NaN (0x%08x)",
-                 f32_bits(o[1][0]), f32_bits(o[0][0]), f32_bits(x[0]));
+                 "KNOWN BUG: -O2 gives 0x%08x, -O0 0x%08x for x = NaN (0x%08x)", f32_bits(o[1][0]),
+                 f32_bits(o[0][0]), f32_bits(x[0]));
     compiled_free(&c);
 }
 
@@ -2451,44 +2456,43 @@ Test(interp, side_effects_in_conditions_and_lazy_calls) {
 
 /* break and continue in a serial multi-range for apply to the innermost range; a return
  * from two nested whiles in a func; shadowing of a carried variable inside a loop. */
-static const char multi_break_src[] =
-    "func depth(v: i32) -> i32 {\n"
-    "    var a = 0;\n"
-    "    while a < 10 {\n"
-    "        var b = 0;\n"
-    "        while b < 10 {\n"
-    "            if a * 10 + b == v {\n"
-    "                return a * 100 + b;\n"
-    "            }\n"
-    "            b += 3;\n"
-    "        }\n"
-    "        a += 1;\n"
-    "    }\n"
-    "    return -1;\n"
-    "}\n"
-    "\n"
-    "kernel mb(a: i32[,], out: i32[,]) {\n"
-    "    for r in 0..shape(out, 0) {\n"
-    "        var s = 0;\n"
-    "        var x = 1;\n"
-    "        for i in 0..shape(a, 0), j in 0..shape(a, 1) {\n"
-    "            if a[i, j] == r {\n"
-    "                continue;\n"
-    "            }\n"
-    "            if a[i, j] > 7 + r {\n"
-    "                break;\n"
-    "            }\n"
-    "            s += a[i, j] * (i + 1);\n"
-    "            var x = x * 2;\n"
-    "            x += j;\n"
-    "            s += x;\n"
-    "        }\n"
-    "        x /= 1 + r;\n"
-    "        out[r, 0] = s;\n"
-    "        out[r, 1] = x;\n"
-    "        out[r, 2] = depth(s % 100) + depth(r * 11);\n"
-    "    }\n"
-    "}\n";
+static const char multi_break_src[] = "func depth(v: i32) -> i32 {\n"
+                                      "    var a = 0;\n"
+                                      "    while a < 10 {\n"
+                                      "        var b = 0;\n"
+                                      "        while b < 10 {\n"
+                                      "            if a * 10 + b == v {\n"
+                                      "                return a * 100 + b;\n"
+                                      "            }\n"
+                                      "            b += 3;\n"
+                                      "        }\n"
+                                      "        a += 1;\n"
+                                      "    }\n"
+                                      "    return -1;\n"
+                                      "}\n"
+                                      "\n"
+                                      "kernel mb(a: i32[,], out: i32[,]) {\n"
+                                      "    for r in 0..shape(out, 0) {\n"
+                                      "        var s = 0;\n"
+                                      "        var x = 1;\n"
+                                      "        for i in 0..shape(a, 0), j in 0..shape(a, 1) {\n"
+                                      "            if a[i, j] == r {\n"
+                                      "                continue;\n"
+                                      "            }\n"
+                                      "            if a[i, j] > 7 + r {\n"
+                                      "                break;\n"
+                                      "            }\n"
+                                      "            s += a[i, j] * (i + 1);\n"
+                                      "            var x = x * 2;\n"
+                                      "            x += j;\n"
+                                      "            s += x;\n"
+                                      "        }\n"
+                                      "        x /= 1 + r;\n"
+                                      "        out[r, 0] = s;\n"
+                                      "        out[r, 1] = x;\n"
+                                      "        out[r, 2] = depth(s % 100) + depth(r * 11);\n"
+                                      "    }\n"
+                                      "}\n";
 
 static int32_t r_depth(int32_t v) {
     for (int32_t a = 0; a < 10; a++)
@@ -2533,18 +2537,17 @@ Test(interp, serial_multi_range_break_continue_and_nested_return) {
 }
 
 /* Loads are not merged across stores and atomics (CSE), and stored values are reloaded. */
-static const char reload_src[] =
-    "kernel reload(x: f32[], o: f32[]) {\n"
-    "    for i in 0..len(x) {\n"
-    "        let a = x[i];\n"
-    "        x[i] = a * 2.0;\n"
-    "        let b = x[i];\n"
-    "        atomic_add(x[i], 1.0);\n"
-    "        let c = x[i];\n"
-    "        x[i] -= 0.5;\n"
-    "        o[i] = a + b + c + x[i] + f32(len(x)) + f32(len(x));\n"
-    "    }\n"
-    "}\n";
+static const char reload_src[] = "kernel reload(x: f32[], o: f32[]) {\n"
+                                 "    for i in 0..len(x) {\n"
+                                 "        let a = x[i];\n"
+                                 "        x[i] = a * 2.0;\n"
+                                 "        let b = x[i];\n"
+                                 "        atomic_add(x[i], 1.0);\n"
+                                 "        let c = x[i];\n"
+                                 "        x[i] -= 0.5;\n"
+                                 "        o[i] = a + b + c + x[i] + f32(len(x)) + f32(len(x));\n"
+                                 "    }\n"
+                                 "}\n";
 
 Test(interp, loads_see_earlier_stores) {
     compiled c = compile_src("reload", reload_src);
@@ -2582,10 +2585,10 @@ Test(interp, loads_see_earlier_stores) {
 typedef struct gen {
     rng r;
     kern_buf b;
-    int nint, nflt;  /* int vars v0.., float vars f0.. in scope */
-    int loop_depth;  /* serial loops around the statement */
-    int loop_vars;   /* loop indices j0.. in scope */
-    int wcount;      /* while counters made so far */
+    int nint, nflt; /* int vars v0.., float vars f0.. in scope */
+    int loop_depth; /* serial loops around the statement */
+    int loop_vars;  /* loop indices j0.. in scope */
+    int wcount;     /* while counters made so far */
     bool in_func;
 } gen;
 
@@ -2872,14 +2875,15 @@ static char *gen_program(uint64_t seed) {
                    "        var l0 = i64(a[(i + 6) & 7]) << i64(33);\n");
     g.nint = 3, g.nflt = 2;
     gen_block(&g, 2, 3, 4 + gpick(&g, 5));
-    buf_puts(&g.b, "        o[i] += v0 + v1 * 3 + v2 * 5 + i32(u0 >> u32(7)) + i32(l0 % i64(100000));\n"
-                   "        of[i] = f0 + f1 * 2.0;\n"
-                   "    }\n"
-                   "    cnt[2] = cnt[0] ^ cnt[1];\n"
-                   "    for i in 0..len(o) {\n"
-                   "        o2[i] = i64(o[(i + 1) % len(o)]) * i64(t[i, 0] + t[i, 3]) + i64(cnt[2]);\n"
-                   "    }\n"
-                   "}\n");
+    buf_puts(&g.b,
+             "        o[i] += v0 + v1 * 3 + v2 * 5 + i32(u0 >> u32(7)) + i32(l0 % i64(100000));\n"
+             "        of[i] = f0 + f1 * 2.0;\n"
+             "    }\n"
+             "    cnt[2] = cnt[0] ^ cnt[1];\n"
+             "    for i in 0..len(o) {\n"
+             "        o2[i] = i64(o[(i + 1) % len(o)]) * i64(t[i, 0] + t[i, 3]) + i64(cnt[2]);\n"
+             "    }\n"
+             "}\n");
     return buf_take(&g.b);
 }
 
@@ -2919,8 +2923,8 @@ Test(interp, random_programs_agree_at_O0_and_O2, .timeout = 600) {
             fprintf(stderr, "%s: both runs fail alike: %s\n", name, err[0]);
         if (diff) {
             bad++;
-            fprintf(stderr, "OPTIMIZER BUG? %s: -O0 %s, -O2 %s\n%s\n", name,
-                    ok[0] ? "ok" : err[0], ok[1] ? "ok" : err[1], src);
+            fprintf(stderr, "OPTIMIZER BUG? %s: -O0 %s, -O2 %s\n%s\n", name, ok[0] ? "ok" : err[0],
+                    ok[1] ? "ok" : err[1], src);
         }
         cr_expect(!diff, "%s: -O0 and -O2 disagree (program printed above)", name);
         for (int l = 0; l < 2; l++)
@@ -2934,44 +2938,43 @@ Test(interp, random_programs_agree_at_O0_and_O2, .timeout = 600) {
 /* Loop bounds are evaluated once even when the body changes the variables they read;
  * nested loop variables shadow outer ones; a uniform let bounds a later task; a for
  * nested in a top-level if is serial and carries a top-level var. */
-static const char bounds_src[] =
-    "func sq(v: i32) -> i32 {\n"
-    "    return v * v;\n"
-    "}\n"
-    "\n"
-    "kernel bounds(x: i32[], n: i32, out: i32[], acc: i32[]) {\n"
-    "    let m = n * n - len(x);\n"
-    "    for i in 0..len(out) {\n"
-    "        var hi = x[i];\n"
-    "        var s = 0;\n"
-    "        for j in 0..hi {\n"
-    "            hi -= 1;\n"
-    "            s += j;\n"
-    "            for j in 0..2 {\n"
-    "                s += j * 100;\n"
-    "            }\n"
-    "        }\n"
-    "        var k = 0;\n"
-    "        while k < hi + 3 {\n"
-    "            hi -= 1;\n"
-    "            k += 1;\n"
-    "        }\n"
-    "        out[i] = s * 1000 + hi * 10 + sq(k);\n"
-    "    }\n"
-    "    var total = m;\n"
-    "    if n > 0 {\n"
-    "        for i in 0..len(x) {\n"
-    "            if x[i] < 0 {\n"
-    "                continue;\n"
-    "            }\n"
-    "            total += x[i];\n"
-    "        }\n"
-    "    }\n"
-    "    acc[0] = total;\n"
-    "    for i in 0..m {\n"
-    "        acc[1] += i;\n"
-    "    }\n"
-    "}\n";
+static const char bounds_src[] = "func sq(v: i32) -> i32 {\n"
+                                 "    return v * v;\n"
+                                 "}\n"
+                                 "\n"
+                                 "kernel bounds(x: i32[], n: i32, out: i32[], acc: i32[]) {\n"
+                                 "    let m = n * n - len(x);\n"
+                                 "    for i in 0..len(out) {\n"
+                                 "        var hi = x[i];\n"
+                                 "        var s = 0;\n"
+                                 "        for j in 0..hi {\n"
+                                 "            hi -= 1;\n"
+                                 "            s += j;\n"
+                                 "            for j in 0..2 {\n"
+                                 "                s += j * 100;\n"
+                                 "            }\n"
+                                 "        }\n"
+                                 "        var k = 0;\n"
+                                 "        while k < hi + 3 {\n"
+                                 "            hi -= 1;\n"
+                                 "            k += 1;\n"
+                                 "        }\n"
+                                 "        out[i] = s * 1000 + hi * 10 + sq(k);\n"
+                                 "    }\n"
+                                 "    var total = m;\n"
+                                 "    if n > 0 {\n"
+                                 "        for i in 0..len(x) {\n"
+                                 "            if x[i] < 0 {\n"
+                                 "                continue;\n"
+                                 "            }\n"
+                                 "            total += x[i];\n"
+                                 "        }\n"
+                                 "    }\n"
+                                 "    acc[0] = total;\n"
+                                 "    for i in 0..m {\n"
+                                 "        acc[1] += i;\n"
+                                 "    }\n"
+                                 "}\n";
 
 Test(interp, bounds_once_shadowed_loop_vars_uniform_lets) {
     compiled c = compile_src("bounds", bounds_src);
@@ -3091,12 +3094,11 @@ Test(interp, each_pass_preserves_the_golden_ir_texts) {
                             clone_args(got[l], in, n);
                             /* some loops never end, or run 2^32 times */
                             ir_interp_options o = {100000, 0, 1000000};
-                            ok[l] = ir_interp_run_opts(ms[l], k->name, got[l], n, &o, err[l],
-                                                       512);
+                            ok[l] = ir_interp_run_opts(ms[l], k->name, got[l], n, &o, err[l], 512);
                         }
                         char what[256];
-                        snprintf(what, sizeof what, "OPTIMIZER BUG? %s/%s @%s after %s",
-                                 dirs[d], names[f], k->name, variants[v]);
+                        snprintf(what, sizeof what, "OPTIMIZER BUG? %s/%s @%s after %s", dirs[d],
+                                 names[f], k->name, variants[v]);
                         if (ok[0] && ok[1]) {
                             compared++;
                             int diff = compare_args(got[0], got[1], n, 0, true, what);
@@ -3123,7 +3125,7 @@ Test(interp, each_pass_preserves_the_golden_ir_texts) {
         }
         golden_free_list(names, nn);
     }
-    fprintf(stderr, "passes on golden IR: %d runs compared, %d failing alike, %d bad\n",
-            compared, failed_alike, bad);
+    fprintf(stderr, "passes on golden IR: %d runs compared, %d failing alike, %d bad\n", compared,
+            failed_alike, bad);
     cr_expect_gt(compared, 100, "too few runs compared");
 }
