@@ -1,7 +1,8 @@
 /* simplify.c - algebraic identities and control-flow simplification (ir_opt_simplify).
  *
  * What and why: rewrites that are exact for every input, so the program computes the
- * same bits afterwards (IEEE-754 included: -0.0, infinities and NaN), and that leave
+ * same bits afterwards (IEEE-754 included: -0.0, infinities and NaN, except the sign of
+ * a NaN result, which IEEE-754 leaves unspecified: x*-1.0 -> neg x), and that leave
  * less work for the backends and for autodiff:
  *   - canonical form: a commutative op with a constant operand 0 and a non-constant
  *     operand 1 gets them swapped (so constants sit right and CSE sees one form);
