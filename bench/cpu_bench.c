@@ -34,6 +34,7 @@ typedef struct bench_opts {
     int warmup;   /* untimed runs before them */
     int compiles; /* JIT compiles per kernel (median) */
     int shrink;   /* divide the problem sizes by this (--quick: 16) */
+    int grid;     /* the stencil's grid is grid x grid */
     const char *kernels_dir;
     const char *only;     /* run only this workload */
     const char *schedule; /* the OpenMP schedule of the C loops */
@@ -333,7 +334,7 @@ static void ref_jacobi(void *u) {
 /* jacobi.kern (a branch for the border inside the 2-D task, as examples/stencil2d.kern)
  * and jacobi_split.kern (interior and border as separate tasks) against the same C */
 static void bench_jacobi(bench *b, table *t, compiled branch, compiled split) {
-    int64_t n = 2048 / (b->o.shrink > 1 ? 4 : 1), m = n, shape[2] = {n, m};
+    int64_t n = b->o.grid / (b->o.shrink > 1 ? 4 : 1), m = n, shape[2] = {n, m};
     work w = {.b = b, .n = n, .m = m};
     w.x = xalloc((size_t)(n * m) * 4);
     w.y = xalloc((size_t)(n * m) * 4);
@@ -372,8 +373,8 @@ static void bench_jacobi(bench *b, table *t, compiled branch, compiled split) {
 
 static void kern_simulate(void *u) {
     work *w = u;
-    kern_arg args[] = {kern_arg_buffer(w->kx), kern_arg_buffer(w->kw),
-                       kern_arg_buffer(w->kout), kern_arg_i32(w->steps)};
+    kern_arg args[] = {kern_arg_buffer(w->kx), kern_arg_buffer(w->kw), kern_arg_buffer(w->kout),
+                       kern_arg_i32(w->steps)};
     launch(w, args, 4);
 }
 static void ref_simulate(void *u) {
@@ -589,23 +590,25 @@ static void print_table(const table *t) {
     for (int i = 0; i < t->n; i++) {
         const row *r = &t->r[i];
         printf("| %s | %s | %.2f | %.2f | %s | %.2f | %.1f (%.1f) | %s (%.3g) |\n", r->name,
-               r->size, r->kern_ms, r->ref_ms, r->baseline, r->kern_ms / r->ref_ms,
-               r->compile_ms, r->compile_min_ms, r->failed ? "FAILED" : "ok", r->err);
+               r->size, r->kern_ms, r->ref_ms, r->baseline, r->kern_ms / r->ref_ms, r->compile_ms,
+               r->compile_min_ms, r->failed ? "FAILED" : "ok", r->err);
     }
 }
 
 static void usage(FILE *to) {
-    fprintf(to, "usage: cpu-bench [--threads N] [--reps N] [--warmup N] [--compiles N] "
-                "[--quick] [--only NAME] [--omp-schedule KIND] [--kernels DIR]\n"
-                "  --threads N   kern and OpenMP threads (default 2)\n"
-                "  --reps N      timed runs per measurement, median (default 21, max 255)\n"
-                "  --warmup N    untimed runs before each round of timed runs (default 1)\n"
-                "  --compiles N  JIT compiles per kernel, median (default 7, max 64)\n"
-                "  --quick       problem sizes / 16, 3 runs: a smoke test, not numbers\n"
-                "  --only NAME   only saxpy, jacobi, simulate, sumsq or particles\n"
-                "  --omp-schedule static|guided\n"
-                "                the schedule of the C loops (default static)\n"
-                "  --kernels DIR the .kern files (default %s)\n",
+    fprintf(to,
+            "usage: cpu-bench [--threads N] [--reps N] [--warmup N] [--compiles N] "
+            "[--quick] [--only NAME] [--grid N] [--omp-schedule KIND] [--kernels DIR]\n"
+            "  --threads N   kern and OpenMP threads (default 2)\n"
+            "  --reps N      timed runs per measurement, median (default 21, max 255)\n"
+            "  --warmup N    untimed runs before each round of timed runs (default 1)\n"
+            "  --compiles N  JIT compiles per kernel, median (default 7, max 64)\n"
+            "  --quick       problem sizes / 16, 3 runs: a smoke test, not numbers\n"
+            "  --only NAME   only saxpy, jacobi, simulate, sumsq or particles\n"
+            "  --grid N      the stencil's grid is N x N (default 2048, 8..16384)\n"
+            "  --omp-schedule static|guided\n"
+            "                the schedule of the C loops (default static)\n"
+            "  --kernels DIR the .kern files (default %s)\n",
             KERN_BENCH_KERNELS_DIR);
 }
 
@@ -614,8 +617,14 @@ static bool want(const bench *b, const char *name) {
 }
 
 int main(int argc, char **argv) {
-    bench b = {.o = {.threads = 2, .reps = 21, .warmup = 1, .compiles = 7, .shrink = 1,
-                     .kernels_dir = KERN_BENCH_KERNELS_DIR, .schedule = "static"}};
+    bench b = {.o = {.threads = 2,
+                     .reps = 21,
+                     .warmup = 1,
+                     .compiles = 7,
+                     .shrink = 1,
+                     .grid = 2048,
+                     .kernels_dir = KERN_BENCH_KERNELS_DIR,
+                     .schedule = "static"}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -623,6 +632,7 @@ int main(int argc, char **argv) {
                    : strcmp(a, "--reps") == 0     ? &b.o.reps
                    : strcmp(a, "--warmup") == 0   ? &b.o.warmup
                    : strcmp(a, "--compiles") == 0 ? &b.o.compiles
+                   : strcmp(a, "--grid") == 0     ? &b.o.grid
                                                   : NULL;
         if (num && v) {
             *num = atoi(v);
@@ -648,8 +658,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (b.o.threads < 1 || b.o.threads > 1024 || b.o.reps < 1 || b.o.reps > 255 ||
-        b.o.warmup < 0 || b.o.compiles < 1 || b.o.compiles > 64) {
+    if (b.o.threads < 1 || b.o.threads > 1024 || b.o.reps < 1 || b.o.reps > 255 || b.o.warmup < 0 ||
+        b.o.compiles < 1 || b.o.compiles > 64 || b.o.grid < 8 || b.o.grid > 16384) {
         usage(stderr);
         return 2;
     }

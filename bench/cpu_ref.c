@@ -104,8 +104,7 @@ void cpu_ref_sumsq_atomic(int64_t n, const float *x, float *s) {
     }
 }
 
-void cpu_ref_particles(int64_t nt, int64_t np, int64_t nd, float k, float dt, float *x,
-                       float *v) {
+void cpu_ref_particles(int64_t nt, int64_t np, int64_t nd, float k, float dt, float *x, float *v) {
     /* one parallel region for the whole trajectory; the implicit barrier of each `for`
      * orders the steps */
 #pragma omp parallel

@@ -31,7 +31,6 @@ void cpu_ref_sumsq_reduction(int64_t n, const float *x, float *s);
 /* s[0] += x[i] * x[i] for every i with `#pragma omp atomic`, as kern's `+=` does */
 void cpu_ref_sumsq_atomic(int64_t n, const float *x, float *s);
 /* the particle steps t = 1 .. nt-1 on x, v of shape [nt, np, nd] */
-void cpu_ref_particles(int64_t nt, int64_t np, int64_t nd, float k, float dt, float *x,
-                       float *v);
+void cpu_ref_particles(int64_t nt, int64_t np, int64_t nd, float k, float dt, float *x, float *v);
 
 #endif
