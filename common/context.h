@@ -10,11 +10,20 @@
 #include "arena.h"
 #include "diag.h"
 
+typedef enum kc_grad_mode {
+    KC_GRAD_NONE,     /* primal kernels only (default) */
+    KC_GRAD_ALL,      /* K.grad for every kernel; a failed global-access check is an error */
+    KC_GRAD_POSSIBLE, /* K.grad for every kernel that passes the check; the others get
+                         ir_kernel.grad_error and no K.grad (modules for the runtime) */
+} kc_grad_mode;
+
 typedef struct kc_options {
     int opt_level;          /* 0..3, default 2 */
     bool debug;             /* runtime checks: bounds, division by zero, shifts */
     bool no_grad_check;     /* the global-access check warns instead of failing */
     uint32_t ad_stack_size; /* adstack capacity of unbounded loops (default 1024) */
+    kc_grad_mode grad;      /* which gradient kernels kc_compile_source builds */
+    const char *grad_only;  /* KC_GRAD_ALL: only this kernel's gradient (NULL: every one) */
 } kc_options;
 
 typedef struct kc_ctx {

@@ -7,6 +7,8 @@
 #include "../passes/passes.h"
 #include "lower.h"
 
+#include <string.h>
+
 fe_file *kc_parse_source(kc_ctx *ctx, const char *path, const char *text, size_t len) {
     const kern_source *src = kc_add_source(ctx, path, text, len);
     int before = diag_errors(&ctx->diags);
@@ -27,6 +29,51 @@ fe_file *kc_check_source(kc_ctx *ctx, const char *path, const char *text, size_t
     return f;
 }
 
+/* Whether `name` is the kernel that grad_only asks for ("K" or "K.grad"). */
+static bool grad_wanted(const kc_options *o, const char *name) {
+    if (!o->grad_only)
+        return true;
+    size_t n = strlen(name);
+    return !strcmp(o->grad_only, name) ||
+           (!strncmp(o->grad_only, name, n) && !strcmp(o->grad_only + n, ".grad"));
+}
+
+/* Appends K.grad for the primal kernels of m (the mode and grad_only of ctx's options),
+ * then optimizes again. KC_GRAD_ALL: a failed global-access check is an error (a warning
+ * with --no-grad-check). KC_GRAD_POSSIBLE: such a kernel keeps the first message in
+ * grad_error and gets no gradient. */
+static bool build_grads(kc_ctx *ctx, const kern_source *src, ir_module *m) {
+    const kc_options *o = &ctx->opts;
+    uint32_t nprimal = m->nkernels;
+    ir_kernel *k = m->kernels;
+    bool ok = true;
+    for (uint32_t i = 0; i < nprimal; i++, k = k->next) {
+        if (!grad_wanted(o, k->name))
+            continue;
+        if (o->grad == KC_GRAD_ALL) {
+            if (!ad_check_kernel(k, &ctx->diags, src, o->no_grad_check)) {
+                ok = false;
+                continue;
+            }
+        } else {
+            diag_sink quiet;
+            diag_init(&quiet, &m->mem);
+            bool pass = ad_check_kernel(k, &quiet, src, o->no_grad_check);
+            if (!pass && quiet.len > 0)
+                k->grad_error = arena_strdup(&m->mem, quiet.items[0].message);
+            diag_free(&quiet);
+            if (!pass)
+                continue;
+        }
+        ad_grad_kernel(k, o->ad_stack_size);
+    }
+    if (!ok)
+        return false;
+    ir_pass_after(m, "ad_grad", true);
+    ir_optimize(m, o->opt_level);
+    return true;
+}
+
 ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, size_t len) {
     fe_file *f = kc_check_source(ctx, path, text, len);
     if (!f)
@@ -36,5 +83,9 @@ ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, si
         return NULL;
     ir_pass_after(m, "lower", true);
     ir_optimize(m, ctx->opts.opt_level);
+    if (ctx->opts.grad != KC_GRAD_NONE && !build_grads(ctx, f->src, m)) {
+        ir_module_free(m);
+        return NULL;
+    }
     return m;
 }

@@ -168,12 +168,28 @@ void ir_store(ir_builder *b, ir_value *array, ir_value *const *idx, uint32_t nid
 ir_value *ir_atomic(ir_builder *b, ir_opcode code, ir_value *array, ir_value *const *idx,
                     uint32_t nidx, ir_value *v) {
     kern_assert(code == IR_ATOMIC_ADD || code == IR_ATOMIC_SUB || code == IR_ATOMIC_MIN ||
-                code == IR_ATOMIC_MAX);
+                code == IR_ATOMIC_MAX || code == IR_ATOMIC_XCHG);
     kern_assert(v);
     ir_value *ops[MAX_ACCESS_OPS];
     uint32_t n = access_operands(ops, array, idx, nidx, v);
     kern_assert(array->type->elem->kind != TY_BOOL);
     return ir_build(b, code, ops, n, &array->type->elem, 1, 0)->results[0];
+}
+
+/* ---- Adstacks --------------------------------------------------------------------- */
+
+void ir_adpush(ir_builder *b, uint32_t stack, ir_value *v) {
+    ir_kernel *k = b->region->kernel;
+    kern_assert(k && stack < k->nadstacks && v && v->type == k->adstacks[stack].type);
+    ir_build(b, IR_ADPUSH, &v, 1, NULL, 0, 0)->imm.i = stack;
+}
+
+ir_value *ir_adpop(ir_builder *b, uint32_t stack) {
+    ir_kernel *k = b->region->kernel;
+    kern_assert(k && stack < k->nadstacks);
+    ir_op *op = ir_build(b, IR_ADPOP, NULL, 0, &k->adstacks[stack].type, 1, 0);
+    op->imm.i = stack;
+    return op->results[0];
 }
 
 /* ---- Terminators ------------------------------------------------------------------ */

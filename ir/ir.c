@@ -87,6 +87,22 @@ ir_kernel *ir_kernel_find(const ir_module *m, const char *name) {
     return NULL;
 }
 
+uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const char *cap,
+                               kern_loc loc) {
+    kern_assert(k && type && ty_is_scalar(type) && cap);
+    if (k->nadstacks == k->capadstacks) {
+        uint32_t n = k->capadstacks ? k->capadstacks * 2 : 8;
+        ir_adstack *a = ARENA_ARRAY(&k->module->mem, ir_adstack, n);
+        for (uint32_t i = 0; i < k->nadstacks; i++)
+            a[i] = k->adstacks[i];
+        k->adstacks = a;
+        k->capadstacks = n;
+    }
+    k->adstacks[k->nadstacks] =
+        (ir_adstack){.type = type, .cap = arena_strdup(&k->module->mem, cap), .loc = loc};
+    return k->nadstacks++;
+}
+
 /* ---- Ops and values --------------------------------------------------------------- */
 
 ir_op *ir_op_new(ir_module *m, ir_opcode code, kern_loc loc, ir_value *const *operands,

@@ -121,6 +121,15 @@ typedef struct ir_param {
     kern_loc loc;
 } ir_param;
 
+/* An adstack of a gradient kernel: a per-thread stack of one scalar type that the
+ * forward sweep of a loop pushes its carried values on and the reverse sweep pops.
+ * Text form (docs/ir.md), first in the kernel body: adstack TYPE "SIZEEXPR" LOC */
+typedef struct ir_adstack {
+    const kern_type *type; /* a scalar type */
+    const char *cap;       /* capacity in entries: SizeExpr text (common/sizeexpr.h) */
+    kern_loc loc;          /* the loop it belongs to (for overflow errors) */
+} ir_adstack;
+
 struct ir_kernel {
     ir_module *module;
     const char *name;
@@ -128,6 +137,10 @@ struct ir_kernel {
     ir_param *params;
     uint32_t nparams;
     ir_region *body;        /* args = one value per parameter */
+    ir_adstack *adstacks;   /* gradient kernels: the adstack table (ADPUSH/ADPOP imm.i) */
+    uint32_t nadstacks, capadstacks;
+    const char *grad_error; /* primal kernels: why K.grad was not built (NULL: it was, or
+                               was not asked for) */
     ir_kernel *next;
 };
 
@@ -145,6 +158,9 @@ void ir_module_free(ir_module *m);
 ir_kernel *ir_kernel_new(ir_module *m, const char *name, kern_loc loc, const ir_param *params,
                          uint32_t nparams);
 ir_kernel *ir_kernel_find(const ir_module *m, const char *name);
+/* Appends an adstack to k's table and returns its index. cap is copied. */
+uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const char *cap,
+                               kern_loc loc);
 
 /* Creates a detached op with room for the given operands, results (typed) and regions
  * (each region created empty, with no arguments). */
@@ -204,6 +220,9 @@ ir_value *ir_load(ir_builder *b, ir_value *array, ir_value *const *idx, uint32_t
 void ir_store(ir_builder *b, ir_value *array, ir_value *const *idx, uint32_t nidx, ir_value *v);
 ir_value *ir_atomic(ir_builder *b, ir_opcode code, ir_value *array, ir_value *const *idx,
                     uint32_t nidx, ir_value *v);
+/* Adstacks: push v on adstack `stack` of the kernel; pop the last value pushed. */
+void ir_adpush(ir_builder *b, uint32_t stack, ir_value *v);
+ir_value *ir_adpop(ir_builder *b, uint32_t stack);
 void ir_yield(ir_builder *b, ir_value *const *vals, uint32_t n);
 void ir_condition(ir_builder *b, ir_value *cond, ir_value *const *vals, uint32_t n);
 /* Control flow: the op is created with its regions (and region arguments: the loop index

@@ -19,6 +19,27 @@ bool ir_opt_simplify(ir_module *m); /* algebraic identities, if -> select, dead 
 bool ir_opt_cse(ir_module *m);      /* common subexpressions of pure ops */
 bool ir_opt_dce(ir_module *m);      /* dead pure ops, unused loop-carried values */
 
+/* ---- Reverse mode (docs/autodiff.md) ------------------------------------------------ */
+
+/* The global-access check of spec section 8 on primal kernel k (passes/ad_check.c): for
+ * every read of an array element that k may write afterwards (same task or a later one),
+ * reports an error at the read with a note at the write (warnings instead when
+ * as_warning) and the suggested fixes. Returns false when it reported an error. */
+bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src,
+                     bool as_warning);
+
+/* Builds K.grad for primal kernel k and appends it to k's module (passes/ad_grad.c).
+ * ad_stack_size is the capacity of loops that cannot be bounded (while). Returns the new
+ * kernel. Requires verified IR; the result verifies. */
+ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size);
+
+/* The SizeExpr of loop op `loop` (FOR or WHILE) of primal kernel k (passes/ad_size.c): an
+ * upper bound on its trip count in one execution, maximized over the ranges of the
+ * parallel and serial loop indices it depends on, as text (common/sizeexpr.h) in the
+ * module's arena. NULL when it cannot be bounded (a while loop; a bound computed from
+ * floats or loop-carried values). */
+const char *ad_loop_capacity(const ir_kernel *k, const ir_op *loop);
+
 /* Called by IR_PASS: verifies/prints/round-trips according to the build and KERN_DEBUG. */
 void ir_pass_after(ir_module *m, const char *name, bool progress);
 

@@ -76,7 +76,7 @@ static kern_status cpu_copy_out(rt_device *d, void *dst, const void *mem, size_t
 
 static void cpu_run_range(void *user, int64_t begin, int64_t end) {
     const cpu_task_run *r = user;
-    r->body(r->args, begin, end, r->err);
+    r->body(r->args, begin, end, r->err, NULL, NULL);
 }
 
 static kern_status cpu_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
@@ -119,7 +119,7 @@ static kern_status cpu_launch(rt_device *d, const rt_launch *l, uint64_t *point,
         run.err = l->err;
         int64_t n = count_fn(argv);
         if (!l->tasks[t].parallel)
-            run.body(argv, 0, 1, l->err);
+            run.body(argv, 0, 1, l->err, NULL, NULL);
         else if (n > 0)
             rt_pool_run(c->pool, n, rt_pool_chunk(n, rt_pool_threads(c->pool)), cpu_run_range,
                         &run);

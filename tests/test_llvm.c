@@ -79,7 +79,7 @@ static void *work(void *arg) {
         if (b >= w->count)
             return NULL;
         int64_t e = b + w->chunk < w->count ? b + w->chunk : w->count;
-        w->body(w->args, b, e, w->err);
+        w->body(w->args, b, e, w->err, NULL, NULL);
     }
 }
 
@@ -871,7 +871,7 @@ Test(llvm, serial_tasks_and_uniforms) {
         kern_task_fn t0 = (kern_task_fn)llvm_jit_lookup(p.jit, "kern_seq__t0");
         kern_err_record e = {0};
         out[0] = -1;
-        t0(args, 0, 0, &e);
+        t0(args, 0, 0, &e, NULL, NULL);
         cr_expect_eq(out[0], -1);
         release(&p);
     }
@@ -1198,8 +1198,8 @@ Test(llvm, object_file_links_and_runs) {
     void *args[] = {&a, &dx, &dy};
     kern_err_record e = {0};
     cr_assert_eq(count(args), 5);
-    body(args, 0, 2, &e);
-    body(args, 2, 5, &e);
+    body(args, 0, 2, &e, NULL, NULL);
+    body(args, 2, 5, &e, NULL, NULL);
     for (int i = 0; i < 5; i++)
         cr_expect(y[i] == want[i], "y[%d] = %g, want %g", i, (double)y[i], (double)want[i]);
     dlclose(h);
@@ -1330,7 +1330,7 @@ Test(llvm, ir_while_forwarding_early_exit_dotted_name) {
         void *args[] = {&dout, &df};
         kern_err_record e = {0};
         cr_expect_eq(count(args), 1);
-        body(args, 0, 1, &e);
+        body(args, 0, 1, &e, NULL, NULL);
         /* while: carried (x, y) = (0, 1), (2, 10), (4, 100), .., (10, 10^5): each round
          * forwards (x + 1, 10 y) and the after region yields (x + 2, 10 y); at x = 10 the
          * condition fails and the results are the forwarded (11, 10^6) */

@@ -1,0 +1,2 @@
+/* sizeexpr.c - SizeExpr construction, text form and evaluation (sizeexpr.h). Stub. */
+#include "sizeexpr.h"

@@ -1,0 +1,94 @@
+/* sizeexpr.h - SizeExpr: the symbolic capacity of an adstack (spec section 9).
+ *
+ * The compiler (passes/ad_size.c) derives, for every loop whose carried values the
+ * reverse sweep needs, an upper bound on the number of pushes one thread makes: the
+ * loop's trip count, maximized over the ranges of the enclosing loop and parallel
+ * indices. It is stored as text in the IR (ir_adstack.cap) and in the module metadata,
+ * and the runtime evaluates it per launch without the compiler (runtime/adstack.c).
+ *
+ * Text form (an s-expression; single spaces, no other whitespace):
+ *   E := INT                       a constant (decimal, may be negative)
+ *      | vN                        range variable N (N >= 0), bound by an enclosing maxover
+ *      | (param P)                 value of scalar integer parameter P (0-based index)
+ *      | (dim P D)                 extent of dimension D of array parameter P
+ *      | (read P E...)             element of integer array parameter P at the given indices
+ *                                  (one E per dimension of P)
+ *      | (add E E) | (sub E E) | (mul E E) | (div E E) | (min E E) | (max E E)
+ *      | (maxover vN LO HI BODY)   the maximum of BODY over vN in [LO, HI); 0 when the
+ *                                  range is empty
+ * Integer division truncates toward zero; division by zero evaluates to an error.
+ * Example: for j in 0..count[i] inside for i in 0..len(count):
+ *   (maxover v0 0 (dim 0 0) (max 0 (read 0 v0)))
+ *
+ * Evaluation (sz_eval) is exact for the forms the compiler produces: a maxover whose body
+ * is affine in its variable is evaluated at the range's endpoints, one whose body reads
+ * an array through the variable scans the range (that is the sizer's reduction), any
+ * other body is evaluated over the range by interval arithmetic (an upper bound). Every
+ * result is checked for int64 overflow. */
+#ifndef KERN_SIZEEXPR_H
+#define KERN_SIZEEXPR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "types.h"
+#include "util.h"
+
+typedef enum sz_op {
+    SZ_CONST,   /* v: the value */
+    SZ_VAR,     /* v: the variable number */
+    SZ_PARAM,   /* v: the parameter index */
+    SZ_DIM,     /* v: the parameter index, d: the dimension */
+    SZ_READ,    /* v: the parameter index; kids: the indices */
+    SZ_ADD,
+    SZ_SUB,
+    SZ_MUL,
+    SZ_DIV,
+    SZ_MIN,
+    SZ_MAX,
+    SZ_MAXOVER, /* v: the variable number; kids: lo, hi, body */
+} sz_op;
+
+typedef struct sz_expr {
+    sz_op op;
+    int64_t v;
+    int d;
+    int nkids;
+    struct sz_expr **kids;
+} sz_expr;
+
+/* Construction (compiler side: nodes live in the given arena). */
+sz_expr *sz_const(arena *a, int64_t v);
+sz_expr *sz_var(arena *a, int var);
+sz_expr *sz_param(arena *a, int param);
+sz_expr *sz_dim(arena *a, int param, int dim);
+sz_expr *sz_read(arena *a, int param, sz_expr *const *idx, int nidx);
+sz_expr *sz_bin(arena *a, sz_op op, sz_expr *x, sz_expr *y); /* ADD..MAX */
+sz_expr *sz_maxover(arena *a, int var, sz_expr *lo, sz_expr *hi, sz_expr *body);
+
+/* Appends the text form. */
+void sz_print(kern_buf *out, const sz_expr *e);
+/* Parses the text form into nodes of arena a. NULL on a syntax error, with a message
+ * (naming the offset) in err. Never crashes on malformed input; nesting is limited. */
+sz_expr *sz_parse(arena *a, const char *text, size_t len, char *err, size_t errlen);
+
+/* What evaluation needs to know about one launch's arguments. */
+typedef struct sz_arg {
+    const kern_type *type; /* the parameter's type */
+    int64_t scalar;        /* integer scalar parameters: the value */
+    const void *data;      /* arrays: host-readable elements (NULL: not readable here) */
+    int64_t shape[KERN_MAX_RANK];
+} sz_arg;
+
+/* Evaluates e for the given arguments; false with a message in err when a leaf is out of
+ * range (a parameter index, a dimension, an array read out of bounds or of unreadable
+ * data), on division by zero, or when the value overflows int64. */
+bool sz_eval(const sz_expr *e, const sz_arg *args, int nargs, int64_t *out, char *err,
+             size_t errlen);
+/* Whether e reads array elements (then evaluation needs the data on the host, or a sizer
+ * kernel on the device). */
+bool sz_reads_memory(const sz_expr *e);
+
+#endif

@@ -1,0 +1,2 @@
+/* ad_rules.c - adjoint rules per opcode. Work in progress. */
+#include "passes.h"
