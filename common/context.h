@@ -24,6 +24,7 @@ typedef struct kc_options {
     uint32_t ad_stack_size; /* adstack capacity of unbounded loops (default 1024) */
     kc_grad_mode grad;      /* which gradient kernels kc_compile_source builds */
     const char *grad_only;  /* KC_GRAD_ALL: only this kernel's gradient (NULL: every one) */
+    bool promote_f64;       /* retype f32 to f64 before the gradients (kernc gradcheck) */
 } kc_options;
 
 typedef struct kc_ctx {

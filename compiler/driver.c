@@ -83,6 +83,8 @@ ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, si
         return NULL;
     ir_pass_after(m, "lower", true);
     ir_optimize(m, ctx->opts.opt_level);
+    if (ctx->opts.promote_f64 && ad_promote_f64(m))
+        ir_pass_after(m, "ad_promote_f64", true);
     if (ctx->opts.grad != KC_GRAD_NONE && !build_grads(ctx, f->src, m)) {
         ir_module_free(m);
         return NULL;

@@ -40,6 +40,11 @@ ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size);
  * floats or loop-carried values). */
 const char *ad_loop_capacity(const ir_kernel *k, const ir_op *loop);
 
+/* Retypes every f32 of m (parameters, values, consts, adstacks) to f64 and removes the
+ * casts that become identities (passes/ad_promote.c): kernc gradcheck runs K and K.grad
+ * in f64. Returns whether anything changed. */
+bool ad_promote_f64(ir_module *m);
+
 /* Called by IR_PASS: verifies/prints/round-trips according to the build and KERN_DEBUG. */
 void ir_pass_after(ir_module *m, const char *name, bool progress);
 
