@@ -1,7 +1,781 @@
-/* ad_grad.c - K.grad. Work in progress. */
-#include "passes.h"
+/* ad_grad.c - reverse mode: builds K.grad from the primal kernel K (spec section 8).
+ *
+ * Signature: K's parameters, then one adjoint array `p.grad` per differentiable
+ * parameter p (float element type, not nograd); a scalar's adjoint is an array of length
+ * 1. The top-level uniform values of K are copied first; then, for each task of K in
+ * reverse order, a task of the same shape whose body is
+ *
+ *   forward sweep   the task body again, without its stores and atomics (K.grad never
+ *                   writes primal arrays); the loops that sit directly in the body push
+ *                   their carried values on adstacks at the start of every iteration
+ *   reverse sweep   the body's ops in reverse order, each accumulating the adjoints of
+ *                   its operands from the adjoint of its result (ad_rules.c for the pure
+ *                   ops; loads, stores and atomics below), then the adjoints of the
+ *                   top-level values the thread used, and finally one update per scalar
+ *                   parameter of its adjoint array.
+ *
+ * Memory. A load of a differentiable array adds its adjoint to the element's .grad (an
+ * atomic add: other threads may read the element too). A store replaces: the stored
+ * value's adjoint is the element's .grad, which then becomes 0 (the old value did not
+ * reach the new state). `+=` and `-=` (atomic_add/sub) pass the element's .grad to the
+ * added value and keep it. atomic_min/max give the element's .grad to a value equal to
+ * the final element (one thread takes it, with an exchange, and leaves 0). The global-
+ * access check (ad_check.c) guarantees that every element a load saw is still in memory.
+ *
+ * Control flow. Regions are reversed by recomputation: the reverse of an `if` is an `if`
+ * on the same condition whose branches recompute the branch and then reverse it, and
+ * yield the adjoints of the values from outside that the branch used (its free values).
+ * The reverse of a loop is a loop over the iterations in reverse order: each pops the
+ * carried values of its iteration, recomputes the iteration (whose own inner loops push
+ * again), reverses it, and carries the adjoints of the carried values and of the free
+ * values. An early-exit for and a while count their iterations in the forward sweep. A
+ * loop's adstacks therefore hold one execution of that loop only: the capacity is its
+ * trip count maximized over the enclosing indices (ad_size.c), or, for a while loop,
+ * ad_stack_size + 1 entries (ad_stack_size iterations and the final test). A while
+ * iteration is "before" (the test) then "after"; the reverse handles the last test
+ * first, then pairs of (after, before) in reverse.
+ *
+ * Loops and ifs without float values (integer searches, counters) are copied, never
+ * reversed. Requires verified primal IR; runs after the optimization pipeline, and
+ * compiler/driver.c optimizes the result (DCE removes the forward sweep's dead copies). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ad_priv.h"
+
+/* ---- Numbering and small helpers ------------------------------------------------------ */
+
+static void number_region(ad_ctx *a, ir_region *r) {
+    for (uint32_t i = 0; i < r->nargs; i++)
+        r->args[i]->id = a->nvals++;
+    ir_foreach_op(op, r) {
+        op->id = a->nops++;
+        for (uint32_t i = 0; i < op->nresults; i++)
+            op->results[i]->id = a->nvals++;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            number_region(a, op->regions[i]);
+    }
+}
+
+ir_value *ad_val(ad_ctx *a, ir_value *v) {
+    ir_value *c = a->map[v->id];
+    kern_assert(c);
+    return c;
+}
+
+static void set_val(ad_ctx *a, ir_value *v, ir_value *c) { a->map[v->id] = c; }
+
+void ad_accum(ad_ctx *a, ir_value *v, ir_value *d) {
+    if (!d || !ty_is_float(v->type))
+        return;
+    ir_value *old = a->adj[v->id];
+    a->adj[v->id] = old ? ir_binop(&a->b, IR_ADD, old, d) : d;
+}
+
+static ir_value *adj_or_zero(ad_ctx *a, ir_value *v) {
+    ir_value *g = a->adj[v->id];
+    return g ? g : ir_const_float(&a->b, v->type, 0.0);
+}
+
+/* Whether op or anything nested in it computes with floats (only then is there an
+ * adjoint to propagate through it). */
+static bool region_active(const ir_region *r);
+static bool op_active(const ir_op *op) {
+    for (uint32_t i = 0; i < op->nresults; i++)
+        if (ty_is_float(op->results[i]->type))
+            return true;
+    for (uint32_t i = 0; i < op->noperands; i++) {
+        const kern_type *t = op->operands[i]->type;
+        if (ty_is_float(t) || (ty_is_array(t) && ty_is_float(t->elem)))
+            return true;
+    }
+    for (uint32_t i = 0; i < op->nregions; i++)
+        if (region_active(op->regions[i]))
+            return true;
+    return false;
+}
+static bool region_active(const ir_region *r) {
+    for (uint32_t i = 0; i < r->nargs; i++)
+        if (ty_is_float(r->args[i]->type))
+            return true;
+    ir_foreach_op(op, r) if (op_active(op)) return true;
+    return false;
+}
+
+/* Whether value v is defined inside op (in one of its regions, at any depth). */
+static bool defined_inside(const ir_value *v, const ir_op *op) {
+    const ir_region *r = v->def ? v->def->parent : v->region;
+    while (r) {
+        if (r->parent == op)
+            return true;
+        r = r->parent ? r->parent->parent : NULL;
+    }
+    return false;
+}
+
+/* The float values defined outside op and used inside it: the free values whose
+ * adjoints the reverse of op must hand back. */
+static void collect_free_in(ad_ctx *a, const ir_op *root, const ir_region *r, kern_ptrvec *out) {
+    ir_foreach_op(op, r) {
+        for (uint32_t i = 0; i < op->noperands; i++) {
+            ir_value *v = op->operands[i];
+            if (!ty_is_float(v->type) || a->mark[v->id] == a->markgen || defined_inside(v, root))
+                continue;
+            a->mark[v->id] = a->markgen;
+            ptrvec_push(out, v);
+        }
+        for (uint32_t i = 0; i < op->nregions; i++)
+            collect_free_in(a, root, op->regions[i], out);
+    }
+}
+static void collect_free(ad_ctx *a, const ir_op *root, kern_ptrvec *out) {
+    a->markgen++;
+    for (uint32_t i = 0; i < root->nregions; i++)
+        collect_free_in(a, root, root->regions[i], out);
+}
+
+/* Forgets the adjoints of every value defined in r (a region about to be reversed once
+ * more, by another iteration's copy). */
+static void clear_adj(ad_ctx *a, const ir_region *r) {
+    for (uint32_t i = 0; i < r->nargs; i++)
+        a->adj[r->args[i]->id] = NULL;
+    ir_foreach_op(op, r) {
+        for (uint32_t i = 0; i < op->nresults; i++)
+            a->adj[op->results[i]->id] = NULL;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            clear_adj(a, op->regions[i]);
+    }
+}
+
+static ir_op *terminator(const ir_region *r) {
+    return r->last && (ir_info(r->last->code)->flags & OPF_TERM) ? r->last : NULL;
+}
+
+static ir_value **mapped_operands(ad_ctx *a, const ir_op *op, uint32_t from, uint32_t n) {
+    ir_value **v = ARENA_ARRAY(&a->m->mem, ir_value *, n ? n : 1);
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = ad_val(a, op->operands[from + i]);
+    return v;
+}
+
+static const kern_type **result_types(ad_ctx *a, const ir_op *op) {
+    const kern_type **t = ARENA_ARRAY(&a->m->mem, const kern_type *, op->nresults + 1);
+    for (uint32_t i = 0; i < op->nresults; i++)
+        t[i] = op->results[i]->type;
+    return t;
+}
+
+/* ---- Forward sweep: copies ------------------------------------------------------------ */
+
+static void copy_region(ad_ctx *a, ir_region *r, bool push);
+
+/* A copy of op with mapped operands, its results mapped to the copy's. */
+static ir_op *copy_plain(ad_ctx *a, ir_op *op) {
+    a->b.loc = op->loc;
+    ir_op *c = ir_build(&a->b, op->code, mapped_operands(a, op, 0, op->noperands),
+                        op->noperands, result_types(a, op), op->nresults, op->nregions);
+    c->imm = op->imm;
+    c->attr = op->attr;
+    for (uint32_t i = 0; i < op->nresults; i++)
+        set_val(a, op->results[i], c->results[i]);
+    for (uint32_t i = 0; i < op->nregions; i++) {
+        ir_region *from = op->regions[i], *to = c->regions[i];
+        for (uint32_t j = 0; j < from->nargs; j++)
+            set_val(a, from->args[j], ir_region_add_arg(a->m, to, from->args[j]->type));
+        ir_builder saved = a->b;
+        a->b = ir_builder_at_end(a->m, to);
+        copy_region(a, from, false);
+        if (terminator(from))
+            copy_plain(a, terminator(from));
+        a->b = saved;
+    }
+    return c;
+}
+
+static ad_loop *loop_record(ad_ctx *a, ir_op *loop, ir_region *carried_in) {
+    ad_loop *L = a->loops[loop->id];
+    if (L)
+        return L;
+    L = ARENA_NEW(&a->m->mem, ad_loop);
+    uint32_t first = loop->code == IR_FOR ? 1 : 0; /* FOR: arg 0 is the index */
+    L->ncarried = carried_in->nargs - first;
+    L->stacks = ARENA_ARRAY(&a->m->mem, uint32_t, L->ncarried + 1);
+    const char *cap = NULL;
+    char buf[32];
+    if (loop->code == IR_FOR)
+        cap = ad_loop_capacity(a->pk, loop);
+    if (!cap) { /* while, or bounds the analysis cannot follow: the default capacity */
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)a->ad_stack_size + 1);
+        cap = buf;
+    }
+    for (uint32_t i = 0; i < L->ncarried; i++)
+        L->stacks[i] =
+            ir_kernel_add_adstack(a->gk, carried_in->args[first + i]->type, cap, loop->loc);
+    a->loops[loop->id] = L;
+    return L;
+}
+
+static void push_carried(ad_ctx *a, ad_loop *L, ir_region *to, uint32_t first, kern_loc loc) {
+    a->b.loc = loc;
+    for (uint32_t i = 0; i < L->ncarried; i++)
+        if (L->stacks[i] != UINT32_MAX)
+            ir_adpush(&a->b, L->stacks[i], to->args[first + i]);
+}
+
+/* FOR with pushes: every iteration first pushes its carried values; an early-exit for
+ * also counts its iterations in one more carried value. */
+static void copy_for_push(ad_ctx *a, ir_op *op) {
+    ir_region *body = op->regions[0];
+    ad_loop *L = loop_record(a, op, body);
+    bool early = op->attr & IR_FOR_EARLY_EXIT;
+    uint32_t n = op->noperands - 2;
+    ir_value **inits = ARENA_ARRAY(&a->m->mem, ir_value *, n + 1);
+    for (uint32_t i = 0; i < n; i++)
+        inits[i] = ad_val(a, op->operands[2 + i]);
+    a->b.loc = op->loc;
+    if (early)
+        inits[n] = ir_const_int(&a->b, ty_i32(), 0);
+    ir_op *c = ir_for(&a->b, ad_val(a, op->operands[0]), ad_val(a, op->operands[1]), inits,
+                      n + early, early);
+    ir_region *to = c->regions[0];
+    for (uint32_t i = 0; i < body->nargs; i++)
+        set_val(a, body->args[i], to->args[i]);
+    ir_builder saved = a->b;
+    a->b = ir_builder_at_end(a->m, to);
+    push_carried(a, L, to, 1, op->loc);
+    copy_region(a, body, false); /* without the terminator */
+    ir_op *y = terminator(body);
+    uint32_t ny = y->noperands;
+    ir_value **ys = ARENA_ARRAY(&a->m->mem, ir_value *, ny + 1);
+    for (uint32_t i = 0; i < ny; i++)
+        ys[i] = ad_val(a, y->operands[i]);
+    a->b.loc = y->loc;
+    if (early)
+        ys[ny] = ir_binop(&a->b, IR_ADD, to->args[1 + n], ir_const_int(&a->b, ty_i32(), 1));
+    ir_yield(&a->b, ys, ny + early);
+    a->b = saved;
+    for (uint32_t i = 0; i < op->nresults; i++)
+        set_val(a, op->results[i], c->results[i]);
+    L->count = early ? c->results[n] : NULL;
+}
+
+/* WHILE with pushes: the before region pushes the carried values; both regions carry an
+ * iteration counter (incremented by the after region). */
+static void copy_while_push(ad_ctx *a, ir_op *op) {
+    ir_region *before = op->regions[0], *after = op->regions[1];
+    ad_loop *L = loop_record(a, op, before);
+    uint32_t n = op->noperands;
+    ir_value **inits = ARENA_ARRAY(&a->m->mem, ir_value *, n + 1);
+    for (uint32_t i = 0; i < n; i++)
+        inits[i] = ad_val(a, op->operands[i]);
+    a->b.loc = op->loc;
+    inits[n] = ir_const_int(&a->b, ty_i32(), 0);
+    ir_op *c = ir_while(&a->b, inits, n + 1);
+    /* ir_while gives both regions the carried types; the after region receives the
+     * condition's forwarded values, which are the while's results. */
+    ir_region *tb = c->regions[0], *ta = c->regions[1];
+    for (uint32_t i = 0; i < before->nargs; i++)
+        set_val(a, before->args[i], tb->args[i]);
+    ir_builder saved = a->b;
+    a->b = ir_builder_at_end(a->m, tb);
+    push_carried(a, L, tb, 0, op->loc);
+    copy_region(a, before, false);
+    ir_op *cond = terminator(before);
+    ir_value **cv = ARENA_ARRAY(&a->m->mem, ir_value *, cond->noperands + 1);
+    for (uint32_t i = 1; i < cond->noperands; i++)
+        cv[i - 1] = ad_val(a, cond->operands[i]);
+    cv[cond->noperands - 1] = tb->args[n];
+    a->b.loc = cond->loc;
+    ir_condition(&a->b, ad_val(a, cond->operands[0]), cv, cond->noperands);
+    for (uint32_t i = 0; i < after->nargs; i++)
+        set_val(a, after->args[i], ta->args[i]);
+    a->b = ir_builder_at_end(a->m, ta);
+    copy_region(a, after, false);
+    ir_op *y = terminator(after);
+    ir_value **ys = ARENA_ARRAY(&a->m->mem, ir_value *, y->noperands + 1);
+    for (uint32_t i = 0; i < y->noperands; i++)
+        ys[i] = ad_val(a, y->operands[i]);
+    a->b.loc = y->loc;
+    ys[y->noperands] =
+        ir_binop(&a->b, IR_ADD, ta->args[after->nargs], ir_const_int(&a->b, ty_i32(), 1));
+    ir_yield(&a->b, ys, y->noperands + 1);
+    a->b = saved;
+    for (uint32_t i = 0; i < op->nresults; i++)
+        set_val(a, op->results[i], c->results[i]);
+    L->count = c->results[op->nresults];
+}
+
+/* Copies op into the forward sweep: stores and atomics are left out (an atomic whose
+ * old value is used reads the element instead: the global-access check has warned that
+ * this is not what K saw); with push, an active loop pushes its carried values. */
+static void copy_op(ad_ctx *a, ir_op *op, bool push) {
+    switch (op->code) {
+    case IR_STORE: return;
+    case IR_ATOMIC_ADD:
+    case IR_ATOMIC_SUB:
+    case IR_ATOMIC_MIN:
+    case IR_ATOMIC_MAX:
+    case IR_ATOMIC_XCHG: {
+        a->b.loc = op->loc;
+        ir_value *r = ir_load(&a->b, ad_val(a, op->operands[0]),
+                              mapped_operands(a, op, 1, op->noperands - 2), op->noperands - 2);
+        set_val(a, op->results[0], r);
+        return;
+    }
+    case IR_FOR:
+        if (push && op_active(op))
+            copy_for_push(a, op);
+        else
+            copy_plain(a, op);
+        return;
+    case IR_WHILE:
+        if (push && op_active(op))
+            copy_while_push(a, op);
+        else
+            copy_plain(a, op);
+        return;
+    default: copy_plain(a, op); return;
+    }
+}
+
+/* Copies the ops of r (without its terminator) at the cursor. */
+static void copy_region(ad_ctx *a, ir_region *r, bool push) {
+    ir_op *term = terminator(r);
+    ir_foreach_op(op, r) if (op != term) copy_op(a, op, push);
+}
+
+/* ---- Reverse sweep ---------------------------------------------------------------------- */
+
+static void reverse_ops(ad_ctx *a, ir_region *r);
+
+/* The element of adjoint array `grad` that access op addresses. */
+static ir_value **grad_index(ad_ctx *a, const ir_op *op, uint32_t nidx) {
+    return mapped_operands(a, op, 1, nidx);
+}
+
+static ir_value *grad_array(ad_ctx *a, const ir_value *array) {
+    /* array operands are kernel parameters: region arguments of the kernel body */
+    if (array->def || array->region != a->pk->body)
+        return NULL;
+    return a->grad_param[array->index];
+}
+
+static void reverse_access(ad_ctx *a, ir_op *op) {
+    ir_value *array = op->operands[0];
+    ir_value *ga = grad_array(a, array);
+    if (!ga)
+        return;
+    a->b.loc = op->loc;
+    switch (op->code) {
+    case IR_LOAD: {
+        ir_value *g = a->adj[op->results[0]->id];
+        if (g)
+            ir_atomic(&a->b, IR_ATOMIC_ADD, ga, grad_index(a, op, op->noperands - 1),
+                      op->noperands - 1, g);
+        return;
+    }
+    case IR_STORE: {
+        uint32_t nidx = op->noperands - 2;
+        ir_value **idx = grad_index(a, op, nidx);
+        ir_value *v = op->operands[op->noperands - 1];
+        ir_value *g = ir_load(&a->b, ga, idx, nidx);
+        ir_store(&a->b, ga, idx, nidx, ir_const_float(&a->b, v->type, 0.0));
+        ad_accum(a, v, g);
+        return;
+    }
+    case IR_ATOMIC_ADD:
+    case IR_ATOMIC_SUB: {
+        uint32_t nidx = op->noperands - 2;
+        ir_value *v = op->operands[op->noperands - 1];
+        ir_value *g = ir_load(&a->b, ga, grad_index(a, op, nidx), nidx);
+        ad_accum(a, v, op->code == IR_ATOMIC_ADD ? g : ir_unop(&a->b, IR_NEG, g));
+        return;
+    }
+    case IR_ATOMIC_MIN:
+    case IR_ATOMIC_MAX: {
+        /* the thread whose value is the final element takes the element's adjoint */
+        uint32_t nidx = op->noperands - 2;
+        ir_value **idx = grad_index(a, op, nidx);
+        ir_value *v = op->operands[op->noperands - 1];
+        ir_value *fin = ir_load(&a->b, ad_val(a, array), idx, nidx);
+        ir_op *w = ir_if(&a->b, ir_binop(&a->b, IR_EQ, ad_val(a, v), fin), &v->type, 1);
+        ir_builder saved = a->b;
+        a->b = ir_builder_at_end(a->m, w->regions[0]);
+        ir_value *g = ir_atomic(&a->b, IR_ATOMIC_XCHG, ga, idx, nidx,
+                                ir_const_float(&a->b, v->type, 0.0));
+        ir_yield(&a->b, &g, 1);
+        a->b = ir_builder_at_end(a->m, w->regions[1]);
+        ir_value *z = ir_const_float(&a->b, v->type, 0.0);
+        ir_yield(&a->b, &z, 1);
+        a->b = saved;
+        ad_accum(a, v, w->results[0]);
+        return;
+    }
+    default: kern_unreachable("reverse_access: not an access");
+    }
+}
+
+/* Sets the adjoints of the free values to vals (saved by save_free_adj). */
+static void set_free_adj(ad_ctx *a, kern_ptrvec *free, ir_value *const *vals) {
+    for (int i = 0; i < free->len; i++)
+        a->adj[((ir_value *)free->data[i])->id] = vals[i];
+}
+
+static ir_value **save_free_adj(ad_ctx *a, kern_ptrvec *free) {
+    ir_value **s = ARENA_ARRAY(&a->m->mem, ir_value *, free->len + 1);
+    for (int i = 0; i < free->len; i++)
+        s[i] = a->adj[((ir_value *)free->data[i])->id];
+    return s;
+}
+
+static void reverse_if(ad_ctx *a, ir_op *op) {
+    kern_ptrvec free = {0};
+    collect_free(a, op, &free);
+    uint32_t nf = (uint32_t)free.len;
+    ir_value **outer = save_free_adj(a, &free);
+    /* the adjoints of the if's results, from the code after it */
+    ir_value **gres = ARENA_ARRAY(&a->m->mem, ir_value *, op->nresults + 1);
+    for (uint32_t i = 0; i < op->nresults; i++)
+        gres[i] = a->adj[op->results[i]->id];
+    const kern_type **types = ARENA_ARRAY(&a->m->mem, const kern_type *, nf + 1);
+    for (uint32_t i = 0; i < nf; i++)
+        types[i] = ((ir_value *)free.data[i])->type;
+    a->b.loc = op->loc;
+    ir_op *w = ir_if(&a->b, ad_val(a, op->operands[0]), types, nf);
+    ir_builder saved = a->b;
+    for (int br = 0; br < 2; br++) {
+        ir_region *from = op->regions[br];
+        a->b = ir_builder_at_end(a->m, w->regions[br]);
+        clear_adj(a, from);
+        for (uint32_t i = 0; i < nf; i++)
+            a->adj[((ir_value *)free.data[i])->id] = NULL;
+        copy_region(a, from, true);
+        ir_op *y = terminator(from);
+        for (uint32_t i = 0; i < y->noperands; i++)
+            if (gres[i])
+                ad_accum(a, y->operands[i], gres[i]);
+        reverse_ops(a, from);
+        ir_value **ys = ARENA_ARRAY(&a->m->mem, ir_value *, nf + 1);
+        for (uint32_t i = 0; i < nf; i++)
+            ys[i] = adj_or_zero(a, free.data[i]);
+        a->b.loc = op->loc;
+        ir_yield(&a->b, ys, nf);
+    }
+    a->b = saved;
+    set_free_adj(a, &free, outer);
+    for (uint32_t i = 0; i < nf; i++)
+        ad_accum(a, free.data[i], w->results[i]);
+    ptrvec_free(&free);
+}
+
+/* The reverse loop's carried adjoints: the float carried values (in order), then the
+ * free values. Builds the inits from the current adjoints. */
+typedef struct rev_carry {
+    uint32_t *fidx; /* carried value indices that are floats */
+    uint32_t nfloat;
+    kern_ptrvec free;
+} rev_carry;
+
+static ir_value **rev_inits(ad_ctx *a, rev_carry *rc, ir_value *const *carried_adj) {
+    uint32_t n = rc->nfloat + (uint32_t)rc->free.len;
+    ir_value **v = ARENA_ARRAY(&a->m->mem, ir_value *, n + 1);
+    for (uint32_t i = 0; i < rc->nfloat; i++)
+        v[i] = carried_adj[i];
+    for (int i = 0; i < rc->free.len; i++)
+        v[rc->nfloat + i] = adj_or_zero(a, rc->free.data[i]);
+    return v;
+}
+
+static void rev_carry_init(ad_ctx *a, ir_op *op, ir_region *carried_in, uint32_t first,
+                           rev_carry *rc) {
+    rc->fidx = ARENA_ARRAY(&a->m->mem, uint32_t, carried_in->nargs + 1);
+    rc->nfloat = 0;
+    for (uint32_t i = first; i < carried_in->nargs; i++)
+        if (ty_is_float(carried_in->args[i]->type))
+            rc->fidx[rc->nfloat++] = i - first;
+    memset(&rc->free, 0, sizeof rc->free);
+    collect_free(a, op, &rc->free);
+}
+
+/* Inside a reverse loop body: pops the carried values of one iteration into the
+ * primal region's arguments (from `first`). */
+static void pop_carried(ad_ctx *a, ad_loop *L, ir_region *primal, uint32_t first, kern_loc loc) {
+    a->b.loc = loc;
+    for (uint32_t i = 0; i < L->ncarried; i++)
+        if (L->stacks[i] != UINT32_MAX)
+            set_val(a, primal->args[first + i], ir_adpop(&a->b, L->stacks[i]));
+}
+
+/* Yields (adjoints of the carried values in `args`, free adjoints) at the cursor. */
+static void rev_yield(ad_ctx *a, rev_carry *rc, ir_region *primal, uint32_t first,
+                      kern_loc loc) {
+    uint32_t n = rc->nfloat + (uint32_t)rc->free.len;
+    ir_value **ys = ARENA_ARRAY(&a->m->mem, ir_value *, n + 1);
+    for (uint32_t i = 0; i < rc->nfloat; i++)
+        ys[i] = adj_or_zero(a, primal->args[first + rc->fidx[i]]);
+    for (int i = 0; i < rc->free.len; i++)
+        ys[rc->nfloat + i] = adj_or_zero(a, rc->free.data[i]);
+    a->b.loc = loc;
+    ir_yield(&a->b, ys, n);
+}
+
+/* After a reverse loop w: the adjoints of the primal loop's inits grow by the carried
+ * results; the free values' adjoints are the accumulated results. */
+static void rev_finish(ad_ctx *a, ir_op *w, rev_carry *rc, ir_value *const *inits) {
+    for (uint32_t i = 0; i < rc->nfloat; i++)
+        ad_accum(a, inits[rc->fidx[i]], w->results[i]);
+    for (int i = 0; i < rc->free.len; i++)
+        a->adj[((ir_value *)rc->free.data[i])->id] = w->results[rc->nfloat + i];
+    ptrvec_free(&rc->free);
+}
+
+static void reverse_for(ad_ctx *a, ir_op *op) {
+    ir_region *body = op->regions[0];
+    ad_loop *L = a->loops[op->id];
+    kern_assert(L);
+    bool early = op->attr & IR_FOR_EARLY_EXIT;
+    rev_carry rc;
+    rev_carry_init(a, op, body, 1, &rc);
+    ir_value **cadj = ARENA_ARRAY(&a->m->mem, ir_value *, rc.nfloat + 1);
+    a->b.loc = op->loc;
+    for (uint32_t i = 0; i < rc.nfloat; i++)
+        cadj[i] = adj_or_zero(a, op->results[rc.fidx[i]]);
+    ir_value *lo = ad_val(a, op->operands[0]), *hi = ad_val(a, op->operands[1]);
+    const kern_type *it = lo->type;
+    /* iteration k of the reverse loop runs primal index last - k */
+    ir_value *rlo, *rhi, *last;
+    if (early) {
+        rlo = ir_const_int(&a->b, ty_i32(), 0);
+        rhi = L->count;
+        last = ir_binop(&a->b, IR_SUB,
+                        ir_binop(&a->b, IR_ADD, lo, ir_cast(&a->b, it, L->count)),
+                        ir_const_int(&a->b, it, 1));
+    } else {
+        rlo = lo;
+        rhi = hi;
+        last = ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_ADD, lo, hi), ir_const_int(&a->b, it, 1));
+    }
+    ir_value **inits = rev_inits(a, &rc, cadj);
+    uint32_t nc = rc.nfloat + (uint32_t)rc.free.len;
+    ir_op *w = ir_for(&a->b, rlo, rhi, inits, nc, false);
+    ir_region *wb = w->regions[0];
+    ir_builder saved = a->b;
+    a->b = ir_builder_at_end(a->m, wb);
+    ir_value *k = wb->args[0];
+    if (early && k->type != it)
+        k = ir_cast(&a->b, it, k);
+    set_val(a, body->args[0], ir_binop(&a->b, IR_SUB, last, k));
+    pop_carried(a, L, body, 1, op->loc);
+    clear_adj(a, body);
+    for (int i = 0; i < rc.free.len; i++)
+        a->adj[((ir_value *)rc.free.data[i])->id] = wb->args[1 + rc.nfloat + i];
+    copy_region(a, body, true);
+    ir_op *y = terminator(body);
+    uint32_t skip = early ? 1 : 0; /* the "go on" flag */
+    for (uint32_t i = 0; i < rc.nfloat; i++)
+        ad_accum(a, y->operands[skip + rc.fidx[i]], wb->args[1 + i]);
+    reverse_ops(a, body);
+    rev_yield(a, &rc, body, 1, op->loc);
+    a->b = saved;
+    rev_finish(a, w, &rc, op->operands + 2);
+}
+
+static void reverse_while(ad_ctx *a, ir_op *op) {
+    ir_region *before = op->regions[0], *after = op->regions[1];
+    ir_op *cond = terminator(before), *y = terminator(after);
+    ad_loop *L = a->loops[op->id];
+    kern_assert(L);
+    rev_carry rc;
+    rev_carry_init(a, op, before, 0, &rc);
+    a->b.loc = op->loc;
+    /* the last test: before(x_k) gave the results */
+    pop_carried(a, L, before, 0, op->loc);
+    clear_adj(a, before);
+    copy_region(a, before, true);
+    for (uint32_t i = 0; i < op->nresults; i++) {
+        ir_value *g = a->adj[op->results[i]->id];
+        if (g)
+            ad_accum(a, cond->operands[1 + i], g);
+    }
+    reverse_ops(a, before);
+    ir_value **cadj = ARENA_ARRAY(&a->m->mem, ir_value *, rc.nfloat + 1);
+    for (uint32_t i = 0; i < rc.nfloat; i++)
+        cadj[i] = adj_or_zero(a, before->args[rc.fidx[i]]);
+    /* then the iterations, newest first: after(v_m) then before(x_m) reversed */
+    ir_value **inits = rev_inits(a, &rc, cadj);
+    uint32_t nc = rc.nfloat + (uint32_t)rc.free.len;
+    a->b.loc = op->loc;
+    ir_op *w = ir_for(&a->b, ir_const_int(&a->b, ty_i32(), 0), L->count, inits, nc, false);
+    ir_region *wb = w->regions[0];
+    ir_builder saved = a->b;
+    a->b = ir_builder_at_end(a->m, wb);
+    pop_carried(a, L, before, 0, op->loc);
+    clear_adj(a, before);
+    clear_adj(a, after);
+    for (int i = 0; i < rc.free.len; i++)
+        a->adj[((ir_value *)rc.free.data[i])->id] = wb->args[1 + rc.nfloat + i];
+    copy_region(a, before, true);
+    for (uint32_t i = 0; i < after->nargs; i++)
+        set_val(a, after->args[i], ad_val(a, cond->operands[1 + i]));
+    copy_region(a, after, true);
+    /* adj(x_{m+1}) flows into after's yield; the carried values that are not floats get
+     * none */
+    for (uint32_t i = 0; i < rc.nfloat; i++)
+        ad_accum(a, y->operands[rc.fidx[i]], wb->args[1 + i]);
+    reverse_ops(a, after);
+    for (uint32_t i = 0; i < after->nargs; i++) {
+        ir_value *g = a->adj[after->args[i]->id];
+        if (g)
+            ad_accum(a, cond->operands[1 + i], g);
+    }
+    reverse_ops(a, before);
+    rev_yield(a, &rc, before, 0, op->loc);
+    a->b = saved;
+    rev_finish(a, w, &rc, op->operands);
+}
+
+/* Reverses the ops of r, last first (not its terminator: the caller has seeded the
+ * adjoints of the values it yields). */
+static void reverse_ops(ad_ctx *a, ir_region *r) {
+    ir_op *term = terminator(r);
+    for (ir_op *op = term ? term->prev : r->last; op; op = op->prev) {
+        switch (op->code) {
+        case IR_LOAD:
+        case IR_STORE:
+        case IR_ATOMIC_ADD:
+        case IR_ATOMIC_SUB:
+        case IR_ATOMIC_MIN:
+        case IR_ATOMIC_MAX: reverse_access(a, op); break;
+        case IR_IF:
+            if (op_active(op))
+                reverse_if(a, op);
+            break;
+        case IR_FOR:
+            if (op_active(op))
+                reverse_for(a, op);
+            break;
+        case IR_WHILE:
+            if (op_active(op))
+                reverse_while(a, op);
+            break;
+        default: {
+            if (op->nresults != 1)
+                break;
+            ir_value *g = a->adj[op->results[0]->id];
+            if (g) {
+                a->b.loc = op->loc;
+                ad_rule_pure(a, op, g);
+            }
+            break;
+        }
+        }
+    }
+}
+
+/* ---- Tasks ---------------------------------------------------------------------------- */
+
+/* The end of a thread's reverse sweep: the adjoints of the top-level values it used flow
+ * back through the top-level ops to the scalar parameters, whose adjoint arrays get the
+ * sum. */
+static void finish_task(ad_ctx *a, bool parallel) {
+    ir_region *top = a->pk->body;
+    for (ir_op *op = top->last; op; op = op->prev) {
+        if (op->code == IR_PARALLEL || op->code == IR_SERIAL || op->nresults != 1)
+            continue;
+        ir_value *g = a->adj[op->results[0]->id];
+        if (g) {
+            a->b.loc = op->loc;
+            ad_rule_pure(a, op, g);
+        }
+    }
+    for (uint32_t p = 0; p < a->pk->nparams; p++) {
+        ir_value *v = top->args[p];
+        ir_value *g = a->adj[v->id];
+        ir_value *ga = a->grad_param[p];
+        if (!g || !ga || ty_is_array(v->type))
+            continue;
+        a->b.loc = a->pk->loc;
+        ir_value *zero = ir_const_int(&a->b, ty_i32(), 0);
+        if (parallel) {
+            ir_atomic(&a->b, IR_ATOMIC_ADD, ga, &zero, 1, g);
+        } else {
+            ir_value *old = ir_load(&a->b, ga, &zero, 1);
+            ir_store(&a->b, ga, &zero, 1, ir_binop(&a->b, IR_ADD, old, g));
+        }
+    }
+}
+
+static void grad_task(ad_ctx *a, ir_op *task) {
+    memset(a->adj, 0, a->nvals * sizeof *a->adj);
+    ir_region *body = task->regions[0];
+    a->b = ir_builder_at_end(a->m, a->gk->body);
+    a->b.loc = task->loc;
+    ir_op *t;
+    if (task->code == IR_PARALLEL) {
+        t = ir_parallel(&a->b, mapped_operands(a, task, 0, task->noperands),
+                        task->noperands / 2);
+    } else {
+        t = ir_serial(&a->b);
+    }
+    t->loc = task->loc;
+    for (uint32_t i = 0; i < body->nargs; i++)
+        set_val(a, body->args[i], t->regions[0]->args[i]);
+    a->b = ir_builder_at_end(a->m, t->regions[0]);
+    copy_region(a, body, true);
+    reverse_ops(a, body);
+    finish_task(a, task->code == IR_PARALLEL);
+}
 
 ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size) {
-    (void)k; (void)ad_stack_size;
-    return NULL;
+    ir_module *m = k->module;
+    uint32_t ngrad = 0;
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        const kern_type *t = k->params[i].type;
+        const kern_type *e = ty_is_array(t) ? t->elem : t;
+        ngrad += ty_is_float(e) && !k->params[i].nograd;
+    }
+    ir_param *ps = ARENA_ARRAY(&m->mem, ir_param, k->nparams + ngrad + 1);
+    uint32_t np = 0;
+    for (uint32_t i = 0; i < k->nparams; i++)
+        ps[np++] = k->params[i];
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        const kern_type *t = k->params[i].type;
+        const kern_type *e = ty_is_array(t) ? t->elem : t;
+        if (!ty_is_float(e) || k->params[i].nograd)
+            continue;
+        ps[np++] = (ir_param){.name = arena_printf(&m->mem, "%s.grad", k->params[i].name),
+                              .type = ty_is_array(t) ? t : ty_array(t, 1),
+                              .nograd = false,
+                              .loc = k->params[i].loc};
+    }
+    ad_ctx A = {.m = m, .pk = k, .ad_stack_size = ad_stack_size}, *a = &A;
+    a->gk = ir_kernel_new(m, arena_printf(&m->mem, "%s.grad", k->name), k->loc, ps, np);
+    number_region(a, k->body);
+    a->map = calloc(a->nvals + 1, sizeof *a->map);
+    a->adj = calloc(a->nvals + 1, sizeof *a->adj);
+    a->mark = calloc(a->nvals + 1, sizeof *a->mark);
+    a->loops = calloc(a->nops + 1, sizeof *a->loops);
+    a->grad_param = calloc(k->nparams + 1, sizeof *a->grad_param);
+    if (!a->map || !a->adj || !a->mark || !a->loops || !a->grad_param)
+        kern_oom(a->nvals * sizeof(void *));
+    for (uint32_t i = 0, g = k->nparams; i < k->nparams; i++) {
+        set_val(a, k->body->args[i], a->gk->body->args[i]);
+        const kern_type *t = k->params[i].type;
+        const kern_type *e = ty_is_array(t) ? t->elem : t;
+        if (ty_is_float(e) && !k->params[i].nograd)
+            a->grad_param[i] = a->gk->body->args[g++];
+    }
+    /* the uniform values, then the tasks in reverse order */
+    a->b = ir_builder_at_end(m, a->gk->body);
+    ir_foreach_op(op, k->body) if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
+        copy_plain(a, op);
+    for (ir_op *op = k->body->last; op; op = op->prev)
+        if (op->code == IR_PARALLEL || op->code == IR_SERIAL)
+            grad_task(a, op);
+    free(a->map);
+    free(a->adj);
+    free(a->mark);
+    free(a->loops);
+    free(a->grad_param);
+    return a->gk;
 }

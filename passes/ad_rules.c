@@ -1,2 +1,147 @@
-/* ad_rules.c - adjoint rules per opcode. Work in progress. */
-#include "passes.h"
+/* ad_rules.c - the adjoint rules of the pure scalar ops, one case per opcode of ops.def.
+ *
+ * For an op r = f(x, y, ...) whose result has the adjoint g, each rule accumulates
+ * g * df/dx into adj(x) and so on (ad_accum), using the primal values of the copy being
+ * built (ad_val). Ops without a float result (integer arithmetic, comparisons, DIM) and
+ * the piecewise-constant ones (floor, ceil, round, sign) carry no gradient. Values at
+ * non-differentiable points follow spec section 8: abs'(0) = 0 (through sign), min and
+ * max give the whole adjoint to operand 0 on ties, clamp is min(max(x, lo), hi) with the
+ * same tie rule, sqrt'(0) = +inf as IEEE arithmetic gives it. pow's partial in the
+ * exponent is 0 where the base is not positive (log is undefined there), and its partial
+ * in the base is 0 where the exponent is 0.
+ *
+ * Runs inside ad_grad.c's reverse sweep: the builder cursor is where the adjoint code
+ * goes, after the recomputed primal values. */
+#include <math.h>
+
+#include "ad_priv.h"
+
+typedef struct rb {
+    ad_ctx *a;
+    ir_builder *b;
+    const kern_type *t;
+} rb;
+
+static ir_value *k(rb *r, double v) { return ir_const_float(r->b, r->t, v); }
+static ir_value *add(rb *r, ir_value *x, ir_value *y) { return ir_binop(r->b, IR_ADD, x, y); }
+static ir_value *sub(rb *r, ir_value *x, ir_value *y) { return ir_binop(r->b, IR_SUB, x, y); }
+static ir_value *mul(rb *r, ir_value *x, ir_value *y) { return ir_binop(r->b, IR_MUL, x, y); }
+static ir_value *dv(rb *r, ir_value *x, ir_value *y) { return ir_binop(r->b, IR_DIV, x, y); }
+static ir_value *neg(rb *r, ir_value *x) { return ir_unop(r->b, IR_NEG, x); }
+static ir_value *un(rb *r, ir_opcode c, ir_value *x) { return ir_unop(r->b, c, x); }
+static ir_value *sel(rb *r, ir_value *c, ir_value *x, ir_value *y) {
+    return ir_select(r->b, c, x, y);
+}
+static ir_value *cmp(rb *r, ir_opcode c, ir_value *x, ir_value *y) {
+    return ir_binop(r->b, c, x, y);
+}
+/* g where c holds, 0 elsewhere. */
+static ir_value *gate(rb *r, ir_value *c, ir_value *g) { return sel(r, c, g, k(r, 0.0)); }
+
+void ad_rule_pure(ad_ctx *a, ir_op *op, ir_value *g) {
+    if (op->nresults != 1 || !ty_is_float(op->results[0]->type))
+        return;
+    rb R = {a, &a->b, op->results[0]->type}, *r = &R;
+    ir_value *x = op->noperands > 0 ? op->operands[0] : NULL;
+    ir_value *y = op->noperands > 1 ? op->operands[1] : NULL;
+    ir_value *z = op->noperands > 2 ? op->operands[2] : NULL;
+    ir_value *X = x ? ad_val(a, x) : NULL;
+    ir_value *Y = y ? ad_val(a, y) : NULL;
+    ir_value *Z = z ? ad_val(a, z) : NULL;
+    ir_value *res = ad_val(a, op->results[0]);
+    switch (op->code) {
+    case IR_CONST:
+    case IR_FLOOR:
+    case IR_CEIL:
+    case IR_ROUND:
+    case IR_SIGN: return;
+    case IR_CAST:
+        if (ty_is_float(x->type))
+            ad_accum(a, x, x->type == r->t ? g : ir_cast(r->b, x->type, g));
+        return;
+    case IR_ADD:
+        ad_accum(a, x, g);
+        ad_accum(a, y, g);
+        return;
+    case IR_SUB:
+        ad_accum(a, x, g);
+        ad_accum(a, y, neg(r, g));
+        return;
+    case IR_MUL:
+        ad_accum(a, x, mul(r, g, Y));
+        ad_accum(a, y, mul(r, g, X));
+        return;
+    case IR_DIV: /* d/dy (x / y) = -(x / y) / y */
+        ad_accum(a, x, dv(r, g, Y));
+        ad_accum(a, y, neg(r, mul(r, g, dv(r, res, Y))));
+        return;
+    case IR_NEG: ad_accum(a, x, neg(r, g)); return;
+    case IR_SIN: ad_accum(a, x, mul(r, g, un(r, IR_COS, X))); return;
+    case IR_COS: ad_accum(a, x, neg(r, mul(r, g, un(r, IR_SIN, X)))); return;
+    case IR_TAN: ad_accum(a, x, mul(r, g, add(r, k(r, 1.0), mul(r, res, res)))); return;
+    case IR_ASIN:
+        ad_accum(a, x, mul(r, g, un(r, IR_RSQRT, sub(r, k(r, 1.0), mul(r, X, X)))));
+        return;
+    case IR_ACOS:
+        ad_accum(a, x, neg(r, mul(r, g, un(r, IR_RSQRT, sub(r, k(r, 1.0), mul(r, X, X))))));
+        return;
+    case IR_ATAN: ad_accum(a, x, dv(r, g, add(r, k(r, 1.0), mul(r, X, X)))); return;
+    case IR_SINH: ad_accum(a, x, mul(r, g, un(r, IR_COSH, X))); return;
+    case IR_COSH: ad_accum(a, x, mul(r, g, un(r, IR_SINH, X))); return;
+    case IR_TANH: ad_accum(a, x, mul(r, g, sub(r, k(r, 1.0), mul(r, res, res)))); return;
+    case IR_EXP: ad_accum(a, x, mul(r, g, res)); return;
+    case IR_EXP2: ad_accum(a, x, mul(r, mul(r, g, res), k(r, M_LN2))); return;
+    case IR_LOG: ad_accum(a, x, dv(r, g, X)); return;
+    case IR_LOG2: ad_accum(a, x, dv(r, g, mul(r, X, k(r, M_LN2)))); return;
+    case IR_SQRT: ad_accum(a, x, dv(r, mul(r, g, k(r, 0.5)), res)); return;
+    case IR_RSQRT: /* d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 r^3 */
+        ad_accum(a, x, mul(r, mul(r, g, k(r, -0.5)), mul(r, res, mul(r, res, res))));
+        return;
+    case IR_ABS: ad_accum(a, x, mul(r, g, un(r, IR_SIGN, X))); return;
+    case IR_ATAN2: { /* atan2(y, x): operand 0 is y */
+        ir_value *d = add(r, mul(r, X, X), mul(r, Y, Y));
+        ad_accum(a, x, dv(r, mul(r, g, Y), d));
+        ad_accum(a, y, neg(r, dv(r, mul(r, g, X), d)));
+        return;
+    }
+    case IR_POW: {
+        ir_value *py = ir_binop(r->b, IR_POW, X, sub(r, Y, k(r, 1.0)));
+        ir_value *dx = mul(r, mul(r, g, Y), py);
+        ad_accum(a, x, sel(r, cmp(r, IR_EQ, Y, k(r, 0.0)), k(r, 0.0), dx));
+        ir_value *dy = mul(r, mul(r, g, res), un(r, IR_LOG, X));
+        ad_accum(a, y, gate(r, cmp(r, IR_GT, X, k(r, 0.0)), dy));
+        return;
+    }
+    case IR_MIN: {
+        ir_value *first = cmp(r, IR_LE, X, Y);
+        ad_accum(a, x, gate(r, first, g));
+        ad_accum(a, y, sel(r, first, k(r, 0.0), g));
+        return;
+    }
+    case IR_MAX: {
+        ir_value *first = cmp(r, IR_GE, X, Y);
+        ad_accum(a, x, gate(r, first, g));
+        ad_accum(a, y, sel(r, first, k(r, 0.0), g));
+        return;
+    }
+    case IR_FMA:
+        ad_accum(a, x, mul(r, g, Y));
+        ad_accum(a, y, mul(r, g, X));
+        ad_accum(a, z, g);
+        return;
+    case IR_CLAMP: { /* min(max(x, lo), hi): m = max(x, lo) gets g when m <= hi */
+        ir_value *m = ir_binop(r->b, IR_MAX, X, Y);
+        ir_value *gm = gate(r, cmp(r, IR_LE, m, Z), g);
+        ad_accum(a, z, sel(r, cmp(r, IR_LE, m, Z), k(r, 0.0), g));
+        ir_value *xfirst = cmp(r, IR_GE, X, Y);
+        ad_accum(a, x, gate(r, xfirst, gm));
+        ad_accum(a, y, sel(r, xfirst, k(r, 0.0), gm));
+        return;
+    }
+    case IR_SELECT:
+        ad_accum(a, y, gate(r, X, g));
+        ad_accum(a, z, sel(r, X, k(r, 0.0), g));
+        return;
+    default: return; /* no float result depends differentiably on the operands */
+    }
+}

@@ -1,0 +1,39 @@
+/* ad_priv.h - state shared by the gradient transform (ad_grad.c) and its adjoint rules
+ * (ad_rules.c). Not a public interface. */
+#ifndef KERN_AD_PRIV_H
+#define KERN_AD_PRIV_H
+
+#include "passes.h"
+
+/* What the forward sweep of one primal loop left for its reverse sweep. */
+typedef struct ad_loop {
+    uint32_t *stacks; /* per carried value: its adstack, or UINT32_MAX when not pushed */
+    uint32_t ncarried;
+    ir_value *count;  /* early-exit for and while: the iterations the forward sweep ran */
+} ad_loop;
+
+typedef struct ad_ctx {
+    ir_module *m;
+    ir_kernel *pk;   /* the primal kernel */
+    ir_kernel *gk;   /* K.grad, being built */
+    uint32_t ad_stack_size;
+    uint32_t nvals;  /* primal values, numbered through ir_value.id */
+    uint32_t nops;   /* primal ops, numbered through ir_op.id */
+    ir_value **map;  /* primal value -> its value in the code being built (current copy) */
+    ir_value **adj;  /* primal value -> its accumulated adjoint (NULL: zero) */
+    uint32_t *mark;  /* scratch marks per primal value (free-variable sets) */
+    uint32_t markgen;
+    ad_loop **loops; /* primal op -> its loop record (FOR, WHILE) */
+    ir_value **grad_param; /* primal param index -> the adjoint array param of K.grad */
+    ir_builder b;    /* where new code goes */
+} ad_ctx;
+
+/* The value of primal value v in the code being built. */
+ir_value *ad_val(ad_ctx *a, ir_value *v);
+/* adj(v) += d; ignored when v is not a float scalar. */
+void ad_accum(ad_ctx *a, ir_value *v, ir_value *d);
+/* Accumulates the adjoint g of the result of the pure scalar op `op` (ad_rules.c): the
+ * rule of each opcode, with the spec's values at non-differentiable points. */
+void ad_rule_pure(ad_ctx *a, ir_op *op, ir_value *g);
+
+#endif
