@@ -1,0 +1,471 @@
+/* test_adcheck.c - the global-access check of reverse mode (passes/ad_check.c, suite
+ * `adcheck`; docs/grad-check.md).
+ *
+ * Each program is compiled to optimized primal IR (kc_compile_source, no gradients) and
+ * ad_check_kernel runs on every kernel into a sink of its own, so these tests do not depend
+ * on the gradient transform. The expectations come from spec section 8: which read/write
+ * pairs must be rejected and which the check must prove safe. Locations in the expected
+ * messages were counted by hand from the sources below (a read is located at the array
+ * name, a store and `*=` at their operator, an atomic call at its name). A few tests go
+ * through the driver with KC_GRAD_ALL, where a rejected kernel fails the compilation. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/context.h"
+#include "../compiler/driver.h"
+#include "../passes/passes.h"
+
+typedef struct checked {
+    bool ok;       /* every kernel passed */
+    int errors, warnings, notes;
+    char *diags;   /* "L:C: severity: message\n" per diagnostic, in order */
+} checked;
+
+static const char *sev_name(diag_severity s) {
+    return s == DIAG_ERROR ? "error" : s == DIAG_WARNING ? "warning" : "note";
+}
+
+static checked run_check_at(const char *text, bool as_warning, int opt_level) {
+    checked r = {.ok = true};
+    kc_ctx *ctx = kc_ctx_new();
+    ctx->opts.grad = KC_GRAD_NONE;
+    ctx->opts.opt_level = opt_level;
+    ir_module *m = kc_compile_source(ctx, "t.kern", text, strlen(text));
+    if (!m)
+        diag_print_all(stderr, &ctx->diags);
+    cr_assert_not_null(m, "test program does not compile");
+    const kern_source *src = kc_add_source(ctx, "t.kern", text, strlen(text));
+    arena mem;
+    arena_init(&mem);
+    diag_sink sink;
+    diag_init(&sink, &mem);
+    ir_foreach_kernel(k, m) {
+        if (!ad_check_kernel(k, &sink, src, as_warning))
+            r.ok = false;
+    }
+    kern_buf b = {0};
+    for (int i = 0; i < sink.len; i++) {
+        const diag *d = &sink.items[i];
+        buf_printf(&b, "%u:%u: %s: %s\n", d->loc.line, d->loc.col, sev_name(d->severity),
+                   d->message);
+        r.errors += d->severity == DIAG_ERROR;
+        r.warnings += d->severity == DIAG_WARNING;
+        r.notes += d->severity == DIAG_NOTE;
+    }
+    r.diags = b.data ? buf_take(&b) : strdup("");
+    diag_free(&sink);
+    arena_free(&mem);
+    ir_module_free(m);
+    kc_ctx_free(ctx);
+    return r;
+}
+
+static checked run_check(const char *text, bool as_warning) {
+    return run_check_at(text, as_warning, 2);
+}
+
+/* The proofs must not depend on the optimizer: unoptimized IR keeps `t - 1` as a sub and
+ * constants unshared; -O3 is checked as well. */
+static void accepts(const char *text) {
+    for (int opt = 0; opt <= 3; opt += 3) {
+        checked r = run_check_at(text, false, opt);
+        cr_expect(r.ok, "-O%d: expected the check to pass, got:\n%s", opt, r.diags);
+        cr_expect_eq(r.errors + r.warnings + r.notes, 0, "-O%d: unexpected diagnostics:\n%s",
+                     opt, r.diags);
+        free(r.diags);
+    }
+}
+
+/* Expects exactly one error, whose text starts with `first` (location and message), and a
+ * note "written here" at `written`. */
+static void rejects(const char *text, const char *first, const char *written) {
+    checked r = run_check(text, false);
+    cr_expect_not(r.ok, "expected the check to fail:\n%s", text);
+    cr_expect_eq(r.errors, 1, "expected one error, got:\n%s", r.diags);
+    cr_expect_eq(r.warnings, 0);
+    cr_expect(!strncmp(r.diags, first, strlen(first)), "expected first line\n  %s\ngot:\n%s",
+              first, r.diags);
+    char note[64];
+    snprintf(note, sizeof note, "\n%s: note: written here\n", written);
+    cr_expect(strstr(r.diags, note), "expected note%sgot:\n%s", note, r.diags);
+    cr_expect(strstr(r.diags, ": note: keep the value in a local, write a different array, "
+                              "or split the kernel; --no-grad-check turns this into a "
+                              "warning\n"),
+              "no fix note in:\n%s", r.diags);
+    free(r.diags);
+    r = run_check_at(text, false, 0);
+    cr_expect_not(r.ok, "-O0: expected the check to fail:\n%s", text);
+    cr_expect(!strncmp(r.diags, first, strlen(first)), "-O0: expected first line\n  %s\ngot:\n%s",
+              first, r.diags);
+    free(r.diags);
+}
+
+/* ---- rejected ------------------------------------------------------------------------ */
+
+Test(adcheck, same_task_unrelated_indices) {
+    rejects("kernel k(x: f32[], j: i32[], y: f32[]) {\n"
+            "    for i in 0..len(x) {\n"
+            "        y[i] = x[i];\n"
+            "        x[j[i]] = 1.0;\n"
+            "    }\n"
+            "}\n",
+            "3:16: error: 'x' is read here and may be written afterwards by kernel 'k' "
+            "(line 4:17), so k.grad would read changed values\n",
+            "4:17");
+}
+
+Test(adcheck, read_then_write_same_index_in_loop) {
+    rejects("kernel k(x: f32[], steps: i32) {\n"
+            "    for i in 0..len(x) {\n"
+            "        for t in 0..steps {\n"
+            "            let v = x[i];\n"
+            "            x[i] = sin(v);\n"
+            "        }\n"
+            "    }\n"
+            "}\n",
+            "4:21: error: 'x' is read here", "5:18");
+}
+
+/* The write comes first in the body, but the next iteration writes again after the read. */
+Test(adcheck, write_then_read_inside_loop) {
+    rejects("kernel k(x: f32[], y: f32[], v: f32[], steps: i32) {\n"
+            "    for i in 0..len(x) {\n"
+            "        for t in 0..steps {\n"
+            "            x[i] = v[i] * 2.0;\n"
+            "            y[i] = sin(x[i]);\n"
+            "        }\n"
+            "    }\n"
+            "}\n",
+            "5:24: error: 'x' is read here and may be written afterwards by kernel 'k' "
+            "(line 4:18)",
+            "4:18");
+}
+
+Test(adcheck, mul_assign) {
+    rejects("kernel k(a: f32[]) {\n"
+            "    for i in 0..len(a) {\n"
+            "        a[i] *= 2.0;\n"
+            "    }\n"
+            "}\n",
+            "3:14: error: 'a' is read here and may be written afterwards by kernel 'k' "
+            "(line 3:14)",
+            "3:14");
+}
+
+Test(adcheck, div_assign_serial) {
+    rejects("kernel k(a: f64[], s: f64) {\n"
+            "    a[0] /= s;\n"
+            "}\n",
+            "2:10: error: 'a' is read here", "2:10");
+}
+
+Test(adcheck, read_in_task1_write_in_task2) {
+    rejects("kernel k(x: f32[], y: f32[]) {\n"
+            "    for i in 0..len(x) {\n"
+            "        y[i] = x[i] * 3.0;\n"
+            "    }\n"
+            "    for i in 0..len(x) {\n"
+            "        x[i] = 0.0;\n"
+            "    }\n"
+            "}\n",
+            "3:16: error: 'x' is read here and may be written afterwards by kernel 'k' "
+            "(line 6:14)",
+            "6:14");
+}
+
+Test(adcheck, atomic_with_used_result) {
+    rejects("kernel k(c: f32[], x: f32[], y: f32[]) {\n"
+            "    for i in 0..len(y) {\n"
+            "        let old = atomic_add(c[0], x[i]);\n"
+            "        y[i] = old;\n"
+            "    }\n"
+            "}\n",
+            "3:19: error: 'c' is read here and may be written afterwards by kernel 'k' "
+            "(line 3:19)",
+            "3:19");
+}
+
+/* `+=` is a write: a read of the same array in an earlier task is changed by it. */
+Test(adcheck, plus_assign_after_read) {
+    rejects("kernel k(x: f32[], y: f32[], j: i32[]) {\n"
+            "    for i in 0..len(x) {\n"
+            "        y[i] = x[i];\n"
+            "    }\n"
+            "    for i in 0..len(x) {\n"
+            "        x[j[i]] += 1.0;\n"
+            "    }\n"
+            "}\n",
+            "3:16: error: 'x' is read here", "6:17");
+}
+
+/* Integer arrays count: K.grad re-reads them for indices and control flow. */
+Test(adcheck, int_array_counts) {
+    rejects("kernel k(cnt: i32[]) {\n"
+            "    for i in 0..len(cnt) {\n"
+            "        cnt[i] = cnt[i] + 1;\n"
+            "    }\n"
+            "}\n",
+            "3:18: error: 'cnt' is read here", "3:16");
+}
+
+/* nograd arrays count too. */
+Test(adcheck, nograd_array_counts) {
+    rejects("kernel k(nograd w: f32[], y: f32[], z: f32[]) {\n"
+            "    for i in 0..len(y) {\n"
+            "        z[i] = w[i];\n"
+            "    }\n"
+            "    for i in 0..len(y) {\n"
+            "        w[i] = 0.0;\n"
+            "    }\n"
+            "}\n",
+            "3:16: error: 'w' is read here", "6:14");
+}
+
+/* In a 2-D task, x[i] belongs to every thread (i, j): another thread writes it after this
+ * thread read it, even though this thread wrote first. */
+Test(adcheck, element_shared_by_threads) {
+    rejects("kernel k(x: f32[], y: f32[,]) {\n"
+            "    for i in 0..len(x), j in 0..shape(y, 1) {\n"
+            "        x[i] = 1.0;\n"
+            "        y[i, j] = x[i];\n"
+            "    }\n"
+            "}\n",
+            "4:19: error: 'x' is read here", "3:14");
+}
+
+/* An offset over the parallel index is not disjoint across threads: thread i - 1 writes
+ * x[i] after (or before) thread i read it. */
+Test(adcheck, neighbour_written_by_other_thread) {
+    rejects("kernel k(x: f32[]) {\n"
+            "    for i in 0..len(x) - 1 {\n"
+            "        x[i + 1] = x[i];\n"
+            "    }\n"
+            "}\n",
+            "3:20: error: 'x' is read here", "3:18");
+}
+
+/* Same uniform index, later task. */
+Test(adcheck, same_uniform_row_later_task) {
+    rejects("kernel k(x: f32[,], y: f32[], t: i32) {\n"
+            "    for i in 0..shape(x, 1) {\n"
+            "        y[i] = x[t, i];\n"
+            "    }\n"
+            "    for i in 0..shape(x, 1) {\n"
+            "        x[t, i] = y[i];\n"
+            "    }\n"
+            "}\n",
+            "3:16: error: 'x' is read here", "6:17");
+}
+
+/* ---- accepted ------------------------------------------------------------------------ */
+
+Test(adcheck, different_arrays) {
+    accepts("kernel k(x: f32[], y: f32[]) {\n"
+            "    for i in 0..len(x) {\n"
+            "        y[i] = x[i] * 2.0;\n"
+            "    }\n"
+            "}\n"
+            "kernel k2(x: f32[], y: f32[]) {\n"
+            "    for i in 0..len(x) {\n"
+            "        y[i] = sin(x[i]);\n"
+            "    }\n"
+            "}\n");
+}
+
+Test(adcheck, different_arrays_only) {
+    accepts("kernel k(x: f32[], y: f32[], z: f32[], w: f32[]) {\n"
+            "    for i in 0..len(x) {\n"
+            "        y[i] = x[i] * w[i];\n"
+            "        z[i] = x[i] - w[i];\n"
+            "    }\n"
+            "}\n");
+}
+
+Test(adcheck, write_earlier_task_read_later) {
+    accepts("kernel k(x: f32[], y: f32[], a: f32[]) {\n"
+            "    for i in 0..len(x) {\n"
+            "        x[i] = a[i] * a[i];\n"
+            "    }\n"
+            "    for i in 0..len(x) {\n"
+            "        y[i] = x[len(x) - 1 - i];\n"
+            "    }\n"
+            "}\n");
+}
+
+Test(adcheck, time_step_rows) {
+    accepts("kernel k(x: f32[,], t: i32) {\n"
+            "    for i in 0..shape(x, 1) {\n"
+            "        x[t, i] = x[t - 1, i] * 0.5 + sin(x[t - 1, i]);\n"
+            "    }\n"
+            "}\n");
+}
+
+Test(adcheck, time_step_rows_across_tasks) {
+    accepts("kernel k(x: f32[,], v: f32[,], t: i32) {\n"
+            "    for i in 0..shape(x, 1) {\n"
+            "        v[t + 1, i] = v[t, i] - x[t, i];\n"
+            "    }\n"
+            "    for i in 0..shape(x, 1) {\n"
+            "        x[t + 1, i] = x[t, i] + v[t + 1, i];\n"
+            "    }\n"
+            "}\n");
+}
+
+/* The uniform base is a computation inside the task, repeated in both indices. */
+Test(adcheck, uniform_computed_base) {
+    accepts("kernel k(x: f32[,], t: i32) {\n"
+            "    for i in 0..shape(x, 1) {\n"
+            "        x[2 * t + 1, i] = x[2 * t, i] * 2.0;\n"
+            "    }\n"
+            "}\n");
+}
+
+Test(adcheck, write_then_read_same_thread) {
+    accepts("kernel k(x: f32[], y: f32[], v: f32[]) {\n"
+            "    for i in 0..len(x) {\n"
+            "        x[i] = v[i];\n"
+            "        y[i] = x[i];\n"
+            "    }\n"
+            "}\n");
+}
+
+/* The write is inside a loop that ends before the read. */
+Test(adcheck, write_in_loop_then_read) {
+    accepts("kernel k(x: f32[], y: f32[], v: f32[], steps: i32) {\n"
+            "    for i in 0..len(x) {\n"
+            "        for t in 0..steps {\n"
+            "            x[i] = v[i] * 2.0;\n"
+            "        }\n"
+            "        y[i] = x[i];\n"
+            "    }\n"
+            "}\n");
+}
+
+Test(adcheck, serial_write_then_read) {
+    accepts("kernel k(a: f32[], s: f32) {\n"
+            "    a[0] = s;\n"
+            "    a[2] = a[0] * 2.0;\n"
+            "}\n");
+}
+
+Test(adcheck, different_constants) {
+    accepts("kernel k(a: f32[]) {\n"
+            "    a[1] = a[0];\n"
+            "    a[3] = a[2] * a[0];\n"
+            "}\n");
+}
+
+Test(adcheck, exclusive_if_arms) {
+    accepts("kernel k(x: f32[], y: f32[], c: f32) {\n"
+            "    for i in 0..len(x) {\n"
+            "        if c > 0.0 {\n"
+            "            x[i] = c;\n"
+            "        } else {\n"
+            "            y[i] = x[i];\n"
+            "        }\n"
+            "    }\n"
+            "}\n");
+}
+
+Test(adcheck, atomic_unused_result) {
+    accepts("kernel k(x: f32[], y: f32[], j: i32[]) {\n"
+            "    for i in 0..len(x) {\n"
+            "        y[j[i]] += x[i];\n"
+            "        atomic_max(y[0], x[i]);\n"
+            "    }\n"
+            "}\n");
+}
+
+/* ---- diagnostics, options, driver ---------------------------------------------------- */
+
+Test(adcheck, as_warning) {
+    checked r = run_check("kernel k(a: f32[]) {\n"
+                          "    for i in 0..len(a) {\n"
+                          "        a[i] *= 2.0;\n"
+                          "    }\n"
+                          "}\n",
+                          true);
+    cr_expect(r.ok, "as_warning must return true");
+    cr_expect_eq(r.errors, 0, "%s", r.diags);
+    cr_expect_eq(r.warnings, 1, "%s", r.diags);
+    cr_expect(!strncmp(r.diags, "3:14: warning: 'a' is read here",
+                                   strlen("3:14: warning: 'a' is read here")), "%s", r.diags);
+    free(r.diags);
+}
+
+/* Many conflicting reads: a few diagnostics, still a failure. */
+Test(adcheck, capped) {
+    checked r = run_check("kernel k(a: f32[], b: f32[], c: f32[], d: f32[], e: f32[], f: f32[]) {\n"
+                          "    for i in 0..len(a) {\n"
+                          "        a[i] *= 2.0;\n"
+                          "        b[i] *= 2.0;\n"
+                          "        c[i] *= 2.0;\n"
+                          "        d[i] *= 2.0;\n"
+                          "        e[i] *= 2.0;\n"
+                          "        f[i] *= 2.0;\n"
+                          "    }\n"
+                          "}\n",
+                          false);
+    cr_expect_not(r.ok);
+    cr_expect_geq(r.errors, 1);
+    cr_expect_leq(r.errors, 5, "%s", r.diags);
+    free(r.diags);
+}
+
+/* One diagnostic per read even when several writes conflict with it. */
+Test(adcheck, one_per_read) {
+    checked r = run_check("kernel k(x: f32[], j: i32[]) {\n"
+                          "    for i in 0..len(x) {\n"
+                          "        let s = x[0];\n"
+                          "        x[i] = s;\n"
+                          "        x[j[i]] = s;\n"
+                          "    }\n"
+                          "}\n",
+                          false);
+    cr_expect_not(r.ok);
+    cr_expect_eq(r.errors, 1, "%s", r.diags);
+    free(r.diags);
+}
+
+Test(adcheck, driver_grad_all_rejects) {
+    const char *text = "kernel k(a: f32[]) {\n"
+                       "    for i in 0..len(a) {\n"
+                       "        a[i] *= 2.0;\n"
+                       "    }\n"
+                       "}\n";
+    kc_ctx *ctx = kc_ctx_new();
+    ctx->opts.grad = KC_GRAD_ALL;
+    ir_module *m = kc_compile_source(ctx, "t.kern", text, strlen(text));
+    cr_expect_null(m);
+    cr_expect_eq(ctx->diags.errors, 1);
+    cr_assert_geq(ctx->diags.len, 1);
+    cr_expect_eq(ctx->diags.items[0].loc.line, 3);
+    cr_expect_eq(ctx->diags.items[0].loc.col, 14);
+    cr_expect(strstr(ctx->diags.items[0].message, "k.grad would read changed values"));
+    if (m)
+        ir_module_free(m);
+    kc_ctx_free(ctx);
+}
+
+/* KC_GRAD_POSSIBLE: the kernel compiles, with the reason in grad_error and no K.grad. */
+Test(adcheck, driver_grad_possible) {
+    const char *text = "kernel k(a: f32[]) {\n"
+                       "    for i in 0..len(a) {\n"
+                       "        a[i] *= 2.0;\n"
+                       "    }\n"
+                       "}\n";
+    kc_ctx *ctx = kc_ctx_new();
+    ctx->opts.grad = KC_GRAD_POSSIBLE;
+    ir_module *m = kc_compile_source(ctx, "t.kern", text, strlen(text));
+    cr_assert_not_null(m);
+    cr_expect_eq(ctx->diags.errors, 0);
+    ir_kernel *k = ir_kernel_find(m, "k");
+    cr_assert_not_null(k);
+    cr_assert_not_null(k->grad_error);
+    cr_expect(strstr(k->grad_error, "'a' is read here"), "%s", k->grad_error);
+    cr_expect_null(ir_kernel_find(m, "k.grad"));
+    ir_module_free(m);
+    kc_ctx_free(ctx);
+}
