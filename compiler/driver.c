@@ -89,5 +89,10 @@ ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, si
         ir_module_free(m);
         return NULL;
     }
+    if (ctx->opts.opt_level > 0) {
+        bool progress = false;
+        IR_PASS(progress, m, ir_opt_private_atomics);
+        (void)progress;
+    }
     return m;
 }

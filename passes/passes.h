@@ -18,6 +18,9 @@ bool ir_opt_fold(ir_module *m);     /* constant folding */
 bool ir_opt_simplify(ir_module *m); /* algebraic identities, if -> select, dead branches */
 bool ir_opt_cse(ir_module *m);      /* common subexpressions of pure ops */
 bool ir_opt_dce(ir_module *m);      /* dead pure ops, unused loop-carried values */
+/* atomics on elements private to one thread -> load/update/store; runs once, after the
+ * gradient kernels are built (compiler/driver.c), not in ir_optimize */
+bool ir_opt_private_atomics(ir_module *m);
 
 /* ---- Reverse mode (docs/autodiff.md) ------------------------------------------------ */
 

@@ -1,0 +1,95 @@
+/* private_atomics.c - atomics on elements that only one thread touches become plain
+ * read-modify-writes (ir_opt_private_atomics).
+ *
+ * What: an atomic (add, sub, min, max, xchg) becomes `load` + the update + `store` (the
+ * old value, when used, is the load) when no other thread can touch the element at the
+ * same time:
+ *   - in a SERIAL task, always (one thread runs it);
+ *   - in a PARALLEL task, when every access (load, store, atomic) of the same array in
+ *     the task indexes dimension 0 with the task's first parallel index, unchanged: then
+ *     each thread owns the rows it touches. (Threads of one parallel index in an n-D task
+ *     share that index, so only a 1-D task qualifies.)
+ * `x[i] += v` in the language is an atomic (two iterations may update one element), and
+ * the gradient of a load is an atomic add into the .grad array; both are the common
+ * cases this turns into plain code that vectorizes.
+ *
+ * Where: compiler/driver.c runs it once, after the gradient kernels are built (the
+ * gradient transform must see `+=` as an atomic: its adjoint rule differs from a
+ * store's), at optimization levels 1 and above. Requires a verified module; keeps every
+ * invariant. Float min/max keep the tie rule of ops.def (operand 0, the old value, on
+ * ties), the same as the backend's compare-exchange loop. */
+#include "passes.h"
+
+typedef struct scan {
+    const ir_value *array;
+    const ir_value *index; /* the task's first parallel index; NULL in a serial task */
+    bool private;
+} scan;
+
+static bool is_access(ir_opcode c) {
+    return c == IR_LOAD || c == IR_STORE || c == IR_ATOMIC_ADD || c == IR_ATOMIC_SUB ||
+           c == IR_ATOMIC_MIN || c == IR_ATOMIC_MAX || c == IR_ATOMIC_XCHG;
+}
+
+static void check_accesses(const ir_region *r, scan *s) {
+    ir_foreach_op(op, r) {
+        if (is_access(op->code) && op->operands[0] == s->array &&
+            (op->noperands < 2 || op->operands[1] != s->index))
+            s->private = false;
+        for (uint32_t i = 0; i < op->nregions && s->private; i++)
+            check_accesses(op->regions[i], s);
+        if (!s->private)
+            return;
+    }
+}
+
+static ir_opcode update_of(ir_opcode c) {
+    switch (c) {
+    case IR_ATOMIC_ADD: return IR_ADD;
+    case IR_ATOMIC_SUB: return IR_SUB;
+    case IR_ATOMIC_MIN: return IR_MIN;
+    case IR_ATOMIC_MAX: return IR_MAX;
+    default: return IR__COUNT; /* xchg: the new value itself */
+    }
+}
+
+static bool rewrite_region(ir_module *m, ir_region *r, const ir_op *task) {
+    bool changed = false;
+    ir_foreach_op_safe(op, next, r) {
+        for (uint32_t i = 0; i < op->nregions; i++)
+            changed |= rewrite_region(m, op->regions[i], task);
+        if (!is_access(op->code) || op->code == IR_LOAD || op->code == IR_STORE)
+            continue;
+        scan s = {.array = op->operands[0], .private = true};
+        if (task->code == IR_PARALLEL) {
+            if (task->noperands != 2)
+                continue;
+            s.index = task->regions[0]->args[0];
+            check_accesses(task->regions[0], &s);
+            if (!s.private)
+                continue;
+        }
+        ir_builder b = ir_builder_before(m, op);
+        uint32_t nidx = op->noperands - 2;
+        ir_value *v = op->operands[op->noperands - 1];
+        ir_value *old = ir_load(&b, op->operands[0], op->operands + 1, nidx);
+        ir_opcode u = update_of(op->code);
+        ir_value *nv = u == IR__COUNT ? v : ir_binop(&b, u, old, v);
+        ir_store(&b, op->operands[0], op->operands + 1, nidx, nv);
+        ir_replace_uses(task->regions[0], op->results[0], old);
+        ir_remove(op);
+        changed = true;
+    }
+    return changed;
+}
+
+bool ir_opt_private_atomics(ir_module *m) {
+    bool changed = false;
+    ir_foreach_kernel(k, m) {
+        ir_foreach_op(op, k->body) {
+            if (op->code == IR_PARALLEL || op->code == IR_SERIAL)
+                changed |= rewrite_region(m, op->regions[0], op);
+        }
+    }
+    return changed;
+}
