@@ -23,7 +23,8 @@
  *     both index lists hold each parallel index value, unchanged, in the same dimension.
  * Everything else is reported (the check is conservative): an error at R with a note at
  * W and a note with the fix, or warnings with --no-grad-check. One diagnostic per read
- * (its first conflicting write), at most AD_CHECK_MAX per kernel.
+ * (its first conflicting write), at most AD_CHECK_MAX per kernel, then a note that counts
+ * the rest.
  *
  * Runs on verified IR; reads the kernel only (no scratch fields are written). */
 #include "passes.h"
@@ -31,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { AD_CHECK_MAX = 4 };   /* diagnostics per kernel */
+enum { AD_CHECK_MAX = 4 };    /* diagnostics per kernel */
 enum { AD_CHECK_DEPTH = 32 }; /* bound on the recursion over index expressions */
 
 typedef struct access {
@@ -39,9 +40,9 @@ typedef struct access {
     const ir_value *array;
     ir_value *const *idx; /* the index operands */
     uint32_t nidx;
-    const ir_op *task;    /* PARALLEL / SERIAL op, or NULL for an access at top level */
+    const ir_op *task;     /* PARALLEL / SERIAL op, or NULL for an access at top level */
     const ir_region *root; /* the task body (or the kernel body) */
-    uint32_t order;       /* ordinal of the top-level op that holds it */
+    uint32_t order;        /* ordinal of the top-level op that holds it */
     bool read, write;
 } access;
 
@@ -95,8 +96,8 @@ static access *find_access(checker *c, const ir_op *def) {
 static void collect_op(checker *c, const ir_op *op, const ir_op *task, const ir_region *root,
                        uint32_t order);
 
-static void collect_region(checker *c, const ir_region *r, const ir_op *task,
-                           const ir_region *root, uint32_t order) {
+static void collect_region(checker *c, const ir_region *r, const ir_op *task, const ir_region *root,
+                           uint32_t order) {
     ir_foreach_op(op, r) collect_op(c, op, task, root, order);
 }
 
@@ -176,8 +177,7 @@ static bool same_value(const ir_value *a, const ir_value *b, int depth) {
         a->index != b->index || x->nregions || y->nregions || x->noperands != y->noperands ||
         !(ir_info(x->code)->flags & OPF_PURE))
         return false;
-    if ((x->code == IR_CONST || x->code == IR_DIM) &&
-        memcmp(&x->imm, &y->imm, sizeof x->imm) != 0)
+    if ((x->code == IR_CONST || x->code == IR_DIM) && memcmp(&x->imm, &y->imm, sizeof x->imm) != 0)
         return false;
     for (uint32_t i = 0; i < x->noperands; i++)
         if (!same_value(x->operands[i], y->operands[i], depth - 1))
@@ -285,8 +285,7 @@ static const char *array_name(const ir_kernel *k, const ir_value *array) {
     return array->name ? array->name : "?";
 }
 
-bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src,
-                     bool as_warning) {
+bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src, bool as_warning) {
     checker c = {.k = k};
     uint32_t order = 0;
     ir_foreach_op(op, k->body) {
@@ -313,8 +312,8 @@ bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src
                 diag_report(sink, sev, src, r->op->loc,
                             "'%s' is read here and may be written afterwards by kernel '%s' "
                             "(line %u:%u), so %s.grad would read changed values",
-                            array_name(k, r->array), k->name, w->op->loc.line,
-                            w->op->loc.col, k->name);
+                            array_name(k, r->array), k->name, w->op->loc.line, w->op->loc.col,
+                            k->name);
                 diag_report(sink, DIAG_NOTE, src, w->op->loc, "written here");
                 diag_report(sink, DIAG_NOTE, src, (kern_loc){0, 0},
                             "keep the value in a local, write a different array, or split "
@@ -323,6 +322,10 @@ bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src
             break; /* one diagnostic per read */
         }
     }
+    if (reported > AD_CHECK_MAX)
+        diag_report(sink, DIAG_NOTE, src, k->loc,
+                    "%d more reads in kernel '%s' may be written afterwards (not shown)",
+                    reported - AD_CHECK_MAX, k->name);
     free(c.acc);
     return !failed || as_warning;
 }

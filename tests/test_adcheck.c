@@ -18,9 +18,9 @@
 #include "../passes/passes.h"
 
 typedef struct checked {
-    bool ok;       /* every kernel passed */
+    bool ok; /* every kernel passed */
     int errors, warnings, notes;
-    char *diags;   /* "L:C: severity: message\n" per diagnostic, in order */
+    char *diags; /* "L:C: severity: message\n" per diagnostic, in order */
 } checked;
 
 static const char *sev_name(diag_severity s) {
@@ -72,8 +72,8 @@ static void accepts(const char *text) {
     for (int opt = 0; opt <= 3; opt += 3) {
         checked r = run_check_at(text, false, opt);
         cr_expect(r.ok, "-O%d: expected the check to pass, got:\n%s", opt, r.diags);
-        cr_expect_eq(r.errors + r.warnings + r.notes, 0, "-O%d: unexpected diagnostics:\n%s",
-                     opt, r.diags);
+        cr_expect_eq(r.errors + r.warnings + r.notes, 0, "-O%d: unexpected diagnostics:\n%s", opt,
+                     r.diags);
         free(r.diags);
     }
 }
@@ -85,8 +85,8 @@ static void rejects(const char *text, const char *first, const char *written) {
     cr_expect_not(r.ok, "expected the check to fail:\n%s", text);
     cr_expect_eq(r.errors, 1, "expected one error, got:\n%s", r.diags);
     cr_expect_eq(r.warnings, 0);
-    cr_expect(!strncmp(r.diags, first, strlen(first)), "expected first line\n  %s\ngot:\n%s",
-              first, r.diags);
+    cr_expect(!strncmp(r.diags, first, strlen(first)), "expected first line\n  %s\ngot:\n%s", first,
+              r.diags);
     char note[64];
     snprintf(note, sizeof note, "\n%s: note: written here\n", written);
     cr_expect(strstr(r.diags, note), "expected note%sgot:\n%s", note, r.diags);
@@ -391,7 +391,8 @@ Test(adcheck, as_warning) {
     cr_expect_eq(r.errors, 0, "%s", r.diags);
     cr_expect_eq(r.warnings, 1, "%s", r.diags);
     cr_expect(!strncmp(r.diags, "3:14: warning: 'a' is read here",
-                                   strlen("3:14: warning: 'a' is read here")), "%s", r.diags);
+                       strlen("3:14: warning: 'a' is read here")),
+              "%s", r.diags);
     free(r.diags);
 }
 
@@ -411,6 +412,10 @@ Test(adcheck, capped) {
     cr_expect_not(r.ok);
     cr_expect_geq(r.errors, 1);
     cr_expect_leq(r.errors, 5, "%s", r.diags);
+    char more[80];
+    snprintf(more, sizeof more, "1:1: note: %d more reads in kernel 'k' may be written afterwards",
+             6 - r.errors);
+    cr_expect(strstr(r.diags, more), "expected '%s' in:\n%s", more, r.diags);
     free(r.diags);
 }
 
