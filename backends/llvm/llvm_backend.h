@@ -2,9 +2,11 @@
  *
  * The code follows the CPU ABI of runtime/abi.h: per task t of kernel K, the functions
  *   int64_t kern_<K>__t<t>_count(void *const *args);
- *   void    kern_<K>__t<t>(void *const *args, int64_t begin, int64_t end, kern_err_record *err);
+ *   void    kern_<K>__t<t>(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+ *                          void *ad_slice, const int64_t *ad_layout);
  * (K with '.' written "__"). docs/backend-cpu.md describes the code shape, the math and
- * atomics mapping, the debug-mode checks and the optimization pipeline.
+ * atomics mapping, the adstacks of gradient kernels, the debug-mode checks and the
+ * optimization pipeline.
  *
  * Every entry point takes the IR module read-only (it must verify), the compiler options
  * (opt_level 0..3 selects default<O0..O3>; debug adds the run-time checks), and reports a

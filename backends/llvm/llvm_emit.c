@@ -2,7 +2,8 @@
  *
  * Per task t of kernel K (runtime/abi.h), two functions with C linkage:
  *   i64  kern_K__t<t>_count(ptr args)             hi0 - lo0 clamped to >= 0 (serial: 1)
- *   void kern_K__t<t>(ptr args, i64 begin, i64 end, ptr err)
+ *   void kern_K__t<t>(ptr args, i64 begin, i64 end, ptr err, ptr noalias ad_slice,
+ *                     ptr noalias readonly ad_layout)
  * Each loads the kernel's parameters from args at its entry (an array's data pointer and
  * extents from its kern_array_desc, a scalar's value), then re-emits the kernel's uniform
  * top-level ops that precede the task (LLVM drops those the function does not use).
@@ -18,7 +19,11 @@
  *          the results are phis of the header's values and the early-exit yields;
  *   while  before block (carried phis), condition br to after/exit; the after region's
  *          arguments and the loop's results are the forwarded values themselves.
- * Loop indices step with nsw/nuw adds: i < hi guarantees that i + 1 does not wrap. */
+ * Loop indices step with nsw/nuw adds: i < hi guarantees that i + 1 does not wrap.
+ *
+ * Kernels with adstacks (llvm_adstack.c): the body function sets up the stacks in its
+ * entry block and empties them at the start of each work item: the innermost parallel
+ * body (one index of every dimension) or the serial body. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,6 +278,8 @@ static const ir_op *emit_region(llvm_emitter *em, const ir_region *r) {
         case IR_IF: emit_if(em, op); break;
         case IR_FOR: emit_for(em, op); break;
         case IR_WHILE: emit_while(em, op); break;
+        case IR_ADPUSH: llvm_emit_adpush(em, op); break;
+        case IR_ADPOP: llvm_emit_adpop(em, op); break;
         case IR_PARALLEL:
         case IR_SERIAL: kern_unreachable("LLVM backend: a task inside a region");
         default: llvm_emit_simple_op(em, op); break;
@@ -376,8 +383,10 @@ static void emit_parallel_dim(llvm_emitter *em, const ir_op *task, uint32_t d, L
     if (d + 1 < body->nargs)
         emit_parallel_dim(em, task, d + 1, llvm_val(em, task->operands[2 * d + 2]),
                           llvm_val(em, task->operands[2 * d + 3]));
-    else
+    else {
+        llvm_adstack_reset(em); /* a work item starts with empty stacks */
         emit_region(em, body);
+    }
     LLVMValueRef next = index_next(em, it, i);
     LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
     LLVMBuildBr(em->b, head);
@@ -385,18 +394,32 @@ static void emit_parallel_dim(llvm_emitter *em, const ir_op *task, uint32_t d, L
     LLVMPositionBuilderAtEnd(em->b, exit);
 }
 
+static void param_attr(llvm_emitter *em, LLVMValueRef fn, unsigned idx, const char *name) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+    LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(em->ctx, kind, 0));
+}
+
 static void emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
     char name[512];
     llvm_task_symbol(name, sizeof name, em->kernel->name, t, false);
-    LLVMTypeRef params[4] = {em->t_ptr, em->t_i64, em->t_i64, em->t_ptr};
-    LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 4, 0);
+    LLVMTypeRef params[6] = {em->t_ptr, em->t_i64, em->t_i64, em->t_ptr, em->t_ptr, em->t_ptr};
+    LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 6, 0);
     LLVMValueRef fn = begin_function(em, name, fty, true);
+    /* the adstack heap is the runtime's own allocation, seen through nothing else; the
+     * layout is only read (attribute index = parameter number + 1) */
+    param_attr(em, fn, 5, "noalias");
+    param_attr(em, fn, 5, "nocapture");
+    param_attr(em, fn, 6, "noalias");
+    param_attr(em, fn, 6, "nocapture");
+    param_attr(em, fn, 6, "readonly");
     LLVMValueRef begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
+    llvm_adstack_begin(em, LLVMGetParam(fn, 4), LLVMGetParam(fn, 5));
     emit_uniforms(em, task);
     if (task->code == IR_SERIAL) {
         LLVMBasicBlockRef run = llvm_new_block(em, "run"), done = llvm_new_block(em, "done");
         LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, begin, end, ""), run, done);
         LLVMPositionBuilderAtEnd(em->b, run);
+        llvm_adstack_reset(em);
         emit_region(em, task->regions[0]);
         LLVMBuildBr(em->b, done);
         LLVMPositionBuilderAtEnd(em->b, done);
@@ -410,6 +433,7 @@ static void emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
         emit_parallel_dim(em, task, 0, from, to);
     }
     LLVMBuildRetVoid(em->b);
+    llvm_adstack_end(em);
 }
 
 static void emit_kernel(llvm_emitter *em, const ir_kernel *k) {
@@ -418,6 +442,11 @@ static void emit_kernel(llvm_emitter *em, const ir_kernel *k) {
     em->arr_shape = calloc(k->nparams + 1, sizeof *em->arr_shape);
     if (!em->arr_data || !em->arr_shape)
         kern_oom(k->nparams * sizeof *em->arr_shape);
+    em->ad_depth = calloc(k->nadstacks + 1, sizeof *em->ad_depth);
+    em->ad_base = calloc(k->nadstacks + 1, sizeof *em->ad_base);
+    em->ad_cap = calloc(k->nadstacks + 1, sizeof *em->ad_cap);
+    if (!em->ad_depth || !em->ad_base || !em->ad_cap)
+        kern_oom(3 * (k->nadstacks + 1) * sizeof *em->ad_cap);
     int t = 0;
     ir_foreach_op(op, k->body) {
         if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
@@ -428,8 +457,12 @@ static void emit_kernel(llvm_emitter *em, const ir_kernel *k) {
     }
     free(em->arr_data);
     free(em->arr_shape);
+    free(em->ad_depth);
+    free(em->ad_base);
+    free(em->ad_cap);
     em->arr_data = NULL;
     em->arr_shape = NULL;
+    em->ad_depth = em->ad_base = em->ad_cap = NULL;
 }
 
 LLVMModuleRef llvm_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o) {

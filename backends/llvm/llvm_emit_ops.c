@@ -21,7 +21,8 @@
  * 64-bit arithmetic, indices sign-extended (u32: zero-extended). Atomics are monotonic
  * read-modify-writes returning the old value (the runtime's barrier between tasks is what
  * orders them with the rest); float add/sub are atomicrmw fadd/fsub, float min/max a
- * compare-exchange loop with the ties rule above, integer min/max atomicrmw (u)min/(u)max.
+ * compare-exchange loop with the ties rule above, integer min/max atomicrmw (u)min/(u)max,
+ * atomic_xchg (made by autodiff) atomicrmw xchg on any element type (bool as its byte).
  *
  * Debug mode (kc_options.debug, in task bodies): every index is checked 0 <= i < n, every
  * integer division and remainder against zero, every shift amount against the width. On a
@@ -471,10 +472,15 @@ static LLVMValueRef emit_access(llvm_emitter *em, const ir_op *op) {
             return guard_end(em, &g, emit_float_minmax_atomic(em, false, et, ptr, v));
         rmw = u ? LLVMAtomicRMWBinOpUMax : LLVMAtomicRMWBinOpMax;
         break;
+    case IR_ATOMIC_XCHG: rmw = LLVMAtomicRMWBinOpXchg; break;
     default: kern_unreachable("LLVM backend: not an array access");
     }
+    if (et->kind == TY_BOOL) /* the builder makes no bool atomics; kept consistent anyway */
+        v = LLVMBuildZExt(em->b, v, mt, "");
     r = LLVMBuildAtomicRMW(em->b, rmw, ptr, v, LLVMAtomicOrderingMonotonic, 0);
     LLVMSetAlignment(r, align);
+    if (et->kind == TY_BOOL)
+        r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(mt), "");
     return guard_end(em, &g, r);
 }
 
@@ -497,7 +503,8 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
     case IR_ATOMIC_ADD:
     case IR_ATOMIC_SUB:
     case IR_ATOMIC_MIN:
-    case IR_ATOMIC_MAX: r = emit_access(em, op); break;
+    case IR_ATOMIC_MAX:
+    case IR_ATOMIC_XCHG: r = emit_access(em, op); break;
     default:
         kern_assert(op->noperands <= 3);
         for (uint32_t i = 0; i < op->noperands; i++)

@@ -2,6 +2,7 @@
  *
  *   llvm_emit.c      module, task functions, parameters, structured control flow
  *   llvm_emit_ops.c  scalar ops, math, casts, array accesses, atomics, debug checks
+ *   llvm_adstack.c   adstack depth counters, push and pop, overflow records
  *   llvm_target.c    host target machine, verification, the optimization pipeline
  *   llvm_jit.c       ORC LLJIT;  llvm_obj.c  object files and LLVM text */
 #ifndef KERN_LLVM_INTERNAL_H
@@ -39,6 +40,11 @@ typedef struct llvm_emitter {
     LLVMValueRef *arr_data;               /* per parameter: an array's data pointer */
     LLVMValueRef (*arr_shape)[KERN_MAX_RANK]; /* per parameter: an array's extents (i64) */
     llvm_valmap map;
+    /* per task function of a kernel with adstacks (arrays of kernel->nadstacks) */
+    bool ad_live;             /* adstack ops may be emitted (a task body with adstacks) */
+    LLVMValueRef *ad_depth;   /* per adstack: its i64 depth counter (entry-block alloca) */
+    LLVMValueRef *ad_base;    /* per adstack: the address of its entry 0 in the slice */
+    LLVMValueRef *ad_cap;     /* per adstack: its capacity in entries (i64) */
 } llvm_emitter;
 
 /* ---- llvm_emit.c ---- */
@@ -60,6 +66,17 @@ LLVMTypeRef llvm_mem_type(llvm_emitter *em, const kern_type *t);
 void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op);
 /* An integer value of type t widened to i64 (sign- or zero-extended as t says). */
 LLVMValueRef llvm_to_i64(llvm_emitter *em, LLVMValueRef v, const kern_type *t);
+
+/* ---- llvm_adstack.c ---- */
+/* In the entry block of a task body (after the parameters): the depth counters and the
+ * loads of the layout (em->ad_* must hold kernel->nadstacks entries). Leaves the builder
+ * in the block where the body goes on. Nothing for a kernel without adstacks. */
+void llvm_adstack_begin(llvm_emitter *em, LLVMValueRef slice, LLVMValueRef layout);
+void llvm_adstack_end(llvm_emitter *em);
+/* Empties every stack: emitted at the start of each work item. */
+void llvm_adstack_reset(llvm_emitter *em);
+void llvm_emit_adpush(llvm_emitter *em, const ir_op *op);
+void llvm_emit_adpop(llvm_emitter *em, const ir_op *op);
 
 /* ---- llvm_target.c ---- */
 /* Registers the native target once per process (thread-safe). */

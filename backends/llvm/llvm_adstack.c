@@ -1,0 +1,232 @@
+/* llvm_adstack.c - the adstacks of gradient kernels: per-work-item typed stacks in the
+ * calling worker's slice of the adstack heap (runtime/abi.h).
+ *
+ * Per adstack s of the kernel, a task function keeps
+ *   depth[s]  an i64 alloca of the entry block (mem2reg turns it into SSA values), set to
+ *             0 at the start of every work item (each index of a parallel task's ranges,
+ *             or the serial body);
+ *   base[s]   ad_slice + ad_layout[2s] and cap[s] = ad_layout[2s + 1], loaded once in the
+ *             entry block. With a NULL slice or layout (a caller that passes none) every
+ *             capacity is 0: each push then records an overflow instead of writing.
+ *
+ *   adpush v:  if (depth u< cap) base[depth] = v;           (the likely path)
+ *              else kern.adstack_overflow(err, line, col, cap, depth + 1);
+ *              depth += 1
+ *   adpop:     depth -= 1; v = depth u< cap ? base[depth] : 0
+ * Entries have the memory type of the stack (bool is one byte). The check is emitted in
+ * every build: an overflow never writes past the capacity and is never silent.
+ *
+ * kern.adstack_overflow (internal, cold, noinline): cmpxchg err->code 0 ->
+ * KERN_DEVERR_ADSTACK; the winner writes line, col and b = cap; then, whether it won or
+ * the record already held an adstack overflow, atomicrmw max err->a, depth. So the
+ * record ends with the first overflow's location and capacity and the deepest depth any
+ * thread reached; a record holding another error is left alone. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../runtime/abi.h"
+#include "llvm_internal.h"
+
+/* Marks the conditional branch br as taking its first successor almost always. */
+static void likely_first(llvm_emitter *em, LLVMValueRef br) {
+    LLVMMetadataRef md[3] = {
+        LLVMMDStringInContext2(em->ctx, "branch_weights", 14),
+        LLVMValueAsMetadata(LLVMConstInt(em->t_i32, 2000, 0)),
+        LLVMValueAsMetadata(LLVMConstInt(em->t_i32, 1, 0)),
+    };
+    LLVMValueRef node = LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3));
+    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(em->ctx, "prof", 4), node);
+}
+
+static void add_fn_attr(llvm_emitter *em, LLVMValueRef fn, const char *name) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(em->ctx, kind, 0));
+}
+
+static LLVMValueRef record_field(LLVMBuilderRef b, llvm_emitter *em, LLVMValueRef err,
+                                 size_t off) {
+    LLVMValueRef o = LLVMConstInt(em->t_i64, off, 0);
+    return LLVMBuildInBoundsGEP2(b, em->t_i8, err, &o, 1, "");
+}
+
+/* void kern.adstack_overflow(ptr err, i32 line, i32 col, i64 cap, i64 depth) */
+static LLVMValueRef overflow_fn(llvm_emitter *em) {
+    LLVMValueRef fn = LLVMGetNamedFunction(em->mod, "kern.adstack_overflow");
+    if (fn)
+        return fn;
+    LLVMTypeRef params[5] = {em->t_ptr, em->t_i32, em->t_i32, em->t_i64, em->t_i64};
+    fn = LLVMAddFunction(em->mod, "kern.adstack_overflow",
+                         LLVMFunctionType(em->t_void, params, 5, 0));
+    LLVMSetLinkage(fn, LLVMInternalLinkage);
+    add_fn_attr(em, fn, "nounwind");
+    add_fn_attr(em, fn, "noinline");
+    add_fn_attr(em, fn, "cold");
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(em->ctx);
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(em->ctx, fn, "entry"),
+                      first = LLVMAppendBasicBlockInContext(em->ctx, fn, "first"),
+                      seen = LLVMAppendBasicBlockInContext(em->ctx, fn, "seen"),
+                      max = LLVMAppendBasicBlockInContext(em->ctx, fn, "max"),
+                      done = LLVMAppendBasicBlockInContext(em->ctx, fn, "done");
+    LLVMValueRef err = LLVMGetParam(fn, 0);
+    LLVMValueRef code = LLVMConstInt(em->t_i32, KERN_DEVERR_ADSTACK, 0);
+
+    LLVMPositionBuilderAtEnd(b, entry);
+    LLVMValueRef x = LLVMBuildAtomicCmpXchg(b, err, LLVMConstInt(em->t_i32, 0, 0), code,
+                                            LLVMAtomicOrderingSequentiallyConsistent,
+                                            LLVMAtomicOrderingSequentiallyConsistent, 0);
+    LLVMSetAlignment(x, 4);
+    LLVMBuildCondBr(b, LLVMBuildExtractValue(b, x, 1, ""), first, seen);
+
+    LLVMPositionBuilderAtEnd(b, first);
+    LLVMValueRef st[3] = {
+        LLVMBuildStore(b, LLVMGetParam(fn, 1), record_field(b, em, err, offsetof(kern_err_record, line))),
+        LLVMBuildStore(b, LLVMGetParam(fn, 2), record_field(b, em, err, offsetof(kern_err_record, col))),
+        LLVMBuildStore(b, LLVMGetParam(fn, 3), record_field(b, em, err, offsetof(kern_err_record, b))),
+    };
+    LLVMSetAlignment(st[0], 4);
+    LLVMSetAlignment(st[1], 4);
+    LLVMSetAlignment(st[2], 8);
+    LLVMBuildBr(b, max);
+
+    LLVMPositionBuilderAtEnd(b, seen); /* lost: raise a only if the record is an overflow */
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildExtractValue(b, x, 0, ""), code, ""),
+                    max, done);
+
+    LLVMPositionBuilderAtEnd(b, max);
+    LLVMValueRef r = LLVMBuildAtomicRMW(b, LLVMAtomicRMWBinOpMax,
+                                        record_field(b, em, err, offsetof(kern_err_record, a)),
+                                        LLVMGetParam(fn, 4), LLVMAtomicOrderingMonotonic, 0);
+    LLVMSetAlignment(r, 8);
+    LLVMBuildBr(b, done);
+
+    LLVMPositionBuilderAtEnd(b, done);
+    LLVMBuildRetVoid(b);
+    LLVMDisposeBuilder(b);
+    return fn;
+}
+
+void llvm_adstack_begin(llvm_emitter *em, LLVMValueRef slice, LLVMValueRef layout) {
+    const ir_kernel *k = em->kernel;
+    em->ad_live = k->nadstacks > 0;
+    if (!em->ad_live)
+        return;
+    for (uint32_t s = 0; s < k->nadstacks; s++) {
+        em->ad_depth[s] = LLVMBuildAlloca(em->b, em->t_i64, "ad.depth");
+        LLVMBuildStore(em->b, LLVMConstInt(em->t_i64, 0, 0), em->ad_depth[s]);
+    }
+    LLVMValueRef null = LLVMConstNull(em->t_ptr);
+    LLVMValueRef have = LLVMBuildAnd(em->b, LLVMBuildICmp(em->b, LLVMIntNE, slice, null, ""),
+                                     LLVMBuildICmp(em->b, LLVMIntNE, layout, null, ""), "");
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), load = llvm_new_block(em, "ad.layout"),
+                      ready = llvm_new_block(em, "ad.ready");
+    likely_first(em, LLVMBuildCondBr(em->b, have, load, ready));
+
+    LLVMPositionBuilderAtEnd(em->b, load);
+    LLVMValueRef *base = calloc(k->nadstacks, sizeof *base), *cap = calloc(k->nadstacks, sizeof *cap);
+    if (!base || !cap)
+        kern_oom(2 * k->nadstacks * sizeof *base);
+    for (uint32_t s = 0; s < k->nadstacks; s++) {
+        LLVMValueRef i = LLVMConstInt(em->t_i64, 2 * s, 0), j = LLVMConstInt(em->t_i64, 2 * s + 1, 0);
+        LLVMValueRef off = LLVMBuildLoad2(em->b, em->t_i64,
+                                          LLVMBuildInBoundsGEP2(em->b, em->t_i64, layout, &i, 1, ""),
+                                          "ad.off");
+        cap[s] = LLVMBuildLoad2(em->b, em->t_i64,
+                                LLVMBuildInBoundsGEP2(em->b, em->t_i64, layout, &j, 1, ""), "ad.cap");
+        LLVMSetAlignment(off, 8);
+        LLVMSetAlignment(cap[s], 8);
+        base[s] = LLVMBuildInBoundsGEP2(em->b, em->t_i8, slice, &off, 1, "ad.base");
+    }
+    LLVMBuildBr(em->b, ready);
+
+    LLVMPositionBuilderAtEnd(em->b, ready);
+    for (uint32_t s = 0; s < k->nadstacks; s++) {
+        LLVMBasicBlockRef from[2] = {load, pre};
+        LLVMValueRef b_in[2] = {base[s], null}, c_in[2] = {cap[s], LLVMConstInt(em->t_i64, 0, 0)};
+        em->ad_base[s] = LLVMBuildPhi(em->b, em->t_ptr, "ad.base");
+        LLVMAddIncoming(em->ad_base[s], b_in, from, 2);
+        em->ad_cap[s] = LLVMBuildPhi(em->b, em->t_i64, "ad.cap");
+        LLVMAddIncoming(em->ad_cap[s], c_in, from, 2);
+    }
+    free(base);
+    free(cap);
+}
+
+void llvm_adstack_end(llvm_emitter *em) { em->ad_live = false; }
+
+void llvm_adstack_reset(llvm_emitter *em) {
+    if (!em->ad_live)
+        return;
+    for (uint32_t s = 0; s < em->kernel->nadstacks; s++)
+        LLVMBuildStore(em->b, LLVMConstInt(em->t_i64, 0, 0), em->ad_depth[s]);
+}
+
+static uint32_t stack_of(llvm_emitter *em, const ir_op *op) {
+    if (!em->ad_live)
+        kern_unreachable("LLVM backend: an adstack op outside a task of a kernel with adstacks");
+    kern_assert(op->imm.i >= 0 && (uint64_t)op->imm.i < em->kernel->nadstacks);
+    return (uint32_t)op->imm.i;
+}
+
+void llvm_emit_adpush(llvm_emitter *em, const ir_op *op) {
+    uint32_t s = stack_of(em, op);
+    const ir_adstack *st = &em->kernel->adstacks[s];
+    LLVMTypeRef mt = llvm_mem_type(em, st->type);
+    LLVMValueRef v = llvm_val(em, op->operands[0]);
+    if (st->type->kind == TY_BOOL)
+        v = LLVMBuildZExt(em->b, v, mt, "");
+    LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
+    LLVMValueRef d1 = LLVMBuildAdd(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
+    LLVMBasicBlockRef bb_store = llvm_new_block(em, "ad.push"),
+                      bb_ovf = llvm_new_block(em, "ad.overflow"),
+                      bb_cont = llvm_new_block(em, "ad.pushed");
+    LLVMValueRef ok = LLVMBuildICmp(em->b, LLVMIntULT, d, em->ad_cap[s], "");
+    likely_first(em, LLVMBuildCondBr(em->b, ok, bb_store, bb_ovf));
+
+    LLVMPositionBuilderAtEnd(em->b, bb_store);
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &d, 1, "");
+    LLVMSetAlignment(LLVMBuildStore(em->b, v, p), (unsigned)ty_size(st->type));
+    LLVMBuildBr(em->b, bb_cont);
+
+    LLVMPositionBuilderAtEnd(em->b, bb_ovf);
+    kern_loc loc = op->loc.line ? op->loc : st->loc;
+    LLVMValueRef fn = overflow_fn(em);
+    LLVMValueRef args[5] = {em->err, LLVMConstInt(em->t_i32, loc.line, 0),
+                            LLVMConstInt(em->t_i32, loc.col, 0), em->ad_cap[s], d1};
+    LLVMBuildCall2(em->b, LLVMGlobalGetValueType(fn), fn, args, 5, "");
+    LLVMBuildBr(em->b, bb_cont);
+
+    LLVMPositionBuilderAtEnd(em->b, bb_cont);
+    LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+}
+
+void llvm_emit_adpop(llvm_emitter *em, const ir_op *op) {
+    uint32_t s = stack_of(em, op);
+    const ir_adstack *st = &em->kernel->adstacks[s];
+    LLVMTypeRef mt = llvm_mem_type(em, st->type);
+    LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
+    LLVMValueRef d1 = LLVMBuildSub(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
+    LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), bb_load = llvm_new_block(em, "ad.pop"),
+                      bb_cont = llvm_new_block(em, "ad.popped");
+    /* unsigned: an unbalanced pop (depth -1) reads nothing either */
+    LLVMValueRef ok = LLVMBuildICmp(em->b, LLVMIntULT, d1, em->ad_cap[s], "");
+    likely_first(em, LLVMBuildCondBr(em->b, ok, bb_load, bb_cont));
+
+    LLVMPositionBuilderAtEnd(em->b, bb_load);
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &d1, 1, "");
+    LLVMValueRef v = LLVMBuildLoad2(em->b, mt, p, "");
+    LLVMSetAlignment(v, (unsigned)ty_size(st->type));
+    LLVMBuildBr(em->b, bb_cont);
+
+    LLVMPositionBuilderAtEnd(em->b, bb_cont);
+    LLVMValueRef phi = LLVMBuildPhi(em->b, mt, "");
+    LLVMValueRef in[2] = {v, LLVMConstNull(mt)};
+    LLVMBasicBlockRef from[2] = {bb_load, pre};
+    LLVMAddIncoming(phi, in, from, 2);
+    LLVMValueRef r = phi;
+    if (st->type->kind == TY_BOOL)
+        r = LLVMBuildICmp(em->b, LLVMIntNE, phi, LLVMConstNull(mt), "");
+    llvm_set_val(em, op->results[0], r);
+}
