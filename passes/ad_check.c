@@ -317,7 +317,8 @@ bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src
                 diag_report(sink, DIAG_NOTE, src, w->op->loc, "written here");
                 diag_report(sink, DIAG_NOTE, src, (kern_loc){0, 0},
                             "keep the value in a local, write a different array, or split "
-                            "the kernel; --no-grad-check turns this into a warning");
+                            "the kernel%s",
+                            as_warning ? "" : "; --no-grad-check turns this into a warning");
             }
             break; /* one diagnostic per read */
         }

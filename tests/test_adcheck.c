@@ -390,6 +390,9 @@ Test(adcheck, as_warning) {
     cr_expect(r.ok, "as_warning must return true");
     cr_expect_eq(r.errors, 0, "%s", r.diags);
     cr_expect_eq(r.warnings, 1, "%s", r.diags);
+    cr_expect(strstr(r.diags, "0:0: note: keep the value in a local, write a different array, "
+                              "or split the kernel\n"),
+              "%s", r.diags);
     cr_expect(!strncmp(r.diags, "3:14: warning: 'a' is read here",
                        strlen("3:14: warning: 'a' is read here")),
               "%s", r.diags);
@@ -471,6 +474,42 @@ Test(adcheck, driver_grad_possible) {
     cr_assert_not_null(k->grad_error);
     cr_expect(strstr(k->grad_error, "'a' is read here"), "%s", k->grad_error);
     cr_expect_null(ir_kernel_find(m, "k.grad"));
+    ir_module_free(m);
+    kc_ctx_free(ctx);
+}
+
+/* --no-grad-check through the driver: a warning, and K.grad is built. */
+Test(adcheck, driver_no_grad_check) {
+    const char *text = "kernel k(a: f32[]) {\n"
+                       "    for i in 0..len(a) {\n"
+                       "        a[i] *= 2.0;\n"
+                       "    }\n"
+                       "}\n";
+    kc_ctx *ctx = kc_ctx_new();
+    ctx->opts.grad = KC_GRAD_ALL;
+    ctx->opts.no_grad_check = true;
+    ir_module *m = kc_compile_source(ctx, "t.kern", text, strlen(text));
+    cr_assert_not_null(m);
+    cr_expect_eq(ctx->diags.errors, 0);
+    cr_expect_eq(ctx->diags.warnings, 1);
+    cr_expect_not_null(ir_kernel_find(m, "k.grad"));
+    ir_module_free(m);
+    kc_ctx_free(ctx);
+}
+
+/* An accepted kernel through the driver: no diagnostics, K.grad is built. */
+Test(adcheck, driver_grad_all_accepts) {
+    const char *text = "kernel k(x: f32[,], t: i32) {\n"
+                       "    for i in 0..shape(x, 1) {\n"
+                       "        x[t, i] = sin(x[t - 1, i]);\n"
+                       "    }\n"
+                       "}\n";
+    kc_ctx *ctx = kc_ctx_new();
+    ctx->opts.grad = KC_GRAD_ALL;
+    ir_module *m = kc_compile_source(ctx, "t.kern", text, strlen(text));
+    cr_assert_not_null(m);
+    cr_expect_eq(ctx->diags.len, 0);
+    cr_expect_not_null(ir_kernel_find(m, "k.grad"));
     ir_module_free(m);
     kc_ctx_free(ctx);
 }
