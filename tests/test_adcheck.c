@@ -41,10 +41,17 @@ static checked run_check_at(const char *text, bool as_warning, int opt_level) {
     arena_init(&mem);
     diag_sink sink;
     diag_init(&sink, &mem);
+    kern_buf before = {0}, after = {0};
+    ir_print(&before, m, NULL);
     ir_foreach_kernel(k, m) {
         if (!ad_check_kernel(k, &sink, src, as_warning))
             r.ok = false;
     }
+    ir_print(&after, m, NULL); /* the check only reads the IR */
+    cr_expect(before.len == after.len && !memcmp(before.data, after.data, before.len),
+              "the check changed the IR");
+    buf_free(&before);
+    buf_free(&after);
     kern_buf b = {0};
     for (int i = 0; i < sink.len; i++) {
         const diag *d = &sink.items[i];
@@ -126,6 +133,36 @@ Test(adcheck, read_then_write_same_index_in_loop) {
             "    }\n"
             "}\n",
             "4:21: error: 'x' is read here", "5:18");
+}
+
+/* The condition of a while runs again after its body wrote. */
+Test(adcheck, while_condition_then_body_write) {
+    rejects("kernel k(x: f32[], v: f32[]) {\n"
+            "    for i in 0..len(x) {\n"
+            "        while x[i] > 1.0 {\n"
+            "            x[i] = v[i];\n"
+            "        }\n"
+            "    }\n"
+            "}\n",
+            "3:15: error: 'x' is read here and may be written afterwards by kernel 'k' "
+            "(line 4:18)",
+            "4:18");
+}
+
+/* The two arms of an if inside a loop: the next iteration may take the other arm. */
+Test(adcheck, if_arms_inside_loop) {
+    rejects("kernel k(x: f32[], y: f32[], steps: i32) {\n"
+            "    for i in 0..len(x) {\n"
+            "        for t in 0..steps {\n"
+            "            if t % 2 == 0 {\n"
+            "                y[i] = x[i];\n"
+            "            } else {\n"
+            "                x[i] = 1.0;\n"
+            "            }\n"
+            "        }\n"
+            "    }\n"
+            "}\n",
+            "5:24: error: 'x' is read here", "7:22");
 }
 
 /* The write comes first in the body, but the next iteration writes again after the read. */
