@@ -1,9 +1,11 @@
-/* kernc_cmds.h - the commands of kernc that run or build code (kernc_run.c). Each
- * returns the process exit status of docs/cli.md. */
+/* kernc_cmds.h - the commands of kernc that run or build code (kernc_run.c) and check
+ * gradients (gradcheck.c through kernc_cmd_gradcheck). Each returns the process exit
+ * status of docs/cli.md. */
 #ifndef KERN_KERNC_CMDS_H
 #define KERN_KERNC_CMDS_H
 
 #include "../common/context.h"
+#include "gradcheck.h"
 
 enum { KERNC_EXIT_USER = 1, KERNC_EXIT_USAGE = 2, KERNC_EXIT_IO = 3 };
 
@@ -16,7 +18,12 @@ typedef struct kernc_run_args {
     kc_options opts;
 } kernc_run_args;
 
+/* KERNEL may be K.grad: the file is then compiled with that gradient (KC_GRAD_ALL), and a
+ * failed global-access check is reported as a diagnostic. */
 int kernc_cmd_run(const kernc_run_args *a);
+/* gradcheck FILE KERNEL [NAME=VALUE ...]: a->saves are unused. */
+int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o);
+/* Modules carry K.grad for every kernel that passes the global-access check. */
 int kernc_cmd_build(const char *file, const char *target, const char *out, const kc_options *o);
 /* --emit=llvm: the optimized LLVM IR of the file (or one kernel's module) on out. */
 int kernc_cmd_emit_llvm(const char *file, const char *out, const kc_options *o);

@@ -2,11 +2,15 @@
  *
  *   kernc check FILE.kern
  *   kernc emit FILE.kern --emit=WHAT [-o OUT] [--target=T] [--kernel NAME]
- *   kernc build | run | gradcheck ...   (arrive with the backend and reverse-mode issues)
+ *   kernc build FILE.kern --target=T -o OUT
+ *   kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]
+ *   kernc gradcheck FILE.kern KERNEL [NAME=VALUE ...] [--seed N] [--size N] [--eps E]
+ *                   [--rtol R] [--rtol-f32 R] [--max-checks N]
  *
  * Exit status: 0 success, 1 a user error in the program (diagnostics printed), 2 a bad
  * command line or a request this build cannot carry out, 3 an I/O error. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +37,8 @@ typedef struct cli {
     const char *saves[64];
     int nsaves;
     kc_options opts;
+    gradcheck_options gc;
+    const char *gc_option; /* the first gradcheck option seen (only gradcheck takes them) */
 } cli;
 
 static void usage(FILE *f) {
@@ -40,11 +46,12 @@ static void usage(FILE *f) {
           "\n"
           "commands:\n"
           "  check FILE.kern                 parse and type-check, print diagnostics\n"
-          "  emit FILE.kern --emit=WHAT      print a compiler stage: ast, ir, llvm\n"
+          "  emit FILE.kern --emit=WHAT      print a compiler stage: ast, ir, ir-grad, llvm\n"
           "       [-o OUT] [--kernel NAME] [--target=T]\n"
           "  build FILE.kern --target=T -o OUT\n"
           "  run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
           "  gradcheck FILE.kern KERNEL [NAME=VALUE ...]\n"
+          "       [--seed N] [--size N] [--eps E] [--rtol R] [--rtol-f32 R] [--max-checks N]\n"
           "\n"
           "compiler options (every command that compiles):\n"
           "  -O0 .. -O3                      optimization level (default -O2)\n"
@@ -83,6 +90,18 @@ static const char *opt_value(const char *arg, const char *name, int argc, char *
     return argv[++*i];
 }
 
+static bool parse_double(const char *s, double *out) {
+    if (!s || !*s)
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !(v > 0) || v == HUGE_VAL)
+        return false;
+    *out = v;
+    return true;
+}
+
 static bool parse_uint(const char *s, unsigned long long max, unsigned long long *out) {
     if (!s || !*s)
         return false;
@@ -99,6 +118,7 @@ static bool parse_uint(const char *s, unsigned long long max, unsigned long long
 static int parse_cli(int argc, char **argv, cli *c) {
     memset(c, 0, sizeof *c);
     kc_options_default(&c->opts);
+    gradcheck_options_default(&c->gc);
     c->cmd = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -148,6 +168,38 @@ static int parse_cli(int argc, char **argv, cli *c) {
                                    "got '%s'",
                                    v ? v : "");
             c->opts.ad_stack_size = (uint32_t)n;
+        } else if ((v = opt_value(a, "--seed", argc, argv, &i, &m)) || m) {
+            unsigned long long n;
+            if (!parse_uint(v, UINT64_MAX, &n))
+                return usage_error("--seed needs a non-negative integer, got '%s'", v ? v : "");
+            c->gc.seed = n;
+            c->gc_option = "--seed";
+        } else if ((v = opt_value(a, "--size", argc, argv, &i, &m)) || m) {
+            unsigned long long n;
+            if (!parse_uint(v, 1 << 20, &n) || n == 0)
+                return usage_error("--size needs a positive integer up to 2^20, got '%s'",
+                                   v ? v : "");
+            c->gc.size = (int)n;
+            c->gc_option = "--size";
+        } else if ((v = opt_value(a, "--max-checks", argc, argv, &i, &m)) || m) {
+            unsigned long long n;
+            if (!parse_uint(v, 1 << 30, &n) || n == 0)
+                return usage_error("--max-checks needs a positive integer, got '%s'",
+                                   v ? v : "");
+            c->gc.max_checks = (int)n;
+            c->gc_option = "--max-checks";
+        } else if ((v = opt_value(a, "--eps", argc, argv, &i, &m)) || m) {
+            if (!parse_double(v, &c->gc.eps))
+                return usage_error("--eps needs a positive number, got '%s'", v ? v : "");
+            c->gc_option = "--eps";
+        } else if ((v = opt_value(a, "--rtol-f32", argc, argv, &i, &m)) || m) {
+            if (!parse_double(v, &c->gc.rtol_f32))
+                return usage_error("--rtol-f32 needs a positive number, got '%s'", v ? v : "");
+            c->gc_option = "--rtol-f32";
+        } else if ((v = opt_value(a, "--rtol", argc, argv, &i, &m)) || m) {
+            if (!parse_double(v, &c->gc.rtol))
+                return usage_error("--rtol needs a positive number, got '%s'", v ? v : "");
+            c->gc_option = "--rtol";
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             exit(0);
@@ -215,6 +267,53 @@ static int cmd_check(cli *c, kc_ctx *ctx, loaded *l) {
     return f ? 0 : EXIT_USER;
 }
 
+static bool is_grad_name(const char *name) {
+    size_t n = strlen(name);
+    return n > 5 && !strcmp(name + n - 5, ".grad");
+}
+
+/* --emit=ir-grad: the gradient kernels only (of --kernel K, given as K or K.grad). */
+static int emit_ir_grad(cli *c, kc_ctx *ctx, loaded *l, kern_buf *out) {
+    char *want = NULL;
+    if (c->kernel) {
+        size_t n = strlen(c->kernel);
+        want = malloc(n + 6);
+        snprintf(want, n + 6, "%s%s", c->kernel, is_grad_name(c->kernel) ? "" : ".grad");
+    }
+    ctx->opts.grad = KC_GRAD_ALL;
+    ctx->opts.grad_only = want;
+    ir_module *m = kc_compile_source(ctx, c->file, l->text, l->len);
+    int rc = 0;
+    if (!m) {
+        rc = EXIT_USER;
+    } else if (want && !ir_kernel_find(m, want)) {
+        size_t n = strlen(want) - 5;
+        fprintf(stderr, "kernc: error: ");
+        bool primal = false;
+        ir_foreach_kernel(k, m) primal |= strlen(k->name) == n && !strncmp(k->name, want, n);
+        if (primal)
+            fprintf(stderr, "no gradient kernel was built for '%.*s'\n", (int)n, want);
+        else
+            fprintf(stderr, "no kernel named '%.*s' in %s\n", (int)n, want, c->file);
+        rc = EXIT_USER;
+    } else {
+        bool first = true;
+        ir_foreach_kernel(k, m) {
+            if (!is_grad_name(k->name) || (want && strcmp(k->name, want) != 0))
+                continue;
+            if (!first)
+                buf_putc(out, '\n');
+            first = false;
+            ir_print(out, m, k->name);
+        }
+    }
+    if (m)
+        ir_module_free(m);
+    ctx->opts.grad_only = NULL;
+    free(want);
+    return rc;
+}
+
 static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
     if (!c->emit)
         return usage_error("%s: --emit=WHAT is required (ast, ir)", "emit");
@@ -247,9 +346,10 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         }
         if (m)
             ir_module_free(m);
+    } else if (!strcmp(c->emit, "ir-grad")) {
+        rc = emit_ir_grad(c, ctx, l, &out);
     } else {
-        static const char *later[] = {"ir-grad", "ptx", "amdgpu", "spirv", "spirv-asm",
-                                      "msl"};
+        static const char *later[] = {"ptx", "amdgpu", "spirv", "spirv-asm", "msl"};
         for (size_t i = 0; i < sizeof later / sizeof *later; i++)
             if (!strcmp(c->emit, later[i])) {
                 fprintf(stderr,
@@ -292,16 +392,17 @@ int main(int argc, char **argv) {
         return usage_error("unknown command '%s' (check, emit, build, run, gradcheck)", c.cmd);
     if (!c.file)
         return usage_error("%s: missing FILE.kern", c.cmd);
-    if (!strcmp(c.cmd, "gradcheck")) {
-        fprintf(stderr, "kernc: error: 'gradcheck' is not available in kernc " KERNC_VERSION
-                        " (it arrives with reverse mode)\n");
-        return EXIT_USAGE;
-    }
-    if (!strcmp(c.cmd, "run")) {
+    if (c.gc_option && strcmp(c.cmd, "gradcheck") != 0)
+        return usage_error("%s is an option of gradcheck only", c.gc_option);
+    if (!strcmp(c.cmd, "run") || !strcmp(c.cmd, "gradcheck")) {
         kernc_run_args ra = {c.file, c.npositional ? c.positional[0] : NULL, c.target,
                              c.positional + (c.npositional ? 1 : 0),
                              c.npositional ? c.npositional - 1 : 0, c.saves, c.nsaves, c.opts};
-        return kernc_cmd_run(&ra);
+        if (!strcmp(c.cmd, "run"))
+            return kernc_cmd_run(&ra);
+        if (c.nsaves)
+            return usage_error("%s is an option of run, not gradcheck", "--save");
+        return kernc_cmd_gradcheck(&ra, &c.gc);
     }
     if (!strcmp(c.cmd, "build")) {
         if (c.npositional)

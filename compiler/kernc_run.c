@@ -1,12 +1,17 @@
-/* kernc_run.c - `kernc run` and `kernc build` (spec section 10, docs/cli.md).
+/* kernc_run.c - `kernc run`, `kernc build` and `kernc gradcheck` (spec section 10,
+ * docs/cli.md).
  *
- * run:   JIT-compiles the file (libkern-jit), binds every parameter from NAME=VALUE
+ * run:   compiles the file with the command line's options (with the one gradient kernel
+ *        asked for when KERNEL is K.grad), JITs it (libkern-jit, jit/jit.h), binds every
+ *        parameter from NAME=VALUE
  *        (numbers for scalars, .npy files for arrays, checked against the declaration),
  *        launches, waits, and writes the --save arrays; nothing is written when anything
  *        failed, so no partial result is ever reported.
  * build: compiles to an object file through LLVM, adds the module metadata
  *        (runtime/meta.h) as the symbols kern_module_meta / kern_module_meta_size, and
- *        links a shared object with the system C compiler driver (`cc`, or $CC). */
+ *        links a shared object with the system C compiler driver (`cc`, or $CC); K.grad
+ *        is built for every kernel that passes the global-access check.
+ * gradcheck: reads the file and runs compiler/gradcheck.c on it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -18,6 +23,7 @@
 
 #include "../backends/llvm/llvm_backend.h"
 #include "../include/kern.h"
+#include "../jit/jit.h"
 #include "../runtime/meta.h"
 #include "../runtime/npy.h"
 #include "driver.h"
@@ -146,6 +152,28 @@ static void print_array(const char *name, kern_buffer *b) {
 /* The exit status of the first of several reported errors. */
 static int first(int rc, int next) { return rc ? rc : next; }
 
+/* ---- Compiling ---------------------------------------------------------------------- */
+
+/* Reads and compiles a file with options o, printing its diagnostics; NULL with *rc set
+ * on failure. The caller frees the module and *ctx_out. */
+static ir_module *compile_file(const char *file, const kc_options *o, kc_ctx **ctx_out, int *rc) {
+    size_t len;
+    char *text = kern_read_file(file, &len);
+    if (!text) {
+        *rc = fail(KERNC_EXIT_IO, "cannot read '%s': %s", file, strerror(errno));
+        return NULL;
+    }
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts = *o;
+    ir_module *m = kc_compile_source(cc, file, text, len);
+    free(text);
+    diag_print_all(stderr, &cc->diags);
+    if (!m)
+        *rc = KERNC_EXIT_USER;
+    *ctx_out = cc;
+    return m;
+}
+
 /* ---- run ---------------------------------------------------------------------------- */
 
 typedef struct binding {
@@ -196,28 +224,42 @@ int kernc_cmd_run(const kernc_run_args *a) {
                 goto cleanup;
             }
 
+    /* K.grad: only that gradient is built, and a failed global-access check is an error
+     * with both locations; a primal kernel needs no gradient at all. */
+    kc_options co = a->opts;
+    size_t kn = strlen(a->kernel);
+    bool is_grad = kn > 5 && !strcmp(a->kernel + kn - 5, ".grad");
+    co.grad = is_grad ? KC_GRAD_ALL : KC_GRAD_NONE;
+    co.grad_only = is_grad ? a->kernel : NULL;
+    kc_ctx *cc = NULL;
+    ir_module *m = compile_file(a->file, &co, &cc, &rc);
+    if (!m) {
+        kc_ctx_free(cc);
+        goto cleanup;
+    }
     kern_context_options o = kern_context_options_default();
     o.debug = a->opts.debug;
     o.ad_stack_size = a->opts.ad_stack_size;
-    if (kern_context_create(&o, &ctx) != KERN_OK) {
+    kern_status st = kern_context_create(&o, &ctx);
+    if (st == KERN_OK)
+        st = jit_module_from_ir(ctx, m, &co, a->file, &mod);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+    if (st != KERN_OK) {
         rc = first(
             rc, fail(KERNC_EXIT_USER, "%s", ctx ? kern_context_last_error(ctx) : "out of memory"));
-        goto cleanup;
-    }
-    kern_status st = kern_module_from_file_source(ctx, a->file, &mod);
-    if (st != KERN_OK) {
-        if (st == KERN_ERR_COMPILE)
-            fprintf(stderr, "%s\n", kern_context_last_error(ctx));
-        else
-            fail(0, "%s", kern_context_last_error(ctx));
-        rc = st == KERN_ERR_NOT_FOUND ? KERNC_EXIT_IO : KERNC_EXIT_USER;
         goto cleanup;
     }
     kern_kernel *k;
     if (kern_kernel_find(mod, a->kernel, &k) != KERN_OK) {
         fprintf(stderr, "kernc: error: no kernel named '%s' in %s", a->kernel, a->file);
-        if (strstr(a->kernel, ".grad"))
-            fprintf(stderr, " (gradient kernels are not available in this version)");
+        if (is_grad) {
+            kern_kernel *primal;
+            char *base = strndup(a->kernel, kn - 5);
+            if (kern_kernel_find(mod, base, &primal) == KERN_OK)
+                fprintf(stderr, " (no gradient was built for '%s')", base);
+            free(base);
+        }
         fprintf(stderr, "; kernels:");
         for (int i = 0; i < kern_module_kernel_count(mod); i++)
             fprintf(stderr, " %s", kern_module_kernel_name(mod, i));
@@ -360,24 +402,6 @@ cleanup:
 
 /* ---- build -------------------------------------------------------------------------- */
 
-static ir_module *compile_file(const char *file, const kc_options *o, kc_ctx **ctx_out, int *rc) {
-    size_t len;
-    char *text = kern_read_file(file, &len);
-    if (!text) {
-        *rc = fail(KERNC_EXIT_IO, "cannot read '%s': %s", file, strerror(errno));
-        return NULL;
-    }
-    kc_ctx *cc = kc_ctx_new();
-    cc->opts = *o;
-    ir_module *m = kc_compile_source(cc, file, text, len);
-    free(text);
-    diag_print_all(stderr, &cc->diags);
-    if (!m)
-        *rc = KERNC_EXIT_USER;
-    *ctx_out = cc;
-    return m;
-}
-
 /* An assembly file defining the metadata symbols of runtime/module.c. */
 static bool write_meta_asm(const char *path, const char *meta, size_t len) {
     FILE *f = fopen(path, "w");
@@ -405,8 +429,12 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
         return fail(KERNC_EXIT_USAGE, "build: --target=T is required (cpu)");
     if (!out)
         return fail(KERNC_EXIT_USAGE, "build: -o OUT is required");
+    /* AOT modules carry K.grad wherever the global-access check allows it. */
+    kc_options go = *o;
+    go.grad = KC_GRAD_POSSIBLE;
+    go.grad_only = NULL;
     kc_ctx *cc = NULL;
-    ir_module *m = compile_file(file, o, &cc, &rc);
+    ir_module *m = compile_file(file, &go, &cc, &rc);
     if (!m) {
         kc_ctx_free(cc);
         return rc;
@@ -479,4 +507,33 @@ int kernc_cmd_emit_llvm(const char *file, const char *out, const kc_options *o) 
     ir_module_free(m);
     kc_ctx_free(cc);
     return rc;
+}
+
+/* ---- gradcheck ---------------------------------------------------------------------- */
+
+int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o) {
+    int rc = check_target(a->target);
+    if (rc)
+        return rc;
+    if (!a->kernel)
+        return fail(KERNC_EXIT_USAGE,
+                    "gradcheck: missing KERNEL (kernc gradcheck FILE.kern KERNEL ...)");
+    size_t len;
+    char *text = kern_read_file(a->file, &len);
+    if (!text)
+        return fail(KERNC_EXIT_IO, "cannot read '%s': %s", a->file, strerror(errno));
+    gradcheck_options go = *o;
+    go.copts = a->opts;
+    gradcheck_result res;
+    gradcheck_status st = gradcheck_source(a->file, text, len, a->kernel, a->bindings,
+                                           a->nbindings, &go, &res, stderr);
+    free(text);
+    if (st == GRADCHECK_IO)
+        return KERNC_EXIT_IO;
+    if (st == GRADCHECK_USAGE)
+        return KERNC_EXIT_USAGE;
+    if (st != GRADCHECK_OK)
+        return KERNC_EXIT_USER;
+    gradcheck_print(stdout, a->kernel, &go, &res);
+    return res.ok ? 0 : KERNC_EXIT_USER;
 }

@@ -1,7 +1,9 @@
 /* jit.c - the JIT entry points of include/kern.h: kern source -> IR -> LLVM ORC -> a
  * runtime module. This library (libkern-jit) joins the compiler library (with LLVM) to
  * the runtime (libkern, which never links LLVM): the runtime only sees a code provider
- * (runtime/provider.h) whose lookups go to the JIT's session. */
+ * (runtime/provider.h) whose lookups go to the JIT's session. Modules compiled from source
+ * carry K.grad for every kernel that passes the global-access check (KC_GRAD_POSSIBLE);
+ * jit_module_from_ir (jit.h) serves tools that compile with their own options. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "../include/kern.h"
 #include "../runtime/provider.h"
 #include "../runtime/rt.h"
+#include "jit.h"
 
 static void *jit_lookup(void *user, const char *symbol) {
     return llvm_jit_lookup((llvm_jit *)user, symbol);
@@ -36,6 +39,28 @@ static char *diagnostics_text(const kc_ctx *cc) {
     return text;
 }
 
+kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_options *o,
+                               const char *name, kern_module **out) {
+    if (!ctx)
+        return KERN_ERR_ARGUMENT;
+    if (!m || !o || !out)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "jit_module_from_ir: a NULL argument");
+    *out = NULL;
+    kern_context_options co = kern_context_get_options(ctx);
+    if (co.backend != KERN_BACKEND_CPU)
+        return rt_error(ctx, KERN_ERR_UNSUPPORTED,
+                        "the JIT supports the cpu backend only in this version, not %s",
+                        kern_backend_name(co.backend) ? kern_backend_name(co.backend) : "?");
+    char err[1024] = "";
+    llvm_jit *j = llvm_jit_compile(m, o, err, sizeof err);
+    if (!j)
+        return rt_error(ctx, KERN_ERR_INTERNAL, "JIT compilation of %s failed: %s",
+                        name ? name : "<source>", err);
+    kern_meta *meta = kc_meta_from_ir(m);
+    kern_code_provider p = {j, jit_lookup, jit_release};
+    return rt_module_create(ctx, meta, p, out);
+}
+
 kern_status kern_module_from_source(kern_context *ctx, const char *source, size_t len,
                                     const char *name, kern_module **out) {
     if (!ctx)
@@ -54,27 +79,19 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
     cc->opts.debug = o.debug;
     if (o.ad_stack_size > 0)
         cc->opts.ad_stack_size = (uint32_t)o.ad_stack_size;
+    /* K.grad for every kernel that passes the global-access check; the others record
+     * why in grad_error (a lookup of their K.grad fails). */
+    cc->opts.grad = KC_GRAD_POSSIBLE;
     kern_status st = KERN_OK;
     ir_module *m = kc_compile_source(cc, name ? name : "<source>", source, len);
     if (!m) {
         char *msg = diagnostics_text(cc);
         st = rt_error(ctx, KERN_ERR_COMPILE, "%s", msg ? msg : "compilation failed");
         free(msg);
-        goto cleanup;
-    }
-    char err[1024] = "";
-    llvm_jit *j = llvm_jit_compile(m, &cc->opts, err, sizeof err);
-    if (!j) {
-        st = rt_error(ctx, KERN_ERR_INTERNAL, "JIT compilation of %s failed: %s",
-                      name ? name : "<source>", err);
-        goto cleanup;
-    }
-    kern_meta *meta = kc_meta_from_ir(m);
-    kern_code_provider p = {j, jit_lookup, jit_release};
-    st = rt_module_create(ctx, meta, p, out);
-cleanup:
-    if (m)
+    } else {
+        st = jit_module_from_ir(ctx, m, &cc->opts, name, out);
         ir_module_free(m);
+    }
     kc_ctx_free(cc);
     return st;
 }

@@ -1,6 +1,8 @@
-/* test_cli.c - the kernc command line: exit statuses, options, outputs (docs/cli.md).
+/* test_cli.c - the kernc command line: exit statuses, options, outputs (docs/cli.md),
+ * reverse mode's tools included (emit --emit=ir-grad, run K.grad, gradcheck).
  * Runs the built kernc binary (KERNC_PATH) through the shell. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,7 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "../runtime/npy.h"
 
 #ifndef KERNC_PATH
 #define KERNC_PATH "kernc"
@@ -62,7 +65,6 @@ Test(cli, usage_errors) {
     expect("check tests/golden/ir/saxpy.kern --ad-stack-size abc", 2, "--ad-stack-size");
     expect("check tests/golden/ir/saxpy.kern --target=gpu", 2, "unknown target 'gpu'");
     expect("check tests/golden/ir/saxpy.kern --emit", 2, "needs a value");
-    expect("gradcheck tests/golden/ir/saxpy.kern saxpy", 2, "not available");
     expect("run tests/golden/ir/saxpy.kern", 2, "missing KERNEL");
     expect("run tests/golden/ir/saxpy.kern saxpy a", 2, "not of the form NAME=VALUE");
     expect("run tests/golden/ir/saxpy.kern saxpy a=1 a=2", 2, "bound twice");
@@ -81,7 +83,8 @@ Test(cli, run_errors) {
     expect("run tests/golden/ir/saxpy.kern saxpy a=1 b=2", 1, "no parameter named 'b'");
     expect("run tests/golden/ir/saxpy.kern saxpy a=1 --save a=o.npy", 1,
            "only arrays can be saved");
-    expect("run tests/golden/ir/saxpy.kern saxpy.grad", 1, "gradient kernels are not available");
+    /* y[i] is read, then overwritten: saxpy.grad fails the global-access check */
+    expect("run tests/golden/ir/saxpy.kern saxpy.grad", 1, "tests/golden/ir/saxpy.kern:4:");
     expect("run tests/golden/ir/types_casts.kern mix a=1", 3, "not bound");
 }
 
@@ -149,4 +152,241 @@ Test(cli, emit_outputs) {
     cr_expect(strstr(text, "kernel @saxpy(") != NULL, "%s", text);
     free(text);
     unlink(path);
+}
+
+/* ---- Reverse mode: emit --emit=ir-grad, run K.grad, gradcheck ----------------------- */
+
+
+/* Writes text to a new temporary file "/tmp/kern-cli-XXXXXX<suffix>"; path must hold 64. */
+static void temp_file(char *path, const char *suffix, const char *text) {
+    snprintf(path, 64, "/tmp/kern-cli-XXXXXX%s", suffix);
+    int fd = mkstemps(path, (int)strlen(suffix));
+    cr_assert(fd >= 0);
+    if (text)
+        cr_assert(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+}
+
+static void temp_npy_f32(char *path, const float *v, int64_t n) {
+    temp_file(path, ".npy", NULL);
+    char err[256];
+    int64_t shape[KERN_MAX_DIMS] = {n, 1, 1, 1};
+    cr_assert_eq(kern_npy_write(path, KERN_F32, 1, shape, v, err, sizeof err), KERN_OK, "%s",
+                 err);
+}
+
+static void read_npy_f32(const char *path, float *v, int64_t n) {
+    kern_npy a;
+    char err[256];
+    cr_assert_eq(kern_npy_read(path, &a, err, sizeof err), KERN_OK, "%s", err);
+    cr_assert_eq(a.dtype, KERN_F32);
+    cr_assert_eq(a.count, n);
+    memcpy(v, a.data, (size_t)n * sizeof *v);
+    kern_npy_free(&a);
+}
+
+static const char *const square_src = "kernel square(x: f32[], y: f32[]) {\n"
+                                      "    for i in 0..len(x) {\n"
+                                      "        y[i] = x[i] * x[i];\n"
+                                      "    }\n"
+                                      "}\n"
+                                      "kernel scale(a: f32, x: f32[], y: f32[]) {\n"
+                                      "    for i in 0..len(x) {\n"
+                                      "        y[i] += a * x[i];\n"
+                                      "    }\n"
+                                      "}\n";
+
+Test(cli_grad, emit_ir_grad) {
+    run_result r = run("emit tests/golden/ir/simulate.kern --emit=ir-grad");
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "kernel @simulate.grad(") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "kernel @simulate(") == NULL, "primal kernel printed:\n%s", r.out);
+    /* the serial loop carries x: its values go on an adstack */
+    cr_expect(strstr(r.out, "adpush") != NULL && strstr(r.out, "adpop") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "%x0.grad: f32[]") != NULL, "%s", r.out);
+    free(r.out);
+    /* --kernel K and --kernel K.grad name the same gradient, and only that one */
+    char src[64], args[512];
+    temp_file(src, ".kern", square_src);
+    const char *names[] = {"scale", "scale.grad"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "emit %s --emit=ir-grad --kernel %s", src, names[i]);
+        r = run(args);
+        cr_expect_eq(r.status, 0, "%s", r.out);
+        cr_expect(strstr(r.out, "kernel @scale.grad(%a: f32, %x: f32[], %y: f32[], "
+                                "%a.grad: f32[], %x.grad: f32[], %y.grad: f32[])") != NULL,
+                  "%s", r.out);
+        int nkernels = 0;
+        for (const char *t = r.out; (t = strstr(t, "kernel @")) != NULL; t++)
+            nkernels++;
+        cr_expect_eq(nkernels, 1, "%s", r.out);
+        free(r.out);
+    }
+    /* without --kernel: every gradient, no primal kernel */
+    snprintf(args, sizeof args, "emit %s --emit=ir-grad", src);
+    r = run(args);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "kernel @square.grad(") && strstr(r.out, "kernel @scale.grad(") &&
+                  !strstr(r.out, "kernel @square(") && !strstr(r.out, "kernel @scale("),
+              "%s", r.out);
+    free(r.out);
+    snprintf(args, sizeof args, "emit %s --emit=ir-grad --kernel nope", src);
+    expect(args, 1, "no kernel named 'nope'");
+    unlink(src);
+}
+
+/* y[i] = x[i]^2: x.grad += 2 x y.grad, y.grad = 0 (y is overwritten); the primal arrays
+ * stay as they were. */
+Test(cli_grad, run_square_grad) {
+    enum { N = 5 };
+    float x[N] = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f}, y[N] = {9, 9, 9, 9, 9};
+    float gx[N] = {0.5f, 1.0f, -1.0f, 0.0f, 2.0f}, gy[N] = {1.0f, -3.0f, 0.5f, 2.0f, 4.0f};
+    char src[64], px[64], py[64], pgx[64], pgy[64], ogx[64], ogy[64], ox[64];
+    temp_file(src, ".kern", square_src);
+    temp_npy_f32(px, x, N);
+    temp_npy_f32(py, y, N);
+    temp_npy_f32(pgx, gx, N);
+    temp_npy_f32(pgy, gy, N);
+    temp_file(ogx, ".npy", NULL);
+    temp_file(ogy, ".npy", NULL);
+    temp_file(ox, ".npy", NULL);
+    char args[1024];
+    snprintf(args, sizeof args,
+             "run %s square.grad x=%s y=%s x.grad=%s y.grad=%s --save x.grad=%s "
+             "--save y.grad=%s --save x=%s",
+             src, px, py, pgx, pgy, ogx, ogy, ox);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    free(r.out);
+    float rx[N], rgx[N], rgy[N];
+    read_npy_f32(ogx, rgx, N);
+    read_npy_f32(ogy, rgy, N);
+    read_npy_f32(ox, rx, N);
+    for (int i = 0; i < N; i++) {
+        float want = gx[i] + 2.0f * x[i] * gy[i];
+        cr_expect(fabsf(rgx[i] - want) <= 1e-6f * (1 + fabsf(want)), "x.grad[%d] = %g, want %g",
+                  i, (double)rgx[i], (double)want);
+        cr_expect_eq(rgy[i], 0.0f, "y.grad[%d] = %g, want 0 (overwritten)", i, (double)rgy[i]);
+        cr_expect_eq(rx[i], x[i], "x[%d] changed by square.grad", i);
+    }
+    /* y += a x: the adjoint of y passes through, a.grad (length 1) accumulates x . y.grad */
+    float ga[1] = {0.75f};
+    char pga[64];
+    temp_npy_f32(pga, ga, 1);
+    snprintf(args, sizeof args,
+             "run %s scale.grad a=-1.5 x=%s y=%s a.grad=%s x.grad=%s y.grad=%s "
+             "--save a.grad=%s --save x.grad=%s --save y.grad=%s",
+             src, px, py, pga, pgx, pgy, ox, ogx, ogy);
+    r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    free(r.out);
+    float rga[1];
+    read_npy_f32(ox, rga, 1);
+    read_npy_f32(ogx, rgx, N);
+    read_npy_f32(ogy, rgy, N);
+    double dot = 0;
+    for (int i = 0; i < N; i++) {
+        dot += (double)x[i] * gy[i];
+        float want = gx[i] + -1.5f * gy[i];
+        cr_expect(fabsf(rgx[i] - want) <= 1e-6f * (1 + fabsf(want)), "x.grad[%d] = %g, want %g",
+                  i, (double)rgx[i], (double)want);
+        cr_expect_eq(rgy[i], gy[i], "y.grad[%d] = %g, want %g (+= passes it through)", i,
+                     (double)rgy[i], (double)gy[i]);
+    }
+    cr_expect(fabs(rga[0] - (0.75 + dot)) <= 1e-5 * (1 + fabs(dot)), "a.grad = %g, want %g",
+              (double)rga[0], 0.75 + dot);
+    /* an unbound adjoint is reported like any parameter */
+    snprintf(args, sizeof args, "run %s square.grad x=%s y=%s x.grad=%s", src, px, py, pgx);
+    expect(args, 1, "parameter 'y.grad: f32[]' of kernel 'square.grad' is not bound");
+    const char *files[] = {src, px, py, pgx, pgy, ogx, ogy, ox, pga};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        unlink(files[i]);
+}
+
+Test(cli_grad, gradcheck_ok) {
+    run_result r = run("gradcheck tests/golden/ir/simulate.kern simulate");
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "gradcheck simulate: ") != NULL && strstr(r.out, "(f64, tol 1e-06)") &&
+                  strstr(r.out, "(f32, tol 0.01): ok"),
+              "%s", r.out);
+    free(r.out);
+    char src[64], args[512];
+    temp_file(src, ".kern", square_src);
+    /* 8 elements of x and 8 of y: all 16 checked */
+    snprintf(args, sizeof args, "gradcheck %s square --seed 7", src);
+    expect(args, 0, "gradcheck square: 16 elements");
+    /* a scalar parameter is one element: 1 + 4 + 4, given inputs, K.grad as the name */
+    snprintf(args, sizeof args, "gradcheck %s scale.grad a=0.5 --size=4", src);
+    expect(args, 0, "gradcheck scale.grad: 9 elements");
+    snprintf(args, sizeof args, "gradcheck %s square --size 100 --max-checks 10", src);
+    expect(args, 0, "gradcheck square: 10 elements");
+    unlink(src);
+}
+
+/* floor has a zero derivative but jumps every 1e-7: the finite difference sees the jumps,
+ * so the check must fail, with exit status 1 and the worst element named. */
+Test(cli_grad, gradcheck_detects_mismatch) {
+    char src[64], args[512];
+    temp_file(src, ".kern",
+              "kernel saw(x: f64[], y: f64[]) {\n"
+              "    for i in 0..len(x) {\n"
+              "        y[i] = floor(x[i] * 10000000.0);\n"
+              "    }\n"
+              "}\n");
+    snprintf(args, sizeof args, "gradcheck %s saw", src);
+    run_result r = run(args);
+    cr_expect_eq(r.status, 1, "%s", r.out);
+    cr_expect(strstr(r.out, ": FAILED") != NULL && strstr(r.out, "worst at x[") != NULL, "%s",
+              r.out);
+    free(r.out);
+    unlink(src);
+}
+
+Test(cli_grad, usage_errors) {
+    expect("gradcheck tests/golden/ir/simulate.kern", 2, "missing KERNEL");
+    expect("gradcheck tests/golden/ir/simulate.kern simulate bogus=1", 1,
+           "no parameter named 'bogus'");
+    expect("gradcheck tests/golden/ir/simulate.kern simulate steps", 2, "NAME=VALUE");
+    expect("gradcheck tests/golden/ir/simulate.kern simulate steps=1 steps=2", 2,
+           "bound twice");
+    expect("gradcheck tests/golden/ir/simulate.kern nope", 1, "no kernel named 'nope'");
+    expect("gradcheck tests/golden/ir/simulate.kern simulate --eps -1", 2, "--eps");
+    expect("gradcheck tests/golden/ir/simulate.kern simulate --size 0", 2, "--size");
+    expect("gradcheck tests/golden/ir/simulate.kern simulate --save a=b.npy", 2, "--save");
+    expect("run tests/golden/ir/simulate.kern simulate --seed 3", 2, "option of gradcheck");
+    expect("gradcheck tests/golden/ir/simulate.kern simulate x0=/no/such.npy", 3,
+           "x0=/no/such.npy");
+    expect("run tests/golden/ir/simulate.kern nope.grad", 1, "no kernel named 'nope.grad'");
+}
+
+/* Spec section 8: x[i - 1] is read and x[i] written by another thread of the same task;
+ * K.grad would re-read the new value. An error at the read with a note at the write. */
+Test(cli_grad, global_access_check) {
+    char src[64], args[512];
+    temp_file(src, ".kern",
+              "kernel shift(x: f32[]) {\n"
+              "    for i in 1..len(x) {\n"
+              "        let v = x[i - 1];\n"
+              "        x[i] = v * 2.0;\n"
+              "    }\n"
+              "}\n");
+    char at_read[96], at_write[96];
+    snprintf(at_read, sizeof at_read, "%s:3:", src);
+    snprintf(at_write, sizeof at_write, "%s:4:", src);
+    const char *cmds[] = {"run %s shift.grad x=a.npy x.grad=b.npy", "gradcheck %s shift",
+                          "emit %s --emit=ir-grad"};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        snprintf(args, sizeof args, cmds[i], src);
+        run_result r = run(args);
+        cr_expect_eq(r.status, 1, "kernc %s:\n%s", args, r.out);
+        cr_expect(strstr(r.out, at_read) && strstr(r.out, at_write) && strstr(r.out, "error:"),
+                  "kernc %s: both locations expected:\n%s", args, r.out);
+        free(r.out);
+    }
+    /* the forward kernel compiles; --no-grad-check turns the error into a warning */
+    snprintf(args, sizeof args, "emit %s --emit=ir", src);
+    expect(args, 0, "kernel @shift(");
+    snprintf(args, sizeof args, "emit %s --emit=ir-grad --no-grad-check", src);
+    expect(args, 0, "warning:");
+    unlink(src);
 }

@@ -1,0 +1,677 @@
+/* gradcheck.c - K.grad against central finite differences in f64 (gradcheck.h, spec
+ * section 10, docs/cli.md).
+ *
+ * Algorithm:
+ *   1. compile the source twice with K.grad (KC_GRAD_ALL, grad_only = K): promoted to f64
+ *      (kc_options.promote_f64) and as written; JIT both into one CPU context;
+ *   2. make the inputs: bound ones from NAME=VALUE, the others random from --seed
+ *      (float arrays uniform in [-1, 1] and f32-representable, so that both modules see
+ *      the same point; integer arrays in [0, size); bools; integer scalars = size);
+ *      random weights w_p in [-1, 1] for every differentiable array p;
+ *   3. analytic: run K.grad of each module once on the inputs, with p.grad = w_p for
+ *      arrays and s.grad = [0] for scalars (L does not read scalars after K), which gives
+ *      dL/d(input) in place (spec section 8);
+ *   4. numeric: for a sample of the input elements of the differentiable parameters
+ *      (all of them up to max_checks, else evenly spaced), run the f64 K from the restored
+ *      inputs with the element at x + h and at x - h and take
+ *      sum_p w_p . (p+ - p-) / ((x + h) - (x - h)); summing the differences of the
+ *      states, not the two losses, keeps the rounding of unaffected elements out of it;
+ *   5. report the worst relative error of each precision (gradcheck_relerr).
+ * The f64 module's buffers live for the whole check and are rewritten from the host
+ * copies before every run, so a kernel that updates its arrays in place always starts
+ * from the same state. */
+#include "gradcheck.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../include/kern.h"
+#include "../jit/jit.h"
+#include "../runtime/npy.h"
+#include "driver.h"
+
+void gradcheck_options_default(gradcheck_options *o) {
+    memset(o, 0, sizeof *o);
+    kc_options_default(&o->copts);
+    o->seed = 1;
+    o->size = 8;
+    o->eps = 1e-6;
+    o->rtol = 1e-6;
+    o->rtol_f32 = 1e-2;
+    o->max_checks = 200;
+}
+
+double gradcheck_relerr(double a, double f) {
+    if (isnan(a) || isnan(f))
+        return isnan(a) && isnan(f) ? 0 : INFINITY;
+    if (isinf(a) || isinf(f))
+        return a == f ? 0 : INFINITY;
+    return fabs(a - f) / fmax(fmax(fabs(a), fabs(f)), GRADCHECK_FLOOR);
+}
+
+/* ---- State ------------------------------------------------------------------------- */
+
+typedef struct gc_param {
+    kern_param_info info; /* as declared (the module as written) */
+    bool is_float, diff;
+    int64_t shape[KERN_MAX_DIMS];
+    int64_t count;        /* elements; 1 for a scalar */
+    double *f;            /* float parameters: the values */
+    void *raw;            /* other arrays: the bytes, in info.dtype */
+    kern_arg scalar;      /* other scalars */
+    double *w;            /* differentiable arrays: the weights w_p */
+    const char *wpath;    /* P.grad=PATH.npy: the weights' file */
+    int grad64, grad32;   /* index of p.grad in each K.grad */
+    kern_buffer *b;       /* arrays: the f64 module's buffer */
+    double *plus, *minus; /* differentiable arrays: state after the runs at x + h, x - h */
+    double *g64, *g32;    /* differentiable: K.grad's result in each precision */
+} gc_param;
+
+typedef struct gc {
+    const gradcheck_options *o;
+    const char *path, *name; /* name: K */
+    FILE *err;
+    kern_context *ctx;
+    kern_kernel *k64, *gk64, *k32, *gk32;
+    gc_param *p;
+    int np;
+    uint64_t rng;
+} gc;
+
+static gradcheck_status gc_fail(gc *g, gradcheck_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static gradcheck_status gc_fail(gc *g, gradcheck_status st, const char *fmt, ...) {
+    if (g->err) {
+        va_list ap;
+        va_start(ap, fmt);
+        fputs("kernc gradcheck: error: ", g->err);
+        vfprintf(g->err, fmt, ap);
+        fputc('\n', g->err);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* splitmix64 */
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1], rounded to f32 so that both precisions run at the same point. */
+static double rng_pm1(uint64_t *s) {
+    double u = (double)(rng_next(s) >> 11) * 0x1p-53;
+    return (double)(float)(2 * u - 1);
+}
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        kern_oom(n * size);
+    return p;
+}
+
+/* ---- Compiling ---------------------------------------------------------------------- */
+
+/* Compiles with K.grad and JITs into g->ctx; diagnostics go to err when print_diags. */
+static gradcheck_status compile(gc *g, const char *text, size_t len, bool promote,
+                                bool print_diags, kern_module **out) {
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts = g->o->copts;
+    cc->opts.grad = KC_GRAD_ALL;
+    cc->opts.grad_only = g->name;
+    cc->opts.promote_f64 = promote;
+    ir_module *m = kc_compile_source(cc, g->path, text, len);
+    if (g->err && (print_diags || !m))
+        diag_print_all(g->err, &cc->diags);
+    gradcheck_status st = GRADCHECK_OK;
+    if (!m) {
+        st = GRADCHECK_USER;
+    } else {
+        if (jit_module_from_ir(g->ctx, m, &cc->opts, g->path, out) != KERN_OK)
+            st = gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
+        ir_module_free(m);
+    }
+    kc_ctx_free(cc);
+    return st;
+}
+
+static gradcheck_status find_kernels(gc *g, kern_module *mod, kern_kernel **k,
+                                     kern_kernel **gk) {
+    if (kern_kernel_find(mod, g->name, k) != KERN_OK)
+        return gc_fail(g, GRADCHECK_USER, "no kernel named '%s' in %s", g->name, g->path);
+    char gname[512];
+    snprintf(gname, sizeof gname, "%s.grad", g->name);
+    if (kern_kernel_find(mod, gname, gk) != KERN_OK)
+        return gc_fail(g, GRADCHECK_USER, "no gradient kernel '%s' was built for %s", gname,
+                       g->path);
+    return GRADCHECK_OK;
+}
+
+/* The index of p.grad in K.grad, for every differentiable parameter (spec section 8:
+ * K's parameters, then one adjoint per differentiable parameter, in order). */
+static gradcheck_status map_grads(gc *g, kern_kernel *gk, bool f64) {
+    int n = kern_kernel_param_count(gk), next = g->np;
+    for (int i = 0; i < g->np; i++) {
+        gc_param *p = &g->p[i];
+        if (!p->diff)
+            continue;
+        kern_param_info gi;
+        char want[300];
+        snprintf(want, sizeof want, "%s.grad", p->info.name);
+        if (next >= n || kern_kernel_param(gk, next, &gi) != KERN_OK ||
+            strcmp(gi.name, want) != 0 || !gi.is_array || gi.rank != (p->info.is_array ? p->info.rank : 1))
+            return gc_fail(g, GRADCHECK_USER,
+                           "%s.grad: parameter %d is not '%s' as spec section 8 defines it",
+                           g->name, next, want);
+        *(f64 ? &p->grad64 : &p->grad32) = next++;
+    }
+    if (next != n)
+        return gc_fail(g, GRADCHECK_USER, "%s.grad has %d parameters, expected %d", g->name, n,
+                       next);
+    return GRADCHECK_OK;
+}
+
+/* ---- Inputs ------------------------------------------------------------------------ */
+
+static bool parse_scalar(const char *s, kern_dtype t, double *f, kern_arg *a) {
+    char *end;
+    errno = 0;
+    if (t == KERN_F32 || t == KERN_F64) {
+        *f = strtod(s, &end);
+        return *s && !*end;
+    }
+    if (t == KERN_BOOL) {
+        bool v = !strcmp(s, "true") || !strcmp(s, "1");
+        *a = kern_arg_bool(v);
+        return v || !strcmp(s, "false") || !strcmp(s, "0");
+    }
+    long long v = strtoll(s, &end, 0);
+    if (!*s || *end || errno)
+        return false;
+    if (t == KERN_I32 && (v < INT32_MIN || v > INT32_MAX))
+        return false;
+    if (t == KERN_U32 && (v < 0 || v > (long long)UINT32_MAX))
+        return false;
+    *a = t == KERN_I32 ? kern_arg_i32((int32_t)v)
+         : t == KERN_U32 ? kern_arg_u32((uint32_t)v)
+                         : kern_arg_i64((int64_t)v);
+    return true;
+}
+
+static double *to_doubles(const void *data, kern_dtype t, int64_t n) {
+    double *d = xcalloc((size_t)n, sizeof *d);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = t == KERN_F32 ? (double)((const float *)data)[i] : ((const double *)data)[i];
+    return d;
+}
+
+/* Values of doubles in dtype t (f32 or f64), malloc'd. */
+static void *pack(const double *f, int64_t n, kern_dtype t) {
+    if (t == KERN_F64) {
+        double *d = xcalloc((size_t)n, sizeof *d);
+        memcpy(d, f, (size_t)n * sizeof *d);
+        return d;
+    }
+    float *d = xcalloc((size_t)n, sizeof *d);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = (float)f[i];
+    return d;
+}
+
+static gradcheck_status read_npy(gc *g, const char *name, const char *path, kern_npy *arr) {
+    char err[512];
+    kern_status st = kern_npy_read(path, arr, err, sizeof err);
+    if (st == KERN_OK)
+        return GRADCHECK_OK;
+    return gc_fail(g, st == KERN_ERR_NOT_FOUND || st == KERN_ERR_IO ? GRADCHECK_IO
+                                                                     : GRADCHECK_USER,
+                   "%s=%s: %s", name, path, err);
+}
+
+/* Bound value (or NULL) of parameter p; the weights' file of P.grad goes to p->wpath. */
+static gradcheck_status bind_param(gc *g, gc_param *p, const char *value) {
+    kern_param_info *in = &p->info;
+    if (!in->is_array) {
+        p->count = 1;
+        if (p->is_float) {
+            p->f = xcalloc(1, sizeof *p->f);
+            if (value && !parse_scalar(value, in->dtype, p->f, &p->scalar))
+                return gc_fail(g, GRADCHECK_USER, "%s=%s: not a number (parameter '%s' is %s)",
+                               in->name, value, in->name, kern_dtype_name(in->dtype));
+            if (!value)
+                p->f[0] = rng_pm1(&g->rng);
+        } else if (value) {
+            double unused;
+            if (!parse_scalar(value, in->dtype, &unused, &p->scalar))
+                return gc_fail(g, GRADCHECK_USER,
+                               "%s=%s: not a value of the parameter's type %s", in->name,
+                               value, kern_dtype_name(in->dtype));
+        } else {
+            int s = g->o->size;
+            p->scalar = in->dtype == KERN_BOOL  ? kern_arg_bool(rng_next(&g->rng) & 1)
+                        : in->dtype == KERN_I32 ? kern_arg_i32(s)
+                        : in->dtype == KERN_U32 ? kern_arg_u32((uint32_t)s)
+                                                : kern_arg_i64(s);
+        }
+        return GRADCHECK_OK;
+    }
+    if (value) {
+        kern_npy arr;
+        gradcheck_status st = read_npy(g, in->name, value, &arr);
+        if (st)
+            return st;
+        if (arr.dtype != in->dtype || arr.rank != in->rank) {
+            st = gc_fail(g, GRADCHECK_USER,
+                         "%s=%s: the file holds %s with %d dimension%s, but parameter '%s' "
+                         "is %s with %d",
+                         in->name, value, kern_dtype_name(arr.dtype), arr.rank,
+                         arr.rank == 1 ? "" : "s", in->name, kern_dtype_name(in->dtype),
+                         in->rank);
+            kern_npy_free(&arr);
+            return st;
+        }
+        memcpy(p->shape, arr.shape, sizeof p->shape);
+        p->count = arr.count;
+        if (p->is_float) {
+            p->f = to_doubles(arr.data, arr.dtype, arr.count);
+            kern_npy_free(&arr);
+        } else {
+            p->raw = arr.data; /* taken over */
+        }
+        return GRADCHECK_OK;
+    }
+    p->count = 1;
+    for (int d = 0; d < KERN_MAX_DIMS; d++) {
+        p->shape[d] = d < in->rank ? g->o->size : 1;
+        p->count *= p->shape[d];
+    }
+    if (p->is_float) {
+        p->f = xcalloc((size_t)p->count, sizeof *p->f);
+        for (int64_t i = 0; i < p->count; i++)
+            p->f[i] = rng_pm1(&g->rng);
+        return GRADCHECK_OK;
+    }
+    size_t es = kern_dtype_size(in->dtype);
+    unsigned char *raw = xcalloc((size_t)p->count, es);
+    for (int64_t i = 0; i < p->count; i++) {
+        uint64_t r = rng_next(&g->rng);
+        int64_t v = in->dtype == KERN_BOOL ? (int64_t)(r & 1) : (int64_t)(r % (uint64_t)g->o->size);
+        if (in->dtype == KERN_BOOL)
+            raw[i] = (unsigned char)v;
+        else if (in->dtype == KERN_I64)
+            ((int64_t *)raw)[i] = v;
+        else if (in->dtype == KERN_U32)
+            ((uint32_t *)raw)[i] = (uint32_t)v;
+        else
+            ((int32_t *)raw)[i] = (int32_t)v;
+    }
+    p->raw = raw;
+    return GRADCHECK_OK;
+}
+
+static gradcheck_status make_weights(gc *g, gc_param *p) {
+    if (!p->diff || !p->info.is_array)
+        return GRADCHECK_OK;
+    if (!p->wpath) {
+        p->w = xcalloc((size_t)p->count, sizeof *p->w);
+        for (int64_t i = 0; i < p->count; i++)
+            p->w[i] = rng_pm1(&g->rng);
+        return GRADCHECK_OK;
+    }
+    char name[300];
+    snprintf(name, sizeof name, "%s.grad", p->info.name);
+    kern_npy arr;
+    gradcheck_status st = read_npy(g, name, p->wpath, &arr);
+    if (st)
+        return st;
+    bool same = (arr.dtype == KERN_F32 || arr.dtype == KERN_F64) && arr.rank == p->info.rank;
+    for (int d = 0; same && d < KERN_MAX_DIMS; d++)
+        same = arr.shape[d] == p->shape[d];
+    if (!same)
+        st = gc_fail(g, GRADCHECK_USER,
+                     "%s=%s: the weights must be a float array of the shape of '%s'", name,
+                     p->wpath, p->info.name);
+    else
+        p->w = to_doubles(arr.data, arr.dtype, arr.count);
+    kern_npy_free(&arr);
+    return st;
+}
+
+static gradcheck_status setup_params(gc *g, const char *const *bindings, int nb) {
+    g->np = kern_kernel_param_count(g->k32);
+    g->p = xcalloc((size_t)g->np, sizeof *g->p);
+    for (int i = 0; i < g->np; i++) {
+        gc_param *p = &g->p[i];
+        kern_kernel_param(g->k32, i, &p->info);
+        p->is_float = p->info.dtype == KERN_F32 || p->info.dtype == KERN_F64;
+        p->diff = p->is_float && !p->info.nograd;
+        p->grad64 = p->grad32 = -1;
+    }
+    gradcheck_status st = GRADCHECK_OK;
+    const char **values = xcalloc((size_t)g->np, sizeof *values);
+    for (int j = 0; j < nb && !st; j++) {
+        const char *b = bindings[j], *eq = strchr(b, '=');
+        if (!eq || eq == b || !eq[1]) {
+            st = gc_fail(g, GRADCHECK_USAGE, "binding '%s' is not of the form NAME=VALUE", b);
+            break;
+        }
+        size_t n = (size_t)(eq - b);
+        bool weights = n > 5 && !strncmp(eq - 5, ".grad", 5);
+        size_t base = weights ? n - 5 : n;
+        int found = -1;
+        for (int i = 0; i < g->np; i++)
+            if (strlen(g->p[i].info.name) == base && !strncmp(g->p[i].info.name, b, base))
+                found = i;
+        if (found < 0 || (weights && !(g->p[found].diff && g->p[found].info.is_array))) {
+            st = gc_fail(g, GRADCHECK_USER,
+                         found < 0 ? "kernel '%s' has no parameter named '%.*s'"
+                                   : "kernel '%s': '%.*s' has no weights (only differentiable "
+                                     "arrays do)",
+                         g->name, (int)n, b);
+            break;
+        }
+        const char **slot = weights ? &g->p[found].wpath : &values[found];
+        if (*slot) {
+            st = gc_fail(g, GRADCHECK_USAGE, "parameter '%.*s' is bound twice", (int)n, b);
+            break;
+        }
+        *slot = eq + 1;
+    }
+    for (int i = 0; i < g->np && !st; i++)
+        st = bind_param(g, &g->p[i], values[i]);
+    for (int i = 0; i < g->np && !st; i++)
+        st = make_weights(g, &g->p[i]);
+    free(values);
+    return st;
+}
+
+/* ---- Runs -------------------------------------------------------------------------- */
+
+static kern_status buffer_of(gc *g, const gc_param *p, kern_dtype ft, kern_buffer **out) {
+    kern_dtype t = p->is_float ? ft : p->info.dtype;
+    void *packed = p->is_float ? pack(p->f, p->count, t) : NULL;
+    kern_status st =
+        kern_buffer_create(g->ctx, t, p->info.rank, p->shape, p->is_float ? packed : p->raw, out);
+    free(packed);
+    return st;
+}
+
+static kern_arg scalar_of(const gc_param *p, kern_dtype ft, double x) {
+    if (!p->is_float)
+        return p->scalar;
+    return ft == KERN_F64 ? kern_arg_f64(x) : kern_arg_f32((float)x);
+}
+
+static gradcheck_status launch(gc *g, kern_kernel *k, const kern_arg *args, int n) {
+    kern_status st = kern_launch(k, args, n);
+    if (st == KERN_OK)
+        st = kern_sync(g->ctx);
+    if (st != KERN_OK)
+        return gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
+    return GRADCHECK_OK;
+}
+
+static gradcheck_status read_doubles(gc *g, kern_buffer *b, kern_dtype t, double *out,
+                                     int64_t n) {
+    size_t bytes = kern_buffer_bytes(b);
+    void *data = xcalloc(bytes, 1);
+    kern_status st = kern_buffer_read(b, data, bytes);
+    if (st == KERN_OK)
+        for (int64_t i = 0; i < n; i++)
+            out[i] = t == KERN_F32 ? (double)((float *)data)[i] : ((double *)data)[i];
+    free(data);
+    if (st != KERN_OK)
+        return gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
+    return GRADCHECK_OK;
+}
+
+/* K.grad of one precision on the inputs; the adjoints land in p->g64 / p->g32. */
+static gradcheck_status run_grad(gc *g, bool f64) {
+    kern_kernel *gk = f64 ? g->gk64 : g->gk32;
+    int n = kern_kernel_param_count(gk);
+    kern_arg *args = xcalloc((size_t)n, sizeof *args);
+    kern_buffer **bufs = xcalloc((size_t)n, sizeof *bufs);
+    gradcheck_status st = GRADCHECK_OK;
+    for (int i = 0; i < g->np && !st; i++) {
+        gc_param *p = &g->p[i];
+        kern_dtype ft = f64 ? KERN_F64 : p->info.dtype;
+        if (!p->info.is_array) {
+            args[i] = scalar_of(p, ft, p->is_float ? p->f[0] : 0);
+        } else if (buffer_of(g, p, ft, &bufs[i]) != KERN_OK) {
+            st = gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
+        } else {
+            args[i] = kern_arg_buffer(bufs[i]);
+        }
+        if (st || !p->diff)
+            continue;
+        int gi = f64 ? p->grad64 : p->grad32;
+        double zero = 0;
+        void *w = pack(p->info.is_array ? p->w : &zero, p->count, ft);
+        int64_t one[KERN_MAX_DIMS] = {1, 1, 1, 1};
+        if (kern_buffer_create(g->ctx, ft, p->info.is_array ? p->info.rank : 1,
+                               p->info.is_array ? p->shape : one, w, &bufs[gi]) != KERN_OK)
+            st = gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
+        else
+            args[gi] = kern_arg_buffer(bufs[gi]);
+        free(w);
+    }
+    if (!st)
+        st = launch(g, gk, args, n);
+    for (int i = 0; i < g->np && !st; i++) {
+        gc_param *p = &g->p[i];
+        if (!p->diff)
+            continue;
+        double **out = f64 ? &p->g64 : &p->g32;
+        *out = xcalloc((size_t)p->count, sizeof **out);
+        st = read_doubles(g, bufs[f64 ? p->grad64 : p->grad32], f64 ? KERN_F64 : p->info.dtype,
+                          *out, p->count);
+    }
+    for (int i = 0; i < n; i++)
+        kern_buffer_release(bufs[i]);
+    free(bufs);
+    free(args);
+    return st;
+}
+
+/* The f64 K from the inputs with element e of parameter q at x; the differentiable
+ * arrays' states after it land in `plus` or `minus`. */
+static gradcheck_status run_primal(gc *g, int q, int64_t e, double x, bool plus) {
+    kern_arg *args = xcalloc((size_t)g->np, sizeof *args);
+    gradcheck_status st = GRADCHECK_OK;
+    for (int i = 0; i < g->np && !st; i++) {
+        gc_param *p = &g->p[i];
+        double old = i == q ? p->f[e] : 0;
+        if (i == q)
+            p->f[e] = x;
+        if (!p->info.is_array) {
+            args[i] = scalar_of(p, KERN_F64, p->is_float ? p->f[0] : 0);
+        } else {
+            kern_status ks = p->is_float
+                                 ? kern_buffer_write(p->b, p->f, (size_t)p->count * sizeof(double))
+                                 : kern_buffer_write(p->b, p->raw, kern_buffer_bytes(p->b));
+            if (ks != KERN_OK)
+                st = gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
+            args[i] = kern_arg_buffer(p->b);
+        }
+        if (i == q)
+            p->f[e] = old;
+    }
+    if (!st)
+        st = launch(g, g->k64, args, g->np);
+    for (int i = 0; i < g->np && !st; i++) {
+        gc_param *p = &g->p[i];
+        if (p->diff && p->info.is_array)
+            st = read_doubles(g, p->b, KERN_F64, plus ? p->plus : p->minus, p->count);
+    }
+    free(args);
+    return st;
+}
+
+static void describe(char *buf, size_t size, const gc_param *p, int64_t e) {
+    if (!p->info.is_array) {
+        snprintf(buf, size, "%s", p->info.name);
+        return;
+    }
+    int64_t idx[KERN_MAX_DIMS];
+    for (int d = p->info.rank - 1; d >= 0; d--) {
+        idx[d] = e % p->shape[d];
+        e /= p->shape[d];
+    }
+    int n = snprintf(buf, size, "%s[", p->info.name);
+    for (int d = 0; d < p->info.rank && n > 0 && (size_t)n < size; d++)
+        n += snprintf(buf + n, size - (size_t)n, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    if (n > 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, "]");
+}
+
+static void note(gradcheck_worst *w, double a, double fd, const gc_param *p, int64_t e) {
+    double err = gradcheck_relerr(a, fd);
+    if (err <= w->err) /* the first of equal errors stays */
+        return;
+    w->err = err;
+    w->analytic = a;
+    w->fd = fd;
+    describe(w->where, sizeof w->where, p, e);
+}
+
+/* Finite differences at the sampled elements, compared with both gradients. */
+static gradcheck_status check_elements(gc *g, gradcheck_result *res) {
+    int64_t total = 0;
+    for (int i = 0; i < g->np; i++)
+        if (g->p[i].diff)
+            total += g->p[i].count;
+    int64_t nchecks = total < g->o->max_checks ? total : g->o->max_checks;
+    res->elements = (int)nchecks;
+    res->f64.err = res->f32.err = -1;
+    gradcheck_status st = GRADCHECK_OK;
+    for (int64_t c = 0; c < nchecks && !st; c++) {
+        int64_t flat = (int64_t)((double)c * (double)total / (double)nchecks), e = flat;
+        int q = 0;
+        while (!g->p[q].diff || e >= g->p[q].count) {
+            if (g->p[q].diff)
+                e -= g->p[q].count;
+            q++;
+        }
+        gc_param *pq = &g->p[q];
+        double x = pq->f[e], h = g->o->eps * fmax(1, fabs(x));
+        double xp = x + h, xm = x - h;
+        st = run_primal(g, q, e, xp, true);
+        if (!st)
+            st = run_primal(g, q, e, xm, false);
+        if (st)
+            break;
+        double sum = 0;
+        for (int i = 0; i < g->np; i++) {
+            gc_param *p = &g->p[i];
+            if (p->diff && p->info.is_array)
+                for (int64_t j = 0; j < p->count; j++)
+                    if (!(isnan(p->plus[j]) && isnan(p->minus[j]))) /* NaN either way: */
+                        sum += p->w[j] * (p->plus[j] - p->minus[j]); /* unaffected */
+        }
+        double fd = sum / (xp - xm);
+        note(&res->f64, pq->g64[e], fd, pq, e);
+        note(&res->f32, pq->g32[e], fd, pq, e);
+    }
+    res->ok = !st && res->f64.err <= g->o->rtol && res->f32.err <= g->o->rtol_f32;
+    return st;
+}
+
+gradcheck_status gradcheck_source(const char *path, const char *text, size_t len,
+                                  const char *kernel, const char *const *bindings,
+                                  int nbindings, const gradcheck_options *o,
+                                  gradcheck_result *res, FILE *err) {
+    memset(res, 0, sizeof *res);
+    gc g = {.o = o, .path = path ? path : "<source>", .err = err, .rng = o->seed};
+    size_t kn = strlen(kernel);
+    char *name = strdup(kernel);
+    if (kn > 5 && !strcmp(kernel + kn - 5, ".grad"))
+        name[kn - 5] = 0; /* K.grad checks K's gradient too */
+    g.name = name;
+    kern_module *mod64 = NULL, *mod32 = NULL;
+    gradcheck_status st = GRADCHECK_OK;
+    if (o->size < 1 || o->max_checks < 1 || !(o->eps > 0)) {
+        st = gc_fail(&g, GRADCHECK_USAGE, "--size, --max-checks and --eps must be positive");
+        goto done;
+    }
+    kern_context_options co = kern_context_options_default();
+    co.debug = o->copts.debug;
+    if (kern_context_create(&co, &g.ctx) != KERN_OK) {
+        st = gc_fail(&g, GRADCHECK_USER, "%s",
+                     g.ctx ? kern_context_last_error(g.ctx) : "out of memory");
+        goto done;
+    }
+    st = compile(&g, text, len, true, true, &mod64);
+    if (!st)
+        st = compile(&g, text, len, false, false, &mod32);
+    if (!st)
+        st = find_kernels(&g, mod64, &g.k64, &g.gk64);
+    if (!st)
+        st = find_kernels(&g, mod32, &g.k32, &g.gk32);
+    if (!st)
+        st = setup_params(&g, bindings, nbindings);
+    if (!st)
+        st = map_grads(&g, g.gk64, true);
+    if (!st)
+        st = map_grads(&g, g.gk32, false);
+    bool any = false;
+    for (int i = 0; i < g.np && !st; i++) {
+        gc_param *p = &g.p[i];
+        any |= p->diff && p->count > 0;
+        if (p->info.is_array && buffer_of(&g, p, KERN_F64, &p->b) != KERN_OK)
+            st = gc_fail(&g, GRADCHECK_USER, "%s", kern_context_last_error(g.ctx));
+        if (p->diff && p->info.is_array) {
+            p->plus = xcalloc((size_t)p->count, sizeof *p->plus);
+            p->minus = xcalloc((size_t)p->count, sizeof *p->minus);
+        }
+    }
+    if (!st && !any)
+        st = gc_fail(&g, GRADCHECK_USER,
+                     "kernel '%s' has no differentiable parameter with elements (f32 or f64, "
+                     "not nograd): nothing to check",
+                     g.name);
+    if (!st)
+        st = run_grad(&g, true);
+    if (!st)
+        st = run_grad(&g, false);
+    if (!st)
+        st = check_elements(&g, res);
+done:
+    for (int i = 0; i < g.np; i++) {
+        gc_param *p = &g.p[i];
+        kern_buffer_release(p->b);
+        free(p->f);
+        free(p->raw);
+        free(p->w);
+        free(p->plus);
+        free(p->minus);
+        free(p->g64);
+        free(p->g32);
+    }
+    free(g.p);
+    kern_module_release(mod64);
+    kern_module_release(mod32);
+    kern_context_release(g.ctx);
+    free(name);
+    return st;
+}
+
+void gradcheck_print(FILE *f, const char *kernel, const gradcheck_options *o,
+                     const gradcheck_result *res) {
+    fprintf(f,
+            "gradcheck %s: %d elements, worst relative error %.2g (f64, tol %g), %.2g (f32, "
+            "tol %g): %s\n",
+            kernel, res->elements, res->f64.err, o->rtol, res->f32.err, o->rtol_f32,
+            res->ok ? "ok" : "FAILED");
+    if (res->ok)
+        return;
+    const gradcheck_worst *w[2] = {&res->f64, &res->f32};
+    for (int i = 0; i < 2; i++)
+        fprintf(f, "  %s: worst at %s: K.grad %.9g, finite difference %.9g\n",
+                i ? "f32" : "f64", w[i]->where, w[i]->analytic, w[i]->fd);
+}

@@ -1,0 +1,72 @@
+/* gradcheck.h - checks a kernel's gradient against finite differences (spec section 10):
+ * the engine of `kernc gradcheck` (compiler/gradcheck.c), usable from tests as well.
+ *
+ * The kernel K is compiled twice: once with every f32 promoted to f64 (ad_promote_f64),
+ * once as written, both with K.grad. Inputs are random (or bound), the loss is
+ * L = sum over differentiable array parameters p of w_p . (p after K) with random weights
+ * w_p, and for a sample of the input elements of every differentiable parameter the f64
+ * central difference (L(x + h) - L(x - h)) / 2h is compared with K.grad's value in f64
+ * and in the kernel's own precision. Links the compiler, the JIT and the runtime. */
+#ifndef KERN_GRADCHECK_H
+#define KERN_GRADCHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../common/context.h"
+
+typedef struct gradcheck_options {
+    kc_options copts; /* compiler options; grad, grad_only and promote_f64 are set here */
+    uint64_t seed;    /* of the random inputs and weights (default 1) */
+    int size;         /* extent of every dimension of an unbound array, and the value of an
+                         unbound integer scalar (default 8) */
+    double eps;       /* step h = eps * max(1, |x|) (default 1e-6) */
+    double rtol;      /* tolerance of the f64 gradient (default 1e-6) */
+    double rtol_f32;  /* tolerance of the gradient as written, f32 (default 1e-2) */
+    int max_checks;   /* elements checked at most, sampled evenly (default 200) */
+} gradcheck_options;
+
+void gradcheck_options_default(gradcheck_options *o);
+
+/* Relative error of an analytic value a against a finite difference f, as gradcheck
+ * measures it: |a - f| / max(|a|, |f|, GRADCHECK_FLOOR); 0 when both are the same
+ * infinity or both NaN, +inf when only one is not finite. */
+#define GRADCHECK_FLOOR 1e-3
+double gradcheck_relerr(double a, double f);
+
+typedef struct gradcheck_worst {
+    double err;      /* relative error */
+    double analytic; /* K.grad's value */
+    double fd;       /* the central difference */
+    char where[96];  /* "x[3]", "w[1, 2]", "s" */
+} gradcheck_worst;
+
+typedef struct gradcheck_result {
+    int elements;              /* elements checked */
+    gradcheck_worst f64, f32; /* the worst element of each precision */
+    bool ok;                   /* both within their tolerance */
+} gradcheck_result;
+
+typedef enum gradcheck_status {
+    GRADCHECK_OK = 0,   /* ran; res->ok tells whether it passed */
+    GRADCHECK_USER = 1, /* an error in the program or the bindings (reported on err) */
+    GRADCHECK_USAGE = 2, /* a malformed or repeated binding, a bad option value */
+    GRADCHECK_IO = 3,   /* a file could not be read (reported on err) */
+} gradcheck_status;
+
+/* Checks K.grad of kernel `kernel` (K or K.grad) of source text (path names it in
+ * diagnostics). bindings are NAME=VALUE strings as for `kernc run`: numbers for scalars,
+ * .npy paths for arrays, and P.grad=PATH.npy for the weights w_P of array P. Diagnostics
+ * and errors are printed on err (NULL: nowhere). */
+gradcheck_status gradcheck_source(const char *path, const char *text, size_t len,
+                                  const char *kernel, const char *const *bindings,
+                                  int nbindings, const gradcheck_options *o,
+                                  gradcheck_result *res, FILE *err);
+
+/* The one-line verdict: "gradcheck K: N elements, worst relative error ... : ok\n",
+ * followed on failure by the worst element of each precision. */
+void gradcheck_print(FILE *f, const char *kernel, const gradcheck_options *o,
+                     const gradcheck_result *res);
+
+#endif

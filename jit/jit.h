@@ -1,0 +1,20 @@
+/* jit.h - the JIT library below the public API (jit/jit.c), for tools that compile with
+ * their own compiler options (kernc run, kernc gradcheck): an IR module, already
+ * compiled by the compiler library, becomes a runtime module of a CPU context.
+ * kern_module_from_source (include/kern.h) is built on it. */
+#ifndef KERN_JIT_H
+#define KERN_JIT_H
+
+#include "../common/context.h"
+#include "../include/kern.h"
+#include "../ir/ir.h"
+
+/* JIT-compiles every kernel of m (gradient kernels included) with the code options of o
+ * (opt_level, debug) and makes a module of ctx from it; name is used in messages (NULL =
+ * "<source>"). m stays the caller's. On failure the context's message says why:
+ * KERN_ERR_UNSUPPORTED for a backend other than the CPU, KERN_ERR_INTERNAL when code
+ * generation fails. */
+kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_options *o,
+                               const char *name, kern_module **out);
+
+#endif
