@@ -1,5 +1,7 @@
 /* meta_ir.c - module metadata from the IR: what the runtime needs to know about a
- * compiled module (kernels, parameters, tasks, locations) without the compiler.
+ * compiled module (kernels, parameters, tasks, adstacks with their SizeExpr text,
+ * grad_error, locations) without the compiler. The SizeExprs are parsed and checked by
+ * the runtime when it makes the module (kern_meta_check_adstacks).
  * The task numbering is the backends' (runtime/abi.h): the t-th parallel or serial op of
  * the kernel body is task t. */
 #include <stdlib.h>
@@ -21,6 +23,15 @@ static void *zalloc(size_t n, size_t size) {
     if (!p)
         kern_oom(n * size);
     return p;
+}
+
+/* A graderror line runs to the end of the line: control characters become spaces. */
+static char *one_line(const char *s) {
+    char *d = dup_str(*s ? s : "?");
+    for (char *p = d; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = ' ';
+    return d;
 }
 
 static void fill_kernel(kern_meta_kernel *mk, const ir_kernel *k) {
@@ -48,6 +59,15 @@ static void fill_kernel(kern_meta_kernel *mk, const ir_kernel *k) {
         mt->line = op->loc.line;
         mt->col = op->loc.col;
     }
+    mk->nadstacks = (int)k->nadstacks;
+    mk->adstacks = k->nadstacks ? zalloc(k->nadstacks, sizeof *mk->adstacks) : NULL;
+    for (uint32_t i = 0; i < k->nadstacks; i++) {
+        mk->adstacks[i].type = k->adstacks[i].type;
+        mk->adstacks[i].line = k->adstacks[i].loc.line;
+        mk->adstacks[i].col = k->adstacks[i].loc.col;
+        mk->adstacks[i].cap = dup_str(k->adstacks[i].cap);
+    }
+    mk->grad_error = k->grad_error ? one_line(k->grad_error) : NULL;
 }
 
 kern_meta *kc_meta_from_ir(const ir_module *m) {

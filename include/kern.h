@@ -104,6 +104,25 @@ int kern_context_threads(const kern_context *ctx);
  * that no earlier call reported. */
 kern_status kern_sync(kern_context *ctx);
 
+/* The adstack heap (docs/runtime.md): gradient kernels keep loop-carried values on
+ * per-thread stacks in one heap per context, sized before each launch from the
+ * capacities the compiler derived, grown by doubling and reused. For tests, benchmarks
+ * and tuning. */
+typedef struct kern_adstack_info {
+    int64_t heap_bytes;  /* the heap's current size (0: no launch with adstacks yet) */
+    int64_t heap_allocs; /* heap allocations so far, the first one included */
+    int64_t last_stride; /* bytes per thread slot of the last launch with adstacks */
+    int64_t last_slots;  /* thread slots it was sized for (CPU: the context's threads) */
+    int last_count;      /* adstacks of that launch */
+} kern_adstack_info;
+
+kern_status kern_context_adstack_info(kern_context *ctx, kern_adstack_info *out);
+/* Adstack s (0-based, the kernel's table order) of the last launch with adstacks: its
+ * byte offset in a thread's slice and its capacity in entries (either may be NULL).
+ * KERN_ERR_ARGUMENT when s is out of range. */
+kern_status kern_context_adstack_last(kern_context *ctx, int s, int64_t *offset,
+                                      int64_t *capacity);
+
 /* ---- buffers ----------------------------------------------------------------------- */
 
 typedef struct kern_buffer kern_buffer;
@@ -152,11 +171,14 @@ int kern_module_kernel_count(const kern_module *mod);
 /* Name of kernel i (0-based) in source order; NULL when out of range. */
 const char *kern_module_kernel_name(const kern_module *mod, int i);
 
-/* Finds a kernel by name ("simulate", "simulate.grad"); KERN_ERR_NOT_FOUND otherwise.
- * The kernel lives as long as its module. */
+/* Finds a kernel by name ("simulate", "simulate.grad"); KERN_ERR_NOT_FOUND otherwise,
+ * and for "K.grad" of a kernel K whose gradient could not be built the message says why
+ * ("kernel 'K.grad' was not built: ..."). The kernel lives as long as its module. */
 kern_status kern_kernel_find(kern_module *mod, const char *name, kern_kernel **out);
 const char *kern_kernel_name(const kern_kernel *k);
 int kern_kernel_param_count(const kern_kernel *k);
+/* Adstacks of the kernel (gradient kernels with loops; 0 otherwise). */
+int kern_kernel_adstack_count(const kern_kernel *k);
 
 typedef struct kern_param_info {
     const char *name;
@@ -232,6 +254,64 @@ static inline kern_arg kern_arg_f64(double v) {
  * (naming the kernel and parameter) when they do not match the signature;
  * KERN_ERR_DEVICE for a device error observed by this call (see the top of this file). */
 kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs);
+
+/* ---- the gradient tape ------------------------------------------------------------ */
+
+/* A tape records launches and runs their gradient kernels (K.grad, found by name in K's
+ * module) in reverse order: reverse mode over a sequence of launches (docs/runtime.md).
+ *
+ *   kern_tape_create(ctx, &tape);
+ *   kern_tape_set_grad(tape, x, x_grad);        // optional: your adjoint buffer for x
+ *   kern_tape_launch(tape, step, args, n);      // launches now, and records the launch
+ *   ...                                         // more launches
+ *   kern_buffer_write(out_grad, seed, ...);     // dL/d(out) in out's adjoint buffer
+ *   kern_tape_backward(tape);                   // newest record first
+ *   kern_tape_grad(tape, x, &g);                // the adjoint of x (set, or the tape's own)
+ *   kern_tape_scalar_grad(tape, rec, param, &d);// dL/d(scalar param) of one record
+ *
+ * For each record, kern_tape_backward launches K.grad with the recorded arguments
+ * followed by, per differentiable parameter of K (f32 or f64 element type, not nograd):
+ * for an array, the adjoint buffer of that argument's buffer (the one given to
+ * kern_tape_set_grad, or one the tape creates zeroed with the buffer's dtype and shape
+ * on first use); for a scalar, a zeroed f32[1] or f64[1] buffer per (record, parameter).
+ *
+ * Ownership: the tape keeps pointers to the buffers and kernels of its records and to
+ * the adjoint buffers given to it; they must stay alive until kern_tape_clear or
+ * kern_tape_destroy (a backward pass that finds one released fails with
+ * KERN_ERR_ARGUMENT rather than using it, as far as it can tell). Buffers the tape
+ * creates belong to it: kern_tape_clear and kern_tape_destroy release them. The tape
+ * copies no data: K.grad reads the primal arrays as they are when backward runs, so a
+ * launch must not overwrite an array that an earlier recorded launch read (use
+ * time-indexed arrays, as the language's gradient rules require). */
+typedef struct kern_tape kern_tape;
+
+kern_status kern_tape_create(kern_context *ctx, kern_tape **out);
+/* Releases the tape and the buffers it created. NULL is ignored. A context's release
+ * destroys its tapes too (like its buffers and modules). */
+void kern_tape_destroy(kern_tape *tape);
+/* Uses grad (same dtype and shape as primal, a float dtype) as primal's adjoint. Both
+ * stay owned by the caller. Replaces an earlier association, the tape's own buffer
+ * included (which is then released). */
+kern_status kern_tape_set_grad(kern_tape *tape, kern_buffer *primal, kern_buffer *grad);
+/* The adjoint buffer of primal: the one set, or the tape's own (created by backward);
+ * KERN_ERR_NOT_FOUND when there is none. */
+kern_status kern_tape_grad(kern_tape *tape, kern_buffer *primal, kern_buffer **out);
+/* kern_launch(k, args, nargs), then records the launch if it succeeded. */
+kern_status kern_tape_launch(kern_tape *tape, kern_kernel *k, const kern_arg *args, int nargs);
+/* Runs the gradient kernels of the records, newest first. A tape runs backward once per
+ * recording: a second call fails until kern_tape_clear. Fails on the first record whose
+ * gradient kernel is missing or fails, naming the record and the kernel. */
+kern_status kern_tape_backward(kern_tape *tape);
+/* The number of records. */
+int kern_tape_record_count(const kern_tape *tape);
+/* After backward: dL/d(scalar parameter `param`) of record `record` (0-based, in launch
+ * order), read back as a double. KERN_ERR_ARGUMENT when the record or parameter is out
+ * of range or the parameter is not a differentiable scalar; KERN_ERR_NOT_FOUND before
+ * backward. */
+kern_status kern_tape_scalar_grad(kern_tape *tape, int record, int param, double *out);
+/* Forgets the records and releases the buffers the tape created (scalar adjoints and
+ * its own array adjoints); associations made with kern_tape_set_grad stay. */
+kern_status kern_tape_clear(kern_tape *tape);
 
 #ifdef __cplusplus
 }

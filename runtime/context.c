@@ -130,9 +130,20 @@ void rt_format_device_error(char *buf, size_t size, const kern_kernel *k,
                      (long long)rec->b);
         break;
     case KERN_DEVERR_ADSTACK:
-        snprintf(what, sizeof what, "adstack overflow: depth %lld needed, capacity %lld",
-                 (long long)rec->a, (long long)rec->b);
-        break;
+        /* the loop's location goes inside the sentence */
+        if (rec->line == 0)
+            snprintf(loc, sizeof loc, "a loop");
+        else {
+            char at[900];
+            rt_format_loc(at, sizeof at, k->mod->meta, rec->line, rec->col);
+            snprintf(loc, sizeof loc, "the loop at %s", at);
+        }
+        snprintf(buf, size,
+                 "kernel '%s': adstack overflow in %s: it needs %lld entries, the capacity is "
+                 "%lld; raise it with --ad-stack-size N (kernc) or "
+                 "kern_context_options.ad_stack_size",
+                 k->meta->name, loc, (long long)rec->a, (long long)rec->b);
+        return;
     default:
         snprintf(what, sizeof what, "device error code %d (a=%lld, b=%lld)", (int)rec->code,
                  (long long)rec->a, (long long)rec->b);
@@ -197,6 +208,7 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
     ctx->opts = opts ? *opts : kern_context_options_default();
     rt_list_init(&ctx->buffers);
     rt_list_init(&ctx->modules);
+    rt_list_init(&ctx->tapes);
     rt_retire_init(&ctx->retired, RT_RETIRE_DEPTH);
     const char *bname = kern_backend_name(ctx->opts.backend);
     if (!bname)
@@ -248,6 +260,39 @@ kern_status kern_sync(kern_context *ctx) {
     return s;
 }
 
+kern_status kern_context_adstack_info(kern_context *ctx, kern_adstack_info *out) {
+    if (!ctx)
+        return KERN_ERR_ARGUMENT;
+    rt_clear_error(ctx);
+    if (!out)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_context_adstack_info: out is NULL");
+    const rt_adstack_heap *h = &ctx->adheap;
+    out->heap_bytes = (int64_t)h->bytes;
+    out->heap_allocs = h->allocs;
+    out->last_stride = h->last_stride;
+    out->last_slots = h->last_slots;
+    out->last_count = h->last_n;
+    return KERN_OK;
+}
+
+kern_status kern_context_adstack_last(kern_context *ctx, int s, int64_t *offset,
+                                      int64_t *capacity) {
+    if (!ctx)
+        return KERN_ERR_ARGUMENT;
+    rt_clear_error(ctx);
+    const rt_adstack_heap *h = &ctx->adheap;
+    if (s < 0 || s >= h->last_n)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_context_adstack_last: adstack %d is out of range (the last launch "
+                        "with adstacks had %d)",
+                        s, h->last_n);
+    if (offset)
+        *offset = h->last_layout[2 * s];
+    if (capacity)
+        *capacity = h->last_layout[2 * s + 1];
+    return KERN_OK;
+}
+
 void kern_context_release(kern_context *ctx) {
     if (!ctx)
         return;
@@ -255,10 +300,13 @@ void kern_context_release(kern_context *ctx) {
         char err[512];
         ctx->dev->ops->sync(ctx->dev, err, sizeof err);
         rt_collect(ctx, false);
+        while (ctx->tapes.next != &ctx->tapes)
+            kern_tape_destroy((kern_tape *)ctx->tapes.next);
         while (ctx->modules.next != &ctx->modules)
             rt_module_destroy((kern_module *)ctx->modules.next);
         while (ctx->buffers.next != &ctx->buffers)
             rt_buffer_destroy((kern_buffer *)ctx->buffers.next, true);
+        rt_adstack_heap_fini(&ctx->adheap, ctx->dev);
         rt_retire_fini(&ctx->retired, ctx->dev);
         ctx->dev->ops->destroy(ctx->dev);
     }

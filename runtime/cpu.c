@@ -4,7 +4,10 @@
  * vector of abi.h (a kern_array_desc per array, the value per scalar), then runs the
  * tasks in order: for each, the `_count` function gives the number of work items; a
  * parallel task's body runs on chunks of [0, count) across the pool (pool.h, about 8
- * chunks per thread), a serial task's body runs once, (0, 1), in the calling thread. The
+ * chunks per thread), a serial task's body runs once, (0, 1), in the calling thread. A
+ * kernel with adstacks gets, in each call, the slice of the adstack heap that belongs to
+ * the calling thread (pool.h's worker index; the calling thread is slot 0, so serial
+ * tasks use slot 0) and the launch's layout; other kernels get NULL, NULL. The
  * pool's run is a barrier, so a task starts after the previous one has finished. After a
  * task that recorded a device error the remaining tasks are skipped: the record is what
  * the launch reports, and later tasks would only compound the fault.
@@ -28,6 +31,9 @@ typedef struct cpu_task_run {
     kern_task_fn body;
     void *const *args;
     kern_err_record *err;
+    char *ad_heap; /* NULL: no adstacks */
+    int64_t ad_stride;
+    const int64_t *ad_layout;
 } cpu_task_run;
 
 static void cpu_destroy(rt_device *d) {
@@ -74,9 +80,10 @@ static kern_status cpu_copy_out(rt_device *d, void *dst, const void *mem, size_t
     return KERN_OK;
 }
 
-static void cpu_run_range(void *user, int64_t begin, int64_t end) {
+static void cpu_run_range(void *user, int worker, int64_t begin, int64_t end) {
     const cpu_task_run *r = user;
-    r->body(r->args, begin, end, r->err, NULL, NULL);
+    void *slice = r->ad_heap ? r->ad_heap + (int64_t)worker * r->ad_stride : NULL;
+    r->body(r->args, begin, end, r->err, slice, r->ad_heap ? r->ad_layout : NULL);
 }
 
 static kern_status cpu_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
@@ -117,9 +124,12 @@ static kern_status cpu_launch(rt_device *d, const rt_launch *l, uint64_t *point,
         memcpy(&run.body, &l->body_syms[t], sizeof run.body);
         run.args = argv;
         run.err = l->err;
+        run.ad_heap = l->ad_heap;
+        run.ad_stride = l->ad_stride;
+        run.ad_layout = l->ad_layout;
         int64_t n = count_fn(argv);
         if (!l->tasks[t].parallel)
-            run.body(argv, 0, 1, l->err, NULL, NULL);
+            cpu_run_range(&run, 0, 0, 1);
         else if (n > 0)
             rt_pool_run(c->pool, n, rt_pool_chunk(n, rt_pool_threads(c->pool)), cpu_run_range,
                         &run);
@@ -143,6 +153,8 @@ static kern_status cpu_wait(rt_device *d, uint64_t point, char *err, size_t errl
 
 static kern_status cpu_sync(rt_device *d, char *err, size_t errlen) { return KERN_OK; }
 
+static int64_t cpu_ad_slots(rt_device *d) { return rt_pool_threads(((cpu_device *)d)->pool); }
+
 static const rt_device_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -155,6 +167,7 @@ static const rt_device_ops cpu_ops = {
     .poll = cpu_poll,
     .wait = cpu_wait,
     .sync = cpu_sync,
+    .ad_slots = cpu_ad_slots,
 };
 
 kern_status rt_cpu_device_create(int threads, rt_device **out, char *err, size_t errlen) {
@@ -165,6 +178,7 @@ kern_status rt_cpu_device_create(int threads, rt_device **out, char *err, size_t
         return KERN_ERR_OUT_OF_MEMORY;
     }
     c->base.ops = &cpu_ops;
+    c->base.host_memory = true;
     c->pool = rt_pool_create(threads, err, errlen);
     if (!c->pool) {
         free(c);

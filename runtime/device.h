@@ -60,6 +60,13 @@ typedef struct rt_launch {
     /* Where the device leaves the launch's error record; it must hold the final record
      * by the time poll or wait reports the launch's completion point as passed. */
     kern_err_record *err;
+    /* Kernels with adstacks (adstack.h): the heap (an allocation of at least
+     * ad_stride x ad_slots(d) bytes), the bytes per thread slot, and per adstack s the
+     * offset ad_layout[2s] and capacity ad_layout[2s + 1]. Slot w's slice starts at
+     * heap + w x ad_stride. Kernels without adstacks: NULL, 0, NULL. */
+    void *ad_heap;
+    int64_t ad_stride;
+    const int64_t *ad_layout;
 } rt_launch;
 
 typedef struct rt_device_ops {
@@ -82,11 +89,16 @@ typedef struct rt_device_ops {
     kern_status (*wait)(rt_device *d, uint64_t point, char *err, size_t errlen);
     /* Blocks until every submission has passed. */
     kern_status (*sync)(rt_device *d, char *err, size_t errlen);
+    /* The number of adstack heap slots a launch needs: the most work items that can be
+     * in progress at once (CPU: the pool's threads, each running one item at a time).
+     * NULL means 1. */
+    int64_t (*ad_slots)(rt_device *d);
 } rt_device_ops;
 
 struct rt_device {
     const rt_device_ops *ops;
     uint64_t submitted; /* the completion point of the latest submission (0: none yet) */
+    bool host_memory;   /* allocation handles are host pointers the runtime may read */
 };
 
 /* The CPU device: `threads` >= 1 threads including the caller (threads - 1 workers). */

@@ -4,8 +4,9 @@
  * Order of a launch: check every argument (count, then per parameter: kind, dtype, rank)
  * without side effects; collect launches that completed earlier and return a device
  * error among them without submitting (the message names the kernel that faulted); poll
- * the retirement queue; submit; stamp the buffers and the module with the completion
- * point; collect again, which on the CPU observes this launch's own error record. */
+ * the retirement queue; for a kernel with adstacks, size the adstack heap (adstack.h);
+ * submit; stamp the buffers, the module and the heap with the completion point; collect
+ * again, which on the CPU observes this launch's own error record. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,58 @@ static kern_status check_arg(kern_kernel *k, int i, const kern_arg *a, rt_launch
     return KERN_OK;
 }
 
+/* Sizes the adstack heap for a launch of k: evaluates the SizeExprs (after waiting for
+ * the launches that write the arrays they read), lays out the slice, reserves
+ * stride x slots bytes. layout has 2 x nadstacks entries. */
+static kern_status size_adstacks(kern_kernel *k, const kern_arg *args, const rt_launch_arg *la,
+                                 int64_t *layout, int64_t *stride) {
+    kern_context *ctx = k->mod->ctx;
+    const kern_meta_kernel *mk = k->meta;
+    rt_device *d = ctx->dev;
+    char err[1024];
+    kern_status s = KERN_OK;
+    sz_arg small[16];
+    sz_arg *sa = small;
+    if (mk->nparams > 16 && !(sa = calloc((size_t)mk->nparams, sizeof *sa)))
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+    bool reads = false;
+    for (int i = 0; i < mk->nadstacks; i++)
+        reads |= sz_reads_memory(mk->adstacks[i].expr);
+    if (reads && !d->host_memory) {
+        s = rt_error(ctx, KERN_ERR_UNSUPPORTED,
+                     "kernel '%s': an adstack capacity reads array elements, and device %s has "
+                     "no sizer kernel yet",
+                     mk->name, d->ops->name);
+        goto cleanup;
+    }
+    for (int i = 0; reads && i < mk->nparams; i++) {
+        /* the host reads the arrays: wait for the launches that may write them */
+        if (args[i].kind != KERN_ARG_BUFFER || args[i].u.buffer->last_use <= d->ops->poll(d))
+            continue;
+        if ((s = d->ops->wait(d, args[i].u.buffer->last_use, err, sizeof err)) != KERN_OK) {
+            s = rt_error(ctx, s, "device %s: %s", d->ops->name, err);
+            goto cleanup;
+        }
+    }
+    rt_adstack_args(mk, la, d->host_memory, sa);
+    int64_t slots = d->ops->ad_slots ? d->ops->ad_slots(d) : 1;
+    size_t bytes;
+    if ((s = rt_adstack_layout(k->mod->meta, mk, sa, mk->nparams, layout, stride, err,
+                               sizeof err)) != KERN_OK ||
+        (s = rt_adstack_heap_size(mk->name, *stride, slots, &bytes, err, sizeof err)) !=
+            KERN_OK ||
+        (s = rt_adstack_reserve(&ctx->adheap, d, &ctx->retired, mk->name, bytes, *stride, slots,
+                                err, sizeof err)) != KERN_OK) {
+        s = rt_error(ctx, s, "%s", err);
+        goto cleanup;
+    }
+    rt_adstack_remember(&ctx->adheap, layout, mk->nadstacks, *stride, slots);
+cleanup:
+    if (sa != small)
+        free(sa);
+    return s;
+}
+
 kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
     if (!k)
         return KERN_ERR_ARGUMENT;
@@ -80,6 +133,8 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
     kern_status s = KERN_OK;
     rt_launch_arg small[16];
     rt_launch_arg *la = small;
+    int64_t layout_small[32];
+    int64_t *layout = layout_small, stride = 0;
     rt_pending *p = NULL;
     char err[512];
     if (nargs != mk->nparams)
@@ -103,6 +158,13 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
         goto cleanup;
     }
     rt_retire_poll(&ctx->retired, ctx->dev);
+    if (mk->nadstacks > 16 &&
+        !(layout = calloc((size_t)mk->nadstacks * 2, sizeof *layout))) {
+        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto cleanup;
+    }
+    if (mk->nadstacks > 0 && (s = size_adstacks(k, args, la, layout, &stride)) != KERN_OK)
+        goto cleanup;
     if (ctx->npending == ctx->cappending) {
         int cap = ctx->cappending ? ctx->cappending * 2 : 16;
         rt_pending **np = realloc(ctx->pending, (size_t)cap * sizeof *np);
@@ -128,6 +190,9 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
         .args = la,
         .nargs = nargs,
         .err = &p->rec,
+        .ad_heap = mk->nadstacks > 0 ? ctx->adheap.mem : NULL,
+        .ad_stride = mk->nadstacks > 0 ? stride : 0,
+        .ad_layout = mk->nadstacks > 0 ? layout : NULL,
     };
     s = ctx->dev->ops->launch(ctx->dev, &l, &p->point, err, sizeof err);
     if (s != KERN_OK) {
@@ -139,11 +204,15 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
         if (args[i].kind == KERN_ARG_BUFFER)
             args[i].u.buffer->last_use = p->point;
     k->mod->last_use = p->point;
+    if (mk->nadstacks > 0)
+        ctx->adheap.last_use = p->point;
     p = NULL;
     s = rt_collect(ctx, true);
 cleanup:
     free(p);
     if (la != small)
         free(la);
+    if (layout != layout_small)
+        free(layout);
     return s;
 }

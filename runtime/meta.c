@@ -7,7 +7,8 @@
  * The parser is strict, since the text is machine-written: lines end with '\n' (the last
  * one may not), fields are separated by exactly one space, numbers are unsigned decimal
  * without signs, a kernel line is followed by exactly NPARAMS param lines and then NTASKS
- * task lines, and `end` is the last line. A single NUL byte may follow the text (C
+ * task lines, then any adstack lines and at most one graderror line, and `end` is the
+ * last line. A single NUL byte may follow the text (C
  * strings embedded in a module file may count their terminator). Kernel names are unique,
  * parameter names unique within their kernel. Every error names the line. */
 #include "meta.h"
@@ -146,10 +147,15 @@ void kern_meta_free(kern_meta *m) {
             free(kk->params[i].name);
         free(kk->params);
         free(kk->tasks);
+        for (int i = 0; i < kk->nadstacks; i++)
+            free(kk->adstacks[i].cap);
+        free(kk->adstacks);
+        free(kk->grad_error);
         free(kk->name);
     }
     free(m->kernels);
     free(m->source);
+    arena_free(&m->mem);
     free(m);
 }
 
@@ -220,6 +226,88 @@ static bool parse_task(meta_parser *ps, kern_meta_kernel *k, int i) {
     return true;
 }
 
+
+/* If the next line starts with `prefix` (which ends with a space), consumes it and
+ * returns its rest in [*s, *e): non-empty, without control characters. */
+static bool raw_line(meta_parser *ps, const char *prefix, const char **s, const char **e,
+                     bool *found) {
+    size_t n = strlen(prefix);
+    *found = false;
+    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, prefix, n) != 0)
+        return true;
+    *found = true;
+    ps->line++;
+    const char *b = ps->p + n;
+    const char *nl = memchr(b, '\n', (size_t)(ps->end - b));
+    *s = b;
+    *e = nl ? nl : ps->end;
+    ps->p = nl ? nl + 1 : ps->end;
+    if (*e == b)
+        return fail(ps, "%.*s: nothing after it", (int)n - 1, prefix);
+    for (const char *q = b; q < *e; q++) {
+        unsigned char c = (unsigned char)*q;
+        if (c < 0x20 || c == 0x7f)
+            return fail(ps, "control character 0x%02x", c);
+    }
+    return true;
+}
+
+/* Splits the next space-terminated field off [*s, e). */
+static bool take_field(meta_parser *ps, const char **s, const char *e, meta_field *f,
+                       const char *what) {
+    const char *b = *s;
+    const char *q = b;
+    while (q < e && *q != ' ')
+        q++;
+    if (q == b || q == e)
+        return fail(ps, "adstack: expected 'adstack TYPE LINE COL SIZEEXPR' (no %s)", what);
+    *f = (meta_field){b, (int)(q - b)};
+    *s = q + 1;
+    return true;
+}
+
+static bool check_leaves(const sz_expr *e, const kern_meta_kernel *k, char *msg, size_t len);
+
+/* adstack TYPE LINE COL SIZEEXPR-to-end-of-line */
+static bool parse_adstack(meta_parser *ps, kern_meta *m, kern_meta_kernel *k, const char *s,
+                          const char *e) {
+    meta_field ft = {0}, fl = {0}, fc = {0};
+    if (!take_field(ps, &s, e, &ft, "TYPE") || !take_field(ps, &s, e, &fl, "LINE") ||
+        !take_field(ps, &s, e, &fc, "COL"))
+        return false;
+    const kern_type *t = ty_parse(ft.s, ft.len);
+    if (!t || !ty_is_scalar(t))
+        return fail(ps, "adstack: bad element type '%.*s' (a scalar type)", ft.len, ft.s);
+    uint32_t line, col;
+    if (!parse_u32(ps, &fl, "LINE", UINT32_MAX, &line) ||
+        !parse_u32(ps, &fc, "COL", UINT32_MAX, &col))
+        return false;
+    if (s >= e)
+        return fail(ps, "adstack: empty SizeExpr");
+    if (k->nadstacks >= META_MAX_COUNT)
+        return fail(ps, "kernel '%s' has too many adstacks", k->name);
+    char err[256];
+    sz_expr *x = sz_parse(&m->mem, s, (size_t)(e - s), err, sizeof err);
+    if (!x)
+        return fail(ps, "adstack: bad SizeExpr '%.*s': %s", (int)(e - s), s, err);
+    if (!check_leaves(x, k, err, sizeof err))
+        return fail(ps, "adstack: SizeExpr %s", err);
+    kern_meta_adstack *na = realloc(k->adstacks, ((size_t)k->nadstacks + 1) * sizeof *na);
+    if (!na)
+        return fail(ps, "out of memory");
+    k->adstacks = na;
+    kern_meta_adstack *a = &k->adstacks[k->nadstacks];
+    a->cap = dup_field(&(meta_field){s, (int)(e - s)});
+    if (!a->cap)
+        return fail(ps, "out of memory");
+    k->nadstacks++;
+    a->type = t;
+    a->line = line;
+    a->col = col;
+    a->expr = x;
+    return true;
+}
+
 static bool parse_kernel(meta_parser *ps, kern_meta *m) {
     /* the kernel line is in ps->f */
     if (ps->nf != 6)
@@ -268,6 +356,18 @@ static bool parse_kernel(meta_parser *ps, kern_meta *m) {
     for (uint32_t i = 0; i < nt; i++)
         if (!parse_task(ps, k, (int)i))
             return false;
+    const char *s, *e;
+    bool found = true;
+    while (found) {
+        if (!raw_line(ps, "adstack ", &s, &e, &found))
+            return false;
+        if (found && !parse_adstack(ps, m, k, s, e))
+            return false;
+    }
+    if (!raw_line(ps, "graderror ", &s, &e, &found))
+        return false;
+    if (found && !(k->grad_error = dup_field(&(meta_field){s, (int)(e - s)})))
+        return fail(ps, "out of memory");
     return true;
 }
 
@@ -340,6 +440,10 @@ kern_meta *kern_meta_parse(const char *text, size_t len, char *err, size_t errle
                 goto fail;
         } else if (field_is(&ps.f[0], "end") && ps.nf == 1) {
             ended = true;
+        } else if (field_is(&ps.f[0], "adstack") || field_is(&ps.f[0], "graderror")) {
+            fail(&ps, "'%.*s' must follow a kernel's tasks (adstacks first, then graderror)",
+                 ps.f[0].len, ps.f[0].s);
+            goto fail;
         } else {
             fail(&ps, "unexpected '%.*s' (expected kernel, source or end)", ps.f[0].len, ps.f[0].s);
             goto fail;
@@ -370,6 +474,11 @@ void kern_meta_print(kern_buf *out, const kern_meta *m) {
         for (int i = 0; i < kk->ntasks; i++)
             buf_printf(out, "task %s %d %u %u\n", kk->tasks[i].parallel ? "parallel" : "serial",
                        kk->tasks[i].ndims, kk->tasks[i].line, kk->tasks[i].col);
+        for (int i = 0; i < kk->nadstacks; i++)
+            buf_printf(out, "adstack %s %u %u %s\n", kk->adstacks[i].type->name,
+                       kk->adstacks[i].line, kk->adstacks[i].col, kk->adstacks[i].cap);
+        if (kk->grad_error)
+            buf_printf(out, "graderror %s\n", kk->grad_error);
     }
     buf_puts(out, "end\n");
 }
@@ -397,4 +506,76 @@ void kern_meta_symbol(char *buf, size_t size, const char *kernel, int task, bool
         buf[n] = '\0';
     }
     buf_free(&b);
+}
+
+/* Checks the leaves of e against k's parameters (see meta.h). */
+static bool check_leaves(const sz_expr *e, const kern_meta_kernel *k, char *msg, size_t len) {
+    const kern_meta_param *p = NULL;
+    if (e->op == SZ_PARAM || e->op == SZ_DIM || e->op == SZ_READ) {
+        if (e->v < 0 || e->v >= k->nparams) {
+            snprintf(msg, len, "parameter %lld does not exist (the kernel has %d)",
+                     (long long)e->v, k->nparams);
+            return false;
+        }
+        p = &k->params[e->v];
+    }
+    switch (e->op) {
+    case SZ_PARAM:
+        if (!(ty_is_int(p->type) || p->type->kind == TY_BOOL)) {
+            snprintf(msg, len, "(param %lld) names '%s' of type %s, not a scalar integer",
+                     (long long)e->v, p->name, p->type->name);
+            return false;
+        }
+        break;
+    case SZ_DIM:
+        if (!ty_is_array(p->type) || e->d < 0 || e->d >= p->type->rank) {
+            snprintf(msg, len, "(dim %lld %d) names '%s' of type %s: no such dimension",
+                     (long long)e->v, e->d, p->name, p->type->name);
+            return false;
+        }
+        break;
+    case SZ_READ:
+        if (!ty_is_array(p->type) || !ty_is_int(p->type->elem) || e->nkids != p->type->rank) {
+            snprintf(msg, len,
+                     "(read %lld ...) with %d indices names '%s' of type %s, not an integer "
+                     "array of that rank",
+                     (long long)e->v, e->nkids, p->name, p->type->name);
+            return false;
+        }
+        break;
+    default: break;
+    }
+    for (int i = 0; i < e->nkids; i++)
+        if (!check_leaves(e->kids[i], k, msg, len))
+            return false;
+    return true;
+}
+
+bool kern_meta_check_adstacks(kern_meta *m, char *err, size_t errlen) {
+    for (int k = 0; k < m->nkernels; k++) {
+        kern_meta_kernel *kk = &m->kernels[k];
+        for (int i = 0; i < kk->nadstacks; i++) {
+            kern_meta_adstack *a = &kk->adstacks[i];
+            char msg[256];
+            if (!a->type || !ty_is_scalar(a->type) || !a->cap) {
+                snprintf(err, errlen, "kernel '%s', adstack %d: bad element type or no SizeExpr",
+                         kk->name, i);
+                return false;
+            }
+            if (!a->expr) {
+                a->expr = sz_parse(&m->mem, a->cap, strlen(a->cap), msg, sizeof msg);
+                if (!a->expr) {
+                    snprintf(err, errlen, "kernel '%s', adstack %d: bad SizeExpr '%s': %s",
+                             kk->name, i, a->cap, msg);
+                    return false;
+                }
+            }
+            if (!check_leaves(a->expr, kk, msg, sizeof msg)) {
+                snprintf(err, errlen, "kernel '%s', adstack %d (the loop at %u:%u): SizeExpr %s",
+                         kk->name, i, a->line, a->col, msg);
+                return false;
+            }
+        }
+    }
+    return true;
 }

@@ -10,8 +10,14 @@
  *   kernel NAME LINE COL NPARAMS NTASKS
  *   param NAME TYPE NOGRAD            TYPE as in types.h: f32, i32[], f64[,], ...; NOGRAD 0|1
  *   task parallel|serial NDIMS LINE COL
+ *   adstack TYPE LINE COL SIZEEXPR    TYPE a scalar type; SIZEEXPR to the end of the line
+ *   graderror MESSAGE-to-end-of-line  (optional, at most once)
  *   end
- * A kernel's params and tasks follow its kernel line. */
+ * A kernel's params, tasks, adstacks (gradient kernels: the adstack table in order, LINE
+ * COL the loop's location, SIZEEXPR the capacity in the text form of common/sizeexpr.h)
+ * and graderror (a primal kernel whose K.grad was not built: why) follow its kernel line
+ * in that order. The parser parses every SizeExpr and checks its leaves against the
+ * kernel's parameters (kern_meta_check_adstacks). */
 #ifndef KERN_META_H
 #define KERN_META_H
 
@@ -19,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/arena.h"
+#include "../common/sizeexpr.h"
 #include "../common/types.h"
 #include "../common/util.h"
 
@@ -34,6 +42,13 @@ typedef struct kern_meta_task {
     uint32_t line, col;
 } kern_meta_task;
 
+typedef struct kern_meta_adstack {
+    const kern_type *type; /* a scalar type: the element */
+    uint32_t line, col;    /* the loop it belongs to */
+    char *cap;             /* SizeExpr text */
+    sz_expr *expr;         /* cap parsed (in kern_meta.mem); NULL until parsed */
+} kern_meta_adstack;
+
 typedef struct kern_meta_kernel {
     char *name;
     uint32_t line, col;
@@ -41,12 +56,16 @@ typedef struct kern_meta_kernel {
     int nparams;
     kern_meta_task *tasks;
     int ntasks;
+    kern_meta_adstack *adstacks; /* may be NULL when nadstacks is 0 */
+    int nadstacks;
+    char *grad_error; /* primal kernels: why K.grad was not built; NULL otherwise */
 } kern_meta_kernel;
 
 typedef struct kern_meta {
     char *source; /* may be NULL */
     kern_meta_kernel *kernels;
     int nkernels;
+    arena mem; /* the parsed SizeExprs (zero-initialized is an empty arena) */
 } kern_meta;
 
 /* Parses the text form; on error returns NULL and writes a message (with the line
@@ -54,6 +73,12 @@ typedef struct kern_meta {
 kern_meta *kern_meta_parse(const char *text, size_t len, char *err, size_t errlen);
 void kern_meta_print(kern_buf *out, const kern_meta *m);
 void kern_meta_free(kern_meta *m);
+/* Parses every adstack's SizeExpr that is not parsed yet (metadata built in memory by
+ * the compiler) and checks its leaves against the kernel's parameters: (param P) a scalar
+ * integer or bool parameter, (dim P D) an array parameter with D below its rank,
+ * (read P I...) an integer array parameter read with one index per dimension. False with
+ * a message naming the kernel and the adstack. */
+bool kern_meta_check_adstacks(kern_meta *m, char *err, size_t errlen);
 const kern_meta_kernel *kern_meta_find(const kern_meta *m, const char *name);
 /* The symbol of task t of kernel `kernel` (abi.h): writes "kern_<K>__t<t>" or, with
  * count, "kern_<K>__t<t>_count" into buf. */

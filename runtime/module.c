@@ -27,8 +27,9 @@ static void free_kernels(kern_module *m) {
     m->nkernels = 0;
 }
 
-/* The checks the parser makes, for metadata built in memory by the compiler. */
-static bool meta_valid(const kern_meta *meta, char *err, size_t errlen) {
+/* The checks the parser makes, for metadata built in memory by the compiler (which
+ * leaves the adstacks' SizeExprs to be parsed here). */
+static bool meta_valid(kern_meta *meta, char *err, size_t errlen) {
     if (meta->nkernels < 0 || (meta->nkernels > 0 && !meta->kernels)) {
         snprintf(err, errlen, "bad kernel table");
         return false;
@@ -49,8 +50,12 @@ static bool meta_valid(const kern_meta *meta, char *err, size_t errlen) {
                 return false;
             }
         }
+        if (mk->nadstacks < 0 || (mk->nadstacks && !mk->adstacks)) {
+            snprintf(err, errlen, "kernel '%s': bad adstack table", mk->name);
+            return false;
+        }
     }
-    return true;
+    return kern_meta_check_adstacks(meta, err, errlen);
 }
 
 kern_status rt_module_create(kern_context *ctx, kern_meta *meta, kern_code_provider p,
@@ -228,6 +233,22 @@ kern_status kern_kernel_find(kern_module *m, const char *name, kern_kernel **out
             return KERN_OK;
         }
     }
+    /* "K.grad" of a kernel K whose gradient was not built says why */
+    size_t nlen = strlen(name);
+    if (nlen > 5 && strcmp(name + nlen - 5, ".grad") == 0) {
+        for (int i = 0; i < m->nkernels; i++) {
+            const kern_meta_kernel *mk = m->kernels[i].meta;
+            if (strlen(mk->name) != nlen - 5 || strncmp(mk->name, name, nlen - 5) != 0)
+                continue;
+            if (mk->grad_error)
+                return rt_error(ctx, KERN_ERR_NOT_FOUND, "kernel '%s' was not built: %s", name,
+                                mk->grad_error);
+            return rt_error(ctx, KERN_ERR_NOT_FOUND,
+                            "no kernel '%s': the module was compiled without the gradient of "
+                            "'%s'",
+                            name, mk->name);
+        }
+    }
     char list[1024];
     size_t len = 0;
     list[0] = '\0';
@@ -246,6 +267,7 @@ kern_status kern_kernel_find(kern_module *m, const char *name, kern_kernel **out
 
 const char *kern_kernel_name(const kern_kernel *k) { return k ? k->meta->name : NULL; }
 int kern_kernel_param_count(const kern_kernel *k) { return k ? k->meta->nparams : 0; }
+int kern_kernel_adstack_count(const kern_kernel *k) { return k ? k->meta->nadstacks : 0; }
 
 kern_status kern_kernel_param(kern_kernel *k, int i, kern_param_info *out) {
     if (!k)

@@ -30,8 +30,14 @@ typedef struct pool_job {
     atomic_int_fast64_t count, chunk, nchunks;
 } pool_job;
 
+typedef struct pool_worker {
+    struct rt_pool *pool;
+    int index; /* 1..nthreads-1 */
+} pool_worker;
+
 struct rt_pool {
     int nthreads;
+    pool_worker *wargs; /* per worker thread */
     int nworkers; /* started worker threads (nthreads - 1 when all started) */
     pthread_t *workers;
     pthread_mutex_t mu;
@@ -55,7 +61,7 @@ static inline void cpu_relax(void) {
 }
 
 /* Runs chunks of job `g` until none is left or the pool moved on to another job. */
-static void run_chunks(rt_pool *p, uint32_t g) {
+static void run_chunks(rt_pool *p, uint32_t g, int worker) {
     const pool_job *j = &p->jobs[g & 1];
     rt_range_fn fn = atomic_load_explicit(&j->fn, memory_order_relaxed);
     void *user = atomic_load_explicit(&j->user, memory_order_relaxed);
@@ -71,7 +77,7 @@ static void run_chunks(rt_pool *p, uint32_t g) {
             continue;
         int64_t b = (int64_t)(uint32_t)s * chunk;
         int64_t e = count - b < chunk ? count : b + chunk;
-        fn(user, b, e);
+        fn(user, worker, b, e);
         /* seq_cst with the load of `waiting`, against the caller's store of `waiting` and
          * load of `done` (either it sees the count or we see it waiting) */
         int64_t was = atomic_fetch_add(&p->done, e - b);
@@ -85,7 +91,8 @@ static void run_chunks(rt_pool *p, uint32_t g) {
 }
 
 static void *worker_main(void *arg) {
-    rt_pool *p = arg;
+    const pool_worker *w = arg;
+    rt_pool *p = w->pool;
     uint32_t seen = 0;
     for (;;) {
         uint32_t g = (uint32_t)atomic_load_explicit(&p->gen, memory_order_acquire);
@@ -105,7 +112,7 @@ static void *worker_main(void *arg) {
         if (g == seen) /* woken for stop with no new job */
             return NULL;
         seen = g;
-        run_chunks(p, g);
+        run_chunks(p, g, w->index);
     }
 }
 
@@ -137,14 +144,16 @@ rt_pool *rt_pool_create(int threads, char *err, size_t errlen) {
     }
     if (threads > 1) {
         p->workers = calloc((size_t)threads - 1, sizeof *p->workers);
-        if (!p->workers) {
+        p->wargs = calloc((size_t)threads - 1, sizeof *p->wargs);
+        if (!p->workers || !p->wargs) {
             snprintf(err, errlen, "out of host memory for the thread pool");
             rt_pool_destroy(p);
             return NULL;
         }
     }
     for (int i = 0; i < threads - 1; i++) {
-        int rc = pthread_create(&p->workers[i], NULL, worker_main, p);
+        p->wargs[i] = (pool_worker){p, i + 1};
+        int rc = pthread_create(&p->workers[i], NULL, worker_main, &p->wargs[i]);
         if (rc != 0) {
             snprintf(err, errlen, "cannot start worker thread %d of %d: %s", i + 1, threads - 1,
                      strerror(rc));
@@ -166,6 +175,7 @@ void rt_pool_destroy(rt_pool *p) {
     for (int i = 0; i < p->nworkers; i++)
         pthread_join(p->workers[i], NULL);
     free(p->workers);
+    free(p->wargs);
     pthread_cond_destroy(&p->done_cv);
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->mu);
@@ -189,7 +199,7 @@ void rt_pool_run(rt_pool *p, int64_t count, int64_t chunk, rt_range_fn fn, void 
     /* one chunk, no workers, or more chunks than the state word counts: no hand-off */
     if (p->nworkers == 0 || nchunks == 1 || nchunks > (int64_t)UINT32_MAX) {
         for (int64_t b = 0; b < count; b += chunk)
-            fn(user, b, count - b < chunk ? count : b + chunk);
+            fn(user, 0, b, count - b < chunk ? count : b + chunk);
         return;
     }
     uint32_t g = ++p->last_gen;
@@ -208,7 +218,7 @@ void rt_pool_run(rt_pool *p, int64_t count, int64_t chunk, rt_range_fn fn, void 
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
 
-    run_chunks(p, g);
+    run_chunks(p, g, 0);
 
     for (int i = 0; i < SPIN_ITERS; i++) {
         if (atomic_load_explicit(&p->done, memory_order_acquire) == count)

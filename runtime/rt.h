@@ -13,6 +13,7 @@
 
 #include "../include/kern.h"
 #include "abi.h"
+#include "adstack.h"
 #include "device.h"
 #include "meta.h"
 #include "provider.h"
@@ -42,7 +43,8 @@ struct kern_context {
     bool deferred;
     int deferred_more; /* further device errors observed with it */
     char deferred_msg[RT_MSG_SIZE];
-    rt_list buffers, modules; /* everything made from the context, freed with it */
+    rt_list buffers, modules, tapes; /* everything made from the context, freed with it */
+    rt_adstack_heap adheap;   /* the adstack heap of the context's device (adstack.h) */
 };
 
 struct kern_buffer {

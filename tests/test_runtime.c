@@ -384,7 +384,8 @@ Test(runtime, buffers_bad_shapes) {
 
 /* kernel saxpy(a: f32, x: f32[], y: f32[]) { for i in 0..len(x) { y[i] = a * x[i] + y[i] } } */
 static int64_t saxpy_t0_count(void *const *args) { return DESC(args, 1)->shape[0]; }
-static void saxpy_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+static void saxpy_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
     float a = F32(args, 0);
     const float *x = DESC(args, 1)->data;
     float *y = DESC(args, 2)->data;
@@ -395,7 +396,8 @@ static void saxpy_t0(void *const *args, int64_t begin, int64_t end, kern_err_rec
 /* kernel grid(src: f64[,], dst: f64[,], k: i32) {
  *   for i in 0..shape(src,0), j in 1..shape(src,1) { dst[i,j] = src[i,j] * k + src[i,j-1] - i } } */
 static int64_t grid_t0_count(void *const *args) { return DESC(args, 0)->shape[0]; }
-static void grid_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+static void grid_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
     const kern_array_desc *s = DESC(args, 0), *d = DESC(args, 1);
     int32_t k = I32(args, 2);
     const double *src = s->data;
@@ -411,7 +413,8 @@ static void grid_t0(void *const *args, int64_t begin, int64_t end, kern_err_reco
  *   for i in 1..len(out) { out[i] = out[0] + i }      (parallel: needs the serial task done)
  *   for i in 0..len(out) - 1 ... a serial sum into out[0] after the barrier } */
 static int64_t one_count(void *const *args) { return 1; }
-static void steps_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+static void steps_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
     int64_t *out = DESC(args, 0)->data;
     bool flag = *(const bool *)args[1];
     out[0] = flag ? 100 : 7;
@@ -420,12 +423,14 @@ static int64_t steps_t1_count(void *const *args) {
     int64_t n = DESC(args, 0)->shape[0] - 1;
     return n < 0 ? 0 : n;
 }
-static void steps_t1(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+static void steps_t1(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
     int64_t *out = DESC(args, 0)->data;
     for (int64_t i = begin + 1; i < end + 1; i++)
         out[i] = out[0] + i;
 }
-static void steps_t2(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+static void steps_t2(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
     int64_t *out = DESC(args, 0)->data;
     int64_t n = DESC(args, 0)->shape[0], s = 0;
     for (int64_t i = 1; i < n; i++)
@@ -448,7 +453,8 @@ static void report(kern_err_record *err, int32_t code, uint32_t line, uint32_t c
 
 /* kernel oob(x: f32[]) { for i in 0..len(x) { x[i] = x[i + 1] } }  (line 7, col 9) */
 static int64_t oob_t0_count(void *const *args) { return DESC(args, 0)->shape[0]; }
-static void oob_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+static void oob_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
     const kern_array_desc *x = DESC(args, 0);
     float *d = x->data;
     for (int64_t i = begin; i < end; i++) {
@@ -461,7 +467,8 @@ static void oob_t0(void *const *args, int64_t begin, int64_t end, kern_err_recor
 }
 /* kernel divz(q: i32[], d: i32) { q[0] = q[0] / d } (line 3, col 14); a second task that
  * must not run after the error */
-static void divz_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+static void divz_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
     int32_t *q = DESC(args, 0)->data;
     int32_t d = I32(args, 1);
     if (d == 0)
@@ -469,12 +476,14 @@ static void divz_t0(void *const *args, int64_t begin, int64_t end, kern_err_reco
     else
         q[0] /= d;
 }
-static void divz_t1(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+static void divz_t1(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
     int32_t *q = DESC(args, 0)->data;
     q[1] = 1234;
 }
 /* kernel shl(x: u32[], s: i32) { x[0] = x[0] << s } (line 4, col 2) */
-static void shl_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+static void shl_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
     uint32_t *x = DESC(args, 0)->data;
     int32_t s = I32(args, 1);
     if (s < 0 || s >= 32)
@@ -484,7 +493,8 @@ static void shl_t0(void *const *args, int64_t begin, int64_t end, kern_err_recor
 }
 /* kernel simulate.grad(v: f32[]) { for i in 0..len(v) { v[i] = v[i] * 2 } } */
 static int64_t sg_t0_count(void *const *args) { return DESC(args, 0)->shape[0]; }
-static void sg_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+static void sg_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
     float *v = DESC(args, 0)->data;
     for (int64_t i = begin; i < end; i++)
         v[i] *= 2;
@@ -492,7 +502,8 @@ static void sg_t0(void *const *args, int64_t begin, int64_t end, kern_err_record
 
 /* kernel many(out: i64[], p0: i32, ..., p19: i32) { out[0] = p0 + 2*p1 + ... + 20*p19 }:
  * more arguments than the launch path keeps on the stack */
-static void many_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err) {
+static void many_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
     int64_t *out = DESC(args, 0)->data, s = 0;
     for (int i = 0; i < 20; i++)
         s += (int64_t)(i + 1) * I32(args, i + 1);
@@ -900,7 +911,9 @@ Test(runtime, device_error_record_formats) {
     char buf[256];
     kern_err_record r = {KERN_DEVERR_ADSTACK, 12, 3, 0, 65, 64};
     rt_format_device_error(buf, sizeof buf, &k, &r);
-    cr_assert_str_eq(buf, "kernel 'k' (12:3): adstack overflow: depth 65 needed, capacity 64");
+    cr_assert_str_eq(buf, "kernel 'k': adstack overflow in the loop at 12:3: it needs 65 entries, "
+                          "the capacity is 64; raise it with --ad-stack-size N (kernc) or "
+                          "kern_context_options.ad_stack_size");
     meta.source = "a b.kern";
     r = (kern_err_record){42, 0, 0, 0, 1, 2};
     rt_format_device_error(buf, sizeof buf, &k, &r);
@@ -918,15 +931,23 @@ typedef struct cover {
     atomic_int calls;
     atomic_int bad;
     int64_t count, chunk;
+    int threads;
+    atomic_int busy[16]; /* per worker index: a call in progress */
 } cover;
 
-static void cover_fn(void *user, int64_t b, int64_t e) {
+static void cover_fn(void *user, int worker, int64_t b, int64_t e) {
     cover *c = user;
     atomic_fetch_add(&c->calls, 1);
     if (b < 0 || e > c->count || b >= e || e - b > c->chunk)
         atomic_fetch_add(&c->bad, 1);
+    /* worker indices are 0..threads-1 and two calls with one index never overlap */
+    if (worker < 0 || worker >= c->threads || atomic_exchange(&c->busy[worker], 1) != 0) {
+        atomic_fetch_add(&c->bad, 1);
+        return;
+    }
     for (int64_t i = b; i < e && i < c->count && i >= 0; i++)
         atomic_fetch_add_explicit(&c->hits[i], 1, memory_order_relaxed);
+    atomic_store(&c->busy[worker], 0);
 }
 
 Test(runtime, pool_covers_every_index_once) {
@@ -943,7 +964,7 @@ Test(runtime, pool_covers_every_index_once) {
             for (int k = 0; k < 4; k++) {
                 if (chunks[k] == 1 && n > 100000)
                     continue; /* keep the test fast */
-                cover c = {calloc((size_t)n + 1, sizeof(int)), 0, 0, n, chunks[k]};
+                cover c = {calloc((size_t)n + 1, sizeof(int)), 0, 0, n, chunks[k], threads[t], {0}};
                 rt_pool_run(p, n, chunks[k], cover_fn, &c);
                 int64_t want_calls = (n + chunks[k] - 1) / chunks[k];
                 cr_assert_eq(atomic_load(&c.calls), want_calls, "threads %d n %lld chunk %lld",
@@ -967,7 +988,7 @@ Test(runtime, pool_chunk_sizes) {
     cr_assert_eq(rt_pool_chunk(1000000, 1), 125000);
 }
 
-static void slow_fn(void *user, int64_t b, int64_t e) {
+static void slow_fn(void *user, int worker, int64_t b, int64_t e) {
     atomic_int *done = user;
     usleep(200);
     atomic_fetch_add(done, (int)(e - b));
@@ -1060,7 +1081,7 @@ static kern_status fake_sync(rt_device *d, char *e, size_t el) {
 }
 static const rt_device_ops fake_ops = {"fake",    fake_destroy, fake_alloc, fake_free,
                                        fake_zero, fake_in,      fake_out,   fake_launch,
-                                       fake_poll, fake_wait,    fake_sync};
+                                       fake_poll, fake_wait,    fake_sync,  NULL};
 
 static bool was_freed(const fake_dev *f, const void *mem) {
     for (int i = 0; i < f->nfreed; i++)

@@ -1,0 +1,145 @@
+/* adstack.c - per-launch sizing of the adstack heap (see adstack.h). No device code here:
+ * the CPU device and later the GPU devices share it. */
+#include "adstack.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+void rt_adstack_args(const kern_meta_kernel *k, const rt_launch_arg *la, bool host_memory,
+                     sz_arg *args) {
+    for (int i = 0; i < k->nparams; i++) {
+        const kern_type *t = k->params[i].type;
+        sz_arg *a = &args[i];
+        memset(a, 0, sizeof *a);
+        a->type = t;
+        for (int d = 0; d < KERN_MAX_RANK; d++)
+            a->shape[d] = 1;
+        if (la[i].is_array) {
+            for (int d = 0; d < KERN_MAX_RANK && d < KERN_MAX_DIMS; d++)
+                a->shape[d] = la[i].shape[d];
+            a->data = host_memory ? la[i].mem : NULL;
+            continue;
+        }
+        switch (t->kind) {
+        case TY_BOOL: a->scalar = la[i].scalar.b; break;
+        case TY_I32: a->scalar = la[i].scalar.i32; break;
+        case TY_U32: a->scalar = la[i].scalar.u32; break;
+        case TY_I64: a->scalar = la[i].scalar.i64; break;
+        default: break; /* floats are never SizeExpr leaves */
+        }
+    }
+}
+
+kern_status rt_adstack_layout(const kern_meta *m, const kern_meta_kernel *k, const sz_arg *args,
+                              int nargs, int64_t *layout, int64_t *stride, char *err,
+                              size_t errlen) {
+    int64_t end = 0;
+    char loc[1024], msg[512];
+    *stride = 0;
+    for (int s = 0; s < k->nadstacks; s++) {
+        const kern_meta_adstack *a = &k->adstacks[s];
+        int64_t cap;
+        if (!a->expr || !sz_eval(a->expr, args, nargs, &cap, msg, sizeof msg)) {
+            rt_format_loc(loc, sizeof loc, m, a->line, a->col);
+            snprintf(err, errlen,
+                     "kernel '%s': cannot size the adstack of the loop at %s (capacity %s): %s",
+                     k->name, loc, a->cap, a->expr ? msg : "not parsed");
+            return KERN_ERR_ARGUMENT;
+        }
+        if (cap < 0)
+            cap = 0;
+        int64_t esize = (int64_t)kern_dtype_size(rt_dtype_of(a->type));
+        int64_t off = (end + esize - 1) / esize * esize, bytes, e;
+        if (end > INT64_MAX - esize || __builtin_mul_overflow(cap, esize, &bytes) ||
+            __builtin_add_overflow(off, bytes, &e) || e > INT64_MAX - 63) {
+            rt_format_loc(loc, sizeof loc, m, a->line, a->col);
+            snprintf(err, errlen,
+                     "kernel '%s': the adstack of the loop at %s needs %lld entries of %s: the "
+                     "per-thread slice does not fit in 2^63 bytes",
+                     k->name, loc, (long long)cap, a->type->name);
+            return KERN_ERR_OUT_OF_MEMORY;
+        }
+        layout[2 * s] = off;
+        layout[2 * s + 1] = cap;
+        end = e;
+    }
+    *stride = (end + 63) / 64 * 64;
+    return KERN_OK;
+}
+
+kern_status rt_adstack_heap_size(const char *kernel, int64_t stride, int64_t slots,
+                                 size_t *bytes, char *err, size_t errlen) {
+    int64_t n;
+    if (stride < 0 || slots < 0 || __builtin_mul_overflow(stride, slots, &n) ||
+        (uint64_t)n > (uint64_t)PTRDIFF_MAX || (uint64_t)n > SIZE_MAX) {
+        snprintf(err, errlen,
+                 "kernel '%s': the adstack heap of %lld bytes per thread x %lld threads does not "
+                 "fit in the address space",
+                 kernel, (long long)stride, (long long)slots);
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    *bytes = (size_t)n;
+    return KERN_OK;
+}
+
+kern_status rt_adstack_reserve(rt_adstack_heap *h, rt_device *d, rt_retire_queue *q,
+                               const char *kernel, size_t bytes, int64_t stride, int64_t slots,
+                               char *err, size_t errlen) {
+    if (h->mem && bytes <= h->bytes)
+        return KERN_OK;
+    size_t want = bytes;
+    if (h->mem && h->bytes <= (size_t)PTRDIFF_MAX / 2 && 2 * h->bytes > bytes)
+        want = 2 * h->bytes;
+    void *mem = NULL;
+    char derr[512];
+    kern_status s = d->ops->alloc(d, want, &mem, derr, sizeof derr);
+    if (s != KERN_OK && want != bytes) /* the doubled size failed: try the exact one */
+        s = d->ops->alloc(d, want = bytes, &mem, derr, sizeof derr);
+    if (s != KERN_OK) {
+        snprintf(err, errlen,
+                 "kernel '%s': cannot allocate the adstack heap: %zu bytes (%lld bytes per "
+                 "thread x %lld threads): %s",
+                 kernel, bytes, (long long)stride, (long long)slots, derr);
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    /* a launch in flight may still use the old heap: retire it (the push frees it even
+     * when its wait fails, which means the device is lost) */
+    if (h->mem)
+        s = rt_retire_push(q, d, h->mem, h->last_use, derr, sizeof derr);
+    h->mem = mem;
+    h->bytes = want;
+    h->last_use = 0;
+    h->allocs++;
+    if (s != KERN_OK)
+        snprintf(err, errlen, "kernel '%s': device %s: %s", kernel, d->ops->name, derr);
+    return s;
+}
+
+bool rt_adstack_remember(rt_adstack_heap *h, const int64_t *layout, int n, int64_t stride,
+                         int64_t slots) {
+    h->last_stride = stride;
+    h->last_slots = slots;
+    if (n > h->last_cap) {
+        int64_t *nl = realloc(h->last_layout, (size_t)n * 2 * sizeof *nl);
+        if (!nl) {
+            h->last_n = 0;
+            return false;
+        }
+        h->last_layout = nl;
+        h->last_cap = n;
+    }
+    if (n)
+        memcpy(h->last_layout, layout, (size_t)n * 2 * sizeof *layout);
+    h->last_n = n;
+    return true;
+}
+
+void rt_adstack_heap_fini(rt_adstack_heap *h, rt_device *d) {
+    if (h->mem)
+        d->ops->free(d, h->mem);
+    free(h->last_layout);
+    memset(h, 0, sizeof *h);
+}

@@ -1,0 +1,80 @@
+/* adstack.h - per-launch sizing of the adstack heap (runtime contracts 1, 2, 4 and 8 of
+ * docs/architecture.md), shared by every device.
+ *
+ * Before each launch of a kernel with adstacks (a gradient kernel) the runtime
+ *   1. evaluates each adstack's SizeExpr with the launch's arguments (rt_adstack_args,
+ *      rt_adstack_layout): scalar integer arguments, shapes, and array elements where the
+ *      device's memory is host memory (the CPU); a negative value means capacity 0;
+ *   2. lays out one thread slot's slice: stack s at an offset aligned to its element size
+ *      (1, 4 or 8 bytes), holding capacity x element size bytes, in table order; the
+ *      stride (bytes per slot) is the end of the last stack rounded up to 64 bytes, so
+ *      slices never share a cache line; every step is checked for int64 overflow;
+ *   3. makes sure the context's heap holds stride x slots bytes (rt_adstack_reserve):
+ *      the heap grows to max(2 x old, needed), or exactly `needed` when that doubled
+ *      allocation fails, and is kept for later launches; the superseded heap is retired
+ *      with the completion point of its last launch (retire.h), never freed while a
+ *      launch may still use it.
+ * The layout goes to the device by value (rt_launch.ad_layout: offset and capacity per
+ * stack), and slot w's slice starts at heap + w x stride. */
+#ifndef KERN_RT_ADSTACK_H
+#define KERN_RT_ADSTACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/sizeexpr.h"
+#include "device.h"
+#include "meta.h"
+#include "retire.h"
+
+/* The context's adstack heap on its device, and what the last sized launch asked for. */
+typedef struct rt_adstack_heap {
+    void *mem;         /* the device allocation; NULL before the first launch with adstacks */
+    size_t bytes;      /* its size */
+    uint64_t last_use; /* completion point of the last launch that used it */
+    int64_t allocs;    /* heap allocations made so far (the first one included) */
+    /* the last launch with adstacks */
+    int64_t last_stride, last_slots;
+    int last_n;
+    int64_t *last_layout; /* 2 x last_n: offset, capacity (malloc'd, grows) */
+    int last_cap;
+} rt_adstack_heap;
+
+/* Fills args[i] for parameter i of k from the launch's arguments: an integer or bool
+ * scalar's value, an array's shape, and its data when host_memory (the device's
+ * allocations are host pointers), else NULL. */
+void rt_adstack_args(const kern_meta_kernel *k, const rt_launch_arg *la, bool host_memory,
+                     sz_arg *args);
+
+/* Evaluates k's SizeExprs and lays out one slot's slice: layout[2s] = offset of stack s,
+ * layout[2s + 1] = its capacity in entries, *stride = the slice's bytes (a multiple of
+ * 64; 0 when k has no adstacks). m (may be NULL) gives the source file for messages.
+ * KERN_ERR_ARGUMENT when an expression cannot be evaluated (an array read out of bounds,
+ * a division by zero, a value that overflows) and KERN_ERR_OUT_OF_MEMORY when the slice
+ * does not fit in int64 bytes; the message names the kernel and the loop. */
+kern_status rt_adstack_layout(const kern_meta *m, const kern_meta_kernel *k, const sz_arg *args,
+                              int nargs, int64_t *layout, int64_t *stride, char *err,
+                              size_t errlen);
+
+/* stride x slots, checked: KERN_ERR_OUT_OF_MEMORY with a message naming the kernel, the
+ * stride and the slots when it does not fit in a size_t (or in PTRDIFF_MAX). */
+kern_status rt_adstack_heap_size(const char *kernel, int64_t stride, int64_t slots,
+                                 size_t *bytes, char *err, size_t errlen);
+
+/* Makes sure h holds at least `bytes` (see the top of this file). On failure the old heap
+ * stays and the status is KERN_ERR_OUT_OF_MEMORY with a message naming the kernel, the
+ * bytes asked, the stride and the slots. */
+kern_status rt_adstack_reserve(rt_adstack_heap *h, rt_device *d, rt_retire_queue *q,
+                               const char *kernel, size_t bytes, int64_t stride, int64_t slots,
+                               char *err, size_t errlen);
+
+/* Records the layout of the launch just sized (for kern_context_adstack_info); false when
+ * host memory runs out (the record is then left empty). */
+bool rt_adstack_remember(rt_adstack_heap *h, const int64_t *layout, int n, int64_t stride,
+                         int64_t slots);
+
+/* Frees the heap; the device is idle. */
+void rt_adstack_heap_fini(rt_adstack_heap *h, rt_device *d);
+
+#endif

@@ -1,0 +1,394 @@
+/* tape.c - the gradient tape of kern.h: records launches and runs their gradient kernels
+ * in reverse order.
+ *
+ * A record keeps the kernel and a copy of the kern_arg array (buffer pointers, scalar
+ * values). Backward walks the records newest first and launches "<K>.grad" from K's
+ * module with the recorded arguments followed by one adjoint per differentiable
+ * parameter of K (spec section 8: element type f32 or f64, not nograd): the adjoint
+ * buffer associated with an array argument's buffer (set by the user, or created zeroed
+ * by the tape on first use), and a fresh zeroed f32[1]/f64[1] per (record, scalar
+ * parameter), which K.grad accumulates into. Since K.grad turns dL/d(state after K) into
+ * dL/d(state before K) in place, running them newest first gives the gradient of the
+ * whole sequence with no zeroing between steps.
+ *
+ * Buffers and modules are referenced, not owned; before using a record, backward checks
+ * that its module and buffers are still in the context's lists (a released handle is an
+ * error, not a use after free, unless its memory was reused for a new one). Tapes are in
+ * their context's list, and a context's release destroys them first. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+typedef struct tape_grad {
+    kern_buffer *primal, *grad;
+    bool owned; /* created by the tape */
+} tape_grad;
+
+typedef struct tape_record {
+    kern_kernel *k;
+    kern_arg *args;
+    int nargs;
+    kern_buffer **scalar_grads; /* per parameter: the scalar adjoint, NULL otherwise */
+} tape_record;
+
+struct kern_tape {
+    rt_list link; /* in the context's list of tapes */
+    kern_context *ctx;
+    tape_record *recs;
+    int nrecs, caprecs;
+    tape_grad *grads;
+    int ngrads, capgrads;
+    bool ran; /* backward has run over the records */
+};
+
+static bool differentiable(const kern_meta_param *p) {
+    const kern_type *t = ty_is_array(p->type) ? p->type->elem : p->type;
+    return ty_is_float(t) && !p->nograd;
+}
+
+static bool buffer_alive(kern_context *ctx, const kern_buffer *b) {
+    for (rt_list *l = ctx->buffers.next; l != &ctx->buffers; l = l->next)
+        if ((const kern_buffer *)l == b)
+            return true;
+    return false;
+}
+
+static bool module_alive(kern_context *ctx, const kern_module *m) {
+    for (rt_list *l = ctx->modules.next; l != &ctx->modules; l = l->next)
+        if ((const kern_module *)l == m)
+            return true;
+    return false;
+}
+
+kern_status kern_tape_create(kern_context *ctx, kern_tape **out) {
+    if (!ctx)
+        return KERN_ERR_ARGUMENT;
+    rt_clear_error(ctx);
+    if (!out)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_create: out is NULL");
+    *out = NULL;
+    if (!ctx->dev)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "the context was not created successfully");
+    kern_tape *t = calloc(1, sizeof *t);
+    if (!t)
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a tape");
+    t->ctx = ctx;
+    rt_list_init(&t->link);
+    rt_list_push(&ctx->tapes, &t->link);
+    *out = t;
+    return KERN_OK;
+}
+
+static void free_records(kern_tape *t) {
+    for (int r = 0; r < t->nrecs; r++) {
+        tape_record *rec = &t->recs[r];
+        for (int i = 0; rec->scalar_grads && i < rec->nargs; i++)
+            if (rec->scalar_grads[i] && buffer_alive(t->ctx, rec->scalar_grads[i]))
+                kern_buffer_release(rec->scalar_grads[i]);
+        free(rec->scalar_grads);
+        free(rec->args);
+    }
+    t->nrecs = 0;
+    t->ran = false;
+}
+
+/* Releases the tape's own adjoints and drops their associations. */
+static void free_owned_grads(kern_tape *t) {
+    int n = 0;
+    for (int i = 0; i < t->ngrads; i++) {
+        if (t->grads[i].owned) {
+            if (buffer_alive(t->ctx, t->grads[i].grad))
+                kern_buffer_release(t->grads[i].grad);
+        } else {
+            t->grads[n++] = t->grads[i];
+        }
+    }
+    t->ngrads = n;
+}
+
+kern_status kern_tape_clear(kern_tape *t) {
+    if (!t)
+        return KERN_ERR_ARGUMENT;
+    free_records(t);
+    free_owned_grads(t);
+    rt_clear_error(t->ctx);
+    return KERN_OK;
+}
+
+void kern_tape_destroy(kern_tape *t) {
+    if (!t)
+        return;
+    rt_list_remove(&t->link);
+    free_records(t);
+    free_owned_grads(t);
+    free(t->recs);
+    free(t->grads);
+    free(t);
+}
+
+static tape_grad *find_grad(kern_tape *t, const kern_buffer *primal) {
+    for (int i = 0; i < t->ngrads; i++)
+        if (t->grads[i].primal == primal)
+            return &t->grads[i];
+    return NULL;
+}
+
+static tape_grad *add_grad(kern_tape *t) {
+    if (t->ngrads == t->capgrads) {
+        int cap = t->capgrads ? t->capgrads * 2 : 8;
+        tape_grad *g = realloc(t->grads, (size_t)cap * sizeof *g);
+        if (!g)
+            return NULL;
+        t->grads = g;
+        t->capgrads = cap;
+    }
+    return &t->grads[t->ngrads++];
+}
+
+kern_status kern_tape_set_grad(kern_tape *t, kern_buffer *primal, kern_buffer *grad) {
+    if (!t)
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = t->ctx;
+    rt_clear_error(ctx);
+    if (!primal || !grad)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_set_grad: NULL buffer");
+    if (primal->ctx != ctx || grad->ctx != ctx)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_set_grad: the buffer belongs to another context");
+    char pw[128], gw[128];
+    rt_format_buffer(pw, sizeof pw, primal);
+    rt_format_buffer(gw, sizeof gw, grad);
+    if (primal->dtype != KERN_F32 && primal->dtype != KERN_F64)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_set_grad: buffer %s has no gradient (not f32 or f64)", pw);
+    if (grad == primal)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_set_grad: a buffer cannot be its own adjoint");
+    if (grad->dtype != primal->dtype || grad->rank != primal->rank ||
+        memcmp(grad->shape, primal->shape, sizeof grad->shape) != 0)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_set_grad: the adjoint %s does not match the buffer %s", gw,
+                        pw);
+    tape_grad *g = find_grad(t, primal);
+    if (g && g->owned && g->grad != grad && buffer_alive(ctx, g->grad))
+        kern_buffer_release(g->grad);
+    if (!g && !(g = add_grad(t)))
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+    *g = (tape_grad){primal, grad, false};
+    return KERN_OK;
+}
+
+kern_status kern_tape_grad(kern_tape *t, kern_buffer *primal, kern_buffer **out) {
+    if (!t)
+        return KERN_ERR_ARGUMENT;
+    rt_clear_error(t->ctx);
+    if (!out)
+        return rt_error(t->ctx, KERN_ERR_ARGUMENT, "kern_tape_grad: out is NULL");
+    *out = NULL;
+    tape_grad *g = primal ? find_grad(t, primal) : NULL;
+    if (!g)
+        return rt_error(t->ctx, KERN_ERR_NOT_FOUND,
+                        "kern_tape_grad: the buffer has no adjoint on this tape (none was set, "
+                        "and no backward pass has needed one)");
+    *out = g->grad;
+    return KERN_OK;
+}
+
+kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args, int nargs) {
+    if (!t)
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = t->ctx;
+    rt_clear_error(ctx);
+    if (!k)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_launch: the kernel is NULL");
+    if (k->mod->ctx != ctx)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_launch: kernel '%s' belongs to another context",
+                        k->meta->name);
+    if (t->ran)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_launch: the tape has run backward; kern_tape_clear starts a "
+                        "new recording");
+    kern_status s = kern_launch(k, args, nargs);
+    if (s != KERN_OK)
+        return s;
+    if (t->nrecs == t->caprecs) {
+        int cap = t->caprecs ? t->caprecs * 2 : 16;
+        tape_record *r = realloc(t->recs, (size_t)cap * sizeof *r);
+        if (!r)
+            return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
+                            "out of host memory: kernel '%s' ran but was not recorded",
+                            k->meta->name);
+        t->recs = r;
+        t->caprecs = cap;
+    }
+    tape_record *rec = &t->recs[t->nrecs];
+    memset(rec, 0, sizeof *rec);
+    rec->k = k;
+    rec->nargs = nargs;
+    rec->args = malloc(((size_t)nargs + 1) * sizeof *rec->args);
+    rec->scalar_grads = calloc((size_t)nargs + 1, sizeof *rec->scalar_grads);
+    if (!rec->args || !rec->scalar_grads) {
+        free(rec->args);
+        free(rec->scalar_grads);
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
+                        "out of host memory: kernel '%s' ran but was not recorded",
+                        k->meta->name);
+    }
+    if (nargs)
+        memcpy(rec->args, args, (size_t)nargs * sizeof *args);
+    t->nrecs++;
+    return KERN_OK;
+}
+
+int kern_tape_record_count(const kern_tape *t) { return t ? t->nrecs : 0; }
+
+/* A zeroed buffer owned by the tape. */
+static kern_status new_zeroed(kern_tape *t, kern_dtype dtype, int rank, const int64_t *shape,
+                              kern_buffer **out) {
+    return kern_buffer_create(t->ctx, dtype, rank, shape, NULL, out);
+}
+
+static kern_status backward_one(kern_tape *t, int r) {
+    kern_context *ctx = t->ctx;
+    tape_record *rec = &t->recs[r];
+    kern_status s = KERN_OK;
+    kern_arg *gargs = NULL;
+    if (!module_alive(ctx, rec->k->mod))
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "its module was released");
+    const kern_meta_kernel *mk = rec->k->meta;
+    for (int i = 0; i < rec->nargs; i++)
+        if (rec->args[i].kind == KERN_ARG_BUFFER && !buffer_alive(ctx, rec->args[i].u.buffer))
+            return rt_error(ctx, KERN_ERR_ARGUMENT, "the buffer of parameter '%s' was released",
+                            mk->params[i].name);
+    size_t nlen = strlen(mk->name);
+    char *gname = malloc(nlen + 6);
+    if (!gname)
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+    memcpy(gname, mk->name, nlen);
+    memcpy(gname + nlen, ".grad", 6);
+    kern_kernel *gk;
+    s = kern_kernel_find(rec->k->mod, gname, &gk);
+    free(gname);
+    if (s != KERN_OK)
+        return s;
+    int ndiff = 0;
+    for (int i = 0; i < mk->nparams; i++)
+        ndiff += differentiable(&mk->params[i]);
+    if (gk->meta->nparams != mk->nparams + ndiff)
+        return rt_error(ctx, KERN_ERR_FORMAT,
+                        "kernel '%s' takes %d parameters, but '%s' has %d parameters of which "
+                        "%d are differentiable",
+                        gk->meta->name, gk->meta->nparams, mk->name, mk->nparams, ndiff);
+    gargs = calloc((size_t)gk->meta->nparams + 1, sizeof *gargs);
+    if (!gargs)
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+    memcpy(gargs, rec->args, (size_t)rec->nargs * sizeof *gargs);
+    int j = mk->nparams;
+    for (int i = 0; i < mk->nparams; i++) {
+        const kern_meta_param *p = &mk->params[i];
+        if (!differentiable(p))
+            continue;
+        kern_buffer *gb = NULL;
+        if (ty_is_array(p->type)) {
+            kern_buffer *b = rec->args[i].u.buffer;
+            tape_grad *g = find_grad(t, b);
+            if (g && !buffer_alive(ctx, g->grad)) {
+                s = rt_error(ctx, KERN_ERR_ARGUMENT,
+                             "the adjoint buffer of parameter '%s' was released", p->name);
+                goto cleanup;
+            }
+            if (!g) {
+                if ((s = new_zeroed(t, b->dtype, b->rank, b->shape, &gb)) != KERN_OK)
+                    goto cleanup;
+                if (!(g = add_grad(t))) {
+                    kern_buffer_release(gb);
+                    s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+                    goto cleanup;
+                }
+                *g = (tape_grad){b, gb, true};
+            }
+            gb = g->grad;
+        } else {
+            int64_t one = 1;
+            if (!rec->scalar_grads[i] &&
+                (s = new_zeroed(t, rt_dtype_of(p->type), 1, &one, &rec->scalar_grads[i])) !=
+                    KERN_OK)
+                goto cleanup;
+            gb = rec->scalar_grads[i];
+        }
+        gargs[j++] = kern_arg_buffer(gb);
+    }
+    s = kern_launch(gk, gargs, j);
+cleanup:
+    free(gargs);
+    return s;
+}
+
+kern_status kern_tape_backward(kern_tape *t) {
+    if (!t)
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = t->ctx;
+    rt_clear_error(ctx);
+    if (t->ran)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_backward: the tape has run backward already; "
+                        "kern_tape_clear starts a new recording");
+    t->ran = true;
+    for (int r = t->nrecs - 1; r >= 0; r--) {
+        kern_status s = backward_one(t, r);
+        if (s != KERN_OK) {
+            const char *name = module_alive(ctx, t->recs[r].k->mod) ? t->recs[r].k->meta->name
+                                                                     : "?";
+            return rt_error(ctx, s, "kern_tape_backward: record %d (kernel '%s'): %s", r, name,
+                            ctx->msg);
+        }
+    }
+    return KERN_OK;
+}
+
+kern_status kern_tape_scalar_grad(kern_tape *t, int record, int param, double *out) {
+    if (!t)
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = t->ctx;
+    rt_clear_error(ctx);
+    if (!out)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_scalar_grad: out is NULL");
+    if (record < 0 || record >= t->nrecs)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_scalar_grad: record %d is out of range (the tape has %d)",
+                        record, t->nrecs);
+    tape_record *rec = &t->recs[record];
+    if (!module_alive(ctx, rec->k->mod))
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_scalar_grad: the module of record %d was released", record);
+    const kern_meta_kernel *mk = rec->k->meta;
+    if (param < 0 || param >= mk->nparams)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_scalar_grad: kernel '%s' has %d parameters: index %d is out "
+                        "of range",
+                        mk->name, mk->nparams, param);
+    const kern_meta_param *p = &mk->params[param];
+    if (ty_is_array(p->type) || !differentiable(p))
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_scalar_grad: parameter '%s' (%s) of kernel '%s' is not a "
+                        "differentiable scalar",
+                        p->name, p->type->name, mk->name);
+    kern_buffer *b = rec->scalar_grads[param];
+    if (!b)
+        return rt_error(ctx, KERN_ERR_NOT_FOUND,
+                        "kern_tape_scalar_grad: record %d has no gradient yet (run "
+                        "kern_tape_backward)",
+                        record);
+    kern_status s;
+    if (b->dtype == KERN_F32) {
+        float f;
+        s = kern_buffer_read(b, &f, sizeof f);
+        *out = f;
+    } else {
+        s = kern_buffer_read(b, out, sizeof *out);
+    }
+    return s;
+}

@@ -1,0 +1,528 @@
+/* test_adstack_rt.c - the runtime side of reverse mode (suite `adstack_rt`): adstack and
+ * graderror metadata, per-launch layout and heap sizing (runtime/adstack.h), heap reuse,
+ * doubling growth and the exact-size retry, size overflows and out-of-memory errors,
+ * the slices a CPU launch hands to each thread, the overflow message, the K.grad lookup
+ * error, and the gradient tape (hand-written kernels and JIT-compiled ones, compared
+ * with plain C loops).
+ *
+ * Expected offsets, capacities and messages are worked out by hand from the rules in
+ * docs/runtime.md, not taken from the code under test. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../include/kern.h"
+#include "../runtime/abi.h"
+#include "../runtime/adstack.h"
+#include "../runtime/meta.h"
+#include "../runtime/provider.h"
+#include "../runtime/rt.h"
+
+/* ---- metadata ----------------------------------------------------------------------- */
+
+static const char ad_meta[] =
+    "kern-meta 1\n"
+    "source tests/ad.kern\n"
+    "kernel walk 1 1 3 1\nparam n i32 0\nparam x f64[] 0\nparam cnt i32[] 0\n"
+    "task parallel 1 2 5\n"
+    "graderror x is read at 3:5 and written at 4:9\n"
+    "kernel walk.grad 1 1 4 1\nparam n i32 0\nparam x f64[] 0\nparam cnt i32[] 0\n"
+    "param x.grad f64[] 0\n"
+    "task parallel 1 2 5\n"
+    "adstack f64 3 5 (param 0)\n"
+    "adstack i32 4 9 (mul (param 0) 2)\n"
+    "adstack bool 5 1 (maxover v0 0 (dim 2 0) (max 0 (read 2 v0)))\n"
+    "adstack f32 6 2 7\n"
+    "end\n";
+
+static kern_meta *parse_ok(const char *text) {
+    char err[512];
+    kern_meta *m = kern_meta_parse(text, strlen(text), err, sizeof err);
+    cr_assert(m, "%s", err);
+    return m;
+}
+
+Test(adstack_rt, meta_parses_adstacks_and_graderror) {
+    kern_meta *m = parse_ok(ad_meta);
+    const kern_meta_kernel *p = kern_meta_find(m, "walk");
+    const kern_meta_kernel *g = kern_meta_find(m, "walk.grad");
+    cr_assert(p && g);
+    cr_assert_eq(p->nadstacks, 0);
+    cr_assert_str_eq(p->grad_error, "x is read at 3:5 and written at 4:9");
+    cr_assert_null(g->grad_error);
+    cr_assert_eq(g->nadstacks, 4);
+    static const char *types[] = {"f64", "i32", "bool", "f32"};
+    static const uint32_t lines[] = {3, 4, 5, 6}, cols[] = {5, 9, 1, 2};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_str_eq(g->adstacks[i].type->name, types[i]);
+        cr_assert_eq(g->adstacks[i].line, lines[i]);
+        cr_assert_eq(g->adstacks[i].col, cols[i]);
+        cr_assert_not_null(g->adstacks[i].expr);
+    }
+    cr_assert_str_eq(g->adstacks[2].cap, "(maxover v0 0 (dim 2 0) (max 0 (read 2 v0)))");
+    cr_assert_eq(g->adstacks[2].expr->op, SZ_MAXOVER);
+    cr_assert_eq(g->adstacks[3].expr->op, SZ_CONST);
+    cr_assert_eq(g->adstacks[3].expr->v, 7);
+    /* print round trip */
+    kern_buf b = {0};
+    kern_meta_print(&b, m);
+    cr_assert_eq(b.len, strlen(ad_meta));
+    cr_assert(memcmp(b.data, ad_meta, b.len) == 0, "%.*s", (int)b.len, b.data);
+    buf_free(&b);
+    kern_meta_free(m);
+}
+
+static const struct {
+    const char *tail; /* after "kernel k 1 1 2 1\nparam n i32 0\nparam a i32[,] 0\ntask..." */
+    const char *msg;
+} bad_meta[] = {
+    {"adstack f64 3 5 (param 0\nend\n",
+     "metadata line 6: adstack: bad SizeExpr '(param 0': "},
+    {"adstack f64 3 5 \nend\n", "metadata line 6: adstack: empty SizeExpr"},
+    {"adstack f64 3 5\nend\n", "metadata line 6: adstack: expected 'adstack TYPE LINE COL "},
+    {"adstack f64[] 3 5 1\nend\n", "metadata line 6: adstack: bad element type 'f64[]'"},
+    {"adstack void 3 5 1\nend\n", "metadata line 6: adstack: bad element type 'void'"},
+    {"adstack f64 x 5 1\nend\n", "metadata line 6: LINE 'x' is not a number"},
+    {"adstack f64 3 5 (param 1)\nend\n",
+     "metadata line 6: adstack: SizeExpr (param 1) names 'a' of type i32[,], not a scalar "
+     "integer"},
+    {"adstack f64 3 5 (param 2)\nend\n",
+     "metadata line 6: adstack: SizeExpr parameter 2 does not exist (the kernel has 2)"},
+    {"adstack f64 3 5 (dim 1 2)\nend\n",
+     "metadata line 6: adstack: SizeExpr (dim 1 2) names 'a' of type i32[,]: no such "
+     "dimension"},
+    {"adstack f64 3 5 (dim 0 0)\nend\n",
+     "metadata line 6: adstack: SizeExpr (dim 0 0) names 'n' of type i32: no such dimension"},
+    {"adstack f64 3 5 (read 1 0)\nend\n",
+     "metadata line 6: adstack: SizeExpr (read 1 ...) with 1 indices names 'a' of type "
+     "i32[,], not an integer array of that rank"},
+    {"adstack f64 3 5 1\tx\nend\n", "metadata line 6: control character 0x09"},
+    {"graderror \nend\n", "metadata line 6: graderror: nothing after it"},
+    {"graderror x\nadstack f64 3 5 1\nend\n",
+     "metadata line 7: 'adstack' must follow a kernel's tasks (adstacks first, then "
+     "graderror)"},
+    {"graderror x\ngraderror y\nend\n",
+     "metadata line 7: 'graderror' must follow a kernel's tasks"},
+};
+
+Test(adstack_rt, meta_errors_name_the_line) {
+    for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
+        char text[512], err[512];
+        snprintf(text, sizeof text,
+                 "kern-meta 1\nkernel k 1 1 2 1\nparam n i32 0\nparam a i32[,] 0\n"
+                 "task parallel 1 2 5\n%s",
+                 bad_meta[i].tail);
+        /* the task line is line 5: the first adstack is line 6 */
+        kern_meta *m = kern_meta_parse(text, strlen(text), err, sizeof err);
+        cr_assert_null(m, "case %zu parsed", i);
+        const char *want = bad_meta[i].msg;
+        cr_assert(strncmp(err, want, strlen(want)) == 0, "case %zu: got '%s', want '%s'", i, err,
+                  want);
+    }
+    /* an adstack before any kernel */
+    const char *t = "kern-meta 1\nadstack f64 1 1 1\nend\n";
+    char err[512];
+    cr_assert_null(kern_meta_parse(t, strlen(t), err, sizeof err));
+    cr_assert_str_eq(err, "metadata line 2: 'adstack' must follow a kernel's tasks (adstacks "
+                          "first, then graderror)");
+}
+
+/* ---- layout and sizing -------------------------------------------------------------- */
+
+static void fake_args(const kern_meta_kernel *k, sz_arg *a, int64_t n, const int32_t *cnt,
+                      int64_t ncnt) {
+    memset(a, 0, sizeof(sz_arg) * (size_t)k->nparams);
+    for (int i = 0; i < k->nparams; i++) {
+        a[i].type = k->params[i].type;
+        for (int d = 0; d < KERN_MAX_RANK; d++)
+            a[i].shape[d] = 1;
+    }
+    a[0].scalar = n;
+    a[1].shape[0] = 5;
+    a[2].data = cnt;
+    a[2].shape[0] = ncnt;
+    a[3].shape[0] = 5;
+}
+
+Test(adstack_rt, layout_offsets_alignment_stride) {
+    kern_meta *m = parse_ok(ad_meta);
+    const kern_meta_kernel *g = kern_meta_find(m, "walk.grad");
+    sz_arg a[4];
+    const int32_t cnt[3] = {3, 7, 2};
+    fake_args(g, a, 10, cnt, 3);
+    int64_t layout[8], stride = -1;
+    char err[512];
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err), KERN_OK, "%s",
+                 err);
+    /* f64 x 10 at 0 (80 bytes); i32 x 20 at 80 (to 160); bool x 7 at 160 (to 167);
+     * f32 x 7 aligned to 4: at 168 (to 196); stride rounded up to 64: 256 */
+    int64_t want[8] = {0, 10, 80, 20, 160, 7, 168, 7};
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(layout[i], want[i], "layout[%d] = %lld", i, (long long)layout[i]);
+    cr_assert_eq(stride, 256);
+
+    /* n = 1: f64 x 1 (8), i32 x 2 at 8 (to 16), bool x 7 at 16 (to 23), f32 x 7 at 24
+     * (to 52): stride 64 */
+    fake_args(g, a, 1, cnt, 3);
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err), KERN_OK);
+    int64_t want1[8] = {0, 1, 8, 2, 16, 7, 24, 7};
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(layout[i], want1[i], "n=1 layout[%d] = %lld", i, (long long)layout[i]);
+    cr_assert_eq(stride, 64);
+
+    /* a negative capacity is 0; an empty maxover is 0 */
+    fake_args(g, a, -4, cnt, 0);
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err), KERN_OK);
+    int64_t want2[8] = {0, 0, 0, 0, 0, 0, 0, 7};
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(layout[i], want2[i], "n=-4 layout[%d] = %lld", i, (long long)layout[i]);
+    cr_assert_eq(stride, 64);
+    kern_meta_free(m);
+}
+
+Test(adstack_rt, layout_evaluation_errors) {
+    kern_meta *m = parse_ok(ad_meta);
+    const kern_meta_kernel *g = kern_meta_find(m, "walk.grad");
+    sz_arg a[4];
+    const int32_t cnt[3] = {3, 7, 2};
+    int64_t layout[8], stride;
+    char err[512];
+    /* data not readable here: the read leaf fails, naming kernel and loop */
+    fake_args(g, a, 10, NULL, 3);
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err),
+                 KERN_ERR_ARGUMENT);
+    const char *want = "kernel 'walk.grad': cannot size the adstack of the loop at "
+                       "tests/ad.kern:5:1 (capacity (maxover v0 0 (dim 2 0) (max 0 (read 2 "
+                       "v0)))): ";
+    cr_assert(strncmp(err, want, strlen(want)) == 0, "%s", err);
+    /* a slice that does not fit in int64 bytes */
+    fake_args(g, a, INT64_C(1) << 61, cnt, 3);
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err),
+                 KERN_ERR_OUT_OF_MEMORY);
+    cr_assert_str_eq(err, "kernel 'walk.grad': the adstack of the loop at tests/ad.kern:3:5 needs "
+                          "2305843009213693952 entries of f64: the per-thread slice does not fit "
+                          "in 2^63 bytes");
+    /* (mul (param 0) 2) overflows int64 inside the evaluator */
+    fake_args(g, a, INT64_C(1) << 62, cnt, 3);
+    kern_status s = rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err);
+    cr_assert_neq(s, KERN_OK);
+    cr_assert(strstr(err, "kernel 'walk.grad'") && strstr(err, "tests/ad.kern:"), "%s", err);
+    kern_meta_free(m);
+}
+
+Test(adstack_rt, heap_size_overflow) {
+    size_t bytes = 0;
+    char err[512];
+    cr_assert_eq(rt_adstack_heap_size("k.grad", 256, 4, &bytes, err, sizeof err), KERN_OK);
+    cr_assert_eq(bytes, 1024);
+    cr_assert_eq(rt_adstack_heap_size("k.grad", INT64_C(1) << 40, INT64_C(1) << 30, &bytes, err,
+                                      sizeof err),
+                 KERN_ERR_OUT_OF_MEMORY);
+    cr_assert_str_eq(err, "kernel 'k.grad': the adstack heap of 1099511627776 bytes per thread x "
+                          "1073741824 threads does not fit in the address space");
+}
+
+/* ---- heap growth on a device whose allocations can be made to fail ------------------ */
+
+typedef struct lim_dev {
+    rt_device base;
+    size_t limit; /* allocations above this fail */
+    int allocs, frees, failed;
+    size_t sizes[32];
+} lim_dev;
+
+static kern_status lim_alloc(rt_device *d, size_t bytes, void **mem, char *e, size_t el) {
+    lim_dev *l = (lim_dev *)d;
+    if (bytes > l->limit) {
+        l->failed++;
+        snprintf(e, el, "no room for %zu bytes", bytes);
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    *mem = malloc(bytes ? bytes : 1);
+    l->sizes[l->allocs++ % 32] = bytes;
+    return KERN_OK;
+}
+static void lim_free(rt_device *d, void *mem) {
+    ((lim_dev *)d)->frees++;
+    free(mem);
+}
+static uint64_t lim_poll(rt_device *d) { return d->submitted; }
+static kern_status lim_wait(rt_device *d, uint64_t p, char *e, size_t el) { return KERN_OK; }
+static const rt_device_ops lim_ops = {
+    .name = "lim", .alloc = lim_alloc, .free = lim_free, .poll = lim_poll, .wait = lim_wait};
+
+Test(adstack_rt, heap_reuse_doubling_exact_retry_and_oom) {
+    lim_dev d = {.base = {.ops = &lim_ops}, .limit = 1000};
+    rt_retire_queue q;
+    rt_retire_init(&q, 4);
+    rt_adstack_heap h = {0};
+    char err[512];
+    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 100, 50, 2, err, sizeof err),
+                 KERN_OK);
+    cr_assert_eq(h.bytes, 100);
+    cr_assert_eq(h.allocs, 1);
+    void *first = h.mem;
+    /* same or smaller: reused */
+    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 100, 50, 2, err, sizeof err),
+                 KERN_OK);
+    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 60, 30, 2, err, sizeof err),
+                 KERN_OK);
+    cr_assert_eq(h.allocs, 1);
+    cr_assert_eq(h.mem, first);
+    /* a little more: doubled */
+    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 150, 75, 2, err, sizeof err),
+                 KERN_OK);
+    cr_assert_eq(h.bytes, 200);
+    cr_assert_eq(h.allocs, 2);
+    cr_assert_eq(d.frees, 1, "the superseded heap had no launch in flight: freed at once");
+    /* much more: exactly what is needed */
+    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 700, 350, 2, err, sizeof err),
+                 KERN_OK);
+    cr_assert_eq(h.bytes, 700);
+    /* a heap in flight is retired, not freed */
+    h.last_use = 5;
+    d.base.submitted = 4;
+    /* doubled (1400) exceeds the limit: the exact 800 is tried and works */
+    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 800, 400, 2, err, sizeof err),
+                 KERN_OK);
+    cr_assert_eq(h.bytes, 800);
+    cr_assert_eq(d.failed, 1);
+    cr_assert_eq(d.frees, 2);
+    cr_assert_eq(q.len, 1, "the 700-byte heap waits in the retirement queue");
+    d.base.submitted = 5;
+    rt_retire_poll(&q, &d.base);
+    cr_assert_eq(q.len, 0);
+    cr_assert_eq(d.frees, 3);
+    /* neither fits: out of memory, the old heap stays */
+    void *keep = h.mem;
+    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 5000, 2500, 2, err, sizeof err),
+                 KERN_ERR_OUT_OF_MEMORY);
+    cr_assert_str_eq(err, "kernel 'k.grad': cannot allocate the adstack heap: 5000 bytes (2500 "
+                          "bytes per thread x 2 threads): no room for 5000 bytes");
+    cr_assert_eq(h.mem, keep);
+    cr_assert_eq(h.bytes, 800);
+    rt_adstack_heap_fini(&h, &d.base);
+    rt_retire_fini(&q, &d.base);
+    cr_assert_eq(d.frees, d.allocs);
+}
+
+/* ---- launches through the API with hand-written kernels ----------------------------- */
+
+#define DESC(args, i) ((const kern_array_desc *)(args)[i])
+
+/* kernel slices.grad(n: i64, out: i64[]) with adstacks f64 x n and i32 x (n + 1):
+ * each item records its slice address and the layout it was given, and fills its whole
+ * slice (so ASan sees a slice that overruns the heap) */
+static atomic_llong seen_layout[4];
+static int64_t slices_count(void *const *args) { return DESC(args, 1)->shape[0]; }
+static void slices_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                      void *ad_slice, const int64_t *ad_layout) {
+    int64_t *out = DESC(args, 1)->data;
+    for (int i = 0; i < 4; i++)
+        atomic_store(&seen_layout[i], ad_layout ? ad_layout[i] : -1);
+    int64_t stride = ad_layout ? ad_layout[2] + 4 * ad_layout[3] : 0;
+    for (int64_t i = begin; i < end; i++) {
+        out[i] = (int64_t)(intptr_t)ad_slice;
+        if (ad_slice)
+            memset(ad_slice, (int)(i & 0xff), (size_t)stride);
+    }
+}
+static int64_t one_count(void *const *args) { return 1; }
+static void plain_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                     void *ad_slice, const int64_t *ad_layout) {
+    int64_t *out = DESC(args, 0)->data;
+    out[0] = ad_slice || ad_layout ? 1 : 2;
+}
+/* kernel bounce.grad(): an adstack overflow in the loop at line 7, column 9 */
+static void bounce_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                      void *ad_slice, const int64_t *ad_layout) {
+    int32_t z = 0;
+    if (atomic_compare_exchange_strong((_Atomic int32_t *)&err->code, &z, KERN_DEVERR_ADSTACK)) {
+        err->line = 7;
+        err->col = 9;
+        err->b = ad_layout[1];
+    }
+    err->a = 1500;
+}
+
+static const char hand_meta[] =
+    "kern-meta 1\n"
+    "source bounce.kern\n"
+    "kernel slices.grad 1 1 2 1\nparam n i64 0\nparam out i64[] 0\ntask parallel 1 2 5\n"
+    "adstack f64 3 5 (param 0)\n"
+    "adstack i32 4 5 (add (param 0) 1)\n"
+    "kernel plain 1 1 1 1\nparam out i64[] 0\ntask serial 0 2 5\n"
+    "kernel bounce 5 1 0 0\ngraderror x is read at 6:3 and later written at 8:5\n"
+    "kernel bounce.grad 5 1 0 1\ntask serial 0 6 1\nadstack f32 7 9 1024\n"
+    "kernel lonely 9 1 0 0\n"
+    "end\n";
+
+static void *hand_lookup(void *user, const char *s) {
+    static const struct {
+        const char *n;
+        void *f;
+    } syms[] = {
+        {"kern_slices__grad__t0_count", (void *)slices_count},
+        {"kern_slices__grad__t0", (void *)slices_t0},
+        {"kern_plain__t0_count", (void *)one_count},
+        {"kern_plain__t0", (void *)plain_t0},
+        {"kern_bounce__grad__t0_count", (void *)one_count},
+        {"kern_bounce__grad__t0", (void *)bounce_t0},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (strcmp(syms[i].n, s) == 0)
+            return syms[i].f;
+    return NULL;
+}
+
+static kern_context *ctx_threads(int threads) {
+    kern_context_options o = kern_context_options_default();
+    o.threads = threads;
+    kern_context *ctx = NULL;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK);
+    return ctx;
+}
+
+static kern_module *hand_module(kern_context *ctx) {
+    char err[512];
+    kern_meta *meta = kern_meta_parse(hand_meta, strlen(hand_meta), err, sizeof err);
+    cr_assert(meta, "%s", err);
+    kern_module *m = NULL;
+    kern_code_provider p = {NULL, hand_lookup, NULL};
+    cr_assert_eq(rt_module_create(ctx, meta, p, &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    return m;
+}
+
+static int64_t round64(int64_t x) { return (x + 63) / 64 * 64; }
+
+Test(adstack_rt, cpu_slices_layout_reuse_and_growth) {
+    for (int threads = 1; threads <= 4; threads++) {
+        kern_context *ctx = ctx_threads(threads);
+        kern_module *m = hand_module(ctx);
+        kern_kernel *k;
+        cr_assert_eq(kern_kernel_find(m, "slices.grad", &k), KERN_OK);
+        cr_assert_eq(kern_kernel_adstack_count(k), 2);
+        int64_t items = 1000;
+        kern_buffer *out;
+        cr_assert_eq(kern_buffer_create(ctx, KERN_I64, 1, &items, NULL, &out), KERN_OK);
+        int64_t *host = malloc((size_t)items * sizeof *host);
+        int64_t prev_heap = 0, allocs = 0;
+        static const int64_t ns[] = {10, 10, 3, 11, 40, 1000, 1000};
+        for (size_t r = 0; r < sizeof ns / sizeof ns[0]; r++) {
+            int64_t n = ns[r];
+            kern_arg a[2] = {kern_arg_i64(n), kern_arg_buffer(out)};
+            cr_assert_eq(kern_launch(k, a, 2), KERN_OK, "%s", kern_context_last_error(ctx));
+            /* f64 x n at 0; i32 x (n + 1) at 8n; stride rounded up to 64 */
+            int64_t stride = round64(8 * n + 4 * (n + 1));
+            cr_assert_eq(atomic_load(&seen_layout[0]), 0);
+            cr_assert_eq(atomic_load(&seen_layout[1]), n);
+            cr_assert_eq(atomic_load(&seen_layout[2]), 8 * n);
+            cr_assert_eq(atomic_load(&seen_layout[3]), n + 1);
+            kern_adstack_info info;
+            cr_assert_eq(kern_context_adstack_info(ctx, &info), KERN_OK);
+            cr_assert_eq(info.last_stride, stride);
+            cr_assert_eq(info.last_slots, threads);
+            cr_assert_eq(info.last_count, 2);
+            int64_t need = stride * threads;
+            int64_t want_heap = prev_heap >= need    ? prev_heap
+                                : 2 * prev_heap > need ? 2 * prev_heap
+                                                       : need;
+            allocs += want_heap != prev_heap;
+            cr_assert_eq(info.heap_bytes, want_heap, "threads %d n %lld", threads, (long long)n);
+            cr_assert_eq(info.heap_allocs, allocs, "threads %d n %lld", threads, (long long)n);
+            prev_heap = want_heap;
+            int64_t off, cap;
+            cr_assert_eq(kern_context_adstack_last(ctx, 1, &off, &cap), KERN_OK);
+            cr_assert_eq(off, 8 * n);
+            cr_assert_eq(cap, n + 1);
+            cr_assert_eq(kern_context_adstack_last(ctx, 2, &off, &cap), KERN_ERR_ARGUMENT);
+            /* each item's slice is heap + w x stride, w < threads */
+            cr_assert_eq(kern_buffer_read(out, host, (size_t)items * sizeof *host), KERN_OK);
+            int64_t lo = INT64_MAX;
+            for (int64_t i = 0; i < items; i++)
+                lo = host[i] < lo ? host[i] : lo;
+            cr_assert_neq(lo, 0);
+            for (int64_t i = 0; i < items; i++) {
+                int64_t d = host[i] - lo;
+                cr_assert(d % stride == 0 && d / stride < threads, "item %lld: slice offset %lld",
+                          (long long)i, (long long)d);
+            }
+        }
+        /* kernels without adstacks get NULL, NULL */
+        kern_kernel *pk;
+        cr_assert_eq(kern_kernel_find(m, "plain", &pk), KERN_OK);
+        cr_assert_eq(kern_kernel_adstack_count(pk), 0);
+        kern_arg pa[1] = {kern_arg_buffer(out)};
+        cr_assert_eq(kern_launch(pk, pa, 1), KERN_OK);
+        cr_assert_eq(kern_buffer_read(out, host, (size_t)items * sizeof *host), KERN_OK);
+        cr_assert_eq(host[0], 2);
+        free(host);
+        kern_context_release(ctx);
+    }
+}
+
+Test(adstack_rt, cpu_heap_overflow_and_oom_are_clear_errors) {
+    kern_context *ctx = ctx_threads(4);
+    kern_module *m = hand_module(ctx);
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "slices.grad", &k), KERN_OK);
+    int64_t items = 4;
+    kern_buffer *out;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_I64, 1, &items, NULL, &out), KERN_OK);
+    /* 2^58 entries: 2^61 + 2^60 + 4 bytes -> stride 3458764513820540992, x 4 threads
+     * overflows int64 */
+    kern_arg a[2] = {kern_arg_i64(INT64_C(1) << 58), kern_arg_buffer(out)};
+    cr_assert_eq(kern_launch(k, a, 2), KERN_ERR_OUT_OF_MEMORY);
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "kernel 'slices.grad': the adstack heap of 3458764513820540992 bytes per "
+                     "thread x 4 threads does not fit in the address space");
+    /* 2^52 entries: stride 54043195528446016 x 4 fits in int64 but cannot be allocated */
+    a[0] = kern_arg_i64(INT64_C(1) << 52);
+    cr_assert_eq(kern_launch(k, a, 2), KERN_ERR_OUT_OF_MEMORY);
+    const char *want = "kernel 'slices.grad': cannot allocate the adstack heap: "
+                       "216172782113784064 bytes (54043195528446016 bytes per thread x 4 "
+                       "threads): ";
+    cr_assert(strncmp(kern_context_last_error(ctx), want, strlen(want)) == 0, "%s",
+              kern_context_last_error(ctx));
+    /* the context still works */
+    a[0] = kern_arg_i64(3);
+    cr_assert_eq(kern_launch(k, a, 2), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_context_release(ctx);
+}
+
+Test(adstack_rt, overflow_message_and_grad_lookup) {
+    kern_context *ctx = ctx_threads(2);
+    kern_module *m = hand_module(ctx);
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "bounce.grad", &k), KERN_OK);
+    cr_assert_eq(kern_launch(k, NULL, 0), KERN_ERR_DEVICE);
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "kernel 'bounce.grad': adstack overflow in the loop at bounce.kern:7:9: it "
+                     "needs 1500 entries, the capacity is 1024; raise it with --ad-stack-size N "
+                     "(kernc) or kern_context_options.ad_stack_size");
+    /* a K.grad that was not built says why */
+    kern_module *m2;
+    static const char meta2[] = "kern-meta 1\nkernel bounce 5 1 0 0\n"
+                                "graderror x is read at 6:3 and later written at 8:5\n"
+                                "kernel lonely 9 1 0 0\nend\n";
+    char err[256];
+    kern_meta *mm = kern_meta_parse(meta2, strlen(meta2), err, sizeof err);
+    cr_assert(mm, "%s", err);
+    cr_assert_eq(rt_module_create(ctx, mm, (kern_code_provider){NULL, hand_lookup, NULL}, &m2),
+                 KERN_OK);
+    cr_assert_eq(kern_kernel_find(m2, "bounce.grad", &k), KERN_ERR_NOT_FOUND);
+    cr_assert_str_eq(kern_context_last_error(ctx), "kernel 'bounce.grad' was not built: x is read "
+                                                   "at 6:3 and later written at 8:5");
+    cr_assert_eq(kern_kernel_find(m2, "lonely.grad", &k), KERN_ERR_NOT_FOUND);
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "no kernel 'lonely.grad': the module was compiled without the gradient of "
+                     "'lonely'");
+    cr_assert_eq(kern_kernel_find(m2, "nothere.grad", &k), KERN_ERR_NOT_FOUND);
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "no kernel 'nothere.grad' in the module (it has: bounce, lonely)");
+    kern_context_release(ctx);
+}
