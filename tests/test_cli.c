@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "../common/util.h"
+#include "../compiler/driver.h"
+#include "../include/kern.h"
 #include "../runtime/npy.h"
 
 #ifndef KERNC_PATH
@@ -389,4 +391,109 @@ Test(cli_grad, global_access_check) {
     snprintf(args, sizeof args, "emit %s --emit=ir-grad --no-grad-check", src);
     expect(args, 0, "warning:");
     unlink(src);
+}
+
+/* ad_promote_f64 through kc_options.promote_f64: no f32 left anywhere, the casts between
+ * f32 and f64 gone, the module still verifies, and the constants keep their values. */
+Test(cli_grad, promote_f64) {
+    const char *src = "kernel k(x: f32[], y: f64[], z: f32[], n: i32, s: f32) {\n"
+                      "    for i in 0..len(x) {\n"
+                      "        y[i] = f64(x[i]) * 2.0;\n"
+                      "        z[i] = f32(y[i]) + f32(n) * s + 0.5;\n"
+                      "    }\n"
+                      "}\n";
+    for (int promote = 0; promote < 2; promote++) {
+        kc_ctx *cc = kc_ctx_new();
+        cc->opts.promote_f64 = promote;
+        cc->opts.grad = KC_GRAD_ALL;
+        ir_module *m = kc_compile_source(cc, "p.kern", src, strlen(src));
+        if (!m)
+            diag_print_all(stderr, &cc->diags);
+        cr_assert(m, "compilation failed");
+        diag_sink sink;
+        diag_init(&sink, &cc->mem);
+        cr_expect(ir_verify(m, &sink), "the module does not verify");
+        cr_expect(ir_kernel_find(m, "k.grad") != NULL, "no k.grad");
+        kern_buf b = {0};
+        ir_print(&b, m, "k");
+        int casts = 0;
+        for (const char *t = b.data; (t = strstr(t, "= cast ")) != NULL; t++)
+            casts++;
+        if (promote) {
+            kern_buf all = {0};
+            ir_print(&all, m, NULL); /* k.grad included */
+            cr_expect(strstr(all.data, "f32") == NULL, "f32 left after promotion:\n%s",
+                      all.data);
+            buf_free(&all);
+            cr_expect(strstr(b.data, "kernel @k(%x: f64[], %y: f64[], %z: f64[], %n: i32, %s: f64)"),
+                      "%s", b.data);
+            cr_expect_eq(casts, 1, "only i32 -> f64 stays a cast:\n%s", b.data);
+            cr_expect(strstr(b.data, "const 0.5 : f64"), "%s", b.data);
+        } else {
+            cr_expect_eq(casts, 3, "%s", b.data);
+        }
+        buf_free(&b);
+        diag_free(&sink);
+        ir_module_free(m);
+        kc_ctx_free(cc);
+    }
+}
+
+static const char *const mixed_src = "kernel square(x: f32[], y: f32[]) {\n"
+                                     "    for i in 0..len(x) {\n"
+                                     "        y[i] = x[i] * x[i];\n"
+                                     "    }\n"
+                                     "}\n"
+                                     "kernel inplace(x: f32[]) {\n"
+                                     "    for i in 0..len(x) {\n"
+                                     "        x[i] = x[i] * 2.0;\n"
+                                     "    }\n"
+                                     "}\n";
+
+/* square.grad on x = [1, -2, 3], y.grad = [1, 1, 0.5], x.grad = 0: x.grad = 2 x y.grad. */
+static void check_square_grad(kern_context *ctx, kern_module *m) {
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "square.grad", &k), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    int64_t shape[1] = {3};
+    float x[3] = {1, -2, 3}, gy[3] = {1, 1, 0.5f};
+    kern_buffer *bx, *by, *bgx, *bgy;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, shape, x, &bx), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, shape, NULL, &by), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, shape, NULL, &bgx), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, shape, gy, &bgy), KERN_OK);
+    kern_arg args[4] = {kern_arg_buffer(bx), kern_arg_buffer(by), kern_arg_buffer(bgx),
+                        kern_arg_buffer(bgy)};
+    cr_assert_eq(kern_launch(k, args, 4), KERN_OK, "%s", kern_context_last_error(ctx));
+    float gx[3];
+    cr_assert_eq(kern_buffer_read(bgx, gx, sizeof gx), KERN_OK);
+    cr_expect(gx[0] == 2.0f && gx[1] == -4.0f && gx[2] == 3.0f, "x.grad = %g %g %g",
+              (double)gx[0], (double)gx[1], (double)gx[2]);
+    /* the check rejects inplace (x[i] read, then overwritten): no gradient, no error */
+    cr_expect_eq(kern_kernel_find(m, "inplace", &k), KERN_OK);
+    cr_expect_eq(kern_kernel_find(m, "inplace.grad", &k), KERN_ERR_NOT_FOUND);
+}
+
+/* kernc build and the JIT build K.grad where the global-access check allows it. */
+Test(cli_grad, build_and_jit_carry_grads) {
+    char src[64], so[64], args[256];
+    temp_file(src, ".kern", mixed_src);
+    temp_file(so, ".so", NULL);
+    snprintf(args, sizeof args, "build %s --target=cpu -o %s", src, so);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    free(r.out);
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    kern_module *m;
+    cr_assert_eq(kern_module_load_file(ctx, so, &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    check_square_grad(ctx, m);
+    kern_module_release(m);
+    cr_assert_eq(kern_module_from_source(ctx, mixed_src, strlen(mixed_src), "mixed.kern", &m),
+                 KERN_OK, "%s", kern_context_last_error(ctx));
+    check_square_grad(ctx, m);
+    kern_context_release(ctx);
+    unlink(src);
+    unlink(so);
 }
