@@ -20,7 +20,11 @@
  *   - same task, and W runs before R in the same thread with no other thread writing the
  *     element: W precedes R in program order (or the two sit in different branches of one
  *     `if`), no for/while loop encloses them below the task body, and in a parallel task
- *     both index lists hold each parallel index value, unchanged, in the same dimension.
+ *     both index lists hold each parallel index value, unchanged, in the same dimension;
+ *   - same task, a loop writes ahead of its reads: in some dimension the indices are
+ *     `t + cr` (read) and `t + cw` (write), cw > cr, t the induction variable of a for loop
+ *     that no other loop encloses below the task body, and (in a parallel task) the same
+ *     thread ownership as above.
  * Everything else is reported (the check is conservative): an error at R with a note at
  * W and a note with the fix, or warnings with --no-grad-check. One diagnostic per read
  * (its first conflicting write), at most AD_CHECK_MAX per kernel, then a note that counts
@@ -266,6 +270,35 @@ static bool w_before_r(const access *r, const access *w) {
     return false;
 }
 
+/* Same task: whether some dimension indexes with `t + cr` and `t + cw`, cw > cr, t the
+ * induction variable of a for loop that runs once per thread (no loop encloses it below
+ * the task body). Iteration t reads element t + cr; the write to it is iteration
+ * t + cr - cw < t, which has finished (for loops count up by one). The time-stepping
+ * layout `x[t + 1, i] = f(x[t, i])` inside `for t`. */
+static bool loop_ordered(const access *r, const access *w) {
+    if (r->nidx != w->nidx)
+        return false;
+    for (uint32_t d = 0; d < r->nidx; d++) {
+        const ir_value *br, *bw;
+        int64_t cr, cw;
+        split_index(r->idx[d], &br, &cr);
+        split_index(w->idx[d], &bw, &cw);
+        /* small offsets only: a u32 constant may stand for a negative one */
+        if (!br || br != bw || cw <= cr || cr < -(1 << 30) || cw > (1 << 30))
+            continue;
+        const ir_op *loop = br->def ? NULL : br->region->parent;
+        if (!loop || loop->code != IR_FOR || br->index != 0)
+            continue;
+        bool once = true;
+        for (const ir_region *g = loop->parent; g != r->root; g = g->parent->parent)
+            if (is_loop(g->parent))
+                once = false;
+        if (once)
+            return true;
+    }
+    return false;
+}
+
 /* Whether w may change an element that r read, before K.grad re-reads it. */
 static bool conflicts(const ir_kernel *k, const access *r, const access *w) {
     if (w->order < r->order)
@@ -274,7 +307,7 @@ static bool conflicts(const ir_kernel *k, const access *r, const access *w) {
         return false;
     if (w->order > r->order)
         return true;
-    return !(w_before_r(r, w) && thread_owned(r, w));
+    return !((w_before_r(r, w) || loop_ordered(r, w)) && thread_owned(r, w));
 }
 
 /* ---- entry point ------------------------------------------------------------------ */

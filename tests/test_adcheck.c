@@ -350,6 +350,68 @@ Test(adcheck, time_step_rows_across_tasks) {
             "}\n");
 }
 
+/* A serial loop that writes ahead of its reads: iteration t reads row t, which iteration
+ * t - 1 wrote; no later iteration writes it again. */
+Test(adcheck, serial_loop_writes_ahead) {
+    accepts("kernel roll(x: f32[,], f: f32[], out: f32[], steps: i32) {\n"
+            "    for i in 0..shape(x, 1) {\n"
+            "        for t in 0..steps {\n"
+            "            x[t + 1, i] = x[t, i] + 0.2 * tanh(x[t, i] * f[t]);\n"
+            "        }\n"
+            "    }\n"
+            "    for i in 0..shape(x, 1) {\n"
+            "        out[i] = x[steps, i] * x[steps, i];\n"
+            "    }\n"
+            "}\n"
+            "kernel scan(x: f32[,]) {\n"
+            "    for i in 0..shape(x, 0) {\n"
+            "        for j in 1..shape(x, 1) {\n"
+            "            x[i, j] = x[i, j - 1] * 0.5 + x[i, j - 2];\n"
+            "        }\n"
+            "    }\n"
+            "}\n");
+}
+
+/* Writes behind the reads: iteration t + 1 writes the row that iteration t read. */
+Test(adcheck, serial_loop_writes_behind) {
+    rejects("kernel k(x: f32[,], steps: i32) {\n"
+            "    for i in 0..shape(x, 1) {\n"
+            "        for t in 0..steps {\n"
+            "            x[t, i] = x[t + 1, i] * 0.5;\n"
+            "        }\n"
+            "    }\n"
+            "}\n",
+            "4:23: error: 'x' is read here", "4:21");
+}
+
+/* The loop that writes ahead runs again (an outer serial loop): the second run rewrites
+ * rows the first run read. */
+Test(adcheck, serial_loop_writes_ahead_twice) {
+    rejects("kernel k(x: f32[,], steps: i32, reps: i32) {\n"
+            "    for i in 0..shape(x, 1) {\n"
+            "        for r in 0..reps {\n"
+            "            for t in 0..steps {\n"
+            "                x[t + 1, i] = sin(x[t, i]);\n"
+            "            }\n"
+            "        }\n"
+            "    }\n"
+            "}\n",
+            "5:35: error: 'x' is read here", "5:29");
+}
+
+/* Writing ahead over a loop index but in a row shared by all threads (no parallel index
+ * in the write): another thread writes what this one read. */
+Test(adcheck, serial_loop_writes_ahead_shared) {
+    rejects("kernel k(x: f32[], y: f32[], steps: i32) {\n"
+            "    for i in 0..len(y) {\n"
+            "        for t in 0..steps {\n"
+            "            x[t + 1] = x[t] + y[i];\n"
+            "        }\n"
+            "    }\n"
+            "}\n",
+            "4:24: error: 'x' is read here", "4:22");
+}
+
 /* The uniform base is a computation inside the task, repeated in both indices. */
 Test(adcheck, uniform_computed_base) {
     accepts("kernel k(x: f32[,], t: i32) {\n"
