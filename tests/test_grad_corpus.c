@@ -6,8 +6,10 @@
  * K. With L = sum over differentiable array parameters p of w_p . (p after the launches),
  * w_p fixed random weights, the finite difference of L in an input element is
  * dL/d(that element before the launches), which is what K.grad leaves in p.grad when it
- * starts from p.grad = w_p (arrays) and s.grad = 0 (scalars) (spec section 8: read-only
+ * starts from p.grad = w_p (spec section 8: read-only
  * adjoints accumulate, overwritten elements are replaced, += passes through, scalars sum).
+ * Differentiable scalars s pass through K unchanged, so L also has a term w_s s and s.grad
+ * starts at w_s: K.grad must add to it, not overwrite it.
  * A launch sequence (`// seq:`) is run forward, then the K.grad launches run in reverse
  * order on the same adjoint buffers with no zeroing in between.
  *
@@ -36,6 +38,9 @@
 
 enum { MAX_PARAMS = 24, MAX_SEQ = 16, FD_SAMPLES = 64, MSG_CAP = 8192 };
 static const double RTOL64 = 1e-5, RTOL32 = 2e-3;
+/* Errors are relative per element, to |FD| but at least FLOOR times the parameter's scale
+ * (so that elements whose gradient is near zero are not held to a relative bound). */
+static const double FLOOR = 1e-4;
 
 /* ---- small utilities ---------------------------------------------------------------- */
 
@@ -494,8 +499,12 @@ static bool eval_loss(const gcase *c, run *r, const aval *vals, int np, double *
     bool ok = make_primal_buffers(r, vals, np, m) && launch_seq(c, r, vals, np, KERN_F64, m);
     double L = 0;
     for (int i = 0; ok && i < np; i++) {
-        if (!vals[i].info.is_array || !vals[i].diff)
+        if (!vals[i].diff)
             continue;
+        if (!vals[i].info.is_array) { /* K does not change a scalar: it passes through */
+            L += w[i][0] * vals[i].data[0];
+            continue;
+        }
         double *after = malloc(sizeof(double) * (size_t)(vals[i].count ? vals[i].count : 1));
         ok = read_buffer(r->buf[i], after, m);
         for (int64_t j = 0; ok && j < vals[i].count; j++)
@@ -593,11 +602,10 @@ static bool analytic(const gcase *c, run *r, const aval *vals_in, int np, double
         }
         if (ok && vals[i].diff) {
             int64_t one = 1;
-            double zero = 0;
             adj[i] = vals[i].info.is_array
                          ? make_buffer(r->ctx, vals[i].info.dtype, vals[i].rank, vals[i].shape,
                                        w[i], vals[i].count, m)
-                         : make_buffer(r->ctx, vals[i].info.dtype, 1, &one, &zero, 1, m);
+                         : make_buffer(r->ctx, vals[i].info.dtype, 1, &one, w[i], 1, m);
             ok = adj[i] != NULL;
         }
     }
@@ -696,9 +704,16 @@ static bool check_case(const gcase *c, msgbuf *m) {
         g32[i] = calloc(n, sizeof(double));
         fd[i] = calloc(n, sizeof(double));
         idx[i] = calloc(n, sizeof(int64_t));
-        if (vals[i].info.is_array)
-            for (size_t j = 0; j < n; j++)
-                w[i][j] = (double)(float)(2 * rng_unit(&rw) - 1);
+        for (size_t j = 0; j < n; j++)
+            w[i][j] = (double)(float)(2 * rng_unit(&rw) - 1);
+        for (int q = 0; !vals[i].info.is_array && q < c->nseq; q++) {
+            char v[64];
+            if (find_kv(c->seq[q], vals[i].info.name, v, sizeof v)) {
+                msg_add(m, "%s: // seq: overrides the differentiable scalar %s\n", c->name,
+                        vals[i].info.name);
+                ok = false;
+            }
+        }
         nidx[i] = sample_indices(vals[i].count, &rw, idx[i]);
     }
     if (ok && ndiff == 0) {
@@ -747,7 +762,7 @@ static bool check_case(const gcase *c, msgbuf *m) {
             int nbad = 0;
             for (int q = 0; q < nidx[i]; q++) {
                 int64_t j = idx[i][q];
-                double err = fabs(g[j] - fd[i][j]) / scale;
+                double err = fabs(g[j] - fd[i][j]) / fmax(fabs(fd[i][j]), FLOOR * scale);
                 if (!(err <= rtol)) {
                     if (nbad < 4)
                         msg_add(m, "%s (%s): %s.grad[%lld] = %.9g, finite difference %.9g (x = %.9g)\n",
