@@ -526,3 +526,262 @@ Test(adstack_rt, overflow_message_and_grad_lookup) {
                      "no kernel 'nothere.grad' in the module (it has: bounce, lonely)");
     kern_context_release(ctx);
 }
+
+/* ---- end to end: gradient kernels compiled by the JIT ------------------------------- */
+
+static const char jit_src[] =
+    "kernel bounce(x: f32[], y: f32[], n: i32) {\n" /* 1 */
+    "    for i in 0..len(x) {\n"
+    "        var v = x[i];\n"
+    "        var k = 0;\n"
+    "        while k < n {\n" /* 5: the while loop at 5:9 */
+    "            v = v * 0.5 + 1.0;\n"
+    "            k += 1;\n"
+    "        }\n"
+    "        y[i] = v;\n"
+    "    }\n"
+    "}\n"
+    "kernel roll(x: f32[], y: f32[], steps: i32) {\n"
+    "    for i in 0..len(x) {\n"
+    "        var v = x[i];\n"
+    "        for t in 0..steps {\n"
+    "            v = v * 0.9 + 0.1;\n"
+    "        }\n"
+    "        y[i] = v;\n"
+    "    }\n"
+    "}\n"
+    "kernel step(x: f32[], y: f32[], a: f32) {\n"
+    "    for i in 0..len(x) {\n"
+    "        y[i] = a * x[i] * x[i];\n"
+    "    }\n"
+    "}\n"
+    "kernel inplace(x: f32[]) {\n"
+    "    for i in 0..len(x) {\n"
+    "        x[i] = x[i] * 2.0;\n"
+    "    }\n"
+    "}\n";
+
+static kern_module *jit_module(kern_context *ctx) {
+    kern_module *m = NULL;
+    kern_status s = kern_module_from_source(ctx, jit_src, strlen(jit_src), "bounce.kern", &m);
+    cr_assert_eq(s, KERN_OK, "%s", kern_context_last_error(ctx));
+    return m;
+}
+
+static kern_buffer *fbuf(kern_context *ctx, int64_t n, const float *data) {
+    kern_buffer *b = NULL;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, data, &b), KERN_OK);
+    return b;
+}
+
+Test(adstack_rt, jit_while_overflow_names_loop_and_option) {
+    kern_context_options o = kern_context_options_default();
+    o.threads = 2;
+    o.ad_stack_size = 16;
+    kern_context *ctx = NULL;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK);
+    kern_module *m = jit_module(ctx);
+    kern_kernel *g;
+    cr_assert_eq(kern_kernel_find(m, "bounce.grad", &g), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    cr_assert_gt(kern_kernel_adstack_count(g), 0);
+    enum { N = 8 };
+    float x[N], one[N];
+    for (int i = 0; i < N; i++)
+        x[i] = 0.25f * (float)i - 1.0f, one[i] = 1.0f;
+    kern_buffer *bx = fbuf(ctx, N, x), *by = fbuf(ctx, N, NULL), *gx = fbuf(ctx, N, NULL),
+                *gy = fbuf(ctx, N, one);
+    /* within the capacity: dy/dx = 0.5^n */
+    kern_arg a[5] = {kern_arg_buffer(bx), kern_arg_buffer(by), kern_arg_i32(10),
+                     kern_arg_buffer(gx), kern_arg_buffer(gy)};
+    cr_assert_eq(kern_launch(g, a, 5), KERN_OK, "%s", kern_context_last_error(ctx));
+    float r[N];
+    cr_assert_eq(kern_buffer_read(gx, r, sizeof r), KERN_OK);
+    for (int i = 0; i < N; i++)
+        cr_assert_float_eq(r[i], powf(0.5f, 10), 1e-9f, "x.grad[%d] = %g", i, r[i]);
+    int64_t cap;
+    cr_assert_eq(kern_context_adstack_last(ctx, 0, NULL, &cap), KERN_OK);
+    cr_assert_geq(cap, 16);
+    cr_assert_lt(cap, 20, "a while loop takes about ad_stack_size entries, not more");
+    /* 40 iterations overflow a capacity of 16 (plus the transform's slots) */
+    a[2] = kern_arg_i32(40);
+    cr_assert_eq(kern_launch(g, a, 5), KERN_ERR_DEVICE);
+    char want[256];
+    snprintf(want, sizeof want,
+             "kernel 'bounce.grad': adstack overflow in the loop at bounce.kern:5:9: it needs ");
+    const char *msg = kern_context_last_error(ctx);
+    cr_assert(strncmp(msg, want, strlen(want)) == 0, "%s", msg);
+    snprintf(want, sizeof want,
+             ", the capacity is %lld; raise it with --ad-stack-size N (kernc) or "
+             "kern_context_options.ad_stack_size",
+             (long long)cap);
+    cr_assert(strstr(msg, want), "%s", msg);
+    long long needed = atoll(msg + strlen("kernel 'bounce.grad': adstack overflow in the loop at "
+                                          "bounce.kern:5:9: it needs "));
+    cr_assert(needed > cap && needed <= 45, "depth %lld", needed);
+    kern_context_release(ctx);
+}
+
+Test(adstack_rt, jit_heap_tracks_the_loop_bound) {
+    kern_context *ctx = ctx_threads(3);
+    kern_module *m = jit_module(ctx);
+    kern_kernel *g;
+    cr_assert_eq(kern_kernel_find(m, "roll.grad", &g), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    enum { N = 64 };
+    float x[N], one[N];
+    for (int i = 0; i < N; i++)
+        x[i] = 0.01f * (float)i, one[i] = 1.0f;
+    kern_buffer *bx = fbuf(ctx, N, x), *by = fbuf(ctx, N, NULL), *gx = fbuf(ctx, N, NULL),
+                *gy = fbuf(ctx, N, one);
+    int64_t caps[4], allocs[4], heap[4];
+    static const int32_t steps[4] = {10, 10, 100, 5000};
+    for (int r = 0; r < 4; r++) {
+        kern_arg a[5] = {kern_arg_buffer(bx), kern_arg_buffer(by), kern_arg_i32(steps[r]),
+                         kern_arg_buffer(gx), kern_arg_buffer(gy)};
+        cr_assert_eq(kern_launch(g, a, 5), KERN_OK, "%s", kern_context_last_error(ctx));
+        kern_adstack_info info;
+        cr_assert_eq(kern_context_adstack_info(ctx, &info), KERN_OK);
+        cr_assert_eq(info.last_count, kern_kernel_adstack_count(g));
+        cr_assert_eq(info.last_slots, 3);
+        cr_assert_geq(info.heap_bytes, info.last_stride * 3);
+        cr_assert_eq(kern_context_adstack_last(ctx, 0, NULL, &caps[r]), KERN_OK);
+        allocs[r] = info.heap_allocs;
+        heap[r] = info.heap_bytes;
+        /* the gradient of 0.9^steps * x + ...: dx = 0.9^steps */
+        float gr[N];
+        cr_assert_eq(kern_buffer_read(gx, gr, sizeof gr), KERN_OK);
+        cr_assert_float_eq(gr[N - 1], (float)pow(0.9, steps[r]), 1e-6,
+                           "steps %d: x.grad = %g", steps[r], gr[N - 1]);
+        float zero[N] = {0};
+        cr_assert_eq(kern_buffer_write(gx, zero, sizeof zero), KERN_OK);
+        cr_assert_eq(kern_buffer_write(gy, one, sizeof one), KERN_OK);
+    }
+    /* tight: the capacity follows steps exactly (constant slots aside) */
+    cr_assert_geq(caps[0], 10);
+    cr_assert_eq(caps[2] - caps[0], 90);
+    cr_assert_eq(caps[3] - caps[0], 4990);
+    /* reused for the same size, grown for larger ones */
+    cr_assert_eq(allocs[0], 1);
+    cr_assert_eq(allocs[1], 1);
+    cr_assert_eq(heap[1], heap[0]);
+    cr_assert_eq(allocs[2], 2);
+    cr_assert_eq(allocs[3], 3);
+    cr_assert_geq(heap[2], 2 * heap[0]);
+    kern_context_release(ctx);
+}
+
+Test(adstack_rt, tape_two_launches_against_c_loop) {
+    kern_context *ctx = ctx_threads(2);
+    kern_module *m = jit_module(ctx);
+    kern_kernel *step;
+    cr_assert_eq(kern_kernel_find(m, "step", &step), KERN_OK);
+    enum { N = 37 };
+    float x0[N];
+    for (int i = 0; i < N; i++)
+        x0[i] = 0.1f * (float)(i % 11) - 0.4f;
+    const float a1 = 1.5f, a2 = -0.75f;
+    kern_buffer *b0 = fbuf(ctx, N, x0), *b1 = fbuf(ctx, N, NULL), *b2 = fbuf(ctx, N, NULL);
+    kern_tape *t;
+    cr_assert_eq(kern_tape_create(ctx, &t), KERN_OK);
+    /* the final state's adjoint: dL/dx2 = w */
+    float w[N];
+    for (int i = 0; i < N; i++)
+        w[i] = 1.0f + 0.125f * (float)i;
+    kern_buffer *g2 = fbuf(ctx, N, w);
+    cr_assert_eq(kern_tape_set_grad(t, b2, g2), KERN_OK);
+    kern_arg l1[3] = {kern_arg_buffer(b0), kern_arg_buffer(b1), kern_arg_f32(a1)};
+    kern_arg l2[3] = {kern_arg_buffer(b1), kern_arg_buffer(b2), kern_arg_f32(a2)};
+    cr_assert_eq(kern_tape_launch(t, step, l1, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_tape_launch(t, step, l2, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_tape_record_count(t), 2);
+    double d;
+    cr_assert_eq(kern_tape_scalar_grad(t, 0, 2, &d), KERN_ERR_NOT_FOUND);
+    cr_assert_eq(kern_tape_backward(t), KERN_OK, "%s", kern_context_last_error(ctx));
+
+    /* reference: x1 = a1 x0^2, x2 = a2 x1^2, L = sum w x2 */
+    double gx0[N], ga1 = 0, ga2 = 0;
+    for (int i = 0; i < N; i++) {
+        double x1 = (double)a1 * x0[i] * x0[i];
+        double gx1 = w[i] * a2 * 2 * x1;
+        ga2 += w[i] * x1 * x1;
+        ga1 += gx1 * x0[i] * x0[i];
+        gx0[i] = gx1 * a1 * 2 * x0[i];
+    }
+    kern_buffer *g0;
+    cr_assert_eq(kern_tape_grad(t, b0, &g0), KERN_OK);
+    float r[N];
+    cr_assert_eq(kern_buffer_read(g0, r, sizeof r), KERN_OK);
+    for (int i = 0; i < N; i++)
+        cr_assert(fabs(r[i] - gx0[i]) <= 1e-5 * (1 + fabs(gx0[i])), "x0.grad[%d] = %g, want %g",
+                  i, r[i], gx0[i]);
+    cr_assert_eq(kern_tape_scalar_grad(t, 0, 2, &d), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert(fabs(d - ga1) <= 1e-4 * (1 + fabs(ga1)), "a1.grad = %g, want %g", d, ga1);
+    cr_assert_eq(kern_tape_scalar_grad(t, 1, 2, &d), KERN_OK);
+    cr_assert(fabs(d - ga2) <= 1e-4 * (1 + fabs(ga2)), "a2.grad = %g, want %g", d, ga2);
+    /* x2's adjoint was replaced by the adjoint before the write (x2 is overwritten): 0 */
+    cr_assert_eq(kern_buffer_read(g2, r, sizeof r), KERN_OK);
+    for (int i = 0; i < N; i++)
+        cr_assert_float_eq(r[i], 0.0f, 0.0f);
+    /* misuse is an error, not a crash */
+    cr_assert_eq(kern_tape_backward(t), KERN_ERR_ARGUMENT);
+    cr_assert_eq(kern_tape_scalar_grad(t, 2, 2, &d), KERN_ERR_ARGUMENT);
+    cr_assert_eq(kern_tape_scalar_grad(t, 0, 0, &d), KERN_ERR_ARGUMENT);
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "kern_tape_scalar_grad: parameter 'x' (f32[]) of kernel 'step' is not a "
+                     "differentiable scalar");
+    kern_buffer *bad = NULL;
+    int64_t n2 = N + 1;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n2, NULL, &bad), KERN_OK);
+    cr_assert_eq(kern_tape_set_grad(t, b0, bad), KERN_ERR_ARGUMENT);
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "kern_tape_set_grad: the adjoint f32[38] does not match the buffer f32[37]");
+    /* clear: a new recording; the tape's own adjoint of x0 is gone */
+    cr_assert_eq(kern_tape_clear(t), KERN_OK);
+    cr_assert_eq(kern_tape_record_count(t), 0);
+    cr_assert_eq(kern_tape_grad(t, b0, &g0), KERN_ERR_NOT_FOUND);
+    cr_assert_eq(kern_tape_grad(t, b2, &g0), KERN_OK);
+    cr_assert_eq(g0, g2);
+    kern_tape_destroy(t);
+    kern_context_release(ctx);
+}
+
+Test(adstack_rt, tape_errors_name_record_and_kernel) {
+    kern_context *ctx = ctx_threads(1);
+    kern_module *m = jit_module(ctx);
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "inplace", &k), KERN_OK);
+    cr_assert_eq(kern_kernel_find(m, "inplace.grad", &k), KERN_ERR_NOT_FOUND);
+    const char *want = "kernel 'inplace.grad' was not built: ";
+    cr_assert(strncmp(kern_context_last_error(ctx), want, strlen(want)) == 0, "%s",
+              kern_context_last_error(ctx));
+    cr_assert_eq(kern_kernel_find(m, "inplace", &k), KERN_OK);
+    float x[4] = {1, 2, 3, 4};
+    kern_buffer *b = fbuf(ctx, 4, x);
+    kern_tape *t;
+    cr_assert_eq(kern_tape_create(ctx, &t), KERN_OK);
+    kern_arg a[1] = {kern_arg_buffer(b)};
+    cr_assert_eq(kern_tape_launch(t, k, a, 1), KERN_OK);
+    /* a failed launch is not recorded */
+    cr_assert_eq(kern_tape_launch(t, k, a, 0), KERN_ERR_ARGUMENT);
+    cr_assert_eq(kern_tape_record_count(t), 1);
+    cr_assert_eq(kern_tape_backward(t), KERN_ERR_NOT_FOUND);
+    want = "kern_tape_backward: record 0 (kernel 'inplace'): kernel 'inplace.grad' was not "
+           "built: ";
+    cr_assert(strncmp(kern_context_last_error(ctx), want, strlen(want)) == 0, "%s",
+              kern_context_last_error(ctx));
+    /* a released buffer is noticed */
+    cr_assert_eq(kern_tape_clear(t), KERN_OK);
+    kern_kernel *step;
+    cr_assert_eq(kern_kernel_find(m, "step", &step), KERN_OK);
+    kern_buffer *y = fbuf(ctx, 4, NULL);
+    kern_arg s[3] = {kern_arg_buffer(b), kern_arg_buffer(y), kern_arg_f32(2.0f)};
+    cr_assert_eq(kern_tape_launch(t, step, s, 3), KERN_OK);
+    kern_buffer_release(y);
+    cr_assert_eq(kern_tape_backward(t), KERN_ERR_ARGUMENT);
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "kern_tape_backward: record 0 (kernel 'step'): the buffer of parameter 'y' "
+                     "was released");
+    /* the context's release destroys the tape */
+    kern_context_release(ctx);
+}
