@@ -59,8 +59,12 @@ static bool build_grads(kc_ctx *ctx, const kern_source *src, ir_module *m) {
             diag_sink quiet;
             diag_init(&quiet, &m->mem);
             bool pass = ad_check_kernel(k, &quiet, src, o->no_grad_check);
-            if (!pass && quiet.len > 0)
-                k->grad_error = arena_strdup(&m->mem, quiet.items[0].message);
+            if (!pass && quiet.len > 0) {
+                const diag *d = &quiet.items[0];
+                k->grad_error = arena_printf(&m->mem, "%s:%u:%u: %s",
+                                             d->src ? d->src->path : "<source>", d->loc.line,
+                                             d->loc.col, d->message);
+            }
             diag_free(&quiet);
             if (!pass)
                 continue;
