@@ -431,8 +431,21 @@ static gradcheck_status read_doubles(gc *g, kern_buffer *b, kern_dtype t, double
     return GRADCHECK_OK;
 }
 
-/* K.grad of one precision on the inputs; the adjoints land in p->g64 / p->g32. */
-static gradcheck_status run_grad(gc *g, bool f64) {
+/* Whether buffer b still holds parameter p's inputs in dtype t. */
+static bool unchanged(const gc_param *p, kern_buffer *b, kern_dtype t) {
+    size_t bytes = kern_buffer_bytes(b);
+    void *now = xcalloc(bytes, 1);
+    void *packed = p->is_float ? pack(p->f, p->count, t) : NULL;
+    bool same = kern_buffer_read(b, now, bytes) == KERN_OK &&
+                !memcmp(now, p->is_float ? packed : p->raw, bytes);
+    free(now);
+    free(packed);
+    return same;
+}
+
+/* K.grad of one precision on the inputs; the adjoints land in p->g64 / p->g32, the name
+ * of a primal array that it changed in res->primal_written. */
+static gradcheck_status run_grad(gc *g, bool f64, gradcheck_result *res) {
     kern_kernel *gk = f64 ? g->gk64 : g->gk32;
     int n = kern_kernel_param_count(gk);
     kern_arg *args = xcalloc((size_t)n, sizeof *args);
@@ -465,6 +478,9 @@ static gradcheck_status run_grad(gc *g, bool f64) {
         st = launch(g, gk, args, n);
     for (int i = 0; i < g->np && !st; i++) {
         gc_param *p = &g->p[i];
+        if (p->info.is_array && !res->primal_written[0] &&
+            !unchanged(p, bufs[i], f64 && p->is_float ? KERN_F64 : p->info.dtype))
+            snprintf(res->primal_written, sizeof res->primal_written, "%s", p->info.name);
         if (!p->diff)
             continue;
         double **out = f64 ? &p->g64 : &p->g32;
@@ -578,7 +594,8 @@ static gradcheck_status check_elements(gc *g, gradcheck_result *res) {
         note(&res->f64, pq->g64[e], fd, pq, e);
         note(&res->f32, pq->g32[e], fd, pq, e);
     }
-    res->ok = !st && res->f64.err <= g->o->rtol && res->f32.err <= g->o->rtol_f32;
+    res->ok = !st && res->f64.err <= g->o->rtol && res->f32.err <= g->o->rtol_f32 &&
+              !res->primal_written[0];
     return st;
 }
 
@@ -636,9 +653,9 @@ gradcheck_status gradcheck_source(const char *path, const char *text, size_t len
                      "not nograd): nothing to check",
                      g.name);
     if (!st)
-        st = run_grad(&g, true);
+        st = run_grad(&g, true, res);
     if (!st)
-        st = run_grad(&g, false);
+        st = run_grad(&g, false, res);
     if (!st)
         st = check_elements(&g, res);
 done:
@@ -674,4 +691,8 @@ void gradcheck_print(FILE *f, const char *kernel, const gradcheck_options *o,
     for (int i = 0; i < 2; i++)
         fprintf(f, "  %s: worst at %s: K.grad %.9g, finite difference %.9g\n",
                 i ? "f32" : "f64", w[i]->where, w[i]->analytic, w[i]->fd);
+    if (res->primal_written[0])
+        fprintf(f, "  the gradient kernel changed the primal array '%s' (it must only update "
+                   "adjoints)\n",
+                res->primal_written);
 }

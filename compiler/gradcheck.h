@@ -45,7 +45,9 @@ typedef struct gradcheck_worst {
 typedef struct gradcheck_result {
     int elements;              /* elements checked */
     gradcheck_worst f64, f32; /* the worst element of each precision */
-    bool ok;                   /* both within their tolerance */
+    char primal_written[64];   /* a primal array that K.grad changed ("" when none: spec
+                                  section 8 says it never does) */
+    bool ok;                   /* both within their tolerance, no primal array written */
 } gradcheck_result;
 
 typedef enum gradcheck_status {
