@@ -14,7 +14,8 @@
  * arrays the kernel writes, ...) cannot be bounded: NULL. Working on the affine form
  * makes the bounds tight: `for j in i..i+3` gives 3, and max(0, .) is kept only when the
  * difference is not proven non-negative (each index replaced by the end of its range
- * that minimizes the difference; an extent is non-negative).
+ * that minimizes the difference; extents, and min/max/div/products of non-negative
+ * parts, are non-negative).
  *
  * The difference is then wrapped, innermost first, in a maxover for every enclosing
  * index it mentions (a range may mention outer indices, which are wrapped later).
@@ -320,6 +321,31 @@ static bool mentions_var(const sz_expr *e, int var) {
     return false;
 }
 
+static bool lin_nonneg(sizer *s, lin *l);
+
+/* Whether atom e is >= 0 wherever the indices lie in their ranges. */
+static bool expr_nonneg(sizer *s, const sz_expr *e) {
+    switch (e->op) {
+    case SZ_CONST:
+        return e->v >= 0;
+    case SZ_DIM:
+        return true;
+    case SZ_VAR: {
+        lin *lo = lin_of(s, s->vars[e->v].lo);
+        return lo && lin_nonneg(s, lo);
+    }
+    case SZ_ADD:
+    case SZ_MUL:
+    case SZ_DIV:
+    case SZ_MIN:
+        return expr_nonneg(s, e->kids[0]) && expr_nonneg(s, e->kids[1]);
+    case SZ_MAX:
+        return expr_nonneg(s, e->kids[0]) || expr_nonneg(s, e->kids[1]);
+    default: /* param, read, sub */
+        return false;
+    }
+}
+
 /* Whether l >= 0 wherever every index lies in its range: each index term is replaced,
  * innermost first, by the end of its range that makes l smallest,
  * until only a constant and non-negative extents remain. */
@@ -346,7 +372,7 @@ static bool lin_nonneg(sizer *s, lin *l) {
     if (!l || l->c < 0)
         return false;
     for (int i = 0; i < l->n; i++)
-        if (l->t[i].coef < 0 || l->t[i].atom->op != SZ_DIM)
+        if (l->t[i].coef < 0 || !expr_nonneg(s, l->t[i].atom))
             return false;
     return true;
 }

@@ -575,7 +575,7 @@ static const shape shapes[] = {
      1, bf_tri, "(maxover v0 0 (param 4) v0)"},
     {"0..min(i,5)", "for i in 0..n { var x = 1.0; for t in 0..min(i, 5) { x = x * a[t]; } "
                     "out[i] = x; }",
-     0, bf_min_i_5, NULL},
+     0, bf_min_i_5, "(maxover v0 0 (param 4) (min v0 5))"},
     {"0..steps*2+1", "for i in 0..len(a) { var x = a[i]; for t in 0..steps * 2 + 1 "
                      "{ x = x * 0.5 + 1.0; } out[i] = x; }",
      0, bf_steps2, "(max 0 (add (mul (param 3) 2) 1))"},
@@ -590,7 +590,7 @@ static const shape shapes[] = {
      0, bf_steps, "(max 0 (param 3))"},
     {"2-D parallel i*j", "for i in 0..shape(c2, 0), j in 0..shape(c2, 1) { var x = 1.0; "
                          "for t in 0..i * j { x = x * 0.5 + 1.0; } out[0] += x; }",
-     0, bf_ij, "(maxover v0 0 (dim 2 0) (maxover v1 0 (dim 2 1) (max 0 (mul v0 v1))))"},
+     0, bf_ij, "(maxover v0 0 (dim 2 0) (maxover v1 0 (dim 2 1) (mul v0 v1)))"},
     {"count[i, j]", "for i in 0..shape(c2, 0), j in 0..shape(c2, 1) { var x = 1.0; "
                     "for t in 0..c2[i, j] { x = x * 0.5 + 1.0; } out[0] += x; }",
      0, bf_c2, "(maxover v0 0 (dim 2 0) (maxover v1 0 (dim 2 1) (max 0 (read 2 v0 v1))))"},
@@ -656,7 +656,11 @@ static char *capacity_of(const char *body, int which) {
     ir_walk(k->body, which < 0 ? find_while : find_for, &f);
     cr_assert_not_null(f.found, "loop %d not found in:\n%s", which, src);
     const char *cap = ad_loop_capacity(k, f.found);
-    char *r = cap ? strdup(cap) : NULL;
+    char *r = NULL;
+    if (cap) {
+        r = malloc(strlen(cap) + 1);
+        memcpy(r, cap, strlen(cap) + 1);
+    }
     ir_module_free(m);
     kc_ctx_free(ctx);
     return r;
