@@ -520,6 +520,7 @@ static bool compile(const gcase *c, const char *type, run *r, msgbuf *m) {
     memset(r, 0, sizeof *r);
     kern_context_options o = kern_context_options_default();
     o.threads = getenv("KERN_GRAD_THREADS") ? atoi(getenv("KERN_GRAD_THREADS")) : 2;
+    o.debug = true; /* bounds, division and shift checks in K and K.grad */
     kern_context_create(&o, &r->ctx);
     if (!r->ctx)
         return false;
