@@ -522,10 +522,11 @@ static void rev_yield(ad_ctx *a, rev_carry *rc, ir_region *primal, uint32_t firs
 /* After a reverse loop w: the adjoints of the primal loop's inits grow by the carried
  * results; the free values' adjoints are the accumulated results. */
 static void rev_finish(ad_ctx *a, ir_op *w, rev_carry *rc, ir_value *const *inits) {
-    for (uint32_t i = 0; i < rc->nfloat; i++)
-        ad_accum(a, inits[rc->fidx[i]], w->results[i]);
+    /* the free values first: an init may be one of them (a constant used inside too) */
     for (int i = 0; i < rc->free.len; i++)
         a->adj[((ir_value *)rc->free.data[i])->id] = w->results[rc->nfloat + i];
+    for (uint32_t i = 0; i < rc->nfloat; i++)
+        ad_accum(a, inits[rc->fidx[i]], w->results[i]);
     ptrvec_free(&rc->free);
 }
 
