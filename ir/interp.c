@@ -37,8 +37,16 @@ typedef union ival {
     double f;
 } ival;
 
+/* One adstack of the work item being run: values with their poison bits. */
+typedef struct adstack_rt {
+    ival *v;
+    uint8_t *p;
+    size_t len, cap;
+} adstack_rt;
+
 typedef struct interp {
     const ir_kernel *k;
+    adstack_rt *stacks; /* one per entry of k's adstack table */
     const ir_interp_arg *args;
     ival *vals;              /* one slot per value id */
     ival *scratch;           /* room for the operands of the largest terminator */
@@ -474,7 +482,7 @@ static bool exec_access(interp *I, const ir_op *op) {
         V(op->results[0]) = old;
         return true;
     }
-    /* atomics: new = old OP v, returning old; min/max keep old on a tie */
+    /* atomics: new = old OP v, returning old; min/max keep old on a tie; xchg: new = v */
     ival nv;
     kern_tykind k = a->kind;
     if (k == TY_F32 || k == TY_F64) {
@@ -484,6 +492,7 @@ static bool exec_access(interp *I, const ir_op *op) {
         case IR_ATOMIC_SUB: nv.f = k == TY_F32 ? (double)((float)o - (float)v) : o - v; break;
         case IR_ATOMIC_MIN: nv.f = v < o ? v : o; break;
         case IR_ATOMIC_MAX: nv.f = v > o ? v : o; break;
+        case IR_ATOMIC_XCHG: nv.f = v; break;
         default: kern_unreachable("not an atomic");
         }
     } else {
@@ -493,11 +502,58 @@ static bool exec_access(interp *I, const ir_op *op) {
         case IR_ATOMIC_SUB: nv.i = wrap(k, (uint64_t)o - (uint64_t)v); break;
         case IR_ATOMIC_MIN: nv.i = v < o ? v : o; break;
         case IR_ATOMIC_MAX: nv.i = v > o ? v : o; break;
+        case IR_ATOMIC_XCHG: nv.i = v; break;
         default: kern_unreachable("not an atomic");
         }
     }
     elem_write(a, off, nv);
     V(op->results[0]) = old;
+    return true;
+}
+
+/* ---- adstacks ---------------------------------------------------------------------- */
+
+/* Every work item (a parallel index, a serial task) starts with empty stacks. */
+static void reset_stacks(interp *I) {
+    for (uint32_t i = 0; i < I->k->nadstacks; i++)
+        I->stacks[i].len = 0;
+}
+
+/* Stacks grow without bound: the interpreter does not model the capacities (SizeExprs)
+ * that the runtime sizes its per-thread heap by; the op limit bounds a runaway loop. */
+static bool exec_adpush(interp *I, const ir_op *op) {
+    adstack_rt *s = &I->stacks[op->imm.i];
+    if (s->len == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        ival *nv = realloc(s->v, cap * sizeof *nv);
+        if (nv)
+            s->v = nv;
+        uint8_t *np = realloc(s->p, cap);
+        if (np)
+            s->p = np;
+        if (!nv || !np)
+            return fail(I, op, "out of memory for %zu entries of adstack %lld", cap,
+                        (long long)op->imm.i);
+        s->cap = cap;
+    }
+    const ir_value *v = op->operands[0];
+    s->v[s->len] = V(v);
+    s->p[s->len] = I->poison ? P(v) : 0;
+    s->len++;
+    return true;
+}
+
+static bool exec_adpop(interp *I, const ir_op *op) {
+    adstack_rt *s = &I->stacks[op->imm.i];
+    if (s->len == 0)
+        return fail(I, op,
+                    "adpop: adstack %lld is empty (this work item popped more values than it "
+                    "pushed)",
+                    (long long)op->imm.i);
+    s->len--;
+    V(op->results[0]) = s->v[s->len];
+    if (I->poison)
+        P(op->results[0]) = s->p[s->len];
     return true;
 }
 
@@ -591,6 +647,7 @@ static bool exec_parallel(interp *I, const ir_op *op) {
         V(body->args[d]).i = lo[d];
     }
     for (;;) {
+        reset_stacks(I);
         if (!exec_region(I, body))
             return false;
         uint32_t d = nd;
@@ -634,12 +691,15 @@ static bool exec_op(interp *I, const ir_op *op) {
     case IR_ATOMIC_ADD:
     case IR_ATOMIC_SUB:
     case IR_ATOMIC_MIN:
-    case IR_ATOMIC_MAX: return exec_access(I, op);
+    case IR_ATOMIC_MAX:
+    case IR_ATOMIC_XCHG: return exec_access(I, op);
     case IR_IF: return exec_if(I, op);
     case IR_FOR: return exec_for(I, op);
     case IR_WHILE: return exec_while(I, op);
     case IR_PARALLEL: return exec_parallel(I, op);
-    case IR_SERIAL: return exec_region(I, op->regions[0]);
+    case IR_SERIAL: reset_stacks(I); return exec_region(I, op->regions[0]);
+    case IR_ADPUSH: return exec_adpush(I, op);
+    case IR_ADPOP: return exec_adpop(I, op);
     case IR_YIELD:
     case IR_CONDITION: return true; /* read by the op that owns the region */
     default:
@@ -737,9 +797,11 @@ bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *a
     I.max_ops = opts && opts->max_ops ? opts->max_ops : UINT64_MAX;
     I.err = err;
     I.errlen = errlen;
-    if (!I.vals || !I.scratch) {
+    I.stacks = calloc(k->nadstacks ? k->nadstacks : 1, sizeof(adstack_rt));
+    if (!I.vals || !I.scratch || !I.stacks) {
         free(I.vals);
         free(I.scratch);
+        free(I.stacks);
         if (errlen > 0)
             snprintf(err, errlen, "out of memory for %u values", n.next);
         return false;
@@ -747,6 +809,11 @@ bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *a
     bool ok = bind_args(&I, args, nargs) && exec_region(&I, k->body);
     if (opts)
         opts->ops_executed = I.nops;
+    for (uint32_t i = 0; i < k->nadstacks; i++) {
+        free(I.stacks[i].v);
+        free(I.stacks[i].p);
+    }
+    free(I.stacks);
     free(I.vals);
     free(I.scratch);
     free(I.poison);

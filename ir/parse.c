@@ -736,6 +736,14 @@ static void parse_header(parser *p, ir_opcode code, header *h, uint32_t line) {
         }
         h->dim = parse_u32(p, "a dimension number");
         break;
+    case IR_ADPUSH:
+    case IR_ADPOP:
+        while (p->tok.kind == TK_VALUE) {
+            vl_push(p, &h->ops, parse_use(p));
+            expect_punct(p, ',', "before the adstack number");
+        }
+        h->dim = parse_u32(p, "an adstack number");
+        break;
     case IR_LOAD:
         vl_push(p, &h->ops, parse_use(p));
         parse_index(p, &h->ops);
@@ -745,6 +753,7 @@ static void parse_header(parser *p, ir_opcode code, header *h, uint32_t line) {
     case IR_ATOMIC_SUB:
     case IR_ATOMIC_MIN:
     case IR_ATOMIC_MAX:
+    case IR_ATOMIC_XCHG:
         vl_push(p, &h->ops, parse_use(p));
         parse_index(p, &h->ops);
         expect_punct(p, ',', "before the stored value");
@@ -840,6 +849,9 @@ static void parse_op(parser *p, ir_region *r) {
         fail_at(p, p->tok.loc, "expected an op, found %s", tok_desc(p));
     token name = p->tok;
     ir_opcode code = ir_opcode_lookup(name.s, (int)name.len);
+    if (code == IR__COUNT && is_word(p, "adstack"))
+        fail_at(p, name.loc,
+                "an adstack line stands at the start of a kernel body, before its ops");
     if (code == IR__COUNT)
         fail_at(p, name.loc, "unknown op '%.*s'", (int)(name.len > 40 ? 40 : name.len), name.s);
     next(p);
@@ -869,7 +881,7 @@ static void parse_op(parser *p, ir_region *r) {
     ir_append(r, op);
     if (code == IR_CONST)
         set_const(p, op, &h.lit, nres ? types[0] : NULL);
-    if (code == IR_DIM)
+    if (code == IR_DIM || code == IR_ADPUSH || code == IR_ADPOP)
         op->imm.i = h.dim;
     if (h.early_exit)
         op->attr |= IR_FOR_EARLY_EXIT;
@@ -950,7 +962,40 @@ static ir_param parse_param(parser *p, token *name) {
     return pa;
 }
 
-/* kernel := 'kernel' GLOBAL '(' [param (',' param)*] ')' [loc] block */
+/* adstack := 'adstack' type STRING [loc]
+ * The capacity is kept as written: its SizeExpr grammar is not checked here. */
+static void parse_adstack(parser *p, ir_kernel *k) {
+    next(p); /* 'adstack' */
+    kern_loc tloc = p->tok.loc;
+    const kern_type *t = parse_type(p);
+    if (!ty_is_scalar(t))
+        fail_at(p, tloc, "an adstack holds a scalar type, not %s", t->name);
+    if (p->tok.kind != TK_STRING)
+        fail_at(p, p->tok.loc, "expected the adstack's capacity as a string, found %s",
+                tok_desc(p));
+    const char *cap = p->tok.s;
+    if (strlen(cap) != p->tok.len)
+        fail_at(p, p->tok.loc, "an adstack capacity cannot hold a NUL byte");
+    next(p);
+    kern_loc loc = parse_opt_loc(p);
+    if (p->tok.kind != TK_EOF && p->tok.loc.line == p->prev_line && !is_punct(p, '}'))
+        fail_at(p, p->tok.loc, "expected the end of the line after 'adstack', found %s",
+                tok_desc(p));
+    ir_kernel_add_adstack(k, t, cap, loc);
+}
+
+/* body := '{' adstack* op* '}' */
+static void parse_body(parser *p, ir_kernel *k) {
+    expect_punct(p, '{', "to open a region");
+    p->depth = 1;
+    while (is_word(p, "adstack"))
+        parse_adstack(p, k);
+    parse_region(p, k->body);
+    p->depth = 0;
+    expect_punct(p, '}', "to close the region");
+}
+
+/* kernel := 'kernel' GLOBAL '(' [param (',' param)*] ')' [loc] body */
 static void parse_kernel(parser *p) {
     expect_word(p, "kernel", "to start a kernel");
     if (p->tok.kind != TK_GLOBAL)
@@ -986,8 +1031,7 @@ static void parse_kernel(parser *p) {
     syms_reset(p);
     for (uint32_t i = 0; i < n; i++)
         define(p, &names[i], k->body->args[i], NULL);
-    p->depth = 0;
-    parse_block(p, k->body);
+    parse_body(p, k);
     p->undefined = 0;
     patch_region(p, k->body);
     if (p->undefined)

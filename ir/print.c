@@ -4,7 +4,8 @@
  * missing region argument, a NULL type) still prints, in a generic fallback form the
  * verifier's report can show, though the parser may then refuse it. Valid IR prints in
  * the canonical form, which ir_parse reads back to IR that prints byte for byte the same.
- * Op keywords come from ir_opinfos (ops.def). */
+ * Op keywords come from ir_opinfos (ops.def). A kernel's adstack table prints first in its
+ * body, one `adstack TYPE "CAP" !LOC` line per stack in index order. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,7 +152,8 @@ static bool canonical_shape(const ir_op *op) {
     case IR_ATOMIC_ADD:
     case IR_ATOMIC_SUB:
     case IR_ATOMIC_MIN:
-    case IR_ATOMIC_MAX: return op->noperands >= 2 && op->nregions == 0;
+    case IR_ATOMIC_MAX:
+    case IR_ATOMIC_XCHG: return op->noperands >= 2 && op->nregions == 0;
     default: return op->nregions == 0;
     }
 }
@@ -175,7 +177,8 @@ static void put_operands(printer *p, const ir_op *op, bool canonical) {
         if (n)
             buf_putc(p->out, ' ');
         put_list(p, o, n);
-        if (op->code == IR_DIM || op->code == IR_CONST)
+        if (op->code == IR_DIM || op->code == IR_CONST || op->code == IR_ADPUSH ||
+            op->code == IR_ADPOP)
             buf_printf(p->out, "%s%lld", n ? ", " : " ", (long long)op->imm.i);
         return;
     }
@@ -189,6 +192,8 @@ static void put_operands(printer *p, const ir_op *op, bool canonical) {
         }
         break;
     case IR_DIM:
+    case IR_ADPUSH:
+    case IR_ADPOP: /* operands, then imm.i: the dimension / the adstack */
         buf_putc(p->out, ' ');
         if (n) {
             put_list(p, o, n);
@@ -201,7 +206,8 @@ static void put_operands(printer *p, const ir_op *op, bool canonical) {
     case IR_ATOMIC_ADD:
     case IR_ATOMIC_SUB:
     case IR_ATOMIC_MIN:
-    case IR_ATOMIC_MAX: {
+    case IR_ATOMIC_MAX:
+    case IR_ATOMIC_XCHG: {
         uint32_t nidx = op->code == IR_LOAD ? n - 1 : n - 2;
         buf_putc(p->out, ' ');
         put_value(p, o[0]);
@@ -391,6 +397,19 @@ static void print_region(printer *p, const ir_region *r, int indent) {
 
 /* ---- Kernels and modules ---------------------------------------------------------- */
 
+/* adstack TYPE "CAP" [LOC]; a missing capacity prints as <null> (the parser refuses it). */
+static void print_adstack(printer *p, const ir_adstack *a) {
+    buf_puts(p->out, "  adstack ");
+    put_type(p, a->type);
+    buf_putc(p->out, ' ');
+    if (a->cap)
+        put_quoted(p->out, a->cap);
+    else
+        buf_puts(p->out, "<null>");
+    put_loc(p, a->loc);
+    buf_putc(p->out, '\n');
+}
+
 static void print_kernel(printer *p, const ir_kernel *k) {
     p->k = k;
     ir_namer_init(&p->nm, k);
@@ -421,6 +440,8 @@ static void print_kernel(printer *p, const ir_kernel *k) {
     buf_puts(p->out, " {\n");
     if (p->hook)
         p->hook(p->out, k, NULL, 1, p->user);
+    for (uint32_t i = 0; i < k->nadstacks && k->adstacks; i++)
+        print_adstack(p, &k->adstacks[i]);
     if (k->body)
         print_region(p, k->body, 1);
     buf_puts(p->out, "}\n");

@@ -394,6 +394,25 @@ static void check_parallel(verifier *v, const ir_op *op) {
     check_args(v, op, 0, idx, n / 2, "one index per dimension");
 }
 
+/* adpush / adpop: imm.i names an entry of the kernel's adstack table, and the value
+ * pushed or popped has the stack's type. */
+static void check_adstack_op(verifier *v, const ir_op *op) {
+    const ir_kernel *k = v->k;
+    int64_t s = op->imm.i;
+    if (s < 0 || (uint64_t)s >= k->nadstacks || !k->adstacks) {
+        operr(v, op, "adstack %lld does not exist: the kernel has %u adstack%s", (long long)s,
+              k->nadstacks, k->nadstacks == 1 ? "" : "s");
+        return;
+    }
+    const kern_type *t = k->adstacks[s].type;
+    if (op->code == IR_ADPUSH && otype(op, 0) != t)
+        operr(v, op, "pushes %s of type %s on adstack %lld, which holds %s",
+              vname(v, op->operands[0]), tname(otype(op, 0)), (long long)s, tname(t));
+    if (op->code == IR_ADPOP && rtype(op, 0) != t)
+        operr(v, op, "result has type %s, but adstack %lld holds %s", tname(rtype(op, 0)),
+              (long long)s, tname(t));
+}
+
 /* Type rules of one op whose counts match ops.def and whose operands are all present. */
 static void check_types(verifier *v, const ir_op *op) {
     const ir_opinfo *in = ir_info(op->code);
@@ -434,7 +453,10 @@ static void check_types(verifier *v, const ir_op *op) {
     case IR_ATOMIC_ADD:
     case IR_ATOMIC_SUB:
     case IR_ATOMIC_MIN:
-    case IR_ATOMIC_MAX: check_array_op(v, op); break;
+    case IR_ATOMIC_MAX:
+    case IR_ATOMIC_XCHG: check_array_op(v, op); break;
+    case IR_ADPUSH:
+    case IR_ADPOP: check_adstack_op(v, op); break;
     case IR_IF: check_if(v, op); break;
     case IR_FOR: check_for(v, op); break;
     case IR_WHILE: check_while(v, op); break;
@@ -529,6 +551,16 @@ static bool check_shape(verifier *v, const ir_op *op) {
     return ok;
 }
 
+/* Whether an op whose enclosing op is `owner` lies in a task's body, at any depth. */
+static bool inside_task(const ir_op *owner) {
+    for (int n = 0; owner && n <= MAX_VERIFY_DEPTH + 1; n++) {
+        if (owner->code == IR_PARALLEL || owner->code == IR_SERIAL)
+            return true;
+        owner = owner->parent ? owner->parent->parent : NULL;
+    }
+    return false;
+}
+
 static void verify_op(verifier *v, const ir_op *op, const ir_op *owner, int depth) {
     if ((unsigned)op->code >= IR__COUNT) {
         operr(v, op, "unknown opcode %d", (int)op->code);
@@ -537,7 +569,13 @@ static void verify_op(verifier *v, const ir_op *op, const ir_op *owner, int dept
     const ir_opinfo *in = ir_info(op->code);
     bool top = owner == NULL;
     bool task = op->code == IR_PARALLEL || op->code == IR_SERIAL;
-    if (top && !(in->flags & OPF_TERM) && !(in->flags & OPF_PURE) && !task)
+    if (op->code == IR_ADPUSH || op->code == IR_ADPOP) {
+        if (!inside_task(owner))
+            operr(v, op,
+                  "stands outside a task: adstacks belong to a work item, so '%s' may only "
+                  "stand in a parallel or serial body (at any depth)",
+                  opname(op));
+    } else if (top && !(in->flags & OPF_TERM) && !(in->flags & OPF_PURE) && !task)
         operr(v, op,
               "only pure ops and parallel/serial tasks may stand at the top level of "
               "a kernel");
@@ -615,6 +653,25 @@ static void verify_region(verifier *v, const ir_region *r, const ir_op *owner, u
     pop_scope(v, mark);
 }
 
+/* Each adstack holds a scalar type and has a capacity (its SizeExpr text, whose grammar
+ * common/sizeexpr.c judges, not the verifier). Errors carry the adstack's location. */
+static void check_adstack_table(verifier *v, const ir_kernel *k) {
+    if (k->nadstacks && !k->adstacks) {
+        vkerr(v, k, "%u adstacks but no adstack table", k->nadstacks);
+        return;
+    }
+    for (uint32_t i = 0; i < k->nadstacks; i++) {
+        const ir_adstack *a = &k->adstacks[i];
+        int before = v->nerrs;
+        if (!is_scalar(a->type))
+            vkerr(v, k, "adstack %u has type %s, expected a scalar", i, tname(a->type));
+        if (!a->cap)
+            vkerr(v, k, "adstack %u has no capacity", i);
+        for (int e = before; e < v->nerrs; e++)
+            v->errs[e].loc = a->loc;
+    }
+}
+
 static void verify_kernel(verifier *v, const ir_kernel *k) {
     v->k = k;
     if (!k->name)
@@ -663,6 +720,7 @@ static void verify_kernel(verifier *v, const ir_kernel *k) {
                       k->params[i].name ? k->params[i].name : "?", tname(k->params[i].type));
         }
     }
+    check_adstack_table(v, k);
     ir_namer_init(&v->nm, k);
     v->visible = calloc(v->nm.next + 1, sizeof(bool));
     if (!v->visible)

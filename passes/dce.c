@@ -10,12 +10,14 @@
  *   - `if` and `for` ops that have no used result and no side effect inside them (so an
  *     `if` with no results and empty regions, and a side-effect-free loop, disappear).
  * Never removed: `while` loops (their termination is observable), stores, atomics (even
- * with an unused result), tasks, terminators, kernel parameters.
+ * with an unused result), adpush and adpop (an unused pop still pops: the pushes and pops
+ * of a work item stay balanced), tasks, terminators, kernel parameters.
  *
  * Algorithm: mark and sweep (aggressive DCE), so that chains of dead values, dead
  * carried values feeding each other, and ops that become dead when a loop or if goes
  * are all removed in one run: the fixed point "inside regions" is reached at once.
- *   mark:  roots are the ops with side effects (store, atomics, while, tasks). A live op
+ *   mark:  roots are the ops with side effects (store, atomics, adpush, adpop, while,
+ *          tasks). A live op
  *          makes its operands live and its enclosing if/for live; a live if/for makes its
  *          control operands live (cond; lo, hi and an early-exit `go on` value). A live
  *          result i of an if makes the yield operands i live; a live result or body
@@ -141,7 +143,9 @@ static void propagate(marker *mk, ir_value *v) {
 static bool is_root(const ir_op *op) {
     switch (op->code) {
     case IR_STORE: case IR_ATOMIC_ADD: case IR_ATOMIC_SUB: case IR_ATOMIC_MIN:
-    case IR_ATOMIC_MAX: case IR_WHILE: case IR_PARALLEL: case IR_SERIAL:
+    case IR_ATOMIC_MAX: case IR_ATOMIC_XCHG: case IR_WHILE: case IR_PARALLEL: case IR_SERIAL:
+    /* an unused adpop still pops: pushes and pops of a work item must stay balanced */
+    case IR_ADPUSH: case IR_ADPOP:
         return true;
     case IR_CONST: case IR_LOAD: case IR_IF: case IR_FOR: case IR_YIELD: case IR_CONDITION:
         return false;

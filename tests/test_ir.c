@@ -544,6 +544,83 @@ Test(ir, walk_survives_removal) {
     ir_module_free(x.m);
 }
 
+/* The adstack table prints first in the body, the ops as docs/ir.md writes them, and the
+ * text parses back to the same table and ops. */
+Test(ir, adstacks_build_print_and_parse) {
+    kfx x = kfx_new();
+    cr_assert_eq(ir_kernel_add_adstack(x.k, ty_f32(), "(param 3)", (kern_loc){4, 5}), 0);
+    cr_assert_eq(ir_kernel_add_adstack(x.k, ty_bool(), "(max 0 \"q\")", (kern_loc){0, 0}), 1);
+    x.b.loc = (kern_loc){6, 7};
+    ir_adpush(&x.b, 1, x.bo);
+    ir_adpush(&x.b, 0, x.f);
+    ir_value *p0 = ir_adpop(&x.b, 0);
+    ir_value *p1 = ir_adpop(&x.b, 1);
+    cr_assert_eq(p0->type, ty_f32());
+    cr_assert_eq(p1->type, ty_bool());
+    cr_assert_eq(p1->def->imm.i, 1);
+    ir_value *zero = ir_const_int(&x.b, ty_i32(), 0);
+    ir_value *idx[2] = {zero, zero};
+    ir_value *old = ir_atomic(&x.b, IR_ATOMIC_XCHG, x.a2, idx, 2, p0);
+    cr_assert_eq(old->type, ty_f32());
+    cr_assert_null(verify_text(x.m));
+    char *out = print_module(x.m);
+    const char *want =
+        "kernel @t(%a2: f32[,], %f: f32, %d: f64, %i: i32, %l: i64, %u: u32, %bo: bool, "
+        "%ib: bool[]) {\n"
+        "  adstack f32 \"(param 3)\" !4:5\n"
+        "  adstack bool \"(max 0 \\22q\\22)\"\n"
+        "  serial {\n"
+        "    adpush %bo, 1 !6:7\n"
+        "    adpush %f, 0 !6:7\n"
+        "    %0 = adpop 0 : f32 !6:7\n"
+        "    %1 = adpop 1 : bool !6:7\n"
+        "    %2 = const 0 : i32 !6:7\n"
+        "    %3 = atomic_xchg %a2[%2, %2], %0 : f32 !6:7\n"
+        "  }\n"
+        "}\n";
+    cr_assert_str_eq(out, want);
+    parsed p = parse_text(out);
+    cr_assert_not_null(p.m, "%s", p.diags);
+    ir_kernel *k = p.m->kernels;
+    cr_assert_eq(k->nadstacks, 2);
+    cr_assert_eq(k->adstacks[0].type, ty_f32());
+    cr_assert_str_eq(k->adstacks[0].cap, "(param 3)");
+    cr_assert_eq(k->adstacks[0].loc.line, 4);
+    cr_assert_eq(k->adstacks[0].loc.col, 5);
+    cr_assert_eq(k->adstacks[1].type, ty_bool());
+    cr_assert_str_eq(k->adstacks[1].cap, "(max 0 \"q\")");
+    ir_op *pop = k->body->first->regions[0]->first->next->next;
+    cr_assert_eq(pop->code, IR_ADPOP);
+    cr_assert_eq(pop->imm.i, 0);
+    cr_assert_eq(pop->nresults, 1);
+    cr_assert_eq(pop->noperands, 0);
+    char *again = print_module(p.m);
+    cr_assert_str_eq(again, want);
+    free(again);
+    free(p.diags);
+    ir_module_free(p.m);
+    free(out);
+    ir_module_free(x.m);
+}
+
+/* A table the text cannot express (built in C) is reported at the adstack's location. */
+Test(ir, adstack_table_errors_built_in_c) {
+    kfx x = kfx_new();
+    ir_kernel_add_adstack(x.k, ty_f32(), "1", (kern_loc){3, 4});
+    ir_kernel_add_adstack(x.k, ty_i32(), "2", (kern_loc){5, 6});
+    x.k->adstacks[0].type = ty_array(ty_f32(), 1);
+    x.k->adstacks[1].cap = NULL;
+    char *errs = verify_text(x.m);
+    cr_assert_not_null(errs);
+    cr_assert_str_eq(errs, "3:4: @t: adstack 0 has type f32[], expected a scalar\n"
+                           "5:6: @t: adstack 1 has no capacity\n");
+    char *out = print_module(x.m); /* prints without crashing */
+    cr_assert(strstr(out, "  adstack f32[] \"1\" !3:4\n  adstack i32 <null> !5:6\n"), "%s", out);
+    free(out);
+    free(errs);
+    ir_module_free(x.m);
+}
+
 /* ---- Golden round trips ----------------------------------------------------------- */
 
 Test(ir, golden_irtext_round_trip) {
@@ -729,6 +806,27 @@ static const bad_text bad_texts[] = {
     {"garbage", "1:1: expected 'kernel' to start a kernel, found 'garbage'"},
     {"kernel @k() {\n  %0 = const 1 : i32 !99999999999:1\n}\n",
      "2:23: expected a line number after '!'"},
+    /* adstack lines and the adstack ops */
+    {"kernel @k() {\n  %0 = const 1 : i32\n  adstack f32 \"1\"\n}\n",
+     "3:3: an adstack line stands at the start of a kernel body, before its ops"},
+    {"kernel @k() {\n  serial {\n    adstack f32 \"1\"\n  }\n}\n",
+     "3:5: an adstack line stands at the start of a kernel body"},
+    {"kernel @k() {\n  adstack f32[] \"1\"\n}\n",
+     "2:11: an adstack holds a scalar type, not f32[]"},
+    {"kernel @k() {\n  adstack f32 (param 0)\n}\n",
+     "2:15: expected the adstack's capacity as a string, found '('"},
+    {"kernel @k() {\n  adstack \"1\"\n}\n", "2:11: expected a type, found a string"},
+    {"kernel @k() {\n  adstack f32 \"1\" !3\n}\n", "3:1: expected ':' between line and column"},
+    {"kernel @k() {\n  adstack f32 \"1\" \"2\"\n}\n",
+     "2:19: expected the end of the line after 'adstack', found a string"},
+    {"kernel @k(%x: f32) {\n  serial {\n    adpush %x\n  }\n}\n",
+     "4:3: expected ',' before the adstack number, found '}'"},
+    {"kernel @k(%x: f32) {\n  serial {\n    adpush %x, -1\n  }\n}\n",
+     "3:16: expected an adstack number, found '-1'"},
+    {"kernel @k() {\n  serial {\n    %0 = adpop : f32\n  }\n}\n",
+     "3:16: expected an adstack number, found ':'"},
+    {"kernel @k(%a: f32[], %x: f32) {\n  serial {\n    %0 = atomic_xchg %a, %x : f32\n  }\n}\n",
+     "3:24: expected '[' before the indices, found ','"},
 };
 
 Test(ir, parser_reports_errors_with_text_positions) {
