@@ -15,6 +15,11 @@
  * outermost). Any order is a valid execution of a parallel task; this one is fixed so
  * that results are deterministic.
  *
+ * Adstacks (adpush/adpop) are per work item: emptied at the start of each parallel
+ * index and each serial task. They grow without bound: the interpreter does not model
+ * adstack capacities (SizeExprs), so it never reports an overflow; a pop from an empty
+ * stack is a run-time error.
+ *
  * The interpreter verifies the module first (ir_verify) and refuses IR that does not
  * verify. It numbers the kernel's values in the scratch fields ir_value.id; it changes
  * nothing else in the module. */

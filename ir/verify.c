@@ -6,7 +6,8 @@
  * structured kind: a use must see its value earlier in its own region or in an enclosing
  * one. Per op it checks the counts of ops.def, the type rule, the shape of its regions and
  * their terminators, and where it may stand (tasks and pure ops only at a kernel's top
- * level). An op whose counts are wrong gets no type checks, so one mistake gives one
+ * level, adpush/adpop only inside a task). Each kernel's adstack table is checked too
+ * (scalar types, a capacity string), and adpush/adpop against it. An op whose counts are wrong gets no type checks, so one mistake gives one
  * message. Messages name the kernel, the op and the value the printer would show:
  *     @simulate: 'add' (%5): operand 1 has type i32 but operand 0 has f32
  *
