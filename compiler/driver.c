@@ -61,9 +61,9 @@ static bool build_grads(kc_ctx *ctx, const kern_source *src, ir_module *m) {
             bool pass = ad_check_kernel(k, &quiet, src, o->no_grad_check);
             if (!pass && quiet.len > 0) {
                 const diag *d = &quiet.items[0];
-                k->grad_error = arena_printf(&m->mem, "%s:%u:%u: %s",
-                                             d->src ? d->src->path : "<source>", d->loc.line,
-                                             d->loc.col, d->message);
+                k->grad_error =
+                    arena_printf(&m->mem, "%s:%u:%u: %s", d->src ? d->src->path : "<source>",
+                                 d->loc.line, d->loc.col, d->message);
             }
             diag_free(&quiet);
             if (!pass)

@@ -172,8 +172,8 @@ static void copy_region(ad_ctx *a, ir_region *r, bool push);
 /* A copy of op with mapped operands, its results mapped to the copy's. */
 static ir_op *copy_plain(ad_ctx *a, ir_op *op) {
     a->b.loc = op->loc;
-    ir_op *c = ir_build(&a->b, op->code, mapped_operands(a, op, 0, op->noperands),
-                        op->noperands, result_types(a, op), op->nresults, op->nregions);
+    ir_op *c = ir_build(&a->b, op->code, mapped_operands(a, op, 0, op->noperands), op->noperands,
+                        result_types(a, op), op->nresults, op->nregions);
     c->imm = op->imm;
     c->attr = op->attr;
     for (uint32_t i = 0; i < op->nresults; i++)
@@ -401,8 +401,8 @@ static void reverse_access(ad_ctx *a, ir_op *op) {
         ir_op *w = ir_if(&a->b, ir_binop(&a->b, IR_EQ, ad_val(a, v), fin), &v->type, 1);
         ir_builder saved = a->b;
         a->b = ir_builder_at_end(a->m, w->regions[0]);
-        ir_value *g = ir_atomic(&a->b, IR_ATOMIC_XCHG, ga, idx, nidx,
-                                ir_const_float(&a->b, v->type, 0.0));
+        ir_value *g =
+            ir_atomic(&a->b, IR_ATOMIC_XCHG, ga, idx, nidx, ir_const_float(&a->b, v->type, 0.0));
         ir_yield(&a->b, &g, 1);
         a->b = ir_builder_at_end(a->m, w->regions[1]);
         ir_value *z = ir_const_float(&a->b, v->type, 0.0);
@@ -507,8 +507,7 @@ static void pop_carried(ad_ctx *a, ad_loop *L, ir_region *primal, uint32_t first
 }
 
 /* Yields (adjoints of the carried values in `args`, free adjoints) at the cursor. */
-static void rev_yield(ad_ctx *a, rev_carry *rc, ir_region *primal, uint32_t first,
-                      kern_loc loc) {
+static void rev_yield(ad_ctx *a, rev_carry *rc, ir_region *primal, uint32_t first, kern_loc loc) {
     uint32_t n = rc->nfloat + (uint32_t)rc->free.len;
     ir_value **ys = ARENA_ARRAY(&a->m->mem, ir_value *, n + 1);
     for (uint32_t i = 0; i < rc->nfloat; i++)
@@ -548,8 +547,7 @@ static void reverse_for(ad_ctx *a, ir_op *op) {
     if (early) {
         rlo = ir_const_int(&a->b, ty_i32(), 0);
         rhi = L->count;
-        last = ir_binop(&a->b, IR_SUB,
-                        ir_binop(&a->b, IR_ADD, lo, ir_cast(&a->b, it, L->count)),
+        last = ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_ADD, lo, ir_cast(&a->b, it, L->count)),
                         ir_const_int(&a->b, it, 1));
     } else {
         rlo = lo;
@@ -713,8 +711,7 @@ static void grad_task(ad_ctx *a, ir_op *task) {
     a->b.loc = task->loc;
     ir_op *t;
     if (task->code == IR_PARALLEL) {
-        t = ir_parallel(&a->b, mapped_operands(a, task, 0, task->noperands),
-                        task->noperands / 2);
+        t = ir_parallel(&a->b, mapped_operands(a, task, 0, task->noperands), task->noperands / 2);
     } else {
         t = ir_serial(&a->b);
     }

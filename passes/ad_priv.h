@@ -9,23 +9,23 @@
 typedef struct ad_loop {
     uint32_t *stacks; /* per carried value: its adstack, or UINT32_MAX when not pushed */
     uint32_t ncarried;
-    ir_value *count;  /* early-exit for and while: the iterations the forward sweep ran */
+    ir_value *count; /* early-exit for and while: the iterations the forward sweep ran */
 } ad_loop;
 
 typedef struct ad_ctx {
     ir_module *m;
-    ir_kernel *pk;   /* the primal kernel */
-    ir_kernel *gk;   /* K.grad, being built */
+    ir_kernel *pk; /* the primal kernel */
+    ir_kernel *gk; /* K.grad, being built */
     uint32_t ad_stack_size;
-    uint32_t nvals;  /* primal values, numbered through ir_value.id */
-    uint32_t nops;   /* primal ops, numbered through ir_op.id */
-    ir_value **map;  /* primal value -> its value in the code being built (current copy) */
-    ir_value **adj;  /* primal value -> its accumulated adjoint (NULL: zero) */
-    uint32_t *mark;  /* scratch marks per primal value (free-variable sets) */
+    uint32_t nvals; /* primal values, numbered through ir_value.id */
+    uint32_t nops;  /* primal ops, numbered through ir_op.id */
+    ir_value **map; /* primal value -> its value in the code being built (current copy) */
+    ir_value **adj; /* primal value -> its accumulated adjoint (NULL: zero) */
+    uint32_t *mark; /* scratch marks per primal value (free-variable sets) */
     uint32_t markgen;
-    ad_loop **loops; /* primal op -> its loop record (FOR, WHILE) */
+    ad_loop **loops;       /* primal op -> its loop record (FOR, WHILE) */
     ir_value **grad_param; /* primal param index -> the adjoint array param of K.grad */
-    ir_builder b;    /* where new code goes */
+    ir_builder b;          /* where new code goes */
 } ad_ctx;
 
 /* The value of primal value v in the code being built. */
