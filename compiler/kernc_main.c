@@ -334,6 +334,9 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         } else {
             fe_print_ast(&out, f, c->kernel);
         }
+    } else if (!strcmp(c->emit, "ir-grad") ||
+               (!strcmp(c->emit, "ir") && c->kernel && is_grad_name(c->kernel))) {
+        rc = emit_ir_grad(c, ctx, l, &out); /* --emit=ir --kernel K.grad: the same */
     } else if (!strcmp(c->emit, "ir")) {
         ir_module *m = kc_compile_source(ctx, c->file, l->text, l->len);
         if (!m) {
@@ -346,8 +349,6 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         }
         if (m)
             ir_module_free(m);
-    } else if (!strcmp(c->emit, "ir-grad")) {
-        rc = emit_ir_grad(c, ctx, l, &out);
     } else {
         static const char *later[] = {"ptx", "amdgpu", "spirv", "spirv-asm", "msl"};
         for (size_t i = 0; i < sizeof later / sizeof *later; i++)

@@ -232,6 +232,8 @@ Test(cli_grad, emit_ir_grad) {
                   !strstr(r.out, "kernel @square(") && !strstr(r.out, "kernel @scale("),
               "%s", r.out);
     free(r.out);
+    snprintf(args, sizeof args, "emit %s --emit=ir --kernel square.grad", src);
+    expect(args, 0, "kernel @square.grad(%x: f32[], %y: f32[], %x.grad: f32[], %y.grad: f32[])");
     snprintf(args, sizeof args, "emit %s --emit=ir-grad --kernel nope", src);
     expect(args, 1, "no kernel named 'nope'");
     unlink(src);
