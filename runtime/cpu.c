@@ -42,9 +42,14 @@ static void cpu_destroy(rt_device *d) {
     free(c);
 }
 
+/* No host has this much memory (x86-64 and arm64 user space spans at most 2^48 bytes);
+ * larger requests fail here without asking the allocator (which a sanitizer would turn
+ * into an abort). */
+#define CPU_MAX_ALLOC ((uint64_t)1 << 48)
+
 static kern_status cpu_alloc(rt_device *d, size_t bytes, void **mem, char *err, size_t errlen) {
     size_t rounded = (bytes + 63) / 64 * 64;
-    if (rounded < bytes) {
+    if (rounded < bytes || (uint64_t)bytes > CPU_MAX_ALLOC) {
         snprintf(err, errlen, "cannot allocate %zu bytes of host memory", bytes);
         return KERN_ERR_OUT_OF_MEMORY;
     }
