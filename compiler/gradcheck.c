@@ -119,8 +119,8 @@ static void *xcalloc(size_t n, size_t size) {
 /* ---- Compiling ---------------------------------------------------------------------- */
 
 /* Compiles with K.grad and JITs into g->ctx; diagnostics go to err when print_diags. */
-static gradcheck_status compile(gc *g, const char *text, size_t len, bool promote,
-                                bool print_diags, kern_module **out) {
+static gradcheck_status compile(gc *g, const char *text, size_t len, bool promote, bool print_diags,
+                                kern_module **out) {
     kc_ctx *cc = kc_ctx_new();
     cc->opts = g->o->copts;
     cc->opts.grad = KC_GRAD_ALL;
@@ -141,8 +141,7 @@ static gradcheck_status compile(gc *g, const char *text, size_t len, bool promot
     return st;
 }
 
-static gradcheck_status find_kernels(gc *g, kern_module *mod, kern_kernel **k,
-                                     kern_kernel **gk) {
+static gradcheck_status find_kernels(gc *g, kern_module *mod, kern_kernel **k, kern_kernel **gk) {
     if (kern_kernel_find(mod, g->name, k) != KERN_OK)
         return gc_fail(g, GRADCHECK_USER, "no kernel named '%s' in %s", g->name, g->path);
     char gname[512];
@@ -165,7 +164,8 @@ static gradcheck_status map_grads(gc *g, kern_kernel *gk, bool f64) {
         char want[300];
         snprintf(want, sizeof want, "%s.grad", p->info.name);
         if (next >= n || kern_kernel_param(gk, next, &gi) != KERN_OK ||
-            strcmp(gi.name, want) != 0 || !gi.is_array || gi.rank != (p->info.is_array ? p->info.rank : 1))
+            strcmp(gi.name, want) != 0 || !gi.is_array ||
+            gi.rank != (p->info.is_array ? p->info.rank : 1))
             return gc_fail(g, GRADCHECK_USER,
                            "%s.grad: parameter %d is not '%s' as spec section 8 defines it",
                            g->name, next, want);
@@ -198,7 +198,7 @@ static bool parse_scalar(const char *s, kern_dtype t, double *f, kern_arg *a) {
         return false;
     if (t == KERN_U32 && (v < 0 || v > (long long)UINT32_MAX))
         return false;
-    *a = t == KERN_I32 ? kern_arg_i32((int32_t)v)
+    *a = t == KERN_I32   ? kern_arg_i32((int32_t)v)
          : t == KERN_U32 ? kern_arg_u32((uint32_t)v)
                          : kern_arg_i64((int64_t)v);
     return true;
@@ -229,8 +229,7 @@ static gradcheck_status read_npy(gc *g, const char *name, const char *path, kern
     kern_status st = kern_npy_read(path, arr, err, sizeof err);
     if (st == KERN_OK)
         return GRADCHECK_OK;
-    return gc_fail(g, st == KERN_ERR_NOT_FOUND || st == KERN_ERR_IO ? GRADCHECK_IO
-                                                                     : GRADCHECK_USER,
+    return gc_fail(g, st == KERN_ERR_NOT_FOUND || st == KERN_ERR_IO ? GRADCHECK_IO : GRADCHECK_USER,
                    "%s=%s: %s", name, path, err);
 }
 
@@ -249,9 +248,8 @@ static gradcheck_status bind_param(gc *g, gc_param *p, const char *value) {
         } else if (value) {
             double unused;
             if (!parse_scalar(value, in->dtype, &unused, &p->scalar))
-                return gc_fail(g, GRADCHECK_USER,
-                               "%s=%s: not a value of the parameter's type %s", in->name,
-                               value, kern_dtype_name(in->dtype));
+                return gc_fail(g, GRADCHECK_USER, "%s=%s: not a value of the parameter's type %s",
+                               in->name, value, kern_dtype_name(in->dtype));
         } else {
             int s = g->o->size;
             p->scalar = in->dtype == KERN_BOOL  ? kern_arg_bool(rng_next(&g->rng) & 1)
@@ -271,8 +269,7 @@ static gradcheck_status bind_param(gc *g, gc_param *p, const char *value) {
                          "%s=%s: the file holds %s with %d dimension%s, but parameter '%s' "
                          "is %s with %d",
                          in->name, value, kern_dtype_name(arr.dtype), arr.rank,
-                         arr.rank == 1 ? "" : "s", in->name, kern_dtype_name(in->dtype),
-                         in->rank);
+                         arr.rank == 1 ? "" : "s", in->name, kern_dtype_name(in->dtype), in->rank);
             kern_npy_free(&arr);
             return st;
         }
@@ -417,8 +414,7 @@ static gradcheck_status launch(gc *g, kern_kernel *k, const kern_arg *args, int 
     return GRADCHECK_OK;
 }
 
-static gradcheck_status read_doubles(gc *g, kern_buffer *b, kern_dtype t, double *out,
-                                     int64_t n) {
+static gradcheck_status read_doubles(gc *g, kern_buffer *b, kern_dtype t, double *out, int64_t n) {
     size_t bytes = kern_buffer_bytes(b);
     void *data = xcalloc(bytes, 1);
     kern_status st = kern_buffer_read(b, data, bytes);
@@ -587,7 +583,7 @@ static gradcheck_status check_elements(gc *g, gradcheck_result *res) {
             gc_param *p = &g->p[i];
             if (p->diff && p->info.is_array)
                 for (int64_t j = 0; j < p->count; j++)
-                    if (!(isnan(p->plus[j]) && isnan(p->minus[j]))) /* NaN either way: */
+                    if (!(isnan(p->plus[j]) && isnan(p->minus[j])))  /* NaN either way: */
                         sum += p->w[j] * (p->plus[j] - p->minus[j]); /* unaffected */
         }
         double fd = sum / (xp - xm);
@@ -600,9 +596,8 @@ static gradcheck_status check_elements(gc *g, gradcheck_result *res) {
 }
 
 gradcheck_status gradcheck_source(const char *path, const char *text, size_t len,
-                                  const char *kernel, const char *const *bindings,
-                                  int nbindings, const gradcheck_options *o,
-                                  gradcheck_result *res, FILE *err) {
+                                  const char *kernel, const char *const *bindings, int nbindings,
+                                  const gradcheck_options *o, gradcheck_result *res, FILE *err) {
     memset(res, 0, sizeof *res);
     gc g = {.o = o, .path = path ? path : "<source>", .err = err, .rng = o->seed};
     size_t kn = strlen(kernel);
@@ -689,10 +684,11 @@ void gradcheck_print(FILE *f, const char *kernel, const gradcheck_options *o,
         return;
     const gradcheck_worst *w[2] = {&res->f64, &res->f32};
     for (int i = 0; i < 2; i++)
-        fprintf(f, "  %s: worst at %s: K.grad %.9g, finite difference %.9g\n",
-                i ? "f32" : "f64", w[i]->where, w[i]->analytic, w[i]->fd);
+        fprintf(f, "  %s: worst at %s: K.grad %.9g, finite difference %.9g\n", i ? "f32" : "f64",
+                w[i]->where, w[i]->analytic, w[i]->fd);
     if (res->primal_written[0])
-        fprintf(f, "  the gradient kernel changed the primal array '%s' (it must only update "
-                   "adjoints)\n",
+        fprintf(f,
+                "  the gradient kernel changed the primal array '%s' (it must only update "
+                "adjoints)\n",
                 res->primal_written);
 }

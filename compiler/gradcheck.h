@@ -43,18 +43,18 @@ typedef struct gradcheck_worst {
 } gradcheck_worst;
 
 typedef struct gradcheck_result {
-    int elements;              /* elements checked */
+    int elements;             /* elements checked */
     gradcheck_worst f64, f32; /* the worst element of each precision */
-    char primal_written[64];   /* a primal array that K.grad changed ("" when none: spec
+    char primal_written[64];  /* a primal array that K.grad changed ("" when none: spec
                                   section 8 says it never does) */
-    bool ok;                   /* both within their tolerance, no primal array written */
+    bool ok;                  /* both within their tolerance, no primal array written */
 } gradcheck_result;
 
 typedef enum gradcheck_status {
-    GRADCHECK_OK = 0,   /* ran; res->ok tells whether it passed */
-    GRADCHECK_USER = 1, /* an error in the program or the bindings (reported on err) */
+    GRADCHECK_OK = 0,    /* ran; res->ok tells whether it passed */
+    GRADCHECK_USER = 1,  /* an error in the program or the bindings (reported on err) */
     GRADCHECK_USAGE = 2, /* a malformed or repeated binding, a bad option value */
-    GRADCHECK_IO = 3,   /* a file could not be read (reported on err) */
+    GRADCHECK_IO = 3,    /* a file could not be read (reported on err) */
 } gradcheck_status;
 
 /* Checks K.grad of kernel `kernel` (K or K.grad) of source text (path names it in
@@ -62,9 +62,8 @@ typedef enum gradcheck_status {
  * .npy paths for arrays, and P.grad=PATH.npy for the weights w_P of array P. Diagnostics
  * and errors are printed on err (NULL: nowhere). */
 gradcheck_status gradcheck_source(const char *path, const char *text, size_t len,
-                                  const char *kernel, const char *const *bindings,
-                                  int nbindings, const gradcheck_options *o,
-                                  gradcheck_result *res, FILE *err);
+                                  const char *kernel, const char *const *bindings, int nbindings,
+                                  const gradcheck_options *o, gradcheck_result *res, FILE *err);
 
 /* The one-line verdict: "gradcheck K: N elements, worst relative error ... : ok\n",
  * followed on failure by the worst element of each precision. */

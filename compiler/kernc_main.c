@@ -184,8 +184,7 @@ static int parse_cli(int argc, char **argv, cli *c) {
         } else if ((v = opt_value(a, "--max-checks", argc, argv, &i, &m)) || m) {
             unsigned long long n;
             if (!parse_uint(v, 1 << 30, &n) || n == 0)
-                return usage_error("--max-checks needs a positive integer, got '%s'",
-                                   v ? v : "");
+                return usage_error("--max-checks needs a positive integer, got '%s'", v ? v : "");
             c->gc.max_checks = (int)n;
             c->gc_option = "--max-checks";
         } else if ((v = opt_value(a, "--eps", argc, argv, &i, &m)) || m) {
@@ -396,9 +395,14 @@ int main(int argc, char **argv) {
     if (c.gc_option && strcmp(c.cmd, "gradcheck") != 0)
         return usage_error("%s is an option of gradcheck only", c.gc_option);
     if (!strcmp(c.cmd, "run") || !strcmp(c.cmd, "gradcheck")) {
-        kernc_run_args ra = {c.file, c.npositional ? c.positional[0] : NULL, c.target,
+        kernc_run_args ra = {c.file,
+                             c.npositional ? c.positional[0] : NULL,
+                             c.target,
                              c.positional + (c.npositional ? 1 : 0),
-                             c.npositional ? c.npositional - 1 : 0, c.saves, c.nsaves, c.opts};
+                             c.npositional ? c.npositional - 1 : 0,
+                             c.saves,
+                             c.nsaves,
+                             c.opts};
         if (!strcmp(c.cmd, "run"))
             return kernc_cmd_run(&ra);
         if (c.nsaves)

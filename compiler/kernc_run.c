@@ -525,8 +525,8 @@ int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o) {
     gradcheck_options go = *o;
     go.copts = a->opts;
     gradcheck_result res;
-    gradcheck_status st = gradcheck_source(a->file, text, len, a->kernel, a->bindings,
-                                           a->nbindings, &go, &res, stderr);
+    gradcheck_status st = gradcheck_source(a->file, text, len, a->kernel, a->bindings, a->nbindings,
+                                           &go, &res, stderr);
     free(text);
     if (st == GRADCHECK_IO)
         return KERNC_EXIT_IO;

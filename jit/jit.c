@@ -96,8 +96,7 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
     return st;
 }
 
-kern_status kern_module_from_file_source(kern_context *ctx, const char *path,
-                                         kern_module **out) {
+kern_status kern_module_from_file_source(kern_context *ctx, const char *path, kern_module **out) {
     if (!ctx)
         return KERN_ERR_ARGUMENT;
     if (!path || !out)

@@ -40,11 +40,11 @@ static run_result run(const char *args) {
 
 static void expect(const char *args, int status, const char *needle) {
     run_result r = run(args);
-    cr_expect_eq(r.status, status, "kernc %s: status %d, expected %d; output:\n%s", args,
-                 r.status, status, r.out);
+    cr_expect_eq(r.status, status, "kernc %s: status %d, expected %d; output:\n%s", args, r.status,
+                 status, r.out);
     if (needle)
-        cr_expect(strstr(r.out, needle) != NULL, "kernc %s: output lacks '%s':\n%s", args,
-                  needle, r.out);
+        cr_expect(strstr(r.out, needle) != NULL, "kernc %s: output lacks '%s':\n%s", args, needle,
+                  r.out);
     free(r.out);
 }
 
@@ -76,8 +76,9 @@ Test(cli, usage_errors) {
 }
 
 Test(cli, run_errors) {
-    expect("run tests/golden/ir/saxpy.kern saxpy", 1, "parameter 'a: f32' of kernel 'saxpy' "
-                                                     "is not bound");
+    expect("run tests/golden/ir/saxpy.kern saxpy", 1,
+           "parameter 'a: f32' of kernel 'saxpy' "
+           "is not bound");
     expect("run tests/golden/ir/saxpy.kern nope a=1", 1, "no kernel named 'nope'");
     expect("run tests/golden/ir/saxpy.kern saxpy a=x1 x=a.npy y=b.npy", 1, "a=x1: not a number");
     expect("run tests/golden/ir/saxpy.kern saxpy a=1 x=/no/such.npy y=/no/such.npy", 3,
@@ -92,8 +93,7 @@ Test(cli, run_errors) {
 
 Test(cli, io_errors) {
     expect("check no/such/file.kern", 3, "cannot read 'no/such/file.kern'");
-    expect("emit tests/golden/ir/saxpy.kern --emit=ir -o /no/such/dir/out.ir", 3,
-           "cannot write");
+    expect("emit tests/golden/ir/saxpy.kern --emit=ir -o /no/such/dir/out.ir", 3, "cannot write");
 }
 
 Test(cli, check_ok_and_errors) {
@@ -158,7 +158,6 @@ Test(cli, emit_outputs) {
 
 /* ---- Reverse mode: emit --emit=ir-grad, run K.grad, gradcheck ----------------------- */
 
-
 /* Writes text to a new temporary file "/tmp/kern-cli-XXXXXX<suffix>"; path must hold 64. */
 static void temp_file(char *path, const char *suffix, const char *text) {
     snprintf(path, 64, "/tmp/kern-cli-XXXXXX%s", suffix);
@@ -173,8 +172,7 @@ static void temp_npy_f32(char *path, const float *v, int64_t n) {
     temp_file(path, ".npy", NULL);
     char err[256];
     int64_t shape[KERN_MAX_DIMS] = {n, 1, 1, 1};
-    cr_assert_eq(kern_npy_write(path, KERN_F32, 1, shape, v, err, sizeof err), KERN_OK, "%s",
-                 err);
+    cr_assert_eq(kern_npy_write(path, KERN_F32, 1, shape, v, err, sizeof err), KERN_OK, "%s", err);
 }
 
 static void read_npy_f32(const char *path, float *v, int64_t n) {
@@ -268,8 +266,8 @@ Test(cli_grad, run_square_grad) {
     read_npy_f32(ox, rx, N);
     for (int i = 0; i < N; i++) {
         float want = gx[i] + 2.0f * x[i] * gy[i];
-        cr_expect(fabsf(rgx[i] - want) <= 1e-6f * (1 + fabsf(want)), "x.grad[%d] = %g, want %g",
-                  i, (double)rgx[i], (double)want);
+        cr_expect(fabsf(rgx[i] - want) <= 1e-6f * (1 + fabsf(want)), "x.grad[%d] = %g, want %g", i,
+                  (double)rgx[i], (double)want);
         cr_expect_eq(rgy[i], 0.0f, "y.grad[%d] = %g, want 0 (overwritten)", i, (double)rgy[i]);
         cr_expect_eq(rx[i], x[i], "x[%d] changed by square.grad", i);
     }
@@ -292,8 +290,8 @@ Test(cli_grad, run_square_grad) {
     for (int i = 0; i < N; i++) {
         dot += (double)x[i] * gy[i];
         float want = gx[i] + -1.5f * gy[i];
-        cr_expect(fabsf(rgx[i] - want) <= 1e-6f * (1 + fabsf(want)), "x.grad[%d] = %g, want %g",
-                  i, (double)rgx[i], (double)want);
+        cr_expect(fabsf(rgx[i] - want) <= 1e-6f * (1 + fabsf(want)), "x.grad[%d] = %g, want %g", i,
+                  (double)rgx[i], (double)want);
         cr_expect_eq(rgy[i], gy[i], "y.grad[%d] = %g, want %g (+= passes it through)", i,
                      (double)rgy[i], (double)gy[i]);
     }
@@ -351,8 +349,7 @@ Test(cli_grad, usage_errors) {
     expect("gradcheck tests/golden/ir/simulate.kern simulate bogus=1", 1,
            "no parameter named 'bogus'");
     expect("gradcheck tests/golden/ir/simulate.kern simulate steps", 2, "NAME=VALUE");
-    expect("gradcheck tests/golden/ir/simulate.kern simulate steps=1 steps=2", 2,
-           "bound twice");
+    expect("gradcheck tests/golden/ir/simulate.kern simulate steps=1 steps=2", 2, "bound twice");
     expect("gradcheck tests/golden/ir/simulate.kern nope", 1, "no kernel named 'nope'");
     expect("gradcheck tests/golden/ir/simulate.kern simulate --eps -1", 2, "--eps");
     expect("gradcheck tests/golden/ir/simulate.kern simulate --size 0", 2, "--size");
@@ -424,11 +421,11 @@ Test(cli_grad, promote_f64) {
         if (promote) {
             kern_buf all = {0};
             ir_print(&all, m, NULL); /* k.grad included */
-            cr_expect(strstr(all.data, "f32") == NULL, "f32 left after promotion:\n%s",
-                      all.data);
+            cr_expect(strstr(all.data, "f32") == NULL, "f32 left after promotion:\n%s", all.data);
             buf_free(&all);
-            cr_expect(strstr(b.data, "kernel @k(%x: f64[], %y: f64[], %z: f64[], %n: i32, %s: f64)"),
-                      "%s", b.data);
+            cr_expect(
+                strstr(b.data, "kernel @k(%x: f64[], %y: f64[], %z: f64[], %n: i32, %s: f64)"),
+                "%s", b.data);
             cr_expect_eq(casts, 1, "only i32 -> f64 stays a cast:\n%s", b.data);
             cr_expect(strstr(b.data, "const 0.5 : f64"), "%s", b.data);
         } else {
@@ -469,8 +466,8 @@ static void check_square_grad(kern_context *ctx, kern_module *m) {
     cr_assert_eq(kern_launch(k, args, 4), KERN_OK, "%s", kern_context_last_error(ctx));
     float gx[3];
     cr_assert_eq(kern_buffer_read(bgx, gx, sizeof gx), KERN_OK);
-    cr_expect(gx[0] == 2.0f && gx[1] == -4.0f && gx[2] == 3.0f, "x.grad = %g %g %g",
-              (double)gx[0], (double)gx[1], (double)gx[2]);
+    cr_expect(gx[0] == 2.0f && gx[1] == -4.0f && gx[2] == 3.0f, "x.grad = %g %g %g", (double)gx[0],
+              (double)gx[1], (double)gx[2]);
     /* the check rejects inplace (x[i] read, then overwritten): no gradient, no error */
     cr_expect_eq(kern_kernel_find(m, "inplace", &k), KERN_OK);
     cr_expect_eq(kern_kernel_find(m, "inplace.grad", &k), KERN_ERR_NOT_FOUND);
@@ -488,8 +485,7 @@ Test(cli_grad, build_and_jit_carry_grads) {
     kern_context *ctx;
     cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
     kern_module *m;
-    cr_assert_eq(kern_module_load_file(ctx, so, &m), KERN_OK, "%s",
-                 kern_context_last_error(ctx));
+    cr_assert_eq(kern_module_load_file(ctx, so, &m), KERN_OK, "%s", kern_context_last_error(ctx));
     check_square_grad(ctx, m);
     kern_module_release(m);
     cr_assert_eq(kern_module_from_source(ctx, mixed_src, strlen(mixed_src), "mixed.kern", &m),
