@@ -120,8 +120,7 @@ kern_status kern_context_adstack_info(kern_context *ctx, kern_adstack_info *out)
 /* Adstack s (0-based, the kernel's table order) of the last launch with adstacks: its
  * byte offset in a thread's slice and its capacity in entries (either may be NULL).
  * KERN_ERR_ARGUMENT when s is out of range. */
-kern_status kern_context_adstack_last(kern_context *ctx, int s, int64_t *offset,
-                                      int64_t *capacity);
+kern_status kern_context_adstack_last(kern_context *ctx, int s, int64_t *offset, int64_t *capacity);
 
 /* ---- buffers ----------------------------------------------------------------------- */
 

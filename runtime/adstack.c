@@ -70,8 +70,8 @@ kern_status rt_adstack_layout(const kern_meta *m, const kern_meta_kernel *k, con
     return KERN_OK;
 }
 
-kern_status rt_adstack_heap_size(const char *kernel, int64_t stride, int64_t slots,
-                                 size_t *bytes, char *err, size_t errlen) {
+kern_status rt_adstack_heap_size(const char *kernel, int64_t stride, int64_t slots, size_t *bytes,
+                                 char *err, size_t errlen) {
     int64_t n;
     if (stride < 0 || slots < 0 || __builtin_mul_overflow(stride, slots, &n) ||
         (uint64_t)n > (uint64_t)PTRDIFF_MAX || (uint64_t)n > SIZE_MAX) {

@@ -59,8 +59,8 @@ kern_status rt_adstack_layout(const kern_meta *m, const kern_meta_kernel *k, con
 
 /* stride x slots, checked: KERN_ERR_OUT_OF_MEMORY with a message naming the kernel, the
  * stride and the slots when it does not fit in a size_t (or in PTRDIFF_MAX). */
-kern_status rt_adstack_heap_size(const char *kernel, int64_t stride, int64_t slots,
-                                 size_t *bytes, char *err, size_t errlen);
+kern_status rt_adstack_heap_size(const char *kernel, int64_t stride, int64_t slots, size_t *bytes,
+                                 char *err, size_t errlen);
 
 /* Makes sure h holds at least `bytes` (see the top of this file). On failure the old heap
  * stays and the status is KERN_ERR_OUT_OF_MEMORY with a message naming the kernel, the

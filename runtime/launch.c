@@ -110,8 +110,7 @@ static kern_status size_adstacks(kern_kernel *k, const kern_arg *args, const rt_
     size_t bytes;
     if ((s = rt_adstack_layout(k->mod->meta, mk, sa, mk->nparams, layout, stride, err,
                                sizeof err)) != KERN_OK ||
-        (s = rt_adstack_heap_size(mk->name, *stride, slots, &bytes, err, sizeof err)) !=
-            KERN_OK ||
+        (s = rt_adstack_heap_size(mk->name, *stride, slots, &bytes, err, sizeof err)) != KERN_OK ||
         (s = rt_adstack_reserve(&ctx->adheap, d, &ctx->retired, mk->name, bytes, *stride, slots,
                                 err, sizeof err)) != KERN_OK) {
         s = rt_error(ctx, s, "%s", err);
@@ -158,8 +157,7 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
         goto cleanup;
     }
     rt_retire_poll(&ctx->retired, ctx->dev);
-    if (mk->nadstacks > 16 &&
-        !(layout = calloc((size_t)mk->nadstacks * 2, sizeof *layout))) {
+    if (mk->nadstacks > 16 && !(layout = calloc((size_t)mk->nadstacks * 2, sizeof *layout))) {
         s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
         goto cleanup;
     }

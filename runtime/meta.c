@@ -226,7 +226,6 @@ static bool parse_task(meta_parser *ps, kern_meta_kernel *k, int i) {
     return true;
 }
 
-
 /* If the next line starts with `prefix` (which ends with a space), consumes it and
  * returns its rest in [*s, *e): non-empty, without control characters. */
 static bool raw_line(meta_parser *ps, const char *prefix, const char **s, const char **e,
@@ -513,8 +512,8 @@ static bool check_leaves(const sz_expr *e, const kern_meta_kernel *k, char *msg,
     const kern_meta_param *p = NULL;
     if (e->op == SZ_PARAM || e->op == SZ_DIM || e->op == SZ_READ) {
         if (e->v < 0 || e->v >= k->nparams) {
-            snprintf(msg, len, "parameter %lld does not exist (the kernel has %d)",
-                     (long long)e->v, k->nparams);
+            snprintf(msg, len, "parameter %lld does not exist (the kernel has %d)", (long long)e->v,
+                     k->nparams);
             return false;
         }
         p = &k->params[e->v];

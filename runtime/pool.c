@@ -38,7 +38,7 @@ typedef struct pool_worker {
 struct rt_pool {
     int nthreads;
     pool_worker *wargs; /* per worker thread */
-    int nworkers; /* started worker threads (nthreads - 1 when all started) */
+    int nworkers;       /* started worker threads (nthreads - 1 when all started) */
     pthread_t *workers;
     pthread_mutex_t mu;
     pthread_cond_t wake;    /* a new generation, or stop */

@@ -44,7 +44,7 @@ struct kern_context {
     int deferred_more; /* further device errors observed with it */
     char deferred_msg[RT_MSG_SIZE];
     rt_list buffers, modules, tapes; /* everything made from the context, freed with it */
-    rt_adstack_heap adheap;   /* the adstack heap of the context's device (adstack.h) */
+    rt_adstack_heap adheap;          /* the adstack heap of the context's device (adstack.h) */
 };
 
 struct kern_buffer {

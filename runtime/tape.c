@@ -169,8 +169,7 @@ kern_status kern_tape_set_grad(kern_tape *t, kern_buffer *primal, kern_buffer *g
     if (grad->dtype != primal->dtype || grad->rank != primal->rank ||
         memcmp(grad->shape, primal->shape, sizeof grad->shape) != 0)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
-                        "kern_tape_set_grad: the adjoint %s does not match the buffer %s", gw,
-                        pw);
+                        "kern_tape_set_grad: the adjoint %s does not match the buffer %s", gw, pw);
     tape_grad *g = find_grad(t, primal);
     if (g && g->owned && g->grad != grad && buffer_alive(ctx, g->grad))
         kern_buffer_release(g->grad);
@@ -205,8 +204,7 @@ kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args,
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_launch: the kernel is NULL");
     if (k->mod->ctx != ctx)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
-                        "kern_tape_launch: kernel '%s' belongs to another context",
-                        k->meta->name);
+                        "kern_tape_launch: kernel '%s' belongs to another context", k->meta->name);
     if (t->ran)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "kern_tape_launch: the tape has run backward; kern_tape_clear starts a "
@@ -234,8 +232,7 @@ kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args,
         free(rec->args);
         free(rec->scalar_grads);
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
-                        "out of host memory: kernel '%s' ran but was not recorded",
-                        k->meta->name);
+                        "out of host memory: kernel '%s' ran but was not recorded", k->meta->name);
     }
     if (nargs)
         memcpy(rec->args, args, (size_t)nargs * sizeof *args);
@@ -313,9 +310,8 @@ static kern_status backward_one(kern_tape *t, int r) {
             gb = g->grad;
         } else {
             int64_t one = 1;
-            if (!rec->scalar_grads[i] &&
-                (s = new_zeroed(t, rt_dtype_of(p->type), 1, &one, &rec->scalar_grads[i])) !=
-                    KERN_OK)
+            if (!rec->scalar_grads[i] && (s = new_zeroed(t, rt_dtype_of(p->type), 1, &one,
+                                                         &rec->scalar_grads[i])) != KERN_OK)
                 goto cleanup;
             gb = rec->scalar_grads[i];
         }
@@ -340,8 +336,8 @@ kern_status kern_tape_backward(kern_tape *t) {
     for (int r = t->nrecs - 1; r >= 0; r--) {
         kern_status s = backward_one(t, r);
         if (s != KERN_OK) {
-            const char *name = module_alive(ctx, t->recs[r].k->mod) ? t->recs[r].k->meta->name
-                                                                     : "?";
+            const char *name =
+                module_alive(ctx, t->recs[r].k->mod) ? t->recs[r].k->meta->name : "?";
             return rt_error(ctx, s, "kern_tape_backward: record %d (kernel '%s'): %s", r, name,
                             ctx->msg);
         }

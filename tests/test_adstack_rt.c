@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../include/kern.h"
 #include "../runtime/abi.h"
@@ -79,8 +80,7 @@ static const struct {
     const char *tail; /* after "kernel k 1 1 2 1\nparam n i32 0\nparam a i32[,] 0\ntask..." */
     const char *msg;
 } bad_meta[] = {
-    {"adstack f64 3 5 (param 0\nend\n",
-     "metadata line 6: adstack: bad SizeExpr '(param 0': "},
+    {"adstack f64 3 5 (param 0\nend\n", "metadata line 6: adstack: bad SizeExpr '(param 0': "},
     {"adstack f64 3 5 \nend\n", "metadata line 6: adstack: empty SizeExpr"},
     {"adstack f64 3 5\nend\n", "metadata line 6: adstack: expected 'adstack TYPE LINE COL "},
     {"adstack f64[] 3 5 1\nend\n", "metadata line 6: adstack: bad element type 'f64[]'"},
@@ -218,9 +218,9 @@ Test(adstack_rt, heap_size_overflow) {
     char err[512];
     cr_assert_eq(rt_adstack_heap_size("k.grad", 256, 4, &bytes, err, sizeof err), KERN_OK);
     cr_assert_eq(bytes, 1024);
-    cr_assert_eq(rt_adstack_heap_size("k.grad", INT64_C(1) << 40, INT64_C(1) << 30, &bytes, err,
-                                      sizeof err),
-                 KERN_ERR_OUT_OF_MEMORY);
+    cr_assert_eq(
+        rt_adstack_heap_size("k.grad", INT64_C(1) << 40, INT64_C(1) << 30, &bytes, err, sizeof err),
+        KERN_ERR_OUT_OF_MEMORY);
     cr_assert_str_eq(err, "kernel 'k.grad': the adstack heap of 1099511627776 bytes per thread x "
                           "1073741824 threads does not fit in the address space");
 }
@@ -392,8 +392,7 @@ static kern_module *hand_module(kern_context *ctx) {
     cr_assert(meta, "%s", err);
     kern_module *m = NULL;
     kern_code_provider p = {NULL, hand_lookup, NULL};
-    cr_assert_eq(rt_module_create(ctx, meta, p, &m), KERN_OK, "%s",
-                 kern_context_last_error(ctx));
+    cr_assert_eq(rt_module_create(ctx, meta, p, &m), KERN_OK, "%s", kern_context_last_error(ctx));
     return m;
 }
 
@@ -428,7 +427,7 @@ Test(adstack_rt, cpu_slices_layout_reuse_and_growth) {
             cr_assert_eq(info.last_slots, threads);
             cr_assert_eq(info.last_count, 2);
             int64_t need = stride * threads;
-            int64_t want_heap = prev_heap >= need    ? prev_heap
+            int64_t want_heap = prev_heap >= need      ? prev_heap
                                 : 2 * prev_heap > need ? 2 * prev_heap
                                                        : need;
             allocs += want_heap != prev_heap;
@@ -529,37 +528,36 @@ Test(adstack_rt, overflow_message_and_grad_lookup) {
 
 /* ---- end to end: gradient kernels compiled by the JIT ------------------------------- */
 
-static const char jit_src[] =
-    "kernel bounce(x: f32[], y: f32[], n: i32) {\n" /* 1 */
-    "    for i in 0..len(x) {\n"
-    "        var v = x[i];\n"
-    "        var k = 0;\n"
-    "        while k < n {\n" /* 5: the while loop at 5:9 */
-    "            v = v * 0.5 + 1.0;\n"
-    "            k += 1;\n"
-    "        }\n"
-    "        y[i] = v;\n"
-    "    }\n"
-    "}\n"
-    "kernel roll(x: f32[], y: f32[], steps: i32) {\n"
-    "    for i in 0..len(x) {\n"
-    "        var v = x[i];\n"
-    "        for t in 0..steps {\n"
-    "            v = v * 0.9 + 0.1;\n"
-    "        }\n"
-    "        y[i] = v;\n"
-    "    }\n"
-    "}\n"
-    "kernel step(x: f32[], y: f32[], a: f32) {\n"
-    "    for i in 0..len(x) {\n"
-    "        y[i] = a * x[i] * x[i];\n"
-    "    }\n"
-    "}\n"
-    "kernel inplace(x: f32[]) {\n"
-    "    for i in 0..len(x) {\n"
-    "        x[i] = x[i] * 2.0;\n"
-    "    }\n"
-    "}\n";
+static const char jit_src[] = "kernel bounce(x: f32[], y: f32[], n: i32) {\n" /* 1 */
+                              "    for i in 0..len(x) {\n"
+                              "        var v = x[i];\n"
+                              "        var k = 0;\n"
+                              "        while k < n {\n" /* 5: the while loop at 5:9 */
+                              "            v = v * 0.5 + 1.0;\n"
+                              "            k += 1;\n"
+                              "        }\n"
+                              "        y[i] = v;\n"
+                              "    }\n"
+                              "}\n"
+                              "kernel roll(x: f32[], y: f32[], steps: i32) {\n"
+                              "    for i in 0..len(x) {\n"
+                              "        var v = x[i];\n"
+                              "        for t in 0..steps {\n"
+                              "            v = v * 0.9 + 0.1;\n"
+                              "        }\n"
+                              "        y[i] = v;\n"
+                              "    }\n"
+                              "}\n"
+                              "kernel step(x: f32[], y: f32[], a: f32) {\n"
+                              "    for i in 0..len(x) {\n"
+                              "        y[i] = a * x[i] * x[i];\n"
+                              "    }\n"
+                              "}\n"
+                              "kernel inplace(x: f32[]) {\n"
+                              "    for i in 0..len(x) {\n"
+                              "        x[i] = x[i] * 2.0;\n"
+                              "    }\n"
+                              "}\n";
 
 static kern_module *jit_module(kern_context *ctx) {
     kern_module *m = NULL;
@@ -626,8 +624,7 @@ Test(adstack_rt, jit_heap_tracks_the_loop_bound) {
     kern_context *ctx = ctx_threads(3);
     kern_module *m = jit_module(ctx);
     kern_kernel *g;
-    cr_assert_eq(kern_kernel_find(m, "roll.grad", &g), KERN_OK, "%s",
-                 kern_context_last_error(ctx));
+    cr_assert_eq(kern_kernel_find(m, "roll.grad", &g), KERN_OK, "%s", kern_context_last_error(ctx));
     enum { N = 64 };
     float x[N], one[N];
     for (int i = 0; i < N; i++)
@@ -651,8 +648,8 @@ Test(adstack_rt, jit_heap_tracks_the_loop_bound) {
         /* the gradient of 0.9^steps * x + ...: dx = 0.9^steps */
         float gr[N];
         cr_assert_eq(kern_buffer_read(gx, gr, sizeof gr), KERN_OK);
-        cr_assert_float_eq(gr[N - 1], (float)pow(0.9, steps[r]), 1e-6,
-                           "steps %d: x.grad = %g", steps[r], gr[N - 1]);
+        cr_assert_float_eq(gr[N - 1], (float)pow(0.9, steps[r]), 1e-6, "steps %d: x.grad = %g",
+                           steps[r], gr[N - 1]);
         float zero[N] = {0};
         cr_assert_eq(kern_buffer_write(gx, zero, sizeof zero), KERN_OK);
         cr_assert_eq(kern_buffer_write(gy, one, sizeof one), KERN_OK);
@@ -713,8 +710,8 @@ Test(adstack_rt, tape_two_launches_against_c_loop) {
     float r[N];
     cr_assert_eq(kern_buffer_read(g0, r, sizeof r), KERN_OK);
     for (int i = 0; i < N; i++)
-        cr_assert(fabs(r[i] - gx0[i]) <= 1e-5 * (1 + fabs(gx0[i])), "x0.grad[%d] = %g, want %g",
-                  i, r[i], gx0[i]);
+        cr_assert(fabs(r[i] - gx0[i]) <= 1e-5 * (1 + fabs(gx0[i])), "x0.grad[%d] = %g, want %g", i,
+                  r[i], gx0[i]);
     cr_assert_eq(kern_tape_scalar_grad(t, 0, 2, &d), KERN_OK, "%s", kern_context_last_error(ctx));
     cr_assert(fabs(d - ga1) <= 1e-4 * (1 + fabs(ga1)), "a1.grad = %g, want %g", d, ga1);
     cr_assert_eq(kern_tape_scalar_grad(t, 1, 2, &d), KERN_OK);
@@ -785,3 +782,49 @@ Test(adstack_rt, tape_errors_name_record_and_kernel) {
     /* the context's release destroys the tape */
     kern_context_release(ctx);
 }
+
+/* ---- an ahead-of-time module: the adstack lines travel through the module file ------ */
+
+#ifdef KERNC_PATH
+Test(adstack_rt, aot_module_sizes_from_text_metadata) {
+    char dir[] = "/tmp/kern-adstack-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char src[256], so[256], cmd[1024];
+    snprintf(src, sizeof src, "%s/roll.kern", dir);
+    snprintf(so, sizeof so, "%s/roll.so", dir);
+    FILE *f = fopen(src, "w");
+    cr_assert(f);
+    fputs(jit_src, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' build '%s' --target=cpu -o '%s' 2>/dev/null", KERNC_PATH, src,
+             so);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    kern_context *ctx = ctx_threads(2);
+    kern_module *m;
+    cr_assert_eq(kern_module_load_file(ctx, so, &m), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_kernel *g;
+    cr_assert_eq(kern_kernel_find(m, "roll.grad", &g), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_kernel_find(m, "inplace.grad", &g), KERN_ERR_NOT_FOUND);
+    cr_assert(strstr(kern_context_last_error(ctx), "was not built: "), "%s",
+              kern_context_last_error(ctx));
+    cr_assert_eq(kern_kernel_find(m, "roll.grad", &g), KERN_OK);
+    float x[4] = {1, 2, 3, 4}, one[4] = {1, 1, 1, 1};
+    kern_buffer *bx = fbuf(ctx, 4, x), *by = fbuf(ctx, 4, NULL), *gx = fbuf(ctx, 4, NULL),
+                *gy = fbuf(ctx, 4, one);
+    int64_t c0 = 0;
+    for (int32_t steps = 3; steps <= 300; steps *= 10) {
+        kern_arg a[5] = {kern_arg_buffer(bx), kern_arg_buffer(by), kern_arg_i32(steps),
+                         kern_arg_buffer(gx), kern_arg_buffer(gy)};
+        cr_assert_eq(kern_launch(g, a, 5), KERN_OK, "%s", kern_context_last_error(ctx));
+        int64_t cap;
+        cr_assert_eq(kern_context_adstack_last(ctx, 0, NULL, &cap), KERN_OK);
+        if (steps == 3)
+            c0 = cap - 3;
+        cr_assert_eq(cap, steps + c0, "steps %d: capacity %lld", steps, (long long)cap);
+    }
+    kern_context_release(ctx);
+    remove(so);
+    remove(src);
+    rmdir(dir);
+}
+#endif

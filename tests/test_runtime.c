@@ -397,7 +397,7 @@ static void saxpy_t0(void *const *args, int64_t begin, int64_t end, kern_err_rec
  *   for i in 0..shape(src,0), j in 1..shape(src,1) { dst[i,j] = src[i,j] * k + src[i,j-1] - i } } */
 static int64_t grid_t0_count(void *const *args) { return DESC(args, 0)->shape[0]; }
 static void grid_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
-                     void *ad_slice, const int64_t *ad_layout) {
+                    void *ad_slice, const int64_t *ad_layout) {
     const kern_array_desc *s = DESC(args, 0), *d = DESC(args, 1);
     int32_t k = I32(args, 2);
     const double *src = s->data;
@@ -454,7 +454,7 @@ static void report(kern_err_record *err, int32_t code, uint32_t line, uint32_t c
 /* kernel oob(x: f32[]) { for i in 0..len(x) { x[i] = x[i + 1] } }  (line 7, col 9) */
 static int64_t oob_t0_count(void *const *args) { return DESC(args, 0)->shape[0]; }
 static void oob_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
-                     void *ad_slice, const int64_t *ad_layout) {
+                   void *ad_slice, const int64_t *ad_layout) {
     const kern_array_desc *x = DESC(args, 0);
     float *d = x->data;
     for (int64_t i = begin; i < end; i++) {
@@ -468,7 +468,7 @@ static void oob_t0(void *const *args, int64_t begin, int64_t end, kern_err_recor
 /* kernel divz(q: i32[], d: i32) { q[0] = q[0] / d } (line 3, col 14); a second task that
  * must not run after the error */
 static void divz_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
-                     void *ad_slice, const int64_t *ad_layout) {
+                    void *ad_slice, const int64_t *ad_layout) {
     int32_t *q = DESC(args, 0)->data;
     int32_t d = I32(args, 1);
     if (d == 0)
@@ -477,13 +477,13 @@ static void divz_t0(void *const *args, int64_t begin, int64_t end, kern_err_reco
         q[0] /= d;
 }
 static void divz_t1(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
-                     void *ad_slice, const int64_t *ad_layout) {
+                    void *ad_slice, const int64_t *ad_layout) {
     int32_t *q = DESC(args, 0)->data;
     q[1] = 1234;
 }
 /* kernel shl(x: u32[], s: i32) { x[0] = x[0] << s } (line 4, col 2) */
 static void shl_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
-                     void *ad_slice, const int64_t *ad_layout) {
+                   void *ad_slice, const int64_t *ad_layout) {
     uint32_t *x = DESC(args, 0)->data;
     int32_t s = I32(args, 1);
     if (s < 0 || s >= 32)
@@ -494,7 +494,7 @@ static void shl_t0(void *const *args, int64_t begin, int64_t end, kern_err_recor
 /* kernel simulate.grad(v: f32[]) { for i in 0..len(v) { v[i] = v[i] * 2 } } */
 static int64_t sg_t0_count(void *const *args) { return DESC(args, 0)->shape[0]; }
 static void sg_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
-                     void *ad_slice, const int64_t *ad_layout) {
+                  void *ad_slice, const int64_t *ad_layout) {
     float *v = DESC(args, 0)->data;
     for (int64_t i = begin; i < end; i++)
         v[i] *= 2;
@@ -503,7 +503,7 @@ static void sg_t0(void *const *args, int64_t begin, int64_t end, kern_err_record
 /* kernel many(out: i64[], p0: i32, ..., p19: i32) { out[0] = p0 + 2*p1 + ... + 20*p19 }:
  * more arguments than the launch path keeps on the stack */
 static void many_t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
-                     void *ad_slice, const int64_t *ad_layout) {
+                    void *ad_slice, const int64_t *ad_layout) {
     int64_t *out = DESC(args, 0)->data, s = 0;
     for (int i = 0; i < 20; i++)
         s += (int64_t)(i + 1) * I32(args, i + 1);
