@@ -76,6 +76,41 @@ Test(adstack_rt, meta_parses_adstacks_and_graderror) {
     kern_meta_free(m);
 }
 
+Test(adstack_rt, meta_mutations_never_crash_and_reprint) {
+    size_t n = strlen(ad_meta);
+    char *t = malloc(n + 1);
+    char err[512];
+    for (size_t len = 0; len + 1 < n; len++) {
+        kern_meta *m = kern_meta_parse(ad_meta, len, err, sizeof err);
+        cr_expect_null(m, "prefix of %zu bytes parsed", len);
+        kern_meta_free(m);
+    }
+    const char subst[] = {'\0', ' ', '\n', '(', ')', '0', '9', '-', 'v', 'x', '\t'};
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < sizeof subst; k++) {
+            memcpy(t, ad_meta, n + 1);
+            t[i] = subst[k];
+            kern_meta *m = kern_meta_parse(t, n, err, sizeof err);
+            if (m) {
+                kern_buf b = {0};
+                kern_meta_print(&b, m);
+                kern_meta *m2 = kern_meta_parse(b.data, b.len, err, sizeof err);
+                cr_expect(m2, "reprint does not parse: %s", err);
+                if (m2) {
+                    kern_buf b2 = {0};
+                    kern_meta_print(&b2, m2);
+                    cr_expect(b2.len == b.len && memcmp(b.data, b2.data, b.len) == 0);
+                    buf_free(&b2);
+                }
+                kern_meta_free(m2);
+                buf_free(&b);
+            }
+            kern_meta_free(m);
+        }
+    }
+    free(t);
+}
+
 static const struct {
     const char *tail; /* after "kernel k 1 1 2 1\nparam n i32 0\nparam a i32[,] 0\ntask..." */
     const char *msg;
