@@ -123,6 +123,7 @@ static gradcheck_status compile(gc *g, const char *text, size_t len, bool promot
                                 kern_module **out) {
     kc_ctx *cc = kc_ctx_new();
     cc->opts = g->o->copts;
+    cc->opts.debug = true; /* random inputs may index out of range: check, never corrupt */
     cc->opts.grad = KC_GRAD_ALL;
     cc->opts.grad_only = g->name;
     cc->opts.promote_f64 = promote;
@@ -410,7 +411,10 @@ static gradcheck_status launch(gc *g, kern_kernel *k, const kern_arg *args, int 
     if (st == KERN_OK)
         st = kern_sync(g->ctx);
     if (st != KERN_OK)
-        return gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
+        return gc_fail(g, GRADCHECK_USER,
+                       "%s\n(the inputs that were not bound are random: integer scalars = "
+                       "--size, integer arrays in [0, size); bind NAME=VALUE to choose them)",
+                       kern_context_last_error(g->ctx));
     return GRADCHECK_OK;
 }
 
@@ -612,7 +616,7 @@ gradcheck_status gradcheck_source(const char *path, const char *text, size_t len
         goto done;
     }
     kern_context_options co = kern_context_options_default();
-    co.debug = o->copts.debug;
+    co.debug = true;
     if (kern_context_create(&co, &g.ctx) != KERN_OK) {
         st = gc_fail(&g, GRADCHECK_USER, "%s",
                      g.ctx ? kern_context_last_error(g.ctx) : "out of memory");

@@ -17,7 +17,7 @@
 #include "../common/context.h"
 
 typedef struct gradcheck_options {
-    kc_options copts; /* compiler options; grad, grad_only and promote_f64 are set here */
+    kc_options copts; /* compiler options; debug, grad, grad_only, promote_f64 are set here */
     uint64_t seed;    /* of the random inputs and weights (default 1) */
     int size;         /* extent of every dimension of an unbound array, and the value of an
                          unbound integer scalar (default 8) */

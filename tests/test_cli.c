@@ -495,3 +495,24 @@ Test(cli_grad, build_and_jit_carry_grads) {
     unlink(src);
     unlink(so);
 }
+
+/* gradcheck's random t = size indexes past a time-indexed array: with its forced debug
+ * checks that is a clear error (not a corruption); a bound t passes. */
+Test(cli_grad, gradcheck_time_index) {
+    char src[64], args[256];
+    temp_file(src, ".kern",
+              "kernel step(x: f32[,], t: i32) {\n"
+              "    for i in 0..shape(x, 1) {\n"
+              "        x[t, i] = sin(x[t - 1, i]) * 2.0;\n"
+              "    }\n"
+              "}\n");
+    snprintf(args, sizeof args, "gradcheck %s step", src);
+    run_result r = run(args);
+    cr_expect_eq(r.status, 1, "%s", r.out);
+    cr_expect(strstr(r.out, "out of bounds") && strstr(r.out, "bind NAME=VALUE"), "%s", r.out);
+    free(r.out);
+    /* x is 8 x 8: all 64 elements checked, row 3 overwritten from row 2 */
+    snprintf(args, sizeof args, "gradcheck %s step t=3", src);
+    expect(args, 0, "gradcheck step: 64 elements");
+    unlink(src);
+}
