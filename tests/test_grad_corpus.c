@@ -678,7 +678,7 @@ static int sample_indices(int64_t count, rng_t *r, int64_t *idx) {
 /* The whole check of one case. Returns true when every probed gradient element is within
  * tolerance in both precisions; m gets a report either way. */
 static bool check_case(const gcase *c, msgbuf *m) {
-    run r64, r32;
+    run r64 = {0}, r32 = {0};
     bool ok = compile(c, "f64", &r64, m) && compile(c, "f32", &r32, m);
     aval vals[MAX_PARAMS];
     int np = 0;
