@@ -176,8 +176,7 @@ static void torch_start(torch_proc *t, const opts *o) {
         return;
     }
     if (torch_cmd(t, "version", ans, sizeof ans))
-        snprintf(t->version, sizeof t->version, "%.200s; torch.set_num_threads(%d)", ans + 3,
-                 o->threads);
+        snprintf(t->version, sizeof t->version, "%.200s", ans + 3);
 }
 
 static void torch_stop(torch_proc *t) {
@@ -411,6 +410,7 @@ static void measure(const bench *b, side *sides, int n) {
 
 /* K, K.grad and (when available) PyTorch, interleaved */
 static void measure_work(work *w, run_fn fwd, run_fn grad, bool torch) {
+    fprintf(stderr, "grad-bench: timing %s (%s)\n", w->r->name, w->r->check ? w->r->check : "no check");
     side sides[] = {{fwd, w, 0}, {grad, w, 0}, {torch_run, w, 0}};
     measure(w->b, sides, torch ? 3 : 2);
     w->r->fwd_ms = sides[0].ms;
