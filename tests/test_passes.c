@@ -770,6 +770,7 @@ static bool opt2(ir_module *m) {
 static const golden_pass GOLDEN_PASSES[] = {
     {".fold.out", ir_opt_fold}, {".simplify.out", ir_opt_simplify}, {".cse.out", ir_opt_cse},
     {".dce.out", ir_opt_dce},   {".opt.out", opt2},
+    {".private.out", ir_opt_private_atomics},
 };
 
 Test(passes, golden) {
