@@ -55,7 +55,9 @@ static uint64_t rng_next(rng_t *r) { /* xorshift64 */
     return r->s;
 }
 
-static double rng_unit(rng_t *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+static double rng_unit(rng_t *r) {
+    return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
 
 static uint64_t hash_str(const char *s) { /* FNV-1a */
     uint64_t h = 1469598103934665603ull;
@@ -193,11 +195,11 @@ static void parse_directives(gcase *c) {
 
 typedef struct aval {
     kern_param_info info;
-    bool diff;          /* differentiable: float and not nograd */
-    int rank;           /* 0 for scalars */
+    bool diff; /* differentiable: float and not nograd */
+    int rank;  /* 0 for scalars */
     int64_t shape[KERN_MAX_DIMS];
-    int64_t count;      /* elements (1 for scalars) */
-    double *data;       /* values, all exactly representable in the parameter's dtype and in f32 */
+    int64_t count; /* elements (1 for scalars) */
+    double *data;  /* values, all exactly representable in the parameter's dtype and in f32 */
 } aval;
 
 static bool is_float(kern_dtype t) { return t == KERN_F32 || t == KERN_F64; }
@@ -228,12 +230,9 @@ static bool find_kv(const char *list, const char *name, char *out, size_t cap) {
 static double round_to(kern_dtype t, double v) {
     switch (t) {
     case KERN_F32:
-    case KERN_F64:
-        return (double)(float)v; /* the same point for the f32 and the f64 runs */
-    case KERN_BOOL:
-        return v != 0;
-    default:
-        return trunc(v);
+    case KERN_F64: return (double)(float)v; /* the same point for the f32 and the f64 runs */
+    case KERN_BOOL: return v != 0;
+    default: return trunc(v);
     }
 }
 
@@ -467,8 +466,8 @@ static bool launch_seq(const gcase *c, run *r, const aval *vals, int np, kern_dt
                           : scalar_arg(vals[i].info.dtype, scalar_in_launch(c, &vals[i], s));
         kern_status st = kern_launch(r->k, args, np);
         if (st != KERN_OK) {
-            msg_add(m, "%s (%s): launch %d of %s failed: %s\n", c->name, kern_dtype_name(real),
-                    s, kern_kernel_name(r->k), kern_context_last_error(r->ctx));
+            msg_add(m, "%s (%s): launch %d of %s failed: %s\n", c->name, kern_dtype_name(real), s,
+                    kern_kernel_name(r->k), kern_context_last_error(r->ctx));
             return false;
         }
     }
@@ -529,8 +528,7 @@ static bool compile(const gcase *c, const char *type, run *r, msgbuf *m) {
     kern_status st = kern_module_from_source(r->ctx, src, strlen(src), c->name, &mod);
     free(src);
     if (st != KERN_OK) {
-        msg_add(m, "%s (%s): compile failed: %s\n", c->name, type,
-                kern_context_last_error(r->ctx));
+        msg_add(m, "%s (%s): compile failed: %s\n", c->name, type, kern_context_last_error(r->ctx));
         return false;
     }
     const char *kname = c->kernel[0] ? c->kernel : kern_module_kernel_name(mod, 0);
@@ -636,7 +634,8 @@ static bool analytic(const gcase *c, run *r, const aval *vals_in, int np, double
             ok = read_buffer(r->buf[i], now, m);
             for (int64_t j = 0; ok && j < vals[i].count; j++) {
                 if (!(now[j] == after[i][j] || (isnan(now[j]) && isnan(after[i][j])))) {
-                    msg_add(m, "%s (%s): the gradient kernel wrote primal %s[%lld]: %.17g -> %.17g\n",
+                    msg_add(m,
+                            "%s (%s): the gradient kernel wrote primal %s[%lld]: %.17g -> %.17g\n",
                             c->name, kern_dtype_name(real), vals[i].info.name, (long long)j,
                             after[i][j], now[j]);
                     ok = false;
@@ -766,15 +765,17 @@ static bool check_case(const gcase *c, msgbuf *m) {
                 double err = fabs(g[j] - fd[i][j]) / fmax(fabs(fd[i][j]), FLOOR * scale);
                 if (!(err <= rtol)) {
                     if (nbad < 4)
-                        msg_add(m, "%s (%s): %s.grad[%lld] = %.9g, finite difference %.9g (x = %.9g)\n",
-                                c->name, prec ? "f32" : "f64", vals[i].info.name, (long long)j,
-                                g[j], fd[i][j], vals[i].data[j]);
+                        msg_add(
+                            m, "%s (%s): %s.grad[%lld] = %.9g, finite difference %.9g (x = %.9g)\n",
+                            c->name, prec ? "f32" : "f64", vals[i].info.name, (long long)j, g[j],
+                            fd[i][j], vals[i].data[j]);
                     nbad++;
                 }
                 if (!(err <= worst))
                     worst = err;
             }
-            msg_add(m, "%s (%s): %s: %d probed, %d wrong, worst error %.3g (scale %.3g, rtol %.1g)\n",
+            msg_add(m,
+                    "%s (%s): %s: %d probed, %d wrong, worst error %.3g (scale %.3g, rtol %.1g)\n",
                     c->name, prec ? "f32" : "f64", vals[i].info.name, nidx[i], nbad, worst, scale,
                     rtol);
             bad += nbad;
