@@ -13,7 +13,9 @@
  *     casts, atomics, atomic_xchg, adstacks: LIFO order, per-work-item reset, poison
  *     through a stack), its parallel order, and its error paths (out of bounds, division
  *     by zero, shifts, casts, non-terminating while, bad arguments, a pop from an empty
- *     adstack) with their messages. */
+ *     adstack) with their messages;
+ *   - every gradient kernel of the corpus tests/grad at -O0 and -O2: adstack pushes and
+ *     pops stay balanced and the two levels agree. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
