@@ -28,8 +28,9 @@ parameters):
   stencil   n m steps            u0[n*m] seed[n*m]: steps sweeps of grad_stencil.kern;
             gradient u0
   ragged    n total maxcount     x0[n] w[total] start[n] count[n] seed[n]: item i runs
-            count[i] steps over w[start[i] ..]; written as maxcount masked steps over all
-            items (torch.where), the usual dense form; gradients x0, w
+            count[i] steps over w[start[i] ..]; written in the usual dense form: w copied
+            into a padded [maxcount, n] layout (index_copy, whose backward is a gather),
+            then maxcount masked steps over all items (torch.where); gradients x0, w
 """
 import os
 import sys
@@ -112,18 +113,21 @@ class Ragged:
         self.x0, self.w, self.seed = load(d, "x0"), load(d, "w"), load(d, "seed")
         start = load(d, "start", np.int32).long()
         count = load(d, "count", np.int32).long()
-        j = torch.arange(self.maxcount).unsqueeze(1)  # [maxcount, 1]
-        # idx[j, i] = start[i] + j, clamped into item i's slice (masked out anyway)
-        last = torch.clamp(count - 1, min=0)
-        self.idx = start.unsqueeze(0) + torch.minimum(j, last.unsqueeze(0))
+        n, total = self.n, self.w.shape[0]
+        # pos[k]: where w[k] (item i, step j) goes in a padded [maxcount, n] layout, j * n + i
+        item = torch.repeat_interleave(torch.arange(n), count)
+        step = torch.arange(total) - start[item]
+        self.pos = step * n + item
+        j = torch.arange(self.maxcount).unsqueeze(1)
         self.active = (j < count.unsqueeze(0)).unbind(0)
 
     def run(self):
         x0 = self.x0.detach().requires_grad_(True)
         w = self.w.detach().requires_grad_(True)
-        wj = w[self.idx]  # [maxcount, n] gather; its backward is a scatter-add into w
+        # padded copy of w; its backward is a gather (every w[k] has its own slot)
+        wpad = w.new_zeros(self.maxcount * self.n).index_copy(0, self.pos, w)
         x = x0
-        for j, row in enumerate(wj.unbind(0)):
+        for j, row in enumerate(wpad.view(self.maxcount, self.n).unbind(0)):
             x = torch.where(self.active[j], torch.sin(x) * row + x, x)
         x.backward(self.seed)
         return {"x0": x0.grad, "w": w.grad}
