@@ -6,9 +6,11 @@
  * same time:
  *   - in a SERIAL task, always (one thread runs it);
  *   - in a PARALLEL task, when every access (load, store, atomic) of the same array in
- *     the task indexes dimension 0 with the task's first parallel index, unchanged: then
- *     each thread owns the rows it touches. (Threads of one parallel index in an n-D task
- *     share that index, so only a 1-D task qualifies.)
+ *     the task has each of the task's parallel indices, unchanged, as its index in one
+ *     dimension, the same dimension in every access (x[i] in a 1-D task, x.grad[t - 1, i]
+ *     in a 1-D task over i, u[i, j] or u[t, i, j] in a 2-D task over i, j): then the
+ *     elements a thread touches carry its own index tuple, and no other thread touches
+ *     them.
  * `x[i] += v` in the language is an atomic (two iterations may update one element), and
  * the gradient of a load is an atomic add into the .grad array; both are the common
  * cases this turns into plain code that vectorizes.
@@ -22,7 +24,9 @@
 
 typedef struct scan {
     const ir_value *array;
-    const ir_value *index; /* the task's first parallel index; NULL in a serial task */
+    const ir_region *body;  /* the parallel task's body: its arguments are the indices */
+    int pos[KERN_MAX_RANK]; /* per parallel dimension: the array dimension holding it;
+                               -1 until the first access fixes it */
     bool private;
 } scan;
 
@@ -31,10 +35,28 @@ static bool is_access(ir_opcode c) {
            c == IR_ATOMIC_MIN || c == IR_ATOMIC_MAX || c == IR_ATOMIC_XCHG;
 }
 
+/* Whether access op holds every parallel index in the dimensions fixed by the first
+ * access seen (which fixes them). */
+static bool owned(const ir_op *op, scan *s) {
+    uint32_t nidx = op->noperands - 1 - (op->code != IR_LOAD);
+    for (uint32_t d = 0; d < s->body->nargs; d++) {
+        const ir_value *index = s->body->args[d];
+        if (s->pos[d] < 0) {
+            for (uint32_t p = 0; p < nidx && s->pos[d] < 0; p++)
+                if (op->operands[1 + p] == index)
+                    s->pos[d] = (int)p;
+            if (s->pos[d] < 0)
+                return false;
+        } else if ((uint32_t)s->pos[d] >= nidx || op->operands[1 + s->pos[d]] != index) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static void check_accesses(const ir_region *r, scan *s) {
     ir_foreach_op(op, r) {
-        if (is_access(op->code) && op->operands[0] == s->array &&
-            (op->noperands < 2 || op->operands[1] != s->index))
+        if (is_access(op->code) && op->operands[0] == s->array && !owned(op, s))
             s->private = false;
         for (uint32_t i = 0; i < op->nregions && s->private; i++)
             check_accesses(op->regions[i], s);
@@ -62,9 +84,11 @@ static bool rewrite_region(ir_module *m, ir_region *r, const ir_op *task) {
             continue;
         scan s = {.array = op->operands[0], .private = true};
         if (task->code == IR_PARALLEL) {
-            if (task->noperands != 2)
+            s.body = task->regions[0];
+            if (s.body->nargs > KERN_MAX_RANK)
                 continue;
-            s.index = task->regions[0]->args[0];
+            for (int d = 0; d < KERN_MAX_RANK; d++)
+                s.pos[d] = -1;
             check_accesses(task->regions[0], &s);
             if (!s.private)
                 continue;
