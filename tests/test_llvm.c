@@ -1976,3 +1976,81 @@ Test(llvm, atomic_xchg_bounds_and_types) {
         ir_module_free(m);
     }
 }
+
+/* llvm_reduce.c: atomic adds into uniform elements accumulate per task call. The sums
+ * must equal a C loop's (integers exactly; floats within rounding), from several
+ * threads and chunk sizes, and the emitted code must hold one atomic per reduction
+ * instead of one per work item (release), or keep the per-item atomics (debug). */
+static int count_of(const char *text, const char *s) {
+    int n = 0;
+    for (const char *p = strstr(text, s); p; p = strstr(p + 1, s))
+        n++;
+    return n;
+}
+
+Test(llvm, reductions_accumulate_per_call) {
+    const char *src =
+        "kernel red(x: f64[], n: i64[], s: f64[], t: f64[], m: i32[], k: i32) {\n"
+        "    for i in 0..len(x) {\n"
+        "        s[k] += x[i] * x[i];\n"        /* uniform index: reduced */
+        "        n[0] += i64(i);\n"             /* integer: reduced, exact */
+        "        if x[i] > 0.0 { s[k] -= 0.5 * x[i]; }\n" /* under control flow */
+        "        t[i % 2] += x[i];\n"           /* not uniform: stays atomic */
+        "        m[0] += 1;\n"
+        "        m[1] = 7;\n"                   /* m accessed otherwise: stays atomic */
+        "    }\n"
+        "}\n";
+    enum { NRED = 10007 };
+    double *x = malloc(NRED * sizeof *x);
+    double ref_s = 0, ref_t[2] = {0, 0};
+    int64_t ref_n = 0;
+    for (int i = 0; i < NRED; i++) {
+        x[i] = sin(0.37 * i) * 3.0;
+        ref_s += x[i] * x[i] - (x[i] > 0 ? 0.5 * x[i] : 0.0);
+        ref_t[i % 2] += x[i];
+        ref_n += i;
+    }
+    for (int l = 0; l < 2; l++) {
+        for (int threads = 1; threads <= 4; threads += 3) {
+            prog p = build(src, OPT_LEVELS[l], false);
+            double s[3] = {0, 1.0, 0}, t[2] = {0, 0};
+            int64_t n[1] = {5};
+            int32_t m[2] = {0, 0}, k = 1;
+            kern_array_desc dx = desc(x, NRED, 1, 1), dn = desc(n, 1, 1, 1), ds = desc(s, 3, 1, 1),
+                            dt = desc(t, 2, 1, 1), dm = desc(m, 2, 1, 1);
+            void *args[6] = {&dx, &dn, &ds, &dt, &dm, &k};
+            kern_err_record e = run_mt(&p, "red", args, 97, threads);
+            cr_expect_eq(e.code, 0);
+            cr_expect_eq(n[0], 5 + ref_n, "-O%d %d threads: n = %lld", OPT_LEVELS[l], threads,
+                         (long long)n[0]);
+            cr_expect_eq(m[0], NRED);
+            cr_expect(fabs(s[1] - (1.0 + ref_s)) <= 1e-9 * fabs(ref_s), "s = %.17g, C %.17g",
+                      s[1], 1.0 + ref_s);
+            cr_expect(s[0] == 0 && s[2] == 0, "other elements untouched");
+            cr_expect(fabs(t[0] - ref_t[0]) <= 1e-9 && fabs(t[1] - ref_t[1]) <= 1e-9);
+            release(&p);
+        }
+    }
+    free(x);
+    for (int dbg = 0; dbg < 2; dbg++) {
+        kc_ctx *c = kc_ctx_new();
+        c->opts.debug = dbg;
+        c->opts.opt_level = 0; /* the code as emitted */
+        ir_module *m = kc_compile_source(c, "t.kern", src, strlen(src));
+        cr_assert(m);
+        char err[512];
+        char *text = llvm_emit_text(m, &c->opts, err, sizeof err);
+        cr_assert(text, "%s", err);
+        /* release: an accumulator (\"red\" alloca) per reduced atomic: s[k] +=, s[k] -=
+         * and n[0] +=; t and m keep their per-item atomics. Debug: none. */
+        int acc = count_of(text, "%red");
+        int allocas = count_of(text, "= alloca");
+        if (dbg)
+            cr_expect_eq(acc, 0, "debug: no accumulators, got %d", acc);
+        else
+            cr_expect(allocas >= 3 && acc >= 3, "release: 3 accumulators, got %d", acc);
+        free(text);
+        ir_module_free(m);
+        kc_ctx_free(c);
+    }
+}

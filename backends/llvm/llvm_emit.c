@@ -415,6 +415,7 @@ static void emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
     LLVMValueRef begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
     llvm_adstack_begin(em, LLVMGetParam(fn, 4), LLVMGetParam(fn, 5));
     emit_uniforms(em, task);
+    llvm_reduce_begin(em, task);
     if (task->code == IR_SERIAL) {
         LLVMBasicBlockRef run = llvm_new_block(em, "run"), done = llvm_new_block(em, "done");
         LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, begin, end, ""), run, done);
@@ -432,6 +433,7 @@ static void emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
         LLVMValueRef to = LLVMBuildAdd(em->b, lo, LLVMBuildTrunc(em->b, end, ity, ""), "");
         emit_parallel_dim(em, task, 0, from, to);
     }
+    llvm_reduce_end(em);
     LLVMBuildRetVoid(em->b);
     llvm_adstack_end(em);
 }
@@ -483,5 +485,6 @@ LLVMModuleRef llvm_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_
     LLVMDisposeBuilder(em.b);
     free(em.map.keys);
     free(em.map.vals);
+    llvm_reduce_free(&em);
     return em.mod;
 }

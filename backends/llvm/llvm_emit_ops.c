@@ -435,6 +435,12 @@ static LLVMValueRef emit_float_minmax_atomic(llvm_emitter *em, bool is_min, cons
     return old; /* the loop block dominates done */
 }
 
+LLVMValueRef llvm_element_ptr(llvm_emitter *em, const ir_op *op) {
+    kern_assert(!em->checks);
+    guard g = {0};
+    return element_ptr(em, op, &g);
+}
+
 static LLVMValueRef emit_access(llvm_emitter *em, const ir_op *op) {
     const kern_type *et = op->operands[0]->type->elem;
     LLVMTypeRef mt = llvm_mem_type(em, et);
@@ -504,7 +510,12 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
     case IR_ATOMIC_SUB:
     case IR_ATOMIC_MIN:
     case IR_ATOMIC_MAX:
-    case IR_ATOMIC_XCHG: r = emit_access(em, op); break;
+    case IR_ATOMIC_XCHG:
+        if (llvm_reduce_emit(em, op)) /* its old value is unused */
+            r = LLVMGetPoison(llvm_reg_type(em, op->results[0]->type));
+        else
+            r = emit_access(em, op);
+        break;
     default:
         kern_assert(op->noperands <= 3);
         for (uint32_t i = 0; i < op->noperands; i++)

@@ -3,6 +3,7 @@
  *   llvm_emit.c      module, task functions, parameters, structured control flow
  *   llvm_emit_ops.c  scalar ops, math, casts, array accesses, atomics, debug checks
  *   llvm_adstack.c   adstack depth counters, push and pop, overflow records
+ *   llvm_reduce.c    atomic adds into uniform elements accumulated per task call
  *   llvm_target.c    host target machine, verification, the optimization pipeline
  *   llvm_jit.c       ORC LLJIT;  llvm_obj.c  object files and LLVM text */
 #ifndef KERN_LLVM_INTERNAL_H
@@ -45,6 +46,10 @@ typedef struct llvm_emitter {
     LLVMValueRef *ad_depth;   /* per adstack: its i64 depth counter (entry-block alloca) */
     LLVMValueRef *ad_base;    /* per adstack: the address of its entry 0 in the slice */
     LLVMValueRef *ad_cap;     /* per adstack: its capacity in entries (i64) */
+    /* per parallel task function: atomic adds accumulated locally (llvm_reduce.c) */
+    const ir_op **red_ops;
+    LLVMValueRef *red_acc;    /* per such op: its accumulator (entry-block alloca) */
+    uint32_t nred, capred;
 } llvm_emitter;
 
 /* ---- llvm_emit.c ---- */
@@ -66,6 +71,21 @@ LLVMTypeRef llvm_mem_type(llvm_emitter *em, const kern_type *t);
 void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op);
 /* An integer value of type t widened to i64 (sign- or zero-extended as t says). */
 LLVMValueRef llvm_to_i64(llvm_emitter *em, LLVMValueRef v, const kern_type *t);
+
+/* The address of the element that access op addresses (no debug checks: em->checks must
+ * be off). */
+LLVMValueRef llvm_element_ptr(llvm_emitter *em, const ir_op *op);
+
+/* ---- llvm_reduce.c ---- */
+/* In a parallel task function, after the uniform values: finds the atomic adds/subs
+ * into uniform elements of arrays the task accesses no other way, and zeroes a local
+ * accumulator for each (nothing in debug builds). */
+void llvm_reduce_begin(llvm_emitter *em, const ir_op *task);
+/* Accumulates op locally when it is one of those; false otherwise. */
+bool llvm_reduce_emit(llvm_emitter *em, const ir_op *op);
+/* At the end of the task function: one atomic per accumulator. */
+void llvm_reduce_end(llvm_emitter *em);
+void llvm_reduce_free(llvm_emitter *em);
 
 /* ---- llvm_adstack.c ---- */
 /* In the entry block of a task body (after the parameters): the depth counters and the
