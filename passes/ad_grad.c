@@ -192,6 +192,47 @@ static ir_op *copy_plain(ad_ctx *a, ir_op *op) {
     return c;
 }
 
+/* Whether carried value `arg` can be recomputed instead of pushed: it never changes
+ * (`next` is arg itself), or it is an integer induction `arg + c` / `c + arg` / `arg - c`
+ * with c defined outside the loop or a constant. Sets *step (NULL: never changes) and
+ * *neg. */
+static bool recomputable(const ir_op *loop, const ir_value *arg, const ir_value *next,
+                         ir_value **step, bool *neg) {
+    *step = NULL;
+    *neg = false;
+    if (next == arg)
+        return true;
+    const ir_op *d = next->def;
+    if (!d || !ty_is_int(arg->type) || (d->code != IR_ADD && d->code != IR_SUB))
+        return false;
+    for (uint32_t k = 0; k < 2; k++) {
+        if (d->operands[k] != arg || (k == 1 && d->code == IR_SUB))
+            continue;
+        ir_value *c = d->operands[1 - k];
+        if (defined_inside(c, loop) && !(c->def && c->def->code == IR_CONST))
+            return false;
+        *step = c;
+        *neg = d->code == IR_SUB;
+        return true;
+    }
+    return false;
+}
+
+/* The value carried value i of `loop` arrives with in iteration k (loop-carried value
+ * that was recomputable, not pushed): init, or init + k * c. */
+static ir_value *recompute_carried(ad_ctx *a, ad_loop *L, ir_op *loop, uint32_t i, ir_value *k) {
+    ir_value *init = ad_val(a, loop->operands[(loop->code == IR_FOR ? 2 : 0) + i]);
+    if (!L->step[i])
+        return init;
+    const kern_type *t = init->type;
+    ir_value *kk = k->type == t ? k : ir_cast(&a->b, t, k);
+    const ir_value *c = L->step[i];
+    ir_value *cv = c->def && c->def->code == IR_CONST ? ir_const_int(&a->b, t, c->def->imm.i)
+                                                      : ad_val(a, L->step[i]);
+    ir_value *d = ir_binop(&a->b, IR_MUL, kk, cv);
+    return ir_binop(&a->b, L->neg[i] ? IR_SUB : IR_ADD, init, d);
+}
+
 static ad_loop *loop_record(ad_ctx *a, ir_op *loop, ir_region *carried_in) {
     ad_loop *L = a->loops[loop->id];
     if (L)
@@ -200,6 +241,8 @@ static ad_loop *loop_record(ad_ctx *a, ir_op *loop, ir_region *carried_in) {
     uint32_t first = loop->code == IR_FOR ? 1 : 0; /* FOR: arg 0 is the index */
     L->ncarried = carried_in->nargs - first;
     L->stacks = ARENA_ARRAY(&a->m->mem, uint32_t, L->ncarried + 1);
+    L->step = ARENA_ARRAY(&a->m->mem, ir_value *, L->ncarried + 1);
+    L->neg = ARENA_ARRAY(&a->m->mem, bool, L->ncarried + 1);
     const char *cap = NULL;
     char buf[32];
     if (loop->code == IR_FOR)
@@ -208,9 +251,26 @@ static ad_loop *loop_record(ad_ctx *a, ir_op *loop, ir_region *carried_in) {
         snprintf(buf, sizeof buf, "%llu", (unsigned long long)a->ad_stack_size + 1);
         cap = buf;
     }
-    for (uint32_t i = 0; i < L->ncarried; i++)
-        L->stacks[i] =
-            ir_kernel_add_adstack(a->gk, carried_in->args[first + i]->type, cap, loop->loc);
+    for (uint32_t i = 0; i < L->ncarried; i++) {
+        ir_value *arg = carried_in->args[first + i];
+        /* the value the next iteration gets, in terms of this iteration's */
+        const ir_value *self = arg, *next = NULL;
+        if (loop->code == IR_FOR) {
+            ir_op *y = terminator(loop->regions[0]);
+            next = y->operands[(loop->attr & IR_FOR_EARLY_EXIT ? 1 : 0) + i];
+        } else {
+            ir_op *cond = terminator(loop->regions[0]);
+            ir_region *after = loop->regions[1];
+            if (cond->operands[1 + i] == arg) { /* forwarded unchanged to the body */
+                self = after->args[i];
+                next = terminator(after)->operands[i];
+            }
+        }
+        if (next && recomputable(loop, self, next, &L->step[i], &L->neg[i]))
+            L->stacks[i] = UINT32_MAX;
+        else
+            L->stacks[i] = ir_kernel_add_adstack(a->gk, arg->type, cap, loop->loc);
+    }
     a->loops[loop->id] = L;
     return L;
 }
@@ -497,13 +557,16 @@ static void rev_carry_init(ad_ctx *a, ir_op *op, ir_region *carried_in, uint32_t
     collect_free(a, op, &rc->free);
 }
 
-/* Inside a reverse loop body: pops the carried values of one iteration into the
- * primal region's arguments (from `first`). */
-static void pop_carried(ad_ctx *a, ad_loop *L, ir_region *primal, uint32_t first, kern_loc loc) {
-    a->b.loc = loc;
-    for (uint32_t i = 0; i < L->ncarried; i++)
-        if (L->stacks[i] != UINT32_MAX)
-            set_val(a, primal->args[first + i], ir_adpop(&a->b, L->stacks[i]));
+/* Inside a reverse loop body: the carried values of iteration k (0-based, counted from
+ * the first) into the primal region's arguments (from `first`): popped, or recomputed. */
+static void pop_carried(ad_ctx *a, ad_loop *L, ir_op *loop, ir_region *primal, uint32_t first,
+                        ir_value *k) {
+    a->b.loc = loop->loc;
+    for (uint32_t i = 0; i < L->ncarried; i++) {
+        ir_value *v = L->stacks[i] != UINT32_MAX ? ir_adpop(&a->b, L->stacks[i])
+                                                 : recompute_carried(a, L, loop, i, k);
+        set_val(a, primal->args[first + i], v);
+    }
 }
 
 /* Yields (adjoints of the carried values in `args`, free adjoints) at the cursor. */
@@ -563,8 +626,9 @@ static void reverse_for(ad_ctx *a, ir_op *op) {
     ir_value *k = wb->args[0];
     if (early && k->type != it)
         k = ir_cast(&a->b, it, k);
-    set_val(a, body->args[0], ir_binop(&a->b, IR_SUB, last, k));
-    pop_carried(a, L, body, 1, op->loc);
+    ir_value *j = ir_binop(&a->b, IR_SUB, last, k);
+    set_val(a, body->args[0], j);
+    pop_carried(a, L, op, body, 1, ir_binop(&a->b, IR_SUB, j, lo));
     clear_adj(a, body);
     for (int i = 0; i < rc.free.len; i++)
         a->adj[((ir_value *)rc.free.data[i])->id] = wb->args[1 + rc.nfloat + i];
@@ -587,8 +651,8 @@ static void reverse_while(ad_ctx *a, ir_op *op) {
     rev_carry rc;
     rev_carry_init(a, op, before, 0, &rc);
     a->b.loc = op->loc;
-    /* the last test: before(x_k) gave the results */
-    pop_carried(a, L, before, 0, op->loc);
+    /* the last test: before(x_k) gave the results (k = count) */
+    pop_carried(a, L, op, before, 0, L->count);
     clear_adj(a, before);
     copy_region(a, before, true);
     for (uint32_t i = 0; i < op->nresults; i++) {
@@ -608,7 +672,11 @@ static void reverse_while(ad_ctx *a, ir_op *op) {
     ir_region *wb = w->regions[0];
     ir_builder saved = a->b;
     a->b = ir_builder_at_end(a->m, wb);
-    pop_carried(a, L, before, 0, op->loc);
+    /* reverse iteration m recomputes forward iteration count - 1 - m */
+    ir_value *km =
+        ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_SUB, L->count, ir_const_int(&a->b, ty_i32(), 1)),
+                 wb->args[0]);
+    pop_carried(a, L, op, before, 0, km);
     clear_adj(a, before);
     clear_adj(a, after);
     for (int i = 0; i < rc.free.len; i++)

@@ -8,6 +8,9 @@
 /* What the forward sweep of one primal loop left for its reverse sweep. */
 typedef struct ad_loop {
     uint32_t *stacks; /* per carried value: its adstack, or UINT32_MAX when not pushed */
+    ir_value **step;  /* per carried value not pushed: NULL when it never changes (its
+                         init), else c of the induction x + c (x - c when neg[i]) */
+    bool *neg;
     uint32_t ncarried;
     ir_value *count; /* early-exit for and while: the iterations the forward sweep ran */
 } ad_loop;
