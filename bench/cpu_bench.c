@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "../include/kern.h"
 #include "cpu_ref.h"
 
@@ -40,22 +41,8 @@ typedef struct bench_opts {
     const char *schedule; /* the OpenMP schedule of the C loops */
 } bench_opts;
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
-/* median of v[0..n-1] (sorts v) */
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void die(const char *what, const char *why) {
     fprintf(stderr, "cpu-bench: %s: %s\n", what, why);
@@ -79,25 +66,6 @@ static void fill(float *a, int64_t n, uint64_t seed, float lo, float hi) {
     }
 }
 
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
 
 /* ---- kern side ------------------------------------------------------------------------ */
 
@@ -134,7 +102,7 @@ static compiled compile_kernel(bench *b, const char *file, const char *kernel) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", b->o.kernels_dir, file);
     size_t len;
-    char *src = read_text(path, &len);
+    char *src = bench_read_text(path, &len);
     if (!src)
         die(path, "cannot read the kernel source (use --kernels DIR)");
     compiled c = {0};
@@ -142,9 +110,9 @@ static compiled compile_kernel(bench *b, const char *file, const char *kernel) {
     int n = b->o.compiles;
     for (int i = 0; i < n; i++) {
         kern_module *m;
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         kern_status st = kern_module_from_source(b->ctx, src, len, path, &m);
-        t[i] = now_ms() - t0;
+        t[i] = bench_now_ms() - t0;
         kcheck(b, st, path);
         if (c.mod)
             kern_module_release(c.mod);
@@ -155,7 +123,7 @@ static compiled compile_kernel(bench *b, const char *file, const char *kernel) {
     c.min_ms = t[0];
     for (int i = 1; i < n; i++)
         c.min_ms = t[i] < c.min_ms ? t[i] : c.min_ms;
-    c.median_ms = median(t, n);
+    c.median_ms = bench_median(t, n);
     return c;
 }
 
@@ -166,7 +134,6 @@ typedef void (*run_fn)(void *u);
 /* OpenMP runtimes spin after a parallel region (libomp: KMP_BLOCKTIME, 200 ms) and kern's
  * workers spin briefly too; on a 2-core machine a spinning thread of the other side
  * would steal a core. A pause after each side's runs lets them go to sleep. */
-static void settle(void) { usleep(300 * 1000); }
 
 /* One thing to time: f(u) is one run. ms receives the median. */
 typedef struct side {
@@ -191,15 +158,15 @@ static void measure_sides(const bench *b, side *sides, int n) {
             for (int i = 0; i < b->o.warmup; i++)
                 sides[s].f(sides[s].u);
             for (int i = 0; i < per; i++) {
-                double t0 = now_ms();
+                double t0 = bench_now_ms();
                 sides[s].f(sides[s].u);
-                t[(s * ROUNDS + r) * per + i] = now_ms() - t0;
+                t[(s * ROUNDS + r) * per + i] = bench_now_ms() - t0;
             }
-            settle();
+            bench_settle();
         }
     }
     for (int s = 0; s < n; s++)
-        sides[s].ms = median(t + s * ROUNDS * per, ROUNDS * per);
+        sides[s].ms = bench_median(t + s * ROUNDS * per, ROUNDS * per);
     free(t);
 }
 
@@ -543,15 +510,6 @@ static void bench_particles(bench *b, table *t, compiled c) {
 
 /* ---- the report ----------------------------------------------------------------------- */
 
-/* the first line of /proc/loadavg, or "?" */
-static void load_average(char *buf, size_t size) {
-    snprintf(buf, size, "?");
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f && fgets(buf, (int)size, f))
-        buf[strcspn(buf, "\n")] = 0;
-    if (f)
-        fclose(f);
-}
 
 static void print_header(const bench *b, int omp_threads) {
     char date[64];
@@ -568,7 +526,7 @@ static void print_header(const bench *b, int omp_threads) {
     }
     if (f)
         fclose(f);
-    load_average(load, sizeof load);
+    bench_load_average(load, sizeof load);
     printf("cpu-bench  %s\n", date);
     printf("machine:   %s, %ld online cores, load average %s\n", model,
            sysconf(_SC_NPROCESSORS_ONLN), load);
@@ -713,7 +671,7 @@ int main(int argc, char **argv) {
     }
     print_table(&t);
     char load[128];
-    load_average(load, sizeof load);
+    bench_load_average(load, sizeof load);
     printf("\nload average at the end: %s\n", load);
     kern_context_release(b.ctx);
     if (b.failed) {

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "../include/kern.h"
 
 #ifndef KERN_BENCH_KERNELS_DIR /* set by bench/meson.build to the source directory's */
@@ -56,21 +57,8 @@ typedef struct opts {
     bool torch; /* run the PyTorch side */
 } opts;
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void die(const char *what, const char *why) {
     fprintf(stderr, "grad-bench: %s: %s\n", what, why);
@@ -95,25 +83,6 @@ static void fill(float *a, int64_t n, uint64_t seed, float lo, float hi) {
         a[i] = lo + (hi - lo) * (float)((double)lcg_next(&s) / (double)(1ull << 24));
 }
 
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
 
 /* ---- the PyTorch subprocess ------------------------------------------------------------ */
 
@@ -270,12 +239,12 @@ static void work_open(work *w, bench *b, row *r, const char *file, const char *k
     char path[4096], gname[128];
     snprintf(path, sizeof path, "%s/%s", b->o.kernels_dir, file);
     size_t len;
-    char *src = read_text(path, &len);
+    char *src = bench_read_text(path, &len);
     if (!src)
         die(path, "cannot read the kernel source (use --kernels DIR)");
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     kcheck(w, kern_module_from_source(w->ctx, src, len, path, &w->mod), path);
-    w->compile_ms = r->compile_ms = now_ms() - t0;
+    w->compile_ms = r->compile_ms = bench_now_ms() - t0;
     free(src);
     snprintf(gname, sizeof gname, "%s.grad", kernel);
     kcheck(w, kern_kernel_find(w->mod, kernel, &w->k), kernel);
@@ -388,7 +357,6 @@ static double torch_run(void *u) {
     return atof(ans + 6);
 }
 
-static void settle(void) { usleep(300 * 1000); }
 
 enum { ROUNDS = 3 };
 
@@ -401,11 +369,11 @@ static void measure(const bench *b, side *sides, int n) {
                 sides[s].f(sides[s].u);
             for (int i = 0; i < per; i++)
                 t[(s * ROUNDS + r) * per + i] = sides[s].f(sides[s].u);
-            settle();
+            bench_settle();
         }
     }
     for (int s = 0; s < n; s++)
-        sides[s].ms = median(t + s * ROUNDS * per, ROUNDS * per);
+        sides[s].ms = bench_median(t + s * ROUNDS * per, ROUNDS * per);
     free(t);
 }
 
@@ -433,12 +401,12 @@ typedef struct simulate {
 
 static double simulate_fwd(void *u) {
     simulate *s = u;
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     kern_arg a[] = {kern_arg_buffer(s->x0), kern_arg_buffer(s->wt), kern_arg_buffer(s->out),
                     kern_arg_i32((int32_t)s->steps)};
     launch(&s->w, s->w.k, a, 4);
     sync_ctx(&s->w);
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 static double simulate_grad(void *u) {
@@ -448,7 +416,7 @@ static double simulate_grad(void *u) {
     kwrite(&s->w, s->x0g, s->seed + s->n); /* zeros */
     if (s->wg)
         kwrite(&s->w, s->wg, s->seed + s->n);
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     kern_arg a[7] = {kern_arg_buffer(s->x0), kern_arg_buffer(s->wt), kern_arg_buffer(s->out),
                      kern_arg_i32((int32_t)s->steps), kern_arg_buffer(s->x0g)};
     int na = 5;
@@ -457,7 +425,7 @@ static double simulate_grad(void *u) {
     a[na++] = kern_arg_buffer(s->outg);
     launch(&s->w, s->w.kg, a, na);
     sync_ctx(&s->w);
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 static void bench_simulate(bench *b, row *r, int64_t steps, bool wgrad) {
@@ -518,14 +486,14 @@ typedef struct springs {
 
 static double springs_fwd(void *u) {
     springs *s = u;
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     for (int32_t t = 1; t < (int32_t)s->nt; t++) {
         kern_arg a[] = {kern_arg_buffer(s->x), kern_arg_buffer(s->v), kern_arg_f32(s->k),
                         kern_arg_f32(s->dt), kern_arg_i32(t)};
         launch(&s->w, s->w.k, a, 5);
     }
     sync_ctx(&s->w);
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 static double springs_grad(void *u) {
@@ -533,7 +501,7 @@ static double springs_grad(void *u) {
     kwrite(&s->w, s->xg, s->seedx);
     kwrite(&s->w, s->vg, s->seedv);
     kwrite(&s->w, s->kg, s->zero);
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     for (int32_t t = (int32_t)s->nt - 1; t >= 1; t--) {
         kern_arg a[] = {kern_arg_buffer(s->x),  kern_arg_buffer(s->v), kern_arg_f32(s->k),
                         kern_arg_f32(s->dt),    kern_arg_i32(t),       kern_arg_buffer(s->xg),
@@ -541,7 +509,7 @@ static double springs_grad(void *u) {
         launch(&s->w, s->w.kg, a, 8);
     }
     sync_ctx(&s->w);
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 static void bench_springs(bench *b, row *r) {
@@ -602,25 +570,25 @@ typedef struct stencil {
 
 static double stencil_fwd(void *u) {
     stencil *s = u;
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     for (int32_t t = 1; t < (int32_t)s->nt; t++) {
         kern_arg a[] = {kern_arg_buffer(s->u), kern_arg_i32(t)};
         launch(&s->w, s->w.k, a, 2);
     }
     sync_ctx(&s->w);
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 static double stencil_grad(void *u) {
     stencil *s = u;
     kwrite(&s->w, s->ug, s->seed);
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     for (int32_t t = (int32_t)s->nt - 1; t >= 1; t--) {
         kern_arg a[] = {kern_arg_buffer(s->u), kern_arg_i32(t), kern_arg_buffer(s->ug)};
         launch(&s->w, s->w.kg, a, 3);
     }
     sync_ctx(&s->w);
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 static void bench_stencil(bench *b, row *r) {
@@ -668,12 +636,12 @@ typedef struct ragged {
 
 static double ragged_fwd(void *u) {
     ragged *s = u;
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     kern_arg a[] = {kern_arg_buffer(s->x0), kern_arg_buffer(s->wt), kern_arg_buffer(s->start),
                     kern_arg_buffer(s->count), kern_arg_buffer(s->out)};
     launch(&s->w, s->w.k, a, 5);
     sync_ctx(&s->w);
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 static double ragged_grad(void *u) {
@@ -681,13 +649,13 @@ static double ragged_grad(void *u) {
     kwrite(&s->w, s->outg, s->seed);
     kwrite(&s->w, s->x0g, s->zero);
     kwrite(&s->w, s->wg, s->zero);
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     kern_arg a[] = {kern_arg_buffer(s->x0),    kern_arg_buffer(s->wt),  kern_arg_buffer(s->start),
                     kern_arg_buffer(s->count), kern_arg_buffer(s->out), kern_arg_buffer(s->x0g),
                     kern_arg_buffer(s->wg),    kern_arg_buffer(s->outg)};
     launch(&s->w, s->w.kg, a, 8);
     sync_ctx(&s->w);
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 static int cmp_i32_desc(const void *a, const void *b) {
@@ -761,14 +729,6 @@ static void bench_ragged(bench *b, row *r) {
 
 /* ---- the report ----------------------------------------------------------------------- */
 
-static void load_average(char *buf, size_t size) {
-    snprintf(buf, size, "?");
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f && fgets(buf, (int)size, f))
-        buf[strcspn(buf, "\n")] = 0;
-    if (f)
-        fclose(f);
-}
 
 static void print_header(const bench *b) {
     char date[64], model[256] = "unknown", line[512], load[128];
@@ -784,7 +744,7 @@ static void print_header(const bench *b) {
     }
     if (f)
         fclose(f);
-    load_average(load, sizeof load);
+    bench_load_average(load, sizeof load);
     int per = (b->o.reps + ROUNDS - 1) / ROUNDS;
     printf("grad-bench  %s\n", date);
     printf("machine:    %s, %ld online cores, load average %s\n", model,
@@ -934,7 +894,7 @@ int main(int argc, char **argv) {
         bench_ragged(&b, &rows[n++]);
     print_table(rows, n);
     char load[128];
-    load_average(load, sizeof load);
+    bench_load_average(load, sizeof load);
     printf("\nload average at the end: %s\n", load);
     torch_stop(&b.py);
     remove_dir(b.dir);

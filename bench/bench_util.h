@@ -1,0 +1,19 @@
+/* bench_util.h - what the CPU benchmarks share: a monotonic clock, medians, reading a
+ * file, the load average, and the pause that lets idle worker threads go to sleep. */
+#ifndef KERN_BENCH_UTIL_H
+#define KERN_BENCH_UTIL_H
+
+#include <stddef.h>
+
+/* Milliseconds of CLOCK_MONOTONIC. */
+double bench_now_ms(void);
+/* The median of v[0..n-1], n >= 1 (sorts v). */
+double bench_median(double *v, int n);
+/* The whole file, malloc'd (the caller frees); NULL when it cannot be read. */
+char *bench_read_text(const char *path, size_t *len);
+/* The first line of /proc/loadavg, or "?". */
+void bench_load_average(char *buf, size_t size);
+/* 300 ms: idle OpenMP and pool threads stop spinning before the next side is timed. */
+void bench_settle(void);
+
+#endif
