@@ -1,18 +1,20 @@
 /* llvm_adstack.c - the adstacks of gradient kernels: per-work-item typed stacks in the
- * calling worker's slice of the adstack heap (runtime/abi.h).
+ * adstack heap (runtime/abi.h for the CPU, docs/gpu-abi.md for GPUs).
  *
  * Per adstack s of the kernel, a task function keeps
  *   depth[s]  an i64 alloca of the entry block (mem2reg turns it into SSA values), set to
  *             0 at the start of every work item (each index of a parallel task's ranges,
  *             or the serial body);
- *   base[s]   ad_slice + ad_layout[2s] and cap[s] = ad_layout[2s + 1], loaded once in the
- *             entry block. With a NULL slice or layout (a caller that passes none) every
- *             capacity is 0: each push then records an overflow instead of writing.
+ *   base[s], cap[s], step
+ *             set by the target's ABI: the address of this thread's entry 0, the
+ *             capacity in entries, and the distance in entries from one entry to the next
+ *             (1 in the CPU's per-thread slices; the number of slots in the GPUs'
+ *             slot-major heaps).
  *
- *   adpush v:  if (depth u< cap) base[depth] = v;           (the likely path)
+ *   adpush v:  if (depth u< cap) base[depth * step] = v;    (the likely path)
  *              else kern.adstack_overflow(err, line, col, cap, depth + 1);
  *              depth += 1
- *   adpop:     depth -= 1; v = depth u< cap ? base[depth] : 0
+ *   adpop:     depth -= 1; v = depth u< cap ? base[depth * step] : 0
  * Entries have the memory type of the stack (bool is one byte). The check is emitted in
  * every build: an overflow never writes past the capacity and is never silent.
  *
@@ -22,14 +24,13 @@
  * record ends with the first overflow's location and capacity and the deepest depth any
  * thread reached; a record holding another error is left alone. */
 #include <stddef.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../../runtime/abi.h"
 #include "llvm_internal.h"
 
 /* Marks the conditional branch br as taking its first successor almost always. */
-static void likely_first(llvm_emitter *em, LLVMValueRef br) {
+void llvm_likely_first(llvm_emitter *em, LLVMValueRef br) {
     LLVMMetadataRef md[3] = {
         LLVMMDStringInContext2(em->ctx, "branch_weights", 14),
         LLVMValueAsMetadata(LLVMConstInt(em->t_i32, 2000, 0)),
@@ -45,8 +46,7 @@ static void add_fn_attr(llvm_emitter *em, LLVMValueRef fn, const char *name) {
                             LLVMCreateEnumAttribute(em->ctx, kind, 0));
 }
 
-static LLVMValueRef record_field(LLVMBuilderRef b, llvm_emitter *em, LLVMValueRef err,
-                                 size_t off) {
+static LLVMValueRef record_field(LLVMBuilderRef b, llvm_emitter *em, LLVMValueRef err, size_t off) {
     LLVMValueRef o = LLVMConstInt(em->t_i64, off, 0);
     return LLVMBuildInBoundsGEP2(b, em->t_i8, err, &o, 1, "");
 }
@@ -81,9 +81,12 @@ static LLVMValueRef overflow_fn(llvm_emitter *em) {
 
     LLVMPositionBuilderAtEnd(b, first);
     LLVMValueRef st[3] = {
-        LLVMBuildStore(b, LLVMGetParam(fn, 1), record_field(b, em, err, offsetof(kern_err_record, line))),
-        LLVMBuildStore(b, LLVMGetParam(fn, 2), record_field(b, em, err, offsetof(kern_err_record, col))),
-        LLVMBuildStore(b, LLVMGetParam(fn, 3), record_field(b, em, err, offsetof(kern_err_record, b))),
+        LLVMBuildStore(b, LLVMGetParam(fn, 1),
+                       record_field(b, em, err, offsetof(kern_err_record, line))),
+        LLVMBuildStore(b, LLVMGetParam(fn, 2),
+                       record_field(b, em, err, offsetof(kern_err_record, col))),
+        LLVMBuildStore(b, LLVMGetParam(fn, 3),
+                       record_field(b, em, err, offsetof(kern_err_record, b))),
     };
     LLVMSetAlignment(st[0], 4);
     LLVMSetAlignment(st[1], 4);
@@ -107,50 +110,20 @@ static LLVMValueRef overflow_fn(llvm_emitter *em) {
     return fn;
 }
 
-void llvm_adstack_begin(llvm_emitter *em, LLVMValueRef slice, LLVMValueRef layout) {
+void llvm_adstack_begin(llvm_emitter *em) {
     const ir_kernel *k = em->kernel;
     em->ad_live = k->nadstacks > 0;
-    if (!em->ad_live)
-        return;
+    em->ad_step = NULL;
     for (uint32_t s = 0; s < k->nadstacks; s++) {
         em->ad_depth[s] = LLVMBuildAlloca(em->b, em->t_i64, "ad.depth");
         LLVMBuildStore(em->b, LLVMConstInt(em->t_i64, 0, 0), em->ad_depth[s]);
     }
-    LLVMValueRef null = LLVMConstNull(em->t_ptr);
-    LLVMValueRef have = LLVMBuildAnd(em->b, LLVMBuildICmp(em->b, LLVMIntNE, slice, null, ""),
-                                     LLVMBuildICmp(em->b, LLVMIntNE, layout, null, ""), "");
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), load = llvm_new_block(em, "ad.layout"),
-                      ready = llvm_new_block(em, "ad.ready");
-    likely_first(em, LLVMBuildCondBr(em->b, have, load, ready));
+}
 
-    LLVMPositionBuilderAtEnd(em->b, load);
-    LLVMValueRef *base = calloc(k->nadstacks, sizeof *base), *cap = calloc(k->nadstacks, sizeof *cap);
-    if (!base || !cap)
-        kern_oom(2 * k->nadstacks * sizeof *base);
-    for (uint32_t s = 0; s < k->nadstacks; s++) {
-        LLVMValueRef i = LLVMConstInt(em->t_i64, 2 * s, 0), j = LLVMConstInt(em->t_i64, 2 * s + 1, 0);
-        LLVMValueRef off = LLVMBuildLoad2(em->b, em->t_i64,
-                                          LLVMBuildInBoundsGEP2(em->b, em->t_i64, layout, &i, 1, ""),
-                                          "ad.off");
-        cap[s] = LLVMBuildLoad2(em->b, em->t_i64,
-                                LLVMBuildInBoundsGEP2(em->b, em->t_i64, layout, &j, 1, ""), "ad.cap");
-        LLVMSetAlignment(off, 8);
-        LLVMSetAlignment(cap[s], 8);
-        base[s] = LLVMBuildInBoundsGEP2(em->b, em->t_i8, slice, &off, 1, "ad.base");
-    }
-    LLVMBuildBr(em->b, ready);
-
-    LLVMPositionBuilderAtEnd(em->b, ready);
-    for (uint32_t s = 0; s < k->nadstacks; s++) {
-        LLVMBasicBlockRef from[2] = {load, pre};
-        LLVMValueRef b_in[2] = {base[s], null}, c_in[2] = {cap[s], LLVMConstInt(em->t_i64, 0, 0)};
-        em->ad_base[s] = LLVMBuildPhi(em->b, em->t_ptr, "ad.base");
-        LLVMAddIncoming(em->ad_base[s], b_in, from, 2);
-        em->ad_cap[s] = LLVMBuildPhi(em->b, em->t_i64, "ad.cap");
-        LLVMAddIncoming(em->ad_cap[s], c_in, from, 2);
-    }
-    free(base);
-    free(cap);
+/* The address of entry d of stack s of this work item. */
+static LLVMValueRef entry_ptr(llvm_emitter *em, uint32_t s, LLVMTypeRef mt, LLVMValueRef d) {
+    LLVMValueRef i = em->ad_step ? LLVMBuildMul(em->b, d, em->ad_step, "") : d;
+    return LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &i, 1, "");
 }
 
 void llvm_adstack_end(llvm_emitter *em) { em->ad_live = false; }
@@ -182,10 +155,10 @@ void llvm_emit_adpush(llvm_emitter *em, const ir_op *op) {
                       bb_ovf = llvm_new_block(em, "ad.overflow"),
                       bb_cont = llvm_new_block(em, "ad.pushed");
     LLVMValueRef ok = LLVMBuildICmp(em->b, LLVMIntULT, d, em->ad_cap[s], "");
-    likely_first(em, LLVMBuildCondBr(em->b, ok, bb_store, bb_ovf));
+    llvm_likely_first(em, LLVMBuildCondBr(em->b, ok, bb_store, bb_ovf));
 
     LLVMPositionBuilderAtEnd(em->b, bb_store);
-    LLVMValueRef p = LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &d, 1, "");
+    LLVMValueRef p = entry_ptr(em, s, mt, d);
     LLVMSetAlignment(LLVMBuildStore(em->b, v, p), (unsigned)ty_size(st->type));
     LLVMBuildBr(em->b, bb_cont);
 
@@ -212,10 +185,10 @@ void llvm_emit_adpop(llvm_emitter *em, const ir_op *op) {
                       bb_cont = llvm_new_block(em, "ad.popped");
     /* unsigned: an unbalanced pop (depth -1) reads nothing either */
     LLVMValueRef ok = LLVMBuildICmp(em->b, LLVMIntULT, d1, em->ad_cap[s], "");
-    likely_first(em, LLVMBuildCondBr(em->b, ok, bb_load, bb_cont));
+    llvm_likely_first(em, LLVMBuildCondBr(em->b, ok, bb_load, bb_cont));
 
     LLVMPositionBuilderAtEnd(em->b, bb_load);
-    LLVMValueRef p = LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &d1, 1, "");
+    LLVMValueRef p = entry_ptr(em, s, mt, d1);
     LLVMValueRef v = LLVMBuildLoad2(em->b, mt, p, "");
     LLVMSetAlignment(v, (unsigned)ty_size(st->type));
     LLVMBuildBr(em->b, bb_cont);

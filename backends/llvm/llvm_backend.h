@@ -50,8 +50,8 @@ bool llvm_emit_object(const ir_module *m, const kc_options *o, const char *path,
  * followed by one NUL byte) holding blob: a way to embed the module metadata text
  * (runtime/meta.h) in the object. blob_symbol NULL: no array (as llvm_emit_object). */
 bool llvm_emit_object_blob(const ir_module *m, const kc_options *o, const char *path,
-                           const char *blob_symbol, const void *blob, size_t blob_len,
-                           char *err, size_t errlen);
+                           const char *blob_symbol, const void *blob, size_t blob_len, char *err,
+                           size_t errlen);
 /* The optimized LLVM IR text of m (--emit=llvm), malloc'd (the caller frees), or NULL
  * with a message. */
 char *llvm_emit_text(const ir_module *m, const kc_options *o, char *err, size_t errlen);

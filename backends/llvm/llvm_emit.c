@@ -1,16 +1,12 @@
-/* llvm_emit.c - IR module -> LLVM module: task functions and structured control flow.
+/* llvm_emit.c - the target-neutral part of the LLVM backends: the emitter's state, the
+ * value map, structured control flow, a kernel's uniform values and one work item.
  *
- * Per task t of kernel K (runtime/abi.h), two functions with C linkage:
- *   i64  kern_K__t<t>_count(ptr args)             hi0 - lo0 clamped to >= 0 (serial: 1)
- *   void kern_K__t<t>(ptr args, i64 begin, i64 end, ptr err, ptr noalias ad_slice,
- *                     ptr noalias readonly ad_layout)
- * Each loads the kernel's parameters from args at its entry (an array's data pointer and
- * extents from its kern_array_desc, a scalar's value), then re-emits the kernel's uniform
- * top-level ops that precede the task (LLVM drops those the function does not use).
- *
- * A PARALLEL task becomes a loop nest: dimension 0 over [lo0 + begin, lo0 + end), the
- * other dimensions over their full ranges, the first dimension outermost. A SERIAL task is
- * straight code run when begin < end.
+ * A target's ABI file (llvm_cpu.c, llvm_gpu.c) decides which functions a task becomes
+ * and where the parameters, the error record, the work items and the adstack storage
+ * come from; it binds the parameters (llvm_set_val on the kernel body's arguments,
+ * em->arr_data / em->arr_shape for arrays), re-emits the kernel's uniform top-level ops
+ * that precede the task in every function (llvm_emit_uniforms; LLVM drops those a
+ * function does not use), and calls llvm_emit_work_item once per work item of its loop.
  *
  * Structured control flow is flattened into basic blocks in one walk:
  *   if     cond br to then/else, results as phis in the merge block;
@@ -162,12 +158,12 @@ static void emit_if(llvm_emitter *em, const ir_op *op) {
 
 static bool is_unsigned(const kern_type *t) { return t->kind == TY_U32; }
 
-static LLVMValueRef index_less(llvm_emitter *em, const kern_type *t, LLVMValueRef i,
-                               LLVMValueRef hi) {
+LLVMValueRef llvm_index_less(llvm_emitter *em, const kern_type *t, LLVMValueRef i,
+                             LLVMValueRef hi) {
     return LLVMBuildICmp(em->b, is_unsigned(t) ? LLVMIntULT : LLVMIntSLT, i, hi, "");
 }
 
-static LLVMValueRef index_next(llvm_emitter *em, const kern_type *t, LLVMValueRef i) {
+LLVMValueRef llvm_index_next(llvm_emitter *em, const kern_type *t, LLVMValueRef i) {
     LLVMValueRef one = LLVMConstInt(LLVMTypeOf(i), 1, 0);
     return is_unsigned(t) ? LLVMBuildNUWAdd(em->b, i, one, "") : LLVMBuildNSWAdd(em->b, i, one, "");
 }
@@ -193,7 +189,7 @@ static void emit_for(llvm_emitter *em, const ir_op *op) {
         LLVMAddIncoming(carried[k], &init, &pre, 1);
     }
     LLVMAddIncoming(iphi, &lo, &pre, 1);
-    LLVMBuildCondBr(em->b, index_less(em, it, iphi, hi), bb_body, bb_exit);
+    LLVMBuildCondBr(em->b, llvm_index_less(em, it, iphi, hi), bb_body, bb_exit);
 
     LLVMPositionBuilderAtEnd(em->b, bb_body);
     llvm_set_val(em, body->args[0], iphi);
@@ -202,7 +198,7 @@ static void emit_for(llvm_emitter *em, const ir_op *op) {
     const ir_op *y = emit_region(em, body);
     LLVMValueRef *next = tmp_array(n);
     map_values(em, y, early ? 1 : 0, next, n);
-    LLVMValueRef inext = index_next(em, it, iphi);
+    LLVMValueRef inext = llvm_index_next(em, it, iphi);
     LLVMBasicBlockRef body_end = LLVMGetInsertBlock(em->b);
     if (early)
         LLVMBuildCondBr(em->b, llvm_val(em, y->operands[0]), bb_head, bb_exit);
@@ -290,38 +286,24 @@ static const ir_op *emit_region(llvm_emitter *em, const ir_region *r) {
 
 /* ---- functions --------------------------------------------------------------------- */
 
-/* Loads every parameter from args (entry block). */
-static void emit_params(llvm_emitter *em, LLVMValueRef args) {
-    const ir_kernel *k = em->kernel;
-    for (uint32_t i = 0; i < k->nparams; i++) {
-        const kern_type *t = k->params[i].type;
-        LLVMValueRef idx = LLVMConstInt(em->t_i64, i, 0);
-        LLVMValueRef slot = LLVMBuildInBoundsGEP2(em->b, em->t_ptr, args, &idx, 1, "");
-        LLVMValueRef p = LLVMBuildLoad2(em->b, em->t_ptr, slot, k->params[i].name);
-        LLVMSetAlignment(p, 8);
-        if (ty_is_array(t)) {
-            /* kern_array_desc { void *data; int64_t shape[4]; } */
-            em->arr_data[i] = LLVMBuildLoad2(em->b, em->t_ptr, p, "data");
-            LLVMSetAlignment(em->arr_data[i], 8);
-            for (int d = 0; d < t->rank; d++) {
-                LLVMValueRef off = LLVMConstInt(em->t_i64, 8 + 8 * (unsigned)d, 0);
-                LLVMValueRef sp = LLVMBuildInBoundsGEP2(em->b, em->t_i8, p, &off, 1, "");
-                em->arr_shape[i][d] = LLVMBuildLoad2(em->b, em->t_i64, sp, "n");
-                LLVMSetAlignment(em->arr_shape[i][d], 8);
-            }
-            llvm_set_val(em, k->body->args[i], NULL);
-        } else {
-            LLVMValueRef v = LLVMBuildLoad2(em->b, llvm_mem_type(em, t), p, k->params[i].name);
-            LLVMSetAlignment(v, (unsigned)ty_size(t));
-            if (t->kind == TY_BOOL)
-                v = LLVMBuildICmp(em->b, LLVMIntNE, v, LLVMConstInt(em->t_i8, 0, 0), "");
-            llvm_set_val(em, k->body->args[i], v);
-        }
-    }
+void llvm_add_attr(llvm_emitter *em, LLVMValueRef fn, unsigned idx, const char *name) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+    LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(em->ctx, kind, 0));
 }
 
-/* Emits the uniform top-level ops of the kernel that come before `task`. */
-static void emit_uniforms(llvm_emitter *em, const ir_op *task) {
+LLVMValueRef llvm_function_begin(llvm_emitter *em, const char *name, LLVMTypeRef fty,
+                                 LLVMValueRef err) {
+    LLVMValueRef fn = LLVMAddFunction(em->mod, name, fty);
+    llvm_add_attr(em, fn, LLVMAttributeFunctionIndex, "nounwind");
+    em->fn = fn;
+    em->err = err;
+    em->checks = err && em->opts->debug;
+    map_clear(&em->map);
+    LLVMPositionBuilderAtEnd(em->b, llvm_new_block(em, "entry"));
+    return fn;
+}
+
+void llvm_emit_uniforms(llvm_emitter *em, const ir_op *task) {
     ir_foreach_op(op, em->kernel->body) {
         if (op == task)
             break;
@@ -330,115 +312,26 @@ static void emit_uniforms(llvm_emitter *em, const ir_op *task) {
     }
 }
 
-static LLVMValueRef begin_function(llvm_emitter *em, const char *name, LLVMTypeRef fty,
-                                   bool with_err) {
-    LLVMValueRef fn = LLVMAddFunction(em->mod, name, fty);
-    unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateEnumAttribute(em->ctx, nounwind, 0));
-    em->fn = fn;
-    em->err = with_err ? LLVMGetParam(fn, 3) : NULL;
-    em->checks = with_err && em->opts->debug;
-    map_clear(&em->map);
-    LLVMPositionBuilderAtEnd(em->b, llvm_new_block(em, "entry"));
-    emit_params(em, LLVMGetParam(fn, 0));
-    return fn;
-}
-
-static void emit_count_fn(llvm_emitter *em, const ir_op *task, int t) {
-    char name[512];
-    llvm_task_symbol(name, sizeof name, em->kernel->name, t, true);
-    LLVMTypeRef fty = LLVMFunctionType(em->t_i64, &em->t_ptr, 1, 0);
-    begin_function(em, name, fty, false);
-    if (task->code == IR_SERIAL) {
-        LLVMBuildRet(em->b, LLVMConstInt(em->t_i64, 1, 0));
-        return;
-    }
-    emit_uniforms(em, task);
-    const kern_type *it = task->operands[0]->type;
-    LLVMValueRef lo = llvm_to_i64(em, llvm_val(em, task->operands[0]), it);
-    LLVMValueRef hi = llvm_to_i64(em, llvm_val(em, task->operands[1]), it);
+LLVMValueRef llvm_task_extent(llvm_emitter *em, const ir_op *task, uint32_t d) {
+    const kern_type *it = task->operands[2 * d]->type;
+    LLVMValueRef lo = llvm_to_i64(em, llvm_val(em, task->operands[2 * d]), it);
+    LLVMValueRef hi = llvm_to_i64(em, llvm_val(em, task->operands[2 * d + 1]), it);
     LLVMValueRef n = LLVMBuildSub(em->b, hi, lo, "");
     LLVMValueRef zero = LLVMConstInt(em->t_i64, 0, 0);
     LLVMValueRef pos = LLVMBuildICmp(em->b, LLVMIntSGT, n, zero, "");
-    LLVMBuildRet(em->b, LLVMBuildSelect(em->b, pos, n, zero, "count"));
+    return LLVMBuildSelect(em->b, pos, n, zero, "extent");
 }
 
-/* The loop over dimension d of a parallel task from `from` to `to` (index type of the
- * dimension); the body is the next dimension or the task's region. */
-static void emit_parallel_dim(llvm_emitter *em, const ir_op *task, uint32_t d, LLVMValueRef from,
-                              LLVMValueRef to) {
+void llvm_emit_work_item(llvm_emitter *em, const ir_op *task, LLVMValueRef *idx) {
     const ir_region *body = task->regions[0];
-    const kern_type *it = task->operands[2 * d]->type;
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
-    LLVMBasicBlockRef head = llvm_new_block(em, "par.head"), bb = llvm_new_block(em, "par.body"),
-                      exit = llvm_new_block(em, "par.exit");
-    LLVMBuildBr(em->b, head);
-    LLVMPositionBuilderAtEnd(em->b, head);
-    LLVMValueRef i = LLVMBuildPhi(em->b, LLVMTypeOf(from), "idx");
-    LLVMAddIncoming(i, &from, &pre, 1);
-    LLVMBuildCondBr(em->b, index_less(em, it, i, to), bb, exit);
-    LLVMPositionBuilderAtEnd(em->b, bb);
-    llvm_set_val(em, body->args[d], i);
-    if (d + 1 < body->nargs)
-        emit_parallel_dim(em, task, d + 1, llvm_val(em, task->operands[2 * d + 2]),
-                          llvm_val(em, task->operands[2 * d + 3]));
-    else {
-        llvm_adstack_reset(em); /* a work item starts with empty stacks */
-        emit_region(em, body);
-    }
-    LLVMValueRef next = index_next(em, it, i);
-    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
-    LLVMBuildBr(em->b, head);
-    LLVMAddIncoming(i, &next, &end, 1);
-    LLVMPositionBuilderAtEnd(em->b, exit);
+    if (task->code == IR_PARALLEL)
+        for (uint32_t d = 0; d < body->nargs; d++)
+            llvm_set_val(em, body->args[d], idx[d]);
+    llvm_adstack_reset(em); /* a work item starts with empty stacks */
+    emit_region(em, body);
 }
 
-static void param_attr(llvm_emitter *em, LLVMValueRef fn, unsigned idx, const char *name) {
-    unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
-    LLVMAddAttributeAtIndex(fn, idx, LLVMCreateEnumAttribute(em->ctx, kind, 0));
-}
-
-static void emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
-    char name[512];
-    llvm_task_symbol(name, sizeof name, em->kernel->name, t, false);
-    LLVMTypeRef params[6] = {em->t_ptr, em->t_i64, em->t_i64, em->t_ptr, em->t_ptr, em->t_ptr};
-    LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 6, 0);
-    LLVMValueRef fn = begin_function(em, name, fty, true);
-    /* the adstack heap is the runtime's own allocation, seen through nothing else; the
-     * layout is only read (attribute index = parameter number + 1) */
-    param_attr(em, fn, 5, "noalias");
-    param_attr(em, fn, 5, "nocapture");
-    param_attr(em, fn, 6, "noalias");
-    param_attr(em, fn, 6, "nocapture");
-    param_attr(em, fn, 6, "readonly");
-    LLVMValueRef begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
-    llvm_adstack_begin(em, LLVMGetParam(fn, 4), LLVMGetParam(fn, 5));
-    emit_uniforms(em, task);
-    llvm_reduce_begin(em, task);
-    if (task->code == IR_SERIAL) {
-        LLVMBasicBlockRef run = llvm_new_block(em, "run"), done = llvm_new_block(em, "done");
-        LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, begin, end, ""), run, done);
-        LLVMPositionBuilderAtEnd(em->b, run);
-        llvm_adstack_reset(em);
-        emit_region(em, task->regions[0]);
-        LLVMBuildBr(em->b, done);
-        LLVMPositionBuilderAtEnd(em->b, done);
-    } else {
-        /* work items [begin, end) are indices lo0 + begin .. lo0 + end - 1; they lie in
-         * [lo0, hi0], so the sums in the index type do not wrap */
-        LLVMValueRef lo = llvm_val(em, task->operands[0]);
-        LLVMTypeRef ity = LLVMTypeOf(lo);
-        LLVMValueRef from = LLVMBuildAdd(em->b, lo, LLVMBuildTrunc(em->b, begin, ity, "") /* no-op for i64 */, "");
-        LLVMValueRef to = LLVMBuildAdd(em->b, lo, LLVMBuildTrunc(em->b, end, ity, ""), "");
-        emit_parallel_dim(em, task, 0, from, to);
-    }
-    llvm_reduce_end(em);
-    LLVMBuildRetVoid(em->b);
-    llvm_adstack_end(em);
-}
-
-static void emit_kernel(llvm_emitter *em, const ir_kernel *k) {
+void llvm_kernel_begin(llvm_emitter *em, const ir_kernel *k) {
     em->kernel = k;
     em->arr_data = calloc(k->nparams + 1, sizeof *em->arr_data);
     em->arr_shape = calloc(k->nparams + 1, sizeof *em->arr_shape);
@@ -449,14 +342,9 @@ static void emit_kernel(llvm_emitter *em, const ir_kernel *k) {
     em->ad_cap = calloc(k->nadstacks + 1, sizeof *em->ad_cap);
     if (!em->ad_depth || !em->ad_base || !em->ad_cap)
         kern_oom(3 * (k->nadstacks + 1) * sizeof *em->ad_cap);
-    int t = 0;
-    ir_foreach_op(op, k->body) {
-        if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
-            continue;
-        emit_count_fn(em, op, t);
-        emit_task_fn(em, op, t);
-        t++;
-    }
+}
+
+void llvm_kernel_end(llvm_emitter *em) {
     free(em->arr_data);
     free(em->arr_shape);
     free(em->ad_depth);
@@ -465,26 +353,33 @@ static void emit_kernel(llvm_emitter *em, const ir_kernel *k) {
     em->arr_data = NULL;
     em->arr_shape = NULL;
     em->ad_depth = em->ad_base = em->ad_cap = NULL;
+    em->kernel = NULL;
 }
 
-LLVMModuleRef llvm_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o) {
-    llvm_emitter em = {0};
-    em.ctx = ctx;
-    em.opts = o;
-    em.mod = LLVMModuleCreateWithNameInContext(m->source_path ? m->source_path : "kern", ctx);
-    em.b = LLVMCreateBuilderInContext(ctx);
-    em.t_i1 = LLVMInt1TypeInContext(ctx);
-    em.t_i8 = LLVMInt8TypeInContext(ctx);
-    em.t_i32 = LLVMInt32TypeInContext(ctx);
-    em.t_i64 = LLVMInt64TypeInContext(ctx);
-    em.t_f32 = LLVMFloatTypeInContext(ctx);
-    em.t_f64 = LLVMDoubleTypeInContext(ctx);
-    em.t_ptr = LLVMPointerTypeInContext(ctx, 0);
-    em.t_void = LLVMVoidTypeInContext(ctx);
-    ir_foreach_kernel(k, m) emit_kernel(&em, k);
-    LLVMDisposeBuilder(em.b);
-    free(em.map.keys);
-    free(em.map.vals);
-    llvm_reduce_free(&em);
-    return em.mod;
+static const llvm_target_hooks no_hooks = {0};
+
+void llvm_emitter_init(llvm_emitter *em, LLVMContextRef ctx, const ir_module *m,
+                       const kc_options *o, const llvm_target_hooks *hooks) {
+    memset(em, 0, sizeof *em);
+    em->ctx = ctx;
+    em->opts = o;
+    em->hooks = hooks ? hooks : &no_hooks;
+    em->mod = LLVMModuleCreateWithNameInContext(m->source_path ? m->source_path : "kern", ctx);
+    em->b = LLVMCreateBuilderInContext(ctx);
+    em->t_i1 = LLVMInt1TypeInContext(ctx);
+    em->t_i8 = LLVMInt8TypeInContext(ctx);
+    em->t_i32 = LLVMInt32TypeInContext(ctx);
+    em->t_i64 = LLVMInt64TypeInContext(ctx);
+    em->t_f32 = LLVMFloatTypeInContext(ctx);
+    em->t_f64 = LLVMDoubleTypeInContext(ctx);
+    em->t_ptr = LLVMPointerTypeInContext(ctx, 0);
+    em->t_void = LLVMVoidTypeInContext(ctx);
+}
+
+LLVMModuleRef llvm_emitter_fini(llvm_emitter *em) {
+    LLVMDisposeBuilder(em->b);
+    free(em->map.keys);
+    free(em->map.vals);
+    llvm_reduce_free(em);
+    return em->mod;
 }

@@ -124,15 +124,15 @@ static LLVMValueRef error_fn(llvm_emitter *em) {
                       done = LLVMAppendBasicBlockInContext(em->ctx, fn, "done");
     LLVMPositionBuilderAtEnd(b, entry);
     LLVMValueRef err = LLVMGetParam(fn, 0);
-    LLVMValueRef x = LLVMBuildAtomicCmpXchg(b, err, LLVMConstInt(em->t_i32, 0, 0),
-                                            LLVMGetParam(fn, 1), LLVMAtomicOrderingSequentiallyConsistent,
-                                            LLVMAtomicOrderingSequentiallyConsistent, 0);
+    LLVMValueRef x = LLVMBuildAtomicCmpXchg(
+        b, err, LLVMConstInt(em->t_i32, 0, 0), LLVMGetParam(fn, 1),
+        LLVMAtomicOrderingSequentiallyConsistent, LLVMAtomicOrderingSequentiallyConsistent, 0);
     LLVMSetAlignment(x, 4);
     LLVMBuildCondBr(b, LLVMBuildExtractValue(b, x, 1, ""), write, done);
     LLVMPositionBuilderAtEnd(b, write);
-    static const unsigned offs[5] = {
-        offsetof(kern_err_record, line), offsetof(kern_err_record, col),
-        offsetof(kern_err_record, dim), offsetof(kern_err_record, a), offsetof(kern_err_record, b)};
+    static const unsigned offs[5] = {offsetof(kern_err_record, line),
+                                     offsetof(kern_err_record, col), offsetof(kern_err_record, dim),
+                                     offsetof(kern_err_record, a), offsetof(kern_err_record, b)};
     for (unsigned i = 0; i < 5; i++) {
         LLVMValueRef off = LLVMConstInt(em->t_i64, offs[i], 0);
         LLVMValueRef p = LLVMBuildInBoundsGEP2(b, em->t_i8, err, &off, 1, "");
@@ -193,8 +193,7 @@ static LLVMValueRef guard_end(llvm_emitter *em, guard *g, LLVMValueRef v) {
 
 /* ---- arithmetic --------------------------------------------------------------------- */
 
-static LLVMValueRef emit_divrem(llvm_emitter *em, const ir_op *op, LLVMValueRef a,
-                                LLVMValueRef b) {
+static LLVMValueRef emit_divrem(llvm_emitter *em, const ir_op *op, LLVMValueRef a, LLVMValueRef b) {
     const kern_type *t = op->operands[0]->type;
     bool div = op->code == IR_DIV;
     if (ty_is_float(t))
@@ -230,7 +229,8 @@ static LLVMValueRef emit_shift(llvm_emitter *em, const ir_op *op, LLVMValueRef a
     guard g = {0};
     if (em->checks)
         guard_check(em, &g, op, LLVMBuildICmp(em->b, LLVMIntULT, b, cint(ty, bits), ""),
-                    KERN_DEVERR_SHIFT, 0, llvm_to_i64(em, b, t), LLVMConstInt(em->t_i64, (unsigned)bits, 0));
+                    KERN_DEVERR_SHIFT, 0, llvm_to_i64(em, b, t),
+                    LLVMConstInt(em->t_i64, (unsigned)bits, 0));
     LLVMValueRef amt = LLVMBuildAnd(em->b, b, cint(ty, bits - 1), "");
     LLVMValueRef r;
     if (op->code == IR_SHL)
@@ -308,8 +308,8 @@ static LLVMValueRef emit_cast(llvm_emitter *em, const kern_type *from, const ker
         if (to->kind == TY_BOOL)
             return LLVMBuildFCmp(em->b, LLVMRealUNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
         LLVMTypeRef types[2] = {rt, LLVMTypeOf(v)};
-        return call_intrinsic(em, to->kind == TY_U32 ? "llvm.fptoui.sat" : "llvm.fptosi.sat",
-                              types, 2, &v, 1);
+        return call_intrinsic(em, to->kind == TY_U32 ? "llvm.fptoui.sat" : "llvm.fptosi.sat", types,
+                              2, &v, 1);
     }
     /* from bool or an integer */
     if (ty_is_float(to))
@@ -348,6 +348,11 @@ static LLVMValueRef emit_const(llvm_emitter *em, const ir_op *op) {
 
 static LLVMValueRef emit_float_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) {
     bool f32 = op->operands[0]->type->kind == TY_F32;
+    if (em->hooks->math) {
+        LLVMValueRef r = em->hooks->math(em, op, x);
+        if (r)
+            return r;
+    }
     switch (op->code) {
     case IR_SIN: return unary_intrinsic(em, "llvm.sin", x[0]);
     case IR_COS: return unary_intrinsic(em, "llvm.cos", x[0]);
@@ -424,9 +429,9 @@ static LLVMValueRef emit_float_minmax_atomic(llvm_emitter *em, bool is_min, cons
     LLVMValueRef take = emit_compare(em, is_min ? IR_LT : IR_GT, t, v, old);
     LLVMBuildCondBr(em->b, take, try, done);
     LLVMPositionBuilderAtEnd(em->b, try);
-    LLVMValueRef x = LLVMBuildAtomicCmpXchg(em->b, ptr, oldbits, LLVMBuildBitCast(em->b, v, ity, ""),
-                                            LLVMAtomicOrderingMonotonic,
-                                            LLVMAtomicOrderingMonotonic, 0);
+    LLVMValueRef x =
+        LLVMBuildAtomicCmpXchg(em->b, ptr, oldbits, LLVMBuildBitCast(em->b, v, ity, ""),
+                               LLVMAtomicOrderingMonotonic, LLVMAtomicOrderingMonotonic, 0);
     LLVMSetAlignment(x, align);
     LLVMValueRef seen = LLVMBuildExtractValue(em->b, x, 0, "");
     LLVMAddIncoming(oldbits, &seen, &try, 1);
@@ -522,9 +527,15 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
             x[i] = llvm_val(em, op->operands[i]);
         switch (op->code) {
         case IR_CAST: r = emit_cast(em, t, op->results[0]->type, x[0]); break;
-        case IR_ADD: r = fl ? LLVMBuildFAdd(em->b, x[0], x[1], "") : LLVMBuildAdd(em->b, x[0], x[1], ""); break;
-        case IR_SUB: r = fl ? LLVMBuildFSub(em->b, x[0], x[1], "") : LLVMBuildSub(em->b, x[0], x[1], ""); break;
-        case IR_MUL: r = fl ? LLVMBuildFMul(em->b, x[0], x[1], "") : LLVMBuildMul(em->b, x[0], x[1], ""); break;
+        case IR_ADD:
+            r = fl ? LLVMBuildFAdd(em->b, x[0], x[1], "") : LLVMBuildAdd(em->b, x[0], x[1], "");
+            break;
+        case IR_SUB:
+            r = fl ? LLVMBuildFSub(em->b, x[0], x[1], "") : LLVMBuildSub(em->b, x[0], x[1], "");
+            break;
+        case IR_MUL:
+            r = fl ? LLVMBuildFMul(em->b, x[0], x[1], "") : LLVMBuildMul(em->b, x[0], x[1], "");
+            break;
         case IR_DIV:
         case IR_REM: r = emit_divrem(em, op, x[0], x[1]); break;
         case IR_NEG: r = fl ? LLVMBuildFNeg(em->b, x[0], "") : LLVMBuildNeg(em->b, x[0], ""); break;
@@ -555,7 +566,9 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
         case IR_SIGN: r = emit_sign(em, t, x[0]); break;
         case IR_MIN: r = emit_minmax(em, true, t, x[0], x[1]); break;
         case IR_MAX: r = emit_minmax(em, false, t, x[0], x[1]); break;
-        case IR_CLAMP: r = emit_minmax(em, true, t, emit_minmax(em, false, t, x[0], x[1]), x[2]); break;
+        case IR_CLAMP:
+            r = emit_minmax(em, true, t, emit_minmax(em, false, t, x[0], x[1]), x[2]);
+            break;
         default: r = emit_float_math(em, op, x); break;
         }
     }

@@ -1,11 +1,20 @@
-/* llvm_internal.h - what the files of the LLVM CPU backend share (not a public API).
+/* llvm_internal.h - what the files of the LLVM backends share (not a public API).
  *
- *   llvm_emit.c      module, task functions, parameters, structured control flow
+ * Target-neutral (every target's code goes through these):
+ *   llvm_emit.c      the emitter's state, value map, structured control flow, uniforms,
+ *                    one work item of a task
  *   llvm_emit_ops.c  scalar ops, math, casts, array accesses, atomics, debug checks
  *   llvm_adstack.c   adstack depth counters, push and pop, overflow records
  *   llvm_reduce.c    atomic adds into uniform elements accumulated per task call
- *   llvm_target.c    host target machine, verification, the optimization pipeline
- *   llvm_jit.c       ORC LLJIT;  llvm_obj.c  object files and LLVM text */
+ *   llvm_target.c    verification and the optimization pipeline
+ * Per-target ABI (how a task becomes functions, where parameters and work items come
+ * from, how builtins map):
+ *   llvm_cpu.c       the CPU: chunked task functions and `_count` (runtime/abi.h), the
+ *                    host target machine; llvm_jit.c (ORC LLJIT), llvm_obj.c (objects)
+ *   llvm_gpu.c       GPUs: kernel entry points, parameters by value, grid-stride loops,
+ *                    slot-major adstacks (docs/gpu-abi.md)
+ *   llvm_nvptx.c     NVPTX: thread indexing, libdevice math, PTX
+ *   llvm_amdgpu.c    AMDGPU: thread indexing, math, code objects */
 #ifndef KERN_LLVM_INTERNAL_H
 #define KERN_LLVM_INTERNAL_H
 
@@ -25,37 +34,69 @@ typedef struct llvm_valmap {
     size_t cap, len; /* cap is 0 or a power of two */
 } llvm_valmap;
 
+typedef struct llvm_emitter llvm_emitter;
+
+/* What a target changes in the target-neutral emitter. Every hook may be NULL. */
+typedef struct llvm_target_hooks {
+    /* The value of a float math op (IR_SIN ...) for this target, or NULL for the generic
+     * mapping of llvm_emit_ops.c (LLVM intrinsics and libm calls). */
+    LLVMValueRef (*math)(llvm_emitter *em, const ir_op *op, LLVMValueRef *x);
+} llvm_target_hooks;
+
 /* The state of emitting one module. */
-typedef struct llvm_emitter {
+struct llvm_emitter {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
     LLVMBuilderRef b;
     const kc_options *opts;
+    const llvm_target_hooks *hooks; /* never NULL */
     LLVMTypeRef t_i1, t_i8, t_i32, t_i64, t_f32, t_f64, t_ptr, t_void;
-    LLVMValueRef err_fn;   /* the module's error-recording helper (created on first use) */
+    LLVMValueRef err_fn; /* the module's error-recording helper (created on first use) */
     /* per function */
-    LLVMValueRef fn;       /* the function being emitted */
-    LLVMValueRef err;      /* its kern_err_record * (NULL in a _count function) */
-    bool checks;           /* emit debug-mode checks (opts->debug and err != NULL) */
+    LLVMValueRef fn;  /* the function being emitted */
+    LLVMValueRef err; /* its kern_err_record * (NULL in a _count function) */
+    bool checks;      /* emit debug-mode checks (opts->debug and err != NULL) */
     const ir_kernel *kernel;
-    LLVMValueRef *arr_data;               /* per parameter: an array's data pointer */
+    LLVMValueRef *arr_data;                   /* per parameter: an array's data pointer */
     LLVMValueRef (*arr_shape)[KERN_MAX_RANK]; /* per parameter: an array's extents (i64) */
     llvm_valmap map;
     /* per task function of a kernel with adstacks (arrays of kernel->nadstacks) */
-    bool ad_live;             /* adstack ops may be emitted (a task body with adstacks) */
-    LLVMValueRef *ad_depth;   /* per adstack: its i64 depth counter (entry-block alloca) */
-    LLVMValueRef *ad_base;    /* per adstack: the address of its entry 0 in the slice */
-    LLVMValueRef *ad_cap;     /* per adstack: its capacity in entries (i64) */
+    bool ad_live;           /* adstack ops may be emitted (a task body with adstacks) */
+    LLVMValueRef *ad_depth; /* per adstack: its i64 depth counter (entry-block alloca) */
+    LLVMValueRef *ad_base;  /* per adstack: the address of this work item's entry 0 */
+    LLVMValueRef *ad_cap;   /* per adstack: its capacity in entries (i64) */
+    LLVMValueRef ad_step;   /* entries between entry k and k + 1 (i64; NULL: 1) */
     /* per parallel task function: atomic adds accumulated locally (llvm_reduce.c) */
     const ir_op **red_ops;
-    LLVMValueRef *red_acc;    /* per such op: its accumulator (entry-block alloca) */
+    LLVMValueRef *red_acc; /* per such op: its accumulator (entry-block alloca) */
     uint32_t nred, capred;
-} llvm_emitter;
+};
 
 /* ---- llvm_emit.c ---- */
-/* Builds the LLVM module of m in ctx (unoptimized, not verified). Never fails on IR that
- * verifies. The caller disposes of the module. */
-LLVMModuleRef llvm_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o);
+/* Starts emitting into a new module of ctx named after m; ends with llvm_emitter_fini,
+ * which returns the module (unoptimized, not verified; the caller disposes of it). */
+void llvm_emitter_init(llvm_emitter *em, LLVMContextRef ctx, const ir_module *m,
+                       const kc_options *o, const llvm_target_hooks *hooks);
+LLVMModuleRef llvm_emitter_fini(llvm_emitter *em);
+/* Per kernel: the per-parameter and per-adstack tables (em->arr_*, em->ad_*). */
+void llvm_kernel_begin(llvm_emitter *em, const ir_kernel *k);
+void llvm_kernel_end(llvm_emitter *em);
+/* Adds a function to the module, makes it the current one and positions the builder in
+ * its entry block; the value map is cleared. err: its kern_err_record * (NULL: none, no
+ * debug checks). */
+LLVMValueRef llvm_function_begin(llvm_emitter *em, const char *name, LLVMTypeRef fty,
+                                 LLVMValueRef err);
+void llvm_add_attr(llvm_emitter *em, LLVMValueRef fn, unsigned idx, const char *name);
+/* Emits the uniform top-level ops of the kernel that come before `task`. */
+void llvm_emit_uniforms(llvm_emitter *em, const ir_op *task);
+/* The number of work items along dimension d of a parallel task: max(0, hi - lo) as i64. */
+LLVMValueRef llvm_task_extent(llvm_emitter *em, const ir_op *task, uint32_t d);
+/* One work item of task: the parallel indices idx[d] (in each dimension's index type;
+ * NULL for a serial task), empty adstacks, then the body. */
+void llvm_emit_work_item(llvm_emitter *em, const ir_op *task, LLVMValueRef *idx);
+/* The structured-loop helpers the ABIs share: i < hi and i + 1 in the index type t. */
+LLVMValueRef llvm_index_less(llvm_emitter *em, const kern_type *t, LLVMValueRef i, LLVMValueRef hi);
+LLVMValueRef llvm_index_next(llvm_emitter *em, const kern_type *t, LLVMValueRef i);
 /* The value emitted for v in the current function (it must have been emitted). */
 LLVMValueRef llvm_val(llvm_emitter *em, const ir_value *v);
 void llvm_set_val(llvm_emitter *em, const ir_value *v, LLVMValueRef x);
@@ -88,33 +129,42 @@ void llvm_reduce_end(llvm_emitter *em);
 void llvm_reduce_free(llvm_emitter *em);
 
 /* ---- llvm_adstack.c ---- */
-/* In the entry block of a task body (after the parameters): the depth counters and the
- * loads of the layout (em->ad_* must hold kernel->nadstacks entries). Leaves the builder
- * in the block where the body goes on. Nothing for a kernel without adstacks. */
-void llvm_adstack_begin(llvm_emitter *em, LLVMValueRef slice, LLVMValueRef layout);
+/* In the entry block of a task body: the depth counters. The target's ABI then sets
+ * em->ad_base, em->ad_cap (and em->ad_step) before the first work item. Nothing for a
+ * kernel without adstacks. */
+void llvm_adstack_begin(llvm_emitter *em);
 void llvm_adstack_end(llvm_emitter *em);
+/* Marks the conditional branch br as taking its first successor almost always. */
+void llvm_likely_first(llvm_emitter *em, LLVMValueRef br);
 /* Empties every stack: emitted at the start of each work item. */
 void llvm_adstack_reset(llvm_emitter *em);
 void llvm_emit_adpush(llvm_emitter *em, const ir_op *op);
 void llvm_emit_adpop(llvm_emitter *em, const ir_op *op);
 
-/* ---- llvm_target.c ---- */
+/* ---- llvm_cpu.c ---- */
 /* Registers the native target once per process (thread-safe). */
 void llvm_init_native(void);
 /* A target machine for the host CPU and its features. */
 LLVMTargetMachineRef llvm_host_target_machine(int opt_level, LLVMRelocMode reloc, char *err,
                                               size_t errlen);
-/* Emits m, sets the host triple and data layout of tm, verifies (debug builds of kern, or
- * always when `verify`), and runs the default<O0..3> pipeline of o->opt_level. Returns
- * NULL with a message on failure. */
+/* Builds the CPU module of m in ctx (unoptimized, not verified): the functions of
+ * runtime/abi.h. Never fails on IR that verifies. */
+LLVMModuleRef llvm_cpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o);
+/* Emits m for the CPU and finishes it with tm (llvm_finish_module). */
 LLVMModuleRef llvm_build_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
                                 LLVMTargetMachineRef tm, char *err, size_t errlen);
-/* The second half of llvm_build_module, for a module already emitted: target, checks and
- * pipeline. Disposes of mod and returns NULL on failure. */
+
+/* ---- llvm_target.c ---- */
+/* For a module already emitted: the triple and data layout of tm, verification (debug
+ * builds of kern), and the default<O0..3> pipeline of o->opt_level. Disposes of mod and
+ * returns NULL on failure. */
 LLVMModuleRef llvm_finish_module(LLVMModuleRef mod, const kc_options *o, LLVMTargetMachineRef tm,
                                  char *err, size_t errlen);
+/* The code generator's optimization level for opt_level 0..3. */
+LLVMCodeGenOptLevel llvm_codegen_level(int opt_level);
 /* printf into err (NULL/0 allowed). */
-void llvm_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void llvm_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The symbol of task `task` of kernel `kernel` (runtime/abi.h), into buf. */
 void llvm_task_symbol(char *buf, size_t size, const char *kernel, int task, bool count);
 

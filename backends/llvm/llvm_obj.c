@@ -22,8 +22,8 @@ static void add_blob(LLVMModuleRef mod, const char *sym, const void *blob, size_
 }
 
 bool llvm_emit_object_blob(const ir_module *m, const kc_options *o, const char *path,
-                           const char *blob_symbol, const void *blob, size_t blob_len,
-                           char *err, size_t errlen) {
+                           const char *blob_symbol, const void *blob, size_t blob_len, char *err,
+                           size_t errlen) {
     LLVMTargetMachineRef tm = llvm_host_target_machine(o->opt_level, LLVMRelocPIC, err, errlen);
     if (!tm)
         return false;

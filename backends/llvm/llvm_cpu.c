@@ -1,0 +1,252 @@
+/* llvm_cpu.c - the CPU's ABI (runtime/abi.h): per task t of kernel K two functions with C
+ * linkage,
+ *   i64  kern_K__t<t>_count(ptr args)             hi0 - lo0 clamped to >= 0 (serial: 1)
+ *   void kern_K__t<t>(ptr args, i64 begin, i64 end, ptr err, ptr noalias ad_slice,
+ *                     ptr noalias readonly ad_layout)
+ * and the host target machine.
+ *
+ * Each function loads the kernel's parameters from args at its entry (an array's data
+ * pointer and extents from its kern_array_desc, a scalar's value), then re-emits the
+ * kernel's uniform values. A PARALLEL task becomes a loop nest: dimension 0 over
+ * [lo0 + begin, lo0 + end), the other dimensions over their full ranges, the first
+ * dimension outermost. A SERIAL task is straight code run when begin < end.
+ *
+ * Adstacks: the calling worker's slice holds stack s at ad_slice + ad_layout[2s] with
+ * capacity ad_layout[2s + 1], entries contiguous (one work item runs at a time per
+ * worker). With a NULL slice or layout every capacity is 0: each push then records an
+ * overflow instead of writing.
+ *
+ * Code is generated for the host: its triple, CPU name and features (LLVMGetHostCPUName /
+ * LLVMGetHostCPUFeatures), like clang's -march=native, so that the vectorizers use the
+ * widest vectors the machine has. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Target.h>
+
+#include "llvm_internal.h"
+
+/* ---- host target machine ------------------------------------------------------------ */
+
+static pthread_once_t native_once = PTHREAD_ONCE_INIT;
+
+static void init_native_once(void) {
+    LLVMInitializeNativeTarget();
+    LLVMInitializeNativeAsmPrinter();
+    LLVMInitializeNativeAsmParser();
+}
+
+void llvm_init_native(void) { pthread_once(&native_once, init_native_once); }
+
+LLVMTargetMachineRef llvm_host_target_machine(int opt_level, LLVMRelocMode reloc, char *err,
+                                              size_t errlen) {
+    llvm_init_native();
+    char *triple = LLVMGetDefaultTargetTriple();
+    char *msg = NULL;
+    LLVMTargetRef target;
+    if (LLVMGetTargetFromTriple(triple, &target, &msg)) {
+        llvm_errf(err, errlen, "LLVM has no target for the host triple %s: %s", triple,
+                  msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        LLVMDisposeMessage(triple);
+        return NULL;
+    }
+    char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
+    LLVMTargetMachineRef tm = LLVMCreateTargetMachine(
+        target, triple, cpu, features, llvm_codegen_level(opt_level), reloc, LLVMCodeModelDefault);
+    if (!tm)
+        llvm_errf(err, errlen, "cannot create an LLVM target machine for %s (%s)", triple, cpu);
+    LLVMDisposeMessage(cpu);
+    LLVMDisposeMessage(features);
+    LLVMDisposeMessage(triple);
+    return tm;
+}
+
+/* ---- task functions ----------------------------------------------------------------- */
+
+/* Loads every parameter from args (entry block). */
+static void emit_params(llvm_emitter *em, LLVMValueRef args) {
+    const ir_kernel *k = em->kernel;
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        const kern_type *t = k->params[i].type;
+        LLVMValueRef idx = LLVMConstInt(em->t_i64, i, 0);
+        LLVMValueRef slot = LLVMBuildInBoundsGEP2(em->b, em->t_ptr, args, &idx, 1, "");
+        LLVMValueRef p = LLVMBuildLoad2(em->b, em->t_ptr, slot, k->params[i].name);
+        LLVMSetAlignment(p, 8);
+        if (ty_is_array(t)) {
+            /* kern_array_desc { void *data; int64_t shape[4]; } */
+            em->arr_data[i] = LLVMBuildLoad2(em->b, em->t_ptr, p, "data");
+            LLVMSetAlignment(em->arr_data[i], 8);
+            for (int d = 0; d < t->rank; d++) {
+                LLVMValueRef off = LLVMConstInt(em->t_i64, 8 + 8 * (unsigned)d, 0);
+                LLVMValueRef sp = LLVMBuildInBoundsGEP2(em->b, em->t_i8, p, &off, 1, "");
+                em->arr_shape[i][d] = LLVMBuildLoad2(em->b, em->t_i64, sp, "n");
+                LLVMSetAlignment(em->arr_shape[i][d], 8);
+            }
+            llvm_set_val(em, k->body->args[i], NULL);
+        } else {
+            LLVMValueRef v = LLVMBuildLoad2(em->b, llvm_mem_type(em, t), p, k->params[i].name);
+            LLVMSetAlignment(v, (unsigned)ty_size(t));
+            if (t->kind == TY_BOOL)
+                v = LLVMBuildICmp(em->b, LLVMIntNE, v, LLVMConstInt(em->t_i8, 0, 0), "");
+            llvm_set_val(em, k->body->args[i], v);
+        }
+    }
+}
+
+static void emit_count_fn(llvm_emitter *em, const ir_op *task, int t) {
+    char name[512];
+    llvm_task_symbol(name, sizeof name, em->kernel->name, t, true);
+    LLVMTypeRef fty = LLVMFunctionType(em->t_i64, &em->t_ptr, 1, 0);
+    LLVMValueRef fn = llvm_function_begin(em, name, fty, NULL);
+    emit_params(em, LLVMGetParam(fn, 0));
+    if (task->code == IR_SERIAL) {
+        LLVMBuildRet(em->b, LLVMConstInt(em->t_i64, 1, 0));
+        return;
+    }
+    llvm_emit_uniforms(em, task);
+    LLVMBuildRet(em->b, llvm_task_extent(em, task, 0));
+}
+
+/* The loop over dimension d of a parallel task from `from` to `to` (index type of the
+ * dimension); the body is the next dimension or one work item. */
+static void emit_parallel_dim(llvm_emitter *em, const ir_op *task, uint32_t d, LLVMValueRef from,
+                              LLVMValueRef to, LLVMValueRef *idx) {
+    const ir_region *body = task->regions[0];
+    const kern_type *it = task->operands[2 * d]->type;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
+    LLVMBasicBlockRef head = llvm_new_block(em, "par.head"), bb = llvm_new_block(em, "par.body"),
+                      exit = llvm_new_block(em, "par.exit");
+    LLVMBuildBr(em->b, head);
+    LLVMPositionBuilderAtEnd(em->b, head);
+    LLVMValueRef i = LLVMBuildPhi(em->b, LLVMTypeOf(from), "idx");
+    LLVMAddIncoming(i, &from, &pre, 1);
+    LLVMBuildCondBr(em->b, llvm_index_less(em, it, i, to), bb, exit);
+    LLVMPositionBuilderAtEnd(em->b, bb);
+    idx[d] = i;
+    if (d + 1 < body->nargs)
+        emit_parallel_dim(em, task, d + 1, llvm_val(em, task->operands[2 * d + 2]),
+                          llvm_val(em, task->operands[2 * d + 3]), idx);
+    else
+        llvm_emit_work_item(em, task, idx);
+    LLVMValueRef next = llvm_index_next(em, it, i);
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, head);
+    LLVMAddIncoming(i, &next, &end, 1);
+    LLVMPositionBuilderAtEnd(em->b, exit);
+}
+
+/* The worker's slice: stack s at slice + layout[2s], capacity layout[2s + 1]; capacity 0
+ * for every stack when the caller passed no slice or layout. */
+static void emit_adstack_slice(llvm_emitter *em, LLVMValueRef slice, LLVMValueRef layout) {
+    const ir_kernel *k = em->kernel;
+    if (k->nadstacks == 0)
+        return;
+    LLVMValueRef null = LLVMConstNull(em->t_ptr);
+    LLVMValueRef have = LLVMBuildAnd(em->b, LLVMBuildICmp(em->b, LLVMIntNE, slice, null, ""),
+                                     LLVMBuildICmp(em->b, LLVMIntNE, layout, null, ""), "");
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), load = llvm_new_block(em, "ad.layout"),
+                      ready = llvm_new_block(em, "ad.ready");
+    llvm_likely_first(em, LLVMBuildCondBr(em->b, have, load, ready));
+
+    LLVMPositionBuilderAtEnd(em->b, load);
+    LLVMValueRef *base = calloc(k->nadstacks, sizeof *base),
+                 *cap = calloc(k->nadstacks, sizeof *cap);
+    if (!base || !cap)
+        kern_oom(2 * k->nadstacks * sizeof *base);
+    for (uint32_t s = 0; s < k->nadstacks; s++) {
+        LLVMValueRef i = LLVMConstInt(em->t_i64, 2 * s, 0),
+                     j = LLVMConstInt(em->t_i64, 2 * s + 1, 0);
+        LLVMValueRef off = LLVMBuildLoad2(
+            em->b, em->t_i64, LLVMBuildInBoundsGEP2(em->b, em->t_i64, layout, &i, 1, ""), "ad.off");
+        cap[s] = LLVMBuildLoad2(
+            em->b, em->t_i64, LLVMBuildInBoundsGEP2(em->b, em->t_i64, layout, &j, 1, ""), "ad.cap");
+        LLVMSetAlignment(off, 8);
+        LLVMSetAlignment(cap[s], 8);
+        base[s] = LLVMBuildInBoundsGEP2(em->b, em->t_i8, slice, &off, 1, "ad.base");
+    }
+    LLVMBuildBr(em->b, ready);
+
+    LLVMPositionBuilderAtEnd(em->b, ready);
+    for (uint32_t s = 0; s < k->nadstacks; s++) {
+        LLVMBasicBlockRef from[2] = {load, pre};
+        LLVMValueRef b_in[2] = {base[s], null}, c_in[2] = {cap[s], LLVMConstInt(em->t_i64, 0, 0)};
+        em->ad_base[s] = LLVMBuildPhi(em->b, em->t_ptr, "ad.base");
+        LLVMAddIncoming(em->ad_base[s], b_in, from, 2);
+        em->ad_cap[s] = LLVMBuildPhi(em->b, em->t_i64, "ad.cap");
+        LLVMAddIncoming(em->ad_cap[s], c_in, from, 2);
+    }
+    em->ad_step = NULL; /* entries are contiguous in a slice */
+    free(base);
+    free(cap);
+}
+
+static void emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
+    char name[512];
+    llvm_task_symbol(name, sizeof name, em->kernel->name, t, false);
+    LLVMTypeRef params[6] = {em->t_ptr, em->t_i64, em->t_i64, em->t_ptr, em->t_ptr, em->t_ptr};
+    LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 6, 0);
+    LLVMValueRef fn = llvm_function_begin(em, name, fty, NULL);
+    em->err = LLVMGetParam(fn, 3);
+    em->checks = em->opts->debug;
+    /* the adstack heap is the runtime's own allocation, seen through nothing else; the
+     * layout is only read (attribute index = parameter number + 1) */
+    llvm_add_attr(em, fn, 5, "noalias");
+    llvm_add_attr(em, fn, 5, "nocapture");
+    llvm_add_attr(em, fn, 6, "noalias");
+    llvm_add_attr(em, fn, 6, "nocapture");
+    llvm_add_attr(em, fn, 6, "readonly");
+    LLVMValueRef begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
+    emit_params(em, LLVMGetParam(fn, 0));
+    llvm_adstack_begin(em);
+    emit_adstack_slice(em, LLVMGetParam(fn, 4), LLVMGetParam(fn, 5));
+    llvm_emit_uniforms(em, task);
+    llvm_reduce_begin(em, task);
+    if (task->code == IR_SERIAL) {
+        LLVMBasicBlockRef run = llvm_new_block(em, "run"), done = llvm_new_block(em, "done");
+        LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, begin, end, ""), run, done);
+        LLVMPositionBuilderAtEnd(em->b, run);
+        llvm_emit_work_item(em, task, NULL);
+        LLVMBuildBr(em->b, done);
+        LLVMPositionBuilderAtEnd(em->b, done);
+    } else {
+        /* work items [begin, end) are indices lo0 + begin .. lo0 + end - 1; they lie in
+         * [lo0, hi0], so the sums in the index type do not wrap */
+        LLVMValueRef lo = llvm_val(em, task->operands[0]);
+        LLVMTypeRef ity = LLVMTypeOf(lo);
+        LLVMValueRef from =
+            LLVMBuildAdd(em->b, lo, LLVMBuildTrunc(em->b, begin, ity, "") /* no-op for i64 */, "");
+        LLVMValueRef to = LLVMBuildAdd(em->b, lo, LLVMBuildTrunc(em->b, end, ity, ""), "");
+        LLVMValueRef idx[8];
+        kern_assert(task->regions[0]->nargs <= 8);
+        emit_parallel_dim(em, task, 0, from, to, idx);
+    }
+    llvm_reduce_end(em);
+    LLVMBuildRetVoid(em->b);
+    llvm_adstack_end(em);
+}
+
+LLVMModuleRef llvm_cpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o) {
+    llvm_emitter em;
+    llvm_emitter_init(&em, ctx, m, o, NULL);
+    ir_foreach_kernel(k, m) {
+        llvm_kernel_begin(&em, k);
+        int t = 0;
+        ir_foreach_op(op, k->body) {
+            if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
+                continue;
+            emit_count_fn(&em, op, t);
+            emit_task_fn(&em, op, t);
+            t++;
+        }
+        llvm_kernel_end(&em);
+    }
+    return llvm_emitter_fini(&em);
+}
+
+LLVMModuleRef llvm_build_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
+                                LLVMTargetMachineRef tm, char *err, size_t errlen) {
+    return llvm_finish_module(llvm_cpu_emit_module(ctx, m, o), o, tm, err, errlen);
+}
