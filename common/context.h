@@ -25,6 +25,8 @@ typedef struct kc_options {
     kc_grad_mode grad;      /* which gradient kernels kc_compile_source builds */
     const char *grad_only;  /* KC_GRAD_ALL: only this kernel's gradient (NULL: every one) */
     bool promote_f64;       /* retype f32 to f64 before the gradients (kernc gradcheck) */
+    const char *arch;       /* GPU targets: sm_XX / gfxNNN (NULL: the target's default) */
+    const char *libdevice;  /* NVPTX: libdevice.10.bc (NULL: $KERN_LIBDEVICE, CUDA's places) */
 } kc_options;
 
 typedef struct kc_ctx {

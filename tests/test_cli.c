@@ -61,7 +61,15 @@ Test(cli, usage_errors) {
     expect("check tests/golden/ir/saxpy.kern --bogus", 2, "unknown option '--bogus'");
     expect("emit tests/golden/ir/saxpy.kern", 2, "--emit=WHAT is required");
     expect("emit tests/golden/ir/saxpy.kern --emit=nonsense", 2, "unknown --emit kind");
-    expect("emit tests/golden/ir/saxpy.kern --emit=ptx", 2, "not available");
+    expect("emit tests/golden/ir/saxpy.kern --emit=amdgcn", 2, "not available");
+    expect("emit tests/golden/ir/saxpy.kern --emit=ptx --arch=sm_9x", 2,
+           "'sm_9x' is not an architecture of target cuda");
+    expect("emit tests/golden/ir/saxpy.kern --emit=ptx --target=cpu", 2,
+           "--emit=ptx is not code of target cpu");
+    expect("emit tests/golden/ir/saxpy.kern --emit=llvm --arch=sm_90", 2,
+           "target cpu takes no architecture");
+    expect("check tests/golden/ir/saxpy.kern --arch=sm_90", 2, "--arch applies to code");
+    expect("build tests/golden/ir/saxpy.kern --target=cuda", 2, "-o OUT is required");
     expect("emit tests/golden/ir/saxpy.kern --emit=llvm --target=vulkan", 2, "not available");
     expect("check tests/golden/ir/saxpy.kern --ad-stack-size=0", 2, "--ad-stack-size");
     expect("check tests/golden/ir/saxpy.kern --ad-stack-size abc", 2, "--ad-stack-size");
@@ -471,6 +479,30 @@ static void check_square_grad(kern_context *ctx, kern_module *m) {
     /* the check rejects inplace (x[i] read, then overwritten): no gradient, no error */
     cr_expect_eq(kern_kernel_find(m, "inplace", &k), KERN_OK);
     cr_expect_eq(kern_kernel_find(m, "inplace.grad", &k), KERN_ERR_NOT_FOUND);
+}
+
+/* --emit=ptx: PTX for the requested architecture, an entry point per task, K.grad in the
+ * module that kernc build writes for cuda (docs/gpu-abi.md: header, metadata, code). */
+Test(cli, emit_ptx_and_build_cuda) {
+    expect("emit tests/golden/ir/saxpy.kern --emit=ptx --arch=sm_90", 0,
+           ".visible .entry kern_saxpy__t0(");
+    expect("emit tests/golden/ir/saxpy.kern --emit=ptx", 0, ".target sm_70");
+    expect("emit tests/golden/ir/saxpy.kern --emit=llvm --target=cuda", 0,
+           "target triple = \"nvptx64-nvidia-cuda\"");
+    char out[64], args[256];
+    temp_file(out, ".kmod", NULL);
+    snprintf(args, sizeof args, "build examples/simulate.kern --target=cuda --arch=sm_90 -o %s",
+             out);
+    expect(args, 0, NULL);
+    size_t len;
+    char *text = kern_read_file(out, &len);
+    cr_assert(text);
+    static const char head[] = "kern-module 1 cuda\nmeta ";
+    cr_expect(!strncmp(text, head, sizeof head - 1), "%.40s", text);
+    cr_expect(strstr(text, "kernel simulate.grad "), "no gradient in the module");
+    cr_expect(strstr(text, "\ncode ") && strstr(text, ".entry kern_simulate__grad__t0("));
+    free(text);
+    unlink(out);
 }
 
 /* kernc build and the JIT build K.grad where the global-access check allows it. */

@@ -56,4 +56,15 @@ bool llvm_emit_object_blob(const ir_module *m, const kc_options *o, const char *
  * with a message. */
 char *llvm_emit_text(const ir_module *m, const kc_options *o, char *err, size_t errlen);
 
+/* ---- NVPTX (llvm_nvptx.c; docs/gpu-abi.md) ----------------------------------------- */
+
+#define LLVM_NVPTX_DEFAULT_ARCH "sm_70"
+/* Whether arch names a CUDA architecture (sm_NN, sm_NNa). */
+bool llvm_nvptx_arch_valid(const char *arch);
+/* The PTX of every kernel of m for o->arch (NULL: LLVM_NVPTX_DEFAULT_ARCH), malloc'd, or
+ * NULL with a message (an unknown arch, libdevice missing where math needs it). */
+char *llvm_emit_ptx(const ir_module *m, const kc_options *o, char *err, size_t errlen);
+/* The optimized NVPTX LLVM IR (--emit=llvm --target=cuda), malloc'd, or NULL. */
+char *llvm_emit_nvptx_ir(const ir_module *m, const kc_options *o, char *err, size_t errlen);
+
 #endif

@@ -1,4 +1,4 @@
-/* kernc_run.c - `kernc run`, `kernc build` and `kernc gradcheck` (spec section 10,
+/* run.c - `kernc run`, `kernc build` and `kernc gradcheck` (spec section 10,
  * docs/cli.md).
  *
  * run:   compiles the file with the command line's options (with the one gradient kernel
@@ -11,7 +11,7 @@
  *        (runtime/meta.h) as the symbols kern_module_meta / kern_module_meta_size, and
  *        links a shared object with the system C compiler driver (`cc`, or $CC); K.grad
  *        is built for every kernel that passes the global-access check.
- * gradcheck: reads the file and runs compiler/gradcheck.c on it. */
+ * gradcheck: reads the file and runs cli/gradcheck.c on it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -21,14 +21,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
+#include "../compiler/driver.h"
+#include "../compiler/meta_ir.h"
 #include "../include/kern.h"
 #include "../jit/jit.h"
 #include "../runtime/meta.h"
 #include "../runtime/npy.h"
-#include "driver.h"
-#include "kernc_cmds.h"
-#include "meta_ir.h"
+#include "cmds.h"
 
 static int fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(int status, const char *fmt, ...) {
@@ -46,6 +47,27 @@ static int check_target(const char *target) {
         return fail(KERNC_EXIT_USAGE,
                     "target '%s' is not available in this version of kernc (only cpu)", target);
     return 0;
+}
+
+/* The code generator of target (NULL: cpu), checking o->arch against it; NULL after
+ * printing why. */
+static const kc_codegen *codegen_of(const char *target, const kc_options *o, int *rc) {
+    const kc_codegen *cg = kc_codegen_find(target ? target : "cpu");
+    if (!cg) {
+        *rc = fail(KERNC_EXIT_USAGE, "target '%s' is not available in this version of kernc (%s)",
+                   target, kc_codegen_targets());
+        return NULL;
+    }
+    if (o->arch && !cg->arch_valid) {
+        *rc = fail(KERNC_EXIT_USAGE, "--arch: target %s takes no architecture", cg->target);
+        return NULL;
+    }
+    if (o->arch && !cg->arch_valid(o->arch)) {
+        *rc = fail(KERNC_EXIT_USAGE, "--arch: '%s' is not an architecture of target %s (e.g. %s)",
+                   o->arch, cg->target, cg->default_arch);
+        return NULL;
+    }
+    return cg;
 }
 
 /* ---- Scalars from the command line -------------------------------------------------- */
@@ -421,12 +443,34 @@ static bool write_meta_asm(const char *path, const char *meta, size_t len) {
     return fclose(f) == 0;
 }
 
+/* A GPU target's module file: metadata and code image (docs/gpu-abi.md). */
+static int build_gpu(const kc_codegen *cg, const ir_module *m, const kc_options *o,
+                     const char *out) {
+    char err[2048] = "";
+    size_t len = 0;
+    char *code = cg->code(m, o, &len, err, sizeof err);
+    if (!code)
+        return fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->target, err);
+    kern_meta *meta = kc_meta_from_ir(m);
+    kern_buf text = {0};
+    kern_meta_print(&text, meta);
+    kern_meta_free(meta);
+    int rc = 0;
+    if (!kc_write_module_file(out, cg->target, text.data ? text.data : "", text.len, code, len, err,
+                              sizeof err))
+        rc = fail(KERNC_EXIT_IO, "%s", err);
+    buf_free(&text);
+    free(code);
+    return rc;
+}
+
 int kernc_cmd_build(const char *file, const char *target, const char *out, const kc_options *o) {
-    int rc = check_target(target);
-    if (rc)
-        return rc;
+    int rc = 0;
     if (!target)
-        return fail(KERNC_EXIT_USAGE, "build: --target=T is required (cpu)");
+        return fail(KERNC_EXIT_USAGE, "build: --target=T is required (%s)", kc_codegen_targets());
+    const kc_codegen *cg = codegen_of(target, o, &rc);
+    if (!cg)
+        return rc;
     if (!out)
         return fail(KERNC_EXIT_USAGE, "build: -o OUT is required");
     /* AOT modules carry K.grad wherever the global-access check allows it. */
@@ -438,6 +482,10 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
     if (!m) {
         kc_ctx_free(cc);
         return rc;
+    }
+    if (cg->code) {
+        rc = build_gpu(cg, m, o, out);
+        goto done;
     }
     char dir[] = "/tmp/kernc-build-XXXXXX";
     if (!mkdtemp(dir)) {
@@ -484,20 +532,29 @@ done:
     return rc;
 }
 
-int kernc_cmd_emit_llvm(const char *file, const char *out, const kc_options *o) {
+int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, const char *out,
+                        const kc_options *o) {
     int rc = 0;
+    const kc_codegen *cg = codegen_of(target, o, &rc);
+    if (!cg)
+        return rc;
+    if (!strstr(cg->emit_kinds, kind)) /* "llvm, ptx" */
+        return fail(KERNC_EXIT_USAGE, "--emit=%s is not code of target %s (it has: %s)", kind,
+                    cg->target, cg->emit_kinds);
     kc_ctx *cc = NULL;
     ir_module *m = compile_file(file, o, &cc, &rc);
     if (!m) {
         kc_ctx_free(cc);
         return rc;
     }
-    char err[1024] = "";
-    char *text = llvm_emit_text(m, o, err, sizeof err);
+    char err[2048] = "";
+    char *text = cg->emit(m, o, kind, err, sizeof err);
     if (!text) {
-        rc = fail(KERNC_EXIT_USER, "code generation failed: %s", err);
+        rc = fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->target, err);
     } else if (!out || !strcmp(out, "-")) {
         fputs(text, stdout);
+        if (fflush(stdout) != 0)
+            rc = fail(KERNC_EXIT_IO, "cannot write the output: %s", strerror(errno));
     } else {
         FILE *f = fopen(out, "w");
         if (!f || fputs(text, f) < 0 || fclose(f) != 0)

@@ -1,4 +1,4 @@
-/* kernc_cmds.h - the commands of kernc that run or build code (kernc_run.c) and check
+/* cmds.h - the commands of kernc that run or build code (run.c) and check
  * gradients (gradcheck.c through kernc_cmd_gradcheck). Each returns the process exit
  * status of docs/cli.md. */
 #ifndef KERN_KERNC_CMDS_H
@@ -25,7 +25,9 @@ int kernc_cmd_run(const kernc_run_args *a);
 int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o);
 /* Modules carry K.grad for every kernel that passes the global-access check. */
 int kernc_cmd_build(const char *file, const char *target, const char *out, const kc_options *o);
-/* --emit=llvm: the optimized LLVM IR of the file (or one kernel's module) on out. */
-int kernc_cmd_emit_llvm(const char *file, const char *out, const kc_options *o);
+/* --emit=llvm|ptx: the code of target for the file, from the target's code generator
+ * (backends/codegen.h): the optimized LLVM IR, or PTX, on out. */
+int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, const char *out,
+                        const kc_options *o);
 
 #endif

@@ -1,4 +1,4 @@
-/* kernc_main.c - the `kernc` command line (docs/cli.md, spec section 10).
+/* main.c - the `kernc` command line (docs/cli.md, spec section 10).
  *
  *   kernc check FILE.kern
  *   kernc emit FILE.kern --emit=WHAT [-o OUT] [--target=T] [--kernel NAME]
@@ -15,11 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backends/codegen.h"
+#include "../backends/llvm/llvm_backend.h"
 #include "../common/context.h"
 #include "../common/util.h"
-#include "ast.h"
-#include "driver.h"
-#include "kernc_cmds.h"
+#include "../compiler/ast.h"
+#include "../compiler/driver.h"
+#include "cmds.h"
 
 #define KERNC_VERSION "0.1.0"
 
@@ -46,9 +48,10 @@ static void usage(FILE *f) {
           "\n"
           "commands:\n"
           "  check FILE.kern                 parse and type-check, print diagnostics\n"
-          "  emit FILE.kern --emit=WHAT      print a compiler stage: ast, ir, ir-grad, llvm\n"
-          "       [-o OUT] [--kernel NAME] [--target=T]\n"
-          "  build FILE.kern --target=T -o OUT\n"
+          "  emit FILE.kern --emit=WHAT      print a compiler stage: ast, ir, ir-grad, llvm,\n"
+          "       [-o OUT] [--kernel NAME]   ptx (CUDA's assembly)\n"
+          "       [--target=T] [--arch=A]\n"
+          "  build FILE.kern --target=T -o OUT [--arch=A]\n"
           "  run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
           "  gradcheck FILE.kern KERNEL [NAME=VALUE ...]\n"
           "       [--seed N] [--size N] [--eps E] [--rtol R] [--rtol-f32 R] [--max-checks N]\n"
@@ -58,6 +61,11 @@ static void usage(FILE *f) {
           "  --debug                         runtime checks: bounds, division by zero, shifts\n"
           "  --ad-stack-size N               adstack capacity of unbounded loops (default 1024)\n"
           "  --no-grad-check                 global-access check of K.grad warns, not fails\n"
+          "  --target=T                      cpu (default) or cuda\n"
+          "  --arch=A                        GPU architecture (cuda: sm_NN, "
+          "default " LLVM_NVPTX_DEFAULT_ARCH ")\n"
+          "  --libdevice=PATH                CUDA's libdevice.10.bc (default: $KERN_LIBDEVICE,\n"
+          "                                  then the CUDA install locations)\n"
           "\n"
           "  --help, --version\n"
           "exit status: 0 success, 1 error in the program, 2 bad command line, 3 I/O error\n",
@@ -147,6 +155,14 @@ static int parse_cli(int argc, char **argv, cli *c) {
             if (!v)
                 return usage_error("%s needs a value", "--target");
             c->target = v;
+        } else if ((v = opt_value(a, "--arch", argc, argv, &i, &m)) || m) {
+            if (!v || !*v)
+                return usage_error("%s needs a value", "--arch");
+            c->opts.arch = v;
+        } else if ((v = opt_value(a, "--libdevice", argc, argv, &i, &m)) || m) {
+            if (!v || !*v)
+                return usage_error("%s needs a value", "--libdevice");
+            c->opts.libdevice = v;
         } else if ((v = opt_value(a, "--kernel", argc, argv, &i, &m)) || m) {
             if (!v)
                 return usage_error("%s needs a value", "--kernel");
@@ -349,16 +365,16 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         if (m)
             ir_module_free(m);
     } else {
-        static const char *later[] = {"ptx", "amdgpu", "spirv", "spirv-asm", "msl"};
+        static const char *later[] = {"amdgcn", "spirv", "spirv-asm", "msl"};
         for (size_t i = 0; i < sizeof later / sizeof *later; i++)
             if (!strcmp(c->emit, later[i])) {
                 fprintf(stderr,
                         "kernc: error: --emit=%s is not available in kernc " KERNC_VERSION
-                        " (this version has the cpu target only)\n",
-                        c->emit);
+                        " (its targets: %s)\n",
+                        c->emit, kc_codegen_targets());
                 return EXIT_USAGE;
             }
-        return usage_error("unknown --emit kind '%s' (ast, ir, ir-grad, llvm, ptx, amdgpu, "
+        return usage_error("unknown --emit kind '%s' (ast, ir, ir-grad, llvm, ptx, amdgcn, "
                            "spirv, spirv-asm, msl)",
                            c->emit);
     }
@@ -414,12 +430,16 @@ int main(int argc, char **argv) {
             return usage_error("build: unexpected argument '%s'", c.positional[0]);
         return kernc_cmd_build(c.file, c.target, c.out, &c.opts);
     }
-    if (!strcmp(c.cmd, "emit") && c.emit && !strcmp(c.emit, "llvm")) {
-        if (c.target && strcmp(c.target, "cpu") != 0)
-            return usage_error("--emit=llvm: target '%s' is not available in this version",
-                               c.target);
-        return kernc_cmd_emit_llvm(c.file, c.out, &c.opts);
+    if (!strcmp(c.cmd, "emit") && c.emit && (!strcmp(c.emit, "llvm") || !strcmp(c.emit, "ptx"))) {
+        /* code of a target: --emit=ptx is CUDA's; --emit=llvm the --target's (cpu) */
+        const char *target = c.target ? c.target : !strcmp(c.emit, "ptx") ? "cuda" : "cpu";
+        if (c.npositional)
+            return usage_error("emit: unexpected argument '%s'", c.positional[0]);
+        return kernc_cmd_emit_code(c.file, target, c.emit, c.out, &c.opts);
     }
+    if (c.opts.arch && strcmp(c.cmd, "build") != 0 && strcmp(c.cmd, "run") != 0 &&
+        strcmp(c.cmd, "gradcheck") != 0)
+        return usage_error("%s: --arch applies to code of a GPU target only", c.cmd);
     if (!strcmp(c.cmd, "check") && c.npositional)
         return usage_error("check: unexpected argument '%s'", c.positional[0]);
     if (!strcmp(c.cmd, "emit") && c.npositional)

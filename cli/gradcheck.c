@@ -28,10 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../compiler/driver.h"
 #include "../include/kern.h"
 #include "../jit/jit.h"
 #include "../runtime/npy.h"
-#include "driver.h"
 
 void gradcheck_options_default(gradcheck_options *o) {
     memset(o, 0, sizeof *o);

@@ -1,5 +1,5 @@
 /* gradcheck.h - checks a kernel's gradient against finite differences (spec section 10):
- * the engine of `kernc gradcheck` (compiler/gradcheck.c), usable from tests as well.
+ * the engine of `kernc gradcheck` (cli/gradcheck.c), usable from tests as well.
  *
  * The kernel K is compiled twice: once with every f32 promoted to f64 (ad_promote_f64),
  * once as written, both with K.grad. Inputs are random (or bound), the loss is

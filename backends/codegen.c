@@ -1,0 +1,111 @@
+/* codegen.c - the table of code generators (codegen.h) and GPU module files. */
+#include "codegen.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../include/kern.h"
+#include "../runtime/provider.h"
+#include "llvm/llvm_backend.h"
+
+static char *cpu_emit(const ir_module *m, const kc_options *o, const char *kind, char *err,
+                      size_t errlen) {
+    (void)kind; /* "llvm" only */
+    return llvm_emit_text(m, o, err, errlen);
+}
+
+static char *cuda_emit(const ir_module *m, const kc_options *o, const char *kind, char *err,
+                       size_t errlen) {
+    if (!strcmp(kind, "llvm"))
+        return llvm_emit_nvptx_ir(m, o, err, errlen);
+    return llvm_emit_ptx(m, o, err, errlen);
+}
+
+static char *cuda_code(const ir_module *m, const kc_options *o, size_t *len, char *err,
+                       size_t errlen) {
+    char *ptx = llvm_emit_ptx(m, o, err, errlen);
+    *len = ptx ? strlen(ptx) : 0;
+    return ptx;
+}
+
+static const kc_codegen codegens[] = {
+    {
+        .target = "cpu",
+        .backend = KERN_BACKEND_CPU,
+        .code_kind = KERN_CODE_HOST,
+        .emit_kinds = "llvm",
+        .emit = cpu_emit,
+    },
+    {
+        .target = "cuda",
+        .backend = KERN_BACKEND_CUDA,
+        .code_kind = KERN_CODE_PTX,
+        .emit_kinds = "llvm, ptx",
+        .default_arch = LLVM_NVPTX_DEFAULT_ARCH,
+        .arch_valid = llvm_nvptx_arch_valid,
+        .emit = cuda_emit,
+        .code = cuda_code,
+    },
+};
+
+const kc_codegen *kc_codegen_find(const char *target) {
+    for (size_t i = 0; target && i < sizeof codegens / sizeof *codegens; i++)
+        if (!strcmp(codegens[i].target, target))
+            return &codegens[i];
+    return NULL;
+}
+
+const kc_codegen *kc_codegen_for_backend(int backend) {
+    for (size_t i = 0; i < sizeof codegens / sizeof *codegens; i++)
+        if (codegens[i].backend == backend)
+            return &codegens[i];
+    return NULL;
+}
+
+const char *kc_codegen_targets(void) { return "cpu, cuda"; }
+
+static bool write_all(FILE *f, const char *p, size_t n) { return fwrite(p, 1, n, f) == n; }
+
+bool kc_write_module_file(const char *path, const char *target, const char *meta, size_t metalen,
+                          const char *code, size_t codelen, char *err, size_t errlen) {
+    struct stat st;
+    bool regular = stat(path, &st) != 0 || S_ISREG(st.st_mode);
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp) {
+        snprintf(err, errlen, "out of memory");
+        return false;
+    }
+    /* a regular file (or a new one) is replaced atomically; a FIFO or device is written */
+    if (regular)
+        snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
+    else
+        snprintf(tmp, n, "%s", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+        free(tmp);
+        return false;
+    }
+    char head[128];
+    bool ok =
+        fprintf(f, "kern-module 1 %s\nmeta %zu\n", target, metalen) > 0 &&
+        write_all(f, meta, metalen) && snprintf(head, sizeof head, "\ncode %zu\n", codelen) > 0 &&
+        write_all(f, head, strlen(head)) && write_all(f, code, codelen) && write_all(f, "\n", 1);
+    ok = !ferror(f) && ok;
+    if (fclose(f) != 0)
+        ok = false;
+    if (ok && regular && rename(tmp, path) != 0)
+        ok = false;
+    if (!ok) {
+        snprintf(err, errlen, "cannot write '%s': %s", path, errno ? strerror(errno) : "I/O error");
+        if (regular)
+            remove(tmp); /* our own temporary file */
+    }
+    free(tmp);
+    return ok;
+}

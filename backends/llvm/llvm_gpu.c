@@ -1,0 +1,182 @@
+/* llvm_gpu.c - the GPUs' ABI (docs/gpu-abi.md), shared by NVPTX and AMDGPU: per task t of
+ * kernel K one kernel entry point kern_K__t<t> whose parameters are passed by value
+ *   per kernel parameter: an array's data pointer and its extents (i64 each), or a
+ *   scalar's value (bool as i8); then ptr err, ptr ad_heap, i64 ad_slots, and per adstack
+ *   s i64 ad_off[s], i64 ad_cap[s].
+ *
+ * A parallel task runs a grid-stride loop: thread w of T runs work items w, w + T, ...
+ * below count = the product of the extents, item n mapped to indices with the last
+ * dimension fastest (neighbouring threads, neighbouring elements). A serial task runs in
+ * thread 0 only. The thread index and count, and how a function is marked as a kernel,
+ * come from the target (llvm_gpu_target).
+ *
+ * Adstacks are slot-major: thread w's entry k of stack s is at
+ *   ad_heap + ad_off[s] + (k * ad_slots + w) * size_s,
+ * so em->ad_base[s] = ad_heap + ad_off[s] + w * size_s and em->ad_step = ad_slots. A
+ * thread at or beyond ad_slots, or a NULL heap, sees capacity 0 (every push records an
+ * overflow instead of writing). */
+#include <stdlib.h>
+
+#include "llvm_gpu.h"
+
+/* The kernel parameters, bound to the kernel body's arguments; returns the index of the
+ * first ABI parameter after them (err). */
+static unsigned bind_params(llvm_emitter *em, LLVMValueRef fn) {
+    const ir_kernel *k = em->kernel;
+    unsigned n = 0;
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        const kern_type *t = k->params[i].type;
+        if (ty_is_array(t)) {
+            em->arr_data[i] = LLVMGetParam(fn, n++);
+            LLVMSetValueName2(em->arr_data[i], k->params[i].name, strlen(k->params[i].name));
+            llvm_add_attr(em, fn, n, "nocapture");
+            for (int d = 0; d < t->rank; d++)
+                em->arr_shape[i][d] = LLVMGetParam(fn, n++);
+            llvm_set_val(em, k->body->args[i], NULL);
+        } else {
+            LLVMValueRef v = LLVMGetParam(fn, n++);
+            if (t->kind == TY_BOOL)
+                v = LLVMBuildICmp(em->b, LLVMIntNE, v, LLVMConstInt(em->t_i8, 0, 0), "");
+            llvm_set_val(em, k->body->args[i], v);
+        }
+    }
+    return n;
+}
+
+static LLVMTypeRef entry_type(llvm_emitter *em, const ir_kernel *k) {
+    uint32_t n = 0, cap = 3 + 2 * k->nadstacks;
+    for (uint32_t i = 0; i < k->nparams; i++)
+        cap += ty_is_array(k->params[i].type) ? 1 + (uint32_t)k->params[i].type->rank : 1;
+    LLVMTypeRef *ps = calloc(cap, sizeof *ps);
+    if (!ps)
+        kern_oom(cap * sizeof *ps);
+    for (uint32_t i = 0; i < k->nparams; i++) {
+        const kern_type *t = k->params[i].type;
+        if (ty_is_array(t)) {
+            ps[n++] = em->t_ptr;
+            for (int d = 0; d < t->rank; d++)
+                ps[n++] = em->t_i64;
+        } else {
+            ps[n++] = llvm_mem_type(em, t);
+        }
+    }
+    ps[n++] = em->t_ptr; /* err */
+    ps[n++] = em->t_ptr; /* ad_heap */
+    ps[n++] = em->t_i64; /* ad_slots */
+    for (uint32_t s = 0; s < k->nadstacks; s++) {
+        ps[n++] = em->t_i64;
+        ps[n++] = em->t_i64;
+    }
+    LLVMTypeRef fty = LLVMFunctionType(em->t_void, ps, n, 0);
+    free(ps);
+    return fty;
+}
+
+/* Slot-major stacks of thread w (see the top of the file). */
+static void bind_adstacks(llvm_emitter *em, LLVMValueRef fn, unsigned first, LLVMValueRef w) {
+    const ir_kernel *k = em->kernel;
+    if (k->nadstacks == 0)
+        return;
+    LLVMValueRef heap = LLVMGetParam(fn, first), slots = LLVMGetParam(fn, first + 1);
+    LLVMValueRef ok =
+        LLVMBuildAnd(em->b, LLVMBuildICmp(em->b, LLVMIntNE, heap, LLVMConstNull(em->t_ptr), ""),
+                     LLVMBuildICmp(em->b, LLVMIntULT, w, slots, ""), "ad.ok");
+    LLVMValueRef zero = LLVMConstInt(em->t_i64, 0, 0);
+    for (uint32_t s = 0; s < k->nadstacks; s++) {
+        LLVMValueRef off = LLVMGetParam(fn, first + 2 + 2 * s);
+        LLVMValueRef cap = LLVMGetParam(fn, first + 3 + 2 * s);
+        LLVMTypeRef mt = llvm_mem_type(em, k->adstacks[s].type);
+        LLVMValueRef base = LLVMBuildGEP2(em->b, em->t_i8, heap, &off, 1, "");
+        em->ad_base[s] = LLVMBuildGEP2(em->b, mt, base, &w, 1, "ad.base");
+        em->ad_cap[s] = LLVMBuildSelect(em->b, ok, cap, zero, "ad.cap");
+    }
+    em->ad_step = slots;
+}
+
+/* The grid-stride loop over the work items of a parallel task. */
+static void emit_grid_stride(llvm_emitter *em, const ir_op *task, LLVMValueRef w,
+                             LLVMValueRef nthreads) {
+    uint32_t nd = task->regions[0]->nargs;
+    LLVMValueRef ext[8];
+    kern_assert(nd <= 8);
+    LLVMValueRef count = NULL;
+    for (uint32_t d = 0; d < nd; d++) {
+        ext[d] = llvm_task_extent(em, task, d);
+        count = d ? LLVMBuildMul(em->b, count, ext[d], "") : ext[d];
+    }
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "grid.head"),
+                      body = llvm_new_block(em, "grid.body"),
+                      exit = llvm_new_block(em, "grid.exit");
+    LLVMBuildBr(em->b, head);
+    LLVMPositionBuilderAtEnd(em->b, head);
+    LLVMValueRef n = LLVMBuildPhi(em->b, em->t_i64, "item");
+    LLVMAddIncoming(n, &w, &pre, 1);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, n, count, ""), body, exit);
+    LLVMPositionBuilderAtEnd(em->b, body);
+    LLVMValueRef idx[8], rem = n;
+    for (uint32_t d = nd; d-- > 0;) {
+        const kern_type *it = task->operands[2 * d]->type;
+        LLVMValueRef i = rem;
+        if (d > 0) { /* dimension 0 takes what is left */
+            i = LLVMBuildURem(em->b, rem, ext[d], "");
+            rem = LLVMBuildUDiv(em->b, rem, ext[d], "");
+        }
+        LLVMValueRef lo = llvm_val(em, task->operands[2 * d]);
+        LLVMTypeRef ity = LLVMTypeOf(lo);
+        /* lo + i lies in [lo, hi): no wrap in the index type */
+        idx[d] =
+            LLVMBuildAdd(em->b, lo, ity == em->t_i64 ? i : LLVMBuildTrunc(em->b, i, ity, ""), "");
+        (void)it;
+    }
+    llvm_emit_work_item(em, task, idx);
+    LLVMValueRef next = LLVMBuildNSWAdd(em->b, n, nthreads, "");
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, head);
+    LLVMAddIncoming(n, &next, &end, 1);
+    LLVMPositionBuilderAtEnd(em->b, exit);
+}
+
+static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op *task, int t) {
+    char name[512];
+    llvm_task_symbol(name, sizeof name, em->kernel->name, t, false);
+    LLVMValueRef fn = llvm_function_begin(em, name, entry_type(em, em->kernel), NULL);
+    gt->mark_kernel(em, fn);
+    unsigned abi = bind_params(em, fn);
+    em->err = LLVMGetParam(fn, abi);
+    em->checks = em->opts->debug;
+    LLVMValueRef w = gt->thread_index(em), nthreads = gt->thread_count(em);
+    llvm_adstack_begin(em);
+    bind_adstacks(em, fn, abi + 1, w);
+    llvm_emit_uniforms(em, task);
+    llvm_reduce_begin(em, task);
+    if (task->code == IR_SERIAL) {
+        LLVMBasicBlockRef run = llvm_new_block(em, "run"), done = llvm_new_block(em, "done");
+        LLVMValueRef first = LLVMBuildICmp(em->b, LLVMIntEQ, w, LLVMConstInt(em->t_i64, 0, 0), "");
+        LLVMBuildCondBr(em->b, first, run, done);
+        LLVMPositionBuilderAtEnd(em->b, run);
+        llvm_emit_work_item(em, task, NULL);
+        LLVMBuildBr(em->b, done);
+        LLVMPositionBuilderAtEnd(em->b, done);
+    } else {
+        emit_grid_stride(em, task, w, nthreads);
+    }
+    llvm_reduce_end(em);
+    LLVMBuildRetVoid(em->b);
+    llvm_adstack_end(em);
+}
+
+LLVMModuleRef llvm_gpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
+                                   const llvm_gpu_target *gt) {
+    llvm_emitter em;
+    llvm_emitter_init(&em, ctx, m, o, &gt->hooks);
+    ir_foreach_kernel(k, m) {
+        llvm_kernel_begin(&em, k);
+        int t = 0;
+        ir_foreach_op(op, k->body) {
+            if (op->code == IR_PARALLEL || op->code == IR_SERIAL)
+                emit_entry(&em, gt, op, t++);
+        }
+        llvm_kernel_end(&em);
+    }
+    return llvm_emitter_fini(&em);
+}

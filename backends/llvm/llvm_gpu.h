@@ -1,0 +1,23 @@
+/* llvm_gpu.h - what a GPU target gives the shared GPU ABI (llvm_gpu.c). Not a public API. */
+#ifndef KERN_LLVM_GPU_H
+#define KERN_LLVM_GPU_H
+
+#include <string.h>
+
+#include "llvm_internal.h"
+
+typedef struct llvm_gpu_target {
+    llvm_target_hooks hooks;
+    /* this thread's index in the grid and the grid's thread count, as i64 */
+    LLVMValueRef (*thread_index)(llvm_emitter *em);
+    LLVMValueRef (*thread_count)(llvm_emitter *em);
+    /* makes fn a kernel entry point (calling convention, annotations) */
+    void (*mark_kernel)(llvm_emitter *em, LLVMValueRef fn);
+} llvm_gpu_target;
+
+/* Builds the GPU module of m in ctx (unoptimized, not verified): one entry point per task
+ * (docs/gpu-abi.md). Never fails on IR that verifies. */
+LLVMModuleRef llvm_gpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
+                                   const llvm_gpu_target *gt);
+
+#endif

@@ -1,0 +1,308 @@
+/* llvm_nvptx.c - NVIDIA GPUs: the GPU ABI (llvm_gpu.c) for NVPTX, libdevice math, PTX.
+ *
+ * Thread indexing reads the PTX special registers (%ctaid.x * %ntid.x + %tid.x, and
+ * %nctaid.x * %ntid.x threads); entry points are marked through !nvvm.annotations.
+ * Transcendental math (sin cos tan asin acos atan sinh cosh tanh atan2 exp exp2 log log2
+ * pow, f32 and f64) calls libdevice's __nv_* functions, whose accuracy NVIDIA documents
+ * (CUDA Math API, within 1-4 ulp); sqrt, fabs, floor, ceil, round and fma are LLVM
+ * intrinsics that NVPTX lowers to the exact PTX instructions. A module that calls
+ * libdevice gets libdevice.10.bc linked in (its functions internalized, so the pipeline
+ * drops those the kernels do not call) and "nvvm-reflect-ftz" = 0 (no flush to zero).
+ * libdevice is found, in order, at kc_options.libdevice, $KERN_LIBDEVICE, and under
+ * $CUDA_HOME, $CUDA_PATH and the standard CUDA install locations; a module that needs it
+ * when none is found fails with a message listing every place searched. Modules without
+ * transcendental math need no libdevice.
+ *
+ * The default architecture is sm_70 (the oldest with the float atomics and independent
+ * thread scheduling kern relies on); PTX is for the ISA version LLVM 19 picks for it. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <llvm-c/BitReader.h>
+#include <llvm-c/Linker.h>
+#include <llvm-c/Target.h>
+
+#include "llvm_backend.h"
+#include "llvm_gpu.h"
+
+#define NVPTX_TRIPLE "nvptx64-nvidia-cuda"
+
+/* ---- the GPU target ----------------------------------------------------------------- */
+
+static LLVMValueRef sreg(llvm_emitter *em, const char *name) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    kern_assert(id != 0);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, NULL, 0);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(em->ctx, id, NULL, 0);
+    return LLVMBuildZExt(em->b, LLVMBuildCall2(em->b, fty, fn, NULL, 0, ""), em->t_i64, "");
+}
+
+static LLVMValueRef nv_thread_index(llvm_emitter *em) {
+    LLVMValueRef b = sreg(em, "llvm.nvvm.read.ptx.sreg.ctaid.x");
+    LLVMValueRef n = sreg(em, "llvm.nvvm.read.ptx.sreg.ntid.x");
+    LLVMValueRef t = sreg(em, "llvm.nvvm.read.ptx.sreg.tid.x");
+    return LLVMBuildNUWAdd(em->b, LLVMBuildNUWMul(em->b, b, n, ""), t, "tid");
+}
+
+static LLVMValueRef nv_thread_count(llvm_emitter *em) {
+    LLVMValueRef g = sreg(em, "llvm.nvvm.read.ptx.sreg.nctaid.x");
+    LLVMValueRef n = sreg(em, "llvm.nvvm.read.ptx.sreg.ntid.x");
+    return LLVMBuildNUWMul(em->b, g, n, "nthreads");
+}
+
+static void nv_mark_kernel(llvm_emitter *em, LLVMValueRef fn) {
+    LLVMMetadataRef md[3] = {
+        LLVMValueAsMetadata(fn),
+        LLVMMDStringInContext2(em->ctx, "kernel", 6),
+        LLVMValueAsMetadata(LLVMConstInt(em->t_i32, 1, 0)),
+    };
+    LLVMAddNamedMetadataOperand(em->mod, "nvvm.annotations",
+                                LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3)));
+}
+
+static LLVMValueRef nv_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) {
+    const char *base;
+    unsigned nargs = 1;
+    switch (op->code) {
+    case IR_SIN: base = "sin"; break;
+    case IR_COS: base = "cos"; break;
+    case IR_TAN: base = "tan"; break;
+    case IR_ASIN: base = "asin"; break;
+    case IR_ACOS: base = "acos"; break;
+    case IR_ATAN: base = "atan"; break;
+    case IR_SINH: base = "sinh"; break;
+    case IR_COSH: base = "cosh"; break;
+    case IR_TANH: base = "tanh"; break;
+    case IR_EXP: base = "exp"; break;
+    case IR_EXP2: base = "exp2"; break;
+    case IR_LOG: base = "log"; break;
+    case IR_LOG2: base = "log2"; break;
+    case IR_ATAN2:
+        base = "atan2";
+        nargs = 2;
+        break;
+    case IR_POW:
+        base = "pow";
+        nargs = 2;
+        break;
+    default: return NULL;
+    }
+    bool f32 = op->operands[0]->type->kind == TY_F32;
+    char name[32];
+    snprintf(name, sizeof name, "__nv_%s%s", base, f32 ? "f" : "");
+    LLVMTypeRef t = f32 ? em->t_f32 : em->t_f64;
+    LLVMTypeRef ps[2] = {t, t};
+    LLVMTypeRef fty = LLVMFunctionType(t, ps, nargs, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(em->mod, name);
+    if (!fn) {
+        fn = LLVMAddFunction(em->mod, name, fty);
+        llvm_add_attr(em, fn, LLVMAttributeFunctionIndex, "nounwind");
+    }
+    return LLVMBuildCall2(em->b, fty, fn, x, nargs, "");
+}
+
+static const llvm_gpu_target nvptx_target = {
+    .hooks = {.math = nv_math},
+    .thread_index = nv_thread_index,
+    .thread_count = nv_thread_count,
+    .mark_kernel = nv_mark_kernel,
+};
+
+/* ---- libdevice ---------------------------------------------------------------------- */
+
+static bool uses_libdevice(LLVMModuleRef mod) {
+    /* the kernels are the only external functions: everything else may go */
+    for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
+        size_t n;
+        const char *name = LLVMGetValueName2(f, &n);
+        if (LLVMIsDeclaration(f) && n > 5 && strncmp(name, "__nv_", 5) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Finds libdevice.10.bc; on failure writes the places searched into err. */
+static bool find_libdevice(const kc_options *o, char *path, size_t size, char *err, size_t errlen) {
+    kern_buf tried = {0};
+    const char *env_home = getenv("CUDA_HOME"), *env_path = getenv("CUDA_PATH");
+    const char *explicit_ = o->libdevice ? o->libdevice : getenv("KERN_LIBDEVICE");
+    if (explicit_ && *explicit_) {
+        if (access(explicit_, R_OK) == 0) {
+            snprintf(path, size, "%s", explicit_);
+            return true;
+        }
+        llvm_errf(err, errlen, "libdevice not found: cannot read '%s' (%s)", explicit_,
+                  o->libdevice ? "--libdevice" : "$KERN_LIBDEVICE");
+        return false;
+    }
+    const char *roots[] = {
+        env_home,   env_path, "/usr/local/cuda", "/usr/lib/cuda", "/usr/lib/nvidia-cuda-toolkit",
+        "/opt/cuda"};
+    for (size_t i = 0; i < sizeof roots / sizeof *roots; i++) {
+        if (!roots[i] || !*roots[i])
+            continue;
+        const char *subs[] = {"nvvm/libdevice/libdevice.10.bc", "libdevice/libdevice.10.bc"};
+        for (size_t j = 0; j < 2; j++) {
+            snprintf(path, size, "%s/%s", roots[i], subs[j]);
+            if (access(path, R_OK) == 0) {
+                buf_free(&tried);
+                return true;
+            }
+            buf_printf(&tried, "%s%s", tried.len ? ", " : "", path);
+        }
+    }
+    llvm_errf(err, errlen,
+              "libdevice not found (the NVPTX math functions need libdevice.10.bc): searched "
+              "%s; give its path with --libdevice or $KERN_LIBDEVICE",
+              tried.data ? tried.data : "nothing");
+    buf_free(&tried);
+    return false;
+}
+
+/* Links libdevice into mod and internalizes everything but the kernel entry points. */
+static bool link_libdevice(LLVMModuleRef mod, const kc_options *o, char *err, size_t errlen) {
+    char path[4096];
+    if (!find_libdevice(o, path, sizeof path, err, errlen))
+        return false;
+    LLVMMemoryBufferRef buf = NULL;
+    char *msg = NULL;
+    if (LLVMCreateMemoryBufferWithContentsOfFile(path, &buf, &msg)) {
+        llvm_errf(err, errlen, "cannot read libdevice '%s': %s", path, msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return false;
+    }
+    LLVMModuleRef lib = NULL;
+    bool bad = LLVMParseBitcodeInContext2(LLVMGetModuleContext(mod), buf, &lib);
+    LLVMDisposeMemoryBuffer(buf);
+    if (bad) {
+        llvm_errf(err, errlen, "'%s' is not an LLVM bitcode file (libdevice)", path);
+        return false;
+    }
+    /* libdevice's own triple and layout differ only in name: take the module's */
+    LLVMSetTarget(lib, LLVMGetTarget(mod));
+    LLVMSetDataLayout(lib, LLVMGetDataLayoutStr(mod));
+    if (LLVMLinkModules2(mod, lib)) {
+        llvm_errf(err, errlen, "cannot link libdevice '%s' into the module", path);
+        return false;
+    }
+    /* the kernels are the only external functions: everything else may go */
+    for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
+        size_t n;
+        const char *name = LLVMGetValueName2(f, &n);
+        if (!LLVMIsDeclaration(f) && strncmp(name, "kern_", 5) != 0)
+            LLVMSetLinkage(f, LLVMInternalLinkage);
+    }
+    for (LLVMValueRef g = LLVMGetFirstGlobal(mod); g; g = LLVMGetNextGlobal(g))
+        if (!LLVMIsDeclaration(g))
+            LLVMSetLinkage(g, LLVMInternalLinkage);
+    return true;
+}
+
+/* ---- target machine and PTX --------------------------------------------------------- */
+
+static pthread_once_t nvptx_once = PTHREAD_ONCE_INIT;
+
+static void init_nvptx_once(void) {
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+}
+
+bool llvm_nvptx_arch_valid(const char *arch) {
+    if (!arch || strncmp(arch, "sm_", 3) != 0 || !arch[3])
+        return false;
+    for (const char *p = arch + 3; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (p[1] == 0 && p != arch + 3 && *p == 'a')))
+            return false;
+    int v = atoi(arch + 3);
+    return v >= 50 && v <= 999;
+}
+
+static LLVMTargetMachineRef nvptx_machine(const kc_options *o, char *err, size_t errlen) {
+    pthread_once(&nvptx_once, init_nvptx_once);
+    const char *arch = o->arch ? o->arch : LLVM_NVPTX_DEFAULT_ARCH;
+    if (!llvm_nvptx_arch_valid(arch)) {
+        llvm_errf(err, errlen, "unknown CUDA architecture '%s' (expected sm_NN, e.g. sm_90)", arch);
+        return NULL;
+    }
+    LLVMTargetRef target;
+    char *msg = NULL;
+    if (LLVMGetTargetFromTriple(NVPTX_TRIPLE, &target, &msg)) {
+        llvm_errf(err, errlen, "this LLVM has no NVPTX target: %s", msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return NULL;
+    }
+    LLVMTargetMachineRef tm =
+        LLVMCreateTargetMachine(target, NVPTX_TRIPLE, arch, "", llvm_codegen_level(o->opt_level),
+                                LLVMRelocDefault, LLVMCodeModelDefault);
+    if (!tm)
+        llvm_errf(err, errlen, "cannot create an NVPTX target machine for %s", arch);
+    return tm;
+}
+
+/* The optimized NVPTX module of m in ctx, or NULL with a message. */
+static LLVMModuleRef nvptx_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
+                                  LLVMTargetMachineRef tm, char *err, size_t errlen) {
+    LLVMModuleRef mod = llvm_gpu_emit_module(ctx, m, o, &nvptx_target);
+    LLVMSetTarget(mod, NVPTX_TRIPLE);
+    LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+    LLVMSetModuleDataLayout(mod, dl);
+    LLVMDisposeTargetData(dl);
+    LLVMAddModuleFlag(mod, LLVMModuleFlagBehaviorOverride, "nvvm-reflect-ftz", 16,
+                      LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(ctx), 0, 0)));
+    if (uses_libdevice(mod) && !link_libdevice(mod, o, err, errlen)) {
+        LLVMDisposeModule(mod);
+        return NULL;
+    }
+    return llvm_finish_module(mod, o, tm, err, errlen);
+}
+
+/* Emits m as PTX (asm) or optimized LLVM IR text (!asm). */
+static char *nvptx_text(const ir_module *m, const kc_options *o, bool assembly, char *err,
+                        size_t errlen) {
+    LLVMTargetMachineRef tm = nvptx_machine(o, err, errlen);
+    if (!tm)
+        return NULL;
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef mod = nvptx_module(ctx, m, o, tm, err, errlen);
+    char *text = NULL;
+    if (mod && !assembly) {
+        char *s = LLVMPrintModuleToString(mod);
+        text = strdup(s);
+        LLVMDisposeMessage(s);
+    } else if (mod) {
+        LLVMMemoryBufferRef buf = NULL;
+        char *msg = NULL;
+        if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMAssemblyFile, &msg, &buf)) {
+            llvm_errf(err, errlen, "NVPTX code generation failed: %s", msg ? msg : "");
+            LLVMDisposeMessage(msg);
+        } else {
+            size_t n = LLVMGetBufferSize(buf);
+            text = malloc(n + 1);
+            if (text) {
+                memcpy(text, LLVMGetBufferStart(buf), n);
+                text[n] = 0;
+            }
+            LLVMDisposeMemoryBuffer(buf);
+        }
+    }
+    if (mod && !text && err && !err[0])
+        llvm_errf(err, errlen, "out of memory for the PTX text");
+    if (mod)
+        LLVMDisposeModule(mod);
+    LLVMContextDispose(ctx);
+    LLVMDisposeTargetMachine(tm);
+    return text;
+}
+
+char *llvm_emit_ptx(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
+    return nvptx_text(m, o, true, err, errlen);
+}
+
+char *llvm_emit_nvptx_ir(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
+    return nvptx_text(m, o, false, err, errlen);
+}

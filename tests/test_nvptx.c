@@ -1,0 +1,267 @@
+/* test_nvptx.c - the NVPTX code generator (backends/llvm/llvm_nvptx.c, docs/gpu-abi.md)
+ * without a GPU: every kernel of the examples, of the compiler's valid test programs and of
+ * the gradient corpus (REAL as f32 and as f64), forward and K.grad, in release and debug
+ * builds, compiles to PTX that NVIDIA's assembler accepts (`ptxas -arch=sm_90`), with one
+ * entry point per task of every kernel. ptxas is looked for at $PTXAS, then
+ * /usr/local/cuda/bin/ptxas, then on PATH; where there is none the ptxas tests skip and say
+ * so (the PTX is still generated and checked for its entry points).
+ *
+ * Also: --arch validation, the libdevice search (a clear error naming the places searched),
+ * kernels without transcendental math need no libdevice, and `kernc emit --emit=ptx`. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../backends/codegen.h"
+#include "../backends/llvm/llvm_backend.h"
+#include "../common/util.h"
+#include "../compiler/driver.h"
+#include "../compiler/meta_ir.h"
+#include "../runtime/meta.h"
+
+#ifndef KERN_SOURCE_ROOT
+#define KERN_SOURCE_ROOT "."
+#endif
+
+extern char **environ;
+
+static const char *find_ptxas(void) {
+    static char path[4096];
+    const char *env = getenv("PTXAS");
+    if (env && access(env, X_OK) == 0)
+        return env;
+    if (access("/usr/local/cuda/bin/ptxas", X_OK) == 0)
+        return "/usr/local/cuda/bin/ptxas";
+    const char *p = getenv("PATH");
+    while (p && *p) {
+        const char *e = strchr(p, ':');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        snprintf(path, sizeof path, "%.*s/ptxas", (int)n, p);
+        if (n && access(path, X_OK) == 0)
+            return path;
+        p = e ? e + 1 : NULL;
+    }
+    return NULL;
+}
+
+/* Runs ptxas on the PTX text; returns its exit status (its messages go to a log that is
+ * printed on failure). */
+static int run_ptxas(const char *ptxas, const char *ptx, const char *what) {
+    char dir[] = "/tmp/kern-ptx-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char in[64], out[64], log[64];
+    snprintf(in, sizeof in, "%s/k.ptx", dir);
+    snprintf(out, sizeof out, "%s/k.cubin", dir);
+    snprintf(log, sizeof log, "%s/log", dir);
+    FILE *f = fopen(in, "w");
+    cr_assert(f && fputs(ptx, f) >= 0 && fclose(f) == 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    char *argv[] = {(char *)ptxas, "-arch=sm_90", in, "-o", out, NULL};
+    pid_t pid;
+    int st = -1;
+    if (posix_spawn(&pid, ptxas, &fa, NULL, argv, environ) == 0 && waitpid(pid, &st, 0) == pid)
+        st = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    posix_spawn_file_actions_destroy(&fa);
+    if (st != 0) {
+        size_t n;
+        char *text = kern_read_file(log, &n);
+        fprintf(stderr, "ptxas rejected the PTX of %s:\n%s\n", what, text ? text : "");
+        free(text);
+    }
+    remove(in);
+    remove(out);
+    remove(log);
+    rmdir(dir);
+    return st;
+}
+
+/* Source text with every "REAL" replaced by type (the corpus's placeholder). */
+static char *substitute(const char *text, const char *type) {
+    kern_buf b = {0};
+    for (const char *p = text; *p;) {
+        if (!strncmp(p, "REAL", 4)) {
+            buf_puts(&b, type);
+            p += 4;
+        } else {
+            buf_putc(&b, *p++);
+        }
+    }
+    return b.data ? b.data : calloc(1, 1);
+}
+
+typedef struct ptx_stats {
+    int files, kernels, entries, ptxas_runs;
+} ptx_stats;
+
+/* Compiles one source (with every gradient that can be built) to PTX, checks an entry per
+ * task, and runs ptxas when there is one. */
+static void check_source(const char *path, const char *text, bool debug, const char *ptxas,
+                         ptx_stats *st) {
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts.grad = KC_GRAD_POSSIBLE;
+    cc->opts.debug = debug;
+    cc->opts.arch = "sm_90";
+    ir_module *m = kc_compile_source(cc, path, text, strlen(text));
+    if (!m) {
+        diag_print_all(stderr, &cc->diags);
+        cr_assert_fail("%s does not compile", path);
+    }
+    char err[2048] = "";
+    char *ptx = llvm_emit_ptx(m, &cc->opts, err, sizeof err);
+    cr_assert(ptx, "%s: %s", path, err);
+    kern_meta *meta = kc_meta_from_ir(m);
+    for (int k = 0; k < meta->nkernels; k++) {
+        st->kernels++;
+        for (int t = 0; t < meta->kernels[k].ntasks; t++) {
+            char sym[600], entry[640];
+            kern_meta_symbol(sym, sizeof sym, meta->kernels[k].name, t, false);
+            snprintf(entry, sizeof entry, ".entry %s(", sym);
+            cr_expect(strstr(ptx, entry), "%s: no entry point %s in the PTX", path, sym);
+            st->entries++;
+        }
+    }
+    kern_meta_free(meta);
+    if (ptxas) {
+        char what[4200];
+        snprintf(what, sizeof what, "%s (%s)", path, debug ? "debug" : "release");
+        cr_expect_eq(run_ptxas(ptxas, ptx, what), 0, "ptxas rejected %s", what);
+        st->ptxas_runs++;
+    }
+    st->files++;
+    free(ptx);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+}
+
+static void check_dir(const char *dir, const char *type, bool debug, const char *ptxas,
+                      ptx_stats *st) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", KERN_SOURCE_ROOT, dir);
+    DIR *d = opendir(path);
+    cr_assert(d, "cannot open %s", path);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".kern") != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s/%s", KERN_SOURCE_ROOT, dir, e->d_name);
+        size_t len;
+        char *text = kern_read_file(path, &len);
+        cr_assert(text, "cannot read %s", path);
+        char *src = type ? substitute(text, type) : text;
+        check_source(path, src, debug, ptxas, st);
+        if (src != text)
+            free(src);
+        free(text);
+    }
+    closedir(d);
+}
+
+static void corpus(bool debug) {
+    const char *ptxas = find_ptxas();
+    if (!ptxas)
+        fprintf(stderr, "nvptx: no ptxas ($PTXAS, /usr/local/cuda/bin, PATH): PTX is generated "
+                        "and checked for its entry points, not assembled\n");
+    ptx_stats st = {0};
+    check_dir("examples", NULL, debug, ptxas, &st);
+    check_dir("tests/golden/ir", NULL, debug, ptxas, &st);
+    check_dir("tests/golden/passes", NULL, debug, ptxas, &st);
+    check_dir("tests/grad", debug ? "f32" : "f64", debug, ptxas, &st);
+    cr_log_info("nvptx: %d files, %d kernels, %d entry points, %d ptxas runs", st.files, st.kernels,
+                st.entries, st.ptxas_runs);
+    cr_assert_gt(st.files, 70);
+    cr_assert_gt(st.entries, st.kernels); /* gradients included: more tasks than kernels */
+    if (!ptxas)
+        cr_skip_test("no ptxas on this machine: the PTX was not assembled");
+}
+
+Test(nvptx, corpus_release_ptxas_accepts, .timeout = 900) { corpus(false); }
+Test(nvptx, corpus_debug_ptxas_accepts, .timeout = 900) { corpus(true); }
+
+static ir_module *compile(kc_ctx *cc, const char *src) {
+    ir_module *m = kc_compile_source(cc, "t.kern", src, strlen(src));
+    if (!m)
+        diag_print_all(stderr, &cc->diags);
+    cr_assert(m);
+    return m;
+}
+
+Test(nvptx, arch_validation) {
+    cr_expect(llvm_nvptx_arch_valid("sm_90"));
+    cr_expect(llvm_nvptx_arch_valid("sm_90a"));
+    cr_expect(llvm_nvptx_arch_valid("sm_70"));
+    cr_expect(!llvm_nvptx_arch_valid("sm_"));
+    cr_expect(!llvm_nvptx_arch_valid("sm_9x"));
+    cr_expect(!llvm_nvptx_arch_valid("gfx90a"));
+    cr_expect(!llvm_nvptx_arch_valid("sm_a"));
+    cr_expect(!llvm_nvptx_arch_valid(NULL));
+    kc_ctx *cc = kc_ctx_new();
+    ir_module *m = compile(cc, "kernel k(a: f32[]) { for i in 0..len(a) { a[i] = 1.0; } }");
+    cc->opts.arch = "sm_9x";
+    char err[512] = "";
+    cr_expect_null(llvm_emit_ptx(m, &cc->opts, err, sizeof err));
+    cr_expect(strstr(err, "unknown CUDA architecture 'sm_9x'"), "%s", err);
+    cc->opts.arch = NULL;
+    char *ptx = llvm_emit_ptx(m, &cc->opts, err, sizeof err);
+    cr_assert(ptx, "%s", err);
+    cr_expect(strstr(ptx, ".target " LLVM_NVPTX_DEFAULT_ARCH));
+    free(ptx);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+}
+
+Test(nvptx, libdevice_missing_is_a_clear_error) {
+    kc_ctx *cc = kc_ctx_new();
+    ir_module *m = compile(cc, "kernel k(a: f32[]) { for i in 0..len(a) { a[i] = sin(a[i]); } }");
+    cc->opts.libdevice = "/nonexistent/libdevice.10.bc";
+    char err[1024] = "";
+    cr_expect_null(llvm_emit_ptx(m, &cc->opts, err, sizeof err));
+    cr_expect(strstr(err, "libdevice not found") && strstr(err, "/nonexistent/libdevice.10.bc"),
+              "%s", err);
+    ir_module_free(m);
+    /* no transcendental math: no libdevice needed, even when it is missing */
+    m = compile(cc, "kernel k(a: f32[]) { for i in 0..len(a) { a[i] = sqrt(a[i]) * 2.0; } }");
+    char *ptx = llvm_emit_ptx(m, &cc->opts, err, sizeof err);
+    cr_expect(ptx, "%s", err);
+    free(ptx);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+}
+
+Test(nvptx, libdevice_search_names_the_places) {
+    const char *old = getenv("KERN_LIBDEVICE");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("KERN_LIBDEVICE", "/nowhere/ld.bc", 1);
+    kc_ctx *cc = kc_ctx_new();
+    ir_module *m = compile(cc, "kernel k(a: f64[]) { for i in 0..len(a) { a[i] = exp(a[i]); } }");
+    char err[1024] = "";
+    cr_expect_null(llvm_emit_ptx(m, &cc->opts, err, sizeof err));
+    cr_expect(strstr(err, "/nowhere/ld.bc") && strstr(err, "KERN_LIBDEVICE"), "%s", err);
+    if (saved) {
+        setenv("KERN_LIBDEVICE", saved, 1);
+        free(saved);
+    } else {
+        unsetenv("KERN_LIBDEVICE");
+    }
+    ir_module_free(m);
+    kc_ctx_free(cc);
+}
+
+Test(nvptx, codegen_table) {
+    const kc_codegen *cpu = kc_codegen_find("cpu"), *cuda = kc_codegen_find("cuda");
+    cr_assert(cpu && cuda);
+    cr_expect_null(kc_codegen_find("vulkan"));
+    cr_expect_null(kc_codegen_find(NULL));
+    cr_expect_null(cpu->code);
+    cr_expect(cuda->code && cuda->arch_valid);
+    cr_expect_eq(kc_codegen_for_backend(cuda->backend), cuda);
+}
