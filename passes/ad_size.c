@@ -186,8 +186,7 @@ static bool writes_array(const ir_region *r, const ir_value *p) {
             if (op->operands[0] == p)
                 return true;
             break;
-        default:
-            break;
+        default: break;
         }
         for (uint32_t i = 0; i < op->nregions; i++)
             if (writes_array(op->regions[i], p))
@@ -238,10 +237,8 @@ static lin *lin_op(sizer *s, const ir_op *op) {
     ir_value *const *o = op->operands;
     lin *x, *y;
     switch (op->code) {
-    case IR_CONST:
-        return lin_const(s, op->imm.i);
-    case IR_CAST:
-        return ty_is_int(o[0]->type) ? lin_of(s, o[0]) : NULL;
+    case IR_CONST: return lin_const(s, op->imm.i);
+    case IR_CAST: return ty_is_int(o[0]->type) ? lin_of(s, o[0]) : NULL;
     case IR_ADD:
     case IR_SUB:
         if (!(x = lin_of(s, o[0])) || !(y = lin_of(s, o[1])))
@@ -283,8 +280,7 @@ static lin *lin_op(sizer *s, const ir_op *op) {
         return lin_atom(s, sz_dim(s->a, (int)o[0]->index, (int)op->imm.i));
     case IR_LOAD: {
         const ir_value *arr = o[0];
-        if (!param_arg(s, arr) || !ty_is_int(arr->type->elem) ||
-            writes_array(s->k->body, arr))
+        if (!param_arg(s, arr) || !ty_is_int(arr->type->elem) || writes_array(s->k->body, arr))
             return NULL;
         sz_expr *idx[KERN_MAX_RANK];
         uint32_t n = op->noperands - 1;
@@ -295,8 +291,7 @@ static lin *lin_op(sizer *s, const ir_op *op) {
                 return NULL;
         return lin_atom(s, sz_read(s->a, (int)arr->index, idx, (int)n));
     }
-    default:
-        return NULL;
+    default: return NULL;
     }
 }
 
@@ -326,10 +321,8 @@ static bool lin_nonneg(sizer *s, lin *l);
 /* Whether atom e is >= 0 wherever the indices lie in their ranges. */
 static bool expr_nonneg(sizer *s, const sz_expr *e) {
     switch (e->op) {
-    case SZ_CONST:
-        return e->v >= 0;
-    case SZ_DIM:
-        return true;
+    case SZ_CONST: return e->v >= 0;
+    case SZ_DIM: return true;
     case SZ_VAR: {
         lin *lo = lin_of(s, s->vars[e->v].lo);
         return lo && lin_nonneg(s, lo);
@@ -337,12 +330,9 @@ static bool expr_nonneg(sizer *s, const sz_expr *e) {
     case SZ_ADD:
     case SZ_MUL:
     case SZ_DIV:
-    case SZ_MIN:
-        return expr_nonneg(s, e->kids[0]) && expr_nonneg(s, e->kids[1]);
-    case SZ_MAX:
-        return expr_nonneg(s, e->kids[0]) || expr_nonneg(s, e->kids[1]);
-    default: /* param, read, sub */
-        return false;
+    case SZ_MIN: return expr_nonneg(s, e->kids[0]) && expr_nonneg(s, e->kids[1]);
+    case SZ_MAX: return expr_nonneg(s, e->kids[0]) || expr_nonneg(s, e->kids[1]);
+    default: /* param, read, sub */ return false;
     }
 }
 
@@ -354,8 +344,7 @@ static bool lin_nonneg(sizer *s, lin *l) {
         int best = -1;
         for (int i = 0; i < l->n; i++)
             if (l->t[i].atom->op == SZ_VAR &&
-                (best < 0 ||
-                 s->vars[l->t[i].atom->v].depth > s->vars[l->t[best].atom->v].depth))
+                (best < 0 || s->vars[l->t[i].atom->v].depth > s->vars[l->t[best].atom->v].depth))
                 best = i;
         if (best < 0)
             break;
@@ -391,9 +380,9 @@ static sz_expr *renumber(sizer *s, const sz_expr *e, const int *map) {
     return r;
 }
 
-/* The trip count of loop, maximized over the enclosing indices. */
-static sz_expr *capacity(sizer *s, const ir_op *loop) {
-    lin *lo = lin_of(s, loop->operands[0]), *hi = lin_of(s, loop->operands[1]);
+/* The trip count of loop (its range lo..hi), maximized over the enclosing indices. */
+static sz_expr *capacity(sizer *s, const ir_op *loop, const ir_value *lov, const ir_value *hiv) {
+    lin *lo = lin_of(s, lov), *hi = lin_of(s, hiv);
     lin *trip = lo && hi ? lin_axpy(s, hi, -1, lo) : NULL;
     if (!trip)
         return NULL;
@@ -437,7 +426,26 @@ const char *ad_loop_capacity(const ir_kernel *k, const ir_op *loop) {
     arena scratch;
     arena_init(&scratch);
     sizer s = {.k = k, .a = &scratch};
-    sz_expr *e = capacity(&s, loop);
+    sz_expr *e = capacity(&s, loop, loop->operands[0], loop->operands[1]);
+    const char *text = NULL;
+    if (e) {
+        kern_buf b = {0};
+        sz_print(&b, e);
+        text = arena_strdup(&k->module->mem, b.data);
+        buf_free(&b);
+    }
+    arena_free(&scratch);
+    return text;
+}
+
+const char *ad_task_extent(const ir_kernel *k, const ir_op *task, uint32_t d) {
+    if (task->code != IR_PARALLEL || 2 * d + 1 >= task->noperands)
+        kern_unreachable("ad_task_extent: not a dimension of a parallel task");
+    arena scratch;
+    arena_init(&scratch);
+    sizer s = {.k = k, .a = &scratch};
+    /* the ranges of a task are uniform: no enclosing index to maximize over */
+    sz_expr *e = capacity(&s, task, task->operands[2 * d], task->operands[2 * d + 1]);
     const char *text = NULL;
     if (e) {
         kern_buf b = {0};

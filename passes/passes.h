@@ -42,6 +42,10 @@ ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size);
  * module's arena. NULL when it cannot be bounded (a while loop; a bound computed from
  * floats or loop-carried values). */
 const char *ad_loop_capacity(const ir_kernel *k, const ir_op *loop);
+/* The number of indices of dimension d of a parallel task, max(0, hi - lo), as SizeExpr
+ * text in the module's arena, so that the runtime can size a GPU grid on the host
+ * (docs/gpu-abi.md); NULL when the range cannot be expressed (a bound from floats, say). */
+const char *ad_task_extent(const ir_kernel *k, const ir_op *task, uint32_t d);
 
 /* Retypes every f32 of m (parameters, values, consts, adstacks) to f64 and removes the
  * casts that become identities (passes/ad_promote.c): kernc gradcheck runs K and K.grad
