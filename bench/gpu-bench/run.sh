@@ -15,8 +15,9 @@
 # 4. prints one table: every metric of the three, and the ratios kern / baseline and
 #    JAX / kern of forward_ms and fwdrev_ms (above 1: kern slower than the baseline, resp.
 #    faster than JAX).
-# The programs' output and the table are kept in GPU_BENCH_OUT (default: a new directory
-# under /tmp; $OUT/gpu-bench when $OUT is set, as on the device machine).
+# The programs, their output and the table are kept in GPU_BENCH_OUT (default: a new directory
+# under /tmp). When $OUT is set (the device machine's folder of files that come back), the
+# text files (*.txt: each side's output, the table, nvcc's messages, notes) are copied there.
 # Exit status: 0 when every side ran and every check passed; 1 when a check or a side
 # failed; 3 when a side could not run here (no CUDA context for kern, no JAX, no GPU).
 set -uo pipefail
@@ -24,15 +25,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 cd "$top"
 
-if [[ -f .device/env.sh && ":$PATH:" != *":$PWD/.device/bin:"* ]]; then
-  # shellcheck disable=SC1091
-  source .device/env.sh
+# what stage.sh staged: its programs and libraries (kern-bench needs no Vulkan loader, so
+# .device/env.sh, which unpacks the loader packages into /, is not needed)
+if [[ -d .device/bin && ":$PATH:" != *":$PWD/.device/bin:"* ]]; then
+  export PATH=$PWD/.device/bin:$PATH
+  export LD_LIBRARY_PATH=$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 
-if [[ -n ${GPU_BENCH_OUT:-} ]]; then out=$GPU_BENCH_OUT
-elif [[ -n ${OUT:-} ]]; then out=$OUT/gpu-bench
-else out=$(mktemp -d /tmp/gpu-bench.XXXXXX)
-fi
+out=${GPU_BENCH_OUT:-$(mktemp -d /tmp/gpu-bench.XXXXXX)}
 mkdir -p "$out"
 status=0
 note() { echo "run.sh: $*" | tee -a "$out/notes.txt" >&2; }
@@ -55,7 +55,7 @@ else
 fi
 
 # ---- 2. JAX ----------------------------------------------------------------------------------
-${PYTHON:-python3} "$here/jax_bench.py" --compare "$out" "$@" | tee "$out/jax.txt"
+PYTHONUNBUFFERED=1 ${PYTHON:-python3} "$here/jax_bench.py" --compare "$out" "$@" | tee "$out/jax.txt"
 rc=${PIPESTATUS[0]}
 [[ $rc == 0 ]] || { note "jax_bench.py failed (exit status $rc)"; status=1; }
 grep -q '^# jax: skipped' "$out/jax.txt" && { [[ $status == 1 ]] || status=3; }
@@ -115,4 +115,5 @@ awk '
   }' "$out/baseline.txt" "$out/jax.txt" "$out/kern.txt" | tee "$out/table.txt"
 [[ -s $out/notes.txt ]] && { echo; sed 's/^/note: /' "$out/notes.txt"; }
 echo "run.sh: exit status $status; output in $out"
+[[ -n ${OUT:-} && -d ${OUT:-} ]] && cp "$out"/*.txt "$OUT"/
 exit $status
