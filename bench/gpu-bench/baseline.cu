@@ -35,17 +35,17 @@
 
 #include "workload.h"
 
-#define CK(call)                                                                                 \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess) {                                                                 \
-            fprintf(stderr, "baseline: %s:%d: %s: %s\n", __FILE__, __LINE__, #call,              \
-                    cudaGetErrorString(e_));                                                     \
-            exit(1);                                                                             \
-        }                                                                                        \
+#define CK(call)                                                                    \
+    do {                                                                            \
+        cudaError_t e_ = (call);                                                    \
+        if (e_ != cudaSuccess) {                                                    \
+            fprintf(stderr, "baseline: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+                    cudaGetErrorString(e_));                                        \
+            exit(1);                                                                \
+        }                                                                           \
     } while (0)
 
-enum { BLOCK = 256, WARPS = BLOCK / 32 };
+enum { BLOCK = 256 };
 
 // count == nullptr: every item runs `steps` steps
 __global__ void __launch_bounds__(BLOCK)
@@ -63,8 +63,8 @@ __global__ void __launch_bounds__(BLOCK)
 
 __global__ void __launch_bounds__(BLOCK)
     k_forward_store(const float *__restrict__ x0, const float *__restrict__ w,
-                    const int *__restrict__ count, float *__restrict__ out,
-                    float *__restrict__ xs, int n, int steps) {
+                    const int *__restrict__ count, float *__restrict__ out, float *__restrict__ xs,
+                    int n, int steps) {
     int i = blockIdx.x * BLOCK + threadIdx.x;
     if (i >= n)
         return;
@@ -199,14 +199,13 @@ static void run(const Opts &o, const char *name, bool ragged, Dev &d) {
         e = NAN;
     printf("# baseline %s: check on %lld items (every %lld-th), w.grad from those items\n", name,
            (n + stride - 1) / stride, stride);
-    printf("baseline %s check_out %.3g\nbaseline %s check_x0grad %.3g\n", name, e_out, name,
-           e_x0g);
+    printf("baseline %s check_out %.3g\nbaseline %s check_x0grad %.3g\n", name, e_out, name, e_x0g);
     printf("baseline %s check_wgrad %.3g\nbaseline %s check_maxrel %.3g\n", name, e_wg, name, e);
     bool ok = e <= GB_CHECK_TOL;
     printf("baseline %s check %s\n", name, ok ? "ok" : "FAILED");
     if (!ok) {
-        fprintf(stderr, "baseline: CHECK FAILED: %s: largest error %.3g (tolerance %g)\n", name,
-                e, GB_CHECK_TOL);
+        fprintf(stderr, "baseline: CHECK FAILED: %s: largest error %.3g (tolerance %g)\n", name, e,
+                GB_CHECK_TOL);
         g_failed = 1;
     }
     // the forward kernel alone must agree with the storing one
@@ -244,8 +243,8 @@ static void run(const Opts &o, const char *name, bool ragged, Dev &d) {
     printf("baseline %s fwdstore_ms %.3f\n", name, median(ts));
     printf("baseline %s rev_ms %.3f\n", name, median(tr));
     double bytes = 8.0 * (double)work_steps; // every x_t written once, read once
-    printf("# baseline %s: x_t store %.3g GB, written and read back at %.0f GB/s effective\n",
-           name, bytes * 0.5e-9, bytes / (median(tfr) * 1e-3) * 1e-9);
+    printf("# baseline %s: x_t store %.3g GB, written and read back at %.0f GB/s effective\n", name,
+           bytes * 0.5e-9, bytes / (median(tfr) * 1e-3) * 1e-9);
 
     // full-size results of the seed g (the last fwdrev ran with it)
     if (o.dump) {
