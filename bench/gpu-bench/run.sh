@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The GPU benchmark in one command, on the GPU machine, from the repository root
+# (bench/gpu-bench/README.md):
+#
+#   bench/gpu-bench/run.sh [--n N] [--steps T] [--reps N] [--warmup N] [--check N] [--only W]
+#
+# The options go to all three programs (defaults: 2^20 items, 1024 steps, 20 reps, 3 warm-up).
+# 1. builds baseline.cu with nvcc -O3 -arch=sm_90 (NVCC, NVCC_ARCH override) and runs it; it
+#    writes its full-size results to the output directory;
+# 2. runs jax_bench.py (python3; PYTHON overrides) with --compare against those results;
+# 3. runs kern's side from .device/bin (bench/gpu-bench/stage.sh puts it there): kern-bench
+#    (JIT, compiles the .kern files of this directory) when staged, else kern-bench-aot with
+#    the modules of .device/modules (KERN_BENCH, KERN_MODULES override; KERN_BENCH_ARGS adds
+#    options, e.g. "--target cpu" to try this script without a GPU), with --compare too;
+# 4. prints one table: every metric of the three, and the ratios kern / baseline and
+#    JAX / kern of forward_ms and fwdrev_ms (above 1: kern slower than the baseline, resp.
+#    faster than JAX).
+# The programs, their output and the table are kept in GPU_BENCH_OUT (default: a new directory
+# under /tmp). When $OUT is set (the device machine's folder of files that come back), the
+# text files (*.txt: each side's output, the table, nvcc's messages, notes) are copied there.
+# Exit status: 0 when every side ran and every check passed; 1 when a check or a side
+# failed; 3 when a side could not run here (no CUDA context for kern, no JAX, no GPU).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+cd "$top"
+
+# what stage.sh staged: its programs and libraries (kern-bench needs no Vulkan loader, so
+# .device/env.sh, which unpacks the loader packages into /, is not needed)
+if [[ -d .device/bin && ":$PATH:" != *":$PWD/.device/bin:"* ]]; then
+  export PATH=$PWD/.device/bin:$PATH
+  export LD_LIBRARY_PATH=$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+
+out=${GPU_BENCH_OUT:-$(mktemp -d /tmp/gpu-bench.XXXXXX)}
+mkdir -p "$out"
+status=0
+note() { echo "run.sh: $*" | tee -a "$out/notes.txt" >&2; }
+
+echo "# gpu-bench $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), output in $out"
+command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total \
+  --format=csv,noheader | sed 's/^/# GPU: /'
+
+# ---- 1. the CUDA baseline --------------------------------------------------------------------
+nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+if "$nvcc" -O3 -arch="${NVCC_ARCH:-sm_90}" -o "$out/baseline" "$here/baseline.cu" 2> "$out/nvcc.txt"; then
+  "$out/baseline" --dump "$out" "$@" | tee "$out/baseline.txt"
+  rc=${PIPESTATUS[0]}
+  case $rc in 0) ;; 3) note "baseline: no CUDA device"; status=3 ;;
+    *) note "baseline failed (exit status $rc)"; status=1 ;; esac
+else
+  cat "$out/nvcc.txt" >&2
+  note "baseline: nvcc failed"; status=1
+  : > "$out/baseline.txt"
+fi
+
+# ---- 2. JAX ----------------------------------------------------------------------------------
+PYTHONUNBUFFERED=1 ${PYTHON:-python3} "$here/jax_bench.py" --compare "$out" "$@" | tee "$out/jax.txt"
+rc=${PIPESTATUS[0]}
+[[ $rc == 0 ]] || { note "jax_bench.py failed (exit status $rc)"; status=1; }
+grep -q '^# jax: skipped' "$out/jax.txt" && { [[ $status == 1 ]] || status=3; }
+
+# ---- 3. kern ---------------------------------------------------------------------------------
+modules=${KERN_MODULES:-.device/modules}
+kb=${KERN_BENCH:-}
+if [[ -z $kb ]]; then
+  if command -v kern-bench > /dev/null; then kb=kern-bench
+  elif command -v kern-bench-aot > /dev/null; then kb=kern-bench-aot
+  elif [[ -x build/bench/kern-bench ]]; then kb=build/bench/kern-bench
+  fi
+fi
+if [[ -z $kb ]]; then
+  note "kern: no kern-bench or kern-bench-aot (stage them with bench/gpu-bench/stage.sh)"
+  status=1
+  : > "$out/kern.txt"
+else
+  margs=()
+  for k in loop ragged; do
+    [[ -f $modules/$k.kmod ]] && margs+=(--module "$modules/$k.kmod")
+  done
+  echo "# kern: $kb ${margs[*]}"
+  # shellcheck disable=SC2086
+  "$kb" ${KERN_BENCH_ARGS:-} --kernels "$here" "${margs[@]}" --compare "$out" "$@" | tee "$out/kern.txt"
+  rc=${PIPESTATUS[0]}
+  case $rc in 0) ;; 3) note "kern: no CUDA context (the message is above)"; [[ $status == 1 ]] || status=3 ;;
+    *) note "kern-bench failed (exit status $rc)"; status=1 ;; esac
+fi
+
+# ---- 4. the table ----------------------------------------------------------------------------
+awk '
+  BEGIN {
+    nm = split("forward_ms fwdrev_ms fwdstore_ms rev_ms launch_us grad_launch_us compile_ms " \
+               "grad_compile_ms adstack_bytes check_maxrel check vs_baseline_maxrel", metrics, " ")
+  }
+  FNR == 1 { side = FILENAME; sub(/.*\//, "", side); sub(/\.txt$/, "", side) }
+  /^#/ || NF != 4 { next }
+  {
+    if (!($2 in seenw)) { seenw[$2] = 1; works[++nw] = $2 }
+    v[side, $2, $3] = $4
+    have[$2, $3] = 1
+  }
+  function val(s, w, m) { return ((s, w, m) in v) ? v[s, w, m] : "-" }
+  function ratio(a, b) { return (a == "-" || b == "-" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
+  END {
+    printf "\n%-7s %-19s %10s %10s %10s %13s %9s\n", "work", "metric", "baseline", "jax", "kern", "kern/baseline", "jax/kern"
+    for (i = 1; i <= nw; i++)
+      for (m = 1; m <= nm; m++) {
+        w = works[i]; k = metrics[m]
+        if (!((w, k) in have)) continue
+        b = val("baseline", w, k); j = val("jax", w, k); kk = val("kern", w, k)
+        r1 = r2 = ""
+        if (k == "forward_ms" || k == "fwdrev_ms") { r1 = ratio(kk, b); r2 = ratio(j, kk) }
+        printf "%-7s %-19s %10s %10s %10s %13s %9s\n", w, k, b, j, kk, r1, r2
+      }
+  }' "$out/baseline.txt" "$out/jax.txt" "$out/kern.txt" | tee "$out/table.txt"
+[[ -s $out/notes.txt ]] && { echo; sed 's/^/note: /' "$out/notes.txt"; }
+echo "run.sh: exit status $status; output in $out"
+[[ -n ${OUT:-} && -d ${OUT:-} ]] && cp "$out"/*.txt "$OUT"/
+exit $status
