@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../include/kern.h"
+#include "test_backend.h"
 #include "../runtime/npy.h"
 
 #ifndef KERNC_PATH
@@ -27,8 +28,9 @@ static float frand(float lo, float hi) { /* xorshift64, deterministic */
 static kern_context *ctx_new(bool debug) {
     kern_context_options o = kern_context_options_default();
     o.debug = debug;
+    o.backend = kern_test_backend();
     kern_context *ctx;
-    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK);
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
     return ctx;
 }
 

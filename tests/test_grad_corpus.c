@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "../include/kern.h"
+#include "test_backend.h"
 
 #ifndef KERN_SOURCE_ROOT
 #define KERN_SOURCE_ROOT "."
@@ -521,9 +522,12 @@ static bool compile(const gcase *c, const char *type, run *r, msgbuf *m) {
     kern_context_options o = kern_context_options_default();
     o.threads = getenv("KERN_GRAD_THREADS") ? atoi(getenv("KERN_GRAD_THREADS")) : 2;
     o.debug = true; /* bounds, division and shift checks in K and K.grad */
-    kern_context_create(&o, &r->ctx);
-    if (!r->ctx)
+    o.backend = kern_test_backend();
+    if (kern_context_create(&o, &r->ctx) != KERN_OK) {
+        msg_add(m, "%s (%s): no context: %s\n", c->name, type,
+                r->ctx ? kern_context_last_error(r->ctx) : "out of memory");
         return false;
+    }
     char *src = subst_real(c->src, type);
     kern_module *mod;
     kern_status st = kern_module_from_source(r->ctx, src, strlen(src), c->name, &mod);
