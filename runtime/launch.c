@@ -180,11 +180,11 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
     }
     p->kernel = k;
     rt_launch l = {
-        .kernel = mk->name,
+        .name = mk->name,
+        .meta = mk,
+        .kernel = k->handle,
         .tasks = mk->tasks,
         .ntasks = mk->ntasks,
-        .count_syms = k->count_syms,
-        .body_syms = k->body_syms,
         .args = la,
         .nargs = nargs,
         .err = &p->rec,

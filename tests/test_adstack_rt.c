@@ -421,12 +421,17 @@ static kern_context *ctx_threads(int threads) {
     return ctx;
 }
 
+static kern_code_image host_image(void *user, void *(*lookup)(void *, const char *),
+                                  void (*release)(void *)) {
+    return (kern_code_image){.kind = KERN_CODE_HOST, .host = {user, lookup, release}};
+}
+
 static kern_module *hand_module(kern_context *ctx) {
     char err[512];
     kern_meta *meta = kern_meta_parse(hand_meta, strlen(hand_meta), err, sizeof err);
     cr_assert(meta, "%s", err);
     kern_module *m = NULL;
-    kern_code_provider p = {NULL, hand_lookup, NULL};
+    kern_code_image p = {.kind = KERN_CODE_HOST, .host = {NULL, hand_lookup, NULL}};
     cr_assert_eq(rt_module_create(ctx, meta, p, &m), KERN_OK, "%s", kern_context_last_error(ctx));
     return m;
 }
@@ -546,8 +551,7 @@ Test(adstack_rt, overflow_message_and_grad_lookup) {
     char err[256];
     kern_meta *mm = kern_meta_parse(meta2, strlen(meta2), err, sizeof err);
     cr_assert(mm, "%s", err);
-    cr_assert_eq(rt_module_create(ctx, mm, (kern_code_provider){NULL, hand_lookup, NULL}, &m2),
-                 KERN_OK);
+    cr_assert_eq(rt_module_create(ctx, mm, host_image(NULL, hand_lookup, NULL), &m2), KERN_OK);
     cr_assert_eq(kern_kernel_find(m2, "bounce.grad", &k), KERN_ERR_NOT_FOUND);
     cr_assert_str_eq(kern_context_last_error(ctx), "kernel 'bounce.grad' was not built: x is read "
                                                    "at 6:3 and later written at 8:5");
