@@ -33,6 +33,23 @@ void rt_adstack_args(const kern_meta_kernel *k, const rt_launch_arg *la, bool ho
     }
 }
 
+int64_t rt_task_count(const kern_meta_task *t, const sz_arg *args, int nargs) {
+    if (!t->parallel)
+        return 1;
+    int64_t count = 1;
+    char msg[256];
+    for (int d = 0; d < t->ndims && d < KERN_META_MAX_TASK_DIMS; d++) {
+        int64_t e;
+        if (!t->extent_expr[d] || !sz_eval(t->extent_expr[d], args, nargs, &e, msg, sizeof msg))
+            return -1;
+        if (e < 0)
+            e = 0;
+        if (__builtin_mul_overflow(count, e, &count))
+            return -1;
+    }
+    return count;
+}
+
 kern_status rt_adstack_layout(const kern_meta *m, const kern_meta_kernel *k, const sz_arg *args,
                               int nargs, int64_t *layout, int64_t *stride, char *err,
                               size_t errlen) {

@@ -47,6 +47,14 @@ typedef struct rt_adstack_heap {
 void rt_adstack_args(const kern_meta_kernel *k, const rt_launch_arg *la, bool host_memory,
                      sz_arg *args);
 
+/* The number of work items of task t for a launch's arguments (args as filled by
+ * rt_adstack_args): 1 for a serial task; for a parallel task the product over its
+ * dimensions of max(0, extent) (meta.h), evaluated on the host. -1 when it is not known
+ * there: an extent is unknown (`?`, or metadata without extents), reads array elements
+ * whose data is not host-readable (args[i].data NULL: the device's memory is not host
+ * memory), cannot be evaluated, or the product overflows int64. */
+int64_t rt_task_count(const kern_meta_task *t, const sz_arg *args, int nargs);
+
 /* Evaluates k's SizeExprs and lays out one slot's slice: layout[2s] = offset of stack s,
  * layout[2s + 1] = its capacity in entries, *stride = the slice's bytes (a multiple of
  * 64; 0 when k has no adstacks). m (may be NULL) gives the source file for messages.
