@@ -157,7 +157,9 @@ static kern_status cpu_wait(rt_device *d, uint64_t point, char *err, size_t errl
 
 static kern_status cpu_sync(rt_device *d, char *err, size_t errlen) { return KERN_OK; }
 
-static int64_t cpu_ad_slots(rt_device *d) { return rt_pool_threads(((cpu_device *)d)->pool); }
+static int64_t cpu_ad_slots(rt_device *d, int64_t max_items) {
+    return rt_pool_threads(((cpu_device *)d)->pool);
+}
 
 static const rt_device_ops cpu_ops = {
     .name = "cpu",

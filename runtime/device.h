@@ -66,11 +66,21 @@ typedef struct rt_launch {
     /* Where the device leaves the launch's error record; it must hold the final record
      * by the time poll or wait reports the launch's completion point as passed. */
     kern_err_record *err;
-    /* Kernels with adstacks (adstack.h): the heap (an allocation of at least
-     * ad_stride x ad_slots(d) bytes), the bytes per thread slot, and per adstack s the
-     * offset ad_layout[2s] and capacity ad_layout[2s + 1]. Slot w's slice starts at
-     * heap + w x ad_stride. Kernels without adstacks: NULL, 0, NULL. */
+    /* Per task: the number of work items when the host can compute it (rt_task_count,
+     * adstack.h), else -1. GPUs size their grid with it. */
+    const int64_t *counts;
+    /* Kernels with adstacks (adstack.h): the heap, the slots it was sized for (ad_slots,
+     * at least the threads that may run items at once), the bytes one slot uses, and per
+     * adstack s the offset ad_layout[2s] and capacity ad_layout[2s + 1]. Where each entry
+     * lives depends on the device's layout (rt_device.ad_slot_major):
+     *   slot slices (CPU): slot w's slice starts at heap + w x ad_stride, stack s at
+     *     offset ad_layout[2s] in it;
+     *   slot-major (GPUs, docs/gpu-abi.md): entry k of stack s for slot w is at
+     *     heap + ad_layout[2s] + (k x ad_slots + w) x size_s; ad_stride is the sum of
+     *     capacity x size over the stacks.
+     * Kernels without adstacks: NULL, 0, 0, NULL. */
     void *ad_heap;
+    int64_t ad_slots;
     int64_t ad_stride;
     const int64_t *ad_layout;
 } rt_launch;
@@ -110,16 +120,20 @@ typedef struct rt_device_ops {
     kern_status (*wait)(rt_device *d, uint64_t point, char *err, size_t errlen);
     /* Blocks until every submission has passed. */
     kern_status (*sync)(rt_device *d, char *err, size_t errlen);
-    /* The number of adstack heap slots a launch needs: the most work items that can be
-     * in progress at once (CPU: the pool's threads, each running one item at a time).
+    /* The number of adstack heap slots a launch needs (at least 1): the most work items
+     * that can be in progress at once. max_items is the largest host-known work-item
+     * count over the kernel's tasks, -1 when some task's count is unknown. CPU: the
+     * pool's threads, each running one item at a time (max_items unused); a GPU: its
+     * resident threads, or fewer when max_items (rounded up to whole blocks) is smaller.
      * NULL means 1. */
-    int64_t (*ad_slots)(rt_device *d);
+    int64_t (*ad_slots)(rt_device *d, int64_t max_items);
 } rt_device_ops;
 
 struct rt_device {
     const rt_device_ops *ops;
     uint64_t submitted; /* the completion point of the latest submission (0: none yet) */
     bool host_memory;   /* allocation handles are host pointers the runtime may read */
+    bool ad_slot_major; /* adstacks laid out slot-major (GPUs) rather than in slot slices */
 };
 
 /* KERN_CODE_HOST code for devices that run host functions (cpu.c, the tests' fakes): the
