@@ -15,7 +15,6 @@
 #include "../compiler/meta_ir.h"
 #include "../include/kern.h"
 #include "../runtime/provider.h"
-#include "../runtime/rt.h"
 #include "jit.h"
 
 static void *jit_lookup(void *user, const char *symbol) {
@@ -58,7 +57,7 @@ kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_o
                         name ? name : "<source>", err);
     kern_meta *meta = kc_meta_from_ir(m);
     kern_code_provider p = {j, jit_lookup, jit_release};
-    return rt_module_create(ctx, meta, p, out);
+    return rt_module_create(ctx, meta, (kern_code_image){.kind = KERN_CODE_HOST, .host = p}, out);
 }
 
 kern_status kern_module_from_source(kern_context *ctx, const char *source, size_t len,

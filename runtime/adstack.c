@@ -33,24 +33,53 @@ void rt_adstack_args(const kern_meta_kernel *k, const rt_launch_arg *la, bool ho
     }
 }
 
-kern_status rt_adstack_layout(const kern_meta *m, const kern_meta_kernel *k, const sz_arg *args,
-                              int nargs, int64_t *layout, int64_t *stride, char *err,
-                              size_t errlen) {
-    int64_t end = 0;
+int64_t rt_task_count(const kern_meta_task *t, const sz_arg *args, int nargs) {
+    if (!t->parallel)
+        return 1;
+    int64_t count = 1;
+    char msg[256];
+    for (int d = 0; d < t->ndims && d < KERN_META_MAX_TASK_DIMS; d++) {
+        int64_t e;
+        if (!t->extent_expr[d] || !sz_eval(t->extent_expr[d], args, nargs, &e, msg, sizeof msg))
+            return -1;
+        if (e < 0)
+            e = 0;
+        if (__builtin_mul_overflow(count, e, &count))
+            return -1;
+    }
+    return count;
+}
+
+/* Evaluates the capacity of stack s of k (negative counts as 0). */
+static kern_status stack_capacity(const kern_meta *m, const kern_meta_kernel *k, int s,
+                                  const sz_arg *args, int nargs, int64_t *cap, char *err,
+                                  size_t errlen) {
+    const kern_meta_adstack *a = &k->adstacks[s];
     char loc[1024], msg[512];
-    *stride = 0;
+    if (!a->expr || !sz_eval(a->expr, args, nargs, cap, msg, sizeof msg)) {
+        rt_format_loc(loc, sizeof loc, m, a->line, a->col);
+        snprintf(err, errlen,
+                 "kernel '%s': cannot size the adstack of the loop at %s (capacity %s): %s",
+                 k->name, loc, a->cap, a->expr ? msg : "not parsed");
+        return KERN_ERR_ARGUMENT;
+    }
+    if (*cap < 0)
+        *cap = 0;
+    return KERN_OK;
+}
+
+/* Slot slices: see adstack.h. */
+static kern_status layout_slices(const kern_meta *m, const kern_meta_kernel *k, const sz_arg *args,
+                                 int nargs, int64_t *layout, int64_t *stride, char *err,
+                                 size_t errlen) {
+    int64_t end = 0;
+    char loc[1024];
     for (int s = 0; s < k->nadstacks; s++) {
         const kern_meta_adstack *a = &k->adstacks[s];
         int64_t cap;
-        if (!a->expr || !sz_eval(a->expr, args, nargs, &cap, msg, sizeof msg)) {
-            rt_format_loc(loc, sizeof loc, m, a->line, a->col);
-            snprintf(err, errlen,
-                     "kernel '%s': cannot size the adstack of the loop at %s (capacity %s): %s",
-                     k->name, loc, a->cap, a->expr ? msg : "not parsed");
-            return KERN_ERR_ARGUMENT;
-        }
-        if (cap < 0)
-            cap = 0;
+        kern_status st = stack_capacity(m, k, s, args, nargs, &cap, err, errlen);
+        if (st != KERN_OK)
+            return st;
         int64_t esize = (int64_t)kern_dtype_size(rt_dtype_of(a->type));
         int64_t off = (end + esize - 1) / esize * esize, bytes, e;
         if (end > INT64_MAX - esize || __builtin_mul_overflow(cap, esize, &bytes) ||
@@ -67,6 +96,71 @@ kern_status rt_adstack_layout(const kern_meta *m, const kern_meta_kernel *k, con
         end = e;
     }
     *stride = (end + 63) / 64 * 64;
+    return KERN_OK;
+}
+
+enum { RT_SLOT_MAJOR_ALIGN = 256 };
+
+/* Slot-major: see adstack.h. */
+static kern_status layout_slot_major(const kern_meta *m, const kern_meta_kernel *k,
+                                     const sz_arg *args, int nargs, int64_t slots, int64_t *layout,
+                                     int64_t *stride, int64_t *total, char *err, size_t errlen) {
+    const int64_t al = RT_SLOT_MAJOR_ALIGN;
+    int64_t end = 0, per_slot = 0;
+    char loc[1024];
+    for (int s = 0; s < k->nadstacks; s++) {
+        const kern_meta_adstack *a = &k->adstacks[s];
+        int64_t cap;
+        kern_status st = stack_capacity(m, k, s, args, nargs, &cap, err, errlen);
+        if (st != KERN_OK)
+            return st;
+        int64_t esize = (int64_t)kern_dtype_size(rt_dtype_of(a->type));
+        int64_t off = (end + al - 1) / al * al, row, region, e;
+        if (__builtin_mul_overflow(cap, esize, &row) ||
+            __builtin_add_overflow(per_slot, row, &per_slot) ||
+            __builtin_mul_overflow(row, slots, &region) ||
+            __builtin_add_overflow(off, region, &e) || e > INT64_MAX - al) {
+            rt_format_loc(loc, sizeof loc, m, a->line, a->col);
+            snprintf(err, errlen,
+                     "kernel '%s': the adstack of the loop at %s needs %lld entries of %s for "
+                     "each of %lld threads: the heap does not fit in 2^63 bytes",
+                     k->name, loc, (long long)cap, a->type->name, (long long)slots);
+            return KERN_ERR_OUT_OF_MEMORY;
+        }
+        layout[2 * s] = off;
+        layout[2 * s + 1] = cap;
+        end = e;
+    }
+    *stride = per_slot;
+    *total = (end + al - 1) / al * al;
+    return KERN_OK;
+}
+
+kern_status rt_adstack_layout(const kern_meta *m, const kern_meta_kernel *k, const sz_arg *args,
+                              int nargs, bool slot_major, int64_t slots, int64_t *layout,
+                              int64_t *stride, size_t *bytes, char *err, size_t errlen) {
+    *stride = 0;
+    if (slots < 1)
+        slots = 1;
+    if (!slot_major) {
+        kern_status s = layout_slices(m, k, args, nargs, layout, stride, err, errlen);
+        if (s != KERN_OK || !bytes)
+            return s;
+        return rt_adstack_heap_size(k->name, *stride, slots, bytes, err, errlen);
+    }
+    int64_t total = 0;
+    kern_status s =
+        layout_slot_major(m, k, args, nargs, slots, layout, stride, &total, err, errlen);
+    if (s != KERN_OK || !bytes)
+        return s;
+    if ((uint64_t)total > (uint64_t)PTRDIFF_MAX || (uint64_t)total > SIZE_MAX) {
+        snprintf(err, errlen,
+                 "kernel '%s': the adstack heap of %lld bytes per thread x %lld threads does not "
+                 "fit in the address space",
+                 k->name, (long long)*stride, (long long)slots);
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    *bytes = (size_t)total;
     return KERN_OK;
 }
 

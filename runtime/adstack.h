@@ -5,17 +5,24 @@
  *   1. evaluates each adstack's SizeExpr with the launch's arguments (rt_adstack_args,
  *      rt_adstack_layout): scalar integer arguments, shapes, and array elements where the
  *      device's memory is host memory (the CPU); a negative value means capacity 0;
- *   2. lays out one thread slot's slice: stack s at an offset aligned to its element size
- *      (1, 4 or 8 bytes), holding capacity x element size bytes, in table order; the
- *      stride (bytes per slot) is the end of the last stack rounded up to 64 bytes, so
- *      slices never share a cache line; every step is checked for int64 overflow;
- *   3. makes sure the context's heap holds stride x slots bytes (rt_adstack_reserve):
+ *   2. lays the stacks out for `slots` thread slots (the device's ad_slots), in table
+ *      order, every step checked for int64 overflow (contract 8), in one of two ways:
+ *      slot slices (the CPU): one slice per slot, stack s at an offset aligned to its
+ *        element size (1, 4 or 8 bytes) holding capacity x element size bytes; the
+ *        stride (bytes per slot) is the end of the last stack rounded up to 64 bytes, so
+ *        slices never share a cache line; the heap is stride x slots bytes;
+ *      slot-major (GPUs, rt_device.ad_slot_major, docs/gpu-abi.md): stack s takes
+ *        capacity x slots x element size bytes at an offset aligned to 256 bytes, entry
+ *        k of slot w at offset + (k x slots + w) x element size, so neighbouring threads
+ *        touch neighbouring addresses; the heap is the end of the last stack rounded up
+ *        to 256 bytes, and the stride reported is the sum of capacity x element size;
+ *   3. makes sure the context's heap holds those bytes (rt_adstack_reserve):
  *      the heap grows to max(2 x old, needed), or exactly `needed` when that doubled
  *      allocation fails, and is kept for later launches; the superseded heap is retired
  *      with the completion point of its last launch (retire.h), never freed while a
  *      launch may still use it.
  * The layout goes to the device by value (rt_launch.ad_layout: offset and capacity per
- * stack), and slot w's slice starts at heap + w x stride. */
+ * stack). */
 #ifndef KERN_RT_ADSTACK_H
 #define KERN_RT_ADSTACK_H
 
@@ -47,15 +54,26 @@ typedef struct rt_adstack_heap {
 void rt_adstack_args(const kern_meta_kernel *k, const rt_launch_arg *la, bool host_memory,
                      sz_arg *args);
 
-/* Evaluates k's SizeExprs and lays out one slot's slice: layout[2s] = offset of stack s,
- * layout[2s + 1] = its capacity in entries, *stride = the slice's bytes (a multiple of
- * 64; 0 when k has no adstacks). m (may be NULL) gives the source file for messages.
- * KERN_ERR_ARGUMENT when an expression cannot be evaluated (an array read out of bounds,
- * a division by zero, a value that overflows) and KERN_ERR_OUT_OF_MEMORY when the slice
- * does not fit in int64 bytes; the message names the kernel and the loop. */
+/* The number of work items of task t for a launch's arguments (args as filled by
+ * rt_adstack_args): 1 for a serial task; for a parallel task the product over its
+ * dimensions of max(0, extent) (meta.h), evaluated on the host. -1 when it is not known
+ * there: an extent is unknown (`?`, or metadata without extents), reads array elements
+ * whose data is not host-readable (args[i].data NULL: the device's memory is not host
+ * memory), cannot be evaluated, or the product overflows int64. */
+int64_t rt_task_count(const kern_meta_task *t, const sz_arg *args, int nargs);
+
+/* Evaluates k's SizeExprs and lays the stacks out for `slots` slots (see the top of this
+ * file; slot_major picks the layout): layout[2s] = offset of stack s (in a slot's slice,
+ * or in the heap when slot-major), layout[2s + 1] = its capacity in entries, *stride =
+ * a slot's bytes (0 when k has no adstacks) and, when bytes is not NULL, *bytes = the
+ * heap's size. m (may be NULL) gives the source file for messages. KERN_ERR_ARGUMENT
+ * when an expression cannot be evaluated (an array read out of bounds, a division by
+ * zero, a value that overflows) and KERN_ERR_OUT_OF_MEMORY when the slice or the heap
+ * does not fit in int64 bytes (or the address space); the message names the kernel and
+ * the loop, or the stride and the slots. */
 kern_status rt_adstack_layout(const kern_meta *m, const kern_meta_kernel *k, const sz_arg *args,
-                              int nargs, int64_t *layout, int64_t *stride, char *err,
-                              size_t errlen);
+                              int nargs, bool slot_major, int64_t slots, int64_t *layout,
+                              int64_t *stride, size_t *bytes, char *err, size_t errlen);
 
 /* stride x slots, checked: KERN_ERR_OUT_OF_MEMORY with a message naming the kernel, the
  * stride and the slots when it does not fit in a size_t (or in PTRDIFF_MAX). */

@@ -1,6 +1,7 @@
 /* cpu.c - the CPU device (device.h): host memory and a worker pool.
  *
- * Allocation handles are 64-byte aligned host memory. A launch builds the argument
+ * Allocation handles are 64-byte aligned host memory. Code is KERN_CODE_HOST only
+ * (hostcode.c): a kernel handle holds each task's `_count` and body functions. A launch builds the argument
  * vector of abi.h (a kern_array_desc per array, the value per scalar), then runs the
  * tasks in order: for each, the `_count` function gives the number of work items; a
  * parallel task's body runs on chunks of [0, count) across the pool (pool.h, about 8
@@ -94,6 +95,7 @@ static void cpu_run_range(void *user, int worker, int64_t begin, int64_t end) {
 static kern_status cpu_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
                               size_t errlen) {
     cpu_device *c = (cpu_device *)d;
+    const rt_host_kernel *hk = l->kernel;
     kern_array_desc descs_small[16];
     void *argv_small[16];
     kern_array_desc *descs = descs_small;
@@ -106,7 +108,7 @@ static kern_status cpu_launch(rt_device *d, const rt_launch *l, uint64_t *point,
                 free(descs);
             if (argv != argv_small)
                 free(argv);
-            snprintf(err, errlen, "out of host memory for the arguments of kernel '%s'", l->kernel);
+            snprintf(err, errlen, "out of host memory for the arguments of kernel '%s'", l->name);
             return KERN_ERR_OUT_OF_MEMORY;
         }
     }
@@ -122,17 +124,14 @@ static kern_status cpu_launch(rt_device *d, const rt_launch *l, uint64_t *point,
     }
     memset(l->err, 0, sizeof *l->err);
     for (int t = 0; t < l->ntasks; t++) {
-        kern_count_fn count_fn;
         cpu_task_run run;
-        /* POSIX: symbols from dlsym and friends convert to function pointers */
-        memcpy(&count_fn, &l->count_syms[t], sizeof count_fn);
-        memcpy(&run.body, &l->body_syms[t], sizeof run.body);
+        run.body = hk->body[t];
         run.args = argv;
         run.err = l->err;
         run.ad_heap = l->ad_heap;
         run.ad_stride = l->ad_stride;
         run.ad_layout = l->ad_layout;
-        int64_t n = count_fn(argv);
+        int64_t n = hk->count[t](argv);
         if (!l->tasks[t].parallel)
             cpu_run_range(&run, 0, 0, 1);
         else if (n > 0)
@@ -158,7 +157,9 @@ static kern_status cpu_wait(rt_device *d, uint64_t point, char *err, size_t errl
 
 static kern_status cpu_sync(rt_device *d, char *err, size_t errlen) { return KERN_OK; }
 
-static int64_t cpu_ad_slots(rt_device *d) { return rt_pool_threads(((cpu_device *)d)->pool); }
+static int64_t cpu_ad_slots(rt_device *d, int64_t max_items) {
+    return rt_pool_threads(((cpu_device *)d)->pool);
+}
 
 static const rt_device_ops cpu_ops = {
     .name = "cpu",
@@ -168,6 +169,10 @@ static const rt_device_ops cpu_ops = {
     .zero = cpu_zero,
     .copy_in = cpu_copy_in,
     .copy_out = cpu_copy_out,
+    .load_code = rt_host_load_code,
+    .get_kernel = rt_host_get_kernel,
+    .free_kernel = rt_host_free_kernel,
+    .unload_code = rt_host_unload_code,
     .launch = cpu_launch,
     .poll = cpu_poll,
     .wait = cpu_wait,

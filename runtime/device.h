@@ -16,6 +16,11 @@
  * filled. The runtime orders them against launches itself (it waits for the last launch
  * that used a buffer before copying), so a device needs no extra ordering for them.
  *
+ * Code belongs to the device: load_code turns a module's code image (provider.h) into
+ * the device's code object, rejecting kinds the device cannot run; get_kernel resolves
+ * every task of one kernel into a handle that launches carry (rt_launch.kernel). A
+ * device that runs host code (KERN_CODE_HOST) can use the rt_host_* functions below.
+ *
  * The CPU device (cpu.c) runs each launch in the calling thread and its worker pool, so
  * every submission has passed when `launch` returns; the API keeps the asynchronous
  * shape for the GPU devices. */
@@ -29,6 +34,7 @@
 #include "../include/kern.h"
 #include "abi.h"
 #include "meta.h"
+#include "provider.h"
 
 typedef struct rt_device rt_device;
 
@@ -47,24 +53,34 @@ typedef struct rt_launch_arg {
     } scalar;
 } rt_launch_arg;
 
-/* One launch of a kernel: its tasks (metadata and the code provider's symbols) and its
+/* One launch of a kernel: its tasks (metadata and the device's kernel handle) and its
  * arguments. The device copies what it needs before `launch` returns. */
 typedef struct rt_launch {
-    const char *kernel; /* for messages */
+    const char *name; /* the kernel's name, for messages */
+    const kern_meta_kernel *meta;
+    const void *kernel; /* the device's handle from get_kernel */
     const kern_meta_task *tasks;
     int ntasks;
-    void *const *count_syms; /* per task: the code provider's symbols */
-    void *const *body_syms;
     const rt_launch_arg *args;
     int nargs;
     /* Where the device leaves the launch's error record; it must hold the final record
      * by the time poll or wait reports the launch's completion point as passed. */
     kern_err_record *err;
-    /* Kernels with adstacks (adstack.h): the heap (an allocation of at least
-     * ad_stride x ad_slots(d) bytes), the bytes per thread slot, and per adstack s the
-     * offset ad_layout[2s] and capacity ad_layout[2s + 1]. Slot w's slice starts at
-     * heap + w x ad_stride. Kernels without adstacks: NULL, 0, NULL. */
+    /* Per task: the number of work items when the host can compute it (rt_task_count,
+     * adstack.h), else -1. GPUs size their grid with it. */
+    const int64_t *counts;
+    /* Kernels with adstacks (adstack.h): the heap, the slots it was sized for (ad_slots,
+     * at least the threads that may run items at once), the bytes one slot uses, and per
+     * adstack s the offset ad_layout[2s] and capacity ad_layout[2s + 1]. Where each entry
+     * lives depends on the device's layout (rt_device.ad_slot_major):
+     *   slot slices (CPU): slot w's slice starts at heap + w x ad_stride, stack s at
+     *     offset ad_layout[2s] in it;
+     *   slot-major (GPUs, docs/gpu-abi.md): entry k of stack s for slot w is at
+     *     heap + ad_layout[2s] + (k x ad_slots + w) x size_s; ad_stride is the sum of
+     *     capacity x size over the stacks.
+     * Kernels without adstacks: NULL, 0, 0, NULL. */
     void *ad_heap;
+    int64_t ad_slots;
     int64_t ad_stride;
     const int64_t *ad_layout;
 } rt_launch;
@@ -80,6 +96,21 @@ typedef struct rt_device_ops {
                            char *err, size_t errlen);
     kern_status (*copy_out)(rt_device *d, void *dst, const void *mem, size_t offset, size_t n,
                             char *err, size_t errlen);
+    /* Loads a module's code image (provider.h) into *code. A kind the device cannot run
+     * is KERN_ERR_UNSUPPORTED with a message naming both ("the module holds PTX for cuda;
+     * the context's device is cpu"). On success the code object owns what it keeps of
+     * the image (a HOST provider is released by unload_code); on failure nothing of the
+     * image was released (the caller releases a HOST provider). */
+    kern_status (*load_code)(rt_device *d, const kern_code_image *img, void **code, char *err,
+                             size_t errlen);
+    /* Resolves every task of kernel mk in code into *handle; a missing symbol is
+     * KERN_ERR_FORMAT with the message "kernel 'K', task T: missing symbol 'S'". The
+     * handle may keep pointers into mk (the module's metadata outlives it). */
+    kern_status (*get_kernel)(rt_device *d, void *code, const kern_meta_kernel *mk, void **handle,
+                              char *err, size_t errlen);
+    void (*free_kernel)(rt_device *d, void *handle);
+    /* Frees a code object; its kernels have been freed and no launch uses it. */
+    void (*unload_code)(rt_device *d, void *code);
     /* Submits a launch; *point receives its completion point. */
     kern_status (*launch)(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
                           size_t errlen);
@@ -89,17 +120,35 @@ typedef struct rt_device_ops {
     kern_status (*wait)(rt_device *d, uint64_t point, char *err, size_t errlen);
     /* Blocks until every submission has passed. */
     kern_status (*sync)(rt_device *d, char *err, size_t errlen);
-    /* The number of adstack heap slots a launch needs: the most work items that can be
-     * in progress at once (CPU: the pool's threads, each running one item at a time).
+    /* The number of adstack heap slots a launch needs (at least 1): the most work items
+     * that can be in progress at once. max_items is the largest host-known work-item
+     * count over the kernel's tasks, -1 when some task's count is unknown. CPU: the
+     * pool's threads, each running one item at a time (max_items unused); a GPU: its
+     * resident threads, or fewer when max_items (rounded up to whole blocks) is smaller.
      * NULL means 1. */
-    int64_t (*ad_slots)(rt_device *d);
+    int64_t (*ad_slots)(rt_device *d, int64_t max_items);
 } rt_device_ops;
 
 struct rt_device {
     const rt_device_ops *ops;
     uint64_t submitted; /* the completion point of the latest submission (0: none yet) */
     bool host_memory;   /* allocation handles are host pointers the runtime may read */
+    bool ad_slot_major; /* adstacks laid out slot-major (GPUs) rather than in slot slices */
 };
+
+/* KERN_CODE_HOST code for devices that run host functions (cpu.c, the tests' fakes): the
+ * code object keeps the provider; a kernel handle is an rt_host_kernel. */
+typedef struct rt_host_kernel {
+    int ntasks;
+    kern_count_fn *count; /* per task: "kern_<K>__t<t>_count" */
+    kern_task_fn *body;   /* per task: "kern_<K>__t<t>" */
+} rt_host_kernel;
+kern_status rt_host_load_code(rt_device *d, const kern_code_image *img, void **code, char *err,
+                              size_t errlen);
+kern_status rt_host_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, void **handle,
+                               char *err, size_t errlen);
+void rt_host_free_kernel(rt_device *d, void *handle);
+void rt_host_unload_code(rt_device *d, void *code);
 
 /* The CPU device: `threads` >= 1 threads including the caller (threads - 1 workers). */
 kern_status rt_cpu_device_create(int threads, rt_device **out, char *err, size_t errlen);

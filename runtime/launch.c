@@ -4,7 +4,8 @@
  * Order of a launch: check every argument (count, then per parameter: kind, dtype, rank)
  * without side effects; collect launches that completed earlier and return a device
  * error among them without submitting (the message names the kernel that faulted); poll
- * the retirement queue; for a kernel with adstacks, size the adstack heap (adstack.h);
+ * the retirement queue; compute each task's work-item count where the host can
+ * (rt_task_count) and, for a kernel with adstacks, size the adstack heap (adstack.h);
  * submit; stamp the buffers, the module and the heap with the completion point; collect
  * again, which on the CPU observes this launch's own error record. */
 #include <stdarg.h>
@@ -72,11 +73,14 @@ static kern_status check_arg(kern_kernel *k, int i, const kern_arg *a, rt_launch
     return KERN_OK;
 }
 
-/* Sizes the adstack heap for a launch of k: evaluates the SizeExprs (after waiting for
- * the launches that write the arrays they read), lays out the slice, reserves
- * stride x slots bytes. layout has 2 x nadstacks entries. */
-static kern_status size_adstacks(kern_kernel *k, const kern_arg *args, const rt_launch_arg *la,
-                                 int64_t *layout, int64_t *stride) {
+/* What a launch of k needs computed on the host from its arguments: per task the
+ * work-item count when the host knows it (counts, -1 otherwise), and for a kernel with
+ * adstacks the layout (2 x nadstacks entries), a slot's bytes and the slots, with the
+ * heap reserved (adstack.h). Array elements that a SizeExpr or an extent reads are read
+ * on the host only where the device's memory is host memory, after waiting for the
+ * launches that may write them. */
+static kern_status size_launch(kern_kernel *k, const kern_arg *args, const rt_launch_arg *la,
+                               int64_t *counts, int64_t *layout, int64_t *stride, int64_t *slots) {
     kern_context *ctx = k->mod->ctx;
     const kern_meta_kernel *mk = k->meta;
     rt_device *d = ctx->dev;
@@ -86,17 +90,21 @@ static kern_status size_adstacks(kern_kernel *k, const kern_arg *args, const rt_
     sz_arg *sa = small;
     if (mk->nparams > 16 && !(sa = calloc((size_t)mk->nparams, sizeof *sa)))
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
-    bool reads = false;
+    bool ad_reads = false, reads = false;
     for (int i = 0; i < mk->nadstacks; i++)
-        reads |= sz_reads_memory(mk->adstacks[i].expr);
-    if (reads && !d->host_memory) {
+        ad_reads |= sz_reads_memory(mk->adstacks[i].expr);
+    reads = ad_reads;
+    for (int t = 0; t < mk->ntasks; t++)
+        for (int e = 0; e < mk->tasks[t].ndims && e < KERN_META_MAX_TASK_DIMS; e++)
+            reads |= mk->tasks[t].extent_expr[e] && sz_reads_memory(mk->tasks[t].extent_expr[e]);
+    if (ad_reads && !d->host_memory) {
         s = rt_error(ctx, KERN_ERR_UNSUPPORTED,
                      "kernel '%s': an adstack capacity reads array elements, and device %s has "
                      "no sizer kernel yet",
                      mk->name, d->ops->name);
         goto cleanup;
     }
-    for (int i = 0; reads && i < mk->nparams; i++) {
+    for (int i = 0; reads && d->host_memory && i < mk->nparams; i++) {
         /* the host reads the arrays: wait for the launches that may write them */
         if (args[i].kind != KERN_ARG_BUFFER || args[i].u.buffer->last_use <= d->ops->poll(d))
             continue;
@@ -106,17 +114,30 @@ static kern_status size_adstacks(kern_kernel *k, const kern_arg *args, const rt_
         }
     }
     rt_adstack_args(mk, la, d->host_memory, sa);
-    int64_t slots = d->ops->ad_slots ? d->ops->ad_slots(d) : 1;
+    int64_t max_items = 0;
+    for (int t = 0; t < mk->ntasks; t++) {
+        counts[t] = rt_task_count(&mk->tasks[t], sa, mk->nparams);
+        if (counts[t] < 0 || max_items < 0)
+            max_items = -1;
+        else if (counts[t] > max_items)
+            max_items = counts[t];
+    }
+    *slots = 0;
+    *stride = 0;
+    if (mk->nadstacks == 0)
+        goto cleanup;
+    *slots = d->ops->ad_slots ? d->ops->ad_slots(d, max_items) : 1;
+    if (*slots < 1)
+        *slots = 1;
     size_t bytes;
-    if ((s = rt_adstack_layout(k->mod->meta, mk, sa, mk->nparams, layout, stride, err,
-                               sizeof err)) != KERN_OK ||
-        (s = rt_adstack_heap_size(mk->name, *stride, slots, &bytes, err, sizeof err)) != KERN_OK ||
-        (s = rt_adstack_reserve(&ctx->adheap, d, &ctx->retired, mk->name, bytes, *stride, slots,
+    if ((s = rt_adstack_layout(k->mod->meta, mk, sa, mk->nparams, d->ad_slot_major, *slots, layout,
+                               stride, &bytes, err, sizeof err)) != KERN_OK ||
+        (s = rt_adstack_reserve(&ctx->adheap, d, &ctx->retired, mk->name, bytes, *stride, *slots,
                                 err, sizeof err)) != KERN_OK) {
         s = rt_error(ctx, s, "%s", err);
         goto cleanup;
     }
-    rt_adstack_remember(&ctx->adheap, layout, mk->nadstacks, *stride, slots);
+    rt_adstack_remember(&ctx->adheap, layout, mk->nadstacks, *stride, *slots);
 cleanup:
     if (sa != small)
         free(sa);
@@ -133,7 +154,9 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
     rt_launch_arg small[16];
     rt_launch_arg *la = small;
     int64_t layout_small[32];
-    int64_t *layout = layout_small, stride = 0;
+    int64_t *layout = layout_small, stride = 0, slots = 0;
+    int64_t counts_small[16];
+    int64_t *counts = counts_small;
     rt_pending *p = NULL;
     char err[512];
     if (nargs != mk->nparams)
@@ -157,11 +180,12 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
         goto cleanup;
     }
     rt_retire_poll(&ctx->retired, ctx->dev);
-    if (mk->nadstacks > 16 && !(layout = calloc((size_t)mk->nadstacks * 2, sizeof *layout))) {
+    if ((mk->nadstacks > 16 && !(layout = calloc((size_t)mk->nadstacks * 2, sizeof *layout))) ||
+        (mk->ntasks > 16 && !(counts = calloc((size_t)mk->ntasks, sizeof *counts)))) {
         s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
         goto cleanup;
     }
-    if (mk->nadstacks > 0 && (s = size_adstacks(k, args, la, layout, &stride)) != KERN_OK)
+    if ((s = size_launch(k, args, la, counts, layout, &stride, &slots)) != KERN_OK)
         goto cleanup;
     if (ctx->npending == ctx->cappending) {
         int cap = ctx->cappending ? ctx->cappending * 2 : 16;
@@ -180,16 +204,18 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
     }
     p->kernel = k;
     rt_launch l = {
-        .kernel = mk->name,
+        .name = mk->name,
+        .meta = mk,
+        .kernel = k->handle,
         .tasks = mk->tasks,
         .ntasks = mk->ntasks,
-        .count_syms = k->count_syms,
-        .body_syms = k->body_syms,
         .args = la,
         .nargs = nargs,
         .err = &p->rec,
+        .counts = counts,
         .ad_heap = mk->nadstacks > 0 ? ctx->adheap.mem : NULL,
-        .ad_stride = mk->nadstacks > 0 ? stride : 0,
+        .ad_slots = slots,
+        .ad_stride = stride,
         .ad_layout = mk->nadstacks > 0 ? layout : NULL,
     };
     s = ctx->dev->ops->launch(ctx->dev, &l, &p->point, err, sizeof err);
@@ -212,5 +238,7 @@ cleanup:
         free(la);
     if (layout != layout_small)
         free(layout);
+    if (counts != counts_small)
+        free(counts);
     return s;
 }

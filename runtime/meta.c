@@ -7,7 +7,8 @@
  * The parser is strict, since the text is machine-written: lines end with '\n' (the last
  * one may not), fields are separated by exactly one space, numbers are unsigned decimal
  * without signs, a kernel line is followed by exactly NPARAMS param lines and then NTASKS
- * task lines, then any adstack lines and at most one graderror line, and `end` is the
+ * task lines (a parallel task's line followed by none or NDIMS extent lines), then any
+ * adstack lines and at most one graderror line, and `end` is the
  * last line. A single NUL byte may follow the text (C
  * strings embedded in a module file may count their terminator). Kernel names are unique,
  * parameter names unique within their kernel. Every error names the line. */
@@ -146,6 +147,9 @@ void kern_meta_free(kern_meta *m) {
         for (int i = 0; i < kk->nparams; i++)
             free(kk->params[i].name);
         free(kk->params);
+        for (int i = 0; i < kk->ntasks; i++)
+            for (int d = 0; d < KERN_META_MAX_TASK_DIMS; d++)
+                free(kk->tasks[i].extent[d]);
         free(kk->tasks);
         for (int i = 0; i < kk->nadstacks; i++)
             free(kk->adstacks[i].cap);
@@ -195,7 +199,55 @@ static bool parse_param(meta_parser *ps, kern_meta_kernel *k, int i) {
     return true;
 }
 
-static bool parse_task(meta_parser *ps, kern_meta_kernel *k, int i) {
+static bool raw_line(meta_parser *ps, const char *prefix, const char **s, const char **e,
+                     bool *found);
+static bool check_leaves(const sz_expr *e, const kern_meta_kernel *k, char *msg, size_t len);
+
+/* extent D SIZEEXPR | extent D ?   (none, or one per dimension in order) */
+static bool parse_extents(meta_parser *ps, kern_meta *m, kern_meta_kernel *k, kern_meta_task *t,
+                          int ti) {
+    for (int d = 0;; d++) {
+        const char *s, *e;
+        bool found;
+        if (!raw_line(ps, "extent ", &s, &e, &found))
+            return false;
+        if (!found) {
+            if (d == 0 || d == t->ndims)
+                return true;
+            return fail(ps, "task %d of kernel '%s' has %d dimensions but %d extent lines", ti,
+                        k->name, t->ndims, d);
+        }
+        if (!t->parallel)
+            return fail(ps, "extent: task %d of kernel '%s' is serial (it has no extents)", ti,
+                        k->name);
+        const char *sp = memchr(s, ' ', (size_t)(e - s));
+        if (!sp || sp + 1 >= e)
+            return fail(ps, "extent: expected 'extent D SIZEEXPR' or 'extent D ?'");
+        uint32_t dim;
+        if (!parse_u32(ps, &(meta_field){s, (int)(sp - s)}, "D", UINT32_MAX, &dim))
+            return false;
+        if (d >= t->ndims)
+            return fail(ps, "extent: task %d of kernel '%s' has %d dimensions, not more", ti,
+                        k->name, t->ndims);
+        if (dim != (uint32_t)d)
+            return fail(ps, "extent: expected dimension %d, found %u (dimensions in order)", d,
+                        dim);
+        const char *x = sp + 1;
+        if (e - x == 1 && *x == '?')
+            continue;
+        char err[256];
+        sz_expr *ex = sz_parse(&m->mem, x, (size_t)(e - x), err, sizeof err);
+        if (!ex)
+            return fail(ps, "extent %d: bad SizeExpr '%.*s': %s", d, (int)(e - x), x, err);
+        if (!check_leaves(ex, k, err, sizeof err))
+            return fail(ps, "extent %d: SizeExpr %s", d, err);
+        if (!(t->extent[d] = dup_field(&(meta_field){x, (int)(e - x)})))
+            return fail(ps, "out of memory");
+        t->extent_expr[d] = ex;
+    }
+}
+
+static bool parse_task(meta_parser *ps, kern_meta *m, kern_meta_kernel *k, int i) {
     bool eof;
     if (!next_line(ps, &eof))
         return eof ? fail(ps, "kernel '%s' ends after %d of its %d tasks", k->name, i, k->ntasks)
@@ -223,7 +275,7 @@ static bool parse_task(meta_parser *ps, kern_meta_kernel *k, int i) {
     if (!t->parallel && nd != 0)
         return fail(ps, "a serial task has 0 dimensions, not %u", nd);
     t->ndims = (int)nd;
-    return true;
+    return parse_extents(ps, m, k, t, i);
 }
 
 /* If the next line starts with `prefix` (which ends with a space), consumes it and
@@ -251,7 +303,7 @@ static bool raw_line(meta_parser *ps, const char *prefix, const char **s, const 
     return true;
 }
 
-/* Splits the next space-terminated field off [*s, e). */
+/* Splits the next space-terminated field off [*s, e) (of an adstack line). */
 static bool take_field(meta_parser *ps, const char **s, const char *e, meta_field *f,
                        const char *what) {
     const char *b = *s;
@@ -264,8 +316,6 @@ static bool take_field(meta_parser *ps, const char **s, const char *e, meta_fiel
     *s = q + 1;
     return true;
 }
-
-static bool check_leaves(const sz_expr *e, const kern_meta_kernel *k, char *msg, size_t len);
 
 /* adstack TYPE LINE COL SIZEEXPR-to-end-of-line */
 static bool parse_adstack(meta_parser *ps, kern_meta *m, kern_meta_kernel *k, const char *s,
@@ -353,7 +403,7 @@ static bool parse_kernel(meta_parser *ps, kern_meta *m) {
     }
     k->ntasks = (int)nt;
     for (uint32_t i = 0; i < nt; i++)
-        if (!parse_task(ps, k, (int)i))
+        if (!parse_task(ps, m, k, (int)i))
             return false;
     const char *s, *e;
     bool found = true;
@@ -470,9 +520,16 @@ void kern_meta_print(kern_buf *out, const kern_meta *m) {
         for (int i = 0; i < kk->nparams; i++)
             buf_printf(out, "param %s %s %d\n", kk->params[i].name, kk->params[i].type->name,
                        kk->params[i].nograd ? 1 : 0);
-        for (int i = 0; i < kk->ntasks; i++)
-            buf_printf(out, "task %s %d %u %u\n", kk->tasks[i].parallel ? "parallel" : "serial",
-                       kk->tasks[i].ndims, kk->tasks[i].line, kk->tasks[i].col);
+        for (int i = 0; i < kk->ntasks; i++) {
+            const kern_meta_task *t = &kk->tasks[i];
+            buf_printf(out, "task %s %d %u %u\n", t->parallel ? "parallel" : "serial", t->ndims,
+                       t->line, t->col);
+            bool any = false;
+            for (int d = 0; d < t->ndims && d < KERN_META_MAX_TASK_DIMS; d++)
+                any |= t->extent[d] != NULL;
+            for (int d = 0; any && d < t->ndims && d < KERN_META_MAX_TASK_DIMS; d++)
+                buf_printf(out, "extent %d %s\n", d, t->extent[d] ? t->extent[d] : "?");
+        }
         for (int i = 0; i < kk->nadstacks; i++)
             buf_printf(out, "adstack %s %u %u %s\n", kk->adstacks[i].type->name,
                        kk->adstacks[i].line, kk->adstacks[i].col, kk->adstacks[i].cap);
@@ -550,9 +607,49 @@ static bool check_leaves(const sz_expr *e, const kern_meta_kernel *k, char *msg,
     return true;
 }
 
+/* Parses (when not parsed yet) and checks the extents of task ti of kk. */
+static bool check_task(kern_meta *m, kern_meta_kernel *kk, int ti, char *err, size_t errlen) {
+    kern_meta_task *t = &kk->tasks[ti];
+    char msg[256];
+    if (t->parallel ? t->ndims < 1 || t->ndims > KERN_META_MAX_TASK_DIMS : t->ndims != 0) {
+        snprintf(err, errlen, "kernel '%s', task %d: %d dimensions (parallel 1 to %d, serial 0)",
+                 kk->name, ti, t->ndims, KERN_META_MAX_TASK_DIMS);
+        return false;
+    }
+    for (int d = 0; d < KERN_META_MAX_TASK_DIMS; d++) {
+        if (!t->extent[d]) {
+            t->extent_expr[d] = NULL;
+            continue;
+        }
+        if (d >= t->ndims) {
+            snprintf(err, errlen, "kernel '%s', task %d: an extent for dimension %d of %d",
+                     kk->name, ti, d, t->ndims);
+            return false;
+        }
+        if (!t->extent_expr[d]) {
+            t->extent_expr[d] =
+                sz_parse(&m->mem, t->extent[d], strlen(t->extent[d]), msg, sizeof msg);
+            if (!t->extent_expr[d]) {
+                snprintf(err, errlen, "kernel '%s', task %d, extent %d: bad SizeExpr '%s': %s",
+                         kk->name, ti, d, t->extent[d], msg);
+                return false;
+            }
+        }
+        if (!check_leaves(t->extent_expr[d], kk, msg, sizeof msg)) {
+            snprintf(err, errlen, "kernel '%s', task %d (at %u:%u), extent %d: SizeExpr %s",
+                     kk->name, ti, t->line, t->col, d, msg);
+            return false;
+        }
+    }
+    return true;
+}
+
 bool kern_meta_check_adstacks(kern_meta *m, char *err, size_t errlen) {
     for (int k = 0; k < m->nkernels; k++) {
         kern_meta_kernel *kk = &m->kernels[k];
+        for (int i = 0; i < kk->ntasks; i++)
+            if (!check_task(m, kk, i, err, errlen))
+                return false;
         for (int i = 0; i < kk->nadstacks; i++) {
             kern_meta_adstack *a = &kk->adstacks[i];
             char msg[256];

@@ -10,6 +10,7 @@
  *   kernel NAME LINE COL NPARAMS NTASKS
  *   param NAME TYPE NOGRAD            TYPE as in types.h: f32, i32[], f64[,], ...; NOGRAD 0|1
  *   task parallel|serial NDIMS LINE COL
+ *   extent D SIZEEXPR | extent D ?    after a parallel task: none, or one per dimension
  *   adstack TYPE LINE COL SIZEEXPR    TYPE a scalar type; SIZEEXPR to the end of the line
  *   graderror MESSAGE-to-end-of-line  (optional, at most once)
  *   end
@@ -17,7 +18,13 @@
  * COL the loop's location, SIZEEXPR the capacity in the text form of common/sizeexpr.h)
  * and graderror (a primal kernel whose K.grad was not built: why) follow its kernel line
  * in that order. The parser parses every SizeExpr and checks its leaves against the
- * kernel's parameters (kern_meta_check_adstacks). */
+ * kernel's parameters (kern_meta_check_adstacks).
+ *
+ * A parallel task's `extent` lines (D = 0 .. NDIMS-1 in order) give the number of work
+ * items along each dimension (hi - lo of its range; a negative value counts as 0) as a
+ * SizeExpr over the kernel's parameters, or `?` where the compiler could not express it,
+ * so the runtime can compute the work-item count on the host (rt_task_count, adstack.h).
+ * Metadata without extent lines (older files) parses with every extent unknown. */
 #ifndef KERN_META_H
 #define KERN_META_H
 
@@ -36,10 +43,16 @@ typedef struct kern_meta_param {
     bool nograd;
 } kern_meta_param;
 
+enum { KERN_META_MAX_TASK_DIMS = 8 };
+
 typedef struct kern_meta_task {
     bool parallel;
     int ndims; /* parallel: 1..8; serial: 0 */
     uint32_t line, col;
+    /* parallel: per dimension d < ndims, the work items along d as SizeExpr text (NULL =
+     * unknown) and parsed (in kern_meta.mem; NULL until parsed or when unknown) */
+    char *extent[KERN_META_MAX_TASK_DIMS];
+    sz_expr *extent_expr[KERN_META_MAX_TASK_DIMS];
 } kern_meta_task;
 
 typedef struct kern_meta_adstack {
@@ -73,11 +86,13 @@ typedef struct kern_meta {
 kern_meta *kern_meta_parse(const char *text, size_t len, char *err, size_t errlen);
 void kern_meta_print(kern_buf *out, const kern_meta *m);
 void kern_meta_free(kern_meta *m);
-/* Parses every adstack's SizeExpr that is not parsed yet (metadata built in memory by
- * the compiler) and checks its leaves against the kernel's parameters: (param P) a scalar
- * integer or bool parameter, (dim P D) an array parameter with D below its rank,
- * (read P I...) an integer array parameter read with one index per dimension. False with
- * a message naming the kernel and the adstack. */
+/* Parses every adstack's SizeExpr and every task extent that is not parsed yet (metadata
+ * built in memory by the compiler) and checks its leaves against the kernel's
+ * parameters: (param P) a scalar integer or bool parameter, (dim P D) an array parameter
+ * with D below its rank, (read P I...) an integer array parameter read with one index
+ * per dimension. Also checks each task's NDIMS (parallel 1..8, serial 0) and that no
+ * extent is set beyond them. False with a message naming the kernel and the adstack or
+ * task. */
 bool kern_meta_check_adstacks(kern_meta *m, char *err, size_t errlen);
 const kern_meta_kernel *kern_meta_find(const kern_meta *m, const char *name);
 /* The symbol of task t of kernel `kernel` (abi.h): writes "kern_<K>__t<t>" or, with

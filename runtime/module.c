@@ -1,6 +1,7 @@
-/* module.c - modules and kernels: rt_module_create (metadata + a code provider, see
- * provider.h), the AOT loader for shared objects built by `kernc build --target=cpu`, and
- * kernel lookup and introspection.
+/* module.c - modules and kernels: rt_module_create (metadata + a code image, see
+ * provider.h; the device loads the code and resolves each kernel), the AOT loader for
+ * shared objects built by `kernc build --target=cpu`, and kernel lookup and
+ * introspection.
  *
  * An AOT module file is a shared object that exports the task functions of abi.h and
  *   const char kern_module_meta[];          the metadata text of meta.h
@@ -18,15 +19,14 @@
 enum { RT_MAX_META_SIZE = 64 << 20 };
 
 static void free_kernels(kern_module *m) {
-    for (int i = 0; i < m->nkernels; i++) {
-        free(m->kernels[i].count_syms);
-        free(m->kernels[i].body_syms);
-    }
+    rt_device *d = m->ctx->dev;
+    for (int i = 0; i < m->nkernels; i++)
+        if (m->kernels[i].handle)
+            d->ops->free_kernel(d, m->kernels[i].handle);
     free(m->kernels);
     m->kernels = NULL;
     m->nkernels = 0;
 }
-
 /* The checks the parser makes, for metadata built in memory by the compiler (which
  * leaves the adstacks' SizeExprs to be parsed here). */
 static bool meta_valid(kern_meta *meta, char *err, size_t errlen) {
@@ -58,14 +58,24 @@ static bool meta_valid(kern_meta *meta, char *err, size_t errlen) {
     return kern_meta_check_adstacks(meta, err, errlen);
 }
 
-kern_status rt_module_create(kern_context *ctx, kern_meta *meta, kern_code_provider p,
+kern_status rt_module_create(kern_context *ctx, kern_meta *meta, kern_code_image code,
                              kern_module **out) {
     kern_status s = KERN_OK;
-    char err[512], sym[512];
+    char err[512];
     kern_module *m = NULL;
+    void *loaded = NULL;
     *out = NULL;
+    if (!ctx->dev) {
+        s = rt_error(ctx, KERN_ERR_ARGUMENT, "the context was not created successfully");
+        goto cleanup;
+    }
+    rt_device *d = ctx->dev;
     if (!meta_valid(meta, err, sizeof err)) {
         s = rt_error(ctx, KERN_ERR_FORMAT, "invalid module metadata: %s", err);
+        goto cleanup;
+    }
+    if ((s = d->ops->load_code(d, &code, &loaded, err, sizeof err)) != KERN_OK) {
+        s = rt_error(ctx, s, "%s", err);
         goto cleanup;
     }
     m = calloc(1, sizeof *m);
@@ -75,46 +85,31 @@ kern_status rt_module_create(kern_context *ctx, kern_meta *meta, kern_code_provi
     }
     m->ctx = ctx;
     m->meta = meta;
-    m->provider = p;
     m->nkernels = meta->nkernels;
     for (int k = 0; k < meta->nkernels; k++) {
         kern_kernel *kk = &m->kernels[k];
-        const kern_meta_kernel *mk = &meta->kernels[k];
         kk->mod = m;
-        kk->meta = mk;
-        kk->count_syms = calloc((size_t)mk->ntasks + 1, sizeof(void *));
-        kk->body_syms = calloc((size_t)mk->ntasks + 1, sizeof(void *));
-        if (!kk->count_syms || !kk->body_syms) {
-            s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a module");
+        kk->meta = &meta->kernels[k];
+        s = d->ops->get_kernel(d, loaded, kk->meta, &kk->handle, err, sizeof err);
+        if (s != KERN_OK) {
+            s = rt_error(ctx, s, "%s", err);
             goto cleanup;
         }
-        for (int t = 0; t < mk->ntasks; t++) {
-            for (int c = 0; c < 2; c++) {
-                kern_meta_symbol(sym, sizeof sym, mk->name, t, c == 0);
-                void *addr = p.lookup ? p.lookup(p.user, sym) : NULL;
-                if (!addr) {
-                    s = rt_error(ctx, KERN_ERR_FORMAT, "kernel '%s', task %d: missing symbol '%s'",
-                                 mk->name, t, sym);
-                    goto cleanup;
-                }
-                if (c == 0)
-                    kk->count_syms[t] = addr;
-                else
-                    kk->body_syms[t] = addr;
-            }
-        }
     }
+    m->code = loaded;
     rt_list_init(&m->link);
     rt_list_push(&ctx->modules, &m->link);
     *out = m;
     return KERN_OK;
 cleanup:
-    if (m)
+    if (m && m->kernels)
         free_kernels(m);
     free(m);
     kern_meta_free(meta);
-    if (p.release)
-        p.release(p.user);
+    if (loaded)
+        ctx->dev->ops->unload_code(ctx->dev, loaded); /* releases a host provider */
+    else if (code.kind == KERN_CODE_HOST && code.host.release)
+        code.host.release(code.host.user);
     return s;
 }
 
@@ -122,8 +117,7 @@ void rt_module_destroy(kern_module *m) {
     rt_list_remove(&m->link);
     free_kernels(m);
     kern_meta_free(m->meta);
-    if (m->provider.release)
-        m->provider.release(m->provider.user);
+    m->ctx->dev->ops->unload_code(m->ctx->dev, m->code);
     free(m);
 }
 
@@ -197,9 +191,9 @@ kern_status kern_module_load_file(kern_context *ctx, const char *path, kern_modu
         s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata: %s", path, err);
         goto cleanup;
     }
-    kern_code_provider p = {h, dl_lookup, dl_release};
+    kern_code_image img = {.kind = KERN_CODE_HOST, .host = {h, dl_lookup, dl_release}};
     h = NULL; /* the provider owns it now, even on failure */
-    s = rt_module_create(ctx, meta, p, out);
+    s = rt_module_create(ctx, meta, img, out);
     if (s != KERN_OK)
         rt_error(ctx, s, "'%s': %s", path, ctx->msg);
 cleanup:

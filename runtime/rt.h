@@ -1,6 +1,6 @@
 /* rt.h - the runtime's internal objects behind the opaque handles of kern.h, and the
- * error-message helpers every API function uses. Not installed; the JIT library includes
- * it to read the context's options and to set messages.
+ * error-message helpers every API function uses. Not installed; the JIT library does not
+ * include it (provider.h declares what it needs).
  *
  * Every API function follows one shape: clear the context's message, check arguments,
  * do the work with one `goto cleanup` path, and return a status; failures set the
@@ -62,23 +62,20 @@ struct kern_buffer {
 struct kern_kernel {
     kern_module *mod;
     const kern_meta_kernel *meta;
-    void **count_syms; /* per task */
-    void **body_syms;
+    void *handle; /* the device's (get_kernel) */
 };
 
 struct kern_module {
     rt_list link;
     kern_context *ctx;
     kern_meta *meta;
-    kern_code_provider provider;
+    void *code;           /* the device's code object (load_code) */
     kern_kernel *kernels; /* one per meta kernel, same order */
     int nkernels;
     uint64_t last_use;
 };
 
-/* Sets the context's message and returns s. */
-kern_status rt_error(kern_context *ctx, kern_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* rt_error (provider.h) sets the context's message and returns its status. */
 void rt_clear_error(kern_context *ctx);
 /* The file, line and column part of messages: "FILE:L:C" or "L:C" without a source. */
 void rt_format_loc(char *buf, size_t size, const kern_meta *m, uint32_t line, uint32_t col);

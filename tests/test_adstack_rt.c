@@ -190,8 +190,8 @@ Test(adstack_rt, layout_offsets_alignment_stride) {
     fake_args(g, a, 10, cnt, 3);
     int64_t layout[8], stride = -1;
     char err[512];
-    cr_assert_eq(rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err), KERN_OK, "%s",
-                 err);
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, false, 1, layout, &stride, NULL, err, sizeof err),
+                 KERN_OK, "%s", err);
     /* f64 x 10 at 0 (80 bytes); i32 x 20 at 80 (to 160); bool x 7 at 160 (to 167);
      * f32 x 7 aligned to 4: at 168 (to 196); stride rounded up to 64: 256 */
     int64_t want[8] = {0, 10, 80, 20, 160, 7, 168, 7};
@@ -202,7 +202,8 @@ Test(adstack_rt, layout_offsets_alignment_stride) {
     /* n = 1: f64 x 1 (8), i32 x 2 at 8 (to 16), bool x 7 at 16 (to 23), f32 x 7 at 24
      * (to 52): stride 64 */
     fake_args(g, a, 1, cnt, 3);
-    cr_assert_eq(rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err), KERN_OK);
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, false, 1, layout, &stride, NULL, err, sizeof err),
+                 KERN_OK);
     int64_t want1[8] = {0, 1, 8, 2, 16, 7, 24, 7};
     for (int i = 0; i < 8; i++)
         cr_assert_eq(layout[i], want1[i], "n=1 layout[%d] = %lld", i, (long long)layout[i]);
@@ -210,11 +211,73 @@ Test(adstack_rt, layout_offsets_alignment_stride) {
 
     /* a negative capacity is 0; an empty maxover is 0 */
     fake_args(g, a, -4, cnt, 0);
-    cr_assert_eq(rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err), KERN_OK);
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, false, 1, layout, &stride, NULL, err, sizeof err),
+                 KERN_OK);
     int64_t want2[8] = {0, 0, 0, 0, 0, 0, 0, 7};
     for (int i = 0; i < 8; i++)
         cr_assert_eq(layout[i], want2[i], "n=-4 layout[%d] = %lld", i, (long long)layout[i]);
     cr_assert_eq(stride, 64);
+    kern_meta_free(m);
+}
+
+Test(adstack_rt, layout_slot_major_offsets_and_heap) {
+    kern_meta *m = parse_ok(ad_meta);
+    const kern_meta_kernel *g = kern_meta_find(m, "walk.grad");
+    sz_arg a[4];
+    const int32_t cnt[3] = {3, 7, 2};
+    fake_args(g, a, 5, cnt, 3); /* capacities 5 (f64), 10 (i32), 7 (bool), 7 (f32) */
+    int64_t layout[8], stride = -1;
+    size_t bytes = 0;
+    char err[512];
+    cr_assert_eq(
+        rt_adstack_layout(m, g, a, 4, true, 1000, layout, &stride, &bytes, err, sizeof err),
+        KERN_OK, "%s", err);
+    /* stack s takes cap x 1000 x size bytes at an offset aligned to 256:
+     * f64 5 x 1000 x 8 = 40000 at 0; i32 10 x 1000 x 4 = 40000 at 40192 (157 x 256, to
+     * 80192); bool 7 x 1000 = 7000 at 80384 (314 x 256, to 87384); f32 7 x 1000 x 4 =
+     * 28000 at 87552 (342 x 256, to 115552); the heap 115712 (452 x 256) */
+    int64_t want[8] = {0, 5, 40192, 10, 80384, 7, 87552, 7};
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq(layout[i], want[i], "layout[%d] = %lld", i, (long long)layout[i]);
+    cr_assert_eq(bytes, 115712);
+    cr_assert_eq(stride, 5 * 8 + 10 * 4 + 7 + 7 * 4, "a slot's bytes");
+    /* any slot count: aligned regions in table order that never overlap, inside the heap */
+    static const int esize[4] = {8, 4, 1, 4};
+    for (int64_t slots = 1; slots < 3000; slots += 97) {
+        cr_assert_eq(
+            rt_adstack_layout(m, g, a, 4, true, slots, layout, &stride, &bytes, err, sizeof err),
+            KERN_OK);
+        int64_t end = 0;
+        for (int st = 0; st < 4; st++) {
+            cr_assert_eq(layout[2 * st] % 256, 0);
+            cr_assert_geq(layout[2 * st], end);
+            cr_assert_lt(layout[2 * st] - end, 256, "no gap beyond the alignment");
+            end = layout[2 * st] + layout[2 * st + 1] * slots * esize[st];
+        }
+        cr_assert_geq((int64_t)bytes, end);
+        cr_assert_lt((int64_t)bytes - end, 256);
+        cr_assert_eq(bytes % 256, 0);
+    }
+    /* the slice layout is unchanged by the slot count; bytes = stride x slots */
+    fake_args(g, a, 10, cnt, 3);
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, false, 3, layout, &stride, &bytes, err, sizeof err),
+                 KERN_OK);
+    cr_assert_eq(stride, 256);
+    cr_assert_eq(bytes, 768);
+    cr_assert_eq(layout[6], 168);
+    /* a heap that does not fit in int64 bytes: 2^20 entries x 8 bytes x 2^40 slots */
+    fake_args(g, a, INT64_C(1) << 20, cnt, 3);
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, true, INT64_C(1) << 40, layout, &stride, &bytes, err,
+                                   sizeof err),
+                 KERN_ERR_OUT_OF_MEMORY);
+    cr_assert_str_eq(err, "kernel 'walk.grad': the adstack of the loop at tests/ad.kern:3:5 needs "
+                          "1048576 entries of f64 for each of 1099511627776 threads: the heap "
+                          "does not fit in 2^63 bytes");
+    /* and a slice heap whose stride x slots overflows */
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, false, INT64_C(1) << 40, layout, &stride, &bytes,
+                                   err, sizeof err),
+                 KERN_ERR_OUT_OF_MEMORY);
+    cr_assert(strstr(err, "x 1099511627776 threads does not fit in the address space"), "%s", err);
     kern_meta_free(m);
 }
 
@@ -227,7 +290,7 @@ Test(adstack_rt, layout_evaluation_errors) {
     char err[512];
     /* data not readable here: the read leaf fails, naming kernel and loop */
     fake_args(g, a, 10, NULL, 3);
-    cr_assert_eq(rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err),
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, false, 1, layout, &stride, NULL, err, sizeof err),
                  KERN_ERR_ARGUMENT);
     const char *want = "kernel 'walk.grad': cannot size the adstack of the loop at "
                        "tests/ad.kern:5:1 (capacity (maxover v0 0 (dim 2 0) (max 0 (read 2 "
@@ -235,14 +298,14 @@ Test(adstack_rt, layout_evaluation_errors) {
     cr_assert(strncmp(err, want, strlen(want)) == 0, "%s", err);
     /* a slice that does not fit in int64 bytes */
     fake_args(g, a, INT64_C(1) << 61, cnt, 3);
-    cr_assert_eq(rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err),
+    cr_assert_eq(rt_adstack_layout(m, g, a, 4, false, 1, layout, &stride, NULL, err, sizeof err),
                  KERN_ERR_OUT_OF_MEMORY);
     cr_assert_str_eq(err, "kernel 'walk.grad': the adstack of the loop at tests/ad.kern:3:5 needs "
                           "2305843009213693952 entries of f64: the per-thread slice does not fit "
                           "in 2^63 bytes");
     /* (mul (param 0) 2) overflows int64 inside the evaluator */
     fake_args(g, a, INT64_C(1) << 62, cnt, 3);
-    kern_status s = rt_adstack_layout(m, g, a, 4, layout, &stride, err, sizeof err);
+    kern_status s = rt_adstack_layout(m, g, a, 4, false, 1, layout, &stride, NULL, err, sizeof err);
     cr_assert_neq(s, KERN_OK);
     cr_assert(strstr(err, "kernel 'walk.grad'") && strstr(err, "tests/ad.kern:"), "%s", err);
     kern_meta_free(m);
@@ -421,12 +484,17 @@ static kern_context *ctx_threads(int threads) {
     return ctx;
 }
 
+static kern_code_image host_image(void *user, void *(*lookup)(void *, const char *),
+                                  void (*release)(void *)) {
+    return (kern_code_image){.kind = KERN_CODE_HOST, .host = {user, lookup, release}};
+}
+
 static kern_module *hand_module(kern_context *ctx) {
     char err[512];
     kern_meta *meta = kern_meta_parse(hand_meta, strlen(hand_meta), err, sizeof err);
     cr_assert(meta, "%s", err);
     kern_module *m = NULL;
-    kern_code_provider p = {NULL, hand_lookup, NULL};
+    kern_code_image p = {.kind = KERN_CODE_HOST, .host = {NULL, hand_lookup, NULL}};
     cr_assert_eq(rt_module_create(ctx, meta, p, &m), KERN_OK, "%s", kern_context_last_error(ctx));
     return m;
 }
@@ -546,8 +614,7 @@ Test(adstack_rt, overflow_message_and_grad_lookup) {
     char err[256];
     kern_meta *mm = kern_meta_parse(meta2, strlen(meta2), err, sizeof err);
     cr_assert(mm, "%s", err);
-    cr_assert_eq(rt_module_create(ctx, mm, (kern_code_provider){NULL, hand_lookup, NULL}, &m2),
-                 KERN_OK);
+    cr_assert_eq(rt_module_create(ctx, mm, host_image(NULL, hand_lookup, NULL), &m2), KERN_OK);
     cr_assert_eq(kern_kernel_find(m2, "bounce.grad", &k), KERN_ERR_NOT_FOUND);
     cr_assert_str_eq(kern_context_last_error(ctx), "kernel 'bounce.grad' was not built: x is read "
                                                    "at 6:3 and later written at 8:5");

@@ -587,7 +587,7 @@ static kern_module *make_module(kern_context *ctx, test_provider *tp) {
     kern_meta *meta = kern_meta_parse(test_meta, strlen(test_meta), err, sizeof err);
     cr_assert(meta, "%s", err);
     kern_module *m = NULL;
-    kern_code_provider p = {tp, tp_lookup, tp_release};
+    kern_code_image p = {.kind = KERN_CODE_HOST, .host = {tp, tp_lookup, tp_release}};
     kern_status s = rt_module_create(ctx, meta, p, &m);
     cr_assert_eq(s, KERN_OK, "%s", kern_context_last_error(ctx));
     return m;
@@ -649,7 +649,7 @@ Test(runtime, module_missing_symbol) {
     char err[256];
     kern_meta *meta = kern_meta_parse(test_meta, strlen(test_meta), err, sizeof err);
     kern_module *m = (kern_module *)1;
-    kern_code_provider p = {&tp, tp_lookup, tp_release};
+    kern_code_image p = {.kind = KERN_CODE_HOST, .host = {&tp, tp_lookup, tp_release}};
     cr_assert_eq(rt_module_create(ctx, meta, p, &m), KERN_ERR_FORMAT);
     cr_assert_null(m);
     cr_assert_str_eq(kern_context_last_error(ctx),
@@ -775,7 +775,7 @@ Test(runtime, module_rejects_bad_in_memory_metadata) {
     meta->kernels[0].params[0].type = ty_void();
     test_provider tp = {0};
     kern_module *m = NULL;
-    kern_code_provider p = {&tp, tp_lookup, tp_release};
+    kern_code_image p = {.kind = KERN_CODE_HOST, .host = {&tp, tp_lookup, tp_release}};
     cr_assert_eq(rt_module_create(ctx, meta, p, &m), KERN_ERR_FORMAT); /* frees meta */
     cr_assert_str_eq(kern_context_last_error(ctx),
                      "invalid module metadata: kernel 'k': parameter 0 has no name or a bad type");
@@ -1007,6 +1007,54 @@ Test(runtime, pool_runs_are_barriers) {
     cr_assert_str_eq(err, "thread count 0 must be at least 1");
 }
 
+Test(runtime, module_code_belongs_to_the_device) {
+    kern_context *ctx = make_ctx(1);
+    char err[256];
+    /* the CPU device resolves each task's _count and body into the kernel's handle */
+    test_provider tp = {0};
+    kern_module *m = make_module(ctx, &tp);
+    const rt_host_kernel *hk = find(m, "steps")->handle;
+    cr_assert_eq(hk->ntasks, 3);
+    cr_assert_eq((void *)hk->count[1], (void *)steps_t1_count);
+    cr_assert_eq((void *)hk->body[0], (void *)steps_t0);
+    cr_assert_eq((void *)hk->body[2], (void *)steps_t2);
+    cr_assert_eq((void *)hk->count[2], (void *)one_count);
+    kern_module_release(m);
+    cr_assert_eq(tp.releases, 1);
+    /* code for another device is refused, naming what the module holds and the device */
+    static const char ptx[] = ".version 8.0\n.target sm_90\n"; /* not NUL-terminated below */
+    const struct {
+        kern_code_kind kind;
+        const char *msg;
+    } cases[] = {
+        {KERN_CODE_PTX, "the module holds PTX for cuda; the context's device is cpu"},
+        {KERN_CODE_HSACO,
+         "the module holds an HSACO code object for amdgpu; the context's device is cpu"},
+    };
+    for (int i = 0; i < 2; i++) {
+        kern_meta *meta = kern_meta_parse(test_meta, strlen(test_meta), err, sizeof err);
+        cr_assert(meta, "%s", err);
+        m = (kern_module *)1;
+        kern_code_image img = {.kind = cases[i].kind, .bytes = ptx, .len = sizeof ptx - 1};
+        cr_assert_eq(rt_module_create(ctx, meta, img, &m), KERN_ERR_UNSUPPORTED);
+        cr_assert_null(m);
+        cr_assert_str_eq(kern_context_last_error(ctx), cases[i].msg);
+    }
+    kern_context_release(ctx);
+    /* a context that failed to be created makes no modules (and releases the provider) */
+    kern_context_options o = kern_context_options_default();
+    o.threads = -1;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_ERR_ARGUMENT);
+    kern_meta *meta = kern_meta_parse(test_meta, strlen(test_meta), err, sizeof err);
+    test_provider tp2 = {0};
+    kern_code_image img = {.kind = KERN_CODE_HOST, .host = {&tp2, tp_lookup, tp_release}};
+    cr_assert_eq(rt_module_create(ctx, meta, img, &m), KERN_ERR_ARGUMENT);
+    cr_assert_str_eq(kern_context_last_error(ctx), "the context was not created successfully");
+    cr_assert_eq(tp2.releases, 1);
+    cr_assert_eq(tp2.lookups, 0);
+    kern_context_release(ctx);
+}
+
 /* ---- a fake asynchronous device ----------------------------------------------------- */
 
 typedef struct fake_dev {
@@ -1079,9 +1127,23 @@ static kern_status fake_sync(rt_device *d, char *e, size_t el) {
     fake_complete((fake_dev *)d, d->submitted);
     return KERN_OK;
 }
-static const rt_device_ops fake_ops = {"fake",    fake_destroy, fake_alloc, fake_free,
-                                       fake_zero, fake_in,      fake_out,   fake_launch,
-                                       fake_poll, fake_wait,    fake_sync,  NULL};
+static const rt_device_ops fake_ops = {
+    .name = "fake",
+    .destroy = fake_destroy,
+    .alloc = fake_alloc,
+    .free = fake_free,
+    .zero = fake_zero,
+    .copy_in = fake_in,
+    .copy_out = fake_out,
+    .load_code = rt_host_load_code,
+    .get_kernel = rt_host_get_kernel,
+    .free_kernel = rt_host_free_kernel,
+    .unload_code = rt_host_unload_code,
+    .launch = fake_launch,
+    .poll = fake_poll,
+    .wait = fake_wait,
+    .sync = fake_sync,
+};
 
 static bool was_freed(const fake_dev *f, const void *mem) {
     for (int i = 0; i < f->nfreed; i++)
