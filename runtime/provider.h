@@ -24,8 +24,6 @@
 #include "../include/kern.h"
 #include "meta.h"
 
-typedef enum kern_code_kind { KERN_CODE_HOST = 0, KERN_CODE_PTX = 1, KERN_CODE_HSACO = 2 } kern_code_kind;
-
 typedef struct kern_code_provider {
     void *user;
     void *(*lookup)(void *user, const char *symbol); /* NULL when absent */
