@@ -1,6 +1,6 @@
 /* meta_ir.c - module metadata from the IR: what the runtime needs to know about a
  * compiled module (kernels, parameters, tasks, adstacks with their SizeExpr text,
- * grad_error, locations) without the compiler. The SizeExprs are parsed and checked by
+ * grad_error, locations, the extents of parallel tasks) without the compiler. The SizeExprs are parsed and checked by
  * the runtime when it makes the module (kern_meta_check_adstacks).
  * The task numbering is the backends' (runtime/abi.h): the t-th parallel or serial op of
  * the kernel body is task t. */
@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "meta_ir.h"
+
+#include "../passes/passes.h"
 
 static char *dup_str(const char *s) {
     size_t n = strlen(s) + 1;
@@ -58,6 +60,11 @@ static void fill_kernel(kern_meta_kernel *mk, const ir_kernel *k) {
         mt->ndims = mt->parallel ? (int)(op->noperands / 2) : 0;
         mt->line = op->loc.line;
         mt->col = op->loc.col;
+        /* the work items per dimension, for the GPU grid sized on the host */
+        for (int d = 0; d < mt->ndims && d < KERN_META_MAX_TASK_DIMS; d++) {
+            const char *e = ad_task_extent(k, op, (uint32_t)d);
+            mt->extent[d] = e ? dup_str(e) : NULL;
+        }
     }
     mk->nadstacks = (int)k->nadstacks;
     mk->adstacks = k->nadstacks ? zalloc(k->nadstacks, sizeof *mk->adstacks) : NULL;

@@ -265,3 +265,29 @@ Test(nvptx, codegen_table) {
     cr_expect(cuda->code && cuda->arch_valid);
     cr_expect_eq(kc_codegen_for_backend(cuda->backend), cuda);
 }
+
+/* The metadata carries each parallel task's extents (what the CUDA device sizes its grid
+ * from), and `?` where the range cannot be expressed on the host. */
+Test(nvptx, metadata_extents) {
+    kc_ctx *cc = kc_ctx_new();
+    ir_module *m = compile(cc, "kernel k(a: f32[,], n: i32) {\n"
+                               "  for i in 0..shape(a, 0), j in 1..n { a[i, j] = 1.0; }\n"
+                               "  for i in 0..i32(f32(n) * 0.5) { a[0, i] = 2.0; }\n"
+                               "  a[0, 0] = 3.0;\n"
+                               "}\n");
+    kern_meta *meta = kc_meta_from_ir(m);
+    cr_assert_eq(meta->nkernels, 1);
+    const kern_meta_kernel *k = &meta->kernels[0];
+    cr_assert_eq(k->ntasks, 3);
+    cr_expect_str_eq(k->tasks[0].extent[0], "(dim 0 0)");
+    cr_expect_str_eq(k->tasks[0].extent[1], "(max 0 (sub (param 1) 1))");
+    cr_expect_null(k->tasks[1].extent[0]);
+    cr_expect_null(k->tasks[2].extent[0]); /* serial */
+    kern_buf text = {0};
+    kern_meta_print(&text, meta);
+    cr_expect(strstr(text.data, "task parallel 1 3 3\ntask serial"), "%s", text.data);
+    buf_free(&text);
+    kern_meta_free(meta);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+}
