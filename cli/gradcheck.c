@@ -617,6 +617,7 @@ gradcheck_status gradcheck_source(const char *path, const char *text, size_t len
     }
     kern_context_options co = kern_context_options_default();
     co.debug = true;
+    co.backend = (kern_backend)o->backend;
     if (kern_context_create(&co, &g.ctx) != KERN_OK) {
         st = gc_fail(&g, GRADCHECK_USER, "%s",
                      g.ctx ? kern_context_last_error(g.ctx) : "out of memory");

@@ -25,6 +25,7 @@ typedef struct gradcheck_options {
     double rtol;      /* tolerance of the f64 gradient (default 1e-6) */
     double rtol_f32;  /* tolerance of the gradient as written, f32 (default 1e-2) */
     int max_checks;   /* elements checked at most, sampled evenly (default 200) */
+    int backend;      /* the kern_backend K and K.grad run on (default cpu) */
 } gradcheck_options;
 
 void gradcheck_options_default(gradcheck_options *o);

@@ -42,13 +42,6 @@ static int fail(int status, const char *fmt, ...) {
     return status;
 }
 
-static int check_target(const char *target) {
-    if (target && strcmp(target, "cpu") != 0)
-        return fail(KERNC_EXIT_USAGE,
-                    "target '%s' is not available in this version of kernc (only cpu)", target);
-    return 0;
-}
-
 /* The code generator of target (NULL: cpu), checking o->arch against it; NULL after
  * printing why. */
 static const kc_codegen *codegen_of(const char *target, const kc_options *o, int *rc) {
@@ -218,8 +211,9 @@ static int split_binding(const char *s, binding *b, char **copy, const char *wha
 }
 
 int kernc_cmd_run(const kernc_run_args *a) {
-    int rc = check_target(a->target);
-    if (rc)
+    int rc = 0;
+    const kc_codegen *cg = codegen_of(a->target, &a->opts, &rc);
+    if (!cg)
         return rc;
     if (!a->kernel)
         return fail(KERNC_EXIT_USAGE, "run: missing KERNEL (kernc run FILE.kern KERNEL ...)");
@@ -260,6 +254,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
         goto cleanup;
     }
     kern_context_options o = kern_context_options_default();
+    o.backend = (kern_backend)cg->backend;
     o.debug = a->opts.debug;
     o.ad_stack_size = a->opts.ad_stack_size;
     kern_status st = kern_context_create(&o, &ctx);
@@ -569,8 +564,9 @@ int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, 
 /* ---- gradcheck ---------------------------------------------------------------------- */
 
 int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o) {
-    int rc = check_target(a->target);
-    if (rc)
+    int rc = 0;
+    const kc_codegen *cg = codegen_of(a->target, &a->opts, &rc);
+    if (!cg)
         return rc;
     if (!a->kernel)
         return fail(KERNC_EXIT_USAGE,
@@ -581,6 +577,7 @@ int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o) {
         return fail(KERNC_EXIT_IO, "cannot read '%s': %s", a->file, strerror(errno));
     gradcheck_options go = *o;
     go.copts = a->opts;
+    go.backend = cg->backend;
     gradcheck_result res;
     gradcheck_status st = gradcheck_source(a->file, text, len, a->kernel, a->bindings, a->nbindings,
                                            &go, &res, stderr);

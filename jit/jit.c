@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
 #include "../common/context.h"
 #include "../common/util.h"
@@ -46,11 +47,24 @@ kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_o
         return rt_error(ctx, KERN_ERR_ARGUMENT, "jit_module_from_ir: a NULL argument");
     *out = NULL;
     kern_context_options co = kern_context_get_options(ctx);
-    if (co.backend != KERN_BACKEND_CPU)
+    const kc_codegen *cg = kc_codegen_for_backend(co.backend);
+    if (!cg)
         return rt_error(ctx, KERN_ERR_UNSUPPORTED,
-                        "the JIT supports the cpu backend only in this version, not %s",
-                        kern_backend_name(co.backend) ? kern_backend_name(co.backend) : "?");
-    char err[1024] = "";
+                        "the JIT has no code generator for the %s backend (it has: %s)",
+                        kern_backend_name(co.backend) ? kern_backend_name(co.backend) : "?",
+                        kc_codegen_targets());
+    char err[2048] = "";
+    if (cg->code) { /* a GPU: the device loads the image */
+        size_t len = 0;
+        char *code = cg->code(m, o, &len, err, sizeof err);
+        if (!code)
+            return rt_error(ctx, KERN_ERR_COMPILE, "compilation of %s for %s failed: %s",
+                            name ? name : "<source>", cg->target, err);
+        kern_code_image img = {.kind = (kern_code_kind)cg->code_kind, .bytes = code, .len = len};
+        kern_status s = rt_module_create(ctx, kc_meta_from_ir(m), img, out);
+        free(code);
+        return s;
+    }
     llvm_jit *j = llvm_jit_compile(m, o, err, sizeof err);
     if (!j)
         return rt_error(ctx, KERN_ERR_INTERNAL, "JIT compilation of %s failed: %s",
@@ -70,10 +84,11 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
     if (!source)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_module_from_source: source is NULL");
     kern_context_options o = kern_context_get_options(ctx);
-    if (o.backend != KERN_BACKEND_CPU)
+    if (!kc_codegen_for_backend(o.backend))
         return rt_error(ctx, KERN_ERR_UNSUPPORTED,
-                        "the JIT supports the cpu backend only in this version, not %s",
-                        kern_backend_name(o.backend) ? kern_backend_name(o.backend) : "?");
+                        "the JIT has no code generator for the %s backend (it has: %s)",
+                        kern_backend_name(o.backend) ? kern_backend_name(o.backend) : "?",
+                        kc_codegen_targets());
     kc_ctx *cc = kc_ctx_new();
     cc->opts.debug = o.debug;
     if (o.ad_stack_size > 0)
