@@ -108,6 +108,20 @@ void llvm_task_symbol(char *buf, size_t size, const char *kernel, int task, bool
     buf_free(&b);
 }
 
+void llvm_sizer_symbol(char *buf, size_t size, const char *kernel, int s) {
+    kern_buf b = {0};
+    buf_puts(&b, "kern_");
+    for (const char *p = kernel; *p; p++) {
+        if (*p == '.')
+            buf_puts(&b, "__");
+        else
+            buf_putc(&b, *p);
+    }
+    buf_printf(&b, "__s%d", s);
+    snprintf(buf, size, "%s", b.data ? b.data : "");
+    buf_free(&b);
+}
+
 /* ---- control flow ------------------------------------------------------------------ */
 
 static const ir_op *emit_region(llvm_emitter *em, const ir_region *r);

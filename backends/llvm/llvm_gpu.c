@@ -14,14 +14,16 @@
  *   ad_heap + ad_off[s] + (k * ad_slots + w) * size_s,
  * so em->ad_base[s] = ad_heap + ad_off[s] + w * size_s and em->ad_step = ad_slots. A
  * thread at or beyond ad_slots, or a NULL heap, sees capacity 0 (every push records an
- * overflow instead of writing). */
+ * overflow instead of writing).
+ *
+ * A kernel whose adstack capacities read array elements also gets a sizer entry point per
+ * such adstack (llvm_sizer.c). */
 #include <stdlib.h>
 
+#include "../../common/sizeexpr.h"
 #include "llvm_gpu.h"
 
-/* The kernel parameters, bound to the kernel body's arguments; returns the index of the
- * first ABI parameter after them (err). */
-static unsigned bind_params(llvm_emitter *em, LLVMValueRef fn) {
+unsigned llvm_gpu_bind_params(llvm_emitter *em, LLVMValueRef fn) {
     const ir_kernel *k = em->kernel;
     unsigned n = 0;
     for (uint32_t i = 0; i < k->nparams; i++) {
@@ -141,7 +143,7 @@ static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op 
     llvm_task_symbol(name, sizeof name, em->kernel->name, t, false);
     LLVMValueRef fn = llvm_function_begin(em, name, entry_type(em, em->kernel), NULL);
     gt->mark_kernel(em, fn);
-    unsigned abi = bind_params(em, fn);
+    unsigned abi = llvm_gpu_bind_params(em, fn);
     em->err = LLVMGetParam(fn, abi);
     em->checks = em->opts->debug;
     LLVMValueRef w = gt->thread_index(em), nthreads = gt->thread_count(em);
@@ -165,6 +167,23 @@ static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op 
     llvm_adstack_end(em);
 }
 
+/* A sizer kernel for every adstack whose capacity reads array elements (llvm_sizer.c). */
+static void emit_sizers(llvm_emitter *em, const llvm_gpu_target *gt) {
+    const ir_kernel *k = em->kernel;
+    for (uint32_t s = 0; s < k->nadstacks; s++) {
+        arena a;
+        arena_init(&a);
+        char err[256];
+        const char *cap = k->adstacks[s].cap;
+        sz_expr *e = cap ? sz_parse(&a, cap, strlen(cap), err, sizeof err) : NULL;
+        if (!e && cap)
+            kern_unreachable("GPU backend: an adstack capacity that does not parse");
+        if (e && sz_reads_memory(e))
+            llvm_gpu_emit_sizer(em, gt, s, e);
+        arena_free(&a);
+    }
+}
+
 LLVMModuleRef llvm_gpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
                                    const llvm_gpu_target *gt) {
     llvm_emitter em;
@@ -176,6 +195,7 @@ LLVMModuleRef llvm_gpu_emit_module(LLVMContextRef ctx, const ir_module *m, const
             if (op->code == IR_PARALLEL || op->code == IR_SERIAL)
                 emit_entry(&em, gt, op, t++);
         }
+        emit_sizers(&em, gt);
         llvm_kernel_end(&em);
     }
     return llvm_emitter_fini(&em);

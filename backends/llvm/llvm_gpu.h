@@ -20,4 +20,13 @@ typedef struct llvm_gpu_target {
 LLVMModuleRef llvm_gpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
                                    const llvm_gpu_target *gt);
 
+/* Binds the parameters of a GPU entry point (docs/gpu-abi.md) to the kernel body's
+ * arguments (em->arr_data, em->arr_shape for arrays); returns the index of the first
+ * parameter after them. */
+unsigned llvm_gpu_bind_params(llvm_emitter *em, LLVMValueRef fn);
+/* The sizer entry point of adstack s of the current kernel, whose capacity is e. */
+struct sz_expr;
+void llvm_gpu_emit_sizer(llvm_emitter *em, const llvm_gpu_target *gt, uint32_t s,
+                         const struct sz_expr *e);
+
 #endif

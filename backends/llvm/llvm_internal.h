@@ -167,5 +167,7 @@ void llvm_errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The symbol of task `task` of kernel `kernel` (runtime/abi.h), into buf. */
 void llvm_task_symbol(char *buf, size_t size, const char *kernel, int task, bool count);
+/* The symbol of the sizer kernel of adstack s of `kernel` (docs/gpu-abi.md), into buf. */
+void llvm_sizer_symbol(char *buf, size_t size, const char *kernel, int s);
 
 #endif

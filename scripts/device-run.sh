@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# device-run.sh - the GPU machine's checks, from the repository root, after
+# scripts/device-stage.sh on a development machine (run with carry [".device"]):
+#
+#   source .device/env.sh; bash scripts/device-run.sh [STEP ...]
+#
+# STEPS (default: all): suite, corpus, cli, sanitizer, bench. Each prints a header and
+# what it ran; results also go to $OUT (when set) as STEP.txt. Exit status: the number of
+# failed steps.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+out=${OUT:-/tmp/kern-device-out}
+mkdir -p "$out"
+# the test binary was built in build-static/ on the development machine: put its helpers
+# back at those paths, and the source tree where KERN_SOURCE_ROOT points
+while read -r name path; do
+    mkdir -p "$(dirname "$path")"
+    cp ".device/bin/$name" "$path"
+done < .device/layout
+root=$(strings .device/bin/kern-tests | grep -m1 -E '^/.*/examples$' | sed 's|/examples$||' || true)
+[ -n "$root" ] && [ ! -e "$root" ] && mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"
+export KERN_LIBDEVICE=${KERN_LIBDEVICE:-/usr/local/cuda/nvvm/libdevice/libdevice.10.bc}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
+
+failed=0
+step() { # NAME CMD...: runs CMD, tees to $out/NAME.txt
+    local name=$1
+    shift
+    echo "==== $name: $* ($(date -u +%H:%M:%S))"
+    if ! "$@" > "$out/$name.txt" 2>&1; then
+        failed=$((failed + 1))
+        echo "==== $name FAILED"
+    fi
+    tail -n 25 "$out/$name.txt"
+}
+
+steps=("$@")
+for STEP in suite corpus cli sanitizer bench; do
+    [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
+    case $STEP in
+    suite) step suite kern-tests -j8 ;;
+    corpus) step corpus env KERN_TEST_BACKEND=cuda kern-tests -j4 --filter 'grad*/*'
+            step e2e env KERN_TEST_BACKEND=cuda kern-tests -j4 --filter 'e2e/*' ;;
+    cli) step cli bash -c '
+        set -e
+        kernc run examples/simulate.kern simulate --target=cuda x0=examples/data/x0.npy w=examples/data/w.npy out=examples/data/out.npy steps=16
+        kernc gradcheck examples/simulate.kern simulate --target=cuda x0=examples/data/x0.npy w=examples/data/w.npy out=examples/data/out.npy steps=16
+        printf "kernel spin(x: f32[]) {\n  for i in 0..len(x) {\n    var v = x[i];\n    while v < 1000.0 {\n      v = v * 1.5 + 1.0;\n    }\n    x[i] = v;\n  }\n}\n" > /tmp/spin.kern
+        for t in cpu cuda; do
+          echo "-- overflow on $t:"
+          kernc run /tmp/spin.kern spin.grad --target=$t --ad-stack-size 4 x=0.001 x.grad=1 2>&1 || true
+        done' ;;
+    sanitizer) step sanitizer bash -c '
+        command -v compute-sanitizer || { echo "no compute-sanitizer"; exit 0; }
+        KERN_TEST_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -40
+        KERN_TEST_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -20' ;;
+    bench) step bench bash bench/gpu-bench/run.sh ;;
+    esac
+done
+echo "device-run: $failed failed step(s)"
+exit $failed

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# device-stage.sh - stages everything a GPU run needs into .device/ (docs/building.md,
+# ../shared/device/README.md), on a development machine, from the repository root:
+#
+#   bash scripts/device-stage.sh
+#
+# 1. builds build-static/ (release, LLVM linked statically: -Dllvm_static=true);
+# 2. bundles kernc, the test binary, the examples' host program, the benchmark drivers and
+#    the test AOT fixtures with ../shared/device/bundle.sh, stripped so that they fit in the
+#    64 MiB a run may carry;
+# 3. builds the benchmark's AOT CUDA modules (.device/modules/*.kmod).
+# On the GPU machine, scripts/device-run.sh puts them back where the test binary expects
+# them (the build-static/ paths compiled into it).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+top=$PWD
+bundle=${BUNDLE_SH:-$(cd "$top/.." && pwd)/shared/device/bundle.sh}
+B=build-static
+if [ -f $B/meson-private/coredata.dat ]; then
+    meson setup --reconfigure $B --native-file native/llvm19.ini -Dllvm_static=true \
+        -Dbuildtype=release >/dev/null
+else
+    meson setup $B --native-file native/llvm19.ini -Dllvm_static=true -Dbuildtype=release >/dev/null
+fi
+ninja -C $B >/dev/null
+progs=($B/kernc $B/tests/kern-tests $B/examples/kern-host $B/bench/kern-bench
+       $B/bench/kern-bench-aot $B/tests/kern-test-aot-*.so)
+rm -rf .device
+# bundle.sh copies every program's libraries; strip them all afterwards
+"$bundle" "${progs[@]}" >/dev/null || true
+strip --strip-unneeded .device/bin/* .device/lib/* 2>/dev/null || true
+# where the test binary looks for its helpers (paths compiled in from build-static/)
+{
+    for p in "${progs[@]}"; do echo "$(basename "$p") $p"; done
+} > .device/layout
+mkdir -p .device/modules
+for k in loop ragged; do
+    $B/kernc build "bench/gpu-bench/$k.kern" --target=cuda -o ".device/modules/$k.kmod"
+done
+size=$(du -sm .device | cut -f1)
+echo "device-stage: $(ls .device/bin | wc -l) programs, $(ls .device/lib | wc -l) libraries, ${size} MiB in .device/"
+(( size < 60 )) || { echo "device-stage: too large to carry" >&2; exit 1; }
