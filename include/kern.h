@@ -76,7 +76,7 @@ typedef enum kern_backend {
 const char *kern_backend_name(kern_backend b);
 
 typedef struct kern_context_options {
-    kern_backend backend;  /* KERN_BACKEND_CPU by default (the only one for now) */
+    kern_backend backend;  /* KERN_BACKEND_CPU by default, or KERN_BACKEND_CUDA (device 0) */
     bool debug;            /* JIT modules compile with bounds, division and shift checks */
     int threads;           /* CPU worker threads including the caller; 0 = online CPUs */
     int64_t ad_stack_size; /* default adstack capacity for JIT modules; 0 = the default */
@@ -98,8 +98,11 @@ void kern_context_release(kern_context *ctx);
  * Valid until the next call on the context. */
 const char *kern_context_last_error(const kern_context *ctx);
 kern_context_options kern_context_get_options(const kern_context *ctx);
-/* Worker threads of the CPU device (including the calling thread). */
+/* Worker threads of the CPU device (including the calling thread); 1 for other devices. */
 int kern_context_threads(const kern_context *ctx);
+/* The context's device in words: "cpu (8 threads)", "cuda: NVIDIA H100 80GB HBM3 (sm_90,
+ * 132 SMs)"; "" for a context that was not created successfully. */
+const char *kern_context_device_name(const kern_context *ctx);
 /* Waits until every launch has completed; returns KERN_ERR_DEVICE for a device error
  * that no earlier call reported. */
 kern_status kern_sync(kern_context *ctx);
