@@ -1,6 +1,6 @@
 /* kern.h - the public C API of the kern runtime (link with -lkern; pkg-config kern).
  *
- * A host program creates a context for a device (the CPU for now), creates buffers from
+ * A host program creates a context for a device (the CPU, or a CUDA GPU), creates buffers from
  * host data, loads a module (an ahead-of-time file built by `kernc build`, or source code
  * compiled by the JIT library), finds a kernel by name, launches it with typed arguments
  * that are checked against the kernel's signature, synchronizes and reads buffers back.
@@ -154,9 +154,10 @@ typedef struct kern_module kern_module;
 typedef struct kern_kernel kern_kernel;
 
 /* Loads an ahead-of-time module built by `kernc build --target=cpu -o PATH` (a shared
- * object with the kernels' code and metadata). KERN_ERR_NOT_FOUND for a missing file,
- * KERN_ERR_FORMAT for a file that is not a kern module or whose metadata or symbols are
- * broken. */
+ * object with the kernels' code and metadata) or `--target=cuda` (a module file holding
+ * metadata and PTX, docs/gpu-abi.md). KERN_ERR_NOT_FOUND for a missing file,
+ * KERN_ERR_FORMAT for a file that is not a kern module or whose metadata, code or
+ * symbols are broken, KERN_ERR_UNSUPPORTED for code the context's device cannot run. */
 kern_status kern_module_load_file(kern_context *ctx, const char *path, kern_module **out);
 
 /* JIT: compiles kern source (name is the file name used in messages; NULL = "<source>")

@@ -149,8 +149,10 @@ static void cu_err(const cuda_api *api, CUresult r, const char *what, char *err,
         api->cuGetErrorName(r, &name);
     if (api->cuGetErrorString)
         api->cuGetErrorString(r, &desc);
-    snprintf(err, errlen, "%s failed: %s (%s)", what, name ? name : "CUDA error",
-             desc ? desc : "no description");
+    if (name)
+        snprintf(err, errlen, "%s failed: %s (%s)", what, name, desc ? desc : "no description");
+    else
+        snprintf(err, errlen, "%s failed: CUresult %d", what, (int)r);
 }
 
 #define CU_CHECK(c, call, what)                       \

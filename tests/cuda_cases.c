@@ -438,6 +438,11 @@ done:
     return ok;
 }
 
+const char *cuda_cases_ptx(size_t *len) {
+    *len = sizeof cases_ptx - 1;
+    return cases_ptx;
+}
+
 const cuda_case cuda_cases[] = {
     {"saxpy", cuda_case_saxpy},
     {"task_order", cuda_case_task_order},

@@ -17,6 +17,9 @@ int cuda_case_adstack_slot_major(char *msg, size_t len);
 int cuda_case_bad_ptx(char *msg, size_t len);
 int cuda_case_missing_symbol(char *msg, size_t len);
 
+/* The cases' PTX (for a test that assembles it with ptxas where the toolkit is). */
+const char *cuda_cases_ptx(size_t *len);
+
 typedef struct cuda_case {
     const char *name;
     cuda_case_fn fn;

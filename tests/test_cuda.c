@@ -38,6 +38,20 @@ Test(cuda, driver_without_the_entry_points) {
     cr_assert_str_eq(err, "the CUDA driver libm.so.6 lacks cuInit (too old a driver?)");
 }
 
+/* The CUDA toolkit's stub driver (present where the toolkit is installed) exports every
+ * entry point with its real name, and its cuInit fails: the names the device loads all
+ * exist, and the failure is a clear error. */
+Test(cuda, stub_driver_has_every_entry_point_and_fails_cuinit) {
+    const char *stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
+    if (access(stub, R_OK) != 0)
+        cr_skip_test("no CUDA toolkit stub driver at %s", stub);
+    rt_device *d = (rt_device *)1;
+    char err[512];
+    cr_assert_eq(rt_cuda_device_create(stub, 0, &d, err, sizeof err), KERN_ERR_UNSUPPORTED);
+    cr_assert_null(d);
+    cr_assert(strncmp(err, "CUDA driver: cuInit failed: ", 28) == 0, "%s", err);
+}
+
 Test(cuda, context_without_a_device_is_a_clear_error) {
     kern_context_options o = kern_context_options_default();
     o.backend = KERN_BACKEND_CUDA;
@@ -353,6 +367,25 @@ Test(cuda, module_files_in_a_cpu_context) {
 }
 
 /* ---- on a GPU ------------------------------------------------------------------------ */
+
+/* The hand-written PTX of the GPU cases assembles for the H100 (where ptxas is). */
+Test(cuda, cases_ptx_assembles) {
+    const char *ptxas = "/usr/local/cuda/bin/ptxas";
+    if (access(ptxas, X_OK) != 0)
+        cr_skip_test("no ptxas at %s", ptxas);
+    char path[] = "/tmp/kern-cases-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    size_t n;
+    const char *ptx = cuda_cases_ptx(&n);
+    write_file(path, ptx, n);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s -arch=sm_90 %s -o /dev/null 2>&1", ptxas, path);
+    int rc = system(cmd);
+    unlink(path);
+    cr_assert_eq(rc, 0, "ptxas rejected the cases' PTX");
+}
 
 static void run_case(cuda_case_fn fn) {
     char msg[4096] = "";
