@@ -1,6 +1,6 @@
 /* kern.h - the public C API of the kern runtime (link with -lkern; pkg-config kern).
  *
- * A host program creates a context for a device (the CPU for now), creates buffers from
+ * A host program creates a context for a device (the CPU, or a CUDA GPU), creates buffers from
  * host data, loads a module (an ahead-of-time file built by `kernc build`, or source code
  * compiled by the JIT library), finds a kernel by name, launches it with typed arguments
  * that are checked against the kernel's signature, synchronizes and reads buffers back.
@@ -76,7 +76,7 @@ typedef enum kern_backend {
 const char *kern_backend_name(kern_backend b);
 
 typedef struct kern_context_options {
-    kern_backend backend;  /* KERN_BACKEND_CPU by default (the only one for now) */
+    kern_backend backend;  /* KERN_BACKEND_CPU by default, or KERN_BACKEND_CUDA (device 0) */
     bool debug;            /* JIT modules compile with bounds, division and shift checks */
     int threads;           /* CPU worker threads including the caller; 0 = online CPUs */
     int64_t ad_stack_size; /* default adstack capacity for JIT modules; 0 = the default */
@@ -98,8 +98,11 @@ void kern_context_release(kern_context *ctx);
  * Valid until the next call on the context. */
 const char *kern_context_last_error(const kern_context *ctx);
 kern_context_options kern_context_get_options(const kern_context *ctx);
-/* Worker threads of the CPU device (including the calling thread). */
+/* Worker threads of the CPU device (including the calling thread); 1 for other devices. */
 int kern_context_threads(const kern_context *ctx);
+/* The context's device in words: "cpu (8 threads)", "cuda: NVIDIA H100 80GB HBM3 (sm_90,
+ * 132 SMs)"; "" for a context that was not created successfully. */
+const char *kern_context_device_name(const kern_context *ctx);
 /* Waits until every launch has completed; returns KERN_ERR_DEVICE for a device error
  * that no earlier call reported. */
 kern_status kern_sync(kern_context *ctx);
@@ -151,9 +154,10 @@ typedef struct kern_module kern_module;
 typedef struct kern_kernel kern_kernel;
 
 /* Loads an ahead-of-time module built by `kernc build --target=cpu -o PATH` (a shared
- * object with the kernels' code and metadata). KERN_ERR_NOT_FOUND for a missing file,
- * KERN_ERR_FORMAT for a file that is not a kern module or whose metadata or symbols are
- * broken. */
+ * object with the kernels' code and metadata) or `--target=cuda` (a module file holding
+ * metadata and PTX, docs/gpu-abi.md). KERN_ERR_NOT_FOUND for a missing file,
+ * KERN_ERR_FORMAT for a file that is not a kern module or whose metadata, code or
+ * symbols are broken, KERN_ERR_UNSUPPORTED for code the context's device cannot run. */
 kern_status kern_module_load_file(kern_context *ctx, const char *path, kern_module **out);
 
 /* JIT: compiles kern source (name is the file name used in messages; NULL = "<source>")

@@ -213,22 +213,31 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
     const char *bname = kern_backend_name(ctx->opts.backend);
     if (!bname)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "invalid backend %d", (int)ctx->opts.backend);
-    if (ctx->opts.backend != KERN_BACKEND_CPU)
+    if (ctx->opts.backend != KERN_BACKEND_CPU && ctx->opts.backend != KERN_BACKEND_CUDA)
         return rt_error(ctx, KERN_ERR_UNSUPPORTED,
-                        "backend '%s' is not available in this runtime (only 'cpu' is)", bname);
+                        "backend '%s' is not available in this runtime (only 'cpu' and 'cuda' "
+                        "are)",
+                        bname);
     if (ctx->opts.threads < 0 || ctx->opts.threads > RT_MAX_THREADS)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "thread count %d is out of range (0 to %d)",
                         ctx->opts.threads, RT_MAX_THREADS);
     if (ctx->opts.ad_stack_size < 0)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "adstack size %lld is negative",
                         (long long)ctx->opts.ad_stack_size);
+    char err[512];
+    kern_status s;
+    if (ctx->opts.backend == KERN_BACKEND_CUDA) {
+        s = rt_cuda_device_create(NULL, 0, &ctx->dev, err, sizeof err);
+        if (s != KERN_OK)
+            return rt_error(ctx, s, "cannot create the cuda device: %s", err);
+        return KERN_OK;
+    }
     int threads = ctx->opts.threads;
     if (threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n < 1 ? 1 : n > RT_MAX_THREADS ? RT_MAX_THREADS : (int)n;
     }
-    char err[512];
-    kern_status s = rt_cpu_device_create(threads, &ctx->dev, err, sizeof err);
+    s = rt_cpu_device_create(threads, &ctx->dev, err, sizeof err);
     if (s != KERN_OK)
         return rt_error(ctx, s, "cannot create the cpu device: %s", err);
     ctx->opts.threads = threads;
@@ -242,7 +251,13 @@ kern_context_options kern_context_get_options(const kern_context *ctx) {
 }
 
 int kern_context_threads(const kern_context *ctx) {
-    return ctx && ctx->dev ? rt_cpu_device_threads(ctx->dev) : 0;
+    if (!ctx || !ctx->dev)
+        return 0;
+    return ctx->opts.backend == KERN_BACKEND_CPU ? rt_cpu_device_threads(ctx->dev) : 1;
+}
+
+const char *kern_context_device_name(const kern_context *ctx) {
+    return ctx && ctx->dev ? ctx->dev->desc : "";
 }
 
 kern_status kern_sync(kern_context *ctx) {

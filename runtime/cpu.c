@@ -194,6 +194,8 @@ kern_status rt_cpu_device_create(int threads, rt_device **out, char *err, size_t
         free(c);
         return KERN_ERR_OUT_OF_MEMORY; /* no memory or no more threads */
     }
+    snprintf(c->base.desc, sizeof c->base.desc, "cpu (%d thread%s)", threads,
+             threads == 1 ? "" : "s");
     *out = &c->base;
     return KERN_OK;
 }

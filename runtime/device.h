@@ -134,6 +134,7 @@ struct rt_device {
     uint64_t submitted; /* the completion point of the latest submission (0: none yet) */
     bool host_memory;   /* allocation handles are host pointers the runtime may read */
     bool ad_slot_major; /* adstacks laid out slot-major (GPUs) rather than in slot slices */
+    char desc[320]; /* for kern_context_device_name: "cpu (8 threads)", "cuda: NAME (sm_90, ...)" */
 };
 
 /* KERN_CODE_HOST code for devices that run host functions (cpu.c, the tests' fakes): the
@@ -153,5 +154,12 @@ void rt_host_unload_code(rt_device *d, void *code);
 /* The CPU device: `threads` >= 1 threads including the caller (threads - 1 workers). */
 kern_status rt_cpu_device_create(int threads, rt_device **out, char *err, size_t errlen);
 int rt_cpu_device_threads(const rt_device *d);
+
+/* The CUDA device (cuda.c): device `ordinal` of the driver library `driver` (NULL:
+ * "libcuda.so.1"), opened with dlopen. KERN_ERR_UNSUPPORTED when the library cannot be
+ * opened ("CUDA driver not found: dlopen(libcuda.so.1): ..."), lacks an entry point, or
+ * cuInit fails (no device); the message says which. */
+kern_status rt_cuda_device_create(const char *driver, int ordinal, rt_device **out, char *err,
+                                  size_t errlen);
 
 #endif

@@ -6,7 +6,10 @@
  * An AOT module file is a shared object that exports the task functions of abi.h and
  *   const char kern_module_meta[];          the metadata text of meta.h
  *   const uint64_t kern_module_meta_size;   its length in bytes (a trailing NUL allowed)
- * It is dlopen()ed with RTLD_NOW | RTLD_LOCAL and closed when the module is released. */
+ * It is dlopen()ed with RTLD_NOW | RTLD_LOCAL and closed when the module is released.
+ * A file that starts with "kern-module " is instead the GPU container of docs/gpu-abi.md
+ * (gpu.h: metadata + PTX or an HSACO code object), read whole and handed to the device's
+ * load_code. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -14,9 +17,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "gpu.h"
 #include "rt.h"
 
 enum { RT_MAX_META_SIZE = 64 << 20 };
+#define RT_MAX_MODULE_FILE ((size_t)1 << 31)
 
 static void free_kernels(kern_module *m) {
     rt_device *d = m->ctx->dev;
@@ -134,6 +139,77 @@ void kern_module_release(kern_module *m) {
     rt_module_destroy(m);
 }
 
+/* ---- AOT module files ---------------------------------------------------------------- */
+
+/* Loads the GPU container at path (already known to start with "kern-module "). */
+static kern_status load_container(kern_context *ctx, const char *path, size_t size,
+                                  kern_module **out) {
+    kern_status s = KERN_OK;
+    char err[512];
+    char *data = NULL;
+    FILE *f = NULL;
+    if (size > RT_MAX_MODULE_FILE) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': a module file of %zu bytes is too large", path,
+                     size);
+        goto cleanup;
+    }
+    if (!(data = malloc(size ? size : 1))) {
+        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for module '%s'", path);
+        goto cleanup;
+    }
+    if (!(f = fopen(path, "rb")) || fread(data, 1, size, f) != size) {
+        s = rt_error(ctx, KERN_ERR_IO, "cannot read module '%s': %s", path,
+                     errno ? strerror(errno) : "short read");
+        goto cleanup;
+    }
+    rt_modfile mf;
+    if (!rt_modfile_parse(data, size, &mf, err, sizeof err)) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module file: %s", path, err);
+        goto cleanup;
+    }
+    kern_code_image img = {.bytes = mf.code, .len = mf.code_len};
+    if (strcmp(mf.target, "cuda") == 0)
+        img.kind = KERN_CODE_PTX;
+    else if (strcmp(mf.target, "amdgpu") == 0)
+        img.kind = KERN_CODE_HSACO;
+    else {
+        s = rt_error(ctx, KERN_ERR_FORMAT,
+                     "'%s': a module for target '%s', which this runtime does not know (cuda, "
+                     "amdgpu)",
+                     path, mf.target);
+        goto cleanup;
+    }
+    if (mf.meta_len > RT_MAX_META_SIZE) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata (size %zu)", path,
+                     mf.meta_len);
+        goto cleanup;
+    }
+    kern_meta *meta = kern_meta_parse(mf.meta, mf.meta_len, err, sizeof err);
+    if (!meta) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata: %s", path, err);
+        goto cleanup;
+    }
+    s = rt_module_create(ctx, meta, img, out);
+    if (s != KERN_OK)
+        rt_error(ctx, s, "'%s': %s", path, ctx->msg);
+cleanup:
+    if (f)
+        fclose(f);
+    free(data);
+    return s;
+}
+
+/* Whether the file starts like a GPU container. */
+static bool is_container(const char *path) {
+    char head[16];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return rt_modfile_is(head, n);
+}
+
 /* ---- AOT shared objects ------------------------------------------------------------ */
 
 static void *dl_lookup(void *user, const char *symbol) { return dlsym(user, symbol); }
@@ -157,6 +233,10 @@ kern_status kern_module_load_file(kern_context *ctx, const char *path, kern_modu
                         "cannot open module '%s': %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode))
         return rt_error(ctx, KERN_ERR_FORMAT, "module '%s' is not a regular file", path);
+    if (is_container(path)) {
+        errno = 0;
+        return load_container(ctx, path, (size_t)st.st_size, out);
+    }
     /* a path without '/' would make dlopen search the library path */
     size_t n = strlen(path);
     dlpath = malloc(n + 3);

@@ -238,15 +238,21 @@ Test(runtime, context_options) {
     cr_assert_eq(kern_context_create(NULL, &dflt), KERN_OK);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cr_assert_eq(kern_context_threads(dflt), n < 1 ? 1 : (int)n);
+    char want[64];
+    snprintf(want, sizeof want, "cpu (%d thread%s)", kern_context_threads(dflt),
+             kern_context_threads(dflt) == 1 ? "" : "s");
+    cr_assert_str_eq(kern_context_device_name(dflt), want);
     kern_context_release(dflt);
 
     kern_context_options o = kern_context_options_default();
-    o.backend = KERN_BACKEND_CUDA;
+    o.backend = KERN_BACKEND_VULKAN;
     kern_context *bad = NULL;
     cr_assert_eq(kern_context_create(&o, &bad), KERN_ERR_UNSUPPORTED);
     cr_assert_not_null(bad);
     cr_assert_str_eq(kern_context_last_error(bad),
-                     "backend 'cuda' is not available in this runtime (only 'cpu' is)");
+                     "backend 'vulkan' is not available in this runtime (only 'cpu' and 'cuda' "
+                     "are)");
+    cr_assert_str_eq(kern_context_device_name(bad), "");
     /* a failed context refuses work */
     kern_buffer *b = NULL;
     int64_t shape[1] = {4};
