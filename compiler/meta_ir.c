@@ -36,6 +36,21 @@ static char *one_line(const char *s) {
     return d;
 }
 
+/* Whether r stores to or updates the array parameter p anywhere. */
+static bool writes(const ir_region *r, const ir_value *p) {
+    ir_foreach_op(op, r) {
+        bool access = op->code == IR_STORE || op->code == IR_ATOMIC_ADD ||
+                      op->code == IR_ATOMIC_SUB || op->code == IR_ATOMIC_MIN ||
+                      op->code == IR_ATOMIC_MAX || op->code == IR_ATOMIC_XCHG;
+        if (access && op->operands[0] == p)
+            return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (writes(op->regions[i], p))
+                return true;
+    }
+    return false;
+}
+
 static void fill_kernel(kern_meta_kernel *mk, const ir_kernel *k) {
     mk->name = dup_str(k->name);
     mk->line = k->loc.line;
@@ -46,6 +61,8 @@ static void fill_kernel(kern_meta_kernel *mk, const ir_kernel *k) {
         mk->params[i].name = dup_str(k->params[i].name);
         mk->params[i].type = k->params[i].type;
         mk->params[i].nograd = k->params[i].nograd;
+        mk->params[i].readonly =
+            ty_is_array(k->params[i].type) && !writes(k->body, k->body->args[i]);
     }
     int ntasks = 0;
     ir_foreach_op(op, k->body) ntasks += op->code == IR_PARALLEL || op->code == IR_SERIAL;

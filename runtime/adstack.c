@@ -52,10 +52,14 @@ int64_t rt_task_count(const kern_meta_task *t, const sz_arg *args, int nargs) {
 
 /* Evaluates the capacity of stack s of k (negative counts as 0). */
 static kern_status stack_capacity(const kern_meta *m, const kern_meta_kernel *k, int s,
-                                  const sz_arg *args, int nargs, int64_t *cap, char *err,
-                                  size_t errlen) {
+                                  const sz_arg *args, int nargs, const int64_t *known,
+                                  int64_t *cap, char *err, size_t errlen) {
     const kern_meta_adstack *a = &k->adstacks[s];
     char loc[1024], msg[512];
+    if (known && known[s] != RT_ADSTACK_UNKNOWN) { /* sized on the device */
+        *cap = known[s] < 0 ? 0 : known[s];
+        return KERN_OK;
+    }
     if (!a->expr || !sz_eval(a->expr, args, nargs, cap, msg, sizeof msg)) {
         rt_format_loc(loc, sizeof loc, m, a->line, a->col);
         snprintf(err, errlen,
@@ -70,14 +74,14 @@ static kern_status stack_capacity(const kern_meta *m, const kern_meta_kernel *k,
 
 /* Slot slices: see adstack.h. */
 static kern_status layout_slices(const kern_meta *m, const kern_meta_kernel *k, const sz_arg *args,
-                                 int nargs, int64_t *layout, int64_t *stride, char *err,
+                                 int nargs, const int64_t *known, int64_t *layout, int64_t *stride, char *err,
                                  size_t errlen) {
     int64_t end = 0;
     char loc[1024];
     for (int s = 0; s < k->nadstacks; s++) {
         const kern_meta_adstack *a = &k->adstacks[s];
         int64_t cap;
-        kern_status st = stack_capacity(m, k, s, args, nargs, &cap, err, errlen);
+        kern_status st = stack_capacity(m, k, s, args, nargs, known, &cap, err, errlen);
         if (st != KERN_OK)
             return st;
         int64_t esize = (int64_t)kern_dtype_size(rt_dtype_of(a->type));
@@ -103,7 +107,8 @@ enum { RT_SLOT_MAJOR_ALIGN = 256 };
 
 /* Slot-major: see adstack.h. */
 static kern_status layout_slot_major(const kern_meta *m, const kern_meta_kernel *k,
-                                     const sz_arg *args, int nargs, int64_t slots, int64_t *layout,
+                                     const sz_arg *args, int nargs, const int64_t *known,
+                                     int64_t slots, int64_t *layout,
                                      int64_t *stride, int64_t *total, char *err, size_t errlen) {
     const int64_t al = RT_SLOT_MAJOR_ALIGN;
     int64_t end = 0, per_slot = 0;
@@ -111,7 +116,7 @@ static kern_status layout_slot_major(const kern_meta *m, const kern_meta_kernel 
     for (int s = 0; s < k->nadstacks; s++) {
         const kern_meta_adstack *a = &k->adstacks[s];
         int64_t cap;
-        kern_status st = stack_capacity(m, k, s, args, nargs, &cap, err, errlen);
+        kern_status st = stack_capacity(m, k, s, args, nargs, known, &cap, err, errlen);
         if (st != KERN_OK)
             return st;
         int64_t esize = (int64_t)kern_dtype_size(rt_dtype_of(a->type));
@@ -139,18 +144,26 @@ static kern_status layout_slot_major(const kern_meta *m, const kern_meta_kernel 
 kern_status rt_adstack_layout(const kern_meta *m, const kern_meta_kernel *k, const sz_arg *args,
                               int nargs, bool slot_major, int64_t slots, int64_t *layout,
                               int64_t *stride, size_t *bytes, char *err, size_t errlen) {
+    return rt_adstack_layout_known(m, k, args, nargs, NULL, slot_major, slots, layout, stride,
+                                   bytes, err, errlen);
+}
+
+kern_status rt_adstack_layout_known(const kern_meta *m, const kern_meta_kernel *k,
+                                    const sz_arg *args, int nargs, const int64_t *known,
+                                    bool slot_major, int64_t slots, int64_t *layout,
+                                    int64_t *stride, size_t *bytes, char *err, size_t errlen) {
     *stride = 0;
     if (slots < 1)
         slots = 1;
     if (!slot_major) {
-        kern_status s = layout_slices(m, k, args, nargs, layout, stride, err, errlen);
+        kern_status s = layout_slices(m, k, args, nargs, known, layout, stride, err, errlen);
         if (s != KERN_OK || !bytes)
             return s;
         return rt_adstack_heap_size(k->name, *stride, slots, bytes, err, errlen);
     }
     int64_t total = 0;
     kern_status s =
-        layout_slot_major(m, k, args, nargs, slots, layout, stride, &total, err, errlen);
+        layout_slot_major(m, k, args, nargs, known, slots, layout, stride, &total, err, errlen);
     if (s != KERN_OK || !bytes)
         return s;
     if ((uint64_t)total > (uint64_t)PTRDIFF_MAX || (uint64_t)total > SIZE_MAX) {

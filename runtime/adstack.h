@@ -74,6 +74,14 @@ int64_t rt_task_count(const kern_meta_task *t, const sz_arg *args, int nargs);
 kern_status rt_adstack_layout(const kern_meta *m, const kern_meta_kernel *k, const sz_arg *args,
                               int nargs, bool slot_major, int64_t slots, int64_t *layout,
                               int64_t *stride, size_t *bytes, char *err, size_t errlen);
+/* rt_adstack_layout with capacities already known for some stacks: known[s] (when known is
+ * not NULL and known[s] != RT_ADSTACK_UNKNOWN) is used instead of evaluating stack s's
+ * SizeExpr (a device sizer's result; negative counts as 0). */
+#define RT_ADSTACK_UNKNOWN INT64_MIN
+kern_status rt_adstack_layout_known(const kern_meta *m, const kern_meta_kernel *k,
+                                    const sz_arg *args, int nargs, const int64_t *known,
+                                    bool slot_major, int64_t slots, int64_t *layout,
+                                    int64_t *stride, size_t *bytes, char *err, size_t errlen);
 
 /* stride x slots, checked: KERN_ERR_OUT_OF_MEMORY with a message naming the kernel, the
  * stride and the slots when it does not fit in a size_t (or in PTRDIFF_MAX). */

@@ -171,8 +171,8 @@ static bool parse_param(meta_parser *ps, kern_meta_kernel *k, int i) {
     if (!field_is(&ps->f[0], "param"))
         return fail(ps, "expected param %d of %d of kernel '%s', found '%.*s'", i + 1, k->nparams,
                     k->name, ps->f[0].len, ps->f[0].s);
-    if (ps->nf != 4)
-        return fail(ps, "param: expected 'param NAME TYPE NOGRAD'");
+    if (ps->nf != 4 && ps->nf != 5)
+        return fail(ps, "param: expected 'param NAME TYPE NOGRAD [WRITTEN]'");
     if (!is_name(&ps->f[1]))
         return fail(ps, "param: bad name '%.*s'", ps->f[1].len, ps->f[1].s);
     const kern_type *t = ty_parse(ps->f[2].s, ps->f[2].len);
@@ -187,10 +187,17 @@ static bool parse_param(meta_parser *ps, kern_meta_kernel *k, int i) {
     else
         return fail(ps, "param '%.*s': NOGRAD must be 0 or 1, not '%.*s'", ps->f[1].len, ps->f[1].s,
                     ps->f[3].len, ps->f[3].s);
+    bool readonly = false; /* older files: no WRITTEN field, taken as written */
+    if (ps->nf == 5 && field_is(&ps->f[4], "0"))
+        readonly = true;
+    else if (ps->nf == 5 && !field_is(&ps->f[4], "1"))
+        return fail(ps, "param '%.*s': WRITTEN must be 0 or 1, not '%.*s'", ps->f[1].len,
+                    ps->f[1].s, ps->f[4].len, ps->f[4].s);
     for (int j = 0; j < i; j++)
         if (field_is(&ps->f[1], k->params[j].name))
             return fail(ps, "kernel '%s' has two params named '%s'", k->name, k->params[j].name);
     kern_meta_param *p = &k->params[i];
+    p->readonly = readonly;
     p->name = dup_field(&ps->f[1]);
     if (!p->name)
         return fail(ps, "out of memory");
@@ -517,9 +524,12 @@ void kern_meta_print(kern_buf *out, const kern_meta *m) {
         const kern_meta_kernel *kk = &m->kernels[k];
         buf_printf(out, "kernel %s %u %u %d %d\n", kk->name, kk->line, kk->col, kk->nparams,
                    kk->ntasks);
-        for (int i = 0; i < kk->nparams; i++)
-            buf_printf(out, "param %s %s %d\n", kk->params[i].name, kk->params[i].type->name,
-                       kk->params[i].nograd ? 1 : 0);
+        for (int i = 0; i < kk->nparams; i++) {
+            const kern_meta_param *p = &kk->params[i];
+            /* WRITTEN is printed only as 0: absent means the kernel may write it */
+            buf_printf(out, "param %s %s %d%s\n", p->name, p->type->name, p->nograd ? 1 : 0,
+                       p->readonly ? " 0" : "");
+        }
         for (int i = 0; i < kk->ntasks; i++) {
             const kern_meta_task *t = &kk->tasks[i];
             buf_printf(out, "task %s %d %u %u\n", t->parallel ? "parallel" : "serial", t->ndims,

@@ -8,7 +8,9 @@
  *   kern-meta 1
  *   source PATH-with-spaces-allowed-to-end-of-line      (optional)
  *   kernel NAME LINE COL NPARAMS NTASKS
- *   param NAME TYPE NOGRAD            TYPE as in types.h: f32, i32[], f64[,], ...; NOGRAD 0|1
+ *   param NAME TYPE NOGRAD [WRITTEN]  TYPE as in types.h: f32, i32[], f64[,], ...; NOGRAD 0|1;
+ *                                     WRITTEN 0|1: whether the kernel may write the array
+ *                                     (absent: it may; printed only as 0)
  *   task parallel|serial NDIMS LINE COL
  *   extent D SIZEEXPR | extent D ?    after a parallel task: none, or one per dimension
  *   adstack TYPE LINE COL SIZEEXPR    TYPE a scalar type; SIZEEXPR to the end of the line
@@ -41,6 +43,8 @@ typedef struct kern_meta_param {
     char *name;
     const kern_type *type;
     bool nograd;
+    bool readonly; /* an array the kernel never stores to or updates (WRITTEN 0); false when
+                      it may, or when the metadata does not say */
 } kern_meta_param;
 
 enum { KERN_META_MAX_TASK_DIMS = 8 };

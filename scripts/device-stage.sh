@@ -26,12 +26,13 @@ ninja -C $B >/dev/null
 progs=($B/kernc $B/tests/kern-tests $B/examples/kern-host $B/bench/kern-bench
        $B/bench/kern-bench-aot $B/tests/kern-test-aot-*.so)
 rm -rf .device
+mkdir -p "$(git rev-parse --git-path info)" # bundle.sh writes info/exclude
 # bundle.sh copies every program's libraries; strip them all afterwards
-"$bundle" "${progs[@]}" >/dev/null || true
+"$bundle" "${progs[@]}" >/dev/null || true # it refuses what is too large before stripping
 strip --strip-unneeded .device/bin/* .device/lib/* 2>/dev/null || true
 # where the test binary looks for its helpers (paths compiled in from build-static/)
 {
-    for p in "${progs[@]}"; do echo "$(basename "$p") $p"; done
+    for p in "${progs[@]}"; do echo "$(basename "$p") $top/$p"; done
 } > .device/layout
 mkdir -p .device/modules
 for k in loop ragged; do

@@ -281,8 +281,9 @@ Test(e2e, aot_build_and_load) {
     cr_assert(mkdtemp(dir));
     char so[128], cmd[1024];
     snprintf(so, sizeof so, "%s/saxpy.so", dir);
-    snprintf(cmd, sizeof cmd, "'%s' build '%s/examples/saxpy.kern' --target=cpu -o '%s'",
-             KERNC_PATH, KERN_SOURCE_ROOT, so);
+    /* a module for the device the suite runs on (KERN_TEST_BACKEND) */
+    snprintf(cmd, sizeof cmd, "'%s' build '%s/examples/saxpy.kern' --target=%s -o '%s'",
+             KERNC_PATH, KERN_SOURCE_ROOT, kern_backend_name(kern_test_backend()), so);
     cr_assert_eq(sh(cmd), 0, "%s", cmd);
     kern_context *ctx = ctx_new(false);
     kern_module *m;
@@ -384,7 +385,7 @@ Test(e2e, npy_files_interoperate_with_numpy) {
     cr_assert_eq(kern_npy_write(path, KERN_F64, 1, (int64_t[]){6}, vd, err, sizeof err),
                  KERN_OK);
     snprintf(cmd, sizeof cmd,
-             "cd %s && /usr/bin/python3 -c \""
+             "cd %s && %s -c \""
              "import numpy as np\n"
              "i = np.load('i.npy'); d = np.load('d.npy')\n"
              "assert i.dtype == np.int32 and i.shape == (2, 3), (i.dtype, i.shape)\n"
@@ -395,7 +396,7 @@ Test(e2e, npy_files_interoperate_with_numpy) {
              "np.save('u.npy', np.arange(7, dtype=np.uint32) * 1000000000)\n"
              "np.save('f.npy', np.linspace(0, 1, 5, dtype=np.float32).reshape(5, 1, 1, 1))\n"
              "\"",
-             dir);
+             dir, getenv("KERN_TEST_PYTHON") ? getenv("KERN_TEST_PYTHON") : "/usr/bin/python3");
     cr_assert_eq(sh(cmd), 0, "numpy could not read kern's files (or is not installed: "
                              "scripts/setup.sh installs python3-numpy)");
     kern_npy a;
