@@ -59,6 +59,7 @@ kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank, co
     if (!b)
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a buffer");
     b->ctx = ctx;
+    b->written = ++ctx->write_clock;
     b->dtype = dtype;
     b->rank = rank;
     for (int d = 0; d < KERN_MAX_DIMS; d++)
@@ -148,6 +149,7 @@ kern_status kern_buffer_write(kern_buffer *b, const void *src, size_t size) {
         s = ctx->dev->ops->copy_in(ctx->dev, b->mem, 0, src, size, err, sizeof err);
         if (s != KERN_OK)
             s = rt_error(ctx, s, "cannot write a buffer: %s", err);
+        b->written = ++ctx->write_clock;
     }
     kern_status c = rt_collect(ctx, s == KERN_OK);
     rt_retire_poll(&ctx->retired, ctx->dev);

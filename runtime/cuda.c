@@ -139,7 +139,8 @@ typedef struct cuda_device {
 
 typedef struct cuda_kernel {
     int ntasks;
-    CUfunction fn[]; /* per task */
+    CUfunction *sizer; /* per adstack: its sizer kernel (NULL: sized on the host) */
+    CUfunction fn[];   /* per task */
 } cuda_kernel;
 
 /* "cuFoo failed: CUDA_ERROR_X (description)" */
@@ -354,11 +355,97 @@ static kern_status cuda_get_kernel(rt_device *d, void *code, const kern_meta_ker
             return KERN_ERR_FORMAT;
         }
     }
+    /* the sizer kernels of the adstacks whose capacities read array elements */
+    for (int a = 0; a < mk->nadstacks; a++) {
+        if (!mk->adstacks[a].expr || !sz_reads_memory(mk->adstacks[a].expr))
+            continue;
+        if (!ck->sizer && !(ck->sizer = calloc((size_t)mk->nadstacks, sizeof *ck->sizer))) {
+            free(ck);
+            snprintf(err, errlen, "out of host memory for kernel '%s'", mk->name);
+            return KERN_ERR_OUT_OF_MEMORY;
+        }
+        kern_meta_sizer_symbol(sym, sizeof sym, mk->name, a);
+        if (c->api.cuModuleGetFunction(&ck->sizer[a], (CUmodule)code, sym) != CUDA_SUCCESS) {
+            snprintf(err, errlen,
+                     "kernel '%s', adstack %d: missing sizer symbol '%s' (its capacity reads "
+                     "array elements)",
+                     mk->name, a, sym);
+            free(ck->sizer);
+            free(ck);
+            return KERN_ERR_FORMAT;
+        }
+    }
     *handle = ck;
     return KERN_OK;
 }
 
-static void cuda_free_kernel(rt_device *d, void *handle) { free(handle); }
+static void cuda_free_kernel(rt_device *d, void *handle) {
+    cuda_kernel *ck = handle;
+    if (ck)
+        free(ck->sizer);
+    free(ck);
+}
+
+/* The sizer kernel of adstack s (docs/gpu-abi.md), on the stream after the work submitted
+ * so far; its four results go to an error record of the pool (32 bytes, host-mapped). */
+static kern_status cuda_size_adstack(rt_device *d, const void *kernel, const kern_meta_kernel *mk,
+                                     int s, const rt_launch_arg *args, int64_t res[4], char *err,
+                                     size_t errlen) {
+    _Static_assert(sizeof(kern_err_record) >= 4 * sizeof(int64_t), "a record holds 4 i64");
+    cuda_device *c = cuda_of(d);
+    const cuda_kernel *ck = kernel;
+    kern_status st = cuda_current(c, err, errlen);
+    if (st != KERN_OK)
+        return st;
+    if (c->lost[0]) {
+        snprintf(err, errlen, "the device was lost: %s", c->lost);
+        return KERN_ERR_DEVICE;
+    }
+    if (!ck->sizer || !ck->sizer[s]) {
+        snprintf(err, errlen, "adstack %d has no sizer kernel", s);
+        return KERN_ERR_INTERNAL;
+    }
+    if (c->nfree_recs == 0 && c->nsubs > 0 &&
+        (st = cuda_wait(d, c->subs[0].point, err, errlen)) != KERN_OK)
+        return st;
+    if (c->nfree_recs == 0) {
+        snprintf(err, errlen, "no free error record");
+        return KERN_ERR_INTERNAL;
+    }
+    int rec = c->free_recs[--c->nfree_recs];
+    volatile int64_t *r = (volatile int64_t *)(void *)&c->recs[rec];
+    r[0] = INT64_MIN;
+    r[1] = r[2] = r[3] = 0;
+    int64_t *layout = calloc((size_t)mk->nadstacks * 2 + 1, sizeof *layout);
+    rt_gpu_params p = {0};
+    if (!layout) {
+        snprintf(err, errlen, "out of host memory");
+        st = KERN_ERR_OUT_OF_MEMORY;
+        goto done;
+    }
+    /* the kernel's parameters, then the result's address where the launch passes err (the
+     * trailing values are beyond the sizer's parameters: CUDA reads only those it has) */
+    st = rt_gpu_pack_params(mk, args, c->recs_dev + (CUdeviceptr)rec * sizeof(kern_err_record), 0,
+                            0, layout, &p, err, errlen);
+    if (st != KERN_OK)
+        goto done;
+    CUresult cr = c->api.cuLaunchKernel(ck->sizer[s], (unsigned)c->resident_blocks, 1, 1,
+                                        RT_GPU_BLOCK, 1, 1, 0, c->stream, p.ptrs, NULL);
+    if (cr == CUDA_SUCCESS)
+        cr = c->api.cuStreamSynchronize(c->stream);
+    if (cr != CUDA_SUCCESS) {
+        cu_err(&c->api, cr, "the sizer kernel", err, errlen);
+        st = KERN_ERR_DEVICE;
+        goto done;
+    }
+    for (int i = 0; i < 4; i++)
+        res[i] = r[i];
+done:
+    rt_gpu_params_free(&p);
+    free(layout);
+    c->free_recs[c->nfree_recs++] = rec;
+    return st;
+}
 
 static kern_status cuda_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
                                size_t errlen) {
@@ -504,6 +591,7 @@ static const rt_device_ops cuda_ops = {
     .wait = cuda_wait,
     .sync = cuda_sync,
     .ad_slots = cuda_ad_slots,
+    .size_adstack = cuda_size_adstack,
 };
 
 /* Loads the driver library and its entry points. */

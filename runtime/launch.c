@@ -73,6 +73,107 @@ static kern_status check_arg(kern_kernel *k, int i, const kern_arg *a, rt_launch
     return KERN_OK;
 }
 
+/* Whether the sizing kept in z holds for this launch: the same arguments, and no array
+ * written since. */
+static bool sized_still(const rt_sized *z, const kern_arg *args, const rt_launch_arg *la, int n) {
+    if (!z->valid || z->nargs != n)
+        return false;
+    for (int i = 0; i < n; i++) {
+        const rt_launch_arg *a = &la[i], *b = &z->args[i];
+        if (a->is_array != b->is_array)
+            return false;
+        if (a->is_array) {
+            if (a->mem != b->mem || memcmp(a->shape, b->shape, sizeof a->shape) != 0 ||
+                args[i].u.buffer->written != z->written[i])
+                return false;
+        } else if (memcmp(&a->scalar, &b->scalar, sizeof a->scalar) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static kern_status sized_keep(rt_sized *z, const kern_arg *args, const rt_launch_arg *la, int n,
+                              int64_t value) {
+    rt_launch_arg *na = realloc(z->args, (size_t)(n ? n : 1) * sizeof *na);
+    if (na)
+        z->args = na;
+    uint64_t *nw = realloc(z->written, (size_t)(n ? n : 1) * sizeof *nw);
+    if (nw)
+        z->written = nw;
+    if (!na || !nw) {
+        z->valid = false;
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    memcpy(z->args, la, (size_t)n * sizeof *la);
+    for (int i = 0; i < n; i++)
+        z->written[i] = la[i].is_array ? args[i].u.buffer->written : 0;
+    z->nargs = n;
+    z->value = value;
+    z->valid = true;
+    return KERN_OK;
+}
+
+/* The capacities of k's adstacks whose SizeExprs read device memory, from the device's
+ * sizer kernels (runtime contract 3), or from the last sizing when no argument changed
+ * since; known[s] = RT_ADSTACK_UNKNOWN for the stacks the host evaluates. */
+static kern_status size_on_device(kern_kernel *k, const kern_arg *args, const rt_launch_arg *la,
+                                  int64_t *known) {
+    kern_context *ctx = k->mod->ctx;
+    const kern_meta_kernel *mk = k->meta;
+    rt_device *d = ctx->dev;
+    char err[1024], loc[1024];
+    for (int s = 0; s < mk->nadstacks; s++)
+        known[s] = RT_ADSTACK_UNKNOWN;
+    if (!d->ops->size_adstack)
+        return rt_error(ctx, KERN_ERR_UNSUPPORTED,
+                        "kernel '%s': an adstack capacity reads array elements, and device %s "
+                        "can neither read them on the host nor size on the device",
+                        mk->name, d->ops->name);
+    if (mk->nadstacks <= 0)
+        return KERN_OK;
+    if (!k->sized && !(k->sized = calloc((size_t)mk->nadstacks, sizeof *k->sized)))
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (int s = 0; s < mk->nadstacks; s++) {
+        const kern_meta_adstack *a = &mk->adstacks[s];
+        if (!sz_reads_memory(a->expr))
+            continue;
+        rt_sized *z = &k->sized[s];
+        if (sized_still(z, args, la, mk->nparams)) {
+            known[s] = z->value;
+            continue;
+        }
+        int64_t res[4] = {0};
+        kern_status st = d->ops->size_adstack(d, k->handle, mk, s, la, res, err, sizeof err);
+        ctx->device_sizings++;
+        if (st != KERN_OK)
+            return rt_error(ctx, st, "kernel '%s': sizing the adstack on device %s: %s", mk->name,
+                            d->ops->name, err);
+        if (res[1] != 0) {
+            rt_format_loc(loc, sizeof loc, k->mod->meta, a->line, a->col);
+            if (res[1] == 1)
+                snprintf(err, sizeof err,
+                         "SizeExpr reads parameter %lld ('%s') out of bounds: index %lld",
+                         (long long)res[2],
+                         res[2] >= 0 && res[2] < mk->nparams ? mk->params[res[2]].name : "?",
+                         (long long)res[3]);
+            else
+                snprintf(err, sizeof err, "%s",
+                         res[1] == 2 ? "division by zero" : "the value overflows int64");
+            return rt_error(ctx, KERN_ERR_ARGUMENT,
+                            "kernel '%s': cannot size the adstack of the loop at %s (capacity "
+                            "%s): %s (evaluated on device %s)",
+                            mk->name, loc, a->cap, err, d->ops->name);
+        }
+        /* INT64_MIN: the outermost range was empty, which is 0 */
+        int64_t v = res[0] == INT64_MIN ? 0 : res[0];
+        if (sized_keep(z, args, la, mk->nparams, v) != KERN_OK)
+            return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+        known[s] = v;
+    }
+    return KERN_OK;
+}
+
 /* What a launch of k needs computed on the host from its arguments: per task the
  * work-item count when the host knows it (counts, -1 otherwise), and for a kernel with
  * adstacks the layout (2 x nadstacks entries), a slot's bytes and the slots, with the
@@ -97,12 +198,15 @@ static kern_status size_launch(kern_kernel *k, const kern_arg *args, const rt_la
     for (int t = 0; t < mk->ntasks; t++)
         for (int e = 0; e < mk->tasks[t].ndims && e < KERN_META_MAX_TASK_DIMS; e++)
             reads |= mk->tasks[t].extent_expr[e] && sz_reads_memory(mk->tasks[t].extent_expr[e]);
+    int64_t known_small[16];
+    int64_t *known = known_small;
     if (ad_reads && !d->host_memory) {
-        s = rt_error(ctx, KERN_ERR_UNSUPPORTED,
-                     "kernel '%s': an adstack capacity reads array elements, and device %s has "
-                     "no sizer kernel yet",
-                     mk->name, d->ops->name);
-        goto cleanup;
+        if (mk->nadstacks > 16 && !(known = calloc((size_t)mk->nadstacks, sizeof *known))) {
+            s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+            goto cleanup;
+        }
+        if ((s = size_on_device(k, args, la, known)) != KERN_OK)
+            goto cleanup;
     }
     for (int i = 0; reads && d->host_memory && i < mk->nparams; i++) {
         /* the host reads the arrays: wait for the launches that may write them */
@@ -130,8 +234,9 @@ static kern_status size_launch(kern_kernel *k, const kern_arg *args, const rt_la
     if (*slots < 1)
         *slots = 1;
     size_t bytes;
-    if ((s = rt_adstack_layout(k->mod->meta, mk, sa, mk->nparams, d->ad_slot_major, *slots, layout,
-                               stride, &bytes, err, sizeof err)) != KERN_OK ||
+    if ((s = rt_adstack_layout_known(k->mod->meta, mk, sa, mk->nparams,
+                                     ad_reads && !d->host_memory ? known : NULL, d->ad_slot_major,
+                                     *slots, layout, stride, &bytes, err, sizeof err)) != KERN_OK ||
         (s = rt_adstack_reserve(&ctx->adheap, d, &ctx->retired, mk->name, bytes, *stride, *slots,
                                 err, sizeof err)) != KERN_OK) {
         s = rt_error(ctx, s, "%s", err);
@@ -141,6 +246,8 @@ static kern_status size_launch(kern_kernel *k, const kern_arg *args, const rt_la
 cleanup:
     if (sa != small)
         free(sa);
+    if (known != known_small)
+        free(known);
     return s;
 }
 
@@ -224,9 +331,13 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
         goto cleanup;
     }
     ctx->pending[ctx->npending++] = p;
-    for (int i = 0; i < nargs; i++)
-        if (args[i].kind == KERN_ARG_BUFFER)
-            args[i].u.buffer->last_use = p->point;
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind != KERN_ARG_BUFFER)
+            continue;
+        args[i].u.buffer->last_use = p->point;
+        if (!mk->params[i].readonly) /* it may have been written: device sizings are stale */
+            args[i].u.buffer->written = ++ctx->write_clock;
+    }
     k->mod->last_use = p->point;
     if (mk->nadstacks > 0)
         ctx->adheap.last_use = p->point;

@@ -574,6 +574,24 @@ void kern_meta_symbol(char *buf, size_t size, const char *kernel, int task, bool
     buf_free(&b);
 }
 
+void kern_meta_sizer_symbol(char *buf, size_t size, const char *kernel, int s) {
+    kern_buf b = {0};
+    buf_puts(&b, "kern_");
+    for (const char *p = kernel; *p; p++) {
+        if (*p == '.')
+            buf_puts(&b, "__");
+        else
+            buf_putc(&b, *p);
+    }
+    buf_printf(&b, "__s%d", s);
+    if (size) {
+        size_t n = b.len < size - 1 ? b.len : size - 1;
+        memcpy(buf, b.data, n);
+        buf[n] = '\0';
+    }
+    buf_free(&b);
+}
+
 /* Checks the leaves of e against k's parameters (see meta.h). */
 static bool check_leaves(const sz_expr *e, const kern_meta_kernel *k, char *msg, size_t len) {
     const kern_meta_param *p = NULL;

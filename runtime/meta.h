@@ -102,5 +102,8 @@ const kern_meta_kernel *kern_meta_find(const kern_meta *m, const char *name);
 /* The symbol of task t of kernel `kernel` (abi.h): writes "kern_<K>__t<t>" or, with
  * count, "kern_<K>__t<t>_count" into buf. */
 void kern_meta_symbol(char *buf, size_t size, const char *kernel, int task, bool count);
+/* The symbol of the sizer kernel of adstack s of `kernel` on GPUs (docs/gpu-abi.md):
+ * "kern_<K>__s<s>". */
+void kern_meta_sizer_symbol(char *buf, size_t size, const char *kernel, int s);
 
 #endif

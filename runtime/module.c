@@ -25,9 +25,15 @@ enum { RT_MAX_META_SIZE = 64 << 20 };
 
 static void free_kernels(kern_module *m) {
     rt_device *d = m->ctx->dev;
-    for (int i = 0; i < m->nkernels; i++)
+    for (int i = 0; i < m->nkernels; i++) {
         if (m->kernels[i].handle)
             d->ops->free_kernel(d, m->kernels[i].handle);
+        for (int s = 0; m->kernels[i].sized && s < m->kernels[i].meta->nadstacks; s++) {
+            free(m->kernels[i].sized[s].args);
+            free(m->kernels[i].sized[s].written);
+        }
+        free(m->kernels[i].sized);
+    }
     free(m->kernels);
     m->kernels = NULL;
     m->nkernels = 0;

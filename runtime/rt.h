@@ -45,6 +45,8 @@ struct kern_context {
     char deferred_msg[RT_MSG_SIZE];
     rt_list buffers, modules, tapes; /* everything made from the context, freed with it */
     rt_adstack_heap adheap;          /* the adstack heap of the context's device (adstack.h) */
+    uint64_t write_clock;            /* stamps kern_buffer.written */
+    int64_t device_sizings;          /* sizer kernels run (kern_context_adstack_info) */
 };
 
 struct kern_buffer {
@@ -57,12 +59,25 @@ struct kern_buffer {
     size_t bytes;
     void *mem;         /* the device allocation */
     uint64_t last_use; /* completion point of the last launch that used it */
+    uint64_t written;  /* the context's write clock when it was last written (or may have
+                          been: a launch of a kernel that writes it, kern_buffer_write) */
 };
+
+/* A device sizer's result for one adstack of a kernel, kept while the arguments it read
+ * are unchanged (runtime contract 3: no round trip when nothing was written). */
+typedef struct rt_sized {
+    bool valid;
+    int64_t value;
+    int nargs;
+    rt_launch_arg *args;  /* the launch's arguments when it was sized */
+    uint64_t *written;    /* per array argument: its buffer's write clock then */
+} rt_sized;
 
 struct kern_kernel {
     kern_module *mod;
     const kern_meta_kernel *meta;
-    void *handle; /* the device's (get_kernel) */
+    void *handle;   /* the device's (get_kernel) */
+    rt_sized *sized; /* per adstack: the last device sizing (NULL until one) */
 };
 
 struct kern_module {
