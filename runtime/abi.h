@@ -57,12 +57,12 @@ typedef struct kern_err_record {
     int32_t code;  /* enum kern_device_error; 0 = no error */
     uint32_t line; /* source location of the faulting operation */
     uint32_t col;
-    int32_t dim;   /* BOUNDS: the dimension */
+    int32_t dim; /* BOUNDS: the dimension */
     int64_t a, b;
 } kern_err_record;
 
-typedef void (*kern_task_fn)(void *const *args, int64_t begin, int64_t end,
-                             kern_err_record *err, void *ad_slice, const int64_t *ad_layout);
+typedef void (*kern_task_fn)(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                             void *ad_slice, const int64_t *ad_layout);
 typedef int64_t (*kern_count_fn)(void *const *args);
 
 #endif

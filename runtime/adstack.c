@@ -52,8 +52,8 @@ int64_t rt_task_count(const kern_meta_task *t, const sz_arg *args, int nargs) {
 
 /* Evaluates the capacity of stack s of k (negative counts as 0). */
 static kern_status stack_capacity(const kern_meta *m, const kern_meta_kernel *k, int s,
-                                  const sz_arg *args, int nargs, const int64_t *known,
-                                  int64_t *cap, char *err, size_t errlen) {
+                                  const sz_arg *args, int nargs, const int64_t *known, int64_t *cap,
+                                  char *err, size_t errlen) {
     const kern_meta_adstack *a = &k->adstacks[s];
     char loc[1024], msg[512];
     if (known && known[s] != RT_ADSTACK_UNKNOWN) { /* sized on the device */
@@ -74,8 +74,8 @@ static kern_status stack_capacity(const kern_meta *m, const kern_meta_kernel *k,
 
 /* Slot slices: see adstack.h. */
 static kern_status layout_slices(const kern_meta *m, const kern_meta_kernel *k, const sz_arg *args,
-                                 int nargs, const int64_t *known, int64_t *layout, int64_t *stride, char *err,
-                                 size_t errlen) {
+                                 int nargs, const int64_t *known, int64_t *layout, int64_t *stride,
+                                 char *err, size_t errlen) {
     int64_t end = 0;
     char loc[1024];
     for (int s = 0; s < k->nadstacks; s++) {
@@ -108,8 +108,8 @@ enum { RT_SLOT_MAJOR_ALIGN = 256 };
 /* Slot-major: see adstack.h. */
 static kern_status layout_slot_major(const kern_meta *m, const kern_meta_kernel *k,
                                      const sz_arg *args, int nargs, const int64_t *known,
-                                     int64_t slots, int64_t *layout,
-                                     int64_t *stride, int64_t *total, char *err, size_t errlen) {
+                                     int64_t slots, int64_t *layout, int64_t *stride,
+                                     int64_t *total, char *err, size_t errlen) {
     const int64_t al = RT_SLOT_MAJOR_ALIGN;
     int64_t end = 0, per_slot = 0;
     char loc[1024];

@@ -129,8 +129,8 @@ typedef struct rt_device_ops {
     /* Runs the sizer kernel of adstack s of a kernel (docs/gpu-abi.md) with the launch's
      * arguments after the work submitted so far, and waits for it: res[0..3] as the sizer
      * leaves them. NULL for devices whose memory the host reads (the host evaluates). */
-    kern_status (*size_adstack)(rt_device *d, const void *kernel, const kern_meta_kernel *mk,
-                                int s, const rt_launch_arg *args, int64_t res[4], char *err,
+    kern_status (*size_adstack)(rt_device *d, const void *kernel, const kern_meta_kernel *mk, int s,
+                                const rt_launch_arg *args, int64_t res[4], char *err,
                                 size_t errlen);
     int64_t (*ad_slots)(rt_device *d, int64_t max_items);
 } rt_device_ops;

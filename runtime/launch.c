@@ -73,9 +73,20 @@ static kern_status check_arg(kern_kernel *k, int i, const kern_arg *a, rt_launch
     return KERN_OK;
 }
 
-/* Whether the sizing kept in z holds for this launch: the same arguments, and no array
- * written since. */
-static bool sized_still(const rt_sized *z, const kern_arg *args, const rt_launch_arg *la, int n) {
+/* Whether e reads elements of parameter p. */
+static bool reads_param(const sz_expr *e, int64_t p) {
+    if (e->op == SZ_READ && e->v == p)
+        return true;
+    for (int i = 0; i < e->nkids; i++)
+        if (reads_param(e->kids[i], p))
+            return true;
+    return false;
+}
+
+/* Whether the sizing kept in z holds for this launch of a kernel whose adstack capacity is
+ * e: the same arguments, and none of the arrays e reads written since. */
+static bool sized_still(const rt_sized *z, const sz_expr *e, const kern_arg *args,
+                        const rt_launch_arg *la, int n) {
     if (!z->valid || z->nargs != n)
         return false;
     for (int i = 0; i < n; i++) {
@@ -84,7 +95,7 @@ static bool sized_still(const rt_sized *z, const kern_arg *args, const rt_launch
             return false;
         if (a->is_array) {
             if (a->mem != b->mem || memcmp(a->shape, b->shape, sizeof a->shape) != 0 ||
-                args[i].u.buffer->written != z->written[i])
+                (args[i].u.buffer->written != z->written[i] && reads_param(e, i)))
                 return false;
         } else if (memcmp(&a->scalar, &b->scalar, sizeof a->scalar) != 0) {
             return false;
@@ -139,7 +150,7 @@ static kern_status size_on_device(kern_kernel *k, const kern_arg *args, const rt
         if (!sz_reads_memory(a->expr))
             continue;
         rt_sized *z = &k->sized[s];
-        if (sized_still(z, args, la, mk->nparams)) {
+        if (sized_still(z, a->expr, args, la, mk->nparams)) {
             known[s] = z->value;
             continue;
         }

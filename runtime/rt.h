@@ -69,14 +69,14 @@ typedef struct rt_sized {
     bool valid;
     int64_t value;
     int nargs;
-    rt_launch_arg *args;  /* the launch's arguments when it was sized */
-    uint64_t *written;    /* per array argument: its buffer's write clock then */
+    rt_launch_arg *args; /* the launch's arguments when it was sized */
+    uint64_t *written;   /* per array argument: its buffer's write clock then */
 } rt_sized;
 
 struct kern_kernel {
     kern_module *mod;
     const kern_meta_kernel *meta;
-    void *handle;   /* the device's (get_kernel) */
+    void *handle;    /* the device's (get_kernel) */
     rt_sized *sized; /* per adstack: the last device sizing (NULL until one) */
 };
 

@@ -185,6 +185,51 @@ static const rt_device_ops fake_ops = {
     .ad_slots = fake_ad_slots,
 };
 
+static kern_status fake_size_adstack(rt_device *d, const void *kernel, const kern_meta_kernel *mk,
+                                     int s, const rt_launch_arg *args, int64_t res[4], char *err,
+                                     size_t errlen) {
+    fake_device *f = (fake_device *)d;
+    f->sizings++;
+    fake_complete(f, d->submitted); /* it runs after everything submitted */
+    sz_arg sa[32];
+    if (mk->nparams > 32) {
+        snprintf(err, errlen, "fake: too many parameters");
+        return KERN_ERR_INTERNAL;
+    }
+    rt_adstack_args(mk, args, true, sa);
+    char msg[256];
+    res[0] = INT64_MIN;
+    res[1] = res[2] = res[3] = 0;
+    if (!sz_eval(mk->adstacks[s].expr, sa, mk->nparams, &res[0], msg, sizeof msg))
+        res[1] = strstr(msg, "out of bounds") ? 1 : strstr(msg, "division") ? 2 : 3;
+    return KERN_OK;
+}
+
+static const rt_device_ops fake_sizer_ops = {
+    .name = "fake",
+    .destroy = fake_destroy,
+    .alloc = fake_alloc,
+    .free = fake_free,
+    .zero = fake_zero,
+    .copy_in = fake_copy_in,
+    .copy_out = fake_copy_out,
+    .load_code = fake_load_code,
+    .get_kernel = fake_get_kernel,
+    .free_kernel = fake_free_kernel,
+    .unload_code = fake_unload_code,
+    .launch = fake_launch,
+    .poll = fake_poll,
+    .wait = fake_wait,
+    .sync = fake_sync,
+    .ad_slots = fake_ad_slots,
+    .size_adstack = fake_size_adstack,
+};
+
+void fake_device_use_sizer(fake_device *f) {
+    f->base.ops = &fake_sizer_ops;
+    f->base.host_memory = false;
+}
+
 fake_device *fake_device_new(bool slot_major, int64_t resident) {
     fake_device *f = calloc(1, sizeof *f);
     if (!f)

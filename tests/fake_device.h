@@ -44,6 +44,9 @@ typedef struct fake_device {
     int64_t block;          /* threads per block */
     size_t fail_alloc_over; /* allocations of more bytes fail (0: none fail) */
     bool wait_fails;        /* wait and sync report a lost device */
+    /* device sizing (fake_device_use_sizer): the host does not read the memory; the fake
+     * evaluates a SizeExpr that reads arrays as a sizer kernel would */
+    int sizings;
     /* statistics */
     int allocs, frees, waits, syncs, code_loads, code_unloads;
     int64_t live_bytes;
@@ -55,6 +58,10 @@ typedef struct fake_device {
 
 /* A fake device (slot-major or not) with `resident` threads in blocks of 256. */
 fake_device *fake_device_new(bool slot_major, int64_t resident);
+/* Makes f a device whose memory the host does not read, with sizer kernels (runtime
+ * contract 3): each size_adstack evaluates the SizeExpr (counting f->sizings) after
+ * completing the work submitted so far, as a sizer kernel on the stream would. */
+void fake_device_use_sizer(fake_device *f);
 /* Frees the device struct once the context that used it has been released. */
 void fake_device_free(fake_device *f);
 /* A context (default options, one thread) whose device is f; f stays the caller's. */

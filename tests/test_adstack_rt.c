@@ -16,12 +16,12 @@
 #include <unistd.h>
 
 #include "../include/kern.h"
-#include "test_backend.h"
 #include "../runtime/abi.h"
 #include "../runtime/adstack.h"
 #include "../runtime/meta.h"
 #include "../runtime/provider.h"
 #include "../runtime/rt.h"
+#include "test_backend.h"
 
 /* ---- metadata ----------------------------------------------------------------------- */
 

@@ -353,3 +353,69 @@ Test(device_fake, extents_that_read_arrays) {
     e.f->base.host_memory = true;
     env_fini(&e);
 }
+
+/* ---- device sizing (runtime contract 3) --------------------------------------------- */
+
+static const char sizer_meta[] = "kern-meta 1\n"
+                                 "kernel ragged.grad 1 1 2 1\n"
+                                 "param count i32[] 0 0\nparam y f32[] 0\n"
+                                 "task parallel 1 2 5\nextent 0 (dim 0 0)\n"
+                                 "adstack f32 3 9 (maxover v0 0 (dim 0 0) (max 0 (read 0 v0)))\n"
+                                 "kernel bump 5 1 1 1\n"
+                                 "param count i32[] 0\n"
+                                 "task parallel 1 6 5\nextent 0 (dim 0 0)\n"
+                                 "end\n";
+
+/* A capacity that reads device memory is sized by the device's sizer, once while its
+ * arrays stay unchanged, again after kern_buffer_write or a launch that writes them. */
+Test(device_fake, device_sizing_runs_only_when_bounds_may_have_changed) {
+    fake_device *f = fake_device_new(true, 4096);
+    fake_device_use_sizer(f);
+    kern_context *ctx = fake_context(f);
+    char err[512];
+    kern_meta *meta = kern_meta_parse(sizer_meta, strlen(sizer_meta), err, sizeof err);
+    cr_assert(meta, "%s", err);
+    kern_module *m;
+    kern_code_image img = {.kind = KERN_CODE_HOST, .host = {NULL, no_lookup, NULL}};
+    cr_assert_eq(rt_module_create(ctx, meta, img, &m), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_kernel *g, *bump;
+    cr_assert_eq(kern_kernel_find(m, "ragged.grad", &g), KERN_OK);
+    cr_assert_eq(kern_kernel_find(m, "bump", &bump), KERN_OK);
+    int32_t cnt[5] = {3, 9, 0, 4, 1};
+    int64_t n = 5;
+    kern_buffer *bc, *by;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_I32, 1, &n, cnt, &bc), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &by), KERN_OK);
+    kern_arg a[2] = {kern_arg_buffer(bc), kern_arg_buffer(by)};
+    int64_t cap;
+    for (int i = 0; i < 3; i++) /* y is written each time; count, read only, is not */
+        cr_assert_eq(kern_launch(g, a, 2), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(f->sizings, 1, "one sizing for three launches over unchanged bounds");
+    cr_assert_eq(kern_context_adstack_last(ctx, 0, NULL, &cap), KERN_OK);
+    cr_assert_eq(cap, 9);
+    cnt[3] = 12;
+    cr_assert_eq(kern_buffer_write(bc, cnt, sizeof cnt), KERN_OK);
+    cr_assert_eq(kern_launch(g, a, 2), KERN_OK);
+    cr_assert_eq(f->sizings, 2, "kern_buffer_write invalidates the sizing");
+    cr_assert_eq(kern_context_adstack_last(ctx, 0, NULL, &cap), KERN_OK);
+    cr_assert_eq(cap, 12);
+    cr_assert_eq(kern_launch(bump, a, 1), KERN_OK); /* bump may write count */
+    cr_assert_eq(kern_launch(g, a, 2), KERN_OK);
+    cr_assert_eq(f->sizings, 3, "a launch that may write count invalidates it");
+    kern_buffer *bc2;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_I32, 1, &n, cnt, &bc2), KERN_OK);
+    a[0] = kern_arg_buffer(bc2);
+    cr_assert_eq(kern_launch(g, a, 2), KERN_OK);
+    cr_assert_eq(f->sizings, 4, "another buffer is sized anew");
+    /* a sizer's error is a clear launch error */
+    int64_t n0 = 0;
+    kern_buffer *empty;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_I32, 1, &n0, NULL, &empty), KERN_OK);
+    a[0] = kern_arg_buffer(empty);
+    cr_assert_eq(kern_launch(g, a, 2), KERN_OK, "an empty range sizes to 0: %s",
+                 kern_context_last_error(ctx));
+    cr_assert_eq(kern_context_adstack_last(ctx, 0, NULL, &cap), KERN_OK);
+    cr_assert_eq(cap, 0);
+    kern_context_release(ctx);
+    fake_device_free(f);
+}

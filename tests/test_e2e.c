@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "../include/kern.h"
-#include "test_backend.h"
 #include "../runtime/npy.h"
+#include "test_backend.h"
 
 #ifndef KERNC_PATH
 #define KERNC_PATH "kernc"
@@ -130,8 +130,7 @@ Test(e2e, mse_atomic_reduction) {
     kern_buffer *bp = buf_f32(ctx, 1, shape, p), *bt = buf_f32(ctx, 1, shape, t),
                 *bl = buf_f32(ctx, 1, one, NULL);
     kern_arg args[3] = {kern_arg_buffer(bp), kern_arg_buffer(bt), kern_arg_buffer(bl)};
-    cr_assert_eq(kern_launch(find(m, "mse"), args, 3), KERN_OK, "%s",
-                 kern_context_last_error(ctx));
+    cr_assert_eq(kern_launch(find(m, "mse"), args, 3), KERN_OK, "%s", kern_context_last_error(ctx));
     float got;
     read_f32(bl, &got, 1);
     /* f32 atomic adds in any order vs an f64 sum: a loose but meaningful bound */
@@ -140,8 +139,8 @@ Test(e2e, mse_atomic_reduction) {
 }
 
 /* The reference of examples/bounce.kern, in the same float operations. */
-static void bounce_ref(int n, const float *y0, const float *v0, float *y1, float *v1,
-                       int32_t *hits, float dt, int steps, float vmax) {
+static void bounce_ref(int n, const float *y0, const float *v0, float *y1, float *v1, int32_t *hits,
+                       float dt, int steps, float vmax) {
     const float G = 9.81f, REST = 0.8f;
     for (int b = 0; b < n; b++) {
         float y = y0[b], vy = v0[b];
@@ -243,8 +242,8 @@ Test(e2e, debug_mode_reports_out_of_bounds) {
                       "    }\n"
                       "}\n";
     kern_module *m;
-    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "shift.kern", &m), KERN_OK,
-                 "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "shift.kern", &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
     int64_t shape[1] = {8};
     kern_buffer *bx = buf_f32(ctx, 1, shape, NULL), *by = buf_f32(ctx, 1, shape, NULL);
     kern_arg args[2] = {kern_arg_buffer(bx), kern_arg_buffer(by)};
@@ -263,8 +262,7 @@ Test(e2e, compile_errors_come_back_as_diagnostics) {
     kern_context *ctx = ctx_new(false);
     const char *src = "kernel k(x: f32[]) {\n    x[0] = nope;\n}\n";
     kern_module *m = NULL;
-    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "bad.kern", &m),
-                 KERN_ERR_COMPILE);
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "bad.kern", &m), KERN_ERR_COMPILE);
     cr_assert_null(m);
     const char *msg = kern_context_last_error(ctx);
     cr_expect(strstr(msg, "bad.kern:2:12: error:") != NULL, "%s", msg);
@@ -282,13 +280,12 @@ Test(e2e, aot_build_and_load) {
     char so[128], cmd[1024];
     snprintf(so, sizeof so, "%s/saxpy.so", dir);
     /* a module for the device the suite runs on (KERN_TEST_BACKEND) */
-    snprintf(cmd, sizeof cmd, "'%s' build '%s/examples/saxpy.kern' --target=%s -o '%s'",
-             KERNC_PATH, KERN_SOURCE_ROOT, kern_backend_name(kern_test_backend()), so);
+    snprintf(cmd, sizeof cmd, "'%s' build '%s/examples/saxpy.kern' --target=%s -o '%s'", KERNC_PATH,
+             KERN_SOURCE_ROOT, kern_backend_name(kern_test_backend()), so);
     cr_assert_eq(sh(cmd), 0, "%s", cmd);
     kern_context *ctx = ctx_new(false);
     kern_module *m;
-    cr_assert_eq(kern_module_load_file(ctx, so, &m), KERN_OK, "%s",
-                 kern_context_last_error(ctx));
+    cr_assert_eq(kern_module_load_file(ctx, so, &m), KERN_OK, "%s", kern_context_last_error(ctx));
     enum { N = 100 };
     float x[N], y[N], want[N], got[N];
     for (int i = 0; i < N; i++) {
@@ -328,11 +325,10 @@ Test(e2e, kernc_run_with_npy_files) {
     snprintf(in, sizeof in, "%s/in.npy", dir);
     snprintf(out, sizeof out, "%s/out.npy", dir);
     int64_t shape[2] = {R, C};
-    cr_assert_eq(kern_npy_write(in, KERN_F32, 2, shape, src, err, sizeof err), KERN_OK, "%s",
-                 err);
+    cr_assert_eq(kern_npy_write(in, KERN_F32, 2, shape, src, err, sizeof err), KERN_OK, "%s", err);
     snprintf(cmd, sizeof cmd,
-             "'%s' run '%s/examples/stencil2d.kern' jacobi src=%s dst=%s --save dst=%s",
-             KERNC_PATH, KERN_SOURCE_ROOT, in, in, out);
+             "'%s' run '%s/examples/stencil2d.kern' jacobi src=%s dst=%s --save dst=%s", KERNC_PATH,
+             KERN_SOURCE_ROOT, in, in, out);
     cr_assert_eq(sh(cmd), 0, "%s", cmd);
     kern_npy a;
     cr_assert_eq(kern_npy_read(out, &a, err, sizeof err), KERN_OK, "%s", err);
@@ -382,8 +378,7 @@ Test(e2e, npy_files_interoperate_with_numpy) {
     snprintf(path, sizeof path, "%s/i.npy", dir);
     cr_assert_eq(kern_npy_write(path, KERN_I32, 2, shape, vi, err, sizeof err), KERN_OK);
     snprintf(path, sizeof path, "%s/d.npy", dir);
-    cr_assert_eq(kern_npy_write(path, KERN_F64, 1, (int64_t[]){6}, vd, err, sizeof err),
-                 KERN_OK);
+    cr_assert_eq(kern_npy_write(path, KERN_F64, 1, (int64_t[]){6}, vd, err, sizeof err), KERN_OK);
     snprintf(cmd, sizeof cmd,
              "cd %s && %s -c \""
              "import numpy as np\n"
@@ -397,8 +392,9 @@ Test(e2e, npy_files_interoperate_with_numpy) {
              "np.save('f.npy', np.linspace(0, 1, 5, dtype=np.float32).reshape(5, 1, 1, 1))\n"
              "\"",
              dir, getenv("KERN_TEST_PYTHON") ? getenv("KERN_TEST_PYTHON") : "/usr/bin/python3");
-    cr_assert_eq(sh(cmd), 0, "numpy could not read kern's files (or is not installed: "
-                             "scripts/setup.sh installs python3-numpy)");
+    cr_assert_eq(sh(cmd), 0,
+                 "numpy could not read kern's files (or is not installed: "
+                 "scripts/setup.sh installs python3-numpy)");
     kern_npy a;
     snprintf(path, sizeof path, "%s/b.npy", dir);
     cr_assert_eq(kern_npy_read(path, &a, err, sizeof err), KERN_OK, "%s", err);

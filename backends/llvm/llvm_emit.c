@@ -63,8 +63,7 @@ static void map_clear(llvm_valmap *m) {
     m->len = 0;
 }
 
-void llvm_set_val(llvm_emitter *em, const ir_value *v, LLVMValueRef x) {
-    llvm_valmap *m = &em->map;
+static void map_put(llvm_valmap *m, const ir_value *v, LLVMValueRef x) {
     if (2 * (m->len + 1) > m->cap)
         map_grow(m);
     size_t h = hash_ptr(v) & (m->cap - 1);
@@ -76,17 +75,44 @@ void llvm_set_val(llvm_emitter *em, const ir_value *v, LLVMValueRef x) {
     m->vals[h] = x;
 }
 
-LLVMValueRef llvm_val(llvm_emitter *em, const ir_value *v) {
-    llvm_valmap *m = &em->map;
+/* The slot of v in m, or NULL. */
+static const LLVMValueRef *map_find(const llvm_valmap *m, const ir_value *v) {
     if (m->cap) {
         size_t h = hash_ptr(v) & (m->cap - 1);
         while (m->keys[h]) {
             if (m->keys[h] == v)
-                return m->vals[h];
+                return &m->vals[h];
             h = (h + 1) & (m->cap - 1);
         }
     }
-    kern_unreachable("LLVM backend: use of a value that was not emitted");
+    return NULL;
+}
+
+void llvm_set_val(llvm_emitter *em, const ir_value *v, LLVMValueRef x) { map_put(&em->map, v, x); }
+
+LLVMValueRef llvm_val(llvm_emitter *em, const ir_value *v) {
+    const LLVMValueRef *x = map_find(&em->map, v);
+    if (!x)
+        kern_unreachable("LLVM backend: use of a value that was not emitted");
+    return *x;
+}
+
+static void mark_uses(llvm_emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        for (uint32_t i = 0; i < op->noperands; i++)
+            map_put(&em->used, op->operands[i], NULL);
+        for (uint32_t i = 0; i < op->nregions; i++)
+            mark_uses(em, op->regions[i]);
+    }
+}
+
+void llvm_find_uses(llvm_emitter *em, const ir_region *r) {
+    map_clear(&em->used);
+    mark_uses(em, r);
+}
+
+bool llvm_value_used(const llvm_emitter *em, const ir_value *v) {
+    return map_find(&em->used, v) != NULL;
 }
 
 LLVMBasicBlockRef llvm_new_block(llvm_emitter *em, const char *name) {
@@ -394,6 +420,8 @@ LLVMModuleRef llvm_emitter_fini(llvm_emitter *em) {
     LLVMDisposeBuilder(em->b);
     free(em->map.keys);
     free(em->map.vals);
+    free(em->used.keys);
+    free(em->used.vals);
     llvm_reduce_free(em);
     return em->mod;
 }

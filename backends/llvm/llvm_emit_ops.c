@@ -486,6 +486,12 @@ static LLVMValueRef emit_access(llvm_emitter *em, const ir_op *op) {
     case IR_ATOMIC_XCHG: rmw = LLVMAtomicRMWBinOpXchg; break;
     default: kern_unreachable("LLVM backend: not an array access");
     }
+    if (fl && (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) && em->hooks->atomic_fadd &&
+        !llvm_value_used(em, op->results[0])) {
+        LLVMValueRef add = op->code == IR_ATOMIC_SUB ? LLVMBuildFNeg(em->b, v, "") : v;
+        if (em->hooks->atomic_fadd(em, ptr, add, align))
+            return guard_end(em, &g, LLVMGetPoison(mt));
+    }
     if (et->kind == TY_BOOL) /* the builder makes no bool atomics; kept consistent anyway */
         v = LLVMBuildZExt(em->b, v, mt, "");
     r = LLVMBuildAtomicRMW(em->b, rmw, ptr, v, LLVMAtomicOrderingMonotonic, 0);

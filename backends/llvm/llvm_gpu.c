@@ -151,6 +151,7 @@ static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op 
     bind_adstacks(em, fn, abi + 1, w);
     llvm_emit_uniforms(em, task);
     llvm_reduce_begin(em, task);
+    llvm_find_uses(em, task->regions[0]);
     if (task->code == IR_SERIAL) {
         LLVMBasicBlockRef run = llvm_new_block(em, "run"), done = llvm_new_block(em, "done");
         LLVMValueRef first = LLVMBuildICmp(em->b, LLVMIntEQ, w, LLVMConstInt(em->t_i64, 0, 0), "");

@@ -41,6 +41,9 @@ typedef struct llvm_target_hooks {
     /* The value of a float math op (IR_SIN ...) for this target, or NULL for the generic
      * mapping of llvm_emit_ops.c (LLVM intrinsics and libm calls). */
     LLVMValueRef (*math)(llvm_emitter *em, const ir_op *op, LLVMValueRef *x);
+    /* Emits a float atomic add of v at ptr whose old value nobody uses (the target may
+     * combine the adds of neighbouring threads first); false: the generic atomicrmw. */
+    bool (*atomic_fadd)(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v, unsigned align);
 } llvm_target_hooks;
 
 /* The state of emitting one module. */
@@ -60,6 +63,7 @@ struct llvm_emitter {
     LLVMValueRef *arr_data;                   /* per parameter: an array's data pointer */
     LLVMValueRef (*arr_shape)[KERN_MAX_RANK]; /* per parameter: an array's extents (i64) */
     llvm_valmap map;
+    llvm_valmap used; /* the values some op of the current task uses (llvm_find_uses) */
     /* per task function of a kernel with adstacks (arrays of kernel->nadstacks) */
     bool ad_live;           /* adstack ops may be emitted (a task body with adstacks) */
     LLVMValueRef *ad_depth; /* per adstack: its i64 depth counter (entry-block alloca) */
@@ -100,6 +104,9 @@ LLVMValueRef llvm_index_next(llvm_emitter *em, const kern_type *t, LLVMValueRef 
 /* The value emitted for v in the current function (it must have been emitted). */
 LLVMValueRef llvm_val(llvm_emitter *em, const ir_value *v);
 void llvm_set_val(llvm_emitter *em, const ir_value *v, LLVMValueRef x);
+/* Records which values the ops of r use (the current task's body), for llvm_value_used. */
+void llvm_find_uses(llvm_emitter *em, const ir_region *r);
+bool llvm_value_used(const llvm_emitter *em, const ir_value *v);
 /* A new basic block at the end of the current function. */
 LLVMBasicBlockRef llvm_new_block(llvm_emitter *em, const char *name);
 

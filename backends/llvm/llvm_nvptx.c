@@ -13,6 +13,9 @@
  * when none is found fails with a message listing every place searched. Modules without
  * transcendental math need no libdevice.
  *
+ * Float atomic adds whose old value is unused (the adjoints of values that many threads
+ * read) are combined per warp when the whole warp adds to one address (nv_atomic_fadd).
+ *
  * The default architecture is sm_70 (the oldest with the float atomics and independent
  * thread scheduling kern relies on); PTX is for the ISA version LLVM 19 picks for it. */
 #include <pthread.h>
@@ -38,6 +41,90 @@ static LLVMValueRef sreg(llvm_emitter *em, const char *name) {
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, NULL, 0);
     LLVMTypeRef fty = LLVMIntrinsicGetType(em->ctx, id, NULL, 0);
     return LLVMBuildZExt(em->b, LLVMBuildCall2(em->b, fty, fn, NULL, 0, ""), em->t_i64, "");
+}
+
+/* A call of a non-overloaded NVVM intrinsic. */
+static LLVMValueRef nvvm(llvm_emitter *em, const char *name, LLVMValueRef *args, unsigned n) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    kern_assert(id != 0);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, NULL, 0);
+    return LLVMBuildCall2(em->b, LLVMIntrinsicGetType(em->ctx, id, NULL, 0), fn, args, n, "");
+}
+
+static LLVMValueRef i32c(llvm_emitter *em, long long v) {
+    return LLVMConstInt(em->t_i32, (unsigned long long)v, 1);
+}
+
+/* The sum of v over the 32 lanes of a full warp, in every lane (butterfly shuffles). */
+static LLVMValueRef warp_sum(llvm_emitter *em, LLVMValueRef v) {
+    bool f64 = LLVMTypeOf(v) == em->t_f64;
+    for (int k = 16; k >= 1; k /= 2) {
+        LLVMValueRef other;
+        if (!f64) {
+            LLVMValueRef a[4] = {i32c(em, -1), v, i32c(em, k), i32c(em, 31)};
+            other = nvvm(em, "llvm.nvvm.shfl.sync.bfly.f32", a, 4);
+        } else { /* two 32-bit halves */
+            LLVMValueRef bits = LLVMBuildBitCast(em->b, v, em->t_i64, "");
+            LLVMValueRef lo = LLVMBuildTrunc(em->b, bits, em->t_i32, "");
+            LLVMValueRef hi = LLVMBuildTrunc(
+                em->b, LLVMBuildLShr(em->b, bits, LLVMConstInt(em->t_i64, 32, 0), ""), em->t_i32,
+                "");
+            LLVMValueRef al[4] = {i32c(em, -1), lo, i32c(em, k), i32c(em, 31)};
+            LLVMValueRef ah[4] = {i32c(em, -1), hi, i32c(em, k), i32c(em, 31)};
+            LLVMValueRef olo = LLVMBuildZExt(em->b, nvvm(em, "llvm.nvvm.shfl.sync.bfly.i32", al, 4),
+                                             em->t_i64, "");
+            LLVMValueRef ohi = LLVMBuildZExt(em->b, nvvm(em, "llvm.nvvm.shfl.sync.bfly.i32", ah, 4),
+                                             em->t_i64, "");
+            ohi = LLVMBuildShl(em->b, ohi, LLVMConstInt(em->t_i64, 32, 0), "");
+            other = LLVMBuildBitCast(em->b, LLVMBuildOr(em->b, ohi, olo, ""), em->t_f64, "");
+        }
+        v = LLVMBuildFAdd(em->b, v, other, "");
+    }
+    return v;
+}
+
+/* A float atomic add whose old value is unused: when the whole warp is active and adds to
+ * one address (the adjoint of a value every thread reads, w[t] in a converged loop), the
+ * warp sums its values with shuffles and lane 0 adds once; otherwise each lane adds. */
+static bool nv_atomic_fadd(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v, unsigned align) {
+    LLVMValueRef mask = nvvm(em, "llvm.nvvm.activemask", NULL, 0);
+    LLVMValueRef full = LLVMBuildICmp(em->b, LLVMIntEQ, mask, i32c(em, -1), "");
+    LLVMValueRef addr = LLVMBuildPtrToInt(em->b, ptr, em->t_i64, "");
+    LLVMValueRef lo = LLVMBuildTrunc(em->b, addr, em->t_i32, "");
+    LLVMValueRef hi = LLVMBuildTrunc(
+        em->b, LLVMBuildLShr(em->b, addr, LLVMConstInt(em->t_i64, 32, 0), ""), em->t_i32, "");
+    LLVMValueRef sl[4] = {mask, lo, i32c(em, 0), i32c(em, 31)};
+    LLVMValueRef sh[4] = {mask, hi, i32c(em, 0), i32c(em, 31)};
+    LLVMValueRef same = LLVMBuildAnd(
+        em->b,
+        LLVMBuildICmp(em->b, LLVMIntEQ, lo, nvvm(em, "llvm.nvvm.shfl.sync.idx.i32", sl, 4), ""),
+        LLVMBuildICmp(em->b, LLVMIntEQ, hi, nvvm(em, "llvm.nvvm.shfl.sync.idx.i32", sh, 4), ""),
+        "");
+    LLVMValueRef va[2] = {mask, same};
+    LLVMValueRef uniform = nvvm(em, "llvm.nvvm.vote.all.sync", va, 2);
+    LLVMBasicBlockRef warp = llvm_new_block(em, "wadd.warp"),
+                      lane0 = llvm_new_block(em, "wadd.lane0"),
+                      plain = llvm_new_block(em, "wadd.plain"),
+                      done = llvm_new_block(em, "wadd.done");
+    LLVMBuildCondBr(em->b, LLVMBuildAnd(em->b, full, uniform, ""), warp, plain);
+
+    LLVMPositionBuilderAtEnd(em->b, warp);
+    LLVMValueRef sum = warp_sum(em, v);
+    LLVMValueRef lane = nvvm(em, "llvm.nvvm.read.ptx.sreg.laneid", NULL, 0);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, lane, i32c(em, 0), ""), lane0, done);
+    LLVMPositionBuilderAtEnd(em->b, lane0);
+    LLVMSetAlignment(
+        LLVMBuildAtomicRMW(em->b, LLVMAtomicRMWBinOpFAdd, ptr, sum, LLVMAtomicOrderingMonotonic, 0),
+        align);
+    LLVMBuildBr(em->b, done);
+
+    LLVMPositionBuilderAtEnd(em->b, plain);
+    LLVMSetAlignment(
+        LLVMBuildAtomicRMW(em->b, LLVMAtomicRMWBinOpFAdd, ptr, v, LLVMAtomicOrderingMonotonic, 0),
+        align);
+    LLVMBuildBr(em->b, done);
+    LLVMPositionBuilderAtEnd(em->b, done);
+    return true;
 }
 
 static LLVMValueRef nv_thread_index(llvm_emitter *em) {
@@ -105,7 +192,7 @@ static LLVMValueRef nv_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) 
 }
 
 static const llvm_gpu_target nvptx_target = {
-    .hooks = {.math = nv_math},
+    .hooks = {.math = nv_math, .atomic_fadd = nv_atomic_fadd},
     .thread_index = nv_thread_index,
     .thread_count = nv_thread_count,
     .mark_kernel = nv_mark_kernel,

@@ -67,7 +67,8 @@ static LLVMValueRef arith(sizer_em *s, const char *intr, LLVMValueRef x, LLVMVal
     LLVMTypeRef t = em->t_i64;
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, &t, 1);
     LLVMValueRef args[2] = {x, y};
-    LLVMValueRef r = LLVMBuildCall2(em->b, LLVMIntrinsicGetType(em->ctx, id, &t, 1), fn, args, 2, "");
+    LLVMValueRef r =
+        LLVMBuildCall2(em->b, LLVMIntrinsicGetType(em->ctx, id, &t, 1), fn, args, 2, "");
     check(s, LLVMBuildNot(em->b, LLVMBuildExtractValue(em->b, r, 1, ""), ""), SZ_ERR_OVERFLOW,
           c64(em, 0), c64(em, 0));
     return LLVMBuildExtractValue(em->b, r, 0, "");
@@ -117,7 +118,9 @@ static LLVMValueRef eval_read(sizer_em *s, const sz_expr *e) {
         bad_idx = LLVMBuildSelect(em->b, LLVMBuildAnd(em->b, ok, LLVMBuildNot(em->b, in, ""), ""),
                                   i, bad_idx, "");
         ok = LLVMBuildAnd(em->b, ok, in, "");
-        lin = d == 0 ? i : LLVMBuildAdd(em->b, LLVMBuildMul(em->b, lin, em->arr_shape[p][d], ""), i, "");
+        lin = d == 0
+                  ? i
+                  : LLVMBuildAdd(em->b, LLVMBuildMul(em->b, lin, em->arr_shape[p][d], ""), i, "");
     }
     check(s, ok, SZ_ERR_BOUNDS, c64(em, p), bad_idx);
     /* the failing path reads element 0 of nothing: read index 0 only when in bounds */
@@ -126,7 +129,8 @@ static LLVMValueRef eval_read(sizer_em *s, const sz_expr *e) {
     LLVMBuildCondBr(em->b, ok, rd, done);
     LLVMPositionBuilderAtEnd(em->b, rd);
     LLVMTypeRef mt = llvm_mem_type(em, t->elem);
-    LLVMValueRef v = LLVMBuildLoad2(em->b, mt, LLVMBuildInBoundsGEP2(em->b, mt, em->arr_data[p], &lin, 1, ""), "");
+    LLVMValueRef v = LLVMBuildLoad2(
+        em->b, mt, LLVMBuildInBoundsGEP2(em->b, mt, em->arr_data[p], &lin, 1, ""), "");
     LLVMSetAlignment(v, (unsigned)ty_size(t->elem));
     switch (t->elem->kind) {
     case TY_I32: v = LLVMBuildSExt(em->b, v, em->t_i64, ""); break;
@@ -150,9 +154,7 @@ static LLVMValueRef eval(sizer_em *s, const sz_expr *e) {
     llvm_emitter *em = s->em;
     switch (e->op) {
     case SZ_CONST: return c64(em, e->v);
-    case SZ_VAR:
-        kern_assert(e->v >= 0 && e->v < MAX_VARS && s->vars[e->v]);
-        return s->vars[e->v];
+    case SZ_VAR: kern_assert(e->v >= 0 && e->v < MAX_VARS && s->vars[e->v]); return s->vars[e->v];
     case SZ_PARAM: {
         const kern_type *t = em->kernel->params[e->v].type;
         LLVMValueRef v = llvm_val(em, em->kernel->body->args[e->v]);
@@ -160,25 +162,30 @@ static LLVMValueRef eval(sizer_em *s, const sz_expr *e) {
     }
     case SZ_DIM: return em->arr_shape[e->v][e->d];
     case SZ_READ: return eval_read(s, e);
-    case SZ_ADD: return arith(s, "llvm.sadd.with.overflow", eval(s, e->kids[0]), eval(s, e->kids[1]));
-    case SZ_SUB: return arith(s, "llvm.ssub.with.overflow", eval(s, e->kids[0]), eval(s, e->kids[1]));
-    case SZ_MUL: return arith(s, "llvm.smul.with.overflow", eval(s, e->kids[0]), eval(s, e->kids[1]));
+    case SZ_ADD:
+        return arith(s, "llvm.sadd.with.overflow", eval(s, e->kids[0]), eval(s, e->kids[1]));
+    case SZ_SUB:
+        return arith(s, "llvm.ssub.with.overflow", eval(s, e->kids[0]), eval(s, e->kids[1]));
+    case SZ_MUL:
+        return arith(s, "llvm.smul.with.overflow", eval(s, e->kids[0]), eval(s, e->kids[1]));
     case SZ_DIV: {
         LLVMValueRef x = eval(s, e->kids[0]), y = eval(s, e->kids[1]);
         LLVMValueRef nz = LLVMBuildICmp(em->b, LLVMIntNE, y, c64(em, 0), "");
         check(s, nz, SZ_ERR_DIV0, c64(em, 0), c64(em, 0));
-        LLVMValueRef ovf = LLVMBuildAnd(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, x, c64(em, INT64_MIN), ""),
-                                        LLVMBuildICmp(em->b, LLVMIntEQ, y, c64(em, -1), ""), "");
+        LLVMValueRef ovf =
+            LLVMBuildAnd(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, x, c64(em, INT64_MIN), ""),
+                         LLVMBuildICmp(em->b, LLVMIntEQ, y, c64(em, -1), ""), "");
         check(s, LLVMBuildNot(em->b, ovf, ""), SZ_ERR_OVERFLOW, c64(em, 0), c64(em, 0));
-        LLVMValueRef safe = LLVMBuildSelect(em->b, LLVMBuildAnd(em->b, nz, LLVMBuildNot(em->b, ovf, ""), ""),
-                                            y, c64(em, 1), "");
+        LLVMValueRef safe = LLVMBuildSelect(
+            em->b, LLVMBuildAnd(em->b, nz, LLVMBuildNot(em->b, ovf, ""), ""), y, c64(em, 1), "");
         return LLVMBuildSDiv(em->b, x, safe, "");
     }
     case SZ_MIN:
     case SZ_MAX: {
         LLVMValueRef x = eval(s, e->kids[0]), y = eval(s, e->kids[1]);
         LLVMValueRef lt = LLVMBuildICmp(em->b, LLVMIntSLT, x, y, "");
-        return e->op == SZ_MIN ? LLVMBuildSelect(em->b, lt, x, y, "") : LLVMBuildSelect(em->b, lt, y, x, "");
+        return e->op == SZ_MIN ? LLVMBuildSelect(em->b, lt, x, y, "")
+                               : LLVMBuildSelect(em->b, lt, y, x, "");
     }
     case SZ_MAXOVER: {
         LLVMValueRef lo = eval(s, e->kids[0]), hi = eval(s, e->kids[1]);
@@ -235,13 +242,15 @@ void llvm_gpu_emit_sizer(llvm_emitter *em, const llvm_gpu_target *gt, uint32_t s
         LLVMValueRef from = arith(&s, "llvm.sadd.with.overflow", lo, w);
         LLVMValueRef m = fold_max(&s, e, from, hi, nthreads);
         LLVMBasicBlockRef any = llvm_new_block(em, "sz.any"), done = llvm_new_block(em, "sz.done");
-        LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntNE, m, c64(em, INT64_MIN), ""), any, done);
+        LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntNE, m, c64(em, INT64_MIN), ""), any,
+                        done);
         LLVMPositionBuilderAtEnd(em->b, any);
         atomic_max_res(&s, m);
         LLVMBuildBr(em->b, done);
         LLVMPositionBuilderAtEnd(em->b, done);
     } else {
-        LLVMBasicBlockRef first = llvm_new_block(em, "sz.first"), done = llvm_new_block(em, "sz.done");
+        LLVMBasicBlockRef first = llvm_new_block(em, "sz.first"),
+                          done = llvm_new_block(em, "sz.done");
         LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, w, c64(em, 0), ""), first, done);
         LLVMPositionBuilderAtEnd(em->b, first);
         atomic_max_res(&s, eval(&s, e));
