@@ -51,7 +51,7 @@ for STEP in suite corpus cli sanitizer bench; do
         command -v compute-sanitizer || { echo "no compute-sanitizer"; exit 0; }
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -40
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -20' ;;
-    bench) step bench bash bench/gpu-bench/run.sh ;;
+    bench) step bench env -u OUT GPU_BENCH_OUT=/tmp/gpu-bench bash bench/gpu-bench/run.sh ;;
     esac
 done
 echo "device-run: $failed failed step(s)"

@@ -486,7 +486,7 @@ static void check_square_grad(kern_context *ctx, kern_module *m) {
 Test(cli, emit_ptx_and_build_cuda) {
     expect("emit tests/golden/ir/saxpy.kern --emit=ptx --arch=sm_90", 0,
            ".visible .entry kern_saxpy__t0(");
-    expect("emit tests/golden/ir/saxpy.kern --emit=ptx", 0, ".target sm_70");
+    expect("emit tests/golden/ir/saxpy.kern --emit=ptx", 0, ".target sm_75");
     expect("emit tests/golden/ir/saxpy.kern --emit=llvm --target=cuda", 0,
            "target triple = \"nvptx64-nvidia-cuda\"");
     char out[64], args[256];

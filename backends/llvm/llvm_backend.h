@@ -58,7 +58,7 @@ char *llvm_emit_text(const ir_module *m, const kc_options *o, char *err, size_t 
 
 /* ---- NVPTX (llvm_nvptx.c; docs/gpu-abi.md) ----------------------------------------- */
 
-#define LLVM_NVPTX_DEFAULT_ARCH "sm_70"
+#define LLVM_NVPTX_DEFAULT_ARCH "sm_75"
 /* Whether arch names a CUDA architecture (sm_NN, sm_NNa). */
 bool llvm_nvptx_arch_valid(const char *arch);
 /* The PTX of every kernel of m for o->arch (NULL: LLVM_NVPTX_DEFAULT_ARCH), malloc'd, or

@@ -16,8 +16,10 @@
  * Float atomic adds whose old value is unused (the adjoints of values that many threads
  * read) are combined per warp when the whole warp adds to one address (nv_atomic_fadd).
  *
- * The default architecture is sm_70 (the oldest with the float atomics and independent
- * thread scheduling kern relies on); PTX is for the ISA version LLVM 19 picks for it. */
+ * The default architecture is sm_75 (Turing: the oldest that CUDA 13 still supports; sm_70
+ * is accepted for older toolkits); PTX is for the ISA version LLVM 19 picks for the
+ * architecture, at least 6.3 (for the warp intrinsics). A driver JIT-compiles the PTX for
+ * newer GPUs. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,9 +325,12 @@ static LLVMTargetMachineRef nvptx_machine(const kc_options *o, char *err, size_t
         LLVMDisposeMessage(msg);
         return NULL;
     }
-    LLVMTargetMachineRef tm =
-        LLVMCreateTargetMachine(target, NVPTX_TRIPLE, arch, "", llvm_codegen_level(o->opt_level),
-                                LLVMRelocDefault, LLVMCodeModelDefault);
+    /* warp votes and shuffles with masks (nv_atomic_fadd) need PTX 6.2; below sm_75 LLVM
+     * would pick 6.0 or 6.1 */
+    const char *features = atoi(arch + 3) < 75 ? "+ptx63" : "";
+    LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, NVPTX_TRIPLE, arch, features,
+                                                      llvm_codegen_level(o->opt_level),
+                                                      LLVMRelocDefault, LLVMCodeModelDefault);
     if (!tm)
         llvm_errf(err, errlen, "cannot create an NVPTX target machine for %s", arch);
     return tm;
