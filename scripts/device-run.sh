@@ -4,7 +4,7 @@
 #
 #   source .device/env.sh; bash scripts/device-run.sh [STEP ...]
 #
-# STEPS (default: all): suite, corpus, cli, sanitizer, bench. Each prints a header and
+# STEPS (default: all): suite, corpus, stress, cli, sanitizer, bench. Each prints a header and
 # what it ran; results also go to $OUT (when set) as STEP.txt. Exit status: the number of
 # failed steps.
 set -uo pipefail
@@ -19,6 +19,7 @@ while read -r name path; do
 done < .device/layout
 root=$(strings .device/bin/kern-tests | grep -m1 -E '^/.*/examples$' | sed 's|/examples$||' || true)
 [ -n "$root" ] && [ ! -e "$root" ] && mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"
+export KERN_TEST_PYTHON=${KERN_TEST_PYTHON:-python3} # /usr/bin/python3 there has no NumPy
 export KERN_LIBDEVICE=${KERN_LIBDEVICE:-/usr/local/cuda/nvvm/libdevice/libdevice.10.bc}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -2
 
@@ -35,13 +36,14 @@ step() { # NAME CMD...: runs CMD, tees to $out/NAME.txt
 }
 
 steps=("$@")
-for STEP in suite corpus cli sanitizer bench; do
+for STEP in suite corpus stress cli sanitizer bench; do
     [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
     case $STEP in
     suite) step suite kern-tests -j8 ;;
     corpus) step corpus env KERN_TEST_BACKEND=cuda kern-tests -j4 --filter 'grad*/*'
             step e2e env KERN_TEST_BACKEND=cuda KERN_TEST_PYTHON=python3 kern-tests -j4 --filter 'e2e/*'
             step overflow env KERN_TEST_BACKEND=cuda kern-tests --filter 'adstack_rt/jit_while*' ;;
+    stress) step stress env KERN_TEST_BACKEND=cuda KERN_STRESS_LAUNCHES=100000 kern-tests --verbose --filter 'stress/*' ;;
     cli) step cli bash -c '
         set -e
         kernc run examples/simulate.kern simulate --target=cuda x0=examples/data/x0.npy w=examples/data/w.npy out=examples/data/out.npy steps=16
