@@ -258,6 +258,38 @@ static inline kern_arg kern_arg_f64(double v) {
  * KERN_ERR_DEVICE for a device error observed by this call (see the top of this file). */
 kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs);
 
+/* ---- graphs: capture once, replay many times ---------------------------------------- */
+
+/* A graph is a recorded sequence of launches (one training step, say: the forward
+ * launches, then the gradients) that replays with no per-launch host work: on CUDA one
+ * CUDA graph launch per replay; on the CPU the launches are submitted in order.
+ *
+ *   kern_graph_begin(ctx);
+ *   kern_launch(step, args, n); kern_launch(step_grad, gargs, m);   // recorded, not run
+ *   kern_graph_end(ctx, &g);
+ *   for (...) kern_graph_launch(g);                                 // runs them
+ *
+ * While capturing, kern_launch checks and sizes each launch and records it with its
+ * arguments (buffers by identity, scalars by value), but runs nothing. A graph keeps what
+ * it uses alive and in place (runtime contract 9): its buffers and modules are freed only
+ * with the graph, even when released before, and the adstack heap keeps its address: while
+ * a graph lives, a launch that would need a larger heap fails with a message saying so.
+ * A replay whose loop bounds outgrow the captured capacities (the contents of a count
+ * array changed) fails with the adstack overflow error, never writing past the heap.
+ * Device errors of a replay are reported as for launches, naming the captured kernel. */
+typedef struct kern_graph kern_graph;
+
+/* Starts capturing the launches of ctx. KERN_ERR_ARGUMENT when a capture is under way. */
+kern_status kern_graph_begin(kern_context *ctx);
+/* Ends the capture; *out receives the graph (possibly of no launches). */
+kern_status kern_graph_end(kern_context *ctx, kern_graph **out);
+/* Replays the graph's launches, in order, after the work submitted before. */
+kern_status kern_graph_launch(kern_graph *g);
+/* Launches in the graph. */
+int kern_graph_launch_count(const kern_graph *g);
+/* Waits for the graph's replays, then frees it (and what was released while it lived). */
+void kern_graph_release(kern_graph *g);
+
 /* ---- the gradient tape ------------------------------------------------------------ */
 
 /* A tape records launches and runs their gradient kernels (K.grad, found by name in K's

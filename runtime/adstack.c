@@ -197,6 +197,15 @@ kern_status rt_adstack_reserve(rt_adstack_heap *h, rt_device *d, rt_retire_queue
                                char *err, size_t errlen) {
     if (h->mem && bytes <= h->bytes)
         return KERN_OK;
+    if (h->pins > 0) {
+        snprintf(err, errlen,
+                 "kernel '%s': the adstack heap would have to grow to %zu bytes (%lld bytes per "
+                 "thread x %lld threads; it has %zu), but %d captured graph%s use%s it at its "
+                 "address: release the graph%s, or capture after a launch with the largest sizes",
+                 kernel, bytes, (long long)stride, (long long)slots, h->bytes, h->pins,
+                 h->pins == 1 ? "" : "s", h->pins == 1 ? "s" : "", h->pins == 1 ? "" : "s");
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
     size_t want = bytes;
     if (h->mem && h->bytes <= (size_t)PTRDIFF_MAX / 2 && 2 * h->bytes > bytes)
         want = 2 * h->bytes;

@@ -41,6 +41,7 @@ typedef struct rt_adstack_heap {
     size_t bytes;      /* its size */
     uint64_t last_use; /* completion point of the last launch that used it */
     int64_t allocs;    /* heap allocations made so far (the first one included) */
+    int pins;          /* graphs that use it: it may not grow or move (contract 9) */
     /* the last launch with adstacks */
     int64_t last_stride, last_slots;
     int last_n;

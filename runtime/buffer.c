@@ -176,6 +176,10 @@ void kern_buffer_release(kern_buffer *b) {
     kern_context *ctx = b->ctx;
     rt_clear_error(ctx);
     rt_retire_poll(&ctx->retired, ctx->dev);
+    if (b->pins > 0) { /* a graph uses it: freed with the last such graph */
+        b->released = true;
+        return;
+    }
     rt_buffer_destroy(b, false);
 }
 

@@ -167,7 +167,17 @@ kern_status rt_collect(kern_context *ctx, bool report) {
                 ctx->pending[n++] = p;
                 continue;
             }
-            if (p->rec.code != 0) {
+            if (p->graph) { /* a replay: its records */
+                char msg[RT_MSG_SIZE];
+                int errs = rt_graph_errors(p->graph, msg, sizeof msg);
+                if (errs > 0 && !ctx->deferred) {
+                    ctx->deferred = true;
+                    ctx->deferred_more = errs - 1;
+                    snprintf(ctx->deferred_msg, sizeof ctx->deferred_msg, "%s", msg);
+                } else if (errs > 0) {
+                    ctx->deferred_more += errs;
+                }
+            } else if (p->rec.code != 0) {
                 if (!ctx->deferred) {
                     ctx->deferred = true;
                     ctx->deferred_more = 0;
@@ -209,6 +219,7 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
     rt_list_init(&ctx->buffers);
     rt_list_init(&ctx->modules);
     rt_list_init(&ctx->tapes);
+    rt_list_init(&ctx->graphs);
     rt_retire_init(&ctx->retired, RT_RETIRE_DEPTH);
     const char *bname = kern_backend_name(ctx->opts.backend);
     if (!bname)
@@ -317,6 +328,7 @@ void kern_context_release(kern_context *ctx) {
         rt_collect(ctx, false);
         while (ctx->tapes.next != &ctx->tapes)
             kern_tape_destroy((kern_tape *)ctx->tapes.next);
+        rt_graphs_fini(ctx); /* before the buffers and modules it pins */
         while (ctx->modules.next != &ctx->modules)
             rt_module_destroy((kern_module *)ctx->modules.next);
         while (ctx->buffers.next != &ctx->buffers)

@@ -43,6 +43,8 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
 typedef int CUjit_option;
 
 enum {
@@ -96,10 +98,23 @@ enum {
       (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
        void **, void **))
 
+/* Graphs (contract 9), through stream capture; optional: a driver without them has no
+ * device graphs (graph_build says so). */
+#define CUDA_GRAPH_API(X)                                                                          \
+    X(cuStreamBeginCapture_v2, CUresult, (CUstream, int))                                          \
+    X(cuStreamEndCapture, CUresult, (CUstream, CUgraph *))                                         \
+    X(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec *, CUgraph, unsigned long long))         \
+    X(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))                                            \
+    X(cuGraphExecDestroy, CUresult, (CUgraphExec))                                                 \
+    X(cuGraphDestroy, CUresult, (CUgraph))
+
+enum { CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
+
 typedef struct cuda_api {
     void *lib;
 #define CUDA_FIELD(name, ret, args) ret(*name) args;
     CUDA_API(CUDA_FIELD)
+    CUDA_GRAPH_API(CUDA_FIELD)
 #undef CUDA_FIELD
 } cuda_api;
 
@@ -186,8 +201,10 @@ static void cuda_retire_subs(cuda_device *c, bool block) {
             cu_err(&c->api, r, "waiting for a launch", c->lost, sizeof c->lost);
             break;
         }
-        *s->out = c->recs[s->rec];
-        c->free_recs[c->nfree_recs++] = s->rec;
+        if (s->rec >= 0) { /* a graph's replay has its own records */
+            *s->out = c->recs[s->rec];
+            c->free_recs[c->nfree_recs++] = s->rec;
+        }
         if (c->nevents < c->capevents)
             c->events[c->nevents++] = s->ev;
         else
@@ -574,6 +591,156 @@ static void cuda_destroy(rt_device *d) {
     free(c);
 }
 
+/* ---- graphs ------------------------------------------------------------------------ */
+
+typedef struct cuda_graph {
+    CUgraph graph;
+    CUgraphExec exec;
+    kern_err_record *recs; /* host-mapped, one per launch */
+} cuda_graph;
+
+static void cuda_graph_free(rt_device *d, void *graph) {
+    cuda_device *c = cuda_of(d);
+    cuda_graph *g = graph;
+    if (!g)
+        return;
+    if (c->api.cuCtxSetCurrent(c->cu) == CUDA_SUCCESS) {
+        if (g->exec)
+            c->api.cuGraphExecDestroy(g->exec);
+        if (g->graph)
+            c->api.cuGraphDestroy(g->graph);
+        if (g->recs)
+            c->api.cuMemFreeHost(g->recs);
+    }
+    free(g);
+}
+
+/* Captures the launches' kernel launches on the stream into a CUDA graph; each launch's
+ * error record is its own record of the graph. */
+static kern_status cuda_graph_build(rt_device *d, const rt_launch *ls, int n, void **graph,
+                                    kern_err_record **recs, char *err, size_t errlen) {
+    cuda_device *c = cuda_of(d);
+    *graph = NULL;
+    *recs = NULL;
+    if (!c->api.cuStreamBeginCapture_v2 || !c->api.cuStreamEndCapture ||
+        !c->api.cuGraphInstantiateWithFlags || !c->api.cuGraphLaunch ||
+        !c->api.cuGraphExecDestroy || !c->api.cuGraphDestroy) {
+        snprintf(err, errlen, "the CUDA driver has no graph API (cuStreamBeginCapture_v2, "
+                              "cuGraphInstantiateWithFlags: CUDA 11.4 or later)");
+        return KERN_ERR_UNSUPPORTED;
+    }
+    kern_status s = cuda_current(c, err, errlen);
+    if (s != KERN_OK)
+        return s;
+    cuda_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        snprintf(err, errlen, "out of host memory for a graph");
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    CUdeviceptr recs_dev = 0;
+    CUresult r = c->api.cuMemHostAlloc((void **)&g->recs, (size_t)n * sizeof(kern_err_record),
+                                       CU_MEMHOSTALLOC_DEVICEMAP);
+    if (r == CUDA_SUCCESS)
+        r = c->api.cuMemHostGetDevicePointer_v2(&recs_dev, g->recs, 0);
+    if (r != CUDA_SUCCESS) {
+        cu_err(&c->api, r, "the graph's error records (cuMemHostAlloc)", err, errlen);
+        cuda_graph_free(d, g);
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    memset(g->recs, 0, (size_t)n * sizeof(kern_err_record));
+    r = c->api.cuStreamBeginCapture_v2(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (r != CUDA_SUCCESS) {
+        cu_err(&c->api, r, "cuStreamBeginCapture", err, errlen);
+        cuda_graph_free(d, g);
+        return KERN_ERR_DEVICE;
+    }
+    for (int i = 0; i < n && r == CUDA_SUCCESS && s == KERN_OK; i++) {
+        const rt_launch *l = &ls[i];
+        const cuda_kernel *ck = l->kernel;
+        rt_gpu_params p = {0};
+        s = rt_gpu_pack_params(l->meta, l->args,
+                               recs_dev + (CUdeviceptr)i * sizeof(kern_err_record),
+                               (uint64_t)(uintptr_t)l->ad_heap, l->ad_heap ? l->ad_slots : 0,
+                               l->ad_layout, &p, err, errlen);
+        for (int t = 0; s == KERN_OK && r == CUDA_SUCCESS && t < l->ntasks; t++) {
+            unsigned blocks, threads;
+            rt_gpu_grid(l->tasks[t].parallel, l->counts ? l->counts[t] : -1, c->resident_blocks,
+                        l->ad_heap ? l->ad_slots : 0, &blocks, &threads);
+            if (blocks == 0)
+                continue;
+            r = c->api.cuLaunchKernel(ck->fn[t], blocks, 1, 1, threads, 1, 1, 0, c->stream, p.ptrs,
+                                      NULL);
+            if (r != CUDA_SUCCESS)
+                cu_err(&c->api, r, "capturing a launch (cuLaunchKernel)", err, errlen);
+        }
+        rt_gpu_params_free(&p); /* the captured node keeps its own copy of the values */
+    }
+    CUresult re = c->api.cuStreamEndCapture(c->stream, &g->graph);
+    if (s == KERN_OK && r == CUDA_SUCCESS && re != CUDA_SUCCESS) {
+        cu_err(&c->api, re, "cuStreamEndCapture", err, errlen);
+        r = re;
+    }
+    if (s == KERN_OK && r == CUDA_SUCCESS) {
+        r = c->api.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
+        if (r != CUDA_SUCCESS)
+            cu_err(&c->api, r, "cuGraphInstantiateWithFlags", err, errlen);
+    }
+    if (s != KERN_OK || r != CUDA_SUCCESS) {
+        cuda_graph_free(d, g);
+        return s != KERN_OK ? s : KERN_ERR_DEVICE;
+    }
+    *graph = g;
+    *recs = g->recs;
+    return KERN_OK;
+}
+
+/* One graph launch, one completion point (a submission without a record of the pool). */
+static kern_status cuda_graph_launch(rt_device *d, void *graph, uint64_t *point, char *err,
+                                     size_t errlen) {
+    cuda_device *c = cuda_of(d);
+    cuda_graph *g = graph;
+    kern_status s = cuda_current(c, err, errlen);
+    if (s != KERN_OK)
+        return s;
+    if (c->lost[0]) {
+        snprintf(err, errlen, "the device was lost: %s", c->lost);
+        return KERN_ERR_DEVICE;
+    }
+    if (c->nsubs == c->capsubs) {
+        int cap = c->capsubs ? 2 * c->capsubs : 64;
+        cuda_sub *ns = realloc(c->subs, (size_t)cap * sizeof *ns);
+        CUevent *ne = realloc(c->events, (size_t)cap * sizeof *ne);
+        if (ns)
+            c->subs = ns;
+        if (ne)
+            c->events = ne;
+        if (!ns || !ne) {
+            snprintf(err, errlen, "out of host memory for replaying a graph");
+            return KERN_ERR_OUT_OF_MEMORY;
+        }
+        c->capsubs = c->capevents = cap;
+    }
+    CUevent ev = NULL;
+    CUresult r = CUDA_SUCCESS;
+    if (c->nevents > 0)
+        ev = c->events[--c->nevents];
+    else
+        r = c->api.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS)
+        r = c->api.cuGraphLaunch(g->exec, c->stream);
+    if (r == CUDA_SUCCESS)
+        r = c->api.cuEventRecord(ev, c->stream);
+    if (r != CUDA_SUCCESS) {
+        cu_err(&c->api, r, "cuGraphLaunch", err, errlen);
+        if (ev)
+            c->events[c->nevents++] = ev;
+        return KERN_ERR_DEVICE;
+    }
+    *point = ++d->submitted;
+    c->subs[c->nsubs++] = (cuda_sub){*point, ev, -1, NULL};
+    return KERN_OK;
+}
+
 static const rt_device_ops cuda_ops = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -592,6 +759,9 @@ static const rt_device_ops cuda_ops = {
     .sync = cuda_sync,
     .ad_slots = cuda_ad_slots,
     .size_adstack = cuda_size_adstack,
+    .graph_build = cuda_graph_build,
+    .graph_launch = cuda_graph_launch,
+    .graph_free = cuda_graph_free,
 };
 
 /* Loads the driver library and its entry points. */
@@ -611,6 +781,9 @@ static kern_status load_api(cuda_api *api, const char *lib, char *err, size_t er
     }
     CUDA_API(CUDA_LOAD)
 #undef CUDA_LOAD
+#define CUDA_LOAD_OPT(name, ret, args) *(void **)&api->name = dlsym(api->lib, #name);
+    CUDA_GRAPH_API(CUDA_LOAD_OPT)
+#undef CUDA_LOAD_OPT
     return KERN_OK;
 }
 

@@ -262,6 +262,57 @@ cleanup:
     return s;
 }
 
+kern_status rt_submit(kern_context *ctx, const rt_ready *r) {
+    kern_kernel *k = r->k;
+    const kern_meta_kernel *mk = k->meta;
+    char err[512];
+    if (ctx->npending == ctx->cappending) {
+        int cap = ctx->cappending ? ctx->cappending * 2 : 16;
+        rt_pending **np = realloc(ctx->pending, (size_t)cap * sizeof *np);
+        if (!np)
+            return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+        ctx->pending = np;
+        ctx->cappending = cap;
+    }
+    rt_pending *p = calloc(1, sizeof *p);
+    if (!p)
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+    p->kernel = k;
+    rt_launch l = {
+        .name = mk->name,
+        .meta = mk,
+        .kernel = k->handle,
+        .tasks = mk->tasks,
+        .ntasks = mk->ntasks,
+        .args = r->la,
+        .nargs = r->nargs,
+        .err = &p->rec,
+        .counts = r->counts,
+        .ad_heap = mk->nadstacks > 0 ? ctx->adheap.mem : NULL,
+        .ad_slots = r->slots,
+        .ad_stride = r->stride,
+        .ad_layout = mk->nadstacks > 0 ? r->layout : NULL,
+    };
+    kern_status s = ctx->dev->ops->launch(ctx->dev, &l, &p->point, err, sizeof err);
+    if (s != KERN_OK) {
+        free(p);
+        return rt_error(ctx, s, "cannot launch kernel '%s': %s", mk->name, err);
+    }
+    ctx->pending[ctx->npending++] = p;
+    for (int i = 0; i < r->nargs; i++) {
+        kern_buffer *b = r->bufs[i];
+        if (!b)
+            continue;
+        b->last_use = p->point;
+        if (!mk->params[i].readonly) /* it may have been written: device sizings are stale */
+            b->written = ++ctx->write_clock;
+    }
+    k->mod->last_use = p->point;
+    if (mk->nadstacks > 0)
+        ctx->adheap.last_use = p->point;
+    return KERN_OK;
+}
+
 kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
     if (!k)
         return KERN_ERR_ARGUMENT;
@@ -270,13 +321,13 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
     const kern_meta_kernel *mk = k->meta;
     kern_status s = KERN_OK;
     rt_launch_arg small[16];
+    kern_buffer *bsmall[16];
     rt_launch_arg *la = small;
+    kern_buffer **bufs = bsmall;
     int64_t layout_small[32];
     int64_t *layout = layout_small, stride = 0, slots = 0;
     int64_t counts_small[16];
     int64_t *counts = counts_small;
-    rt_pending *p = NULL;
-    char err[512];
     if (nargs != mk->nparams)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kernel '%s' takes %d argument%s, got %d", mk->name,
                         mk->nparams, mk->nparams == 1 ? "" : "s", nargs);
@@ -285,12 +336,17 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
                         mk->name);
     if (nargs > (int)(sizeof small / sizeof small[0])) {
         la = calloc((size_t)nargs, sizeof *la);
-        if (!la)
-            return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+        bufs = calloc((size_t)nargs, sizeof *bufs);
+        if (!la || !bufs) {
+            s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+            goto cleanup;
+        }
     }
-    for (int i = 0; i < nargs; i++)
+    for (int i = 0; i < nargs; i++) {
         if ((s = check_arg(k, i, &args[i], &la[i])) != KERN_OK)
             goto cleanup;
+        bufs[i] = args[i].kind == KERN_ARG_BUFFER ? args[i].u.buffer : NULL;
+    }
 
     if ((s = rt_collect(ctx, true)) != KERN_OK) {
         rt_error(ctx, s, "%s (observed before launching '%s', which was not launched)", ctx->msg,
@@ -305,59 +361,18 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
     }
     if ((s = size_launch(k, args, la, counts, layout, &stride, &slots)) != KERN_OK)
         goto cleanup;
-    if (ctx->npending == ctx->cappending) {
-        int cap = ctx->cappending ? ctx->cappending * 2 : 16;
-        rt_pending **np = realloc(ctx->pending, (size_t)cap * sizeof *np);
-        if (!np) {
-            s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
-            goto cleanup;
-        }
-        ctx->pending = np;
-        ctx->cappending = cap;
-    }
-    p = calloc(1, sizeof *p);
-    if (!p) {
-        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+    rt_ready r = {k, la, bufs, nargs, counts, layout, stride, slots};
+    if (ctx->capture) { /* recorded for the graph's replays, not run now */
+        s = rt_graph_record(ctx->capture, &r);
         goto cleanup;
     }
-    p->kernel = k;
-    rt_launch l = {
-        .name = mk->name,
-        .meta = mk,
-        .kernel = k->handle,
-        .tasks = mk->tasks,
-        .ntasks = mk->ntasks,
-        .args = la,
-        .nargs = nargs,
-        .err = &p->rec,
-        .counts = counts,
-        .ad_heap = mk->nadstacks > 0 ? ctx->adheap.mem : NULL,
-        .ad_slots = slots,
-        .ad_stride = stride,
-        .ad_layout = mk->nadstacks > 0 ? layout : NULL,
-    };
-    s = ctx->dev->ops->launch(ctx->dev, &l, &p->point, err, sizeof err);
-    if (s != KERN_OK) {
-        s = rt_error(ctx, s, "cannot launch kernel '%s': %s", mk->name, err);
-        goto cleanup;
-    }
-    ctx->pending[ctx->npending++] = p;
-    for (int i = 0; i < nargs; i++) {
-        if (args[i].kind != KERN_ARG_BUFFER)
-            continue;
-        args[i].u.buffer->last_use = p->point;
-        if (!mk->params[i].readonly) /* it may have been written: device sizings are stale */
-            args[i].u.buffer->written = ++ctx->write_clock;
-    }
-    k->mod->last_use = p->point;
-    if (mk->nadstacks > 0)
-        ctx->adheap.last_use = p->point;
-    p = NULL;
-    s = rt_collect(ctx, true);
+    if ((s = rt_submit(ctx, &r)) == KERN_OK)
+        s = rt_collect(ctx, true);
 cleanup:
-    free(p);
     if (la != small)
         free(la);
+    if (bufs != bsmall)
+        free(bufs);
     if (layout != layout_small)
         free(layout);
     if (counts != counts_small)

@@ -137,6 +137,10 @@ void kern_module_release(kern_module *m) {
         return;
     kern_context *ctx = m->ctx;
     rt_clear_error(ctx);
+    if (m->pins > 0) { /* a graph uses its kernels: freed with the last such graph */
+        m->released = true;
+        return;
+    }
     char err[512];
     if (m->last_use > ctx->dev->ops->poll(ctx->dev) &&
         ctx->dev->ops->wait(ctx->dev, m->last_use, err, sizeof err) != KERN_OK)

@@ -21,16 +21,53 @@
 
 enum { RT_MSG_SIZE = 2048 };
 
-/* A launch whose completion has not been observed yet. */
+typedef struct rt_list {
+    struct rt_list *prev, *next;
+} rt_list;
+
+/* A launch whose completion has not been observed yet (or a graph's replay: its errors
+ * are the graph's records). */
 typedef struct rt_pending {
     uint64_t point;
     const kern_kernel *kernel;
     kern_err_record rec;
+    kern_graph *graph;
 } rt_pending;
 
-typedef struct rt_list {
-    struct rt_list *prev, *next;
-} rt_list;
+/* A launch checked and sized, ready to submit: what kern_launch computed, kept by a graph
+ * for its replays (graph.c). */
+typedef struct rt_ready {
+    kern_kernel *k;
+    rt_launch_arg *la;
+    kern_buffer **bufs; /* per argument: its buffer, or NULL for a scalar */
+    int nargs;
+    int64_t *counts;    /* per task: host-known work items, -1 unknown */
+    int64_t *layout;    /* 2 x nadstacks */
+    int64_t stride, slots;
+} rt_ready;
+
+/* Submits r (its adstacks in the context's heap) and stamps its buffers, module and the
+ * heap with the completion point; the caller collects. */
+kern_status rt_submit(kern_context *ctx, const rt_ready *r);
+/* Records r in the graph being captured (a deep copy). */
+kern_status rt_graph_record(kern_graph *g, const rt_ready *r);
+/* Frees every graph of the context (it is idle). */
+void rt_graphs_fini(kern_context *ctx);
+/* The error records of a graph replay that completed: formats the first into msg and
+ * counts the others. */
+int rt_graph_errors(const kern_graph *g, char *msg, size_t size);
+
+struct kern_graph {
+    rt_list link;
+    kern_context *ctx;
+    rt_ready *launches;
+    int n, cap;
+    void *dev;               /* the device's graph (NULL: replayed launch by launch) */
+    kern_err_record *recs;   /* the device graph's records, one per launch (host view) */
+    uint64_t last_point;     /* completion point of its last replay */
+    bool ended;
+};
+
 
 struct kern_context {
     kern_context_options opts;
@@ -46,6 +83,8 @@ struct kern_context {
     rt_list buffers, modules, tapes; /* everything made from the context, freed with it */
     rt_adstack_heap adheap;          /* the adstack heap of the context's device (adstack.h) */
     uint64_t write_clock;            /* stamps kern_buffer.written */
+    kern_graph *capture;             /* the graph being captured (kern_graph_begin) */
+    rt_list graphs;
     int64_t device_sizings;          /* sizer kernels run (kern_context_adstack_info) */
 };
 
@@ -61,6 +100,8 @@ struct kern_buffer {
     uint64_t last_use; /* completion point of the last launch that used it */
     uint64_t written;  /* the context's write clock when it was last written (or may have
                           been: a launch of a kernel that writes it, kern_buffer_write) */
+    int pins;          /* graphs that use it: released only with the last of them */
+    bool released;     /* kern_buffer_release came while it was pinned */
 };
 
 /* A device sizer's result for one adstack of a kernel, kept while the arguments it read
@@ -88,6 +129,8 @@ struct kern_module {
     kern_kernel *kernels; /* one per meta kernel, same order */
     int nkernels;
     uint64_t last_use;
+    int pins;      /* graphs that use its kernels */
+    bool released; /* kern_module_release came while it was pinned */
 };
 
 /* rt_error (provider.h) sets the context's message and returns its status. */
