@@ -42,7 +42,8 @@ for STEP in suite corpus stress cli sanitizer bench; do
     suite) step suite kern-tests -j8 ;;
     corpus) step corpus env KERN_TEST_BACKEND=cuda kern-tests -j4 --filter 'grad*/*'
             step e2e env KERN_TEST_BACKEND=cuda KERN_TEST_PYTHON=python3 kern-tests -j4 --filter 'e2e/*'
-            step overflow env KERN_TEST_BACKEND=cuda kern-tests --filter 'adstack_rt/jit_while*' ;;
+            step overflow env KERN_TEST_BACKEND=cuda kern-tests --filter 'adstack_rt/jit_while*'
+            step graph env KERN_TEST_BACKEND=cuda kern-tests --filter 'graph/*' ;;
     stress) step stress env KERN_TEST_BACKEND=cuda KERN_STRESS_LAUNCHES=100000 kern-tests --verbose --filter 'stress/*' ;;
     cli) step cli bash -c '
         set -e
@@ -51,8 +52,9 @@ for STEP in suite corpus stress cli sanitizer bench; do
         true' ;;
     sanitizer) step sanitizer bash -c '
         command -v compute-sanitizer || { echo "no compute-sanitizer"; exit 0; }
-        KERN_TEST_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -40
-        KERN_TEST_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -20' ;;
+        set -o pipefail
+        KERN_TEST_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15
+        KERN_TEST_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15' ;;
     bench) step bench env -u OUT GPU_BENCH_OUT=/tmp/gpu-bench bash bench/gpu-bench/run.sh ;;
     esac
 done

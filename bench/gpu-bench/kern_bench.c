@@ -9,6 +9,8 @@
  *   launch_us       host time of one kern_launch(K) without sync, averaged over --launches
  *                   launches issued back to back (then one kern_sync, not counted)
  *   grad_launch_us  the same for K.grad
+ *   graph_launch_us host time of one kern_graph_launch of a captured step (K then K.grad)
+ *   graph_step_ms   wall time per replayed step, replays back to back
  *   compile_ms      the JIT compile of the .kern (kern_module_from_file_source)
  *   adstack_bytes   the adstack heap after the K.grad launches (kern_context_adstack_info)
  *   check_*         K and K.grad with g kept on a subset of items against workload.h's
@@ -191,6 +193,28 @@ static double launch_us(const work *wk, bool grad, int launches) {
     return (t1 - t0) * 1e3 / launches;
 }
 
+/* microseconds per kern_graph_launch of a graph of one step (K, then K.grad), replays
+ * issued back to back without a sync; and the median milliseconds of one replay */
+static double graph_launch_us(const work *wk, int launches, double *step_ms) {
+    sync_all();
+    kcheck(kern_graph_begin(g_ctx), "kern_graph_begin");
+    run_fwd(wk);
+    run_grad(wk);
+    kern_graph *g = NULL;
+    kcheck(kern_graph_end(g_ctx, &g), "kern_graph_end");
+    kcheck(kern_graph_launch(g), "kern_graph_launch"); /* warm-up */
+    sync_all();
+    double t0 = bench_now_ms();
+    for (int i = 0; i < launches; i++)
+        kcheck(kern_graph_launch(g), "kern_graph_launch");
+    double t1 = bench_now_ms();
+    sync_all();
+    double t2 = bench_now_ms();
+    *step_ms = (t2 - t0) / launches;
+    kern_graph_release(g);
+    return (t1 - t0) * 1e3 / launches;
+}
+
 static void print_metric(const work *wk, const char *metric, const char *fmt, double v) {
     printf("kern %s %s ", wk->name, metric);
     printf(fmt, v);
@@ -360,6 +384,10 @@ static void bench_workload(const opts *o, const char *name, bool ragged, kern_mo
     print_metric(&wk, "fwdrev_ms", "%.3f", median_of(&wk, time_grad, o->warmup, o->reps));
     print_metric(&wk, "launch_us", "%.2f", launch_us(&wk, false, o->launches));
     print_metric(&wk, "grad_launch_us", "%.2f", launch_us(&wk, true, o->launches));
+    double step_ms;
+    double gus = graph_launch_us(&wk, o->launches, &step_ms);
+    print_metric(&wk, "graph_launch_us", "%.2f", gus);
+    print_metric(&wk, "graph_step_ms", "%.3f", step_ms);
     kern_adstack_info ai;
     kcheck(kern_context_adstack_info(g_ctx, &ai), "adstack info");
     print_metric(&wk, "adstack_bytes", "%.0f", (double)ai.heap_bytes);
