@@ -169,7 +169,7 @@ kern_status rt_collect(kern_context *ctx, bool report) {
             }
             if (p->graph) { /* a replay: its records */
                 char msg[RT_MSG_SIZE];
-                int errs = rt_graph_errors(p->graph, msg, sizeof msg);
+                int errs = rt_graph_errors(p->graph, p->set, msg, sizeof msg);
                 if (errs > 0 && !ctx->deferred) {
                     ctx->deferred = true;
                     ctx->deferred_more = errs - 1;

@@ -100,12 +100,12 @@ enum {
 
 /* Graphs (contract 9), through stream capture; optional: a driver without them has no
  * device graphs (graph_build says so). */
-#define CUDA_GRAPH_API(X)                                                                          \
-    X(cuStreamBeginCapture_v2, CUresult, (CUstream, int))                                          \
-    X(cuStreamEndCapture, CUresult, (CUstream, CUgraph *))                                         \
-    X(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec *, CUgraph, unsigned long long))         \
-    X(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))                                            \
-    X(cuGraphExecDestroy, CUresult, (CUgraphExec))                                                 \
+#define CUDA_GRAPH_API(X)                                                                  \
+    X(cuStreamBeginCapture_v2, CUresult, (CUstream, int))                                  \
+    X(cuStreamEndCapture, CUresult, (CUstream, CUgraph *))                                 \
+    X(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec *, CUgraph, unsigned long long)) \
+    X(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))                                    \
+    X(cuGraphExecDestroy, CUresult, (CUgraphExec))                                         \
     X(cuGraphDestroy, CUresult, (CUgraph))
 
 enum { CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
@@ -593,10 +593,14 @@ static void cuda_destroy(rt_device *d) {
 
 /* ---- graphs ------------------------------------------------------------------------ */
 
+enum { CUDA_GRAPH_SETS = 4 };
+
+/* CUDA_GRAPH_SETS captures of the same launches, each writing its own error records, so
+ * that up to that many replays are in flight at once. */
 typedef struct cuda_graph {
-    CUgraph graph;
-    CUgraphExec exec;
-    kern_err_record *recs; /* host-mapped, one per launch */
+    CUgraph graph[CUDA_GRAPH_SETS];
+    CUgraphExec exec[CUDA_GRAPH_SETS];
+    kern_err_record *recs; /* host-mapped, CUDA_GRAPH_SETS x n */
 } cuda_graph;
 
 static void cuda_graph_free(rt_device *d, void *graph) {
@@ -605,10 +609,12 @@ static void cuda_graph_free(rt_device *d, void *graph) {
     if (!g)
         return;
     if (c->api.cuCtxSetCurrent(c->cu) == CUDA_SUCCESS) {
-        if (g->exec)
-            c->api.cuGraphExecDestroy(g->exec);
-        if (g->graph)
-            c->api.cuGraphDestroy(g->graph);
+        for (int k = 0; k < CUDA_GRAPH_SETS; k++) {
+            if (g->exec[k])
+                c->api.cuGraphExecDestroy(g->exec[k]);
+            if (g->graph[k])
+                c->api.cuGraphDestroy(g->graph[k]);
+        }
         if (g->recs)
             c->api.cuMemFreeHost(g->recs);
     }
@@ -617,16 +623,21 @@ static void cuda_graph_free(rt_device *d, void *graph) {
 
 /* Captures the launches' kernel launches on the stream into a CUDA graph; each launch's
  * error record is its own record of the graph. */
+static kern_status capture_set(cuda_device *c, cuda_graph *g, int k, const rt_launch *ls, int n,
+                               CUdeviceptr recs_dev, char *err, size_t errlen);
+
 static kern_status cuda_graph_build(rt_device *d, const rt_launch *ls, int n, void **graph,
-                                    kern_err_record **recs, char *err, size_t errlen) {
+                                    int *nsets, kern_err_record **recs, char *err, size_t errlen) {
     cuda_device *c = cuda_of(d);
     *graph = NULL;
     *recs = NULL;
+    *nsets = 0;
     if (!c->api.cuStreamBeginCapture_v2 || !c->api.cuStreamEndCapture ||
         !c->api.cuGraphInstantiateWithFlags || !c->api.cuGraphLaunch ||
         !c->api.cuGraphExecDestroy || !c->api.cuGraphDestroy) {
-        snprintf(err, errlen, "the CUDA driver has no graph API (cuStreamBeginCapture_v2, "
-                              "cuGraphInstantiateWithFlags: CUDA 11.4 or later)");
+        snprintf(err, errlen,
+                 "the CUDA driver has no graph API (cuStreamBeginCapture_v2, "
+                 "cuGraphInstantiateWithFlags: CUDA 11.4 or later)");
         return KERN_ERR_UNSUPPORTED;
     }
     kern_status s = cuda_current(c, err, errlen);
@@ -638,7 +649,8 @@ static kern_status cuda_graph_build(rt_device *d, const rt_launch *ls, int n, vo
         return KERN_ERR_OUT_OF_MEMORY;
     }
     CUdeviceptr recs_dev = 0;
-    CUresult r = c->api.cuMemHostAlloc((void **)&g->recs, (size_t)n * sizeof(kern_err_record),
+    size_t nrec = (size_t)n * CUDA_GRAPH_SETS;
+    CUresult r = c->api.cuMemHostAlloc((void **)&g->recs, nrec * sizeof(kern_err_record),
                                        CU_MEMHOSTALLOC_DEVICEMAP);
     if (r == CUDA_SUCCESS)
         r = c->api.cuMemHostGetDevicePointer_v2(&recs_dev, g->recs, 0);
@@ -647,11 +659,28 @@ static kern_status cuda_graph_build(rt_device *d, const rt_launch *ls, int n, vo
         cuda_graph_free(d, g);
         return KERN_ERR_OUT_OF_MEMORY;
     }
-    memset(g->recs, 0, (size_t)n * sizeof(kern_err_record));
-    r = c->api.cuStreamBeginCapture_v2(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    memset(g->recs, 0, nrec * sizeof(kern_err_record));
+    for (int k = 0; k < CUDA_GRAPH_SETS; k++) {
+        s = capture_set(c, g, k, ls, n, recs_dev + (CUdeviceptr)k * n * sizeof(kern_err_record),
+                        err, errlen);
+        if (s != KERN_OK) {
+            cuda_graph_free(d, g);
+            return s;
+        }
+    }
+    *graph = g;
+    *recs = g->recs;
+    *nsets = CUDA_GRAPH_SETS;
+    return KERN_OK;
+}
+
+/* Copy k of the graph: the launches captured on the stream, records at recs_dev. */
+static kern_status capture_set(cuda_device *c, cuda_graph *g, int k, const rt_launch *ls, int n,
+                               CUdeviceptr recs_dev, char *err, size_t errlen) {
+    kern_status s = KERN_OK;
+    CUresult r = c->api.cuStreamBeginCapture_v2(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
     if (r != CUDA_SUCCESS) {
         cu_err(&c->api, r, "cuStreamBeginCapture", err, errlen);
-        cuda_graph_free(d, g);
         return KERN_ERR_DEVICE;
     }
     for (int i = 0; i < n && r == CUDA_SUCCESS && s == KERN_OK; i++) {
@@ -675,27 +704,21 @@ static kern_status cuda_graph_build(rt_device *d, const rt_launch *ls, int n, vo
         }
         rt_gpu_params_free(&p); /* the captured node keeps its own copy of the values */
     }
-    CUresult re = c->api.cuStreamEndCapture(c->stream, &g->graph);
+    CUresult re = c->api.cuStreamEndCapture(c->stream, &g->graph[k]);
     if (s == KERN_OK && r == CUDA_SUCCESS && re != CUDA_SUCCESS) {
         cu_err(&c->api, re, "cuStreamEndCapture", err, errlen);
         r = re;
     }
     if (s == KERN_OK && r == CUDA_SUCCESS) {
-        r = c->api.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
+        r = c->api.cuGraphInstantiateWithFlags(&g->exec[k], g->graph[k], 0);
         if (r != CUDA_SUCCESS)
             cu_err(&c->api, r, "cuGraphInstantiateWithFlags", err, errlen);
     }
-    if (s != KERN_OK || r != CUDA_SUCCESS) {
-        cuda_graph_free(d, g);
-        return s != KERN_OK ? s : KERN_ERR_DEVICE;
-    }
-    *graph = g;
-    *recs = g->recs;
-    return KERN_OK;
+    return s != KERN_OK ? s : r != CUDA_SUCCESS ? KERN_ERR_DEVICE : KERN_OK;
 }
 
 /* One graph launch, one completion point (a submission without a record of the pool). */
-static kern_status cuda_graph_launch(rt_device *d, void *graph, uint64_t *point, char *err,
+static kern_status cuda_graph_launch(rt_device *d, void *graph, int set, uint64_t *point, char *err,
                                      size_t errlen) {
     cuda_device *c = cuda_of(d);
     cuda_graph *g = graph;
@@ -727,7 +750,7 @@ static kern_status cuda_graph_launch(rt_device *d, void *graph, uint64_t *point,
     else
         r = c->api.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
     if (r == CUDA_SUCCESS)
-        r = c->api.cuGraphLaunch(g->exec, c->stream);
+        r = c->api.cuGraphLaunch(g->exec[set], c->stream);
     if (r == CUDA_SUCCESS)
         r = c->api.cuEventRecord(ev, c->stream);
     if (r != CUDA_SUCCESS) {

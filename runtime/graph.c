@@ -10,10 +10,10 @@
  * or move while a graph lives, rt_adstack_reserve refuses instead).
  *
  * Replay: errors of earlier work are reported first (and the graph is not replayed); with
- * a device graph, the previous replay of the same graph must have completed (its records
- * are reused: the host waits for it only when it has not), the records are zeroed, and one
- * graph launch is one completion point whose pending entry names the graph (rt_collect
- * reads its records); without one, each launch is submitted as kern_launch would. Every
+ * a device graph, its copies (each with its own error records) take turns: the copy's
+ * previous replay must have completed (the host waits only when every copy is in flight),
+ * its records are zeroed, and one graph launch is one completion point whose pending
+ * entry names the graph and copy (rt_collect reads those records); without one, each launch is submitted as kern_launch would. Every
  * launch uses the heap at the address it had when the capture ended. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,11 +149,15 @@ kern_status kern_graph_end(kern_context *ctx, kern_graph **out) {
             };
         }
         char err[1024];
-        kern_status s = d->ops->graph_build(d, ls, g->n, &g->dev, &g->recs, err, sizeof err);
+        kern_status s =
+            d->ops->graph_build(d, ls, g->n, &g->dev, &g->nsets, &g->recs, err, sizeof err);
+        if (s == KERN_OK && (g->nsets < 1 || g->nsets > RT_GRAPH_MAX_SETS))
+            kern_unreachable("graph_build: bad number of copies");
         free(ls);
         if (s != KERN_OK) {
             graph_destroy(g, false);
-            return rt_error(ctx, s, "cannot build a graph of the captured launches on device %s: %s",
+            return rt_error(ctx, s,
+                            "cannot build a graph of the captured launches on device %s: %s",
                             d->ops->name, err);
         }
     }
@@ -163,13 +167,14 @@ kern_status kern_graph_end(kern_context *ctx, kern_graph **out) {
 
 int kern_graph_launch_count(const kern_graph *g) { return g ? g->n : 0; }
 
-int rt_graph_errors(const kern_graph *g, char *msg, size_t size) {
+int rt_graph_errors(const kern_graph *g, int set, char *msg, size_t size) {
     int n = 0;
-    for (int i = 0; g->recs && i < g->n; i++) {
-        if (g->recs[i].code == 0)
+    const kern_err_record *recs = g->recs ? g->recs + (size_t)set * (size_t)g->n : NULL;
+    for (int i = 0; recs && i < g->n; i++) {
+        if (recs[i].code == 0)
             continue;
         if (n++ == 0)
-            rt_format_device_error(msg, size, g->launches[i].k, &g->recs[i]);
+            rt_format_device_error(msg, size, g->launches[i].k, &recs[i]);
     }
     return n;
 }
@@ -198,15 +203,18 @@ kern_status kern_graph_launch(kern_graph *g) {
                 return s;
         return rt_collect(ctx, true);
     }
-    /* the records of the previous replay are reused: it must have completed and been seen */
-    if (g->last_point > d->ops->poll(d)) {
-        if ((s = d->ops->wait(d, g->last_point, err, sizeof err)) != KERN_OK)
+    /* the copies take turns; a copy's records are reused: its previous replay must have
+     * completed and been seen (a wait only when nsets replays are in flight) */
+    int set = g->next_set;
+    g->next_set = (set + 1) % g->nsets;
+    if (g->set_point[set] > d->ops->poll(d)) {
+        if ((s = d->ops->wait(d, g->set_point[set], err, sizeof err)) != KERN_OK)
             return rt_error(ctx, s, "device %s: %s", d->ops->name, err);
         if ((s = rt_collect(ctx, true)) != KERN_OK)
-            return rt_error(ctx, s, "%s (observed before replaying a graph, which was not replayed)",
-                            ctx->msg);
+            return rt_error(
+                ctx, s, "%s (observed before replaying a graph, which was not replayed)", ctx->msg);
     }
-    memset(g->recs, 0, (size_t)g->n * sizeof *g->recs);
+    memset(g->recs + (size_t)set * (size_t)g->n, 0, (size_t)g->n * sizeof *g->recs);
     if (ctx->npending == ctx->cappending) {
         int cap = ctx->cappending ? ctx->cappending * 2 : 16;
         rt_pending **np = realloc(ctx->pending, (size_t)cap * sizeof *np);
@@ -219,12 +227,13 @@ kern_status kern_graph_launch(kern_graph *g) {
     if (!p)
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
     p->graph = g;
-    if ((s = d->ops->graph_launch(d, g->dev, &p->point, err, sizeof err)) != KERN_OK) {
+    p->set = set;
+    if ((s = d->ops->graph_launch(d, g->dev, set, &p->point, err, sizeof err)) != KERN_OK) {
         free(p);
         return rt_error(ctx, s, "cannot replay a graph: %s", err);
     }
     ctx->pending[ctx->npending++] = p;
-    g->last_point = p->point;
+    g->last_point = g->set_point[set] = p->point;
     for (int i = 0; i < g->n; i++) {
         rt_ready *r = &g->launches[i];
         for (int a = 0; a < r->nargs; a++) {
@@ -249,7 +258,8 @@ void kern_graph_release(kern_graph *g) {
     rt_clear_error(ctx);
     char err[512];
     rt_device *d = ctx->dev;
-    if (g->last_point > d->ops->poll(d) && d->ops->wait(d, g->last_point, err, sizeof err) != KERN_OK)
+    if (g->last_point > d->ops->poll(d) &&
+        d->ops->wait(d, g->last_point, err, sizeof err) != KERN_OK)
         rt_error(ctx, KERN_ERR_DEVICE, "device %s: %s", d->ops->name, err);
     rt_collect(ctx, false); /* its errors name its kernels: format them now */
     graph_destroy(g, false);

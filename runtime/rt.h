@@ -31,7 +31,8 @@ typedef struct rt_pending {
     uint64_t point;
     const kern_kernel *kernel;
     kern_err_record rec;
-    kern_graph *graph;
+    kern_graph *graph; /* a replay of copy `set` of this graph */
+    int set;
 } rt_pending;
 
 /* A launch checked and sized, ready to submit: what kern_launch computed, kept by a graph
@@ -41,8 +42,8 @@ typedef struct rt_ready {
     rt_launch_arg *la;
     kern_buffer **bufs; /* per argument: its buffer, or NULL for a scalar */
     int nargs;
-    int64_t *counts;    /* per task: host-known work items, -1 unknown */
-    int64_t *layout;    /* 2 x nadstacks */
+    int64_t *counts; /* per task: host-known work items, -1 unknown */
+    int64_t *layout; /* 2 x nadstacks */
     int64_t stride, slots;
 } rt_ready;
 
@@ -53,21 +54,25 @@ kern_status rt_submit(kern_context *ctx, const rt_ready *r);
 kern_status rt_graph_record(kern_graph *g, const rt_ready *r);
 /* Frees every graph of the context (it is idle). */
 void rt_graphs_fini(kern_context *ctx);
-/* The error records of a graph replay that completed: formats the first into msg and
- * counts the others. */
-int rt_graph_errors(const kern_graph *g, char *msg, size_t size);
+/* The error records of a replay of copy `set` of a graph that completed: formats the
+ * first into msg and counts the others. */
+int rt_graph_errors(const kern_graph *g, int set, char *msg, size_t size);
+
+enum { RT_GRAPH_MAX_SETS = 8 };
 
 struct kern_graph {
     rt_list link;
     kern_context *ctx;
     rt_ready *launches;
     int n, cap;
-    void *dev;               /* the device's graph (NULL: replayed launch by launch) */
-    kern_err_record *recs;   /* the device graph's records, one per launch (host view) */
-    uint64_t last_point;     /* completion point of its last replay */
+    void *dev;             /* the device's graph (NULL: replayed launch by launch) */
+    int nsets;             /* its copies, each with its own records */
+    kern_err_record *recs; /* nsets x n records (host view) */
+    uint64_t set_point[RT_GRAPH_MAX_SETS]; /* completion point of each copy's last replay */
+    int next_set;
+    uint64_t last_point; /* completion point of its last replay */
     bool ended;
 };
-
 
 struct kern_context {
     kern_context_options opts;
@@ -85,7 +90,7 @@ struct kern_context {
     uint64_t write_clock;            /* stamps kern_buffer.written */
     kern_graph *capture;             /* the graph being captured (kern_graph_begin) */
     rt_list graphs;
-    int64_t device_sizings;          /* sizer kernels run (kern_context_adstack_info) */
+    int64_t device_sizings; /* sizer kernels run (kern_context_adstack_info) */
 };
 
 struct kern_buffer {

@@ -64,8 +64,8 @@ static void launch_step(kern_kernel *k, kern_kernel *g, state *s) {
     kern_arg a[4] = {kern_arg_buffer(s->x), kern_arg_buffer(s->w), kern_arg_buffer(s->y),
                      kern_arg_i32(T)};
     cr_assert_eq(kern_launch(k, a, 4), KERN_OK);
-    kern_arg ga[7] = {kern_arg_buffer(s->x),  kern_arg_buffer(s->w),  kern_arg_buffer(s->y),
-                      kern_arg_i32(T),        kern_arg_buffer(s->gx), kern_arg_buffer(s->gw),
+    kern_arg ga[7] = {kern_arg_buffer(s->x), kern_arg_buffer(s->w),  kern_arg_buffer(s->y),
+                      kern_arg_i32(T),       kern_arg_buffer(s->gx), kern_arg_buffer(s->gw),
                       kern_arg_buffer(s->gy)};
     cr_assert_eq(kern_launch(g, ga, 7), KERN_OK);
 }
@@ -114,11 +114,11 @@ Test(graph, replay_matches_eager_launches) {
                      REPLAYS);
     }
     for (int t = 0; t < T; t++) /* sums of many atomics: the order may differ */
-        cr_assert(fabsf(gw[t] - gww[t]) <= 1e-4f * (fabsf(gww[t]) + 1.0f), "w.grad[%d] %g vs %g",
-                  t, (double)gw[t], (double)gww[t]);
+        cr_assert(fabsf(gw[t] - gww[t]) <= 1e-4f * (fabsf(gww[t]) + 1.0f), "w.grad[%d] %g vs %g", t,
+                  (double)gw[t], (double)gww[t]);
 
     /* the heap is pinned: a launch needing more fails and says why */
-    kern_arg big[7] = {kern_arg_buffer(e.x), kern_arg_buffer(e.w), kern_arg_buffer(e.y),
+    kern_arg big[7] = {kern_arg_buffer(e.x), kern_arg_buffer(e.w),  kern_arg_buffer(e.y),
                        kern_arg_i32(T),      kern_arg_buffer(e.gx), kern_arg_buffer(e.gw),
                        kern_arg_buffer(e.gy)};
     float wbig[4 * T];

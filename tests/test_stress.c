@@ -77,8 +77,8 @@ Test(stress, released_buffers_and_growing_heaps, .timeout = 1200) {
             for (int i = 0; i < N; i += 7) {
                 double ry, rdx;
                 reference(x[i], steps, &ry, &rdx);
-                cr_assert(fabs(y[i] - ry) <= 1e-4 * (1 + fabs(ry)), "launch %ld, y[%d] = %g, want %g",
-                          it, i, (double)y[i], ry);
+                cr_assert(fabs(y[i] - ry) <= 1e-4 * (1 + fabs(ry)),
+                          "launch %ld, y[%d] = %g, want %g", it, i, (double)y[i], ry);
                 cr_assert(fabs(gx[i] - rdx) <= 1e-3 * (fabs(rdx) + 1e-6),
                           "launch %ld, x.grad[%d] = %g, want %g", it, i, (double)gx[i], rdx);
             }
