@@ -593,7 +593,7 @@ static void cuda_destroy(rt_device *d) {
 
 /* ---- graphs ------------------------------------------------------------------------ */
 
-enum { CUDA_GRAPH_SETS = 4 };
+enum { CUDA_GRAPH_SETS = 32 };
 
 /* CUDA_GRAPH_SETS captures of the same launches, each writing its own error records, so
  * that up to that many replays are in flight at once. */

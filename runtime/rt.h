@@ -58,7 +58,7 @@ void rt_graphs_fini(kern_context *ctx);
  * first into msg and counts the others. */
 int rt_graph_errors(const kern_graph *g, int set, char *msg, size_t size);
 
-enum { RT_GRAPH_MAX_SETS = 8 };
+enum { RT_GRAPH_MAX_SETS = 64 };
 
 struct kern_graph {
     rt_list link;
