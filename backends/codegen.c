@@ -32,6 +32,15 @@ static char *cuda_code(const ir_module *m, const kc_options *o, size_t *len, cha
     return ptx;
 }
 
+#ifdef KERN_HAVE_AMDGPU
+static char *amdgpu_emit(const ir_module *m, const kc_options *o, const char *kind, char *err,
+                         size_t errlen) {
+    if (!strcmp(kind, "llvm"))
+        return llvm_emit_amdgpu_ir(m, o, err, errlen);
+    return llvm_emit_amdgcn(m, o, err, errlen);
+}
+#endif
+
 static const kc_codegen codegens[] = {
     {
         .target = "cpu",
@@ -50,6 +59,18 @@ static const kc_codegen codegens[] = {
         .emit = cuda_emit,
         .code = cuda_code,
     },
+#ifdef KERN_HAVE_AMDGPU
+    {
+        .target = "amdgpu",
+        .backend = KERN_BACKEND_AMDGPU,
+        .code_kind = KERN_CODE_HSACO,
+        .emit_kinds = "llvm, amdgcn",
+        .default_arch = LLVM_AMDGPU_DEFAULT_ARCH,
+        .arch_valid = llvm_amdgpu_arch_valid,
+        .emit = amdgpu_emit,
+        .code = llvm_emit_hsaco,
+    },
+#endif
 };
 
 const kc_codegen *kc_codegen_find(const char *target) {
@@ -66,7 +87,13 @@ const kc_codegen *kc_codegen_for_backend(int backend) {
     return NULL;
 }
 
-const char *kc_codegen_targets(void) { return "cpu, cuda"; }
+const char *kc_codegen_targets(void) {
+#ifdef KERN_HAVE_AMDGPU
+    return "cpu, cuda, amdgpu";
+#else
+    return "cpu, cuda";
+#endif
+}
 
 static bool write_all(FILE *f, const char *p, size_t n) { return fwrite(p, 1, n, f) == n; }
 

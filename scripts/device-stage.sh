@@ -18,9 +18,10 @@ bundle=${BUNDLE_SH:-$(cd "$top/.." && pwd)/shared/device/bundle.sh}
 B=build-static
 if [ -f $B/meson-private/coredata.dat ]; then
     meson setup --reconfigure $B --native-file native/llvm19.ini -Dllvm_static=true \
-        -Dbuildtype=release >/dev/null
+        -Damdgpu=false -Dbuildtype=release >/dev/null
 else
-    meson setup $B --native-file native/llvm19.ini -Dllvm_static=true -Dbuildtype=release >/dev/null
+    meson setup $B --native-file native/llvm19.ini -Dllvm_static=true -Damdgpu=false \
+        -Dbuildtype=release >/dev/null
 fi
 ninja -C $B >/dev/null
 progs=($B/kernc $B/tests/kern-tests $B/examples/kern-host $B/bench/kern-bench

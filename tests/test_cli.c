@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../backends/codegen.h"
 #include "../common/util.h"
 #include "../compiler/driver.h"
 #include "../include/kern.h"
@@ -61,7 +62,7 @@ Test(cli, usage_errors) {
     expect("check tests/golden/ir/saxpy.kern --bogus", 2, "unknown option '--bogus'");
     expect("emit tests/golden/ir/saxpy.kern", 2, "--emit=WHAT is required");
     expect("emit tests/golden/ir/saxpy.kern --emit=nonsense", 2, "unknown --emit kind");
-    expect("emit tests/golden/ir/saxpy.kern --emit=amdgcn", 2, "not available");
+    expect("emit tests/golden/ir/saxpy.kern --emit=msl", 2, "not available");
     expect("emit tests/golden/ir/saxpy.kern --emit=ptx --arch=sm_9x", 2,
            "'sm_9x' is not an architecture of target cuda");
     expect("emit tests/golden/ir/saxpy.kern --emit=ptx --target=cpu", 2,
@@ -501,6 +502,38 @@ Test(cli, emit_ptx_and_build_cuda) {
     cr_expect(!strncmp(text, head, sizeof head - 1), "%.40s", text);
     cr_expect(strstr(text, "kernel simulate.grad "), "no gradient in the module");
     cr_expect(strstr(text, "\ncode ") && strstr(text, ".entry kern_simulate__grad__t0("));
+    free(text);
+    unlink(out);
+}
+
+/* AMDGPU: assembly for the requested architecture; a module file with a code object; a
+ * builtin the target refuses is an error naming it and its line (status 1). */
+Test(cli, emit_amdgcn_and_build_amdgpu) {
+    if (!kc_codegen_find("amdgpu"))
+        cr_skip_test("this build has no AMDGPU code generator (-Damdgpu=false)");
+    expect("emit tests/golden/ir/saxpy.kern --emit=amdgcn --arch=gfx942", 0,
+           ".amdgcn_target \"amdgcn-amd-amdhsa--gfx942\"");
+    expect("emit tests/golden/ir/saxpy.kern --emit=amdgcn --arch=sm_90", 2,
+           "'sm_90' is not an architecture of target amdgpu");
+    expect("emit examples/simulate.kern --emit=amdgcn", 1,
+           "examples/simulate.kern:5:12: kernel 'simulate' uses sin on f32");
+    char out[64], args[256];
+    temp_file(out, ".kmod", NULL);
+    snprintf(args, sizeof args, "build examples/saxpy.kern --target=amdgpu -o %s", out);
+    expect(args, 0, NULL);
+    size_t len;
+    char *text = kern_read_file(out, &len);
+    cr_assert(text);
+    static const char head[] = "kern-module 1 amdgpu\nmeta ";
+    cr_expect(!strncmp(text, head, sizeof head - 1), "%.40s", text);
+    const char *code = strstr(text, "\ncode ");
+    cr_assert(code);
+    code = strchr(code + 1, '\n') + 1;
+    cr_expect(!memcmp(code,
+                      "\x7f"
+                      "ELF",
+                      4),
+              "the code is an ELF object");
     free(text);
     unlink(out);
 }

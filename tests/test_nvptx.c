@@ -6,6 +6,11 @@
  * /usr/local/cuda/bin/ptxas, then on PATH; where there is none the ptxas tests skip and say
  * so (the PTX is still generated and checked for its entry points).
  *
+ * The release pass also builds every file's AMDGPU code object (gfx90a, linked by ld.lld)
+ * and checks it with llvm-readelf-19: an AMDGPU ELF for gfx90a with a kernel symbol and a
+ * kernel descriptor per task; files whose builtins the AMDGPU target refuses must get the
+ * error that says so.
+ *
  * Also: --arch validation, the libdevice search (a clear error naming the places searched),
  * kernels without transcendental math need no libdevice, and `kernc emit --emit=ptx`. */
 #include <criterion/criterion.h>
@@ -50,45 +55,100 @@ static const char *find_ptxas(void) {
     return NULL;
 }
 
-/* Runs ptxas for arch on the PTX text; returns its exit status (its messages go to a log
- * that is printed on failure). */
-static int run_ptxas_arch(const char *ptxas, const char *ptx, const char *arch, const char *what) {
-    char dir[] = "/tmp/kern-ptx-XXXXXX";
-    cr_assert(mkdtemp(dir));
-    char in[64], out[64], log[64];
-    snprintf(in, sizeof in, "%s/k.ptx", dir);
-    snprintf(out, sizeof out, "%s/k.cubin", dir);
-    snprintf(log, sizeof log, "%s/log", dir);
-    FILE *f = fopen(in, "w");
-    cr_assert(f && fputs(ptx, f) >= 0 && fclose(f) == 0);
+/* Runs argv (argv[0] the program's path) with stdout and stderr into a file; returns the
+ * exit status and, when out is not NULL, the output (malloc'd). */
+static int run_tool(char *const *argv, char **out) {
+    char log[] = "/tmp/kern-tool-XXXXXX";
+    int fd = mkstemp(log);
+    cr_assert(fd >= 0);
+    close(fd);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    char archopt[32];
-    snprintf(archopt, sizeof archopt, "-arch=%s", arch);
-    char *argv[] = {(char *)ptxas, archopt, in, "-o", out, NULL};
     pid_t pid;
     int st = -1;
-    if (posix_spawn(&pid, ptxas, &fa, NULL, argv, environ) == 0 && waitpid(pid, &st, 0) == pid)
+    if (posix_spawn(&pid, argv[0], &fa, NULL, argv, environ) == 0 && waitpid(pid, &st, 0) == pid)
         st = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
     posix_spawn_file_actions_destroy(&fa);
-    if (st != 0) {
-        size_t n;
-        char *text = kern_read_file(log, &n);
-        fprintf(stderr, "ptxas rejected the PTX of %s:\n%s\n", what, text ? text : "");
-        free(text);
-    }
-    remove(in);
-    remove(out);
+    size_t n;
+    char *text = kern_read_file(log, &n);
     remove(log);
-    rmdir(dir);
+    if (out)
+        *out = text ? text : calloc(1, 1);
+    else
+        free(text);
     return st;
 }
 
-/* Source text with every "REAL" replaced by type (the corpus's placeholder). */
+/* Writes data to a new temporary file named like tmpl (its XXXXXX replaced). */
+static void temp_write(char *tmpl, int suffix, const char *data, size_t len) {
+    int fd = mkstemps(tmpl, suffix);
+    cr_assert(fd >= 0);
+    cr_assert(write(fd, data, len) == (ssize_t)len);
+    close(fd);
+}
+
+/* Runs ptxas for arch on the PTX text; returns its exit status (its messages are printed on
+ * failure). */
+static int run_ptxas_arch(const char *ptxas, const char *ptx, const char *arch, const char *what) {
+    char in[] = "/tmp/kern-ptx-XXXXXX.ptx", out[64], archopt[32];
+    temp_write(in, 4, ptx, strlen(ptx));
+    snprintf(out, sizeof out, "%s.cubin", in);
+    snprintf(archopt, sizeof archopt, "-arch=%s", arch);
+    char *argv[] = {(char *)ptxas, archopt, in, "-o", out, NULL};
+    char *log;
+    int st = run_tool(argv, &log);
+    if (st != 0)
+        fprintf(stderr, "ptxas rejected the PTX of %s:\n%s\n", what, log);
+    free(log);
+    remove(in);
+    remove(out);
+    return st;
+}
+
 static int run_ptxas(const char *ptxas, const char *ptx, const char *what) {
     return run_ptxas_arch(ptxas, ptx, "sm_90", what);
+}
+
+/* The AMDGPU code object of m (gfx90a): llvm-readelf-19 finds an AMDGPU ELF for that
+ * target with a kernel symbol and a kernel descriptor (.kd) per task. Returns 1 when
+ * checked, 0 when the module uses a builtin the target refuses (the error says so). */
+static int check_hsaco(const char *path, const ir_module *m, kc_options *o) {
+    o->arch = "gfx90a";
+    char err[2048] = "";
+    size_t len = 0;
+    char *code = llvm_emit_hsaco(m, o, &len, err, sizeof err);
+    o->arch = "sm_90";
+    if (!code) {
+        cr_expect(strstr(err, "which the amdgpu target cannot compile in this build"), "%s: %s",
+                  path, err);
+        return 0;
+    }
+    char file[] = "/tmp/kern-hsaco-XXXXXX.hsaco";
+    temp_write(file, 6, code, len);
+    free(code);
+    char *argv[] = {
+        "/usr/bin/llvm-readelf-19", "--file-header", "--symbols", "--notes", file, NULL};
+    char *out;
+    int st = run_tool(argv, &out);
+    cr_expect_eq(st, 0, "llvm-readelf-19 on the code object of %s: %s", path, out);
+    cr_expect(strstr(out, "EM_AMDGPU"), "%s: not an AMDGPU ELF:\n%.600s", path, out);
+    cr_expect(strstr(out, "amdgcn-amd-amdhsa--gfx90a"), "%s: no gfx90a target note", path);
+    kern_meta *meta = kc_meta_from_ir(m);
+    for (int k = 0; k < meta->nkernels; k++)
+        for (int t = 0; t < meta->kernels[k].ntasks; t++) {
+            char sym[600], kd[640];
+            kern_meta_symbol(sym, sizeof sym, meta->kernels[k].name, t, false);
+            snprintf(kd, sizeof kd, "%s.kd", sym);
+            cr_expect(strstr(out, kd), "%s: no kernel descriptor %s", path, kd);
+            snprintf(kd, sizeof kd, "FUNC    GLOBAL PROTECTED %s", sym);
+            cr_expect(strstr(out, sym), "%s: no kernel symbol %s", path, sym);
+        }
+    kern_meta_free(meta);
+    free(out);
+    remove(file);
+    return 1;
 }
 
 static char *substitute(const char *text, const char *type) {
@@ -105,7 +165,8 @@ static char *substitute(const char *text, const char *type) {
 }
 
 typedef struct ptx_stats {
-    int files, kernels, entries, ptxas_runs;
+    int files, kernels, entries, ptxas_runs, hsacos, refused;
+    bool amdgpu; /* also build and check AMDGPU code objects */
 } ptx_stats;
 
 /* Compiles one source (with every gradient that can be built) to PTX, checks an entry per
@@ -142,6 +203,12 @@ static void check_source(const char *path, const char *text, bool debug, const c
         cr_expect_eq(run_ptxas(ptxas, ptx, what), 0, "ptxas rejected %s", what);
         st->ptxas_runs++;
     }
+    if (st->amdgpu) {
+        if (check_hsaco(path, m, &cc->opts))
+            st->hsacos++;
+        else
+            st->refused++;
+    }
     st->files++;
     free(ptx);
     ir_module_free(m);
@@ -177,13 +244,17 @@ static void corpus(bool debug) {
     if (!ptxas)
         fprintf(stderr, "nvptx: no ptxas ($PTXAS, /usr/local/cuda/bin, PATH): PTX is generated "
                         "and checked for its entry points, not assembled\n");
-    ptx_stats st = {0};
+    ptx_stats st = {.amdgpu = !debug && kc_codegen_find("amdgpu") &&
+                              access("/usr/bin/llvm-readelf-19", X_OK) == 0};
     check_dir("examples", NULL, debug, ptxas, &st);
     check_dir("tests/golden/ir", NULL, debug, ptxas, &st);
     check_dir("tests/golden/passes", NULL, debug, ptxas, &st);
     check_dir("tests/grad", debug ? "f32" : "f64", debug, ptxas, &st);
-    cr_log_info("nvptx: %d files, %d kernels, %d entry points, %d ptxas runs", st.files, st.kernels,
-                st.entries, st.ptxas_runs);
+    cr_log_info("nvptx: %d files, %d kernels, %d entry points, %d ptxas runs; amdgpu: %d code "
+                "objects checked, %d files refused for their math",
+                st.files, st.kernels, st.entries, st.ptxas_runs, st.hsacos, st.refused);
+    if (st.amdgpu)
+        cr_assert_gt(st.hsacos, 30, "most files build for AMDGPU");
     cr_assert_gt(st.files, 70);
     cr_assert_gt(st.entries, st.kernels); /* gradients included: more tasks than kernels */
     if (!ptxas)

@@ -67,4 +67,18 @@ char *llvm_emit_ptx(const ir_module *m, const kc_options *o, char *err, size_t e
 /* The optimized NVPTX LLVM IR (--emit=llvm --target=cuda), malloc'd, or NULL. */
 char *llvm_emit_nvptx_ir(const ir_module *m, const kc_options *o, char *err, size_t errlen);
 
+/* ---- AMDGPU (llvm_amdgpu.c; docs/gpu-abi.md) ---------------------------------------- */
+
+#define LLVM_AMDGPU_DEFAULT_ARCH "gfx90a"
+/* Whether arch names an AMD GPU architecture (gfxNNN, hexadecimal digits). */
+bool llvm_amdgpu_arch_valid(const char *arch);
+/* --emit=amdgcn: the assembly of every kernel of m, malloc'd, or NULL with a message (a
+ * builtin the target cannot compile in this build is an error naming it). */
+char *llvm_emit_amdgcn(const ir_module *m, const kc_options *o, char *err, size_t errlen);
+/* --emit=llvm --target=amdgpu: the optimized AMDGPU LLVM IR. */
+char *llvm_emit_amdgpu_ir(const ir_module *m, const kc_options *o, char *err, size_t errlen);
+/* A loadable code object (.hsaco, linked with ld.lld), malloc'd (*len bytes), or NULL. */
+char *llvm_emit_hsaco(const ir_module *m, const kc_options *o, size_t *len, char *err,
+                      size_t errlen);
+
 #endif

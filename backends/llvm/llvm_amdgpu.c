@@ -1,0 +1,314 @@
+/* llvm_amdgpu.c - AMD GPUs: the GPU ABI (llvm_gpu.c) for AMDGPU, code objects.
+ *
+ * Thread indexing: workgroup id x * workgroup size x + work-item id x, and the grid's
+ * work items from the HSA dispatch packet (workgroup_size_x, a u16 at offset 4;
+ * grid_size_x, a u32 at offset 12). Entry points use the amdgpu_kernel calling convention.
+ * The code is for `--arch` (gfxNNN, default gfx90a), triple amdgcn-amd-amdhsa, code object
+ * v5 (LLVM 19's default).
+ *
+ * Math: ROCm's device libraries (ocml) are not part of this build (Debian 12 does not
+ * package them), so only the builtins that LLVM lowers to exact or correctly rounded AMDGPU
+ * code are available: sqrt, rsqrt (1 / sqrt), abs, floor, ceil, round, fma, min, max,
+ * clamp, sign, and exp, exp2, log, log2 in f32 (LLVM 19's accurate expansions). A kernel that
+ * uses another transcendental builtin (sin, pow, f64 exp, ...) is refused with an error
+ * naming the builtin, the kernel and the line, never compiled into an inaccurate or
+ * unresolved call.
+ *
+ * `kernc build --target=amdgpu` links the relocatable object with ld.lld (ld.lld-19, found
+ * at $KERN_LLD, then on PATH and in LLVM 19's directory; started with an argument vector,
+ * no shell) into a shared code object (.hsaco) that HIP's module loader takes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <llvm-c/Target.h>
+
+#include "llvm_backend.h"
+#include "llvm_gpu.h"
+
+#define AMDGPU_TRIPLE "amdgcn-amd-amdhsa"
+
+extern char **environ;
+
+/* ---- the GPU target ----------------------------------------------------------------- */
+
+static LLVMValueRef amd_intrinsic(llvm_emitter *em, const char *name) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    kern_assert(id != 0);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, NULL, 0);
+    return LLVMBuildCall2(em->b, LLVMIntrinsicGetType(em->ctx, id, NULL, 0), fn, NULL, 0, "");
+}
+
+/* A field of the dispatch packet, zero-extended to i64. */
+static LLVMValueRef dispatch_field(llvm_emitter *em, unsigned offset, LLVMTypeRef t) {
+    LLVMValueRef p = amd_intrinsic(em, "llvm.amdgcn.dispatch.ptr");
+    LLVMValueRef off = LLVMConstInt(em->t_i64, offset, 0);
+    LLVMValueRef q = LLVMBuildInBoundsGEP2(em->b, em->t_i8, p, &off, 1, "");
+    LLVMValueRef v = LLVMBuildLoad2(em->b, t, q, "");
+    LLVMSetAlignment(v, (unsigned)(LLVMGetIntTypeWidth(t) / 8));
+    return LLVMBuildZExt(em->b, v, em->t_i64, "");
+}
+
+static LLVMValueRef amd_thread_index(llvm_emitter *em) {
+    LLVMValueRef wg =
+        LLVMBuildZExt(em->b, amd_intrinsic(em, "llvm.amdgcn.workgroup.id.x"), em->t_i64, "");
+    LLVMValueRef wi =
+        LLVMBuildZExt(em->b, amd_intrinsic(em, "llvm.amdgcn.workitem.id.x"), em->t_i64, "");
+    LLVMValueRef size = dispatch_field(em, 4, LLVMInt16TypeInContext(em->ctx));
+    return LLVMBuildNUWAdd(em->b, LLVMBuildNUWMul(em->b, wg, size, ""), wi, "tid");
+}
+
+static LLVMValueRef amd_thread_count(llvm_emitter *em) {
+    return dispatch_field(em, 12, em->t_i32); /* grid_size_x: work items */
+}
+
+static void amd_mark_kernel(llvm_emitter *em, LLVMValueRef fn) {
+    LLVMSetFunctionCallConv(fn, LLVMAMDGPUKERNELCallConv);
+}
+
+static const llvm_gpu_target amdgpu_target = {
+    .thread_index = amd_thread_index,
+    .thread_count = amd_thread_count,
+    .mark_kernel = amd_mark_kernel,
+};
+
+/* ---- what the target cannot compile -------------------------------------------------- */
+
+static bool math_supported(const ir_op *op) {
+    bool f32 = op->noperands && op->operands[0]->type->kind == TY_F32;
+    switch (op->code) {
+    case IR_SIN:
+    case IR_COS:
+    case IR_TAN:
+    case IR_ASIN:
+    case IR_ACOS:
+    case IR_ATAN:
+    case IR_SINH:
+    case IR_COSH:
+    case IR_TANH:
+    case IR_ATAN2:
+    case IR_POW: return false;
+    case IR_EXP:
+    case IR_EXP2:
+    case IR_LOG:
+    case IR_LOG2: return f32;
+    default: return true;
+    }
+}
+
+static const ir_op *unsupported_in(const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if (!math_supported(op))
+            return op;
+        for (uint32_t i = 0; i < op->nregions; i++) {
+            const ir_op *u = unsupported_in(op->regions[i]);
+            if (u)
+                return u;
+        }
+    }
+    return NULL;
+}
+
+/* False with a message naming the first builtin of m that this target cannot compile. */
+static bool check_math(const ir_module *m, char *err, size_t errlen) {
+    ir_foreach_kernel(k, m) {
+        const ir_op *op = unsupported_in(k->body);
+        if (!op)
+            continue;
+        llvm_errf(err, errlen,
+                  "%s:%u:%u: kernel '%s' uses %s on %s, which the amdgpu target cannot compile in "
+                  "this build (its accurate implementation needs ROCm's device libraries, which "
+                  "are not available); the cpu and cuda targets have it",
+                  m->source_path ? m->source_path : "<source>", op->loc.line, op->loc.col, k->name,
+                  ir_info(op->code)->name, op->operands[0]->type->name);
+        return false;
+    }
+    return true;
+}
+
+/* ---- target machine, assembly, objects -------------------------------------------- */
+
+static pthread_once_t amdgpu_once = PTHREAD_ONCE_INIT;
+
+static void init_amdgpu_once(void) {
+    LLVMInitializeAMDGPUTargetInfo();
+    LLVMInitializeAMDGPUTarget();
+    LLVMInitializeAMDGPUTargetMC();
+    LLVMInitializeAMDGPUAsmPrinter();
+}
+
+bool llvm_amdgpu_arch_valid(const char *arch) {
+    if (!arch || strncmp(arch, "gfx", 3) != 0 || strlen(arch) < 6 || strlen(arch) > 8)
+        return false;
+    for (const char *p = arch + 3; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    return true;
+}
+
+static LLVMTargetMachineRef amdgpu_machine(const kc_options *o, char *err, size_t errlen) {
+    pthread_once(&amdgpu_once, init_amdgpu_once);
+    const char *arch = o->arch ? o->arch : LLVM_AMDGPU_DEFAULT_ARCH;
+    if (!llvm_amdgpu_arch_valid(arch)) {
+        llvm_errf(err, errlen, "unknown AMD GPU architecture '%s' (expected gfxNNN, e.g. gfx90a)",
+                  arch);
+        return NULL;
+    }
+    LLVMTargetRef target;
+    char *msg = NULL;
+    if (LLVMGetTargetFromTriple(AMDGPU_TRIPLE, &target, &msg)) {
+        llvm_errf(err, errlen, "this LLVM has no AMDGPU target: %s", msg ? msg : "");
+        LLVMDisposeMessage(msg);
+        return NULL;
+    }
+    LLVMTargetMachineRef tm =
+        LLVMCreateTargetMachine(target, AMDGPU_TRIPLE, arch, "", llvm_codegen_level(o->opt_level),
+                                LLVMRelocPIC, LLVMCodeModelDefault);
+    if (!tm)
+        llvm_errf(err, errlen, "cannot create an AMDGPU target machine for %s", arch);
+    return tm;
+}
+
+/* Emits m for AMDGPU as assembly, LLVM IR text or an object; malloc'd, *len bytes. */
+static char *amdgpu_output(const ir_module *m, const kc_options *o, int what, size_t *len,
+                           char *err, size_t errlen) {
+    if (!check_math(m, err, errlen))
+        return NULL;
+    LLVMTargetMachineRef tm = amdgpu_machine(o, err, errlen);
+    if (!tm)
+        return NULL;
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef mod =
+        llvm_finish_module(llvm_gpu_emit_module(ctx, m, o, &amdgpu_target), o, tm, err, errlen);
+    char *out = NULL;
+    if (mod && what == 2) {
+        char *s = LLVMPrintModuleToString(mod);
+        out = strdup(s);
+        *len = out ? strlen(out) : 0;
+        LLVMDisposeMessage(s);
+    } else if (mod) {
+        LLVMMemoryBufferRef buf = NULL;
+        char *msg = NULL;
+        if (LLVMTargetMachineEmitToMemoryBuffer(
+                tm, mod, what == 0 ? LLVMAssemblyFile : LLVMObjectFile, &msg, &buf)) {
+            llvm_errf(err, errlen, "AMDGPU code generation failed: %s", msg ? msg : "");
+            LLVMDisposeMessage(msg);
+        } else {
+            *len = LLVMGetBufferSize(buf);
+            out = malloc(*len + 1);
+            if (out) {
+                memcpy(out, LLVMGetBufferStart(buf), *len);
+                out[*len] = 0;
+            }
+            LLVMDisposeMemoryBuffer(buf);
+        }
+    }
+    if (mod)
+        LLVMDisposeModule(mod);
+    LLVMContextDispose(ctx);
+    LLVMDisposeTargetMachine(tm);
+    return out;
+}
+
+char *llvm_emit_amdgcn(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
+    size_t len;
+    return amdgpu_output(m, o, 0, &len, err, errlen);
+}
+
+char *llvm_emit_amdgpu_ir(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
+    size_t len;
+    return amdgpu_output(m, o, 2, &len, err, errlen);
+}
+
+/* ld.lld: $KERN_LLD, ld.lld-19 or ld.lld on PATH, LLVM 19's own directory. */
+static bool find_lld(char *path, size_t size) {
+    const char *env = getenv("KERN_LLD");
+    if (env && *env) {
+        snprintf(path, size, "%s", env);
+        return access(path, X_OK) == 0;
+    }
+    const char *names[] = {"ld.lld-19", "ld.lld"};
+    const char *p = getenv("PATH");
+    for (size_t n = 0; n < 2; n++) {
+        for (const char *d = p; d && *d;) {
+            const char *e = strchr(d, ':');
+            size_t dl = e ? (size_t)(e - d) : strlen(d);
+            snprintf(path, size, "%.*s/%s", (int)dl, d, names[n]);
+            if (dl && access(path, X_OK) == 0)
+                return true;
+            d = e ? e + 1 : NULL;
+        }
+    }
+    snprintf(path, size, "/usr/lib/llvm-19/bin/ld.lld");
+    return access(path, X_OK) == 0;
+}
+
+static bool write_file(const char *path, const char *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return false;
+    bool ok = fwrite(data, 1, len, f) == len;
+    return fclose(f) == 0 && ok;
+}
+
+char *llvm_emit_hsaco(const ir_module *m, const kc_options *o, size_t *len, char *err,
+                      size_t errlen) {
+    char lld[4096];
+    if (!find_lld(lld, sizeof lld)) {
+        llvm_errf(err, errlen,
+                  "ld.lld not found (it links AMDGPU code objects): set $KERN_LLD, or install "
+                  "lld-19");
+        return NULL;
+    }
+    size_t olen = 0;
+    char *obj = amdgpu_output(m, o, 1, &olen, err, errlen);
+    if (!obj)
+        return NULL;
+    char dir[] = "/tmp/kern-hsaco-XXXXXX";
+    char *out = NULL;
+    if (!mkdtemp(dir)) {
+        llvm_errf(err, errlen, "cannot create a temporary directory: %s", strerror(errno));
+        free(obj);
+        return NULL;
+    }
+    char in[64], so[64], log[64];
+    snprintf(in, sizeof in, "%s/code.o", dir);
+    snprintf(so, sizeof so, "%s/code.hsaco", dir);
+    snprintf(log, sizeof log, "%s/lld.log", dir);
+    if (!write_file(in, obj, olen)) {
+        llvm_errf(err, errlen, "cannot write '%s'", in);
+    } else {
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        posix_spawn_file_actions_adddup2(&fa, 1, 2);
+        char *argv[] = {lld, "-shared", "-o", so, in, NULL};
+        pid_t pid;
+        int st = -1;
+        if (posix_spawn(&pid, lld, &fa, NULL, argv, environ) == 0 && waitpid(pid, &st, 0) == pid)
+            st = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+        posix_spawn_file_actions_destroy(&fa);
+        size_t n = 0;
+        if (st == 0 && (out = kern_read_file(so, &n)) != NULL) {
+            *len = n;
+        } else {
+            char *text = kern_read_file(log, &n);
+            llvm_errf(err, errlen, "linking the code object with %s failed (status %d): %s", lld,
+                      st, text ? text : "");
+            free(text);
+        }
+    }
+    remove(in);
+    remove(so);
+    remove(log);
+    rmdir(dir);
+    free(obj);
+    return out;
+}
