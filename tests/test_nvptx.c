@@ -118,7 +118,7 @@ static int check_hsaco(const char *path, const ir_module *m, kc_options *o) {
     o->arch = "gfx90a";
     char err[2048] = "";
     size_t len = 0;
-    char *code = llvm_emit_hsaco(m, o, &len, err, sizeof err);
+    char *code = kc_codegen_find("amdgpu")->code(m, o, &len, err, sizeof err);
     o->arch = "sm_90";
     if (!code) {
         cr_expect(strstr(err, "which the amdgpu target cannot compile in this build"), "%s: %s",
