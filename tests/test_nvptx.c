@@ -165,7 +165,7 @@ static char *substitute(const char *text, const char *type) {
 }
 
 typedef struct ptx_stats {
-    int files, kernels, entries, ptxas_runs, hsacos, refused;
+    int files, kernels, entries, ptxas_runs, hsacos, refused, no_libdevice;
     bool amdgpu; /* also build and check AMDGPU code objects */
 } ptx_stats;
 
@@ -184,6 +184,12 @@ static void check_source(const char *path, const char *text, bool debug, const c
     }
     char err[2048] = "";
     char *ptx = llvm_emit_ptx(m, &cc->opts, err, sizeof err);
+    if (!ptx && strstr(err, "libdevice not found")) { /* a machine without CUDA's libdevice */
+        st->no_libdevice++;
+        ir_module_free(m);
+        kc_ctx_free(cc);
+        return;
+    }
     cr_assert(ptx, "%s: %s", path, err);
     kern_meta *meta = kc_meta_from_ir(m);
     for (int k = 0; k < meta->nkernels; k++) {
@@ -255,10 +261,14 @@ static void corpus(bool debug) {
                 st.files, st.kernels, st.entries, st.ptxas_runs, st.hsacos, st.refused);
     if (st.amdgpu)
         cr_assert_gt(st.hsacos, 30, "most files build for AMDGPU");
-    cr_assert_gt(st.files, 70);
+    cr_assert_gt(st.files + st.no_libdevice, 70);
     cr_assert_gt(st.entries, st.kernels); /* gradients included: more tasks than kernels */
     if (!ptxas)
         cr_skip_test("no ptxas on this machine: the PTX was not assembled");
+    if (st.no_libdevice)
+        cr_skip_test("no libdevice on this machine: %d files with transcendental math were not "
+                     "compiled (the others were)",
+                     st.no_libdevice);
 }
 
 Test(nvptx, corpus_release_ptxas_accepts, .timeout = 900) { corpus(false); }
