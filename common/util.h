@@ -3,16 +3,17 @@
 #define KERN_UTIL_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* Internal impossibilities: print file and line, then abort. Never for user errors. */
 _Noreturn void kern_unreachable_at(const char *file, int line, const char *msg);
 #define kern_unreachable(msg) kern_unreachable_at(__FILE__, __LINE__, (msg))
-#define kern_assert(c)                                                                     \
-    do {                                                                                   \
-        if (!(c))                                                                          \
-            kern_unreachable_at(__FILE__, __LINE__, "assertion failed: " #c);             \
+#define kern_assert(c)                                                        \
+    do {                                                                      \
+        if (!(c))                                                             \
+            kern_unreachable_at(__FILE__, __LINE__, "assertion failed: " #c); \
     } while (0)
 
 /* Out of host memory in code that cannot return a status (arena growth). */
@@ -46,5 +47,11 @@ void ptrvec_free(kern_ptrvec *v);
 
 /* Reads a whole file; returns NULL (errno set) on failure. The caller frees. */
 char *kern_read_file(const char *path, size_t *len);
+
+/* The symbol of a kernel's code (runtime/abi.h, docs/gpu-abi.md), truncated to size:
+ * "kern_<K>__<kind><index>" plus "_count" when count, with K the kernel's name and each
+ * '.' written "__" (simulate.grad -> kern_simulate__grad__t0). kind: 't' a task, 's' a
+ * sizer kernel. The one place that knows the naming rule (compiler and runtime). */
+void kern_code_symbol(char *buf, size_t size, const char *kernel, char kind, int index, bool count);
 
 #endif

@@ -464,6 +464,23 @@ done:
     return st;
 }
 
+/* Room for one more submission (and its event); false when host memory runs out. */
+static bool reserve_sub(cuda_device *c) {
+    if (c->nsubs < c->capsubs)
+        return true;
+    int cap = c->capsubs ? 2 * c->capsubs : 64;
+    cuda_sub *ns = realloc(c->subs, (size_t)cap * sizeof *ns);
+    if (ns)
+        c->subs = ns;
+    CUevent *ne = realloc(c->events, (size_t)cap * sizeof *ne);
+    if (ne)
+        c->events = ne;
+    if (!ns || !ne)
+        return false;
+    c->capsubs = c->capevents = cap;
+    return true;
+}
+
 static kern_status cuda_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
                                size_t errlen) {
     cuda_device *c = cuda_of(d);
@@ -483,19 +500,9 @@ static kern_status cuda_launch(rt_device *d, const rt_launch *l, uint64_t *point
         snprintf(err, errlen, "the device was lost: %s", c->lost);
         return KERN_ERR_DEVICE;
     }
-    if (c->nsubs == c->capsubs) {
-        int cap = c->capsubs ? 2 * c->capsubs : 64;
-        cuda_sub *ns = realloc(c->subs, (size_t)cap * sizeof *ns);
-        CUevent *ne = realloc(c->events, (size_t)cap * sizeof *ne);
-        if (ns)
-            c->subs = ns;
-        if (ne)
-            c->events = ne;
-        if (!ns || !ne) {
-            snprintf(err, errlen, "out of host memory for launching kernel '%s'", l->name);
-            return KERN_ERR_OUT_OF_MEMORY;
-        }
-        c->capsubs = c->capevents = cap;
+    if (!reserve_sub(c)) {
+        snprintf(err, errlen, "out of host memory for launching kernel '%s'", l->name);
+        return KERN_ERR_OUT_OF_MEMORY;
     }
     /* a record of the pool; when all are in flight, wait for the oldest submission */
     if (c->nfree_recs == 0 && (s = cuda_wait(d, c->subs[0].point, err, errlen)) != KERN_OK)
@@ -729,19 +736,9 @@ static kern_status cuda_graph_launch(rt_device *d, void *graph, int set, uint64_
         snprintf(err, errlen, "the device was lost: %s", c->lost);
         return KERN_ERR_DEVICE;
     }
-    if (c->nsubs == c->capsubs) {
-        int cap = c->capsubs ? 2 * c->capsubs : 64;
-        cuda_sub *ns = realloc(c->subs, (size_t)cap * sizeof *ns);
-        CUevent *ne = realloc(c->events, (size_t)cap * sizeof *ne);
-        if (ns)
-            c->subs = ns;
-        if (ne)
-            c->events = ne;
-        if (!ns || !ne) {
-            snprintf(err, errlen, "out of host memory for replaying a graph");
-            return KERN_ERR_OUT_OF_MEMORY;
-        }
-        c->capsubs = c->capevents = cap;
+    if (!reserve_sub(c)) {
+        snprintf(err, errlen, "out of host memory for replaying a graph");
+        return KERN_ERR_OUT_OF_MEMORY;
     }
     CUevent ev = NULL;
     CUresult r = CUDA_SUCCESS;

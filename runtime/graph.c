@@ -215,15 +215,7 @@ kern_status kern_graph_launch(kern_graph *g) {
                 ctx, s, "%s (observed before replaying a graph, which was not replayed)", ctx->msg);
     }
     memset(g->recs + (size_t)set * (size_t)g->n, 0, (size_t)g->n * sizeof *g->recs);
-    if (ctx->npending == ctx->cappending) {
-        int cap = ctx->cappending ? ctx->cappending * 2 : 16;
-        rt_pending **np = realloc(ctx->pending, (size_t)cap * sizeof *np);
-        if (!np)
-            return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
-        ctx->pending = np;
-        ctx->cappending = cap;
-    }
-    rt_pending *p = calloc(1, sizeof *p);
+    rt_pending *p = rt_pending_new(ctx);
     if (!p)
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
     p->graph = g;

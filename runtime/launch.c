@@ -262,19 +262,23 @@ cleanup:
     return s;
 }
 
-kern_status rt_submit(kern_context *ctx, const rt_ready *r) {
-    kern_kernel *k = r->k;
-    const kern_meta_kernel *mk = k->meta;
-    char err[512];
+rt_pending *rt_pending_new(kern_context *ctx) {
     if (ctx->npending == ctx->cappending) {
         int cap = ctx->cappending ? ctx->cappending * 2 : 16;
         rt_pending **np = realloc(ctx->pending, (size_t)cap * sizeof *np);
         if (!np)
-            return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+            return NULL;
         ctx->pending = np;
         ctx->cappending = cap;
     }
-    rt_pending *p = calloc(1, sizeof *p);
+    return calloc(1, sizeof(rt_pending));
+}
+
+kern_status rt_submit(kern_context *ctx, const rt_ready *r) {
+    kern_kernel *k = r->k;
+    const kern_meta_kernel *mk = k->meta;
+    char err[512];
+    rt_pending *p = rt_pending_new(ctx);
     if (!p)
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
     p->kernel = k;

@@ -557,39 +557,11 @@ const kern_meta_kernel *kern_meta_find(const kern_meta *m, const char *name) {
 }
 
 void kern_meta_symbol(char *buf, size_t size, const char *kernel, int task, bool count) {
-    kern_buf b = {0};
-    buf_puts(&b, "kern_");
-    for (const char *p = kernel; *p; p++) {
-        if (*p == '.')
-            buf_puts(&b, "__");
-        else
-            buf_putc(&b, *p);
-    }
-    buf_printf(&b, "__t%d%s", task, count ? "_count" : "");
-    if (size) {
-        size_t n = b.len < size - 1 ? b.len : size - 1;
-        memcpy(buf, b.data, n);
-        buf[n] = '\0';
-    }
-    buf_free(&b);
+    kern_code_symbol(buf, size, kernel, 't', task, count);
 }
 
 void kern_meta_sizer_symbol(char *buf, size_t size, const char *kernel, int s) {
-    kern_buf b = {0};
-    buf_puts(&b, "kern_");
-    for (const char *p = kernel; *p; p++) {
-        if (*p == '.')
-            buf_puts(&b, "__");
-        else
-            buf_putc(&b, *p);
-    }
-    buf_printf(&b, "__s%d", s);
-    if (size) {
-        size_t n = b.len < size - 1 ? b.len : size - 1;
-        memcpy(buf, b.data, n);
-        buf[n] = '\0';
-    }
-    buf_free(&b);
+    kern_code_symbol(buf, size, kernel, 's', s, false);
 }
 
 /* Checks the leaves of e against k's parameters (see meta.h). */

@@ -47,6 +47,9 @@ typedef struct rt_ready {
     int64_t stride, slots;
 } rt_ready;
 
+/* A new pending entry, with room for it in ctx->pending (the caller appends it once its
+ * submission succeeded); NULL when host memory runs out. */
+rt_pending *rt_pending_new(kern_context *ctx);
 /* Submits r (its adstacks in the context's heap) and stamps its buffers, module and the
  * heap with the completion point; the caller collects. */
 kern_status rt_submit(kern_context *ctx, const rt_ready *r);

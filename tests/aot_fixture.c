@@ -14,8 +14,8 @@
 #endif
 
 int64_t kern_saxpy__t0_count(void *const *args);
-void kern_saxpy__t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err, void *ad_slice,
-                    const int64_t *ad_layout);
+void kern_saxpy__t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                    void *ad_slice, const int64_t *ad_layout);
 extern const char kern_module_meta[];
 extern const uint64_t kern_module_meta_size;
 
@@ -25,8 +25,8 @@ int64_t kern_saxpy__t0_count(void *const *args) {
 }
 
 #if FIXTURE != 3
-void kern_saxpy__t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err, void *ad_slice,
-                    const int64_t *ad_layout) {
+void kern_saxpy__t0(void *const *args, int64_t begin, int64_t end, kern_err_record *err,
+                    void *ad_slice, const int64_t *ad_layout) {
     float a = *(const float *)args[0];
     const kern_array_desc *x = args[1], *y = args[2];
     const float *xs = x->data;

@@ -205,27 +205,11 @@ static kern_status fake_size_adstack(rt_device *d, const void *kernel, const ker
     return KERN_OK;
 }
 
-static const rt_device_ops fake_sizer_ops = {
-    .name = "fake",
-    .destroy = fake_destroy,
-    .alloc = fake_alloc,
-    .free = fake_free,
-    .zero = fake_zero,
-    .copy_in = fake_copy_in,
-    .copy_out = fake_copy_out,
-    .load_code = fake_load_code,
-    .get_kernel = fake_get_kernel,
-    .free_kernel = fake_free_kernel,
-    .unload_code = fake_unload_code,
-    .launch = fake_launch,
-    .poll = fake_poll,
-    .wait = fake_wait,
-    .sync = fake_sync,
-    .ad_slots = fake_ad_slots,
-    .size_adstack = fake_size_adstack,
-};
+static rt_device_ops fake_sizer_ops; /* fake_ops and size_adstack */
 
 void fake_device_use_sizer(fake_device *f) {
+    fake_sizer_ops = fake_ops;
+    fake_sizer_ops.size_adstack = fake_size_adstack;
     f->base.ops = &fake_sizer_ops;
     f->base.host_memory = false;
 }

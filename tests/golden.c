@@ -94,8 +94,7 @@ bool golden_check(const char *dir, const char *name, const char *actual) {
     size_t len;
     char *expected = golden_read(dir, name, &len);
     if (!expected) {
-        fprintf(stderr, "golden %s/%s: expected file missing (UPDATE=1 creates it)\n", dir,
-                name);
+        fprintf(stderr, "golden %s/%s: expected file missing (UPDATE=1 creates it)\n", dir, name);
         return false;
     }
     bool same = strcmp(expected, actual) == 0;

@@ -73,7 +73,8 @@ static void expect_tokens(const char *text, const char *want) {
 }
 
 /* Asserts the diagnostics (and optionally the tokens) of text. */
-static void expect_error_n(const char *text, size_t len, const char *want_errors, const char *want_toks) {
+static void expect_error_n(const char *text, size_t len, const char *want_errors,
+                           const char *want_toks) {
     lexed r = lex_n(text, len);
     cr_expect_str_eq(r.errors, want_errors, "errors of \"%s\"", text);
     if (want_toks)
@@ -148,7 +149,7 @@ Test(lexer, keywords_and_types) {
     expect_tokens("f32 f64 i32 u32 i64 bool", "f32 f64 i32 u32 i64 bool eof");
     /* Near misses are identifiers. */
     expect_tokens("f16 i8 consts _for For letx in_ _", "id:f16 id:i8 id:consts id:_for id:For "
-                                                      "id:letx id:in_ id:_ eof");
+                                                       "id:letx id:in_ id:_ eof");
     expect_tokens("x_1 _a9 A", "id:x_1 id:_a9 id:A eof");
 }
 
@@ -237,7 +238,9 @@ Test(lexer, unexpected_characters) {
     expect_error("x.y", "1:2: unexpected character '.'\n", "id:x error id:y eof");
     expect_error("\"str\"", "1:1: unexpected character '\"'\n1:5: unexpected character '\"'\n",
                  "error id:str error eof");
-    expect_error("a\x01" "b", "1:2: unexpected character 0x01\n", "id:a error id:b eof");
+    expect_error("a\x01"
+                 "b",
+                 "1:2: unexpected character 0x01\n", "id:a error id:b eof");
     expect_error("x\x7f", "1:2: unexpected character 0x7F\n", "id:x error eof");
 }
 
@@ -254,7 +257,7 @@ Test(lexer, non_ascii) {
                  "error id:x eof");
     expect_error("a \xFF b", "1:3: invalid UTF-8 byte 0xFF\n", "id:a error id:b eof");
     expect_error("\xC3", "1:1: invalid UTF-8 byte 0xC3\n", "error eof");
-    expect_error("\xC0\x80", "1:1: invalid UTF-8 byte 0xC0\n", "error eof"); /* overlong */
+    expect_error("\xC0\x80", "1:1: invalid UTF-8 byte 0xC0\n", "error eof");     /* overlong */
     expect_error("\xED\xA0\x80", "1:1: invalid UTF-8 byte 0xED\n", "error eof"); /* surrogate */
 }
 
@@ -269,7 +272,8 @@ Test(lexer, malformed_numbers) {
     expect_error("0xg1 y", "1:1: malformed number '0xg1': expected hex digits after '0x'\n",
                  "int:0 id:y eof");
     expect_error("0x1G", "1:1: malformed number '0x1G': unexpected character 'G'\n", "int:0 eof");
-    expect_error("1e", "1:1: malformed number '1e': expected digits in the exponent\n", "float:0 eof");
+    expect_error("1e", "1:1: malformed number '1e': expected digits in the exponent\n",
+                 "float:0 eof");
     expect_error("1e+", "1:1: malformed number '1e+': expected digits in the exponent\n",
                  "float:0 eof");
     expect_error("2.5e-x", "1:1: malformed number '2.5e-x': expected digits in the exponent\n",

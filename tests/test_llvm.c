@@ -147,9 +147,7 @@ static const char *kname(kern_tykind k) {
     }
 }
 
-static size_t ksize(kern_tykind k) {
-    return k == TY_BOOL ? 1 : k == TY_I64 || k == TY_F64 ? 8 : 4;
-}
+static size_t ksize(kern_tykind k) { return k == TY_BOOL ? 1 : k == TY_I64 || k == TY_F64 ? 8 : 4; }
 
 static scalar get(const void *arr, kern_tykind k, int i) {
     scalar s;
@@ -201,20 +199,57 @@ static void show(char *buf, size_t n, kern_tykind k, scalar s) {
 }
 
 /* Test inputs: a[i] from these lists, b[i] = a-list[(7i + 3) % N], c[i] = [(5i + 11) % N]. */
-static const double FVALS[N] = {0.0,   -0.0, 1.0,   -1.0,     0.5,       -2.5, 3.25, 1e10,
-                                -1e-10, 123.456, 7.0, -7.0,  2.5,       -0.5, 1.5,  1e-3,
-                                -3.75, 0.1,  INFINITY, -INFINITY, NAN, 42.0, 1e30, -5e-5};
-static const int64_t IVALS32[N] = {0,     1,         -1,        2,         -2,    3,
-                                   -3,    7,         -7,        100,       -100,  12345,
-                                   -12345, INT32_MAX, INT32_MIN, INT32_MAX - 1, INT32_MIN + 1, 65536,
-                                   -65536, 1 << 20,  5,         -5,        31,    33};
-static const int64_t IVALS64[N] = {0,      1,           -1,           2,
-                                   -2,     3,           -3,           7,
-                                   -7,     100,         -100,         1234567890123LL,
-                                   -1234567890123LL,    INT64_MAX,    INT64_MIN,
-                                   INT64_MAX - 1,       INT64_MIN + 1, 4294967296LL,
-                                   -4294967296LL,       1 << 20,      5,
-                                   -5,     63,          65};
+static const double FVALS[N] = {0.0,    -0.0,    1.0,      -1.0,      0.5, -2.5, 3.25, 1e10,
+                                -1e-10, 123.456, 7.0,      -7.0,      2.5, -0.5, 1.5,  1e-3,
+                                -3.75,  0.1,     INFINITY, -INFINITY, NAN, 42.0, 1e30, -5e-5};
+static const int64_t IVALS32[N] = {0,
+                                   1,
+                                   -1,
+                                   2,
+                                   -2,
+                                   3,
+                                   -3,
+                                   7,
+                                   -7,
+                                   100,
+                                   -100,
+                                   12345,
+                                   -12345,
+                                   INT32_MAX,
+                                   INT32_MIN,
+                                   INT32_MAX - 1,
+                                   INT32_MIN + 1,
+                                   65536,
+                                   -65536,
+                                   1 << 20,
+                                   5,
+                                   -5,
+                                   31,
+                                   33};
+static const int64_t IVALS64[N] = {0,
+                                   1,
+                                   -1,
+                                   2,
+                                   -2,
+                                   3,
+                                   -3,
+                                   7,
+                                   -7,
+                                   100,
+                                   -100,
+                                   1234567890123LL,
+                                   -1234567890123LL,
+                                   INT64_MAX,
+                                   INT64_MIN,
+                                   INT64_MAX - 1,
+                                   INT64_MIN + 1,
+                                   4294967296LL,
+                                   -4294967296LL,
+                                   1 << 20,
+                                   5,
+                                   -5,
+                                   63,
+                                   65};
 
 static scalar input(kern_tykind k, int j) {
     scalar s;
@@ -242,11 +277,56 @@ enum {
 enum { FIX_NONE, FIX_DIV, FIX_SHIFT };
 
 typedef enum opid {
-    O_ADD, O_SUB, O_MUL, O_DIV, O_REM, O_NEG, O_BAND, O_BOR, O_BXOR, O_BNOT, O_SHL, O_SHR,
-    O_LAND, O_LOR, O_LNOT, O_EQ, O_NE, O_LT, O_LE, O_GT, O_GE, O_SELECT, O_TERNARY,
-    O_MIN, O_MAX, O_CLAMP, O_ABS, O_SIGN, O_FLOOR, O_CEIL, O_ROUND, O_SQRT, O_RSQRT,
-    O_SIN, O_COS, O_TAN, O_ASIN, O_ACOS, O_ATAN, O_SINH, O_COSH, O_TANH, O_EXP, O_EXP2,
-    O_LOG, O_LOG2, O_ATAN2, O_POW, O_FMA, O__COUNT
+    O_ADD,
+    O_SUB,
+    O_MUL,
+    O_DIV,
+    O_REM,
+    O_NEG,
+    O_BAND,
+    O_BOR,
+    O_BXOR,
+    O_BNOT,
+    O_SHL,
+    O_SHR,
+    O_LAND,
+    O_LOR,
+    O_LNOT,
+    O_EQ,
+    O_NE,
+    O_LT,
+    O_LE,
+    O_GT,
+    O_GE,
+    O_SELECT,
+    O_TERNARY,
+    O_MIN,
+    O_MAX,
+    O_CLAMP,
+    O_ABS,
+    O_SIGN,
+    O_FLOOR,
+    O_CEIL,
+    O_ROUND,
+    O_SQRT,
+    O_RSQRT,
+    O_SIN,
+    O_COS,
+    O_TAN,
+    O_ASIN,
+    O_ACOS,
+    O_ATAN,
+    O_SINH,
+    O_COSH,
+    O_TANH,
+    O_EXP,
+    O_EXP2,
+    O_LOG,
+    O_LOG2,
+    O_ATAN2,
+    O_POW,
+    O_FMA,
+    O__COUNT
 } opid;
 
 typedef struct opdef {
@@ -313,100 +393,100 @@ static const opdef OPS[] = {
 enum { NOPS = sizeof OPS / sizeof *OPS };
 
 /* Integer references in the unsigned type UT (wrapping), T the signed or unsigned type. */
-#define INT_REF(NAME, T, UT, BITS, SIGNED)                                                  \
-    static T NAME(opid op, T a, T b, T c, bool s, bool *bres) {                             \
-        UT ua = (UT)a, ub = (UT)b;                                                          \
-        bool neg = SIGNED && (ua >> (BITS - 1)) != 0; /* a < 0 */                          \
-        T mx;                                                                               \
-        switch (op) {                                                                       \
-        case O_ADD: return (T)(ua + ub);                                                    \
-        case O_SUB: return (T)(ua - ub);                                                    \
-        case O_MUL: return (T)(ua * ub);                                                    \
-        case O_DIV:                                                                         \
-            if (SIGNED && b == (T)-1)                                                       \
-                return (T)((UT)0 - ua);                                                     \
-            return a / b;                                                                   \
-        case O_REM:                                                                         \
-            if (SIGNED && b == (T)-1)                                                       \
-                return 0;                                                                   \
-            return a % b;                                                                   \
-        case O_NEG: return (T)((UT)0 - ua);                                                 \
-        case O_BAND: return (T)(ua & ub);                                                   \
-        case O_BOR: return (T)(ua | ub);                                                    \
-        case O_BXOR: return (T)(ua ^ ub);                                                   \
-        case O_BNOT: return (T)~ua;                                                         \
-        case O_SHL: return (T)(ua << ub);                                                   \
-        case O_SHR:                                                                         \
-            if (neg)                                                                        \
-                return (T) ~(~ua >> ub);                                                    \
-            return (T)(ua >> ub);                                                           \
-        case O_EQ: *bres = a == b; return 0;                                                \
-        case O_NE: *bres = a != b; return 0;                                                \
-        case O_LT: *bres = a < b; return 0;                                                 \
-        case O_LE: *bres = a <= b; return 0;                                                \
-        case O_GT: *bres = a > b; return 0;                                                 \
-        case O_GE: *bres = a >= b; return 0;                                                \
-        case O_SELECT: return s ? a : b;                                                    \
-        case O_TERNARY: return s ? b : c;                                                   \
-        case O_MIN: return b < a ? b : a;                                                   \
-        case O_MAX: return b > a ? b : a;                                                   \
-        case O_CLAMP: mx = b > a ? b : a; return c < mx ? c : mx;                           \
-        case O_ABS: return neg ? (T)((UT)0 - ua) : a;                                       \
-        case O_SIGN: return (T)((a > 0) - neg);                                             \
-        default: cr_assert_fail("no integer reference for op %d", op);                      \
-        }                                                                                   \
-        return 0;                                                                           \
+#define INT_REF(NAME, T, UT, BITS, SIGNED)                             \
+    static T NAME(opid op, T a, T b, T c, bool s, bool *bres) {        \
+        UT ua = (UT)a, ub = (UT)b;                                     \
+        bool neg = SIGNED && (ua >> (BITS - 1)) != 0; /* a < 0 */      \
+        T mx;                                                          \
+        switch (op) {                                                  \
+        case O_ADD: return (T)(ua + ub);                               \
+        case O_SUB: return (T)(ua - ub);                               \
+        case O_MUL: return (T)(ua * ub);                               \
+        case O_DIV:                                                    \
+            if (SIGNED && b == (T)-1)                                  \
+                return (T)((UT)0 - ua);                                \
+            return a / b;                                              \
+        case O_REM:                                                    \
+            if (SIGNED && b == (T)-1)                                  \
+                return 0;                                              \
+            return a % b;                                              \
+        case O_NEG: return (T)((UT)0 - ua);                            \
+        case O_BAND: return (T)(ua & ub);                              \
+        case O_BOR: return (T)(ua | ub);                               \
+        case O_BXOR: return (T)(ua ^ ub);                              \
+        case O_BNOT: return (T)~ua;                                    \
+        case O_SHL: return (T)(ua << ub);                              \
+        case O_SHR:                                                    \
+            if (neg)                                                   \
+                return (T) ~(~ua >> ub);                               \
+            return (T)(ua >> ub);                                      \
+        case O_EQ: *bres = a == b; return 0;                           \
+        case O_NE: *bres = a != b; return 0;                           \
+        case O_LT: *bres = a < b; return 0;                            \
+        case O_LE: *bres = a <= b; return 0;                           \
+        case O_GT: *bres = a > b; return 0;                            \
+        case O_GE: *bres = a >= b; return 0;                           \
+        case O_SELECT: return s ? a : b;                               \
+        case O_TERNARY: return s ? b : c;                              \
+        case O_MIN: return b < a ? b : a;                              \
+        case O_MAX: return b > a ? b : a;                              \
+        case O_CLAMP: mx = b > a ? b : a; return c < mx ? c : mx;      \
+        case O_ABS: return neg ? (T)((UT)0 - ua) : a;                  \
+        case O_SIGN: return (T)((a > 0) - neg);                        \
+        default: cr_assert_fail("no integer reference for op %d", op); \
+        }                                                              \
+        return 0;                                                      \
     }
 INT_REF(ref_i32, int32_t, uint32_t, 32, true)
 INT_REF(ref_u32, uint32_t, uint32_t, 32, false)
 INT_REF(ref_i64, int64_t, uint64_t, 64, true)
 
-#define FLOAT_REF(NAME, T, SUF)                                                             \
-    static T NAME(opid op, T a, T b, T c, bool s, bool *bres) {                             \
-        T mx;                                                                               \
-        switch (op) {                                                                       \
-        case O_ADD: return a + b;                                                           \
-        case O_SUB: return a - b;                                                           \
-        case O_MUL: return a * b;                                                           \
-        case O_DIV: return a / b;                                                           \
-        case O_NEG: return -a;                                                              \
-        case O_EQ: *bres = a == b; return 0;                                                \
-        case O_NE: *bres = a != b; return 0;                                                \
-        case O_LT: *bres = a < b; return 0;                                                 \
-        case O_LE: *bres = a <= b; return 0;                                                \
-        case O_GT: *bres = a > b; return 0;                                                 \
-        case O_GE: *bres = a >= b; return 0;                                                \
-        case O_SELECT: return s ? a : b;                                                    \
-        case O_TERNARY: return s ? b : c;                                                   \
-        case O_MIN: return b < a ? b : a;                                                   \
-        case O_MAX: return b > a ? b : a;                                                   \
-        case O_CLAMP: mx = b > a ? b : a; return c < mx ? c : mx;                           \
-        case O_ABS: return fabs##SUF(a);                                                    \
-        case O_SIGN: return a > 0 ? (T)1 : a < 0 ? (T)-1 : a;                               \
-        case O_FLOOR: return floor##SUF(a);                                                 \
-        case O_CEIL: return ceil##SUF(a);                                                   \
-        case O_ROUND: return round##SUF(a);                                                 \
-        case O_SQRT: return sqrt##SUF(a);                                                   \
-        case O_RSQRT: return (T)1 / sqrt##SUF(a);                                           \
-        case O_SIN: return sin##SUF(a);                                                     \
-        case O_COS: return cos##SUF(a);                                                     \
-        case O_TAN: return tan##SUF(a);                                                     \
-        case O_ASIN: return asin##SUF(a);                                                   \
-        case O_ACOS: return acos##SUF(a);                                                   \
-        case O_ATAN: return atan##SUF(a);                                                   \
-        case O_SINH: return sinh##SUF(a);                                                   \
-        case O_COSH: return cosh##SUF(a);                                                   \
-        case O_TANH: return tanh##SUF(a);                                                   \
-        case O_EXP: return exp##SUF(a);                                                     \
-        case O_EXP2: return exp2##SUF(a);                                                   \
-        case O_LOG: return log##SUF(a);                                                     \
-        case O_LOG2: return log2##SUF(a);                                                   \
-        case O_ATAN2: return atan2##SUF(a, b);                                              \
-        case O_POW: return pow##SUF(a, b);                                                  \
-        case O_FMA: return fma##SUF(a, b, c);                                               \
-        default: cr_assert_fail("no float reference for op %d", op);                        \
-        }                                                                                   \
-        return 0;                                                                           \
+#define FLOAT_REF(NAME, T, SUF)                                      \
+    static T NAME(opid op, T a, T b, T c, bool s, bool *bres) {      \
+        T mx;                                                        \
+        switch (op) {                                                \
+        case O_ADD: return a + b;                                    \
+        case O_SUB: return a - b;                                    \
+        case O_MUL: return a * b;                                    \
+        case O_DIV: return a / b;                                    \
+        case O_NEG: return -a;                                       \
+        case O_EQ: *bres = a == b; return 0;                         \
+        case O_NE: *bres = a != b; return 0;                         \
+        case O_LT: *bres = a < b; return 0;                          \
+        case O_LE: *bres = a <= b; return 0;                         \
+        case O_GT: *bres = a > b; return 0;                          \
+        case O_GE: *bres = a >= b; return 0;                         \
+        case O_SELECT: return s ? a : b;                             \
+        case O_TERNARY: return s ? b : c;                            \
+        case O_MIN: return b < a ? b : a;                            \
+        case O_MAX: return b > a ? b : a;                            \
+        case O_CLAMP: mx = b > a ? b : a; return c < mx ? c : mx;    \
+        case O_ABS: return fabs##SUF(a);                             \
+        case O_SIGN: return a > 0 ? (T)1 : a < 0 ? (T)-1 : a;        \
+        case O_FLOOR: return floor##SUF(a);                          \
+        case O_CEIL: return ceil##SUF(a);                            \
+        case O_ROUND: return round##SUF(a);                          \
+        case O_SQRT: return sqrt##SUF(a);                            \
+        case O_RSQRT: return (T)1 / sqrt##SUF(a);                    \
+        case O_SIN: return sin##SUF(a);                              \
+        case O_COS: return cos##SUF(a);                              \
+        case O_TAN: return tan##SUF(a);                              \
+        case O_ASIN: return asin##SUF(a);                            \
+        case O_ACOS: return acos##SUF(a);                            \
+        case O_ATAN: return atan##SUF(a);                            \
+        case O_SINH: return sinh##SUF(a);                            \
+        case O_COSH: return cosh##SUF(a);                            \
+        case O_TANH: return tanh##SUF(a);                            \
+        case O_EXP: return exp##SUF(a);                              \
+        case O_EXP2: return exp2##SUF(a);                            \
+        case O_LOG: return log##SUF(a);                              \
+        case O_LOG2: return log2##SUF(a);                            \
+        case O_ATAN2: return atan2##SUF(a, b);                       \
+        case O_POW: return pow##SUF(a, b);                           \
+        case O_FMA: return fma##SUF(a, b, c);                        \
+        default: cr_assert_fail("no float reference for op %d", op); \
+        }                                                            \
+        return 0;                                                    \
     }
 FLOAT_REF(ref_f32, float, f)
 FLOAT_REF(ref_f64, double, )
@@ -514,7 +594,7 @@ static void check_ops_of_kind(kern_tykind k, int opt) {
                 show(x, sizeof x, k, get(av, k, j));
                 show(y, sizeof y, k, get(bv, k, j));
                 cr_expect_fail("-O%d %s on %s, element %d (a = %s, b = %s): got %s, want %s", opt,
-                        op->name, kname(k), j, x, y, g, w);
+                               op->name, kname(k), j, x, y, g, w);
             }
         }
         checked++;
@@ -525,30 +605,36 @@ static void check_ops_of_kind(kern_tykind k, int opt) {
 }
 
 Test(llvm, ops_bool) {
-    for (int l = 0; l < 2; l++) check_ops_of_kind(TY_BOOL, OPT_LEVELS[l]);
+    for (int l = 0; l < 2; l++)
+        check_ops_of_kind(TY_BOOL, OPT_LEVELS[l]);
 }
 Test(llvm, ops_i32) {
-    for (int l = 0; l < 2; l++) check_ops_of_kind(TY_I32, OPT_LEVELS[l]);
+    for (int l = 0; l < 2; l++)
+        check_ops_of_kind(TY_I32, OPT_LEVELS[l]);
 }
 Test(llvm, ops_u32) {
-    for (int l = 0; l < 2; l++) check_ops_of_kind(TY_U32, OPT_LEVELS[l]);
+    for (int l = 0; l < 2; l++)
+        check_ops_of_kind(TY_U32, OPT_LEVELS[l]);
 }
 Test(llvm, ops_i64) {
-    for (int l = 0; l < 2; l++) check_ops_of_kind(TY_I64, OPT_LEVELS[l]);
+    for (int l = 0; l < 2; l++)
+        check_ops_of_kind(TY_I64, OPT_LEVELS[l]);
 }
 Test(llvm, ops_f32) {
-    for (int l = 0; l < 2; l++) check_ops_of_kind(TY_F32, OPT_LEVELS[l]);
+    for (int l = 0; l < 2; l++)
+        check_ops_of_kind(TY_F32, OPT_LEVELS[l]);
 }
 Test(llvm, ops_f64) {
-    for (int l = 0; l < 2; l++) check_ops_of_kind(TY_F64, OPT_LEVELS[l]);
+    for (int l = 0; l < 2; l++)
+        check_ops_of_kind(TY_F64, OPT_LEVELS[l]);
 }
 
 /* ---- casts -------------------------------------------------------------------------- */
 
-static const double CAST_F[N] = {0.0,  -0.0,   0.5,    -0.5,        1.7,  -1.7,
-                                 2.5,  -2.5,   100.99, -100.99,     65536.5, -65536.5,
-                                 2147483520.0, -2147483648.0, 3e9, -3e9, 1e15, -1e15,
-                                 1e30, -1e30,  INFINITY, -INFINITY, NAN, 4294967040.0};
+static const double CAST_F[N] = {
+    0.0,    -0.0,    0.5,     -0.5,     1.7,          -1.7,          2.5, -2.5,
+    100.99, -100.99, 65536.5, -65536.5, 2147483520.0, -2147483648.0, 3e9, -3e9,
+    1e15,   -1e15,   1e30,    -1e30,    INFINITY,     -INFINITY,     NAN, 4294967040.0};
 
 /* C's conversion where it is defined; the documented saturation elsewhere (NaN -> 0). */
 static int64_t sat(double x, double lo, double hi) {
@@ -571,9 +657,10 @@ static scalar cast_ref(kern_tykind from, kern_tykind to, scalar v) {
         case TY_I32: r.i32 = (int32_t)sat(x, -2147483648.0, 2147483647.0); break;
         case TY_U32: r.u32 = (uint32_t)sat(x, 0.0, 4294967295.0); break;
         case TY_I64:
-            r.i64 = isnan(x) ? 0 : x <= -9223372036854775808.0 ? INT64_MIN
-                                : x >= 9223372036854775808.0  ? INT64_MAX
-                                                              : (int64_t)x;
+            r.i64 = isnan(x)                      ? 0
+                    : x <= -9223372036854775808.0 ? INT64_MIN
+                    : x >= 9223372036854775808.0  ? INT64_MAX
+                                                  : (int64_t)x;
             break;
         case TY_F32: r.f32 = from == TY_F32 ? v.f32 : (float)v.f64; break;
         default: r.f64 = x; break;
@@ -582,7 +669,10 @@ static scalar cast_ref(kern_tykind from, kern_tykind to, scalar v) {
     }
     /* from bool or an integer: its exact value */
     bool neg = from == TY_I32 ? v.i32 < 0 : from == TY_I64 ? v.i64 < 0 : false;
-    int64_t sv = from == TY_BOOL ? v.b : from == TY_I32 ? v.i32 : from == TY_U32 ? (int64_t)v.u32 : v.i64;
+    int64_t sv = from == TY_BOOL  ? v.b
+                 : from == TY_I32 ? v.i32
+                 : from == TY_U32 ? (int64_t)v.u32
+                                  : v.i64;
     (void)neg;
     switch (to) {
     case TY_BOOL: r.b = sv != 0; break;
@@ -638,8 +728,8 @@ Test(llvm, casts_all_pairs) {
                         show(g, sizeof g, tk, got);
                         show(w, sizeof w, tk, want);
                         show(x, sizeof x, fk, get(av, fk, j));
-                        cr_expect_fail("-O%d %s(%s %s): got %s, want %s", OPT_LEVELS[l],
-                                       kname(tk), kname(fk), x, g, w);
+                        cr_expect_fail("-O%d %s(%s %s): got %s, want %s", OPT_LEVELS[l], kname(tk),
+                                       kname(fk), x, g, w);
                     }
                 }
             }
@@ -786,17 +876,17 @@ Test(llvm, nested_for_break_continue) {
 /* ---- tasks -------------------------------------------------------------------------- */
 
 Test(llvm, parallel_2d_3d_chunked) {
-    const char *src =
-        "kernel grid(a: f32[,], out: f32[,]) {\n"
-        "    for i in 1..shape(a, 0) - 1, j in 1..shape(a, 1) - 1 {\n"
-        "        out[i, j] = a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1] - 4.0 * a[i, j];\n"
-        "    }\n"
-        "}\n"
-        "kernel cube(v: i64[,,], n: i32) {\n"
-        "    for i in 0..shape(v, 0), j in 0..shape(v, 1), k in 0..shape(v, 2) {\n"
-        "        v[i, j, k] = i64(i) * 10000 + i64(j) * 100 + i64(k) + i64(n);\n"
-        "    }\n"
-        "}\n";
+    const char *src = "kernel grid(a: f32[,], out: f32[,]) {\n"
+                      "    for i in 1..shape(a, 0) - 1, j in 1..shape(a, 1) - 1 {\n"
+                      "        out[i, j] = a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1] - "
+                      "4.0 * a[i, j];\n"
+                      "    }\n"
+                      "}\n"
+                      "kernel cube(v: i64[,,], n: i32) {\n"
+                      "    for i in 0..shape(v, 0), j in 0..shape(v, 1), k in 0..shape(v, 2) {\n"
+                      "        v[i, j, k] = i64(i) * 10000 + i64(j) * 100 + i64(k) + i64(n);\n"
+                      "    }\n"
+                      "}\n";
     enum { R = 13, C = 21, X = 5, Y = 7, Z = 9 };
     static float a[R][C], out[R][C], want[R][C];
     static int64_t v[X][Y][Z];
@@ -823,7 +913,7 @@ Test(llvm, parallel_2d_3d_chunked) {
             cr_assert_eq(count(args), R - 2, "count is hi0 - lo0");
             run(&p, "grid", args, chunks[c]);
             cr_expect(memcmp(out, want, sizeof out) == 0, "-O%d grid, chunks of %lld",
-                          OPT_LEVELS[l], (long long)chunks[c]);
+                      OPT_LEVELS[l], (long long)chunks[c]);
 
             memset(v, 0xff, sizeof v);
             int32_t n = 7;
@@ -929,13 +1019,19 @@ Test(llvm, atomics_concurrent) {
         whd[v[i] % 8] -= 0.5;
         wh64[0] += v[i];
         wh64[1] -= v[i];
-        if (v[i] - 2000 < wh[8]) wh[8] = v[i] - 2000;
-        if (v[i] - 2000 > wh[9]) wh[9] = v[i] - 2000;
+        if (v[i] - 2000 < wh[8])
+            wh[8] = v[i] - 2000;
+        if (v[i] - 2000 > wh[9])
+            wh[9] = v[i] - 2000;
         uint32_t u = (uint32_t)v[i] * 1000000u;
-        if (u > whu[0]) whu[0] = u;
-        if (u < whu[1]) whu[1] = u;
-        if ((float)v[i] * 0.5f > whf[8]) whf[8] = (float)v[i] * 0.5f;
-        if ((double)v[i] - 100.0 < whd[8]) whd[8] = (double)v[i] - 100.0;
+        if (u > whu[0])
+            whu[0] = u;
+        if (u < whu[1])
+            whu[1] = u;
+        if ((float)v[i] * 0.5f > whf[8])
+            whf[8] = (float)v[i] * 0.5f;
+        if ((double)v[i] - 100.0 < whd[8])
+            whd[8] = (double)v[i] - 100.0;
     }
     cr_assert(whu[0] > 2147483648u, "u32 max must exceed the signed range");
     for (int l = 0; l < 2; l++) {
@@ -956,8 +1052,8 @@ Test(llvm, atomics_concurrent) {
         for (int i = 0; i < 10; i++)
             cr_expect_eq(h[i], wh[i], "-O%d h[%d] = %d, want %d", OPT_LEVELS[l], i, h[i], wh[i]);
         for (int i = 0; i < 9; i++) {
-            cr_expect(hf[i] == whf[i], "-O%d hf[%d] = %g, want %g", OPT_LEVELS[l], i,
-                      (double)hf[i], (double)whf[i]);
+            cr_expect(hf[i] == whf[i], "-O%d hf[%d] = %g, want %g", OPT_LEVELS[l], i, (double)hf[i],
+                      (double)whf[i]);
             cr_expect(hd[i] == whd[i], "hd[%d] = %g, want %g", i, hd[i], whd[i]);
         }
         cr_expect(h64[0] == wh64[0] && h64[1] == wh64[1]);
@@ -968,15 +1064,16 @@ Test(llvm, atomics_concurrent) {
 }
 
 Test(llvm, atomics_old_values_and_ties) {
-    const char *src = "kernel olds(a: f32[], m: f32[], olds: f32[], xs: i32[], im: i32[], iold: i32[]) {\n"
-                      "    for i in 0..len(a) {\n"
-                      "        olds[i] = atomic_min(m[0], a[i]);\n"
-                      "        olds[len(a) + i] = atomic_max(m[1], a[i]);\n"
-                      "        olds[2 * len(a) + i] = atomic_min(m[2], a[i]);\n"
-                      "        iold[i] = atomic_sub(im[0], xs[i]);\n"
-                      "        iold[len(a) + i] = atomic_add(im[1], xs[i]);\n"
-                      "    }\n"
-                      "}\n";
+    const char *src =
+        "kernel olds(a: f32[], m: f32[], olds: f32[], xs: i32[], im: i32[], iold: i32[]) {\n"
+        "    for i in 0..len(a) {\n"
+        "        olds[i] = atomic_min(m[0], a[i]);\n"
+        "        olds[len(a) + i] = atomic_max(m[1], a[i]);\n"
+        "        olds[2 * len(a) + i] = atomic_min(m[2], a[i]);\n"
+        "        iold[i] = atomic_sub(im[0], xs[i]);\n"
+        "        iold[len(a) + i] = atomic_add(im[1], xs[i]);\n"
+        "    }\n"
+        "}\n";
     enum { M = 8 };
     float a[M] = {5.0f, 3.0f, -0.0f, 0.0f, NAN, 1.0f, -7.0f, 0.0f};
     int32_t xs[M] = {1, 2, 3, 4, 5, 6, 7, INT32_MAX};
@@ -984,8 +1081,9 @@ Test(llvm, atomics_old_values_and_ties) {
         prog p = build(src, OPT_LEVELS[l], false);
         float m[3] = {4.0f, -0.0f, NAN}, olds[3 * M];
         int32_t im[2] = {10, 0}, iold[2 * M];
-        kern_array_desc da = desc(a, M, 1, 1), dm = desc(m, 3, 1, 1), dold = desc(olds, 3 * M, 1, 1),
-                        dx = desc(xs, M, 1, 1), dim = desc(im, 2, 1, 1), dio = desc(iold, 2 * M, 1, 1);
+        kern_array_desc da = desc(a, M, 1, 1), dm = desc(m, 3, 1, 1),
+                        dold = desc(olds, 3 * M, 1, 1), dx = desc(xs, M, 1, 1),
+                        dim = desc(im, 2, 1, 1), dio = desc(iold, 2 * M, 1, 1);
         void *args[] = {&da, &dm, &dold, &dx, &dim, &dio};
         run(&p, "olds", args, M); /* one chunk: items in order */
         /* the reference: a plain sequential loop with `v < old ? v : old` */
@@ -1435,8 +1533,8 @@ Test(llvm, debug_uniform_division_and_atomic_bounds) {
     kern_err_record e = run(&p, "u", args, 1);
     cr_assert_eq(e.code, KERN_DEVERR_BOUNDS);
     /* an atomic is located at its call, column 18 */
-    cr_expect(e.line == 4 && e.col == 18 && e.a == 7 && e.b == 2, "at %u:%u index %lld",
-              e.line, e.col, (long long)e.a);
+    cr_expect(e.line == 4 && e.col == 18 && e.a == 7 && e.b == 2, "at %u:%u index %lld", e.line,
+              e.col, (long long)e.a);
     cr_expect(old[0] == 12 && old[1] == 22 && old[2] == 2 && old[3] == 23,
               "the failed atomic yields 0: %d %d %d %d", old[0], old[1], old[2], old[3]);
     cr_expect(h[0] == 0 && h[1] == 22);
@@ -1497,19 +1595,25 @@ static ir_value *ad_ir_value(ir_builder *b, kern_tykind k, ir_value *i, ir_value
     ir_value *v = ir_binop(b, IR_ADD, ir_binop(b, IR_MUL, i, ir_const_int(b, ti, 1000)), t);
     switch (k) {
     case TY_BOOL:
-        return ir_binop(b, IR_NE, ir_binop(b, IR_AND, ir_binop(b, IR_ADD, i, t), ir_const_int(b, ti, 1)),
+        return ir_binop(b, IR_NE,
+                        ir_binop(b, IR_AND, ir_binop(b, IR_ADD, i, t), ir_const_int(b, ti, 1)),
                         ir_const_int(b, ti, 0));
     case TY_I32: return ir_binop(b, IR_MUL, v, ir_const_int(b, ti, -3));
     case TY_U32:
-        return ir_binop(b, IR_XOR, ir_cast(b, ty_u32(), v), ir_const_int(b, ty_u32(), 0x80000000ll));
+        return ir_binop(b, IR_XOR, ir_cast(b, ty_u32(), v),
+                        ir_const_int(b, ty_u32(), 0x80000000ll));
     case TY_I64:
         return ir_binop(b, IR_ADD,
-                        ir_binop(b, IR_MUL, ir_cast(b, ty_i64(), v), ir_const_int(b, ty_i64(), (int64_t)1 << 33)),
+                        ir_binop(b, IR_MUL, ir_cast(b, ty_i64(), v),
+                                 ir_const_int(b, ty_i64(), (int64_t)1 << 33)),
                         ir_const_int(b, ty_i64(), 7));
     case TY_F32:
-        return ir_binop(b, IR_ADD, ir_binop(b, IR_MUL, ir_cast(b, ty_f32(), v), ir_const_float(b, ty_f32(), 0.25)),
-                        ir_const_float(b, ty_f32(), 0.5));
-    default: return ir_binop(b, IR_ADD, ir_cast(b, ty_f64(), v), ir_const_float(b, ty_f64(), 0.125));
+        return ir_binop(
+            b, IR_ADD,
+            ir_binop(b, IR_MUL, ir_cast(b, ty_f32(), v), ir_const_float(b, ty_f32(), 0.25)),
+            ir_const_float(b, ty_f32(), 0.5));
+    default:
+        return ir_binop(b, IR_ADD, ir_cast(b, ty_f64(), v), ir_const_float(b, ty_f64(), 0.125));
     }
 }
 
@@ -1621,8 +1725,8 @@ Test(llvm, adstack_lifo_every_type_chunked) {
                         show(g, sizeof g, kk, got);
                         show(w, sizeof w, kk, want);
                         cr_expect(same(kk, got, want, 0), "%s O%d %s item %d pop %d: %s, want %s",
-                                  serial ? "serial" : "parallel", AD_OPT_LEVELS[l], kname(kk), i,
-                                  t, g, w);
+                                  serial ? "serial" : "parallel", AD_OPT_LEVELS[l], kname(kk), i, t,
+                                  g, w);
                     }
                 }
                 /* the stack's entries hold the last item's pushes, in order: the stacks
@@ -1663,8 +1767,9 @@ Test(llvm, adstack_reset_per_item) {
         ir_op *f = ir_for(&b, zero, three, NULL, 0, false);
         ir_builder lb = ir_builder_at_end(m, f->regions[0]);
         ir_value *t = f->regions[0]->args[0];
-        ir_value *v = ir_binop(&lb, IR_ADD, ir_binop(&lb, IR_MUL, i, ir_const_int(&lb, ty_i32(), 10)),
-                               ir_binop(&lb, IR_ADD, t, ir_binop(&lb, IR_MUL, jj, three)));
+        ir_value *v =
+            ir_binop(&lb, IR_ADD, ir_binop(&lb, IR_MUL, i, ir_const_int(&lb, ty_i32(), 10)),
+                     ir_binop(&lb, IR_ADD, t, ir_binop(&lb, IR_MUL, jj, three)));
         ir_adpush(&lb, s, ir_cast(&lb, ty_f32(), v));
         ir_yield(&lb, NULL, 0);
         ir_value *idx[2] = {i, jj};
@@ -1719,14 +1824,16 @@ static ir_module *build_overflow(void) {
     ir_op *f = ir_for(&b, zero, c, NULL, 0, false);
     ir_builder lb = ir_builder_at_end(m, f->regions[0]);
     ir_value *t = f->regions[0]->args[0];
-    ir_value *v = ir_binop(&lb, IR_ADD, ir_binop(&lb, IR_MUL, i, ir_const_int(&lb, ty_i32(), 100)), t);
+    ir_value *v =
+        ir_binop(&lb, IR_ADD, ir_binop(&lb, IR_MUL, i, ir_const_int(&lb, ty_i32(), 100)), t);
     lb.loc = LOC(12, 34);
     ir_adpush(&lb, s, ir_cast(&lb, ty_i64(), v));
     ir_yield(&lb, NULL, 0);
     f = ir_for(&b, zero, c, NULL, 0, false);
     lb = ir_builder_at_end(m, f->regions[0]);
     t = f->regions[0]->args[0];
-    ir_value *idx = ir_binop(&lb, IR_ADD, ir_binop(&lb, IR_MUL, i, ir_const_int(&lb, ty_i32(), 8)), t);
+    ir_value *idx =
+        ir_binop(&lb, IR_ADD, ir_binop(&lb, IR_MUL, i, ir_const_int(&lb, ty_i32(), 8)), t);
     ir_store(&lb, out, &idx, 1, ir_adpop(&lb, s));
     ir_yield(&lb, NULL, 0);
     return m;
@@ -1754,7 +1861,8 @@ Test(llvm, adstack_overflow_record_and_no_write) {
         cr_expect_eq(e.a, 5, "depth needed %lld", (long long)e.a);
         int64_t want[5] = {0, 0, 2, 1, 0};
         for (int t = 0; t < 5; t++)
-            cr_expect_eq(out[t], want[t], "O%d pop %d: %lld", AD_OPT_LEVELS[l], t, (long long)out[t]);
+            cr_expect_eq(out[t], want[t], "O%d pop %d: %lld", AD_OPT_LEVELS[l], t,
+                         (long long)out[t]);
         for (int x = 0; x < BYTES; x++)
             if (x < 16 || x >= 16 + 24)
                 cr_expect_eq(slice[x], 0xAB, "byte %d outside the stack written", x);
@@ -1771,7 +1879,8 @@ Test(llvm, adstack_overflow_record_and_no_write) {
         np = 4;
         fn(args, 0, 1, &none, NULL, NULL);
         cr_expect(none.code == KERN_DEVERR_ADSTACK && none.b == 0 && none.a == 4,
-                  "no slice: code %d b %lld a %lld", none.code, (long long)none.b, (long long)none.a);
+                  "no slice: code %d b %lld a %lld", none.code, (long long)none.b,
+                  (long long)none.a);
         cr_expect(out[0] == 0 && out[3] == 0, "pops without a slice give 0");
         free(slice);
         llvm_jit_free(j);
@@ -1885,7 +1994,8 @@ Test(llvm, atomic_xchg_threads_i32_f32) {
             ir_value *c0 = ir_binop(&b, IR_SUB, i, i);
             b.loc = LOC(5, 7);
             ir_store(&b, a[2], &i, 1, ir_atomic(&b, IR_ATOMIC_XCHG, a[0], &c0, 1, v));
-            ir_store(&b, a[3], &i, 1, ir_atomic(&b, IR_ATOMIC_XCHG, a[1], &c0, 1, ir_cast(&b, ty_f32(), v)));
+            ir_store(&b, a[3], &i, 1,
+                     ir_atomic(&b, IR_ATOMIC_XCHG, a[1], &c0, 1, ir_cast(&b, ty_f32(), v)));
 
             llvm_jit *j = jit_ir(m, AD_OPT_LEVELS[l], debug);
             kern_task_fn fn = (kern_task_fn)llvm_jit_lookup(j, "kern_xchg__t0");
@@ -1917,8 +2027,10 @@ Test(llvm, atomic_xchg_threads_i32_f32) {
             }
             bad += seen_i[ci]++ || seen_f[(int)cf]++;
             int64_t total = (int64_t)NX * (NX + 1) / 2;
-            cr_expect_eq(sum_i, total, "O%d i32: olds + final = %lld", AD_OPT_LEVELS[l], (long long)sum_i);
-            cr_expect(sum_f == (double)total, "O%d f32: olds + final = %.17g", AD_OPT_LEVELS[l], sum_f);
+            cr_expect_eq(sum_i, total, "O%d i32: olds + final = %lld", AD_OPT_LEVELS[l],
+                         (long long)sum_i);
+            cr_expect(sum_f == (double)total, "O%d f32: olds + final = %.17g", AD_OPT_LEVELS[l],
+                      sum_f);
             cr_expect_eq(bad, 0, "each of 0..N appears once among the olds and the final value");
             free(seen_i);
             free(seen_f);
@@ -1946,14 +2058,18 @@ Test(llvm, atomic_xchg_bounds_and_types) {
         ir_builder b = ir_builder_at_end(m, body);
         ir_value *z = ir_const_int(&b, ty_i32(), 0), *one = ir_const_int(&b, ty_i32(), 1),
                  *two = ir_const_int(&b, ty_i32(), 2), *three = ir_const_int(&b, ty_i32(), 3);
-        ir_value *ol = ir_atomic(&b, IR_ATOMIC_XCHG, a[0], &z, 1, ir_const_int(&b, ty_i64(), -((int64_t)1 << 40)));
+        ir_value *ol = ir_atomic(&b, IR_ATOMIC_XCHG, a[0], &z, 1,
+                                 ir_const_int(&b, ty_i64(), -((int64_t)1 << 40)));
         ir_store(&b, a[3], &z, 1, ir_cast(&b, ty_f64(), ol));
-        ir_value *od = ir_atomic(&b, IR_ATOMIC_XCHG, a[1], &z, 1, ir_const_float(&b, ty_f64(), -2.5));
+        ir_value *od =
+            ir_atomic(&b, IR_ATOMIC_XCHG, a[1], &z, 1, ir_const_float(&b, ty_f64(), -2.5));
         ir_store(&b, a[3], &one, 1, od);
-        ir_value *ob = ir_atomic(&b, IR_ATOMIC_XCHG, a[2], &z, 1, ir_const_int(&b, ty_u32(), 0x80000001ll));
+        ir_value *ob =
+            ir_atomic(&b, IR_ATOMIC_XCHG, a[2], &z, 1, ir_const_int(&b, ty_u32(), 0x80000001ll));
         ir_store(&b, a[3], &two, 1, ir_cast(&b, ty_f64(), ob));
         b.loc = LOC(9, 3);
-        ir_value *bad = ir_atomic(&b, IR_ATOMIC_XCHG, a[1], &three, 1, ir_const_float(&b, ty_f64(), 7.0));
+        ir_value *bad =
+            ir_atomic(&b, IR_ATOMIC_XCHG, a[1], &three, 1, ir_const_float(&b, ty_f64(), 7.0));
         ir_store(&b, a[3], &three, 1, bad);
 
         llvm_jit *j = jit_ir(m, AD_OPT_LEVELS[l], true);
@@ -1966,7 +2082,8 @@ Test(llvm, atomic_xchg_bounds_and_types) {
         void *args[4] = {&d[0], &d[1], &d[2], &d[3]};
         kern_err_record e = {0};
         fn(args, 0, 1, &e, NULL, NULL);
-        cr_expect(cl == -((int64_t)1 << 40) && cd == -2.5 && cb == 0x80000001u, "new values stored");
+        cr_expect(cl == -((int64_t)1 << 40) && cd == -2.5 && cb == 0x80000001u,
+                  "new values stored");
         cr_expect(old[0] == 123456789012345.0 && old[1] == 0.75 && old[2] == 4294967295.0,
                   "old values %g %g %g", old[0], old[1], old[2]);
         cr_expect(e.code == KERN_DEVERR_BOUNDS && e.line == 9 && e.col == 3 && e.a == 3 && e.b == 1,
@@ -1989,17 +2106,16 @@ static int count_of(const char *text, const char *s) {
 }
 
 Test(llvm, reductions_accumulate_per_call) {
-    const char *src =
-        "kernel red(x: f64[], n: i64[], s: f64[], t: f64[], m: i32[], k: i32) {\n"
-        "    for i in 0..len(x) {\n"
-        "        s[k] += x[i] * x[i];\n"        /* uniform index: reduced */
-        "        n[0] += i64(i);\n"             /* integer: reduced, exact */
-        "        if x[i] > 0.0 { s[k] -= 0.5 * x[i]; }\n" /* under control flow */
-        "        t[i % 2] += x[i];\n"           /* not uniform: stays atomic */
-        "        m[0] += 1;\n"
-        "        m[1] = 7;\n"                   /* m accessed otherwise: stays atomic */
-        "    }\n"
-        "}\n";
+    const char *src = "kernel red(x: f64[], n: i64[], s: f64[], t: f64[], m: i32[], k: i32) {\n"
+                      "    for i in 0..len(x) {\n"
+                      "        s[k] += x[i] * x[i];\n" /* uniform index: reduced */
+                      "        n[0] += i64(i);\n"      /* integer: reduced, exact */
+                      "        if x[i] > 0.0 { s[k] -= 0.5 * x[i]; }\n" /* under control flow */
+                      "        t[i % 2] += x[i];\n" /* not uniform: stays atomic */
+                      "        m[0] += 1;\n"
+                      "        m[1] = 7;\n" /* m accessed otherwise: stays atomic */
+                      "    }\n"
+                      "}\n";
     enum { NRED = 10007 };
     double *x = malloc(NRED * sizeof *x);
     double ref_s = 0, ref_t[2] = {0, 0};
@@ -2024,8 +2140,8 @@ Test(llvm, reductions_accumulate_per_call) {
             cr_expect_eq(n[0], 5 + ref_n, "-O%d %d threads: n = %lld", OPT_LEVELS[l], threads,
                          (long long)n[0]);
             cr_expect_eq(m[0], NRED);
-            cr_expect(fabs(s[1] - (1.0 + ref_s)) <= 1e-9 * fabs(ref_s), "s = %.17g, C %.17g",
-                      s[1], 1.0 + ref_s);
+            cr_expect(fabs(s[1] - (1.0 + ref_s)) <= 1e-9 * fabs(ref_s), "s = %.17g, C %.17g", s[1],
+                      1.0 + ref_s);
             cr_expect(s[0] == 0 && s[2] == 0, "other elements untouched");
             cr_expect(fabs(t[0] - ref_t[0]) <= 1e-9 && fabs(t[1] - ref_t[1]) <= 1e-9);
             release(&p);

@@ -271,8 +271,8 @@ static void corpus(bool debug) {
                      st.no_libdevice);
 }
 
-Test(nvptx, corpus_release_ptxas_accepts, .timeout = 900) { corpus(false); }
-Test(nvptx, corpus_debug_ptxas_accepts, .timeout = 900) { corpus(true); }
+Test(nvptx, corpus_release_ptxas_accepts) { corpus(false); }
+Test(nvptx, corpus_debug_ptxas_accepts) { corpus(true); }
 
 static ir_module *compile(kc_ctx *cc, const char *src) {
     ir_module *m = kc_compile_source(cc, "t.kern", src, strlen(src));
@@ -309,7 +309,7 @@ Test(nvptx, arch_validation) {
 /* Every architecture kern accepts can take every intrinsic the backend emits (warp
  * shuffles and votes of the combined atomics, f64 atomics): the PTX of a gradient with
  * shared adjoints, for the oldest and the newest architectures, is assembled. */
-Test(nvptx, every_arch_takes_the_gradient_code, .timeout = 300) {
+Test(nvptx, every_arch_takes_the_gradient_code) {
     static const char *archs[] = {"sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
     const char *ptxas = find_ptxas();
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++) {

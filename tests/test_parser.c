@@ -110,7 +110,8 @@ Test(parser, arithmetic_precedence) {
     expect_expr("1 + 2 * 3", "(binary + (int 1) (binary * (int 2) (int 3)))");
     expect_expr("1 * 2 + 3", "(binary + (binary * (int 1) (int 2)) (int 3))");
     expect_expr("1 - 2 - 3", "(binary - (binary - (int 1) (int 2)) (int 3))");
-    expect_expr("a * b / c % d", "(binary % (binary / (binary * (name a) (name b)) (name c)) (name d))");
+    expect_expr("a * b / c % d",
+                "(binary % (binary / (binary * (name a) (name b)) (name c)) (name d))");
     expect_expr("(1 + 2) * 3", "(binary * (binary + (int 1) (int 2)) (int 3))");
     expect_expr("a / (b / c)", "(binary / (name a) (binary / (name b) (name c)))");
 }
@@ -122,11 +123,13 @@ Test(parser, shift_comparison_equality) {
     expect_expr("a <= b >= c", "(binary >= (binary <= (name a) (name b)) (name c))");
     expect_expr("a == b < c", "(binary == (name a) (binary < (name b) (name c)))");
     expect_expr("a != b == c", "(binary == (binary != (name a) (name b)) (name c))");
-    expect_expr("a > b != c >= d", "(binary != (binary > (name a) (name b)) (binary >= (name c) (name d)))");
+    expect_expr("a > b != c >= d",
+                "(binary != (binary > (name a) (name b)) (binary >= (name c) (name d)))");
 }
 
 Test(parser, bitwise_is_one_level_below_equality) {
-    expect_expr("a | b ^ c & d", "(binary & (binary ^ (binary | (name a) (name b)) (name c)) (name d))");
+    expect_expr("a | b ^ c & d",
+                "(binary & (binary ^ (binary | (name a) (name b)) (name c)) (name d))");
     expect_expr("a & b | c", "(binary | (binary & (name a) (name b)) (name c))");
     expect_expr("a & b == c", "(binary & (name a) (binary == (name b) (name c)))");
     expect_expr("a == b | c", "(binary | (binary == (name a) (name b)) (name c))");
@@ -137,7 +140,8 @@ Test(parser, logical_operators) {
     expect_expr("a || b && c", "(binary || (name a) (binary && (name b) (name c)))");
     expect_expr("a && b || c", "(binary || (binary && (name a) (name b)) (name c))");
     expect_expr("a || b || c", "(binary || (binary || (name a) (name b)) (name c))");
-    expect_expr("x >= 0 && x <= n", "(binary && (binary >= (name x) (int 0)) (binary <= (name x) (name n)))");
+    expect_expr("x >= 0 && x <= n",
+                "(binary && (binary >= (name x) (int 0)) (binary <= (name x) (name n)))");
 }
 
 Test(parser, conditional_is_lowest_and_right_associative) {
@@ -171,9 +175,11 @@ Test(parser, calls_indexing_casts) {
     expect_expr("f32(i) * 2.0", "(binary * (cast f32 (name i)) (float 2.0))");
     expect_expr("i64(-x)", "(cast i64 (unary - (name x)))");
     expect_expr("bool(f(x))", "(cast bool (call f (name x)))");
-    expect_expr("u32(a) + f64(b) + i32(c)",
-                "(binary + (binary + (cast u32 (name a)) (cast f64 (name b))) (cast i32 (name c)))");
-    expect_expr("atomic_add(a[i, j], 1.0)", "(call atomic_add (index a (name i) (name j)) (float 1.0))");
+    expect_expr(
+        "u32(a) + f64(b) + i32(c)",
+        "(binary + (binary + (cast u32 (name a)) (cast f64 (name b))) (cast i32 (name c)))");
+    expect_expr("atomic_add(a[i, j], 1.0)",
+                "(call atomic_add (index a (name i) (name j)) (float 1.0))");
 }
 
 Test(parser, literals) {
@@ -214,30 +220,31 @@ Test(parser, assignments) {
     expect_body("x -= 1;", "    (assign -= 1:14 (name x 1:14) (int 1 1:19))");
     expect_body("x *= 1;", "    (assign *= 1:14 (name x 1:14) (int 1 1:19))");
     expect_body("x /= 1;", "    (assign /= 1:14 (name x 1:14) (int 1 1:19))");
-    expect_body("x = a == b;", "    (assign = 1:14 (name x 1:14) (binary == 1:20 (name a 1:18) (name b 1:23)))");
+    expect_body("x = a == b;",
+                "    (assign = 1:14 (name x 1:14) (binary == 1:20 (name a 1:18) (name b 1:23)))");
 }
 
 Test(parser, if_else) {
     expect_body("if c { }", "    (if 1:14 (name c 1:17)\n      (block 1:19))");
-    expect_body("if c { } else { }", "    (if 1:14 (name c 1:17)\n      (block 1:19)\n      (block 1:28))");
-    expect_body("if a { } else if b { } else { }",
-                "    (if 1:14 (name a 1:17)\n"
-                "      (block 1:19)\n"
-                "      (if 1:28 (name b 1:31)\n"
-                "        (block 1:33)\n"
-                "        (block 1:42)))");
-    expect_body("if (a) { x = 1; }",
-                "    (if 1:14 (name a 1:18)\n"
-                "      (block 1:21\n"
-                "        (assign = 1:23 (name x 1:23) (int 1 1:27))))");
+    expect_body("if c { } else { }",
+                "    (if 1:14 (name c 1:17)\n      (block 1:19)\n      (block 1:28))");
+    expect_body("if a { } else if b { } else { }", "    (if 1:14 (name a 1:17)\n"
+                                                   "      (block 1:19)\n"
+                                                   "      (if 1:28 (name b 1:31)\n"
+                                                   "        (block 1:33)\n"
+                                                   "        (block 1:42)))");
+    expect_body("if (a) { x = 1; }", "    (if 1:14 (name a 1:18)\n"
+                                     "      (block 1:21\n"
+                                     "        (assign = 1:23 (name x 1:23) (int 1 1:27))))");
 }
 
 Test(parser, for_loops) {
     expect_body("for i in 0..n { }",
                 "    (for 1:14 (range i 1:18 (int 0 1:23) (name n 1:26))\n      (block 1:28))");
-    expect_body("for i in 0..n, j in a..b { }",
-                "    (for 1:14 (range i 1:18 (int 0 1:23) (name n 1:26)) (range j 1:29 (name a 1:34) "
-                "(name b 1:37))\n      (block 1:39))");
+    expect_body(
+        "for i in 0..n, j in a..b { }",
+        "    (for 1:14 (range i 1:18 (int 0 1:23) (name n 1:26)) (range j 1:29 (name a 1:34) "
+        "(name b 1:37))\n      (block 1:39))");
     expect_body("for i in 1..2 { }",
                 "    (for 1:14 (range i 1:18 (int 1 1:23) (int 2 1:26))\n      (block 1:28))");
     expect_body("for t in n-1..len(a) { }",
@@ -256,8 +263,9 @@ Test(parser, while_break_continue) {
 Test(parser, return_expr_and_blocks) {
     expect_body("return;", "    (return 1:14)");
     expect_body("return x + 1;", "    (return 1:14 (binary + 1:23 (name x 1:21) (int 1 1:25)))");
-    expect_body("atomic_max(a[i], v);",
-                "    (expr 1:14 (call atomic_max 1:14 (index a 1:25 (name i 1:27)) (name v 1:31)))");
+    expect_body(
+        "atomic_max(a[i], v);",
+        "    (expr 1:14 (call atomic_max 1:14 (index a 1:25 (name i 1:27)) (name v 1:31)))");
     expect_body("x + 1;", "    (expr 1:14 (binary + 1:16 (name x 1:14) (int 1 1:18)))");
     expect_body("{ { } }", "    (block 1:14\n      (block 1:16))");
 }
@@ -324,7 +332,8 @@ Test(parser, item_fields) {
 }
 
 Test(parser, statement_fields) {
-    parsed r = parse("kernel k() { a[i] -= 1; for i in 0..n, j in 0..m { } if c { } else if d { } }");
+    parsed r =
+        parse("kernel k() { a[i] -= 1; for i in 0..n, j in 0..m { } if c { } else if d { } }");
     cr_assert_str_eq(r.errors, "");
     fe_stmt *body = r.file->items[0]->body;
     cr_assert_eq(body->block.nstmts, 3);
@@ -376,11 +385,12 @@ Test(parser, print_sema_types) {
     v->binary.rhs->type = ty_f32();
     kern_buf b = {0};
     fe_print_ast(&b, r.file, NULL);
-    cr_expect_str_eq(b.data, "(kernel k 1:1\n"
-                             "  (param a f32[] 1:10)\n"
-                             "  (block 1:20\n"
-                             "    (assign = 1:22 (index a 1:22 : f32 (int 0 1:24 : i32)) (binary + 1:36 : f32 "
-                             "(cast f32 1:29 : f32 (int 1 1:33 : i32)) (float 2.0 1:38 : f32)))))\n");
+    cr_expect_str_eq(
+        b.data, "(kernel k 1:1\n"
+                "  (param a f32[] 1:10)\n"
+                "  (block 1:20\n"
+                "    (assign = 1:22 (index a 1:22 : f32 (int 0 1:24 : i32)) (binary + 1:36 : f32 "
+                "(cast f32 1:29 : f32 (int 1 1:33 : i32)) (float 2.0 1:38 : f32)))))\n");
     buf_free(&b);
     parsed_free(&r);
 }
@@ -403,13 +413,15 @@ Test(parser, name_tables) {
     cr_expect_eq(fe_builtin_lookup("Sin"), BI_NONE);
     /* Every builtin's name looks up to itself. */
     for (int b = BI_NONE + 1; b < BI__COUNT; b++)
-        cr_expect_eq(fe_builtin_lookup(fe_builtin_name((fe_builtin)b)), (fe_builtin)b, "builtin %d", b);
+        cr_expect_eq(fe_builtin_lookup(fe_builtin_name((fe_builtin)b)), (fe_builtin)b, "builtin %d",
+                     b);
 }
 
 /* ---- Syntax errors ---------------------------------------------------------------- */
 
 Test(parser, error_missing_semicolon) {
-    expect_errors("kernel k() { let x = 1 let y = 2; }", "1:24: expected ';' after statement, found 'let'\n");
+    expect_errors("kernel k() { let x = 1 let y = 2; }",
+                  "1:24: expected ';' after statement, found 'let'\n");
     expect_errors("kernel k() { x = 1 }", "1:20: expected ';' after statement, found '}'\n");
     expect_errors("kernel k() { break }", "1:20: expected ';' after statement, found '}'\n");
     expect_errors("kernel k() { return 1 2; }", "1:23: expected ';' after statement, found '2'\n");
@@ -423,7 +435,8 @@ Test(parser, error_missing_expression) {
 }
 
 Test(parser, error_bad_assignment_target) {
-    const char *msg = "cannot assign to this expression (only a variable or an array element can be assigned)";
+    const char *msg =
+        "cannot assign to this expression (only a variable or an array element can be assigned)";
     char want[256];
     snprintf(want, sizeof want, "1:14: %s\n", msg);
     expect_errors("kernel k() { a + b = 1; }", want);
@@ -433,21 +446,28 @@ Test(parser, error_bad_assignment_target) {
 }
 
 Test(parser, error_closers) {
-    expect_errors("kernel k() { x = 1; ", "1:21: expected '}' to close the block opened at 1:12, found end of file\n");
+    expect_errors("kernel k() { x = 1; ",
+                  "1:21: expected '}' to close the block opened at 1:12, found end of file\n");
     expect_errors("kernel k() { x = (1 + 2; }", "1:24: expected ')' to close '(', found ';'\n");
-    expect_errors("kernel k() { x = f(a b); }", "1:22: expected ',' or ')' in the call to 'f', found 'b'\n");
-    expect_errors("kernel k() { x = a[i; }", "1:21: expected ',' or ']' in the index of 'a', found ';'\n");
-    expect_errors("kernel k() { x = a ? b; }", "1:23: expected ':' after the first branch of '?', found ';'\n");
+    expect_errors("kernel k() { x = f(a b); }",
+                  "1:22: expected ',' or ')' in the call to 'f', found 'b'\n");
+    expect_errors("kernel k() { x = a[i; }",
+                  "1:21: expected ',' or ']' in the index of 'a', found ';'\n");
+    expect_errors("kernel k() { x = a ? b; }",
+                  "1:23: expected ':' after the first branch of '?', found ';'\n");
     expect_errors("kernel a() {\nkernel b() { }",
                   "2:1: expected '}' to close the block opened at 1:12, found 'kernel'\n");
 }
 
 Test(parser, error_types) {
-    expect_errors("kernel k(a: f32[,,,,]) { }", "1:16: array rank 5 is too large (the largest is 4)\n");
-    expect_errors("kernel k(x: vec3) { }", "1:13: expected a type (f32, f64, i32, u32, i64 or bool), found 'vec3'\n");
-    expect_errors("kernel k(a: f32[3]) { }",
-                  "1:17: expected ']' to close the array type (array types are written f32[], f32[,], "
-                  "...), found '3'\n");
+    expect_errors("kernel k(a: f32[,,,,]) { }",
+                  "1:16: array rank 5 is too large (the largest is 4)\n");
+    expect_errors("kernel k(x: vec3) { }",
+                  "1:13: expected a type (f32, f64, i32, u32, i64 or bool), found 'vec3'\n");
+    expect_errors(
+        "kernel k(a: f32[3]) { }",
+        "1:17: expected ']' to close the array type (array types are written f32[], f32[,], "
+        "...), found '3'\n");
     expect_errors("kernel k() { let x: f32[] = 1; }",
                   "1:24: array type 'f32[]' is not allowed here; only parameters can be arrays\n");
     expect_errors("func f() -> f32[] { }",
@@ -456,15 +476,20 @@ Test(parser, error_types) {
 
 Test(parser, error_items) {
     expect_errors("let x = 1;", "1:1: expected 'const', 'func' or 'kernel', found 'let'\n");
-    expect_errors("kernel k() { x = 1; } }", "1:23: expected 'const', 'func' or 'kernel', found '}'\n");
-    expect_errors("kernel k() -> f32 { }",
-                  "1:12: a kernel cannot return a value (it writes its results to array parameters)\n");
-    expect_errors("func f(x f32) -> f32 { return x; }", "1:10: expected ':' after parameter name 'x', found 'f32'\n");
+    expect_errors("kernel k() { x = 1; } }",
+                  "1:23: expected 'const', 'func' or 'kernel', found '}'\n");
+    expect_errors(
+        "kernel k() -> f32 { }",
+        "1:12: a kernel cannot return a value (it writes its results to array parameters)\n");
+    expect_errors("func f(x f32) -> f32 { return x; }",
+                  "1:10: expected ':' after parameter name 'x', found 'f32'\n");
     expect_errors("kernel k( { }", "1:11: expected a parameter name, found '{'\n");
     expect_errors("kernel k(a: f32 { }", "1:17: expected ',' or ')' after parameter, found '{'\n");
     expect_errors("kernel { }", "1:8: expected a name after 'kernel', found '{'\n");
-    expect_errors("func f() f32 { }", "1:10: expected '{' or '->' after the parameters of 'f', found 'f32'\n");
-    expect_errors("func f() -> f32 return", "1:17: expected '{' after the return type of 'f', found 'return'\n");
+    expect_errors("func f() f32 { }",
+                  "1:10: expected '{' or '->' after the parameters of 'f', found 'f32'\n");
+    expect_errors("func f() -> f32 return",
+                  "1:17: expected '{' after the return type of 'f', found 'return'\n");
     expect_errors("kernel k() ;", "1:12: expected '{' after the parameters of 'k', found ';'\n");
     expect_errors("const = 3;", "1:7: expected a name after 'const', found '='\n");
     expect_errors("const X 3;", "1:9: expected '=' in the declaration of 'X', found '3'\n");
@@ -472,27 +497,39 @@ Test(parser, error_items) {
 
 Test(parser, error_statements) {
     expect_errors("kernel k() { let = 1; }", "1:18: expected a name after 'let', found '='\n");
-    expect_errors("kernel k() { let x 1; }", "1:20: expected '=' in the declaration of 'x', found '1'\n");
-    expect_errors("kernel k() { for i 0..n { } }", "1:20: expected 'in' after the loop variable 'i', found '0'\n");
-    expect_errors("kernel k() { for i in 0 n { } }", "1:25: expected '..' in the range of 'i', found 'n'\n");
-    expect_errors("kernel k() { for (i = 0; i < n; i++) { } }", "1:18: expected a loop variable name, found '('\n");
-    expect_errors("kernel k() { while x y = 1; }", "1:22: expected '{' after the 'while' condition, found 'y'\n");
-    expect_errors("kernel k() { if (x) y = 1; }", "1:21: expected '{' after the 'if' condition, found 'y'\n");
-    expect_errors("kernel k() { if x { } else y = 1; }", "1:28: expected '{' or 'if' after 'else', found 'y'\n");
+    expect_errors("kernel k() { let x 1; }",
+                  "1:20: expected '=' in the declaration of 'x', found '1'\n");
+    expect_errors("kernel k() { for i 0..n { } }",
+                  "1:20: expected 'in' after the loop variable 'i', found '0'\n");
+    expect_errors("kernel k() { for i in 0 n { } }",
+                  "1:25: expected '..' in the range of 'i', found 'n'\n");
+    expect_errors("kernel k() { for (i = 0; i < n; i++) { } }",
+                  "1:18: expected a loop variable name, found '('\n");
+    expect_errors("kernel k() { while x y = 1; }",
+                  "1:22: expected '{' after the 'while' condition, found 'y'\n");
+    expect_errors("kernel k() { if (x) y = 1; }",
+                  "1:21: expected '{' after the 'if' condition, found 'y'\n");
+    expect_errors("kernel k() { if x { } else y = 1; }",
+                  "1:28: expected '{' or 'if' after 'else', found 'y'\n");
     expect_errors("kernel k() { else { } }", "1:14: 'else' without a matching 'if'\n");
     expect_errors("kernel k() { ) }", "1:14: expected a statement, found ')'\n");
     expect_errors("kernel k() { ; }", "1:14: expected a statement, found ';'\n");
 }
 
 Test(parser, error_postfix_and_casts) {
-    expect_errors("kernel k() { let x = a[i][j]; }",
-                  "1:26: only an array name can be indexed (an element of a 2-D array is written a[i, j]), "
-                  "found '['\n");
-    expect_errors("kernel k() { x = f(x)(y); }", "1:22: only a func or builtin name can be called, found '('\n");
-    expect_errors("kernel k() { x = f32(1, 2); }", "1:18: a cast to 'f32' takes exactly one argument, found 2\n");
-    expect_errors("kernel k() { x = i32(); }", "1:18: a cast to 'i32' takes exactly one argument, found 0\n");
-    expect_errors("kernel k() { x = f32; }",
-                  "1:21: expected '(' after type name 'f32' (a cast is written f32(x)), found ';'\n");
+    expect_errors(
+        "kernel k() { let x = a[i][j]; }",
+        "1:26: only an array name can be indexed (an element of a 2-D array is written a[i, j]), "
+        "found '['\n");
+    expect_errors("kernel k() { x = f(x)(y); }",
+                  "1:22: only a func or builtin name can be called, found '('\n");
+    expect_errors("kernel k() { x = f32(1, 2); }",
+                  "1:18: a cast to 'f32' takes exactly one argument, found 2\n");
+    expect_errors("kernel k() { x = i32(); }",
+                  "1:18: a cast to 'i32' takes exactly one argument, found 0\n");
+    expect_errors(
+        "kernel k() { x = f32; }",
+        "1:21: expected '(' after type name 'f32' (a cast is written f32(x)), found ';'\n");
 }
 
 Test(parser, lexer_errors_are_not_repeated) {
@@ -501,9 +538,12 @@ Test(parser, lexer_errors_are_not_repeated) {
     expect_errors("kernel k() { $ x = 1; }", "1:14: unexpected character '$'\n");
     expect_errors("kernel k() { x = 1 $; y = 2; }", "1:20: unexpected character '$'\n");
     expect_errors("kernel k() { x = f($); }", "1:20: unexpected character '$'\n");
-    expect_errors("kernel k() { x = 0x; y = 1; }", "1:18: malformed number '0x': expected hex digits after '0x'\n");
-    expect_errors("kernel k() { x = 1; /* open", "1:21: unterminated comment: '/*' has no matching '*/'\n");
-    expect_errors("kernel k() { x = 1 /* open", "1:20: unterminated comment: '/*' has no matching '*/'\n");
+    expect_errors("kernel k() { x = 0x; y = 1; }",
+                  "1:18: malformed number '0x': expected hex digits after '0x'\n");
+    expect_errors("kernel k() { x = 1; /* open",
+                  "1:21: unterminated comment: '/*' has no matching '*/'\n");
+    expect_errors("kernel k() { x = 1 /* open",
+                  "1:20: unterminated comment: '/*' has no matching '*/'\n");
     expect_errors("$ kernel k() { }", "1:1: unexpected character '$'\n");
 }
 
@@ -591,7 +631,8 @@ Test(parser, long_operator_chain) {
     char *src = repeat("const X = a", " + a", 5000, ";");
     parsed r = parse(src);
     /* The 1000th '+' makes the tree 1001 levels deep; it is at column 13 + 4 * 999. */
-    cr_expect_str_eq(r.errors, "1:4009: expression too complex (more than 1000 levels of operators)\n");
+    cr_expect_str_eq(r.errors,
+                     "1:4009: expression too complex (more than 1000 levels of operators)\n");
     parsed_free(&r);
     free(src);
     src = repeat("const X = a", " + a", 900, ";");
@@ -605,7 +646,8 @@ Test(parser, long_else_if_chain) {
     char *src = repeat("kernel k() { if a { }", " else if a { }", 1500, " }");
     parsed r = parse(src);
     /* The 1001st 'else if': its 'if' is at column 22 + 14 * 1000 + 6. */
-    cr_expect_str_eq(r.errors, "1:14028: too many 'else if' branches in one chain (more than 1000)\n");
+    cr_expect_str_eq(r.errors,
+                     "1:14028: too many 'else if' branches in one chain (more than 1000)\n");
     parsed_free(&r);
     free(src);
 }
@@ -617,9 +659,10 @@ Test(parser, nul_bytes_and_garbage_never_crash) {
     parsed_free(&r);
     /* Random byte strings and random token soups: every call returns a tree. */
     static const char *const frags[] = {
-        "kernel", "func", "const", "k", "(", ")", "{", "}", "[", "]", ",", ";", ":", "->", "..",
-        "=", "+=", "+", "*", "?", "if", "else", "for", "in", "while", "let", "var", "return",
-        "f32", "i32[,]", "nograd", "1", "2.5", "0x", "$", "/*", "\n", " ", "x", "a[i]",
+        "kernel", "func", "const", "k",  "(",     ")",   "{",   "}",      "[",   "]",
+        ",",      ";",    ":",     "->", "..",    "=",   "+=",  "+",      "*",   "?",
+        "if",     "else", "for",   "in", "while", "let", "var", "return", "f32", "i32[,]",
+        "nograd", "1",    "2.5",   "0x", "$",     "/*",  "\n",  " ",      "x",   "a[i]",
     };
     uint64_t s = 0x9E3779B97F4A7C15u;
     for (int iter = 0; iter < 3000; iter++) {

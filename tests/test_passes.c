@@ -38,11 +38,16 @@ static fx fx_new(void) {
     memset(&f, 0, sizeof f);
     f.m = ir_module_new("test.kern");
     ir_param ps[P_COUNT] = {
-        {"of", ty_array(ty_f32(), 1), false, {1, 1}}, {"od", ty_array(ty_f64(), 1), false, {1, 1}},
-        {"oi", ty_array(ty_i32(), 1), false, {1, 1}}, {"ou", ty_array(ty_u32(), 1), false, {1, 1}},
-        {"ol", ty_array(ty_i64(), 1), false, {1, 1}}, {"ob", ty_array(ty_bool(), 1), false, {1, 1}},
-        {"x", ty_f32(), false, {1, 1}},               {"y", ty_f64(), false, {1, 1}},
-        {"n", ty_i32(), false, {1, 1}},               {"u", ty_u32(), false, {1, 1}},
+        {"of", ty_array(ty_f32(), 1), false, {1, 1}},
+        {"od", ty_array(ty_f64(), 1), false, {1, 1}},
+        {"oi", ty_array(ty_i32(), 1), false, {1, 1}},
+        {"ou", ty_array(ty_u32(), 1), false, {1, 1}},
+        {"ol", ty_array(ty_i64(), 1), false, {1, 1}},
+        {"ob", ty_array(ty_bool(), 1), false, {1, 1}},
+        {"x", ty_f32(), false, {1, 1}},
+        {"y", ty_f64(), false, {1, 1}},
+        {"n", ty_i32(), false, {1, 1}},
+        {"u", ty_u32(), false, {1, 1}},
     };
     f.k = ir_kernel_new(f.m, "k", (kern_loc){1, 1}, ps, P_COUNT);
     for (int i = 0; i < P_COUNT; i++)
@@ -541,8 +546,8 @@ Test(passes, simplify_empty_for) {
     ir_yield(&lb, &nx, 1);
     keep(&f, loop->results[0]);
     /* u32 bounds 1 .. 0xffffffff: a real loop (compared unsigned) */
-    ir_op *loop2 = ir_for(&f.b, ci(&f, ty_u32(), 1), ci(&f, ty_u32(), 0xffffffffu), &init, 1,
-                          false);
+    ir_op *loop2 =
+        ir_for(&f.b, ci(&f, ty_u32(), 1), ci(&f, ty_u32(), 0xffffffffu), &init, 1, false);
     ir_builder lb2 = ir_builder_at_end(f.m, loop2->regions[0]);
     ir_value *nx2 = ir_binop(&lb2, IR_ADD, loop2->regions[0]->args[1], f.p[P_X]);
     ir_yield(&lb2, &nx2, 1);
@@ -640,7 +645,7 @@ Test(passes, dce_removes_dead_pure_ops_keeps_effects) {
     ir_value *d1 = ir_unop(&f.b, IR_SIN, x);
     ir_binop(&f.b, IR_ADD, d1, x); /* dead chain */
     ir_value *zero = ci(&f, ty_i32(), 0);
-    ir_load(&f.b, f.p[P_OF], &zero, 1); /* dead load */
+    ir_load(&f.b, f.p[P_OF], &zero, 1);                     /* dead load */
     ir_atomic(&f.b, IR_ATOMIC_ADD, f.p[P_OF], &zero, 1, x); /* unused result, kept */
     ir_value *inits[1] = {x};
     ir_op *w = ir_while(&f.b, inits, 1); /* result unused, kept */
@@ -650,8 +655,8 @@ Test(passes, dce_removes_dead_pure_ops_keeps_effects) {
         ir_value *go = ir_binop(&bb, IR_LT, a, ir_const_float(&bb, ty_f32(), 10.0));
         ir_condition(&bb, go, &a, 1);
         ir_builder ab = ir_builder_at_end(f.m, w->regions[1]);
-        ir_value *n = ir_binop(&ab, IR_ADD, w->regions[1]->args[0],
-                               ir_const_float(&ab, ty_f32(), 1.0));
+        ir_value *n =
+            ir_binop(&ab, IR_ADD, w->regions[1]->args[0], ir_const_float(&ab, ty_f32(), 1.0));
         ir_yield(&ab, &n, 1);
     }
     cr_assert(run(&f, ir_opt_dce));
@@ -768,9 +773,9 @@ static bool opt2(ir_module *m) {
 }
 
 static const golden_pass GOLDEN_PASSES[] = {
-    {".fold.out", ir_opt_fold}, {".simplify.out", ir_opt_simplify}, {".cse.out", ir_opt_cse},
-    {".dce.out", ir_opt_dce},   {".opt.out", opt2},
-    {".private.out", ir_opt_private_atomics},
+    {".fold.out", ir_opt_fold}, {".simplify.out", ir_opt_simplify},
+    {".cse.out", ir_opt_cse},   {".dce.out", ir_opt_dce},
+    {".opt.out", opt2},         {".private.out", ir_opt_private_atomics},
 };
 
 Test(passes, golden) {
@@ -862,19 +867,19 @@ Test(passes, kern_debug_print_names_the_pass, .init = cr_redirect_stderr) {
     size_t n = fread(got, 1, sizeof got - 1, err);
     got[n] = 0;
     cr_assert_str_eq(got, "// ---- IR after ir_opt_fold ----\n"
-                            "source \"test.kern\"\n"
-                            "\n"
-                            "kernel @k(%of: f32[], %od: f64[], %oi: i32[], %ou: u32[], "
-                            "%ol: i64[], %ob: bool[], %x: f32, %y: f64, %n: i32, %u: u32) "
-                            "!1:1 {\n"
-                            "  serial {\n"
-                            "    %0 = const 2 : i32\n"
-                            "    %1 = const 3 : i32\n"
-                            "    %2 = const 5 : i32\n"
-                            "    %3 = const 0 : i32\n"
-                            "    store %oi[%3], %2\n"
-                            "  }\n"
-                            "}\n");
+                          "source \"test.kern\"\n"
+                          "\n"
+                          "kernel @k(%of: f32[], %od: f64[], %oi: i32[], %ou: u32[], "
+                          "%ol: i64[], %ob: bool[], %x: f32, %y: f64, %n: i32, %u: u32) "
+                          "!1:1 {\n"
+                          "  serial {\n"
+                          "    %0 = const 2 : i32\n"
+                          "    %1 = const 3 : i32\n"
+                          "    %2 = const 5 : i32\n"
+                          "    %3 = const 0 : i32\n"
+                          "    store %oi[%3], %2\n"
+                          "  }\n"
+                          "}\n");
     ir_module_free(f.m);
 }
 

@@ -220,8 +220,7 @@ Test(sema, fold_ideal_is_exact) {
     cr_expect_eq(r.i, 1LL << 40);
     cr_expect_eq(fe_fold_ideal_binary(BIN_MUL, I(ty_i64(), INT64_MAX), I(ty_i64(), 2), &r),
                  FOLD_OVERFLOW);
-    cr_expect_eq(fe_fold_ideal_binary(BIN_DIV, I(ty_i64(), 1), I(ty_i64(), 0), &r),
-                 FOLD_DIV_ZERO);
+    cr_expect_eq(fe_fold_ideal_binary(BIN_DIV, I(ty_i64(), 1), I(ty_i64(), 0), &r), FOLD_DIV_ZERO);
     cr_assert_eq(fe_fold_ideal_binary(BIN_DIV, I(ty_i64(), 1), F(ty_f64(), 3.0), &r), FOLD_OK);
     cr_expect_eq(r.f, 1.0 / 3.0);
     cr_expect_eq(r.type, ty_f64());
@@ -584,10 +583,9 @@ Test(sema, suggestions_for_close_names) {
                       "    let total = valuez[0];\n"
                       "    values[0] = smoth(total) + sinn(total);\n"
                       "}\n");
-    cr_expect_str_eq(r.diags,
-                     "3:17: error: unknown name 'valuez'; did you mean 'values'?\n"
-                     "4:17: error: unknown function 'smoth'; did you mean 'smooth'?\n"
-                     "4:32: error: unknown function 'sinn'; did you mean 'sin'?\n");
+    cr_expect_str_eq(r.diags, "3:17: error: unknown name 'valuez'; did you mean 'values'?\n"
+                              "4:17: error: unknown function 'smoth'; did you mean 'smooth'?\n"
+                              "4:32: error: unknown function 'sinn'; did you mean 'sin'?\n");
     done(&r);
 }
 
@@ -614,13 +612,12 @@ typedef struct walk {
     char err[256];
 } walk;
 
-#define BAD(w, e, ...)                                                                     \
-    do {                                                                                   \
-        if (!(w)->err[0]) {                                                                \
-            int n_ = snprintf((w)->err, sizeof (w)->err, "%u:%u: ", (e)->loc.line,         \
-                              (e)->loc.col);                                               \
-            snprintf((w)->err + n_, sizeof (w)->err - (size_t)n_, __VA_ARGS__);            \
-        }                                                                                  \
+#define BAD(w, e, ...)                                                                           \
+    do {                                                                                         \
+        if (!(w)->err[0]) {                                                                      \
+            int n_ = snprintf((w)->err, sizeof(w)->err, "%u:%u: ", (e)->loc.line, (e)->loc.col); \
+            snprintf((w)->err + n_, sizeof(w)->err - (size_t)n_, __VA_ARGS__);                   \
+        }                                                                                        \
     } while (0)
 
 static bool interned_scalar(const kern_type *t) {
@@ -683,8 +680,8 @@ static void walk_expr(walk *w, const fe_expr *e) {
         walk_expr(w, e->cond.cond);
         walk_expr(w, e->cond.a);
         walk_expr(w, e->cond.b);
-        if (!w->err[0] && (e->cond.cond->type != ty_bool() || e->cond.a->type != t ||
-                           e->cond.b->type != t))
+        if (!w->err[0] &&
+            (e->cond.cond->type != ty_bool() || e->cond.a->type != t || e->cond.b->type != t))
             BAD(w, e, "?: with mismatched types");
         break;
     case EX_CAST:
@@ -722,8 +719,7 @@ static void walk_expr(walk *w, const fe_expr *e) {
             if (t != ty_i32() || e->call.args[0]->kind != EX_NAME ||
                 !ty_is_array(e->call.args[0]->type))
                 BAD(w, e, "len/shape badly annotated");
-            if (b == BI_SHAPE && (!e->call.args[1]->is_const ||
-                                  e->call.args[1]->type != ty_i32()))
+            if (b == BI_SHAPE && (!e->call.args[1]->is_const || e->call.args[1]->type != ty_i32()))
                 BAD(w, e, "shape dimension not an i32 constant");
         } else if (b >= BI_ATOMIC_ADD && b <= BI_ATOMIC_MAX) {
             if (e->call.args[0]->kind != EX_INDEX || e->call.args[0]->type != t ||
@@ -812,7 +808,8 @@ static int check_contract(const char *what, const fe_file *f) {
         } else {
             for (int p = 0; p < it->nparams; p++)
                 if (!it->params[p].sym || it->params[p].sym->type != it->params[p].type)
-                    snprintf(w.err, sizeof w.err, "parameter %s without symbol", it->params[p].name);
+                    snprintf(w.err, sizeof w.err, "parameter %s without symbol",
+                             it->params[p].name);
             walk_stmt(&w, it->body, it);
         }
         cr_assert(!w.err[0], "%s: %s", what, w.err);

@@ -33,7 +33,7 @@ static void reference(float x0, int steps, double *y, double *dx) {
     *dx = d;
 }
 
-Test(stress, released_buffers_and_growing_heaps, .timeout = 1200) {
+Test(stress, released_buffers_and_growing_heaps) {
     const char *env = getenv("KERN_STRESS_LAUNCHES");
     long launches = env ? atol(env) : 3000;
     cr_assert_gt(launches, 0);

@@ -120,32 +120,11 @@ LLVMBasicBlockRef llvm_new_block(llvm_emitter *em, const char *name) {
 }
 
 void llvm_task_symbol(char *buf, size_t size, const char *kernel, int task, bool count) {
-    /* the naming rule of kern_meta_symbol (runtime/meta.h): '.' is written "__" */
-    kern_buf b = {0};
-    buf_puts(&b, "kern_");
-    for (const char *p = kernel; *p; p++) {
-        if (*p == '.')
-            buf_puts(&b, "__");
-        else
-            buf_putc(&b, *p);
-    }
-    buf_printf(&b, "__t%d%s", task, count ? "_count" : "");
-    snprintf(buf, size, "%s", b.data ? b.data : "");
-    buf_free(&b);
+    kern_code_symbol(buf, size, kernel, 't', task, count);
 }
 
 void llvm_sizer_symbol(char *buf, size_t size, const char *kernel, int s) {
-    kern_buf b = {0};
-    buf_puts(&b, "kern_");
-    for (const char *p = kernel; *p; p++) {
-        if (*p == '.')
-            buf_puts(&b, "__");
-        else
-            buf_putc(&b, *p);
-    }
-    buf_printf(&b, "__s%d", s);
-    snprintf(buf, size, "%s", b.data ? b.data : "");
-    buf_free(&b);
+    kern_code_symbol(buf, size, kernel, 's', s, false);
 }
 
 /* ---- control flow ------------------------------------------------------------------ */

@@ -45,7 +45,7 @@ unsigned llvm_gpu_bind_params(llvm_emitter *em, LLVMValueRef fn) {
     return n;
 }
 
-static LLVMTypeRef entry_type(llvm_emitter *em, const ir_kernel *k) {
+LLVMTypeRef llvm_gpu_fn_type(llvm_emitter *em, const ir_kernel *k, bool entry) {
     uint32_t n = 0, cap = 3 + 2 * k->nadstacks;
     for (uint32_t i = 0; i < k->nparams; i++)
         cap += ty_is_array(k->params[i].type) ? 1 + (uint32_t)k->params[i].type->rank : 1;
@@ -62,12 +62,14 @@ static LLVMTypeRef entry_type(llvm_emitter *em, const ir_kernel *k) {
             ps[n++] = llvm_mem_type(em, t);
         }
     }
-    ps[n++] = em->t_ptr; /* err */
-    ps[n++] = em->t_ptr; /* ad_heap */
-    ps[n++] = em->t_i64; /* ad_slots */
-    for (uint32_t s = 0; s < k->nadstacks; s++) {
-        ps[n++] = em->t_i64;
-        ps[n++] = em->t_i64;
+    ps[n++] = em->t_ptr; /* err (a sizer: res) */
+    if (entry) {
+        ps[n++] = em->t_ptr; /* ad_heap */
+        ps[n++] = em->t_i64; /* ad_slots */
+        for (uint32_t s = 0; s < k->nadstacks; s++) {
+            ps[n++] = em->t_i64;
+            ps[n++] = em->t_i64;
+        }
     }
     LLVMTypeRef fty = LLVMFunctionType(em->t_void, ps, n, 0);
     free(ps);
@@ -141,7 +143,7 @@ static void emit_grid_stride(llvm_emitter *em, const ir_op *task, LLVMValueRef w
 static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op *task, int t) {
     char name[512];
     llvm_task_symbol(name, sizeof name, em->kernel->name, t, false);
-    LLVMValueRef fn = llvm_function_begin(em, name, entry_type(em, em->kernel), NULL);
+    LLVMValueRef fn = llvm_function_begin(em, name, llvm_gpu_fn_type(em, em->kernel, true), NULL);
     gt->mark_kernel(em, fn);
     unsigned abi = llvm_gpu_bind_params(em, fn);
     em->err = LLVMGetParam(fn, abi);

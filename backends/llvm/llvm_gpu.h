@@ -20,6 +20,9 @@ typedef struct llvm_gpu_target {
 LLVMModuleRef llvm_gpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
                                    const llvm_gpu_target *gt);
 
+/* The type of a GPU entry point of k (entry) or of its sizers (!entry: the kernel's
+ * parameters, then ptr res), docs/gpu-abi.md. */
+LLVMTypeRef llvm_gpu_fn_type(llvm_emitter *em, const ir_kernel *k, bool entry);
 /* Binds the parameters of a GPU entry point (docs/gpu-abi.md) to the kernel body's
  * arguments (em->arr_data, em->arr_shape for arrays); returns the index of the first
  * parameter after them. */

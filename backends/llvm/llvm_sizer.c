@@ -198,30 +198,6 @@ static LLVMValueRef eval(sizer_em *s, const sz_expr *e) {
     kern_unreachable("sizer: bad SizeExpr node");
 }
 
-/* The kernel's parameters (docs/gpu-abi.md), then ptr res. */
-static LLVMTypeRef sizer_type(llvm_emitter *em, const ir_kernel *k) {
-    uint32_t n = 0, cap = 1;
-    for (uint32_t i = 0; i < k->nparams; i++)
-        cap += ty_is_array(k->params[i].type) ? 1 + (uint32_t)k->params[i].type->rank : 1;
-    LLVMTypeRef *ps = calloc(cap, sizeof *ps);
-    if (!ps)
-        kern_oom(cap * sizeof *ps);
-    for (uint32_t i = 0; i < k->nparams; i++) {
-        const kern_type *t = k->params[i].type;
-        if (ty_is_array(t)) {
-            ps[n++] = em->t_ptr;
-            for (int d = 0; d < t->rank; d++)
-                ps[n++] = em->t_i64;
-        } else {
-            ps[n++] = llvm_mem_type(em, t);
-        }
-    }
-    ps[n++] = em->t_ptr;
-    LLVMTypeRef fty = LLVMFunctionType(em->t_void, ps, n, 0);
-    free(ps);
-    return fty;
-}
-
 static void atomic_max_res(sizer_em *s, LLVMValueRef v) {
     LLVMValueRef r = LLVMBuildAtomicRMW(s->em->b, LLVMAtomicRMWBinOpMax, res_field(s, 0), v,
                                         LLVMAtomicOrderingMonotonic, 0);
@@ -232,7 +208,7 @@ void llvm_gpu_emit_sizer(llvm_emitter *em, const llvm_gpu_target *gt, uint32_t s
                          const sz_expr *e) {
     char name[600];
     llvm_sizer_symbol(name, sizeof name, em->kernel->name, (int)s_index);
-    LLVMValueRef fn = llvm_function_begin(em, name, sizer_type(em, em->kernel), NULL);
+    LLVMValueRef fn = llvm_function_begin(em, name, llvm_gpu_fn_type(em, em->kernel, false), NULL);
     gt->mark_kernel(em, fn);
     unsigned abi = llvm_gpu_bind_params(em, fn);
     sizer_em s = {.em = em, .res = LLVMGetParam(fn, abi)};
