@@ -396,7 +396,8 @@ static int param_of(llvm_emitter *em, const ir_value *a) {
 
 /* The element pointer of a load/store/atomic (operands: array, indices...), with the
  * debug bounds checks added to g. */
-static LLVMValueRef element_ptr(llvm_emitter *em, const ir_op *op, guard *g) {
+static LLVMValueRef element_ptr(llvm_emitter *em, const ir_op *op, guard *g,
+                                LLVMValueRef *lin_out) {
     int p = param_of(em, op->operands[0]);
     const kern_type *at = op->operands[0]->type;
     LLVMValueRef lin = NULL;
@@ -409,6 +410,8 @@ static LLVMValueRef element_ptr(llvm_emitter *em, const ir_op *op, guard *g) {
                         d, i, n);
         lin = d == 0 ? i : LLVMBuildNSWAdd(em->b, LLVMBuildNSWMul(em->b, lin, n, ""), i, "");
     }
+    if (lin_out)
+        *lin_out = lin;
     return LLVMBuildInBoundsGEP2(em->b, llvm_mem_type(em, at->elem), em->arr_data[p], &lin, 1, "");
 }
 
@@ -443,7 +446,7 @@ static LLVMValueRef emit_float_minmax_atomic(llvm_emitter *em, bool is_min, cons
 LLVMValueRef llvm_element_ptr(llvm_emitter *em, const ir_op *op) {
     kern_assert(!em->checks);
     guard g = {0};
-    return element_ptr(em, op, &g);
+    return element_ptr(em, op, &g, NULL);
 }
 
 static LLVMValueRef emit_access(llvm_emitter *em, const ir_op *op) {
@@ -451,7 +454,8 @@ static LLVMValueRef emit_access(llvm_emitter *em, const ir_op *op) {
     LLVMTypeRef mt = llvm_mem_type(em, et);
     unsigned align = (unsigned)ty_size(et);
     guard g = {0};
-    LLVMValueRef ptr = element_ptr(em, op, &g);
+    LLVMValueRef lin = NULL;
+    LLVMValueRef ptr = element_ptr(em, op, &g, &lin);
     LLVMValueRef r = NULL;
     if (op->code == IR_LOAD) {
         r = LLVMBuildLoad2(em->b, mt, ptr, "");
@@ -489,7 +493,7 @@ static LLVMValueRef emit_access(llvm_emitter *em, const ir_op *op) {
     if (fl && (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) && em->hooks->atomic_fadd &&
         !llvm_value_used(em, op->results[0])) {
         LLVMValueRef add = op->code == IR_ATOMIC_SUB ? LLVMBuildFNeg(em->b, v, "") : v;
-        if (em->hooks->atomic_fadd(em, ptr, add, align))
+        if (em->hooks->atomic_fadd(em, op, ptr, lin, add, align))
             return guard_end(em, &g, LLVMGetPoison(mt));
     }
     if (et->kind == TY_BOOL) /* the builder makes no bool atomics; kept consistent anyway */

@@ -17,7 +17,16 @@
  * overflow instead of writing).
  *
  * A kernel whose adstack capacities read array elements also gets a sizer entry point per
- * such adstack (llvm_sizer.c). */
+ * such adstack (llvm_sizer.c).
+ *
+ * Block copies: in a parallel task, a float array that the task only updates with atomic
+ * adds whose old values are unused (the adjoint of an array every thread reads, w.grad)
+ * is accumulated in a copy in the block's shared memory when it has at most
+ * BLK_ELEMS elements (a check uniform over the grid): zeroed before the grid-stride loop,
+ * updated with shared-memory atomics, and added to the array once per block and element
+ * at the end (between block barriers, which every thread reaches: the loop is the only
+ * control flow around them). Larger arrays take the global atomics. At most four arrays
+ * and 32 KiB per block. */
 #include <stdlib.h>
 
 #include "../../common/sizeexpr.h"
@@ -97,6 +106,156 @@ static void bind_adstacks(llvm_emitter *em, LLVMValueRef fn, unsigned first, LLV
     em->ad_step = slots;
 }
 
+enum { BLK_ELEMS = 2048, BLK_MAX = 4, BLK_BYTES = 32768 };
+
+static bool is_fadd_unused(llvm_emitter *em, const ir_op *op) {
+    return (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) &&
+           ty_is_float(op->operands[0]->type->elem) && !llvm_value_used(em, op->results[0]);
+}
+
+/* Whether every access of array a in r is a float atomic add with its old value unused;
+ * *any: there is one. */
+static bool only_fadds(llvm_emitter *em, const ir_region *r, const ir_value *a, bool *any) {
+    ir_foreach_op(op, r) {
+        bool access = op->code == IR_LOAD || op->code == IR_STORE || op->code == IR_ATOMIC_ADD ||
+                      op->code == IR_ATOMIC_SUB || op->code == IR_ATOMIC_MIN ||
+                      op->code == IR_ATOMIC_MAX || op->code == IR_ATOMIC_XCHG || op->code == IR_DIM;
+        if (access && op->operands[0] == a) {
+            if (op->code == IR_DIM)
+                continue;
+            if (!is_fadd_unused(em, op))
+                return false;
+            *any = true;
+        }
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (!only_fadds(em, op->regions[i], a, any))
+                return false;
+    }
+    return true;
+}
+
+/* for (j = tib; j < n; j += bs) body(j): the loop of the block's threads over a copy */
+typedef void (*blk_body)(llvm_emitter *em, int b, LLVMValueRef j);
+
+static void block_loop(llvm_emitter *em, const llvm_gpu_target *gt, int b, blk_body body) {
+    LLVMBasicBlockRef on = llvm_new_block(em, "blk.on"), head = llvm_new_block(em, "blk.head"),
+                      bb = llvm_new_block(em, "blk.body"), done = llvm_new_block(em, "blk.done");
+    LLVMBuildCondBr(em->b, em->blk_on[b], on, done);
+    LLVMPositionBuilderAtEnd(em->b, on);
+    LLVMValueRef from = gt->block_index(em), step = gt->block_size(em);
+    LLVMBuildBr(em->b, head);
+    LLVMPositionBuilderAtEnd(em->b, head);
+    LLVMValueRef j = LLVMBuildPhi(em->b, em->t_i64, "j");
+    LLVMAddIncoming(j, &from, &on, 1);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, j, em->blk_count[b], ""), bb, done);
+    LLVMPositionBuilderAtEnd(em->b, bb);
+    body(em, b, j);
+    LLVMValueRef next = LLVMBuildNSWAdd(em->b, j, step, "");
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, head);
+    LLVMAddIncoming(j, &next, &end, 1);
+    LLVMPositionBuilderAtEnd(em->b, done);
+}
+
+static LLVMTypeRef blk_elem(llvm_emitter *em, int b) {
+    return llvm_mem_type(em, em->kernel->params[em->blk_param[b]].type->elem);
+}
+
+static void blk_zero(llvm_emitter *em, int b, LLVMValueRef j) {
+    LLVMTypeRef et = blk_elem(em, b);
+    LLVMBuildStore(em->b, LLVMConstNull(et),
+                   LLVMBuildInBoundsGEP2(em->b, et, em->blk_mem[b], &j, 1, ""));
+}
+
+static void blk_flush(llvm_emitter *em, int b, LLVMValueRef j) {
+    LLVMTypeRef et = blk_elem(em, b);
+    LLVMValueRef v =
+        LLVMBuildLoad2(em->b, et, LLVMBuildInBoundsGEP2(em->b, et, em->blk_mem[b], &j, 1, ""), "");
+    LLVMBasicBlockRef add = llvm_new_block(em, "blk.add"), next = llvm_new_block(em, "blk.next");
+    LLVMBuildCondBr(em->b, LLVMBuildFCmp(em->b, LLVMRealUNE, v, LLVMConstNull(et), ""), add, next);
+    LLVMPositionBuilderAtEnd(em->b, add);
+    LLVMValueRef g = LLVMBuildInBoundsGEP2(em->b, et, em->arr_data[em->blk_param[b]], &j, 1, "");
+    LLVMValueRef r =
+        LLVMBuildAtomicRMW(em->b, LLVMAtomicRMWBinOpFAdd, g, v, LLVMAtomicOrderingMonotonic, 0);
+    LLVMSetAlignment(r, et == em->t_f64 ? 8 : 4);
+    LLVMBuildBr(em->b, next);
+    LLVMPositionBuilderAtEnd(em->b, next);
+}
+
+/* Chooses the arrays of a parallel task that get block copies and zeroes the copies. */
+static void block_copies_begin(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op *task) {
+    em->nblk = 0;
+    if (!gt->barrier || task->code != IR_PARALLEL)
+        return;
+    const ir_kernel *k = em->kernel;
+    int bytes = 0;
+    for (uint32_t i = 0; i < k->nparams && em->nblk < BLK_MAX; i++) {
+        const kern_type *t = k->params[i].type;
+        bool any = false;
+        if (!ty_is_array(t) || !ty_is_float(t->elem) ||
+            !only_fadds(em, task->regions[0], k->body->args[i], &any) || !any)
+            continue;
+        int size = BLK_ELEMS * (int)ty_size(t->elem);
+        if (bytes + size > BLK_BYTES)
+            break;
+        bytes += size;
+        int b = em->nblk++;
+        em->blk_param[b] = (int)i;
+        LLVMTypeRef at = LLVMArrayType2(llvm_mem_type(em, t->elem), BLK_ELEMS);
+        LLVMValueRef g = LLVMAddGlobalInAddressSpace(em->mod, at, "kern.block", 3);
+        LLVMSetInitializer(g, LLVMGetUndef(at));
+        LLVMSetLinkage(g, LLVMInternalLinkage);
+        LLVMSetAlignment(g, 8);
+        em->blk_mem[b] = g;
+        LLVMValueRef n = em->arr_shape[i][0];
+        for (int d = 1; d < t->rank; d++)
+            n = LLVMBuildMul(em->b, n, em->arr_shape[i][d], "");
+        em->blk_count[b] = n;
+        em->blk_on[b] =
+            LLVMBuildICmp(em->b, LLVMIntULE, n, LLVMConstInt(em->t_i64, BLK_ELEMS, 0), "blk.fits");
+    }
+    for (int b = 0; b < em->nblk; b++)
+        block_loop(em, gt, b, blk_zero);
+    if (em->nblk)
+        gt->barrier(em);
+}
+
+static void block_copies_end(llvm_emitter *em, const llvm_gpu_target *gt) {
+    if (!em->nblk)
+        return;
+    gt->barrier(em);
+    for (int b = 0; b < em->nblk; b++)
+        block_loop(em, gt, b, blk_flush);
+    em->nblk = 0;
+}
+
+bool llvm_gpu_block_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef lin,
+                         LLVMValueRef v, unsigned align,
+                         void (*global_fadd)(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v,
+                                             unsigned align)) {
+    int b = -1;
+    for (int i = 0; i < em->nblk; i++)
+        if (em->kernel->body->args[em->blk_param[i]] == op->operands[0])
+            b = i;
+    if (b < 0 || !lin)
+        return false;
+    LLVMBasicBlockRef shared = llvm_new_block(em, "blk.shared"),
+                      global = llvm_new_block(em, "blk.global"),
+                      done = llvm_new_block(em, "blk.added");
+    LLVMBuildCondBr(em->b, em->blk_on[b], shared, global);
+    LLVMPositionBuilderAtEnd(em->b, shared);
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(em->b, blk_elem(em, b), em->blk_mem[b], &lin, 1, "");
+    LLVMValueRef r =
+        LLVMBuildAtomicRMW(em->b, LLVMAtomicRMWBinOpFAdd, p, v, LLVMAtomicOrderingMonotonic, 0);
+    LLVMSetAlignment(r, align);
+    LLVMBuildBr(em->b, done);
+    LLVMPositionBuilderAtEnd(em->b, global);
+    global_fadd(em, ptr, v, align);
+    LLVMBuildBr(em->b, done);
+    LLVMPositionBuilderAtEnd(em->b, done);
+    return true;
+}
+
 /* The grid-stride loop over the work items of a parallel task. */
 static void emit_grid_stride(llvm_emitter *em, const ir_op *task, LLVMValueRef w,
                              LLVMValueRef nthreads) {
@@ -163,7 +322,9 @@ static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op 
         LLVMBuildBr(em->b, done);
         LLVMPositionBuilderAtEnd(em->b, done);
     } else {
+        block_copies_begin(em, gt, task);
         emit_grid_stride(em, task, w, nthreads);
+        block_copies_end(em, gt);
     }
     llvm_reduce_end(em);
     LLVMBuildRetVoid(em->b);

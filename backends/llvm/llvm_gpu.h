@@ -13,7 +13,20 @@ typedef struct llvm_gpu_target {
     LLVMValueRef (*thread_count)(llvm_emitter *em);
     /* makes fn a kernel entry point (calling convention, annotations) */
     void (*mark_kernel)(llvm_emitter *em, LLVMValueRef fn);
+    /* a barrier of the block (memory included), the thread's index in its block and the
+     * block's size (i64); NULL barrier: no block copies of arrays */
+    void (*barrier)(llvm_emitter *em);
+    LLVMValueRef (*block_index)(llvm_emitter *em);
+    LLVMValueRef (*block_size)(llvm_emitter *em);
 } llvm_gpu_target;
+
+/* The float atomic add of v into element lin of op's array when that array has a block
+ * copy (in the block's copy while the array fits it, else through global_fadd);
+ * false when it has none. */
+bool llvm_gpu_block_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef lin,
+                         LLVMValueRef v, unsigned align,
+                         void (*global_fadd)(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v,
+                                             unsigned align));
 
 /* Builds the GPU module of m in ctx (unoptimized, not verified): one entry point per task
  * (docs/gpu-abi.md). Never fails on IR that verifies. */

@@ -41,9 +41,11 @@ typedef struct llvm_target_hooks {
     /* The value of a float math op (IR_SIN ...) for this target, or NULL for the generic
      * mapping of llvm_emit_ops.c (LLVM intrinsics and libm calls). */
     LLVMValueRef (*math)(llvm_emitter *em, const ir_op *op, LLVMValueRef *x);
-    /* Emits a float atomic add of v at ptr whose old value nobody uses (the target may
-     * combine the adds of neighbouring threads first); false: the generic atomicrmw. */
-    bool (*atomic_fadd)(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v, unsigned align);
+    /* Emits a float atomic add of v at ptr (element lin of op's array) whose old value
+     * nobody uses (the target may combine the adds of neighbouring threads first); false:
+     * the generic atomicrmw. */
+    bool (*atomic_fadd)(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef lin,
+                        LLVMValueRef v, unsigned align);
 } llvm_target_hooks;
 
 /* The state of emitting one module. */
@@ -70,6 +72,12 @@ struct llvm_emitter {
     LLVMValueRef *ad_base;  /* per adstack: the address of this work item's entry 0 */
     LLVMValueRef *ad_cap;   /* per adstack: its capacity in entries (i64) */
     LLVMValueRef ad_step;   /* entries between entry k and k + 1 (i64; NULL: 1) */
+    /* GPUs: arrays whose float atomic adds accumulate in a block copy (llvm_gpu.c) */
+    int nblk;
+    int blk_param[4];          /* the array parameter */
+    LLVMValueRef blk_mem[4];   /* its block copy (shared memory) */
+    LLVMValueRef blk_on[4];    /* i1: the array fits its copy (uniform over the grid) */
+    LLVMValueRef blk_count[4]; /* its elements (i64) */
     /* per parallel task function: atomic adds accumulated locally (llvm_reduce.c) */
     const ir_op **red_ops;
     LLVMValueRef *red_acc; /* per such op: its accumulator (entry-block alloca) */

@@ -88,7 +88,7 @@ static LLVMValueRef warp_sum(llvm_emitter *em, LLVMValueRef v) {
 /* A float atomic add whose old value is unused: when the whole warp is active and adds to
  * one address (the adjoint of a value every thread reads, w[t] in a converged loop), the
  * warp sums its values with shuffles and lane 0 adds once; otherwise each lane adds. */
-static bool nv_atomic_fadd(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v, unsigned align) {
+static void nv_warp_fadd(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v, unsigned align) {
     LLVMValueRef mask = nvvm(em, "llvm.nvvm.activemask", NULL, 0);
     LLVMValueRef full = LLVMBuildICmp(em->b, LLVMIntEQ, mask, i32c(em, -1), "");
     LLVMValueRef addr = LLVMBuildPtrToInt(em->b, ptr, em->t_i64, "");
@@ -126,7 +126,24 @@ static bool nv_atomic_fadd(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v, u
         align);
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, done);
+}
+
+/* In a block copy of the array when it has one, else combined per warp. */
+static bool nv_atomic_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef lin,
+                           LLVMValueRef v, unsigned align) {
+    if (!llvm_gpu_block_fadd(em, op, ptr, lin, v, align, nv_warp_fadd))
+        nv_warp_fadd(em, ptr, v, align);
     return true;
+}
+
+static void nv_barrier(llvm_emitter *em) { nvvm(em, "llvm.nvvm.barrier0", NULL, 0); }
+
+static LLVMValueRef nv_block_index(llvm_emitter *em) {
+    return sreg(em, "llvm.nvvm.read.ptx.sreg.tid.x");
+}
+
+static LLVMValueRef nv_block_size(llvm_emitter *em) {
+    return sreg(em, "llvm.nvvm.read.ptx.sreg.ntid.x");
 }
 
 static LLVMValueRef nv_thread_index(llvm_emitter *em) {
@@ -198,6 +215,9 @@ static const llvm_gpu_target nvptx_target = {
     .thread_index = nv_thread_index,
     .thread_count = nv_thread_count,
     .mark_kernel = nv_mark_kernel,
+    .barrier = nv_barrier,
+    .block_index = nv_block_index,
+    .block_size = nv_block_size,
 };
 
 /* ---- libdevice ---------------------------------------------------------------------- */
