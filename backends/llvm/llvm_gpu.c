@@ -233,6 +233,7 @@ bool llvm_gpu_block_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LL
                          LLVMValueRef v, unsigned align,
                          void (*global_fadd)(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v,
                                              unsigned align)) {
+    /* (global_fadd takes a pointer in any address space) */
     int b = -1;
     for (int i = 0; i < em->nblk; i++)
         if (em->kernel->body->args[em->blk_param[i]] == op->operands[0])
@@ -244,10 +245,9 @@ bool llvm_gpu_block_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LL
                       done = llvm_new_block(em, "blk.added");
     LLVMBuildCondBr(em->b, em->blk_on[b], shared, global);
     LLVMPositionBuilderAtEnd(em->b, shared);
-    LLVMValueRef p = LLVMBuildInBoundsGEP2(em->b, blk_elem(em, b), em->blk_mem[b], &lin, 1, "");
-    LLVMValueRef r =
-        LLVMBuildAtomicRMW(em->b, LLVMAtomicRMWBinOpFAdd, p, v, LLVMAtomicOrderingMonotonic, 0);
-    LLVMSetAlignment(r, align);
+    /* the target's add (combined per warp where the lanes agree) into the block copy */
+    global_fadd(em, LLVMBuildInBoundsGEP2(em->b, blk_elem(em, b), em->blk_mem[b], &lin, 1, ""), v,
+                align);
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, global);
     global_fadd(em, ptr, v, align);

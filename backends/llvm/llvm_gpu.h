@@ -21,8 +21,8 @@ typedef struct llvm_gpu_target {
 } llvm_gpu_target;
 
 /* The float atomic add of v into element lin of op's array when that array has a block
- * copy (in the block's copy while the array fits it, else through global_fadd);
- * false when it has none. */
+ * copy (into the block's copy while the array fits it, else into the array, both through
+ * the target's fadd); false when it has none. */
 bool llvm_gpu_block_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef lin,
                          LLVMValueRef v, unsigned align,
                          void (*global_fadd)(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v,

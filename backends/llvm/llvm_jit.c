@@ -43,16 +43,17 @@ static bool take_error(LLVMErrorRef e, const char *what, char *err, size_t errle
 
 /* The libm functions the generated code may call (libm calls of llvm_emit_ops.c, and the
  * calls that LLVM lowers its math intrinsics to). */
-#define LIBM_FUNCS(X)                                                                            \
-    X(sinf)                                                                                      \
-    X(sin)                                                                                       \
-    X(cosf)                                                                                      \
-    X(cos)                                                                                       \
-    X(tanf)                                                                                      \
-    X(tan) X(asinf) X(asin) X(acosf) X(acos) X(atanf) X(atan) X(sinhf) X(sinh) X(coshf) X(cosh)  \
-        X(tanhf) X(tanh) X(atan2f) X(atan2) X(expf) X(exp) X(exp2f) X(exp2) X(logf) X(log)       \
-            X(log2f) X(log2) X(powf) X(pow) X(fmaf) X(fma) X(roundf) X(round) X(floorf) X(floor) \
-                X(ceilf) X(ceil) X(sqrtf) X(sqrt)
+#define LIBM_FUNCS(X)                                                                              \
+    X(sinf)                                                                                        \
+    X(sin)                                                                                         \
+    X(cosf)                                                                                        \
+    X(cos)                                                                                         \
+    X(tanf)                                                                                        \
+    X(tan)                                                                                         \
+    X(asinf) X(asin) X(acosf) X(acos) X(atanf) X(atan) X(sinhf) X(sinh) X(coshf) X(cosh) X(tanhf)  \
+        X(tanh) X(atan2f) X(atan2) X(expf) X(exp) X(exp2f) X(exp2) X(logf) X(log) X(log2f) X(log2) \
+            X(powf) X(pow) X(fmaf) X(fma) X(roundf) X(round) X(floorf) X(floor) X(ceilf) X(ceil)   \
+                X(sqrtf) X(sqrt)
 
 static void define_libm(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef jd) {
     struct {
