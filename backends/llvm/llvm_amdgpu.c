@@ -138,6 +138,7 @@ static bool check_math(const ir_module *m, char *err, size_t errlen) {
 static pthread_once_t amdgpu_once = PTHREAD_ONCE_INIT;
 
 static void init_amdgpu_once(void) {
+    llvm_install_fatal_handler();
     LLVMInitializeAMDGPUTargetInfo();
     LLVMInitializeAMDGPUTarget();
     LLVMInitializeAMDGPUTargetMC();

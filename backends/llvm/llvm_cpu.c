@@ -33,6 +33,7 @@
 static pthread_once_t native_once = PTHREAD_ONCE_INIT;
 
 static void init_native_once(void) {
+    llvm_install_fatal_handler();
     LLVMInitializeNativeTarget();
     LLVMInitializeNativeAsmPrinter();
     LLVMInitializeNativeAsmParser();

@@ -175,6 +175,9 @@ LLVMModuleRef llvm_build_module(LLVMContextRef ctx, const ir_module *m, const kc
  * returns NULL on failure. */
 LLVMModuleRef llvm_finish_module(LLVMModuleRef mod, const kc_options *o, LLVMTargetMachineRef tm,
                                  char *err, size_t errlen);
+/* Makes LLVM's fatal errors (which end the process) say that they are an internal error
+ * of kern's code generation; once per process. */
+void llvm_install_fatal_handler(void);
 /* The code generator's optimization level for opt_level 0..3. */
 LLVMCodeGenOptLevel llvm_codegen_level(int opt_level);
 /* printf into err (NULL/0 allowed). */

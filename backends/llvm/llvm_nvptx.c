@@ -315,6 +315,7 @@ static bool link_libdevice(LLVMModuleRef mod, const kc_options *o, char *err, si
 static pthread_once_t nvptx_once = PTHREAD_ONCE_INIT;
 
 static void init_nvptx_once(void) {
+    llvm_install_fatal_handler();
     LLVMInitializeNVPTXTargetInfo();
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();

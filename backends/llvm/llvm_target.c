@@ -5,12 +5,14 @@
  * unrolling enabled (as clang does at -O2 and above), run with the target machine so that
  * the cost models see the real CPU. Debug builds of kern (KERN_DEBUG_BUILD) verify every
  * emitted module before optimizing and fail with an internal error naming what is wrong. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
+#include <llvm-c/ErrorHandling.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
@@ -24,6 +26,19 @@ void llvm_errf(char *err, size_t errlen, const char *fmt, ...) {
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
 }
+
+static void fatal_handler(const char *reason) {
+    fprintf(stderr,
+            "kern: internal error in LLVM's code generation: %s\n"
+            "kern: this is a bug in kern; please report it with the .kern file and the command\n",
+            reason ? reason : "?");
+}
+
+static pthread_once_t handler_once = PTHREAD_ONCE_INIT;
+
+static void install_handler(void) { LLVMInstallFatalErrorHandler(fatal_handler); }
+
+void llvm_install_fatal_handler(void) { pthread_once(&handler_once, install_handler); }
 
 LLVMCodeGenOptLevel llvm_codegen_level(int opt_level) {
     switch (opt_level < 0 ? 0 : opt_level) {
