@@ -418,15 +418,13 @@ static sz_expr *capacity(sizer *s, const ir_op *loop, const ir_value *lov, const
     return renumber(s, e, map);
 }
 
-const char *ad_loop_capacity(const ir_kernel *k, const ir_op *loop) {
-    if (loop->code == IR_WHILE)
-        return NULL;
-    if (loop->code != IR_FOR)
-        kern_unreachable("ad_loop_capacity: not a loop");
+/* capacity() of the range lo..hi of op, as text in the module's arena (NULL: none). */
+static const char *capacity_text(const ir_kernel *k, const ir_op *op, const ir_value *lo,
+                                 const ir_value *hi) {
     arena scratch;
     arena_init(&scratch);
     sizer s = {.k = k, .a = &scratch};
-    sz_expr *e = capacity(&s, loop, loop->operands[0], loop->operands[1]);
+    sz_expr *e = capacity(&s, op, lo, hi);
     const char *text = NULL;
     if (e) {
         kern_buf b = {0};
@@ -438,21 +436,17 @@ const char *ad_loop_capacity(const ir_kernel *k, const ir_op *loop) {
     return text;
 }
 
+const char *ad_loop_capacity(const ir_kernel *k, const ir_op *loop) {
+    if (loop->code == IR_WHILE)
+        return NULL;
+    if (loop->code != IR_FOR)
+        kern_unreachable("ad_loop_capacity: not a loop");
+    return capacity_text(k, loop, loop->operands[0], loop->operands[1]);
+}
+
 const char *ad_task_extent(const ir_kernel *k, const ir_op *task, uint32_t d) {
     if (task->code != IR_PARALLEL || 2 * d + 1 >= task->noperands)
         kern_unreachable("ad_task_extent: not a dimension of a parallel task");
-    arena scratch;
-    arena_init(&scratch);
-    sizer s = {.k = k, .a = &scratch};
     /* the ranges of a task are uniform: no enclosing index to maximize over */
-    sz_expr *e = capacity(&s, task, task->operands[2 * d], task->operands[2 * d + 1]);
-    const char *text = NULL;
-    if (e) {
-        kern_buf b = {0};
-        sz_print(&b, e);
-        text = arena_strdup(&k->module->mem, b.data);
-        buf_free(&b);
-    }
-    arena_free(&scratch);
-    return text;
+    return capacity_text(k, task, task->operands[2 * d], task->operands[2 * d + 1]);
 }
