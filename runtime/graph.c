@@ -201,6 +201,7 @@ kern_status kern_graph_launch(kern_graph *g) {
         for (int i = 0; i < g->n; i++)
             if ((s = rt_submit(ctx, &g->launches[i])) != KERN_OK)
                 return s;
+        g->last_point = d->submitted;
         return rt_collect(ctx, true);
     }
     /* the copies take turns; a copy's records are reused: its previous replay must have

@@ -419,3 +419,48 @@ Test(device_fake, device_sizing_runs_only_when_bounds_may_have_changed) {
     kern_context_release(ctx);
     fake_device_free(f);
 }
+
+/* ---- graphs (runtime contract 9) on an asynchronous device without device graphs ------ */
+
+/* A graph keeps its buffers and the heap in place: a buffer released while the graph
+ * lives is neither freed nor retired until the graph goes; the heap may not grow (a launch
+ * that needs more fails and says why); each replay submits the recorded launches with the
+ * heap and layout they were captured with. */
+Test(device_fake, graphs_keep_buffers_and_the_heap_in_place) {
+    env e;
+    env_init(&e, true, 4096);
+    kern_buffer *x = buf(&e, KERN_F32, 64, NULL), *cnt = buf(&e, KERN_I32, 4, NULL);
+    cr_assert_eq(kern_graph_begin(e.ctx), KERN_OK);
+    int before = e.f->nlaunch;
+    cr_assert_eq(launch(&e, "roll.grad", 3, x, cnt), KERN_OK, "%s", kern_context_last_error(e.ctx));
+    cr_assert_eq(e.f->nlaunch, before, "a captured launch is not submitted");
+    kern_graph *g;
+    cr_assert_eq(kern_graph_end(e.ctx, &g), KERN_OK);
+    void *heap = e.ctx->adheap.mem, *xmem = x->mem;
+    size_t heap_bytes = e.ctx->adheap.bytes;
+    kern_buffer_release(x); /* the graph still uses it */
+    cr_assert(!fake_was_freed(e.f, xmem));
+    cr_assert_eq(e.ctx->retired.len, 0, "not retired either: the graph may replay any time");
+    for (int r = 0; r < 3; r++) {
+        cr_assert_eq(kern_graph_launch(g), KERN_OK, "%s", kern_context_last_error(e.ctx));
+        const fake_launch_rec *l = last(&e);
+        cr_assert_eq(l->heap, heap, "the captured heap, in place");
+        cr_assert_eq(l->mem[1], xmem, "the released buffer, still there");
+        int64_t want[6] = {0, 3, 0, 0, 0, 0};
+        cr_assert_eq(l->layout[1], want[1], "capacity (param 0) = 3 as captured");
+    }
+    /* the heap is pinned: a launch needing more fails, one that fits runs */
+    kern_buffer *y = buf(&e, KERN_F32, 64, NULL);
+    cr_assert_eq(launch(&e, "roll.grad", 100000, y, cnt), KERN_ERR_OUT_OF_MEMORY);
+    cr_assert(strstr(kern_context_last_error(e.ctx), "1 captured graph uses it"), "%s",
+              kern_context_last_error(e.ctx));
+    cr_assert_eq(e.ctx->adheap.mem, heap);
+    cr_assert_eq(e.ctx->adheap.bytes, heap_bytes);
+    cr_assert_eq(launch(&e, "roll.grad", 3, y, cnt), KERN_OK, "%s", kern_context_last_error(e.ctx));
+    /* the graph goes: its released buffer is retired until its replays complete */
+    kern_graph_release(g);
+    cr_assert(fake_was_freed(e.f, xmem), "freed once the graph's replays completed");
+    cr_assert_eq(launch(&e, "roll.grad", 100000, y, cnt), KERN_OK, "the heap grows again: %s",
+                 kern_context_last_error(e.ctx));
+    env_fini(&e);
+}

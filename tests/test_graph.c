@@ -188,3 +188,49 @@ Test(graph, misuse) {
     cr_assert_eq(kern_graph_begin(ctx), KERN_OK); /* a capture left open */
     kern_context_release(ctx);
 }
+
+/* A replay whose loop bounds outgrew the captured capacities (the count array changed) is
+ * an adstack overflow naming the loop and the captured capacity: nothing is written past
+ * the heap. */
+Test(graph, replay_beyond_the_captured_capacity_is_an_overflow) {
+    static const char rag[] = "kernel rag(c: i32[], x: f32[], y: f32[]) {\n"
+                              "    for i in 0..len(c) {\n"
+                              "        var v = x[i];\n"
+                              "        for t in 0..c[i] { v = sin(v) + 0.5 * v; }\n"
+                              "        y[i] = v;\n"
+                              "    }\n"
+                              "}\n";
+    kern_context *ctx = ctx_new();
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, rag, strlen(rag), "rag.kern", &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    kern_kernel *g;
+    cr_assert_eq(kern_kernel_find(m, "rag.grad", &g), KERN_OK);
+    int32_t c[4] = {2, 3, 1, 3};
+    float x[4] = {0.1f, 0.2f, 0.3f, 0.4f}, one[4] = {1, 1, 1, 1};
+    int64_t n = 4;
+    kern_buffer *bc, *bx = buf(ctx, 4, x), *by = buf(ctx, 4, NULL), *gx = buf(ctx, 4, NULL),
+                     *gy = buf(ctx, 4, one);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_I32, 1, &n, c, &bc), KERN_OK);
+    kern_arg ga[5] = {kern_arg_buffer(bc), kern_arg_buffer(bx), kern_arg_buffer(by),
+                      kern_arg_buffer(gx), kern_arg_buffer(gy)};
+    cr_assert_eq(kern_graph_begin(ctx), KERN_OK);
+    cr_assert_eq(kern_launch(g, ga, 5), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_graph *gr;
+    cr_assert_eq(kern_graph_end(ctx, &gr), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_graph_launch(gr), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_sync(ctx), KERN_OK, "within the captured capacity: %s",
+                 kern_context_last_error(ctx));
+    c[0] = 9; /* beyond the captured capacity of 3 */
+    cr_assert_eq(kern_buffer_write(bc, c, sizeof c), KERN_OK);
+    kern_status st = kern_graph_launch(gr);
+    if (st == KERN_OK)
+        st = kern_sync(ctx);
+    cr_assert_eq(st, KERN_ERR_DEVICE);
+    cr_assert(strstr(kern_context_last_error(ctx),
+                     "kernel 'rag.grad': adstack overflow in the loop at rag.kern:4:9") &&
+                  strstr(kern_context_last_error(ctx), "the capacity is 3"),
+              "%s", kern_context_last_error(ctx));
+    kern_graph_release(gr);
+    kern_context_release(ctx);
+}
