@@ -15,11 +15,15 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
@@ -459,6 +463,35 @@ static int build_gpu(const kc_codegen *cg, const ir_module *m, const kc_options 
     return rc;
 }
 
+/* Runs $CC (split at spaces: "gcc -m64" is a driver and an option) with an argument vector,
+ * never a shell, so no path is ever parsed as a command: CC -shared -o SO OBJ ASM -lm.
+ * Returns its exit status (127: it could not be started). */
+static int link_shared(const char *ccdrv, const char *so, const char *obj, const char *asmf) {
+    char *words = strdup(ccdrv);
+    char *argv[64];
+    int n = 0;
+    if (!words)
+        return 127;
+    for (char *w = strtok(words, " \t"); w && n < 56; w = strtok(NULL, " \t"))
+        argv[n++] = w;
+    if (n == 0) {
+        free(words);
+        return 127;
+    }
+    const char *rest[] = {"-shared", "-o", so, obj, asmf, "-lm"};
+    for (size_t i = 0; i < sizeof rest / sizeof *rest; i++)
+        argv[n++] = (char *)rest[i];
+    argv[n] = NULL;
+    pid_t pid;
+    int st = 127;
+    if (posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ) == 0 && waitpid(pid, &st, 0) == pid)
+        st = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    else
+        st = 127;
+    free(words);
+    return st;
+}
+
 int kernc_cmd_build(const char *file, const char *target, const char *out, const kc_options *o) {
     int rc = 0;
     if (!target)
@@ -487,10 +520,12 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
         rc = fail(KERNC_EXIT_IO, "cannot create a temporary directory: %s", strerror(errno));
         goto done;
     }
-    char obj[64], asmf[64], so[4200], cmd[8600];
+    char obj[64], asmf[64];
     snprintf(obj, sizeof obj, "%s/code.o", dir);
     snprintf(asmf, sizeof asmf, "%s/meta.s", dir);
-    snprintf(so, sizeof so, "%s.tmp%ld", out, (long)getpid());
+    kern_buf sob = {0}; /* linked next to OUT, then renamed over it */
+    buf_printf(&sob, "%s.tmp%ld", out, (long)getpid());
+    const char *so = sob.data;
     char err[1024] = "";
     kern_meta *meta = kc_meta_from_ir(m);
     kern_buf text = {0};
@@ -504,8 +539,7 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
         const char *ccdrv = getenv("CC");
         if (!ccdrv || !*ccdrv)
             ccdrv = "cc";
-        snprintf(cmd, sizeof cmd, "%s -shared -o '%s' '%s' '%s' -lm", ccdrv, so, obj, asmf);
-        int st = system(cmd);
+        int st = link_shared(ccdrv, so, obj, asmf);
         if (st != 0) {
             rc = fail(KERNC_EXIT_IO,
                       "linking the module failed (%s exited with status %d); kernc build "
@@ -517,6 +551,7 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
             remove(so);
         }
     }
+    buf_free(&sob);
     buf_free(&text);
     remove(obj);
     remove(asmf);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -536,6 +537,56 @@ Test(cli, emit_amdgcn_and_build_amdgpu) {
               "the code is an ELF object");
     free(text);
     unlink(out);
+}
+
+/* kernc build links with an argument vector, never a shell: an output path with quotes,
+ * spaces and a command substitution is just a path; $CC may carry options; a driver that
+ * does not exist is a clear error. */
+Test(cli, build_links_without_a_shell) {
+    char dir[] = "/tmp/kern-cli-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char sub[512], out[600], flag[600], args[1400];
+    snprintf(sub, sizeof sub, "%s/q'uote $(touch injected)", dir);
+    cr_assert_eq(mkdir(sub, 0700), 0);
+    snprintf(out, sizeof out, "%s/sax'py.so", sub);
+    snprintf(flag, sizeof flag, "%s/injected", dir);
+    /* the path goes through the shell of run() quoted with double quotes */
+    snprintf(args, sizeof args, "build examples/saxpy.kern --target=cpu -o \"%s\"", out);
+    char *esc = malloc(strlen(args) * 2 + 1), *q = esc;
+    for (const char *p = args; *p; p++) {
+        if (*p == '$')
+            *q++ = '\\';
+        *q++ = *p;
+    }
+    *q = 0;
+    expect(esc, 0, NULL);
+    free(esc);
+    cr_expect(access(flag, F_OK) != 0 && access("injected", F_OK) != 0, "a command ran");
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    kern_module *m;
+    cr_expect_eq(kern_module_load_file(ctx, out, &m), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_context_release(ctx);
+    unlink(out);
+    snprintf(args, sizeof args,
+             "CC='cc -O0' '%s' build examples/saxpy.kern --target=cpu -o '%s/b.so'", KERNC_PATH,
+             dir);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s 2>&1", KERN_SOURCE_ROOT, args);
+    cr_expect_eq(system(cmd), 0, "$CC with an option");
+    snprintf(args, sizeof args, "%s/b.so", dir);
+    unlink(args);
+    snprintf(
+        cmd, sizeof cmd,
+        "cd '%s' && CC=kern-no-such-cc '%s' build examples/saxpy.kern --target=cpu -o '%s/c.so' "
+        ">/dev/null 2>&1",
+        KERN_SOURCE_ROOT, KERNC_PATH, dir);
+    int st = system(cmd);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 3, "a missing driver: status 3");
+    snprintf(args, sizeof args, "%s/c.so", dir);
+    cr_expect(access(args, F_OK) != 0, "nothing written");
+    rmdir(sub);
+    rmdir(dir);
 }
 
 /* kernc build and the JIT build K.grad where the global-access check allows it. */
