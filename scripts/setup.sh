@@ -26,6 +26,12 @@ NATIVE_FILE=native/llvm19.ini
 #   python3-numpy                  a test reads and writes .npy files with NumPy itself
 #                                  (interoperability of runtime/npy.c; docs/building.md)
 #   libomp-19-dev                  OpenMP for clang-19: the hand-written C of bench/cpu-bench
+#   spirv-headers spirv-tools      the SPIR-V emitter's opcodes; spvValidate in the tests
+#   libvulkan-dev                  Vulkan headers (the loader itself is dlopen()ed at run time)
+#   mesa-vulkan-drivers            lavapipe: a Vulkan device on the CPU, for the tests
+#   vulkan-validationlayers        the Khronos validation layer, on in the Vulkan tests
+#   glslang-tools                  glslangValidator: the runtime's tests' reference shaders
+#   libspirv-cross-c-shared-dev    SPIRV-Cross's C API: --emit=msl (Metal)
 PACKAGES=(
     meson ninja-build pkg-config
     gcc g++
@@ -34,6 +40,10 @@ PACKAGES=(
     libcriterion-dev
     python3-numpy
     libomp-19-dev
+    spirv-headers spirv-tools
+    libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers
+    glslang-tools
+    libspirv-cross-c-shared-dev
 )
 
 if [ "$(id -u)" -eq 0 ]; then
