@@ -17,6 +17,7 @@ const char *kern_code_kind_name(kern_code_kind k) {
     case KERN_CODE_HOST: return "host code";
     case KERN_CODE_PTX: return "PTX";
     case KERN_CODE_HSACO: return "an HSACO code object";
+    case KERN_CODE_SPIRV: return "SPIR-V";
     }
     return "code of unknown kind";
 }
@@ -27,6 +28,7 @@ static const char *kind_target(kern_code_kind k) {
     case KERN_CODE_HOST: return "cpu";
     case KERN_CODE_PTX: return "cuda";
     case KERN_CODE_HSACO: return "amdgpu";
+    case KERN_CODE_SPIRV: return "vulkan";
     }
     return "?";
 }

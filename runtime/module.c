@@ -182,10 +182,12 @@ static kern_status load_container(kern_context *ctx, const char *path, size_t si
         img.kind = KERN_CODE_PTX;
     else if (strcmp(mf.target, "amdgpu") == 0)
         img.kind = KERN_CODE_HSACO;
+    else if (strcmp(mf.target, "vulkan") == 0)
+        img.kind = KERN_CODE_SPIRV;
     else {
         s = rt_error(ctx, KERN_ERR_FORMAT,
                      "'%s': a module for target '%s', which this runtime does not know (cuda, "
-                     "amdgpu)",
+                     "amdgpu, vulkan)",
                      path, mf.target);
         goto cleanup;
     }

@@ -10,6 +10,7 @@
  *                    device runs it.
  *   KERN_CODE_PTX    PTX text (docs/gpu-abi.md), for the CUDA device.
  *   KERN_CODE_HSACO  an AMDGPU code object, for a HIP device (none yet).
+ *   KERN_CODE_SPIRV  a SPIR-V module (docs/spirv-abi.md), for the Vulkan device.
  * Ownership: a HOST provider passes to rt_module_create, which releases it with the
  * module (or at once when creation fails); PTX/HSACO bytes stay the caller's and are
  * copied or consumed while loading (no pointer into them is kept).
@@ -33,7 +34,8 @@ typedef struct kern_code_provider {
 typedef enum kern_code_kind {
     KERN_CODE_HOST = 0,
     KERN_CODE_PTX = 1,
-    KERN_CODE_HSACO = 2
+    KERN_CODE_HSACO = 2,
+    KERN_CODE_SPIRV = 3
 } kern_code_kind;
 
 typedef struct kern_code_image {

@@ -1,0 +1,30 @@
+/* spvblock.h - the launch block of the SPIR-V kernel ABI (docs/spirv-abi.md): where each
+ * parameter's extents or value, the adstack slots and each adstack's offset and capacity
+ * sit in binding 0. Shared by the SPIR-V emitter (from the IR kernel) and the Vulkan
+ * device (from the metadata), so the two cannot disagree. */
+#ifndef KERN_SPVBLOCK_H
+#define KERN_SPVBLOCK_H
+
+#include <stddef.h>
+
+#include "types.h"
+
+enum {
+    KERN_SPV_GROUP = 128,       /* LocalSize x of every entry point */
+    KERN_SPV_BIND_BLOCK = 0,    /* the launch block (dynamic offset) */
+    KERN_SPV_BIND_ERR = 1,      /* the kern_err_record */
+    KERN_SPV_BIND_HEAP8 = 2,    /* the adstack heap as bytes */
+    KERN_SPV_BIND_HEAP32 = 3,   /* ... as 32-bit words */
+    KERN_SPV_BIND_HEAP64 = 4,   /* ... as 64-bit words */
+    KERN_SPV_BIND_PARAM0 = 5,   /* parameter p (an array) is binding 5 + p */
+};
+
+/* Fills off[] (nparams + 1 + 2 * nadstacks entries) with byte offsets in the launch
+ * block: off[p] for parameter p (an array: its extent 0, extent d at off[p] + 8 d; a
+ * scalar: its value, bool as a u32), off[nparams] for ad_slots, off[nparams + 1 + 2 s]
+ * for ad_off[s] and off[nparams + 2 + 2 s] for ad_cap[s]. Returns the block's size in
+ * bytes, a multiple of 16. */
+size_t kern_spv_block_layout(const kern_type *const *params, int nparams, int nadstacks,
+                             size_t *off);
+
+#endif
