@@ -15,6 +15,12 @@ _Static_assert((int)KERN_BOOL == (int)TY_BOOL && (int)KERN_F64 == (int)TY_F64,
 
 /* ---- names ------------------------------------------------------------------------- */
 
+int kern_version(const char **text) {
+    if (text)
+        *text = KERN_VERSION_STRING;
+    return KERN_VERSION_NUMBER(KERN_VERSION_MAJOR, KERN_VERSION_MINOR, KERN_VERSION_PATCH);
+}
+
 const char *kern_status_name(kern_status s) {
     switch (s) {
     case KERN_OK: return "KERN_OK";
