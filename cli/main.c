@@ -49,7 +49,8 @@ static void usage(FILE *f) {
           "commands:\n"
           "  check FILE.kern                 parse and type-check, print diagnostics\n"
           "  emit FILE.kern --emit=WHAT      print a compiler stage: ast, ir, ir-grad, llvm,\n"
-          "       [-o OUT] [--kernel NAME]   ptx (CUDA's assembly), amdgcn (AMDGPU's)\n"
+          "       [-o OUT] [--kernel NAME]   ptx (CUDA's assembly), amdgcn (AMDGPU's),\n"
+          "                                  spirv, spirv-asm (Vulkan's binary and text)\n"
           "       [--target=T] [--arch=A]\n"
           "  build FILE.kern --target=T -o OUT [--arch=A]\n"
           "  run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
@@ -365,7 +366,7 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         if (m)
             ir_module_free(m);
     } else {
-        static const char *later[] = {"spirv", "spirv-asm", "msl"};
+        static const char *later[] = {"msl"};
         for (size_t i = 0; i < sizeof later / sizeof *later; i++)
             if (!strcmp(c->emit, later[i])) {
                 fprintf(stderr,
@@ -431,11 +432,14 @@ int main(int argc, char **argv) {
         return kernc_cmd_build(c.file, c.target, c.out, &c.opts);
     }
     if (!strcmp(c.cmd, "emit") && c.emit &&
-        (!strcmp(c.emit, "llvm") || !strcmp(c.emit, "ptx") || !strcmp(c.emit, "amdgcn"))) {
-        /* code of a target: --emit=ptx is CUDA's, amdgcn AMDGPU's; llvm the --target's (cpu) */
+        (!strcmp(c.emit, "llvm") || !strcmp(c.emit, "ptx") || !strcmp(c.emit, "amdgcn") ||
+         !strcmp(c.emit, "spirv") || !strcmp(c.emit, "spirv-asm"))) {
+        /* code of a target: --emit=ptx is CUDA's, amdgcn AMDGPU's, spirv and spirv-asm
+         * Vulkan's; llvm the --target's (cpu) */
         const char *target = c.target                    ? c.target
                              : !strcmp(c.emit, "ptx")    ? "cuda"
                              : !strcmp(c.emit, "amdgcn") ? "amdgpu"
+                             : !strncmp(c.emit, "spirv", 5) ? "vulkan"
                                                          : "cpu";
         if (c.npositional)
             return usage_error("emit: unexpected argument '%s'", c.positional[0]);
