@@ -230,10 +230,11 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
     const char *bname = kern_backend_name(ctx->opts.backend);
     if (!bname)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "invalid backend %d", (int)ctx->opts.backend);
-    if (ctx->opts.backend != KERN_BACKEND_CPU && ctx->opts.backend != KERN_BACKEND_CUDA)
+    if (ctx->opts.backend != KERN_BACKEND_CPU && ctx->opts.backend != KERN_BACKEND_CUDA &&
+        ctx->opts.backend != KERN_BACKEND_VULKAN)
         return rt_error(ctx, KERN_ERR_UNSUPPORTED,
-                        "backend '%s' is not available in this runtime (only 'cpu' and 'cuda' "
-                        "are)",
+                        "backend '%s' is not available in this runtime (only 'cpu', 'cuda' and "
+                        "'vulkan' are)",
                         bname);
     if (ctx->opts.threads < 0 || ctx->opts.threads > RT_MAX_THREADS)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "thread count %d is out of range (0 to %d)",
@@ -247,6 +248,12 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
         s = rt_cuda_device_create(NULL, 0, &ctx->dev, err, sizeof err);
         if (s != KERN_OK)
             return rt_error(ctx, s, "cannot create the cuda device: %s", err);
+        return KERN_OK;
+    }
+    if (ctx->opts.backend == KERN_BACKEND_VULKAN) {
+        s = rt_vulkan_device_create(NULL, -1, &ctx->dev, err, sizeof err);
+        if (s != KERN_OK)
+            return rt_error(ctx, s, "cannot create the vulkan device: %s", err);
         return KERN_OK;
     }
     int threads = ctx->opts.threads;
