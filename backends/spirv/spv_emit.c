@@ -21,8 +21,8 @@
  * A guarded operation (debug checks) is a selection: the checks first, an error record
  * when one fails, the operation under the selection, an OpPhi with 0 after it.
  *
- * f64 math: GLSL.std.450's transcendental functions take 16- and 32-bit floats only; an f64
- * sin, exp, ... is an error naming the kernel and the line (docs/backend-spirv.md). */
+ * f64 math: GLSL.std.450's transcendental functions take 16- and 32-bit floats only; f64 sin,
+ * exp, ... call kern's own SPIR-V functions (spv_math64.c). */
 #include "spv_emit.h"
 
 #include <math.h>
@@ -34,6 +34,7 @@
 #include "../../common/spvblock.h"
 #include "../../runtime/abi.h"
 #include "spv_builder.h"
+#include "spv_math64.h"
 
 /* ---- value map ------------------------------------------------------------------------- */
 
@@ -110,6 +111,7 @@ typedef struct emitter {
     uint32_t v_heap[3];           /* bindings 2, 3, 4: the heap as u8, u32, u64 */
     uint32_t fn_error, fn_ovf;    /* record_error, adstack_overflow */
     uint32_t arr_struct[2][3][2]; /* per (float?, 8/32/64 bits index, -) the Block struct */
+    spv_math64 m64;               /* the f64 functions the module calls */
     /* per kernel */
     const ir_kernel *kernel;
     uint32_t v_block;
@@ -127,21 +129,6 @@ typedef struct emitter {
     bool checks;
     uint32_t cur; /* the current block's label */
 } emitter;
-
-static void fail(emitter *em, const ir_op *op, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail(emitter *em, const ir_op *op, const char *fmt, ...) {
-    if (em->failed)
-        return;
-    em->failed = true;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(em->err, em->errlen, "kernel '%s', line %u: %s", em->kernel ? em->kernel->name : "?",
-             op ? op->loc.line : 0, msg);
-}
 
 static void use_global(emitter *em, uint32_t id) {
     for (int i = 0; i < em->niface; i++)
@@ -684,12 +671,8 @@ static uint32_t emit_float_math(emitter *em, const ir_op *op, const uint32_t *x)
     case IR_POW: g = GLSLstd450Pow; break;
     default: kern_unreachable("SPIR-V backend: not a float math op");
     }
-    if (f64) {
-        fail(em, op, "f64 %s is not supported on vulkan (GLSL.std.450 has it for 32-bit floats "
-                     "only); compute it in f32 with an explicit cast, or run on cpu or cuda",
-             ir_info(op->code)->name);
-        return spv_op(&em->b, SpvOpUndef, ty, NULL, 0);
-    }
+    if (f64) /* GLSL.std.450 has these for 16- and 32-bit floats only */
+        return spv_math64_call(&em->b, &em->m64, op->code, x);
     return spv_ext(&em->b, ty, g, x, op->code == IR_ATAN2 || op->code == IR_POW ? 2 : 1);
 }
 
@@ -1397,6 +1380,7 @@ uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords,
         kernel_end(&em);
     }
     emit_helpers(&em);
+    spv_math64_finish(&em.b, &em.m64);
     free(em.map.keys);
     free(em.map.vals);
     uint32_t *words = NULL;
