@@ -264,8 +264,9 @@ static uint32_t body_hyp(m64 *m, const uint32_t *x, int which) {
         t = sel(m, gt(m, a, C(m, 22.0)), C(m, 1.0), t);
         return sel(m, isnan_(m, x[0]), x[0], copysign_(m, t, x[0]));
     }
-    uint32_t am = sub(m, a, C(m, M_LN2)); /* e^a / 2 without overflowing early */
-    uint32_t half = call(m, F_EXP, &am, 1);
+    uint32_t ah = mul(m, a, C(m, 0.5)); /* e^a / 2 = (e^(a/2) / 2) e^(a/2): no early overflow */
+    uint32_t eh = call(m, F_EXP, &ah, 1);
+    uint32_t half = mul(m, mul(m, eh, C(m, 0.5)), eh);
     uint32_t ea = call(m, F_EXP, &a, 1);
     uint32_t inv = dv(m, C(m, 0.5), ea);
     uint32_t large = gt(m, a, C(m, 20.0));
@@ -291,7 +292,9 @@ static uint32_t body_pow(m64 *m, const uint32_t *x) {
     uint32_t bneg = signbit_(m, b);
     /* a negative base: an odd integer exponent keeps the sign, a non-integer one gives NaN */
     r = sel(m, land(m, bneg, eodd), neg(m, r), r);
-    r = sel(m, land(m, lt(m, b, C(m, 0.0)), spv_op1(m->b, SpvOpLogicalNot, m->bl, eint)),
+    uint32_t bfin = spv_op1(m->b, SpvOpLogicalNot, m->bl, spv_op1(m->b, SpvOpIsInf, m->bl, b));
+    r = sel(m, land(m, land(m, lt(m, b, C(m, 0.0)), bfin),
+                    spv_op1(m->b, SpvOpLogicalNot, m->bl, eint)),
             C(m, NAN), r);
     /* zero base: e < 0 gives inf, e > 0 zero (signed for odd e) */
     uint32_t bzero = cmp(m, SpvOpFOrdEqual, b, C(m, 0.0));

@@ -1,0 +1,396 @@
+/* test_spirv.c - the SPIR-V backend (backends/spirv/, docs/spirv-abi.md) and the Vulkan
+ * device (runtime/vulkan.c).
+ *
+ * spirv: every kernel of the examples, of the compiler's valid test programs and of the
+ * gradient corpus (REAL as f32 and as f64), forward and K.grad, release and debug, emits a
+ * module that SPIRV-Tools' validator accepts for Vulkan 1.2, with one entry point per task
+ * named by the task symbol; Float64 is declared only where the source has f64.
+ *
+ * vulkan (on a Vulkan device: lavapipe in CI; the tests say so and skip where there is
+ * none): the f64 functions of spv_math64.c against libm in ulps; an adstack overflow under
+ * `while` gives the CPU's message; malformed SPIR-V and missing entry points are format
+ * errors; buffers released while launches are in flight stay valid over thousands of
+ * launches; and the validation layer reports nothing for any of it. The gradient corpus on
+ * Vulkan is KERN_TEST_BACKEND=vulkan of the grad_corpus suite (.ci/run runs it). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../backends/spirv/spv_emit.h"
+#include "../common/util.h"
+#include "../compiler/driver.h"
+#include "../compiler/meta_ir.h"
+#include "../include/kern.h"
+#include "../runtime/device.h"
+#include "../runtime/meta.h"
+#include "../runtime/rt.h"
+
+#ifndef KERN_SOURCE_ROOT
+#define KERN_SOURCE_ROOT "."
+#endif
+
+/* ---- spirv: validation over every program ------------------------------------------------ */
+
+static char *with_type(const char *text, const char *type) {
+    kern_buf b = {0};
+    for (const char *p = text; *p;) {
+        if (type && !strncmp(p, "REAL", 4)) {
+            buf_puts(&b, type);
+            p += 4;
+        } else {
+            buf_putc(&b, *p++);
+        }
+    }
+    return b.data ? b.data : calloc(1, 1);
+}
+
+/* Whether the module declares capability cap / an entry point named name. */
+static bool has_capability(const uint32_t *w, size_t n, uint32_t cap) {
+    for (size_t i = 5; i < n && (w[i] >> 16);) {
+        if ((w[i] & 0xffff) == 17 && w[i + 1] == cap)
+            return true;
+        i += w[i] >> 16;
+    }
+    return false;
+}
+
+static bool has_entry(const uint32_t *w, size_t n, const char *name) {
+    for (size_t i = 5; i < n && (w[i] >> 16);) {
+        if ((w[i] & 0xffff) == 15 && !strcmp((const char *)&w[i + 3], name))
+            return true;
+        i += w[i] >> 16;
+    }
+    return false;
+}
+
+typedef struct spv_stats {
+    int files, kernels, entries;
+} spv_stats;
+
+static void check_source(const char *path, const char *src, bool debug, spv_stats *st) {
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts.grad = KC_GRAD_POSSIBLE;
+    cc->opts.debug = debug;
+    ir_module *m = kc_compile_source(cc, path, src, strlen(src));
+    if (!m) {
+        diag_print_all(stderr, &cc->diags);
+        cr_assert_fail("%s does not compile", path);
+    }
+    char err[4096] = "";
+    size_t n = 0;
+    uint32_t *w = kc_spirv_emit(m, &cc->opts, &n, err, sizeof err);
+    cr_assert(w, "%s: %s", path, err);
+    cr_expect(kc_spirv_validate(w, n, err, sizeof err), "%s (%s): %s", path,
+              debug ? "debug" : "release", err);
+    kern_meta *meta = kc_meta_from_ir(m);
+    for (int k = 0; k < meta->nkernels; k++) {
+        st->kernels++;
+        for (int t = 0; t < meta->kernels[k].ntasks; t++, st->entries++) {
+            char sym[600];
+            kern_meta_symbol(sym, sizeof sym, meta->kernels[k].name, t, false);
+            cr_expect(has_entry(w, n, sym), "%s: no entry point %s", path, sym);
+        }
+    }
+    kern_meta_free(meta);
+    cr_expect(has_capability(w, n, 11 /* Int64 */), "%s: no Int64", path);
+    if (!strstr(src, "f64"))
+        cr_expect(!has_capability(w, n, 10 /* Float64 */), "%s: Float64 without f64", path);
+    st->files++;
+    free(w);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+}
+
+static void check_dir(const char *dir, const char *type, bool debug, spv_stats *st) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", KERN_SOURCE_ROOT, dir);
+    DIR *d = opendir(path);
+    cr_assert(d, "cannot open %s", path);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".kern") != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s/%s", KERN_SOURCE_ROOT, dir, e->d_name);
+        size_t len;
+        char *text = kern_read_file(path, &len);
+        cr_assert(text, "cannot read %s", path);
+        char *src = with_type(text, type);
+        check_source(path, src, debug, st);
+        free(src);
+        free(text);
+    }
+    closedir(d);
+}
+
+static void corpus(bool debug) {
+    spv_stats st = {0};
+    check_dir("examples", NULL, debug, &st);
+    check_dir("tests/golden/ir", NULL, debug, &st);
+    check_dir("tests/golden/passes", NULL, debug, &st);
+    check_dir("tests/grad", "f64", debug, &st);
+    check_dir("tests/grad", "f32", debug, &st);
+    cr_log_info("spirv: %d files, %d kernels, %d entry points validated", st.files, st.kernels,
+                st.entries);
+    cr_assert_gt(st.files, 140);
+    cr_assert_gt(st.entries, st.kernels); /* gradients included */
+}
+
+Test(spirv, corpus_release_validates) { corpus(false); }
+Test(spirv, corpus_debug_validates) { corpus(true); }
+
+/* ---- vulkan: on a device -------------------------------------------------------------------- */
+
+static kern_context *vk_context(void) {
+    setenv("KERN_VULKAN_VALIDATION", "1", 1);
+    kern_context_options o = kern_context_options_default();
+    o.backend = KERN_BACKEND_VULKAN;
+    kern_context *ctx = NULL;
+    kern_status s = kern_context_create(&o, &ctx);
+    if (s != KERN_OK) {
+        fprintf(stderr, "vulkan: no Vulkan device here (%s): the test is skipped\n",
+                kern_context_last_error(ctx));
+        kern_context_release(ctx);
+        return NULL;
+    }
+    cr_assert(!strncmp(kern_context_device_name(ctx), "vulkan: ", 8), "%s",
+              kern_context_device_name(ctx));
+    return ctx;
+}
+
+static void no_validation_messages(kern_context *ctx) {
+    const char *first = NULL;
+    int n = rt_vulkan_validation_messages(ctx->dev, &first);
+    cr_expect_eq(n, 0, "the validation layer reported %d messages; the first: %s", n, first);
+}
+
+/* ulps between two doubles (0 when both are NaN or equal) */
+static double ulps(double a, double b) {
+    if (isnan(a) && isnan(b))
+        return 0;
+    if (a == b)
+        return 0;
+    if (isnan(a) || isnan(b) || isinf(a) || isinf(b))
+        return INFINITY;
+    double u = fabs(nextafter(b, INFINITY) - b);
+    if (u == 0 || !isfinite(u))
+        u = 4.9e-324;
+    return fabs(a - b) / u;
+}
+
+Test(vulkan, f64_math_against_libm) {
+    kern_context *ctx = vk_context();
+    if (!ctx)
+        cr_skip_test("no Vulkan device");
+    static const char *src =
+        "kernel m(x: f64[], y: f64[], out: f64[,]) {\n"
+        "    for i in 0..len(x) {\n"
+        "        let a = x[i];\n"
+        "        out[0, i] = exp(a); out[1, i] = exp2(a); out[2, i] = log(a);\n"
+        "        out[3, i] = log2(a); out[4, i] = sin(a); out[5, i] = cos(a);\n"
+        "        out[6, i] = tan(a); out[7, i] = atan(a); out[8, i] = sinh(a);\n"
+        "        out[9, i] = cosh(a); out[10, i] = tanh(a); out[11, i] = pow(a, y[i]);\n"
+        "        out[12, i] = atan2(y[i], a); out[13, i] = asin(y[i]); out[14, i] = acos(y[i]);\n"
+        "    }\n"
+        "}\n";
+    kern_module *mod;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "m.kern", &mod), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(mod, "m", &k), KERN_OK);
+    enum { N = 4096, F = 15 };
+    static double x[N], y[N], out[F * N];
+    uint64_t s = 12345;
+    for (int i = 0; i < N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(s >> 11) / 9007199254740992.0; /* [0, 1) */
+        /* spread over many magnitudes, both signs, and some special values */
+        x[i] = (u - 0.5) * pow(10.0, (double)(i % 9) - 3.0);
+        y[i] = (double)((i * 7919) % 2001 - 1000) / 1000.0;
+    }
+    x[0] = 0.0, x[1] = -0.0, x[2] = INFINITY, x[3] = -INFINITY, x[4] = NAN, x[5] = 700.0;
+    x[6] = -740.0, x[7] = 1e-310, x[8] = 1.0, x[9] = 2.0, x[10] = -3.0, x[11] = 1e5;
+    y[10] = 3.0, y[9] = 0.5, y[8] = -2.0;
+    int64_t shp[2] = {F, N};
+    kern_buffer *bx, *by, *bo;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F64, 1, (int64_t[]){N}, x, &bx), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F64, 1, (int64_t[]){N}, y, &by), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F64, 2, shp, NULL, &bo), KERN_OK);
+    kern_arg args[3] = {kern_arg_buffer(bx), kern_arg_buffer(by), kern_arg_buffer(bo)};
+    cr_assert_eq(kern_launch(k, args, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_buffer_read(bo, out, sizeof out), KERN_OK, "%s", kern_context_last_error(ctx));
+    static const char *names[F] = {"exp",  "exp2", "log",  "log2", "sin", "cos",   "tan",  "atan",
+                                   "sinh", "cosh", "tanh", "pow",  "atan2", "asin", "acos"};
+    /* the bounds of docs/backend-spirv.md: a few ulp; sin/cos/tan measured on |x| < 1e5,
+     * pow's error grows with |y log x| (here |y| <= 1) */
+    static const double bound[F] = {4, 4, 4, 4, 8, 8, 16, 8, 8, 8, 8, 16, 8, 8, 8};
+    for (int f = 0; f < F; f++) {
+        double worst = 0;
+        int at = -1;
+        for (int i = 0; i < N; i++) {
+            double a = x[i], b = y[i], want;
+            switch (f) {
+            case 0: want = exp(a); break;
+            case 1: want = exp2(a); break;
+            case 2: want = log(a); break;
+            case 3: want = log2(a); break;
+            case 4: want = sin(a); break;
+            case 5: want = cos(a); break;
+            case 6: want = tan(a); break;
+            case 7: want = atan(a); break;
+            case 8: want = sinh(a); break;
+            case 9: want = cosh(a); break;
+            case 10: want = tanh(a); break;
+            case 11: want = pow(a, b); break;
+            case 12: want = atan2(b, a); break;
+            case 13: want = asin(b); break;
+            default: want = acos(b); break;
+            }
+            double got = out[f * N + i];
+            /* near a zero of the function ulps of the result mean little: there the error
+             * counts in units of 2^-52 (the spacing at 1) */
+            double e = ulps(got, want);
+            if (fabs(want) < 1.0 && isfinite(got) && fabs(got - want) / 2.220446049250313e-16 < e)
+                e = fabs(got - want) / 2.220446049250313e-16;
+            if (e > worst)
+                worst = e, at = i;
+        }
+        cr_log_info("vulkan f64 %s: worst %.1f ulp", names[f], worst);
+        cr_expect(worst <= bound[f], "f64 %s: %.3g ulp at x = %.17g (y = %.17g): got %.17g",
+                  names[f], worst, at >= 0 ? x[at] : 0.0, at >= 0 ? y[at] : 0.0,
+                  at >= 0 ? out[f * N + at] : 0.0);
+    }
+    no_validation_messages(ctx);
+    kern_context_release(ctx);
+}
+
+/* The same overflow on the CPU and on Vulkan: the same message. */
+Test(vulkan, adstack_overflow_message_is_the_cpus) {
+    static const char *src = "kernel w(x: f32[], y: f32[]) {\n"
+                             "    for i in 0..len(x) {\n"
+                             "        var v = x[i];\n"
+                             "        while v < 100.0 {\n"
+                             "            v = v * 1.5 + sin(v);\n"
+                             "        }\n"
+                             "        y[i] = v;\n"
+                             "    }\n"
+                             "}\n";
+    char msg[2][2048];
+    for (int dev = 0; dev < 2; dev++) {
+        kern_context *ctx;
+        if (dev == 1) {
+            if (!(ctx = vk_context()))
+                cr_skip_test("no Vulkan device");
+        } else {
+            kern_context_options o = kern_context_options_default();
+            o.ad_stack_size = 4;
+            cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK);
+        }
+        if (dev == 1) { /* the same option on the Vulkan context */
+            kern_context_options o = kern_context_get_options(ctx);
+            kern_context_release(ctx);
+            o.ad_stack_size = 4;
+            cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
+        }
+        kern_module *mod;
+        cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "w.kern", &mod), KERN_OK, "%s",
+                     kern_context_last_error(ctx));
+        kern_kernel *g;
+        cr_assert_eq(kern_kernel_find(mod, "w.grad", &g), KERN_OK, "%s", kern_context_last_error(ctx));
+        float x[8] = {1, 2, 3, 4, 5, 6, 7, 0.5f}, zero[8] = {0};
+        int64_t n = 8;
+        kern_buffer *b[4];
+        for (int i = 0; i < 4; i++)
+            cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, i == 0 ? x : zero, &b[i]), KERN_OK);
+        kern_arg args[4] = {kern_arg_buffer(b[0]), kern_arg_buffer(b[1]), kern_arg_buffer(b[2]),
+                            kern_arg_buffer(b[3])};
+        kern_status st = kern_launch(g, args, 4);
+        if (st == KERN_OK)
+            st = kern_sync(ctx);
+        cr_assert_eq(st, KERN_ERR_DEVICE, "%s: %s", dev ? "vulkan" : "cpu", kern_status_name(st));
+        snprintf(msg[dev], sizeof msg[dev], "%s", kern_context_last_error(ctx));
+        if (dev == 1)
+            no_validation_messages(ctx);
+        kern_context_release(ctx);
+    }
+    cr_assert(strstr(msg[0], "adstack"), "%s", msg[0]);
+    cr_assert_str_eq(msg[1], msg[0]);
+}
+
+Test(vulkan, malformed_modules_are_format_errors) {
+    kern_context *ctx = vk_context();
+    if (!ctx)
+        cr_skip_test("no Vulkan device");
+    const char *meta = "kern-meta 1\nkernel k 1 1 0 1\ntask serial 0 1 1\nend\n";
+    char path[] = "/tmp/kern-vkmod-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    static const unsigned char bad[][24] = {
+        {1, 2, 3},                                         /* not a multiple of 4 */
+        {0x03, 0x02, 0x23, 0x08, 0, 5, 1, 0, 0, 0, 0, 0,   /* wrong magic */
+         1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {0x03, 0x02, 0x23, 0x07, 0, 5, 1, 0, 0, 0, 0, 0,   /* an instruction that overruns */
+         9, 0, 0, 0, 0, 0, 0, 0, 0x11, 0, 0x20, 0},
+    };
+    size_t lens[] = {3, 24, 24};
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(path, "wb");
+        cr_assert(f);
+        fprintf(f, "kern-module 1 vulkan\nmeta %zu\n%s\ncode %zu\n", strlen(meta), meta, lens[i]);
+        fwrite(bad[i], 1, lens[i], f);
+        fputc('\n', f);
+        fclose(f);
+        kern_module *m = NULL;
+        kern_status s = kern_module_load_file(ctx, path, &m);
+        cr_expect_eq(s, KERN_ERR_FORMAT, "case %d: %s: %s", i, kern_status_name(s),
+                     kern_context_last_error(ctx));
+        cr_expect(strstr(kern_context_last_error(ctx), "SPIR-V"), "case %d: %s", i,
+                  kern_context_last_error(ctx));
+    }
+    remove(path);
+    no_validation_messages(ctx);
+    kern_context_release(ctx);
+}
+
+/* Buffers released right after their launch stay valid until it completes; every result
+ * is checked against a C loop. */
+Test(vulkan, release_after_launch_stress) {
+    kern_context *ctx = vk_context();
+    if (!ctx)
+        cr_skip_test("no Vulkan device");
+    static const char *src = "kernel axpy(a: f32, x: f32[], y: f32[]) {\n"
+                             "    for i in 0..len(x) { y[i] = a * x[i] + y[i]; }\n"
+                             "}\n";
+    kern_module *mod;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "s.kern", &mod), KERN_OK);
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(mod, "axpy", &k), KERN_OK);
+    enum { N = 1000, ROUNDS = 2000 };
+    static float x[N], y[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)i;
+    int64_t n = N;
+    kern_buffer *keep;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &keep), KERN_OK);
+    for (int r = 0; r < ROUNDS; r++) {
+        kern_buffer *bx;
+        cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, x, &bx), KERN_OK);
+        kern_arg args[3] = {kern_arg_f32((float)(r % 3)), kern_arg_buffer(bx), kern_arg_buffer(keep)};
+        cr_assert_eq(kern_launch(k, args, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+        kern_buffer_release(bx); /* still in flight */
+    }
+    cr_assert_eq(kern_buffer_read(keep, y, sizeof y), KERN_OK);
+    double sum_a = 0;
+    for (int r = 0; r < ROUNDS; r++)
+        sum_a += r % 3;
+    for (int i = 0; i < N; i++)
+        cr_assert_float_eq(y[i], (float)(sum_a * i), 1e-3 * fabs(sum_a * i) + 1e-3, "y[%d] = %g", i,
+                           y[i]);
+    no_validation_messages(ctx);
+    kern_context_release(ctx);
+}
