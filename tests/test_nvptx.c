@@ -380,7 +380,8 @@ Test(nvptx, libdevice_search_names_the_places) {
 Test(nvptx, codegen_table) {
     const kc_codegen *cpu = kc_codegen_find("cpu"), *cuda = kc_codegen_find("cuda");
     cr_assert(cpu && cuda);
-    cr_expect_null(kc_codegen_find("vulkan"));
+    cr_expect_null(kc_codegen_find("metal"));
+    cr_expect_str_eq(kc_codegen_find("vulkan")->target, "vulkan");
     cr_expect_null(kc_codegen_find(NULL));
     cr_expect_null(cpu->code);
     cr_expect(cuda->code && cuda->arch_valid);

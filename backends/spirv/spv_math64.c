@@ -349,6 +349,11 @@ uint32_t spv_math64_call(spv_builder *b, spv_math64 *st, ir_opcode code, const u
 }
 
 void spv_math64_finish(spv_builder *b, spv_math64 *st) {
+    bool any = false;
+    for (int f = 0; f < F__COUNT; f++)
+        any = any || st->fn[f];
+    if (!any) /* no f64 type (and no Float64 capability) for modules without them */
+        return;
     m64 m = {b, st, spv_type_float(b, 64), spv_type_uint(b, 64), spv_type_bool(b), 0};
     bool again = true;
     while (again) { /* a body may ask for more functions (pow: log, exp) */
