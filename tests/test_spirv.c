@@ -146,7 +146,7 @@ Test(spirv, corpus_debug_validates) { corpus(true); }
 /* ---- vulkan: on a device -------------------------------------------------------------------- */
 
 static kern_context *vk_context(void) {
-    setenv("KERN_VULKAN_VALIDATION", "1", 1);
+    setenv("KERN_VULKAN_VALIDATION", "1", 0); /* on, unless the environment says */
     kern_context_options o = kern_context_options_default();
     o.backend = KERN_BACKEND_VULKAN;
     kern_context *ctx = NULL;
