@@ -43,6 +43,7 @@
     X(vkEnumeratePhysicalDevices)                                                                  \
     X(vkGetPhysicalDeviceProperties)                                                               \
     X(vkGetPhysicalDeviceFeatures2)                                                                \
+    X(vkGetPhysicalDeviceProperties2)                                                              \
     X(vkGetPhysicalDeviceQueueFamilyProperties)                                                    \
     X(vkGetPhysicalDeviceMemoryProperties)                                                         \
     X(vkEnumerateDeviceExtensionProperties)                                                        \
@@ -139,6 +140,7 @@ typedef struct vk_device {
     VkPipelineCache cache;
     vk_mem dummy; /* the heap bindings of kernels without adstacks */
     bool has_f64, has_i64, has_i8, has_8bit, has_i64atomics, has_f32add;
+    bool has_sg_basic, has_sg_vote, has_sg_arith; /* subgroup operations in compute shaders */
     int64_t resident_groups;
     vk_job *inflight, *inflight_tail, *free_jobs;
     atomic_int validation_messages;
@@ -568,6 +570,9 @@ static const vk_feature features[] = {
     {4448, "8-bit storage buffers (storageBuffer8BitAccess)", offsetof(vk_device, has_8bit)},
     {12, "64-bit atomics (shaderBufferInt64Atomics)", offsetof(vk_device, has_i64atomics)},
     {6033, "float atomic add (shaderBufferFloat32AtomicAdd)", offsetof(vk_device, has_f32add)},
+    {61, "subgroup operations in compute shaders", offsetof(vk_device, has_sg_basic)},
+    {62, "subgroup vote operations", offsetof(vk_device, has_sg_vote)},
+    {63, "subgroup arithmetic operations", offsetof(vk_device, has_sg_arith)},
 };
 
 static kern_status vk_load_code(rt_device *d, const kern_code_image *img, void **out, char *err,
@@ -1236,6 +1241,14 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     v->has_8bit = f12.storageBuffer8BitAccess;
     v->has_i64atomics = f12.shaderBufferInt64Atomics;
     v->has_f32add = has_float_ext && af.shaderBufferFloat32AtomicAdd;
+    VkPhysicalDeviceSubgroupProperties sgp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &sgp};
+    a->vkGetPhysicalDeviceProperties2(v->phys, &p2);
+    bool sg_compute = (sgp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+    v->has_sg_basic = sg_compute && (sgp.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
+    v->has_sg_vote = sg_compute && (sgp.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT);
+    v->has_sg_arith = sg_compute && (sgp.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
     /* enable exactly those */
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT eaf = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,

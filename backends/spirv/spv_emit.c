@@ -121,6 +121,7 @@ typedef struct emitter {
     uint32_t *v_arr, *v_alias; /* per parameter: the array's variable and its integer alias */
     /* per entry point */
     valmap map;
+    valmap used; /* the values some op of the current task uses */
     uint32_t iface[MAX_IFACE];
     int niface;
     uint32_t (*shape)[KERN_MAX_RANK]; /* per parameter: extents (u64) */
@@ -139,6 +140,28 @@ static void use_global(emitter *em, uint32_t id) {
 }
 
 static uint32_t val(emitter *em, const ir_value *v) { return map_get(&em->map, v); }
+
+static void mark_uses(emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        for (uint32_t i = 0; i < op->noperands; i++)
+            map_put(&em->used, op->operands[i], 1);
+        for (uint32_t i = 0; i < op->nregions; i++)
+            mark_uses(em, op->regions[i]);
+    }
+}
+
+static bool value_used(const emitter *em, const ir_value *v) {
+    const valmap *m = &em->used;
+    if (m->cap) {
+        size_t h = hash_ptr(v) & (m->cap - 1);
+        while (m->keys[h]) {
+            if (m->keys[h] == v)
+                return true;
+            h = (h + 1) & (m->cap - 1);
+        }
+    }
+    return false;
+}
 static void set_val(emitter *em, const ir_value *v, uint32_t id) { map_put(&em->map, v, id); }
 
 static uint32_t label(emitter *em, uint32_t l) {
@@ -768,6 +791,43 @@ static uint32_t emit_cas_loop(emitter *em, ir_opcode code, const kern_type *t, u
     return old;
 }
 
+static void fadd_atomic(emitter *em, int p, uint32_t lin, uint32_t v) {
+    spv_capability(&em->b, SpvCapabilityAtomicFloat32AddEXT);
+    spv_extension(&em->b, "SPV_EXT_shader_atomic_float_add");
+    uint32_t ops[4] = {element_ptr(em, p, false, lin), atomic_scope(em), relaxed(em), v};
+    spv_op(&em->b, SpvOpAtomicFAddEXT, em->t_f32, ops, 4);
+}
+
+/* An f32 atomic add whose old value nobody uses (adjoints like w.grad): when every active
+ * lane of the subgroup adds into the same element, the subgroup sums first and one lane
+ * adds the sum (as the CUDA path combines per warp); otherwise each lane adds. */
+static void emit_combined_fadd(emitter *em, int p, uint32_t lin, uint32_t v) {
+    spv_capability(&em->b, SpvCapabilityGroupNonUniform);
+    spv_capability(&em->b, SpvCapabilityGroupNonUniformVote);
+    spv_capability(&em->b, SpvCapabilityGroupNonUniformArithmetic);
+    uint32_t sg = cu32(em, SpvScopeSubgroup);
+    uint32_t same = spv_op2(&em->b, SpvOpGroupNonUniformAllEqual, em->t_bool, sg, lin);
+    uint32_t l_same = spv_id(&em->b), l_each = spv_id(&em->b), l_one = spv_id(&em->b),
+             l_j1 = spv_id(&em->b), l_j = spv_id(&em->b);
+    selection_merge(em, l_j);
+    branch_cond(em, same, l_same, l_each);
+    label(em, l_same);
+    uint32_t rops[3] = {sg, SpvGroupOperationReduce, v};
+    uint32_t sum = spv_op(&em->b, SpvOpGroupNonUniformFAdd, em->t_f32, rops, 3);
+    uint32_t first = spv_op1(&em->b, SpvOpGroupNonUniformElect, em->t_bool, sg);
+    selection_merge(em, l_j1);
+    branch_cond(em, first, l_one, l_j1);
+    label(em, l_one);
+    fadd_atomic(em, p, lin, sum);
+    branch(em, l_j1);
+    label(em, l_j1);
+    branch(em, l_j);
+    label(em, l_each);
+    fadd_atomic(em, p, lin, v);
+    branch(em, l_j);
+    label(em, l_j);
+}
+
 static uint32_t emit_access(emitter *em, const ir_op *op) {
     int p = param_of(em, op->operands[0]);
     const kern_type *et = op->operands[0]->type->elem;
@@ -806,7 +866,10 @@ static uint32_t emit_access(emitter *em, const ir_op *op) {
     }
     if (is_i64(et) || et->kind == TY_F64)
         spv_capability(&em->b, SpvCapabilityInt64Atomics);
-    if (fl && op->code == IR_ATOMIC_ADD && et->kind == TY_F32) {
+    if (fl && op->code == IR_ATOMIC_ADD && et->kind == TY_F32 && !value_used(em, op->results[0])) {
+        emit_combined_fadd(em, p, lin, v);
+        r = spv_op(&em->b, SpvOpUndef, rt, NULL, 0);
+    } else if (fl && op->code == IR_ATOMIC_ADD && et->kind == TY_F32) {
         spv_capability(&em->b, SpvCapabilityAtomicFloat32AddEXT);
         spv_extension(&em->b, "SPV_EXT_shader_atomic_float_add");
         uint32_t ops[4] = {element_ptr(em, p, false, lin), atomic_scope(em), relaxed(em), v};
@@ -1343,6 +1406,10 @@ static void emit_entry(emitter *em, const ir_op *task, int t) {
         if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
             emit_simple(em, op);
     }
+    em->used.len = 0;
+    if (em->used.cap)
+        memset(em->used.keys, 0, em->used.cap * sizeof *em->used.keys);
+    mark_uses(em, task->regions[0]);
     if (task->code == IR_PARALLEL)
         emit_parallel(em, task, w, nthreads);
     else
@@ -1383,6 +1450,8 @@ uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords,
     spv_math64_finish(&em.b, &em.m64);
     free(em.map.keys);
     free(em.map.vals);
+    free(em.used.keys);
+    free(em.used.vals);
     uint32_t *words = NULL;
     if (!em.failed)
         words = spv_finish(&em.b, nwords);
