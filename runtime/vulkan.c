@@ -1027,8 +1027,8 @@ static void vk_destroy(rt_device *d) {
         v->api.vkDestroyDebugUtilsMessengerEXT(v->inst, v->messenger, NULL);
     if (v->inst)
         v->api.vkDestroyInstance(v->inst, NULL);
-    if (v->api.lib)
-        dlclose(v->api.lib);
+    /* the loader stays loaded: drivers keep process-wide state (lavapipe's LLVM among
+     * them) that cannot be unloaded safely, and a later context opens it again anyway */
     free(v);
 }
 
