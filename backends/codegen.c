@@ -54,12 +54,13 @@ static char *vulkan_code(const ir_module *m, const kc_options *o, size_t *len, c
 
 static char *vulkan_emit(const ir_module *m, const kc_options *o, const char *kind, char *err,
                          size_t errlen) {
-    (void)kind; /* "spirv-asm"; the binary kinds go through vulkan_code */
+    /* "spirv-asm" or "msl"; the binary kinds go through vulkan_code */
     size_t n = 0;
     uint32_t *w = kc_spirv_emit(m, o, &n, err, errlen);
     if (!w)
         return NULL;
-    char *text = kc_spirv_disassemble(w, n, err, errlen);
+    char *text = !strcmp(kind, "msl") ? kc_spirv_to_msl(w, n, err, errlen)
+                                      : kc_spirv_disassemble(w, n, err, errlen);
     free(w);
     return text;
 }
@@ -95,7 +96,7 @@ static const kc_codegen codegens[] = {
         .target = "vulkan",
         .backend = KERN_BACKEND_VULKAN,
         .code_kind = KERN_CODE_SPIRV,
-        .emit_kinds = "spirv, spirv-asm",
+        .emit_kinds = "spirv, spirv-asm, msl",
         .binary_kinds = "spirv",
         .emit = vulkan_emit,
         .code = vulkan_code,

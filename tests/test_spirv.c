@@ -406,3 +406,93 @@ __attribute__((constructor)) static void keep_vulkan_driver_mapped(void) {
     for (size_t i = 0; i < sizeof drivers / sizeof *drivers; i++)
         (void)dlopen(drivers[i], RTLD_NOW | RTLD_NODELETE | RTLD_LOCAL);
 }
+
+/* ---- msl: Metal source through SPIRV-Cross -------------------------------------------------- */
+
+#include "golden.h"
+
+/* The MSL of src (every kernel and gradient), or NULL with err. */
+static char *msl_of(const char *path, const char *src, char *err, size_t errlen) {
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts.grad = KC_GRAD_POSSIBLE;
+    ir_module *m = kc_compile_source(cc, path, src, strlen(src));
+    cr_assert(m, "%s does not compile", path);
+    size_t n = 0;
+    uint32_t *w = kc_spirv_emit(m, &cc->opts, &n, err, errlen);
+    cr_assert(w, "%s: %s", path, err);
+    char *msl = kc_spirv_to_msl(w, n, err, errlen);
+    kern_meta *meta = kc_meta_from_ir(m);
+    for (int k = 0; msl && k < meta->nkernels; k++) /* one kernel function per task */
+        for (int t = 0; t < meta->kernels[k].ntasks; t++) {
+            char sym[600], line[700];
+            kern_meta_symbol(sym, sizeof sym, meta->kernels[k].name, t, false);
+            snprintf(line, sizeof line, "// kern: entry %s\n", sym);
+            cr_expect(strstr(msl, line), "%s: no MSL for %s", path, sym);
+        }
+    kern_meta_free(meta);
+    free(w);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+    return msl;
+}
+
+/* Every f32 program of the corpus translates; f64 ones are refused with the reason. */
+Test(msl, corpus_translates) {
+    const char *dirs[] = {"tests/grad", "examples"};
+    int ok = 0, refused = 0;
+    for (int d = 0; d < 2; d++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", KERN_SOURCE_ROOT, dirs[d]);
+        DIR *dir = opendir(path);
+        cr_assert(dir);
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            size_t n = strlen(e->d_name);
+            if (n < 6 || strcmp(e->d_name + n - 5, ".kern") != 0)
+                continue;
+            snprintf(path, sizeof path, "%s/%s/%s", KERN_SOURCE_ROOT, dirs[d], e->d_name);
+            size_t len;
+            char *text = kern_read_file(path, &len);
+            for (int f64 = 0; f64 < 2; f64++) {
+                char *src = with_type(text, f64 ? "f64" : "f32");
+                char err[1024] = "";
+                char *msl = msl_of(path, src, err, sizeof err);
+                if (strstr(src, "f64")) {
+                    cr_expect(!msl && strstr(err, "Metal has no 64-bit floats"), "%s: %s", path, err);
+                    refused++;
+                } else {
+                    cr_expect(msl && strstr(msl, "#include <metal_stdlib>"), "%s: %s", path, err);
+                    ok++;
+                }
+                free(msl);
+                free(src);
+            }
+            free(text);
+        }
+        closedir(dir);
+    }
+    cr_log_info("msl: %d programs translated, %d refused for f64", ok, refused);
+    cr_assert_gt(ok, 60);
+}
+
+/* A few translations kept as golden files (UPDATE=1 rewrites them): tests/golden/msl. */
+Test(msl, golden_files) {
+    char **names;
+    int n = golden_list("msl", ".kern", &names);
+    cr_assert_geq(n, 2);
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        char *src = golden_read("msl", names[i], &len);
+        char err[1024] = "";
+        char *msl = msl_of(names[i], src, err, sizeof err);
+        cr_assert(msl, "%s: %s", names[i], err);
+        /* buffer n is descriptor binding n (docs/metal.md): the launch block is 0 */
+        cr_expect(strstr(msl, "launch [[buffer(0)]]"), "%s", names[i]);
+        char *want = golden_sibling(names[i], ".msl");
+        cr_expect(golden_check("msl", want, msl), "%s differs from %s", names[i], want);
+        free(want);
+        free(msl);
+        free(src);
+    }
+    golden_free_list(names, n);
+}

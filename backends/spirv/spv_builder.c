@@ -101,7 +101,8 @@ static uint32_t dedup(spv_builder *b, SpvOp op, const uint32_t *ops, size_t n, s
     uint32_t key[24];
     kern_assert(n + 1 <= sizeof key / sizeof *key);
     key[0] = (uint32_t)op;
-    memcpy(key + 1, ops, n * sizeof *ops);
+    if (n)
+        memcpy(key + 1, ops, n * sizeof *ops);
     if (2 * (d->len + 1) > d->cap)
         dedup_grow(d);
     size_t h = hash_words(key, n + 1) & (d->cap - 1);
@@ -112,9 +113,11 @@ static uint32_t dedup(spv_builder *b, SpvOp op, const uint32_t *ops, size_t n, s
     }
     uint32_t id = spv_id(b);
     uint32_t full[25];
-    memcpy(full, ops, at * sizeof *ops);
+    if (at)
+        memcpy(full, ops, at * sizeof *ops);
     full[at] = id;
-    memcpy(full + at + 1, ops + at, (n - at) * sizeof *ops);
+    if (n > at)
+        memcpy(full + at + 1, ops + at, (n - at) * sizeof *ops);
     spv_inst(&b->globals, op, full, n + 1);
     d->e[h].key = malloc((n + 1) * sizeof *key);
     if (!d->e[h].key)
@@ -139,8 +142,8 @@ void spv_init(spv_builder *b) {
 }
 
 void spv_free(spv_builder *b) {
-    spv_words *s[] = {&b->caps,    &b->exts,   &b->imports, &b->memmodel, &b->entries,
-                      &b->modes,   &b->annots, &b->globals, &b->funcs};
+    spv_words *s[] = {&b->caps,  &b->exts,  &b->imports, &b->memmodel, &b->entries,
+                      &b->modes, &b->names, &b->annots,  &b->globals,  &b->funcs};
     for (size_t i = 0; i < sizeof s / sizeof *s; i++)
         free(s[i]->w);
     if (b->dedup) {
@@ -225,7 +228,8 @@ uint32_t spv_type_fn(spv_builder *b, uint32_t ret, const uint32_t *params, size_
     uint32_t ops[16];
     kern_assert(n < 16);
     ops[0] = ret;
-    memcpy(ops + 1, params, n * sizeof *params);
+    if (n)
+        memcpy(ops + 1, params, n * sizeof *params);
     return dedup(b, SpvOpTypeFunction, ops, n + 1, 0);
 }
 
@@ -304,15 +308,23 @@ uint32_t spv_global(spv_builder *b, uint32_t ptr_type, SpvStorageClass sc, int s
 void spv_decorate(spv_builder *b, uint32_t id, SpvDecoration d, const uint32_t *args, size_t n) {
     uint32_t ops[8] = {id, (uint32_t)d};
     kern_assert(n <= 6);
-    memcpy(ops + 2, args, n * sizeof *args);
+    if (n)
+        memcpy(ops + 2, args, n * sizeof *args);
     spv_inst(&b->annots, SpvOpDecorate, ops, n + 2);
+}
+
+void spv_name(spv_builder *b, uint32_t id, int member, const char *name) {
+    uint32_t pre[2] = {id, (uint32_t)member};
+    spv_inst_str(&b->names, member < 0 ? SpvOpName : SpvOpMemberName, pre, member < 0 ? 1 : 2,
+                 name, NULL, 0);
 }
 
 void spv_member_decorate(spv_builder *b, uint32_t id, uint32_t member, SpvDecoration d,
                          const uint32_t *args, size_t n) {
     uint32_t ops[8] = {id, member, (uint32_t)d};
     kern_assert(n <= 5);
-    memcpy(ops + 3, args, n * sizeof *args);
+    if (n)
+        memcpy(ops + 3, args, n * sizeof *args);
     spv_inst(&b->annots, SpvOpMemberDecorate, ops, n + 3);
 }
 
@@ -353,7 +365,8 @@ uint32_t spv_ext(spv_builder *b, uint32_t type, enum GLSLstd450 inst, const uint
                  size_t n) {
     uint32_t ops[8] = {spv_glsl(b), (uint32_t)inst};
     kern_assert(n <= 6);
-    memcpy(ops + 2, args, n * sizeof *args);
+    if (n)
+        memcpy(ops + 2, args, n * sizeof *args);
     return spv_op(b, SpvOpExtInst, type, ops, n + 2);
 }
 
@@ -364,8 +377,8 @@ uint32_t *spv_finish(spv_builder *b, size_t *n) {
     words_push(&out, 0);           /* generator: unregistered */
     words_push(&out, b->bound);
     words_push(&out, 0);
-    spv_words *s[] = {&b->caps,    &b->exts,   &b->imports, &b->memmodel, &b->entries,
-                      &b->modes,   &b->annots, &b->globals, &b->funcs};
+    spv_words *s[] = {&b->caps,  &b->exts,  &b->imports, &b->memmodel, &b->entries,
+                      &b->modes, &b->names, &b->annots,  &b->globals,  &b->funcs};
     for (size_t i = 0; i < sizeof s / sizeof *s; i++)
         for (size_t k = 0; k < s[i]->n; k++)
             words_push(&out, s[i]->w[k]);

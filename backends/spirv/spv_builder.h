@@ -27,7 +27,7 @@ typedef struct spv_dedup spv_dedup; /* type/constant table (spv_builder.c) */
 
 typedef struct spv_builder {
     uint32_t bound; /* the next id */
-    spv_words caps, exts, imports, memmodel, entries, modes, annots, globals, funcs;
+    spv_words caps, exts, imports, memmodel, entries, modes, names, annots, globals, funcs;
     spv_dedup *dedup;
     uint32_t glsl; /* the GLSL.std.450 import (0 until used) */
     uint64_t capset; /* capabilities declared so far, by bit (see spv_capability) */
@@ -79,6 +79,8 @@ uint32_t spv_const_bits(spv_builder *b, uint32_t type, int bits, uint64_t v);
 /* A global variable (types/globals section) with an optional set/binding (binding < 0: none). */
 uint32_t spv_global(spv_builder *b, uint32_t ptr_type, SpvStorageClass sc, int set, int binding);
 void spv_decorate(spv_builder *b, uint32_t id, SpvDecoration d, const uint32_t *args, size_t n);
+/* A debug name (OpName) for id; member >= 0: OpMemberName of that member. */
+void spv_name(spv_builder *b, uint32_t id, int member, const char *name);
 void spv_member_decorate(spv_builder *b, uint32_t id, uint32_t member, SpvDecoration d,
                          const uint32_t *args, size_t n);
 

@@ -274,22 +274,31 @@ static uint32_t buffer_var(emitter *em, uint32_t elem, bool fl, int bits, int bi
 
 static uint32_t err_var(emitter *em) {
     if (!em->v_err) {
-        uint32_t u64 = u64t(em);
-        uint32_t m[6] = {em->t_u32, em->t_u32, em->t_u32, em->t_u32, u64, u64};
-        uint32_t off[6] = {offsetof(kern_err_record, code), offsetof(kern_err_record, line),
+        /* a as two 32-bit halves (little-endian): the overflow's atomic max is a 32-bit one,
+         * so kernels need no 64-bit atomics (Metal has none) */
+        uint32_t u64 = u64t(em), u32 = em->t_u32;
+        uint32_t m[7] = {u32, u32, u32, u32, u32, u32, u64};
+        uint32_t off[7] = {offsetof(kern_err_record, code), offsetof(kern_err_record, line),
                            offsetof(kern_err_record, col),  offsetof(kern_err_record, dim),
-                           offsetof(kern_err_record, a),    offsetof(kern_err_record, b)};
-        em->t_err = spv_type_struct(&em->b, m, off, 6, true);
+                           offsetof(kern_err_record, a),    offsetof(kern_err_record, a) + 4,
+                           offsetof(kern_err_record, b)};
+        em->t_err = spv_type_struct(&em->b, m, off, 7, true);
         em->v_err = spv_global(&em->b, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, em->t_err),
                                SpvStorageClassStorageBuffer, 0, KERN_SPV_BIND_ERR);
+        static const char *const fields[7] = {"code", "line", "col", "dim", "a_lo", "a_hi", "b"};
+        spv_name(&em->b, em->t_err, -1, "kern_err_record");
+        for (int i = 0; i < 7; i++)
+            spv_name(&em->b, em->t_err, i, fields[i]);
+        spv_name(&em->b, em->v_err, -1, "err");
     }
     use_global(em, em->v_err);
     return em->v_err;
 }
 
-/* A pointer to member i of the error record. */
+/* A pointer to member i of the error record (0 code, 1 line, 2 col, 3 dim, 4 and 5 the low
+ * and high halves of a, 6 b). */
 static uint32_t err_field(emitter *em, uint32_t i) {
-    uint32_t t = i >= 4 ? u64t(em) : em->t_u32;
+    uint32_t t = i == 6 ? u64t(em) : em->t_u32;
     return spv_op2(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, t),
                    err_var(em), cu32(em, i));
 }
@@ -298,8 +307,11 @@ static uint32_t err_field(emitter *em, uint32_t i) {
 static uint32_t heap_var(emitter *em, const kern_type *t, uint32_t *elem) {
     int size = ty_size(t), bi = size == 1 ? 0 : size == 4 ? 1 : 2;
     *elem = int_mem_type(em, t);
-    if (!em->v_heap[bi])
+    if (!em->v_heap[bi]) {
+        static const char *const names[3] = {"ad_heap8", "ad_heap32", "ad_heap64"};
         em->v_heap[bi] = buffer_var(em, *elem, false, size * 8, KERN_SPV_BIND_HEAP8 + bi);
+        spv_name(&em->b, em->v_heap[bi], -1, names[bi]);
+    }
     use_global(em, em->v_heap[bi]);
     return em->v_heap[bi];
 }
@@ -351,8 +363,13 @@ static void emit_helpers(emitter *em) {
         selection_merge(em, l_done);
         branch_cond(em, won, l_write, l_done);
         label(em, l_write);
-        for (uint32_t i = 1; i < 6; i++)
+        for (uint32_t i = 1; i < 4; i++)
             spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, i), p[i]);
+        uint32_t hi = spv_op2(&em->b, SpvOpShiftRightLogical, u64, p[4], cu64(em, 32));
+        spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, 4),
+                  spv_op1(&em->b, SpvOpUConvert, u32, p[4]));
+        spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, 5), spv_op1(&em->b, SpvOpUConvert, u32, hi));
+        spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, 6), p[5]);
         branch(em, l_done);
         label(em, l_done);
         function_end(em);
@@ -376,7 +393,7 @@ static void emit_helpers(emitter *em) {
         label(em, l_first);
         spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, 1), p[0]);
         spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, 2), p[1]);
-        spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, 5), p[2]);
+        spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, 6), p[2]);
         branch(em, l_mid);
         label(em, l_mid);
         /* the winner, or a record that already holds an overflow: raise a to the depth */
@@ -385,9 +402,12 @@ static void emit_helpers(emitter *em) {
         selection_merge(em, l_done);
         branch_cond(em, raise, l_max, l_done);
         label(em, l_max);
-        spv_capability(&em->b, SpvCapabilityInt64Atomics);
-        uint32_t mops[4] = {err_field(em, 4), atomic_scope(em), relaxed(em), p[3]};
-        spv_op(&em->b, SpvOpAtomicSMax, u64, mops, 4);
+        /* the depth, at most 2^31 - 1 (a's high half stays 0 from the launch) */
+        uint32_t big = spv_op2(&em->b, SpvOpUGreaterThan, em->t_bool, p[3], cu64(em, 0x7fffffffu));
+        uint32_t d32 = spv_op3(&em->b, SpvOpSelect, u32, big, cu32(em, 0x7fffffffu),
+                               spv_op1(&em->b, SpvOpUConvert, u32, p[3]));
+        uint32_t mops[4] = {err_field(em, 4), atomic_scope(em), relaxed(em), d32};
+        spv_op(&em->b, SpvOpAtomicUMax, u32, mops, 4);
         branch(em, l_done);
         label(em, l_done);
         function_end(em);
@@ -715,6 +735,7 @@ static uint32_t array_var(emitter *em, int p, bool as_int) {
         bool fl = ty_is_float(et) && !as_int;
         uint32_t elem = fl ? mem_type(em, et) : int_mem_type(em, et);
         *slot = buffer_var(em, elem, fl, ty_size(et) * 8, KERN_SPV_BIND_PARAM0 + p);
+        spv_name(&em->b, *slot, -1, em->kernel->params[p].name);
     }
     use_global(em, *slot);
     return *slot;
@@ -1252,6 +1273,29 @@ static void kernel_begin(emitter *em, const ir_kernel *k) {
         spv_member_decorate(&em->b, st, i, SpvDecorationNonWritable, NULL, 0);
     em->v_block = spv_global(&em->b, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, st),
                              SpvStorageClassStorageBuffer, 0, KERN_SPV_BIND_BLOCK);
+    /* names for the text forms (spirv-asm, msl): launch.x0_extent0, launch.steps, ... */
+    spv_name(&em->b, st, -1, "launch_block");
+    spv_name(&em->b, em->v_block, -1, "launch");
+    m = 0;
+    for (uint32_t p = 0; p < np; p++) {
+        const kern_type *t = k->params[p].type;
+        char member[300];
+        for (int d = 0; d < (ty_is_array(t) ? t->rank : 1); d++) {
+            if (ty_is_array(t))
+                snprintf(member, sizeof member, "%.256s_extent%d", k->params[p].name, d);
+            else
+                snprintf(member, sizeof member, "%.256s", k->params[p].name);
+            spv_name(&em->b, st, (int)m++, member);
+        }
+    }
+    spv_name(&em->b, st, (int)m++, "ad_slots");
+    for (uint32_t s = 0; s < na; s++) {
+        char member[64];
+        snprintf(member, sizeof member, "ad_off%u", s);
+        spv_name(&em->b, st, (int)m++, member);
+        snprintf(member, sizeof member, "ad_cap%u", s);
+        spv_name(&em->b, st, (int)m++, member);
+    }
     free(pt);
     free(off);
     free(moff);

@@ -21,4 +21,8 @@ bool kc_spirv_validate(const uint32_t *words, size_t nwords, char *err, size_t e
 /* The text form (spvBinaryToText), malloc'd; NULL with a message. */
 char *kc_spirv_disassemble(const uint32_t *words, size_t nwords, char *err, size_t errlen);
 
+/* Metal Shading Language for every entry point (spv_msl.c, SPIRV-Cross), malloc'd; NULL
+ * with a message (a module with f64, which Metal lacks; a translation failure). */
+char *kc_spirv_to_msl(const uint32_t *words, size_t nwords, char *err, size_t errlen);
+
 #endif
