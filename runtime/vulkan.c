@@ -24,6 +24,9 @@
  *   per device kind), or max_items rounded up to whole groups when fewer. Capacities that
  *   read device arrays are evaluated on the host after copying those arrays back
  *   (size_adstack).
+ * - Graphs (contract 9): the captured launches recorded once into a command buffer, in four
+ *   copies with their own launch blocks, descriptor sets and error records (host
+ *   visible); a replay submits a copy, re-recording nothing.
  * - Validation: $KERN_VULKAN_VALIDATION=1 enables VK_LAYER_KHRONOS_validation and counts
  *   every message it prints (rt_vulkan_validation_messages). */
 #define VK_NO_PROTOTYPES
@@ -63,6 +66,7 @@
     X(vkCreateCommandPool)                                                                         \
     X(vkDestroyCommandPool)                                                                        \
     X(vkAllocateCommandBuffers)                                                                    \
+    X(vkFreeCommandBuffers)                                                                        \
     X(vkBeginCommandBuffer)                                                                        \
     X(vkEndCommandBuffer)                                                                          \
     X(vkResetCommandBuffer)                                                                        \
@@ -854,41 +858,27 @@ static kern_status job_prepare(vk_device *v, vk_job *j, const vk_kernel *k, char
     return KERN_OK;
 }
 
-static kern_status vk_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
-                             size_t errlen) {
-    vk_device *v = vk_of(d);
+/* Fills launch l's block at blk + blkoff, allocates and writes its descriptor set from
+ * pool (its record at errm + erroff), and records its tasks into cb. */
+static kern_status record_launch(vk_device *v, VkCommandBuffer cb, VkDescriptorPool pool,
+                                 const rt_launch *l, const vk_mem *blk, VkDeviceSize blkoff,
+                                 const vk_mem *errm, VkDeviceSize erroff, char *err, size_t errlen) {
     const vk_kernel *k = l->kernel;
     const kern_meta_kernel *mk = l->meta;
-    if (v->lost[0]) {
-        snprintf(err, errlen, "the device was lost: %s", v->lost);
-        return KERN_ERR_DEVICE;
-    }
-    vk_job *j = job_get(v, err, errlen);
-    if (!j)
-        return KERN_ERR_OUT_OF_MEMORY;
-    kern_status s = job_prepare(v, j, k, err, errlen);
-    if (s != KERN_OK) {
-        job_free(v, j);
-        return s;
-    }
-    fill_block(k, l, j->block.map);
-    memset(j->err.map, 0, sizeof(kern_err_record));
+    fill_block(k, l, (unsigned char *)blk->map + blkoff);
     VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                      .descriptorPool = j->pool,
+                                      .descriptorPool = pool,
                                       .descriptorSetCount = 1,
                                       .pSetLayouts = &k->dsl};
     VkDescriptorSet set;
     VkResult r = v->api.vkAllocateDescriptorSets(v->dev, &ai, &set);
-    if (r != VK_SUCCESS) {
-        job_release(v, j);
+    if (r != VK_SUCCESS)
         return vk_fail(r, "vkAllocateDescriptorSets", err, errlen);
-    }
     VkDescriptorBufferInfo *infos = calloc(k->nbindings, sizeof *infos);
     VkWriteDescriptorSet *writes = calloc(k->nbindings, sizeof *writes);
     if (!infos || !writes) {
         free(infos);
         free(writes);
-        job_release(v, j);
         snprintf(err, errlen, "out of host memory");
         return KERN_ERR_OUT_OF_MEMORY;
     }
@@ -896,18 +886,18 @@ static kern_status vk_launch(rt_device *d, const rt_launch *l, uint64_t *point, 
     const vk_mem *heap = l->ad_heap ? l->ad_heap : &v->dummy;
     for (uint32_t i = 0; i < 5 + (uint32_t)mk->nparams; i++) {
         const vk_mem *m;
+        VkDeviceSize off = 0, range = VK_WHOLE_SIZE;
         if (i == KERN_SPV_BIND_BLOCK)
-            m = &j->block;
+            m = blk, off = blkoff, range = k->block_size;
         else if (i == KERN_SPV_BIND_ERR)
-            m = &j->err;
+            m = errm, off = erroff, range = sizeof(kern_err_record);
         else if (i < KERN_SPV_BIND_PARAM0)
             m = heap;
         else if (l->args[i - KERN_SPV_BIND_PARAM0].is_array)
             m = l->args[i - KERN_SPV_BIND_PARAM0].mem;
         else
             continue;
-        infos[nw] = (VkDescriptorBufferInfo){m->buf, 0, i == KERN_SPV_BIND_BLOCK ? k->block_size
-                                                                                 : VK_WHOLE_SIZE};
+        infos[nw] = (VkDescriptorBufferInfo){m->buf, off, range};
         writes[nw] = (VkWriteDescriptorSet){
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
             .dstSet = set,
@@ -921,24 +911,45 @@ static kern_status vk_launch(rt_device *d, const rt_launch *l, uint64_t *point, 
     v->api.vkUpdateDescriptorSets(v->dev, nw, writes, 0, NULL);
     free(infos);
     free(writes);
-
-    if ((s = begin_cb(v, j->cb, err, errlen)) != KERN_OK) {
-        job_release(v, j);
-        return s;
-    }
     uint32_t zero = 0;
     for (int t = 0; t < l->ntasks && t < k->ntasks; t++) {
         uint32_t groups = task_groups(v, l->tasks[t].parallel, l->counts ? l->counts[t] : -1,
                                       l->ad_heap ? l->ad_slots : 0);
         if (groups == 0)
             continue;
-        v->api.vkCmdBindPipeline(j->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipes[t]);
-        v->api.vkCmdBindDescriptorSets(j->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &set,
-                                       1, &zero);
-        v->api.vkCmdDispatch(j->cb, groups, 1, 1);
-        barrier_all(v, j->cb);
+        v->api.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipes[t]);
+        v->api.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1, &set, 1,
+                                       &zero);
+        v->api.vkCmdDispatch(cb, groups, 1, 1);
+        barrier_all(v, cb);
     }
-    if ((r = v->api.vkEndCommandBuffer(j->cb)) != VK_SUCCESS) {
+    return KERN_OK;
+}
+
+static kern_status vk_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
+                             size_t errlen) {
+    vk_device *v = vk_of(d);
+    if (v->lost[0]) {
+        snprintf(err, errlen, "the device was lost: %s", v->lost);
+        return KERN_ERR_DEVICE;
+    }
+    vk_job *j = job_get(v, err, errlen);
+    if (!j)
+        return KERN_ERR_OUT_OF_MEMORY;
+    kern_status s = job_prepare(v, j, l->kernel, err, errlen);
+    if (s != KERN_OK) {
+        job_free(v, j);
+        return s;
+    }
+    memset(j->err.map, 0, sizeof(kern_err_record));
+    if ((s = begin_cb(v, j->cb, err, errlen)) != KERN_OK ||
+        (s = record_launch(v, j->cb, j->pool, l, &j->block, 0, &j->err, 0, err, errlen)) !=
+            KERN_OK) {
+        job_release(v, j);
+        return s;
+    }
+    VkResult r = v->api.vkEndCommandBuffer(j->cb);
+    if (r != VK_SUCCESS) {
         job_release(v, j);
         return vk_fail(r, "vkEndCommandBuffer", err, errlen);
     }
@@ -949,6 +960,124 @@ static kern_status vk_launch(rt_device *d, const rt_launch *l, uint64_t *point, 
     j->dst = l->err;
     job_track(v, j, *point);
     return KERN_OK;
+}
+
+/* ---- graphs (contract 9): recorded command buffers, replayed without re-recording ---------- */
+
+enum { VK_GRAPH_SETS = 4 };
+
+typedef struct vk_graph {
+    int n;
+    VkCommandBuffer cbs[VK_GRAPH_SETS];
+    VkDescriptorPool pool;
+    vk_mem blocks, recs; /* per copy and launch: a launch block, an error record */
+} vk_graph;
+
+static void vk_graph_free(rt_device *d, void *graph) {
+    vk_device *v = vk_of(d);
+    vk_graph *g = graph;
+    if (!g)
+        return;
+    if (g->pool)
+        v->api.vkDestroyDescriptorPool(v->dev, g->pool, NULL);
+    for (int c = 0; c < VK_GRAPH_SETS; c++)
+        if (g->cbs[c])
+            v->api.vkFreeCommandBuffers(v->dev, v->cmdpool, 1, &g->cbs[c]);
+    mem_destroy(v, &g->blocks);
+    mem_destroy(v, &g->recs);
+    free(g);
+}
+
+/* VK_GRAPH_SETS copies of one command buffer holding the n launches, each launch with its
+ * own block and record (the records of copy c are recs[c * n .. c * n + n - 1], host
+ * visible: the runtime zeroes and reads them). */
+static kern_status vk_graph_build(rt_device *d, const rt_launch *ls, int n, void **out, int *nsets,
+                                  kern_err_record **recs, char *err, size_t errlen) {
+    vk_device *v = vk_of(d);
+    VkDeviceSize align = v->props.limits.minStorageBufferOffsetAlignment;
+    if (align > sizeof(kern_err_record) || sizeof(kern_err_record) % align != 0) {
+        snprintf(err, errlen, "the device's storage buffer offset alignment (%llu bytes) does not "
+                              "fit the error records of a graph",
+                 (unsigned long long)align);
+        return KERN_ERR_UNSUPPORTED;
+    }
+    vk_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        snprintf(err, errlen, "out of host memory");
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    g->n = n;
+    VkDeviceSize stride = 256, nbufs = 0;
+    for (int i = 0; i < n; i++) {
+        const vk_kernel *k = ls[i].kernel;
+        VkDeviceSize b = (k->block_size + align - 1) / align * align;
+        stride = b > stride ? b : stride;
+        nbufs += k->nbindings;
+    }
+    VkDeviceSize total = (VkDeviceSize)VK_GRAPH_SETS * (VkDeviceSize)n;
+    kern_status s = mem_create(v, stride * total, true, &g->blocks, err, errlen);
+    if (s == KERN_OK)
+        s = mem_create(v, sizeof(kern_err_record) * total, true, &g->recs, err, errlen);
+    if (s == KERN_OK && (!g->blocks.map || !g->recs.map)) {
+        snprintf(err, errlen, "no host-visible memory for a graph");
+        s = KERN_ERR_UNSUPPORTED;
+    }
+    if (s == KERN_OK) {
+        memset(g->recs.map, 0, sizeof(kern_err_record) * total);
+        VkDescriptorPoolSize sizes[2] = {
+            {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC, (uint32_t)total},
+            {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, (uint32_t)(nbufs * VK_GRAPH_SETS)}};
+        VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                         .maxSets = (uint32_t)total,
+                                         .poolSizeCount = 2,
+                                         .pPoolSizes = sizes};
+        VkResult r = v->api.vkCreateDescriptorPool(v->dev, &pi, NULL, &g->pool);
+        if (r != VK_SUCCESS)
+            s = vk_fail(r, "vkCreateDescriptorPool", err, errlen);
+    }
+    for (int c = 0; s == KERN_OK && c < VK_GRAPH_SETS; c++) {
+        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                          .commandPool = v->cmdpool,
+                                          .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                          .commandBufferCount = 1};
+        VkResult r = v->api.vkAllocateCommandBuffers(v->dev, &ai, &g->cbs[c]);
+        if (r != VK_SUCCESS) {
+            s = vk_fail(r, "vkAllocateCommandBuffers", err, errlen);
+            break;
+        }
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        if ((r = v->api.vkBeginCommandBuffer(g->cbs[c], &bi)) != VK_SUCCESS) {
+            s = vk_fail(r, "vkBeginCommandBuffer", err, errlen);
+            break;
+        }
+        barrier_all(v, g->cbs[c]);
+        for (int i = 0; s == KERN_OK && i < n; i++) {
+            VkDeviceSize at = (VkDeviceSize)c * (VkDeviceSize)n + (VkDeviceSize)i;
+            s = record_launch(v, g->cbs[c], g->pool, &ls[i], &g->blocks, at * stride, &g->recs,
+                              at * sizeof(kern_err_record), err, errlen);
+        }
+        if (s == KERN_OK && (r = v->api.vkEndCommandBuffer(g->cbs[c])) != VK_SUCCESS)
+            s = vk_fail(r, "vkEndCommandBuffer", err, errlen);
+    }
+    if (s != KERN_OK) {
+        vk_graph_free(d, g);
+        return s;
+    }
+    *out = g;
+    *nsets = VK_GRAPH_SETS;
+    *recs = g->recs.map;
+    return KERN_OK;
+}
+
+static kern_status vk_graph_launch(rt_device *d, void *graph, int set, uint64_t *point, char *err,
+                                   size_t errlen) {
+    vk_device *v = vk_of(d);
+    vk_graph *g = graph;
+    if (v->lost[0]) {
+        snprintf(err, errlen, "the device was lost: %s", v->lost);
+        return KERN_ERR_DEVICE;
+    }
+    return submit(v, g->cbs[set], point, err, errlen);
 }
 
 /* Capacities that read device arrays: the arrays are copied back and the SizeExpr is
@@ -1049,6 +1178,9 @@ static const rt_device_ops vk_ops = {
     .wait = vk_wait,
     .sync = vk_sync,
     .size_adstack = vk_size_adstack,
+    .graph_build = vk_graph_build,
+    .graph_launch = vk_graph_launch,
+    .graph_free = vk_graph_free,
     .ad_slots = vk_ad_slots,
 };
 
