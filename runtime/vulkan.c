@@ -41,61 +41,61 @@
 #include "adstack.h"
 #include "device.h"
 
-#define VK_INSTANCE_API(X)                                                                         \
-    X(vkDestroyInstance)                                                                           \
-    X(vkEnumeratePhysicalDevices)                                                                  \
-    X(vkGetPhysicalDeviceProperties)                                                               \
-    X(vkGetPhysicalDeviceFeatures2)                                                                \
-    X(vkGetPhysicalDeviceProperties2)                                                              \
-    X(vkGetPhysicalDeviceQueueFamilyProperties)                                                    \
-    X(vkGetPhysicalDeviceMemoryProperties)                                                         \
-    X(vkEnumerateDeviceExtensionProperties)                                                        \
-    X(vkCreateDevice)                                                                              \
+#define VK_INSTANCE_API(X)                      \
+    X(vkDestroyInstance)                        \
+    X(vkEnumeratePhysicalDevices)               \
+    X(vkGetPhysicalDeviceProperties)            \
+    X(vkGetPhysicalDeviceFeatures2)             \
+    X(vkGetPhysicalDeviceProperties2)           \
+    X(vkGetPhysicalDeviceQueueFamilyProperties) \
+    X(vkGetPhysicalDeviceMemoryProperties)      \
+    X(vkEnumerateDeviceExtensionProperties)     \
+    X(vkCreateDevice)                           \
     X(vkGetDeviceProcAddr)
 
-#define VK_DEVICE_API(X)                                                                           \
-    X(vkDestroyDevice)                                                                             \
-    X(vkGetDeviceQueue)                                                                            \
-    X(vkCreateBuffer)                                                                              \
-    X(vkDestroyBuffer)                                                                             \
-    X(vkGetBufferMemoryRequirements)                                                               \
-    X(vkAllocateMemory)                                                                            \
-    X(vkFreeMemory)                                                                                \
-    X(vkBindBufferMemory)                                                                          \
-    X(vkMapMemory)                                                                                 \
-    X(vkCreateCommandPool)                                                                         \
-    X(vkDestroyCommandPool)                                                                        \
-    X(vkAllocateCommandBuffers)                                                                    \
-    X(vkFreeCommandBuffers)                                                                        \
-    X(vkBeginCommandBuffer)                                                                        \
-    X(vkEndCommandBuffer)                                                                          \
-    X(vkResetCommandBuffer)                                                                        \
-    X(vkCmdCopyBuffer)                                                                             \
-    X(vkCmdFillBuffer)                                                                             \
-    X(vkCmdPipelineBarrier)                                                                        \
-    X(vkCmdBindPipeline)                                                                           \
-    X(vkCmdBindDescriptorSets)                                                                     \
-    X(vkCmdDispatch)                                                                               \
-    X(vkQueueSubmit)                                                                               \
-    X(vkCreateSemaphore)                                                                           \
-    X(vkDestroySemaphore)                                                                          \
-    X(vkGetSemaphoreCounterValue)                                                                  \
-    X(vkWaitSemaphores)                                                                            \
-    X(vkDeviceWaitIdle)                                                                            \
-    X(vkCreateShaderModule)                                                                        \
-    X(vkDestroyShaderModule)                                                                       \
-    X(vkCreateDescriptorSetLayout)                                                                 \
-    X(vkDestroyDescriptorSetLayout)                                                                \
-    X(vkCreatePipelineLayout)                                                                      \
-    X(vkDestroyPipelineLayout)                                                                     \
-    X(vkCreateComputePipelines)                                                                    \
-    X(vkDestroyPipeline)                                                                           \
-    X(vkCreatePipelineCache)                                                                       \
-    X(vkDestroyPipelineCache)                                                                      \
-    X(vkCreateDescriptorPool)                                                                      \
-    X(vkDestroyDescriptorPool)                                                                     \
-    X(vkResetDescriptorPool)                                                                       \
-    X(vkAllocateDescriptorSets)                                                                    \
+#define VK_DEVICE_API(X)             \
+    X(vkDestroyDevice)               \
+    X(vkGetDeviceQueue)              \
+    X(vkCreateBuffer)                \
+    X(vkDestroyBuffer)               \
+    X(vkGetBufferMemoryRequirements) \
+    X(vkAllocateMemory)              \
+    X(vkFreeMemory)                  \
+    X(vkBindBufferMemory)            \
+    X(vkMapMemory)                   \
+    X(vkCreateCommandPool)           \
+    X(vkDestroyCommandPool)          \
+    X(vkAllocateCommandBuffers)      \
+    X(vkFreeCommandBuffers)          \
+    X(vkBeginCommandBuffer)          \
+    X(vkEndCommandBuffer)            \
+    X(vkResetCommandBuffer)          \
+    X(vkCmdCopyBuffer)               \
+    X(vkCmdFillBuffer)               \
+    X(vkCmdPipelineBarrier)          \
+    X(vkCmdBindPipeline)             \
+    X(vkCmdBindDescriptorSets)       \
+    X(vkCmdDispatch)                 \
+    X(vkQueueSubmit)                 \
+    X(vkCreateSemaphore)             \
+    X(vkDestroySemaphore)            \
+    X(vkGetSemaphoreCounterValue)    \
+    X(vkWaitSemaphores)              \
+    X(vkDeviceWaitIdle)              \
+    X(vkCreateShaderModule)          \
+    X(vkDestroyShaderModule)         \
+    X(vkCreateDescriptorSetLayout)   \
+    X(vkDestroyDescriptorSetLayout)  \
+    X(vkCreatePipelineLayout)        \
+    X(vkDestroyPipelineLayout)       \
+    X(vkCreateComputePipelines)      \
+    X(vkDestroyPipeline)             \
+    X(vkCreatePipelineCache)         \
+    X(vkDestroyPipelineCache)        \
+    X(vkCreateDescriptorPool)        \
+    X(vkDestroyDescriptorPool)       \
+    X(vkResetDescriptorPool)         \
+    X(vkAllocateDescriptorSets)      \
     X(vkUpdateDescriptorSets)
 
 typedef struct vk_api {
@@ -122,14 +122,27 @@ typedef struct vk_job {
     uint64_t point; /* 0: free */
     VkCommandBuffer cb;
     VkDescriptorPool pool;
-    uint32_t pool_bufs; /* storage-buffer descriptors the pool holds */
-    vk_mem block, err;
+    uint32_t pool_bufs;   /* storage-buffer descriptors the pool holds */
+    vk_mem block;         /* a launch block larger than a slab slot holds (else unused) */
+    struct vk_slab *slab; /* the slab holding this job's slot */
+    VkDeviceSize at;      /* the slot's offset: its launch block, then its error record */
     kern_err_record *dst;
     struct vk_job *next;
 } vk_job;
 
+/* Jobs take their launch block and error record from slabs of host-visible memory (one
+ * allocation per VK_SLAB_JOBS jobs, not two per job): slot = block, then the record. */
+enum { VK_SLAB_JOBS = 64, VK_SLOT = 1024, VK_SLOT_BLOCK = VK_SLOT - 64 };
+
+typedef struct vk_slab {
+    vk_mem mem;
+    int used;
+    struct vk_slab *next;
+} vk_slab;
+
 typedef struct vk_device {
     rt_device base;
+    vk_slab *slabs; /* the newest first */
     vk_api api;
     VkInstance inst;
     VkDebugUtilsMessengerEXT messenger;
@@ -239,7 +252,8 @@ static kern_status mem_create(vk_device *v, VkDeviceSize bytes, bool host, vk_me
     }
     if (t < 0) {
         v->api.vkDestroyBuffer(v->dev, m->buf, NULL);
-        snprintf(err, errlen, "no memory type for a buffer of %llu bytes", (unsigned long long)bytes);
+        snprintf(err, errlen, "no memory type for a buffer of %llu bytes",
+                 (unsigned long long)bytes);
         return KERN_ERR_OUT_OF_MEMORY;
     }
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
@@ -277,8 +291,8 @@ static void retire_jobs(vk_device *v, uint64_t passed) {
         v->inflight = j->next;
         if (!v->inflight)
             v->inflight_tail = NULL;
-        if (j->dst && j->err.map)
-            memcpy(j->dst, j->err.map, sizeof *j->dst);
+        if (j->dst)
+            memcpy(j->dst, (char *)j->slab->mem.map + j->at + VK_SLOT_BLOCK, sizeof *j->dst);
         j->point = 0;
         j->dst = NULL;
         j->next = v->free_jobs;
@@ -345,14 +359,15 @@ static kern_status submit(vk_device *v, VkCommandBuffer cb, uint64_t *point, cha
 /* Everything before this point in the queue, made visible to everything after it. */
 static void barrier_all(vk_device *v, VkCommandBuffer cb) {
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
-                                           VK_ACCESS_HOST_WRITE_BIT,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT |
+                                           VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                                            VK_ACCESS_TRANSFER_READ_BIT |
                                            VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_READ_BIT};
-    VkPipelineStageFlags all = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    v->api.vkCmdPipelineBarrier(cb, all | VK_PIPELINE_STAGE_HOST_BIT, all | VK_PIPELINE_STAGE_HOST_BIT,
-                                0, 1, &mb, 0, NULL, 0, NULL);
+    VkPipelineStageFlags all =
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    v->api.vkCmdPipelineBarrier(cb, all | VK_PIPELINE_STAGE_HOST_BIT,
+                                all | VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
 /* A free job (one whose point has passed), or a new one; NULL with a message. */
@@ -374,10 +389,32 @@ static vk_job *job_get(vk_device *v, char *err, size_t errlen) {
                                       .commandPool = v->cmdpool,
                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                       .commandBufferCount = 1};
+    if (!v->slabs || v->slabs->used == VK_SLAB_JOBS) {
+        vk_slab *sl = calloc(1, sizeof *sl);
+        if (!sl || mem_create(v, (VkDeviceSize)VK_SLAB_JOBS * VK_SLOT, true, &sl->mem, err,
+                              errlen) != KERN_OK) {
+            if (!sl)
+                snprintf(err, errlen, "out of host memory");
+            free(sl);
+            free(j);
+            return NULL;
+        }
+        if (!sl->mem.map) {
+            mem_destroy(v, &sl->mem);
+            free(sl);
+            free(j);
+            snprintf(err, errlen, "no host-visible memory for launch blocks");
+            return NULL;
+        }
+        sl->next = v->slabs;
+        v->slabs = sl;
+    }
+    j->slab = v->slabs;
+    j->at = (VkDeviceSize)v->slabs->used++ * VK_SLOT;
     VkResult r = v->api.vkAllocateCommandBuffers(v->dev, &ai, &j->cb);
     if (r != VK_SUCCESS) {
         vk_fail(r, "vkAllocateCommandBuffers", err, errlen);
-        free(j);
+        free(j); /* its slot stays unused in the slab */
         return NULL;
     }
     return j;
@@ -387,8 +424,7 @@ static void job_free(vk_device *v, vk_job *j) {
     if (j->pool)
         v->api.vkDestroyDescriptorPool(v->dev, j->pool, NULL);
     mem_destroy(v, &j->block);
-    mem_destroy(v, &j->err);
-    free(j); /* the command buffer goes with the pool */
+    free(j); /* the command buffer goes with the pool; the slot with its slab */
 }
 
 /* Puts j in flight with point. */
@@ -586,12 +622,15 @@ static kern_status vk_load_code(rt_device *d, const kern_code_image *img, void *
     if (img->kind != KERN_CODE_SPIRV) {
         snprintf(err, errlen, "the module holds %s for %s; the context's device is vulkan",
                  kern_code_kind_name(img->kind),
-                 img->kind == KERN_CODE_HOST ? "cpu" : img->kind == KERN_CODE_PTX ? "cuda" : "amdgpu");
+                 img->kind == KERN_CODE_HOST  ? "cpu"
+                 : img->kind == KERN_CODE_PTX ? "cuda"
+                                              : "amdgpu");
         return KERN_ERR_UNSUPPORTED;
     }
     if (!img->bytes || img->len < 20 || img->len % 4 != 0) {
-        snprintf(err, errlen, "malformed SPIR-V: %zu bytes (a module is at least 20 bytes, a "
-                              "multiple of 4)",
+        snprintf(err, errlen,
+                 "malformed SPIR-V: %zu bytes (a module is at least 20 bytes, a "
+                 "multiple of 4)",
                  img->len);
         return KERN_ERR_FORMAT;
     }
@@ -611,8 +650,8 @@ static kern_status vk_load_code(rt_device *d, const kern_code_image *img, void *
         uint32_t len = w[i] >> 16, op = w[i] & 0xffffu;
         if (len == 0 || i + len > n) {
             free(w);
-            snprintf(err, errlen, "malformed SPIR-V: an instruction at word %zu overruns the module",
-                     i);
+            snprintf(err, errlen,
+                     "malformed SPIR-V: an instruction at word %zu overruns the module", i);
             return KERN_ERR_FORMAT;
         }
         if (op == 17 /* OpCapability */ && len == 2) {
@@ -632,9 +671,8 @@ static kern_status vk_load_code(rt_device *d, const kern_code_image *img, void *
         snprintf(err, errlen, "out of host memory");
         return KERN_ERR_OUT_OF_MEMORY;
     }
-    VkShaderModuleCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                   .codeSize = img->len,
-                                   .pCode = w};
+    VkShaderModuleCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = img->len, .pCode = w};
     VkResult r = v->api.vkCreateShaderModule(v->dev, &ci, NULL, &c->module);
     if (r != VK_SUCCESS) {
         free(w);
@@ -720,7 +758,8 @@ static kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kerne
     for (int p = 0; p < mk->nparams; p++)
         pt[p] = mk->params[p].type;
     k->block_size = kern_spv_block_layout(pt, mk->nparams, mk->nadstacks, k->off);
-    VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+    VkDescriptorSetLayoutCreateInfo li = {.sType =
+                                              VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
                                           .bindingCount = nb,
                                           .pBindings = b};
     VkResult r = v->api.vkCreateDescriptorSetLayout(v->dev, &li, NULL, &k->dsl);
@@ -828,15 +867,11 @@ static void fill_block(const vk_kernel *k, const rt_launch *l, unsigned char *bl
 static kern_status job_prepare(vk_device *v, vk_job *j, const vk_kernel *k, char *err,
                                size_t errlen) {
     kern_status s;
-    if (j->block.size < k->block_size) {
+    if (k->block_size > VK_SLOT_BLOCK && j->block.size < k->block_size) {
         mem_destroy(v, &j->block);
-        if ((s = mem_create(v, k->block_size < 256 ? 256 : k->block_size, true, &j->block, err,
-                            errlen)) != KERN_OK)
+        if ((s = mem_create(v, k->block_size, true, &j->block, err, errlen)) != KERN_OK)
             return s;
     }
-    if (!j->err.buf && (s = mem_create(v, sizeof(kern_err_record), true, &j->err, err, errlen)) !=
-                           KERN_OK)
-        return s;
     if (!j->pool || j->pool_bufs < k->nbindings) {
         if (j->pool)
             v->api.vkDestroyDescriptorPool(v->dev, j->pool, NULL);
@@ -862,7 +897,8 @@ static kern_status job_prepare(vk_device *v, vk_job *j, const vk_kernel *k, char
  * pool (its record at errm + erroff), and records its tasks into cb. */
 static kern_status record_launch(vk_device *v, VkCommandBuffer cb, VkDescriptorPool pool,
                                  const rt_launch *l, const vk_mem *blk, VkDeviceSize blkoff,
-                                 const vk_mem *errm, VkDeviceSize erroff, char *err, size_t errlen) {
+                                 const vk_mem *errm, VkDeviceSize erroff, char *err,
+                                 size_t errlen) {
     const vk_kernel *k = l->kernel;
     const kern_meta_kernel *mk = l->meta;
     fill_block(k, l, (unsigned char *)blk->map + blkoff);
@@ -941,10 +977,12 @@ static kern_status vk_launch(rt_device *d, const rt_launch *l, uint64_t *point, 
         job_free(v, j);
         return s;
     }
-    memset(j->err.map, 0, sizeof(kern_err_record));
+    const vk_kernel *k = l->kernel;
+    bool own = k->block_size > VK_SLOT_BLOCK;
+    memset((char *)j->slab->mem.map + j->at + VK_SLOT_BLOCK, 0, sizeof(kern_err_record));
     if ((s = begin_cb(v, j->cb, err, errlen)) != KERN_OK ||
-        (s = record_launch(v, j->cb, j->pool, l, &j->block, 0, &j->err, 0, err, errlen)) !=
-            KERN_OK) {
+        (s = record_launch(v, j->cb, j->pool, l, own ? &j->block : &j->slab->mem, own ? 0 : j->at,
+                           &j->slab->mem, j->at + VK_SLOT_BLOCK, err, errlen)) != KERN_OK) {
         job_release(v, j);
         return s;
     }
@@ -996,8 +1034,9 @@ static kern_status vk_graph_build(rt_device *d, const rt_launch *ls, int n, void
     vk_device *v = vk_of(d);
     VkDeviceSize align = v->props.limits.minStorageBufferOffsetAlignment;
     if (align > sizeof(kern_err_record) || sizeof(kern_err_record) % align != 0) {
-        snprintf(err, errlen, "the device's storage buffer offset alignment (%llu bytes) does not "
-                              "fit the error records of a graph",
+        snprintf(err, errlen,
+                 "the device's storage buffer offset alignment (%llu bytes) does not "
+                 "fit the error records of a graph",
                  (unsigned long long)align);
         return KERN_ERR_UNSUPPORTED;
     }
@@ -1143,6 +1182,12 @@ static void vk_destroy(rt_device *d) {
             v->free_jobs = j->next;
             job_free(v, j);
         }
+        while (v->slabs) {
+            vk_slab *sl = v->slabs;
+            v->slabs = sl->next;
+            mem_destroy(v, &sl->mem);
+            free(sl);
+        }
         mem_destroy(v, &v->dummy);
         if (v->cache)
             v->api.vkDestroyPipelineCache(v->dev, v->cache, NULL);
@@ -1258,16 +1303,17 @@ static kern_status create_instance(vk_device *v, char *err, size_t errlen) {
         vk_fail(r, "vkCreateInstance", err, errlen);
         return KERN_ERR_UNSUPPORTED;
     }
-#define X(f)                                                                                       \
-    if (!(a->f = (PFN_##f)a->vkGetInstanceProcAddr(v->inst, #f))) {                               \
-        snprintf(err, errlen, "the Vulkan loader has no %s", #f);                                  \
-        return KERN_ERR_UNSUPPORTED;                                                               \
+#define X(f)                                                        \
+    if (!(a->f = (PFN_##f)a->vkGetInstanceProcAddr(v->inst, #f))) { \
+        snprintf(err, errlen, "the Vulkan loader has no %s", #f);   \
+        return KERN_ERR_UNSUPPORTED;                                \
     }
     VK_INSTANCE_API(X)
 #undef X
     if (validate) {
-        a->vkCreateDebugUtilsMessengerEXT = (PFN_vkCreateDebugUtilsMessengerEXT)a->vkGetInstanceProcAddr(
-            v->inst, "vkCreateDebugUtilsMessengerEXT");
+        a->vkCreateDebugUtilsMessengerEXT =
+            (PFN_vkCreateDebugUtilsMessengerEXT)a->vkGetInstanceProcAddr(
+                v->inst, "vkCreateDebugUtilsMessengerEXT");
         a->vkDestroyDebugUtilsMessengerEXT =
             (PFN_vkDestroyDebugUtilsMessengerEXT)a->vkGetInstanceProcAddr(
                 v->inst, "vkDestroyDebugUtilsMessengerEXT");
@@ -1313,8 +1359,9 @@ static kern_status pick_device(vk_device *v, int ordinal, char *err, size_t errl
     if (best < 0) {
         free(pd);
         if (ordinal >= 0)
-            snprintf(err, errlen, "KERN_VULKAN_DEVICE=%d: there are %u devices (0 to %u), or it is "
-                                  "older than Vulkan 1.2",
+            snprintf(err, errlen,
+                     "KERN_VULKAN_DEVICE=%d: there are %u devices (0 to %u), or it is "
+                     "older than Vulkan 1.2",
                      ordinal, n, n - 1);
         else
             snprintf(err, errlen, "no Vulkan 1.2 device among the %u found", n);
@@ -1359,9 +1406,11 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     free(ep);
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT af = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
-    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = has_float_ext ? &af : NULL};
-    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f12};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .pNext = has_float_ext ? &af : NULL};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .pNext = &f12};
     a->vkGetPhysicalDeviceFeatures2(v->phys, &f2);
     if (!f12.timelineSemaphore) {
         snprintf(err, errlen, "device %s has no timeline semaphores", v->props.deviceName);
@@ -1373,7 +1422,8 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     v->has_8bit = f12.storageBuffer8BitAccess;
     v->has_i64atomics = f12.shaderBufferInt64Atomics;
     v->has_f32add = has_float_ext && af.shaderBufferFloat32AtomicAdd;
-    VkPhysicalDeviceSubgroupProperties sgp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceSubgroupProperties sgp = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                       .pNext = &sgp};
     a->vkGetPhysicalDeviceProperties2(v->phys, &p2);
@@ -1385,12 +1435,13 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT eaf = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
         .shaderBufferFloat32AtomicAdd = v->has_f32add};
-    VkPhysicalDeviceVulkan12Features e12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = v->has_f32add ? &eaf : NULL,
-                                            .shaderInt8 = v->has_i8,
-                                            .storageBuffer8BitAccess = v->has_8bit,
-                                            .shaderBufferInt64Atomics = v->has_i64atomics,
-                                            .timelineSemaphore = VK_TRUE};
+    VkPhysicalDeviceVulkan12Features e12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .pNext = v->has_f32add ? &eaf : NULL,
+        .shaderInt8 = v->has_i8,
+        .storageBuffer8BitAccess = v->has_8bit,
+        .shaderBufferInt64Atomics = v->has_i64atomics,
+        .timelineSemaphore = VK_TRUE};
     VkPhysicalDeviceFeatures2 e2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                     .pNext = &e12};
     e2.features.shaderFloat64 = v->has_f64;
@@ -1412,10 +1463,10 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
         vk_fail(r, "vkCreateDevice", err, errlen);
         return KERN_ERR_UNSUPPORTED;
     }
-#define X(f)                                                                                       \
-    if (!(a->f = (PFN_##f)a->vkGetDeviceProcAddr(v->dev, #f))) {                                  \
-        snprintf(err, errlen, "the Vulkan driver has no %s", #f);                                  \
-        return KERN_ERR_UNSUPPORTED;                                                               \
+#define X(f)                                                      \
+    if (!(a->f = (PFN_##f)a->vkGetDeviceProcAddr(v->dev, #f))) {  \
+        snprintf(err, errlen, "the Vulkan driver has no %s", #f); \
+        return KERN_ERR_UNSUPPORTED;                              \
     }
     VK_DEVICE_API(X)
 #undef X

@@ -222,8 +222,9 @@ Test(vulkan, f64_math_against_libm) {
     cr_assert_eq(kern_buffer_create(ctx, KERN_F64, 2, shp, NULL, &bo), KERN_OK);
     kern_arg args[3] = {kern_arg_buffer(bx), kern_arg_buffer(by), kern_arg_buffer(bo)};
     cr_assert_eq(kern_launch(k, args, 3), KERN_OK, "%s", kern_context_last_error(ctx));
-    cr_assert_eq(kern_buffer_read(bo, out, sizeof out), KERN_OK, "%s", kern_context_last_error(ctx));
-    static const char *names[F] = {"exp",  "exp2", "log",  "log2", "sin", "cos",   "tan",  "atan",
+    cr_assert_eq(kern_buffer_read(bo, out, sizeof out), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    static const char *names[F] = {"exp",  "exp2", "log",  "log2", "sin",   "cos",  "tan", "atan",
                                    "sinh", "cosh", "tanh", "pow",  "atan2", "asin", "acos"};
     /* the bounds of docs/backend-spirv.md: a few ulp; sin/cos/tan measured on |x| < 1e5,
      * pow's error grows with |y log x| (here |y| <= 1) */
@@ -294,18 +295,21 @@ Test(vulkan, adstack_overflow_message_is_the_cpus) {
             kern_context_options o = kern_context_get_options(ctx);
             kern_context_release(ctx);
             o.ad_stack_size = 4;
-            cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
+            cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s",
+                         kern_context_last_error(ctx));
         }
         kern_module *mod;
         cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "w.kern", &mod), KERN_OK, "%s",
                      kern_context_last_error(ctx));
         kern_kernel *g;
-        cr_assert_eq(kern_kernel_find(mod, "w.grad", &g), KERN_OK, "%s", kern_context_last_error(ctx));
+        cr_assert_eq(kern_kernel_find(mod, "w.grad", &g), KERN_OK, "%s",
+                     kern_context_last_error(ctx));
         float x[8] = {1, 2, 3, 4, 5, 6, 7, 0.5f}, zero[8] = {0};
         int64_t n = 8;
         kern_buffer *b[4];
         for (int i = 0; i < 4; i++)
-            cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, i == 0 ? x : zero, &b[i]), KERN_OK);
+            cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, i == 0 ? x : zero, &b[i]),
+                         KERN_OK);
         kern_arg args[4] = {kern_arg_buffer(b[0]), kern_arg_buffer(b[1]), kern_arg_buffer(b[2]),
                             kern_arg_buffer(b[3])};
         kern_status st = kern_launch(g, args, 4);
@@ -331,11 +335,11 @@ Test(vulkan, malformed_modules_are_format_errors) {
     cr_assert(fd >= 0);
     close(fd);
     static const unsigned char bad[][24] = {
-        {1, 2, 3},                                         /* not a multiple of 4 */
-        {0x03, 0x02, 0x23, 0x08, 0, 5, 1, 0, 0, 0, 0, 0,   /* wrong magic */
-         1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {0x03, 0x02, 0x23, 0x07, 0, 5, 1, 0, 0, 0, 0, 0,   /* an instruction that overruns */
-         9, 0, 0, 0, 0, 0, 0, 0, 0x11, 0, 0x20, 0},
+        {1, 2, 3},                                       /* not a multiple of 4 */
+        {0x03, 0x02, 0x23, 0x08, 0, 5, 1, 0, 0, 0, 0, 0, /* wrong magic */
+         1,    0,    0,    0,    0, 0, 0, 0, 0, 0, 0, 0},
+        {0x03, 0x02, 0x23, 0x07, 0, 5, 1, 0, 0,    0, 0,    0, /* an instruction that overruns */
+         9,    0,    0,    0,    0, 0, 0, 0, 0x11, 0, 0x20, 0},
     };
     size_t lens[] = {3, 24, 24};
     for (int i = 0; i < 3; i++) {
@@ -380,7 +384,8 @@ Test(vulkan, release_after_launch_stress) {
     for (int r = 0; r < ROUNDS; r++) {
         kern_buffer *bx;
         cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, x, &bx), KERN_OK);
-        kern_arg args[3] = {kern_arg_f32((float)(r % 3)), kern_arg_buffer(bx), kern_arg_buffer(keep)};
+        kern_arg args[3] = {kern_arg_f32((float)(r % 3)), kern_arg_buffer(bx),
+                            kern_arg_buffer(keep)};
         cr_assert_eq(kern_launch(k, args, 3), KERN_OK, "%s", kern_context_last_error(ctx));
         kern_buffer_release(bx); /* still in flight */
     }
@@ -458,7 +463,8 @@ Test(msl, corpus_translates) {
                 char err[1024] = "";
                 char *msl = msl_of(path, src, err, sizeof err);
                 if (strstr(src, "f64")) {
-                    cr_expect(!msl && strstr(err, "Metal has no 64-bit floats"), "%s: %s", path, err);
+                    cr_expect(!msl && strstr(err, "Metal has no 64-bit floats"), "%s: %s", path,
+                              err);
                     refused++;
                 } else {
                     cr_expect(msl && strstr(msl, "#include <metal_stdlib>"), "%s: %s", path, err);

@@ -241,8 +241,8 @@ uint32_t spv_type_rtarray(spv_builder *b, uint32_t elem, uint32_t stride) {
     return id;
 }
 
-uint32_t spv_type_struct(spv_builder *b, const uint32_t *members, const uint32_t *offsets,
-                         size_t n, bool block) {
+uint32_t spv_type_struct(spv_builder *b, const uint32_t *members, const uint32_t *offsets, size_t n,
+                         bool block) {
     uint32_t id = spv_id(b);
     uint32_t ops[64];
     kern_assert(n < 64);
@@ -315,8 +315,8 @@ void spv_decorate(spv_builder *b, uint32_t id, SpvDecoration d, const uint32_t *
 
 void spv_name(spv_builder *b, uint32_t id, int member, const char *name) {
     uint32_t pre[2] = {id, (uint32_t)member};
-    spv_inst_str(&b->names, member < 0 ? SpvOpName : SpvOpMemberName, pre, member < 0 ? 1 : 2,
-                 name, NULL, 0);
+    spv_inst_str(&b->names, member < 0 ? SpvOpName : SpvOpMemberName, pre, member < 0 ? 1 : 2, name,
+                 NULL, 0);
 }
 
 void spv_member_decorate(spv_builder *b, uint32_t id, uint32_t member, SpvDecoration d,

@@ -29,7 +29,7 @@ typedef struct spv_builder {
     uint32_t bound; /* the next id */
     spv_words caps, exts, imports, memmodel, entries, modes, names, annots, globals, funcs;
     spv_dedup *dedup;
-    uint32_t glsl; /* the GLSL.std.450 import (0 until used) */
+    uint32_t glsl;   /* the GLSL.std.450 import (0 until used) */
     uint64_t capset; /* capabilities declared so far, by bit (see spv_capability) */
     unsigned extset; /* extensions declared so far */
 } spv_builder;
@@ -63,8 +63,8 @@ uint32_t spv_type_fn(spv_builder *b, uint32_t ret, const uint32_t *params, size_
 uint32_t spv_type_rtarray(spv_builder *b, uint32_t elem, uint32_t stride);
 /* A new struct (never deduplicated) with members at the given byte offsets, decorated Block
  * when block. */
-uint32_t spv_type_struct(spv_builder *b, const uint32_t *members, const uint32_t *offsets,
-                         size_t n, bool block);
+uint32_t spv_type_struct(spv_builder *b, const uint32_t *members, const uint32_t *offsets, size_t n,
+                         bool block);
 
 /* Constants (deduplicated). */
 uint32_t spv_const_bool(spv_builder *b, bool v);

@@ -124,7 +124,7 @@ typedef struct emitter {
     valmap used; /* the values some op of the current task uses */
     uint32_t iface[MAX_IFACE];
     int niface;
-    uint32_t (*shape)[KERN_MAX_RANK]; /* per parameter: extents (u64) */
+    uint32_t (*shape)[KERN_MAX_RANK];      /* per parameter: extents (u64) */
     uint32_t *ad_depth, *ad_base, *ad_cap; /* per adstack */
     uint32_t ad_slots;
     bool checks;
@@ -180,8 +180,7 @@ static void selection_merge(emitter *em, uint32_t merge) {
     spv_instv(&em->b.funcs, SpvOpSelectionMerge, 2, merge, SpvSelectionControlMaskNone);
 }
 
-static uint32_t phi2(emitter *em, uint32_t type, uint32_t a, uint32_t la, uint32_t c,
-                     uint32_t lc) {
+static uint32_t phi2(emitter *em, uint32_t type, uint32_t a, uint32_t la, uint32_t c, uint32_t lc) {
     uint32_t ops[4] = {a, la, c, lc};
     return spv_op(&em->b, SpvOpPhi, type, ops, 4);
 }
@@ -283,8 +282,9 @@ static uint32_t err_var(emitter *em) {
                            offsetof(kern_err_record, a),    offsetof(kern_err_record, a) + 4,
                            offsetof(kern_err_record, b)};
         em->t_err = spv_type_struct(&em->b, m, off, 7, true);
-        em->v_err = spv_global(&em->b, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, em->t_err),
-                               SpvStorageClassStorageBuffer, 0, KERN_SPV_BIND_ERR);
+        em->v_err =
+            spv_global(&em->b, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, em->t_err),
+                       SpvStorageClassStorageBuffer, 0, KERN_SPV_BIND_ERR);
         static const char *const fields[7] = {"code", "line", "col", "dim", "a_lo", "a_hi", "b"};
         spv_name(&em->b, em->t_err, -1, "kern_err_record");
         for (int i = 0; i < 7; i++)
@@ -334,7 +334,9 @@ static void call_overflow(emitter *em, kern_loc loc, uint32_t cap, uint32_t dept
     spv_op(&em->b, SpvOpFunctionCall, em->t_void, args, 5);
 }
 
-static uint32_t param(emitter *em, uint32_t type) { return spv_op(&em->b, SpvOpFunctionParameter, type, NULL, 0); }
+static uint32_t param(emitter *em, uint32_t type) {
+    return spv_op(&em->b, SpvOpFunctionParameter, type, NULL, 0);
+}
 
 static void function_begin(emitter *em, uint32_t id, uint32_t fnty) {
     spv_instv(&em->b.funcs, SpvOpFunction, 4, em->t_void, id, SpvFunctionControlMaskNone, fnty);
@@ -368,7 +370,8 @@ static void emit_helpers(emitter *em) {
         uint32_t hi = spv_op2(&em->b, SpvOpShiftRightLogical, u64, p[4], cu64(em, 32));
         spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, 4),
                   spv_op1(&em->b, SpvOpUConvert, u32, p[4]));
-        spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, 5), spv_op1(&em->b, SpvOpUConvert, u32, hi));
+        spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, 5),
+                  spv_op1(&em->b, SpvOpUConvert, u32, hi));
         spv_instv(&em->b.funcs, SpvOpStore, 2, err_field(em, 6), p[5]);
         branch(em, l_done);
         label(em, l_done);
@@ -457,8 +460,8 @@ static void guard_begin(emitter *em, guard *g, const ir_op *op) {
     if (!em->fn_error)
         em->fn_error = spv_id(&em->b);
     err_var(em);
-    uint32_t args[7] = {em->fn_error, g->code, cu32(em, op->loc.line), cu32(em, op->loc.col),
-                        g->dim,       g->a,    g->b};
+    uint32_t args[7] = {
+        em->fn_error, g->code, cu32(em, op->loc.line), cu32(em, op->loc.col), g->dim, g->a, g->b};
     spv_op(&em->b, SpvOpFunctionCall, em->t_void, args, 7);
     branch(em, l_j);
     label(em, l_ok);
@@ -529,9 +532,9 @@ static uint32_t emit_shift(emitter *em, const ir_op *op, uint32_t a, uint32_t b)
         guard_begin(em, &g, op);
     }
     uint32_t amt = spv_op2(&em->b, SpvOpBitwiseAnd, ty, b, int_const(em, t, bits - 1));
-    SpvOp o = op->code == IR_SHL       ? SpvOpShiftLeftLogical
-              : t->kind == TY_U32      ? SpvOpShiftRightLogical
-                                       : SpvOpShiftRightArithmetic;
+    SpvOp o = op->code == IR_SHL  ? SpvOpShiftLeftLogical
+              : t->kind == TY_U32 ? SpvOpShiftRightLogical
+                                  : SpvOpShiftRightArithmetic;
     uint32_t r = spv_op2(&em->b, o, ty, a, amt);
     return guard_end(em, &g, r, int_const(em, t, 0), ty);
 }
@@ -595,8 +598,8 @@ static uint32_t emit_sign(emitter *em, const kern_type *t, uint32_t a) {
                        one, z);
     uint32_t gt = spv_op3(&em->b, SpvOpSelect, ty,
                           spv_op2(&em->b, SpvOpSGreaterThan, em->t_bool, a, z), one, z);
-    uint32_t lt = spv_op3(&em->b, SpvOpSelect, ty, spv_op2(&em->b, SpvOpSLessThan, em->t_bool, a, z),
-                          one, z);
+    uint32_t lt =
+        spv_op3(&em->b, SpvOpSelect, ty, spv_op2(&em->b, SpvOpSLessThan, em->t_bool, a, z), one, z);
     return spv_op2(&em->b, SpvOpISub, ty, gt, lt);
 }
 
@@ -753,7 +756,8 @@ static uint32_t element_index(emitter *em, const ir_op *op, guard *g) {
         if (em->checks)
             guard_add(em, g, spv_op2(&em->b, SpvOpULessThan, em->t_bool, i, n), KERN_DEVERR_BOUNDS,
                       cu32(em, (uint32_t)d), i, n);
-        lin = d == 0 ? i : spv_op2(&em->b, SpvOpIAdd, u64, spv_op2(&em->b, SpvOpIMul, u64, lin, n), i);
+        lin = d == 0 ? i
+                     : spv_op2(&em->b, SpvOpIAdd, u64, spv_op2(&em->b, SpvOpIMul, u64, lin, n), i);
     }
     return lin;
 }
@@ -762,8 +766,8 @@ static uint32_t element_ptr(emitter *em, int p, bool as_int, uint32_t lin) {
     const kern_type *et = em->kernel->params[p].type->elem;
     uint32_t elem = as_int ? int_mem_type(em, et) : mem_type(em, et);
     uint32_t ops[3] = {array_var(em, p, as_int), cu32(em, 0), lin};
-    return spv_op(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, elem),
-                  ops, 3);
+    return spv_op(&em->b, SpvOpAccessChain,
+                  spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, elem), ops, 3);
 }
 
 static uint32_t bitcast(emitter *em, uint32_t type, uint32_t v) {
@@ -800,8 +804,8 @@ static uint32_t emit_cas_loop(emitter *em, ir_opcode code, const kern_type *t, u
         branch_cond(em, take, l_try, l_done);
     }
     label(em, l_try);
-    uint32_t cops[6] = {ptr, atomic_scope(em), relaxed(em), relaxed(em), bitcast(em, it, nv),
-                        oldbits};
+    uint32_t cops[6] = {ptr,         atomic_scope(em),    relaxed(em),
+                        relaxed(em), bitcast(em, it, nv), oldbits};
     uint32_t seen = spv_op(&em->b, SpvOpAtomicCompareExchange, it, cops, 6);
     uint32_t ok = spv_op2(&em->b, SpvOpIEqual, em->t_bool, seen, oldbits);
     branch_cond(em, ok, l_done, l_cont);
@@ -877,8 +881,8 @@ static uint32_t emit_access(emitter *em, const ir_op *op) {
         /* no byte atomics in Vulkan: the builder makes none; an xchg (autodiff) is a plain
          * load and store of the byte */
         uint32_t ptr = element_ptr(em, p, false, lin);
-        r = spv_op2(&em->b, SpvOpINotEqual, em->t_bool, spv_op1(&em->b, SpvOpLoad, mem_type(em, et), ptr),
-                    spv_const_u8(&em->b, 0));
+        r = spv_op2(&em->b, SpvOpINotEqual, em->t_bool,
+                    spv_op1(&em->b, SpvOpLoad, mem_type(em, et), ptr), spv_const_u8(&em->b, 0));
         if (op->code == IR_ATOMIC_XCHG)
             spv_instv(&em->b.funcs, SpvOpStore, 2, ptr,
                       spv_op3(&em->b, SpvOpSelect, mem_type(em, et), v, spv_const_u8(&em->b, 1),
@@ -938,15 +942,16 @@ static uint32_t ad_entry(emitter *em, uint32_t s, uint32_t d) {
     uint32_t i = spv_op2(&em->b, SpvOpIAdd, u64, em->ad_base[s],
                          spv_op2(&em->b, SpvOpIMul, u64, d, em->ad_slots));
     uint32_t ops[3] = {var, cu32(em, 0), i};
-    return spv_op(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, elem),
-                  ops, 3);
+    return spv_op(&em->b, SpvOpAccessChain,
+                  spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, elem), ops, 3);
 }
 
 /* v (of the stack's type) as the bits the heap holds, and back. */
 static uint32_t ad_to_bits(emitter *em, const kern_type *t, uint32_t v) {
     uint32_t it = int_mem_type(em, t);
     if (t->kind == TY_BOOL)
-        return spv_op3(&em->b, SpvOpSelect, it, v, spv_const_u8(&em->b, 1), spv_const_u8(&em->b, 0));
+        return spv_op3(&em->b, SpvOpSelect, it, v, spv_const_u8(&em->b, 1),
+                       spv_const_u8(&em->b, 0));
     return ty_is_float(t) ? bitcast(em, it, v) : v;
 }
 
@@ -1032,8 +1037,12 @@ static void emit_simple(emitter *em, const ir_op *op) {
         case IR_DIV:
         case IR_REM: r = emit_divrem(em, op, x[0], x[1]); break;
         case IR_NEG: r = spv_op1(&em->b, fl ? SpvOpFNegate : SpvOpSNegate, ty, x[0]); break;
-        case IR_AND: r = spv_op2(&em->b, bl ? SpvOpLogicalAnd : SpvOpBitwiseAnd, ty, x[0], x[1]); break;
-        case IR_OR: r = spv_op2(&em->b, bl ? SpvOpLogicalOr : SpvOpBitwiseOr, ty, x[0], x[1]); break;
+        case IR_AND:
+            r = spv_op2(&em->b, bl ? SpvOpLogicalAnd : SpvOpBitwiseAnd, ty, x[0], x[1]);
+            break;
+        case IR_OR:
+            r = spv_op2(&em->b, bl ? SpvOpLogicalOr : SpvOpBitwiseOr, ty, x[0], x[1]);
+            break;
         case IR_XOR:
             r = spv_op2(&em->b, bl ? SpvOpLogicalNotEqual : SpvOpBitwiseXor, ty, x[0], x[1]);
             break;
@@ -1060,7 +1069,9 @@ static void emit_simple(emitter *em, const ir_op *op) {
         case IR_SIGN: r = emit_sign(em, t, x[0]); break;
         case IR_MIN: r = emit_minmax(em, true, t, x[0], x[1]); break;
         case IR_MAX: r = emit_minmax(em, false, t, x[0], x[1]); break;
-        case IR_CLAMP: r = emit_minmax(em, true, t, emit_minmax(em, false, t, x[0], x[1]), x[2]); break;
+        case IR_CLAMP:
+            r = emit_minmax(em, true, t, emit_minmax(em, false, t, x[0], x[1]), x[2]);
+            break;
         default: r = emit_float_math(em, op, x); break;
         }
     }
@@ -1131,8 +1142,8 @@ static void emit_for(emitter *em, const ir_op *op) {
     for (uint32_t k = 0; k < n; k++)
         carried[k] = header_phi(em, reg_type(em, op->results[k]->type),
                                 val(em, op->operands[2 + k]), pre, l_cont, &at[k]);
-    uint32_t less = spv_op2(&em->b, it->kind == TY_U32 ? SpvOpULessThan : SpvOpSLessThan,
-                            em->t_bool, iphi, hi);
+    uint32_t less =
+        spv_op2(&em->b, it->kind == TY_U32 ? SpvOpULessThan : SpvOpSLessThan, em->t_bool, iphi, hi);
     spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
     branch_cond(em, less, l_body, l_merge);
     label(em, l_body);
@@ -1148,8 +1159,7 @@ static void emit_for(emitter *em, const ir_op *op) {
     else
         branch(em, l_cont);
     label(em, l_cont);
-    uint32_t inext = spv_op2(&em->b, SpvOpIAdd, ity, iphi,
-                             is_i64(it) ? cu64(em, 1) : cu32(em, 1));
+    uint32_t inext = spv_op2(&em->b, SpvOpIAdd, ity, iphi, is_i64(it) ? cu64(em, 1) : cu32(em, 1));
     branch(em, l_head);
     spv_patch(&em->b, i_at, inext);
     for (uint32_t k = 0; k < n; k++)
@@ -1319,8 +1329,9 @@ static void kernel_end(emitter *em) {
 static uint32_t block_load(emitter *em, uint32_t member) {
     use_global(em, em->v_block);
     uint32_t t = em->block_type[member];
-    uint32_t ptr = spv_op2(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, t),
-                           em->v_block, cu32(em, member));
+    uint32_t ptr =
+        spv_op2(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, t),
+                em->v_block, cu32(em, member));
     return spv_op1(&em->b, SpvOpLoad, t, ptr);
 }
 
@@ -1464,8 +1475,8 @@ static void emit_entry(emitter *em, const ir_op *task, int t) {
     kern_code_symbol(name, sizeof name, k->name, 't', t, false);
     uint32_t pre[2] = {SpvExecutionModelGLCompute, fn};
     spv_inst_str(&em->b.entries, SpvOpEntryPoint, pre, 2, name, em->iface, (size_t)em->niface);
-    spv_instv(&em->b.modes, SpvOpExecutionMode, 5, fn, SpvExecutionModeLocalSize, KERN_SPV_GROUP,
-              1, 1);
+    spv_instv(&em->b.modes, SpvOpExecutionMode, 5, fn, SpvExecutionModeLocalSize, KERN_SPV_GROUP, 1,
+              1);
 }
 
 uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords, char *err,

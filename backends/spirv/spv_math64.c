@@ -22,8 +22,25 @@
 #include "../../common/util.h"
 #include "spv_math64.h"
 
-enum { F_EXP, F_EXP2, F_LOG, F_LOG2, F_SIN, F_COS, F_TAN, F_ASIN, F_ACOS, F_ATAN, F_ATAN2,
-       F_SINH, F_COSH, F_TANH, F_POW, F_EXPM1, F__COUNT };
+enum {
+    F_EXP,
+    F_EXP2,
+    F_LOG,
+    F_LOG2,
+    F_SIN,
+    F_COS,
+    F_TAN,
+    F_ASIN,
+    F_ACOS,
+    F_ATAN,
+    F_ATAN2,
+    F_SINH,
+    F_COSH,
+    F_TANH,
+    F_POW,
+    F_EXPM1,
+    F__COUNT
+};
 _Static_assert((int)F__COUNT <= (int)SPV_MATH64_FUNCS, "spv_math64 holds every function");
 
 typedef struct m64 {
@@ -33,13 +50,17 @@ typedef struct m64 {
 } m64;
 
 static uint32_t C(m64 *m, double v) { return spv_const_f64(m->b, v); }
-static uint32_t op2(m64 *m, SpvOp o, uint32_t a, uint32_t c) { return spv_op2(m->b, o, m->d, a, c); }
+static uint32_t op2(m64 *m, SpvOp o, uint32_t a, uint32_t c) {
+    return spv_op2(m->b, o, m->d, a, c);
+}
 static uint32_t add(m64 *m, uint32_t a, uint32_t c) { return op2(m, SpvOpFAdd, a, c); }
 static uint32_t sub(m64 *m, uint32_t a, uint32_t c) { return op2(m, SpvOpFSub, a, c); }
 static uint32_t mul(m64 *m, uint32_t a, uint32_t c) { return op2(m, SpvOpFMul, a, c); }
 static uint32_t dv(m64 *m, uint32_t a, uint32_t c) { return op2(m, SpvOpFDiv, a, c); }
 static uint32_t neg(m64 *m, uint32_t a) { return spv_op1(m->b, SpvOpFNegate, m->d, a); }
-static uint32_t ext1(m64 *m, enum GLSLstd450 g, uint32_t a) { return spv_ext(m->b, m->d, g, &a, 1); }
+static uint32_t ext1(m64 *m, enum GLSLstd450 g, uint32_t a) {
+    return spv_ext(m->b, m->d, g, &a, 1);
+}
 static uint32_t fma3(m64 *m, uint32_t a, uint32_t c, uint32_t e) {
     uint32_t x[3] = {a, c, e};
     return spv_ext(m->b, m->d, GLSLstd450Fma, x, 3);
@@ -47,12 +68,18 @@ static uint32_t fma3(m64 *m, uint32_t a, uint32_t c, uint32_t e) {
 static uint32_t sel(m64 *m, uint32_t c, uint32_t a, uint32_t e) {
     return spv_op3(m->b, SpvOpSelect, m->d, c, a, e);
 }
-static uint32_t cmp(m64 *m, SpvOp o, uint32_t a, uint32_t c) { return spv_op2(m->b, o, m->bl, a, c); }
+static uint32_t cmp(m64 *m, SpvOp o, uint32_t a, uint32_t c) {
+    return spv_op2(m->b, o, m->bl, a, c);
+}
 static uint32_t lt(m64 *m, uint32_t a, uint32_t c) { return cmp(m, SpvOpFOrdLessThan, a, c); }
 static uint32_t gt(m64 *m, uint32_t a, uint32_t c) { return cmp(m, SpvOpFOrdGreaterThan, a, c); }
 static uint32_t isnan_(m64 *m, uint32_t a) { return spv_op1(m->b, SpvOpIsNan, m->bl, a); }
-static uint32_t land(m64 *m, uint32_t a, uint32_t c) { return spv_op2(m->b, SpvOpLogicalAnd, m->bl, a, c); }
-static uint32_t lor(m64 *m, uint32_t a, uint32_t c) { return spv_op2(m->b, SpvOpLogicalOr, m->bl, a, c); }
+static uint32_t land(m64 *m, uint32_t a, uint32_t c) {
+    return spv_op2(m->b, SpvOpLogicalAnd, m->bl, a, c);
+}
+static uint32_t lor(m64 *m, uint32_t a, uint32_t c) {
+    return spv_op2(m->b, SpvOpLogicalOr, m->bl, a, c);
+}
 
 /* c[0] + x (c[1] + x (c[2] + ...)) */
 static uint32_t poly(m64 *m, uint32_t x, const double *c, int n) {
@@ -123,7 +150,8 @@ static uint32_t body_log(m64 *m, const uint32_t *x, bool two) {
     uint32_t eb = spv_op2(m->b, SpvOpShiftRightLogical, m->u64, bits, spv_const_u64(m->b, 52));
     eb = spv_op2(m->b, SpvOpBitwiseAnd, m->u64, eb, spv_const_u64(m->b, 0x7ff));
     uint32_t e = sub(m, spv_op1(m->b, SpvOpConvertUToF, m->d, eb), C(m, 1023.0));
-    uint32_t mb = spv_op2(m->b, SpvOpBitwiseAnd, m->u64, bits, spv_const_u64(m->b, 0x000fffffffffffffull));
+    uint32_t mb =
+        spv_op2(m->b, SpvOpBitwiseAnd, m->u64, bits, spv_const_u64(m->b, 0x000fffffffffffffull));
     mb = spv_op2(m->b, SpvOpBitwiseOr, m->u64, mb, spv_const_u64(m->b, 0x3ff0000000000000ull));
     uint32_t mant = spv_op1(m->b, SpvOpBitcast, m->d, mb);
     uint32_t big = gt(m, mant, C(m, M_SQRT2));
@@ -224,7 +252,8 @@ static uint32_t body_atan2(m64 *m, const uint32_t *x) {
     uint32_t y = x[0], xx = x[1];
     uint32_t ay = ext1(m, GLSLstd450FAbs, y), ax = ext1(m, GLSLstd450FAbs, xx);
     uint32_t t = atan_pos(m, dv(m, ay, ax)); /* in [0, pi/2] */
-    uint32_t yinf = spv_op1(m->b, SpvOpIsInf, m->bl, y), xinf = spv_op1(m->b, SpvOpIsInf, m->bl, xx);
+    uint32_t yinf = spv_op1(m->b, SpvOpIsInf, m->bl, y),
+             xinf = spv_op1(m->b, SpvOpIsInf, m->bl, xx);
     t = sel(m, land(m, yinf, xinf), C(m, M_PI_4), t);
     t = sel(m, cmp(m, SpvOpFOrdEqual, ay, C(m, 0.0)), C(m, 0.0), t); /* 0/0 too */
     uint32_t xneg = signbit_(m, xx);
@@ -286,16 +315,16 @@ static uint32_t body_pow(m64 *m, const uint32_t *x) {
     uint32_t r = call(m, F_EXP, &prod, 1);
     uint32_t eint = cmp(m, SpvOpFOrdEqual, ext1(m, GLSLstd450Floor, e), e);
     uint32_t half = mul(m, e, C(m, 0.5));
-    uint32_t eodd = land(m, eint, spv_op2(m->b, SpvOpFOrdNotEqual, m->bl,
-                                         ext1(m, GLSLstd450Floor, half), half));
+    uint32_t eodd = land(
+        m, eint, spv_op2(m->b, SpvOpFOrdNotEqual, m->bl, ext1(m, GLSLstd450Floor, half), half));
     eodd = land(m, eodd, lt(m, ext1(m, GLSLstd450FAbs, e), C(m, 9007199254740992.0)));
     uint32_t bneg = signbit_(m, b);
     /* a negative base: an odd integer exponent keeps the sign, a non-integer one gives NaN */
     r = sel(m, land(m, bneg, eodd), neg(m, r), r);
     uint32_t bfin = spv_op1(m->b, SpvOpLogicalNot, m->bl, spv_op1(m->b, SpvOpIsInf, m->bl, b));
-    r = sel(m, land(m, land(m, lt(m, b, C(m, 0.0)), bfin),
-                    spv_op1(m->b, SpvOpLogicalNot, m->bl, eint)),
-            C(m, NAN), r);
+    r = sel(
+        m, land(m, land(m, lt(m, b, C(m, 0.0)), bfin), spv_op1(m->b, SpvOpLogicalNot, m->bl, eint)),
+        C(m, NAN), r);
     /* zero base: e < 0 gives inf, e > 0 zero (signed for odd e) */
     uint32_t bzero = cmp(m, SpvOpFOrdEqual, b, C(m, 0.0));
     uint32_t zr = sel(m, lt(m, e, C(m, 0.0)), C(m, INFINITY), C(m, 0.0));
@@ -303,12 +332,14 @@ static uint32_t body_pow(m64 *m, const uint32_t *x) {
     r = sel(m, bzero, zr, r);
     /* NaN in, NaN out, but pow(x, 0) = 1 and pow(1, y) = 1 */
     r = sel(m, lor(m, isnan_(m, b), isnan_(m, e)), C(m, NAN), r);
-    uint32_t one = lor(m, cmp(m, SpvOpFOrdEqual, e, C(m, 0.0)), cmp(m, SpvOpFOrdEqual, b, C(m, 1.0)));
+    uint32_t one =
+        lor(m, cmp(m, SpvOpFOrdEqual, e, C(m, 0.0)), cmp(m, SpvOpFOrdEqual, b, C(m, 1.0)));
     r = sel(m, one, C(m, 1.0), r);
     /* (-1)^(+-inf) = 1; |b| < 1 with -inf and |b| > 1 with inf: inf; the others: 0 */
     uint32_t einf = spv_op1(m->b, SpvOpIsInf, m->bl, e);
     uint32_t gt1 = gt(m, ab, C(m, 1.0)), epos = gt(m, e, C(m, 0.0));
-    uint32_t ir = sel(m, spv_op2(m->b, SpvOpLogicalEqual, m->bl, gt1, epos), C(m, INFINITY), C(m, 0.0));
+    uint32_t ir =
+        sel(m, spv_op2(m->b, SpvOpLogicalEqual, m->bl, gt1, epos), C(m, INFINITY), C(m, 0.0));
     ir = sel(m, cmp(m, SpvOpFOrdEqual, ab, C(m, 1.0)), C(m, 1.0), ir);
     return sel(m, land(m, einf, spv_op1(m->b, SpvOpLogicalNot, m->bl, isnan_(m, b))), ir, r);
 }
@@ -365,7 +396,8 @@ void spv_math64_finish(spv_builder *b, spv_math64 *st) {
             int n = nargs_of(f);
             uint32_t pt[2] = {m.d, m.d};
             uint32_t fnty = spv_type_fn(b, m.d, pt, (size_t)n);
-            spv_instv(&b->funcs, SpvOpFunction, 4, m.d, st->fn[f], SpvFunctionControlMaskNone, fnty);
+            spv_instv(&b->funcs, SpvOpFunction, 4, m.d, st->fn[f], SpvFunctionControlMaskNone,
+                      fnty);
             uint32_t x[2];
             for (int i = 0; i < n; i++)
                 x[i] = spv_op(b, SpvOpFunctionParameter, m.d, NULL, 0);

@@ -59,8 +59,9 @@ char *kc_spirv_to_msl(const uint32_t *words, size_t nwords, char *err, size_t er
     int ne = entry_names(words, nwords, names, MAX_ENTRIES);
     if (ne < 0) {
         free(names);
-        snprintf(err, errlen, "the module uses f64, and Metal has no 64-bit floats: use f32 "
-                              "for kernels meant for Metal");
+        snprintf(err, errlen,
+                 "the module uses f64, and Metal has no 64-bit floats: use f32 "
+                 "for kernels meant for Metal");
         return NULL;
     }
     kern_buf out = {0};
@@ -76,17 +77,18 @@ char *kc_spirv_to_msl(const uint32_t *words, size_t nwords, char *err, size_t er
         spvc_compiler comp = NULL;
         spvc_compiler_options opts = NULL;
         const char *src = NULL;
-        ok = spvc_context_parse_spirv(ctx, words, nwords, &ir) == SPVC_SUCCESS &&
-             spvc_context_create_compiler(ctx, SPVC_BACKEND_MSL, ir,
-                                          SPVC_CAPTURE_MODE_TAKE_OWNERSHIP, &comp) == SPVC_SUCCESS &&
-             spvc_compiler_set_entry_point(comp, names[e], SpvExecutionModelGLCompute) ==
-                 SPVC_SUCCESS &&
-             bind_buffers(comp, words, nwords) &&
-             spvc_compiler_create_compiler_options(comp, &opts) == SPVC_SUCCESS &&
-             spvc_compiler_options_set_uint(opts, SPVC_COMPILER_OPTION_MSL_VERSION,
-                                            SPVC_MAKE_MSL_VERSION(2, 3, 0)) == SPVC_SUCCESS &&
-             spvc_compiler_install_compiler_options(comp, opts) == SPVC_SUCCESS &&
-             spvc_compiler_compile(comp, &src) == SPVC_SUCCESS;
+        ok =
+            spvc_context_parse_spirv(ctx, words, nwords, &ir) == SPVC_SUCCESS &&
+            spvc_context_create_compiler(ctx, SPVC_BACKEND_MSL, ir,
+                                         SPVC_CAPTURE_MODE_TAKE_OWNERSHIP, &comp) == SPVC_SUCCESS &&
+            spvc_compiler_set_entry_point(comp, names[e], SpvExecutionModelGLCompute) ==
+                SPVC_SUCCESS &&
+            bind_buffers(comp, words, nwords) &&
+            spvc_compiler_create_compiler_options(comp, &opts) == SPVC_SUCCESS &&
+            spvc_compiler_options_set_uint(opts, SPVC_COMPILER_OPTION_MSL_VERSION,
+                                           SPVC_MAKE_MSL_VERSION(2, 3, 0)) == SPVC_SUCCESS &&
+            spvc_compiler_install_compiler_options(comp, opts) == SPVC_SUCCESS &&
+            spvc_compiler_compile(comp, &src) == SPVC_SUCCESS;
         if (ok)
             buf_printf(&out, "// kern: entry %s\n%s\n", names[e], src);
         else if (!msg[0])

@@ -27,10 +27,9 @@ char *kc_spirv_disassemble(const uint32_t *words, size_t nwords, char *err, size
     spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
     spv_text text = NULL;
     spv_diagnostic dg = NULL;
-    spv_result_t r = spvBinaryToText(ctx, words, nwords,
-                                     SPV_BINARY_TO_TEXT_OPTION_FRIENDLY_NAMES |
-                                         SPV_BINARY_TO_TEXT_OPTION_INDENT,
-                                     &text, &dg);
+    spv_result_t r = spvBinaryToText(
+        ctx, words, nwords,
+        SPV_BINARY_TO_TEXT_OPTION_FRIENDLY_NAMES | SPV_BINARY_TO_TEXT_OPTION_INDENT, &text, &dg);
     char *out = NULL;
     if (r == SPV_SUCCESS && text) {
         out = malloc(text->length + 1);
@@ -41,8 +40,7 @@ char *kc_spirv_disassemble(const uint32_t *words, size_t nwords, char *err, size
             snprintf(err, errlen, "out of memory");
         }
     } else {
-        snprintf(err, errlen, "SPIR-V disassembly: %s",
-                 dg && dg->error ? dg->error : "failed");
+        snprintf(err, errlen, "SPIR-V disassembly: %s", dg && dg->error ? dg->error : "failed");
     }
     spvTextDestroy(text);
     spvDiagnosticDestroy(dg);
