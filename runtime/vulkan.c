@@ -158,6 +158,7 @@ typedef struct vk_device {
     vk_mem dummy; /* the heap bindings of kernels without adstacks */
     bool has_f64, has_i64, has_i8, has_8bit, has_i64atomics, has_f32add;
     bool has_sg_basic, has_sg_vote, has_sg_arith; /* subgroup operations in compute shaders */
+    bool has_shared_f32add; /* float atomic add on workgroup memory (block copies) */
     int64_t resident_groups;
     vk_job *inflight, *inflight_tail, *free_jobs;
     atomic_int validation_messages;
@@ -653,6 +654,15 @@ static kern_status vk_load_code(rt_device *d, const kern_code_image *img, void *
             snprintf(err, errlen,
                      "malformed SPIR-V: an instruction at word %zu overruns the module", i);
             return KERN_ERR_FORMAT;
+        }
+        if (op == 59 /* OpVariable */ && len >= 4 && w[i + 3] == 4 /* Workgroup */ &&
+            !v->has_shared_f32add) {
+            free(w);
+            snprintf(err, errlen,
+                     "the module needs float atomic add on workgroup memory "
+                     "(shaderSharedFloat32AtomicAdd), which %s lacks",
+                     v->props.deviceName);
+            return KERN_ERR_UNSUPPORTED;
         }
         if (op == 17 /* OpCapability */ && len == 2) {
             for (size_t f = 0; f < sizeof features / sizeof *features; f++)
@@ -1422,6 +1432,7 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     v->has_8bit = f12.storageBuffer8BitAccess;
     v->has_i64atomics = f12.shaderBufferInt64Atomics;
     v->has_f32add = has_float_ext && af.shaderBufferFloat32AtomicAdd;
+    v->has_shared_f32add = has_float_ext && af.shaderSharedFloat32AtomicAdd;
     VkPhysicalDeviceSubgroupProperties sgp = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
@@ -1434,7 +1445,8 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     /* enable exactly those */
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT eaf = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
-        .shaderBufferFloat32AtomicAdd = v->has_f32add};
+        .shaderBufferFloat32AtomicAdd = v->has_f32add,
+        .shaderSharedFloat32AtomicAdd = v->has_shared_f32add};
     VkPhysicalDeviceVulkan12Features e12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
         .pNext = v->has_f32add ? &eaf : NULL,
@@ -1456,7 +1468,7 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
                               .pNext = &e2,
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qi,
-                              .enabledExtensionCount = v->has_f32add ? 1 : 0,
+                              .enabledExtensionCount = v->has_f32add || v->has_shared_f32add ? 1 : 0,
                               .ppEnabledExtensionNames = exts};
     VkResult r = a->vkCreateDevice(v->phys, &dci, NULL, &v->dev);
     if (r != VK_SUCCESS) {

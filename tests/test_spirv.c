@@ -502,3 +502,73 @@ Test(msl, golden_files) {
     }
     golden_free_list(names, n);
 }
+
+/* K.grad of the per-thread loop in a release build: w.grad is summed in workgroup memory
+ * when it fits (T = 64) and with global atomics when it does not (T = 3000), against a
+ * hand-written reverse sweep in double. */
+static void loop_grad_case(kern_context *ctx, int n, int steps) {
+    static const char *src = "kernel loop(x0: f32[], w: f32[], out: f32[]) {\n"
+                             "    for i in 0..len(x0) {\n"
+                             "        var x = x0[i];\n"
+                             "        for t in 0..len(w) { x = 0.5 * sin(x) * w[t] + 0.4 * x + 0.1; }\n"
+                             "        out[i] = x;\n"
+                             "    }\n"
+                             "}\n";
+    kern_module *mod;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "loop.kern", &mod), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    kern_kernel *g;
+    cr_assert_eq(kern_kernel_find(mod, "loop.grad", &g), KERN_OK);
+    float *x0 = calloc((size_t)n, 4), *w = calloc((size_t)steps, 4), *gout = calloc((size_t)n, 4);
+    float *gw = calloc((size_t)steps, 4), *gx = calloc((size_t)n, 4);
+    double *rw = calloc((size_t)steps, sizeof *rw), *xs = calloc((size_t)steps, sizeof *xs);
+    cr_assert(x0 && w && gout && gw && gx && rw && xs);
+    for (int i = 0; i < n; i++)
+        x0[i] = -1.0f + 2.0f * (float)i / (float)n, gout[i] = 0.5f + (float)(i % 7) / 7.0f;
+    for (int t = 0; t < steps; t++)
+        w[t] = 0.5f + (float)(t % 11) / 11.0f;
+    for (int i = 0; i < n; i++) { /* the reference, in double */
+        double x = x0[i];
+        for (int t = 0; t < steps; t++)
+            xs[t] = x, x = 0.5 * sin(x) * w[t] + 0.4 * x + 0.1;
+        double a = gout[i];
+        for (int t = steps - 1; t >= 0; t--) {
+            rw[t] += a * 0.5 * sin(xs[t]);
+            a *= 0.5 * cos(xs[t]) * w[t] + 0.4;
+        }
+    }
+    int64_t nn = n, ns = steps;
+    kern_buffer *b[6];
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &nn, x0, &b[0]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &ns, w, &b[1]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &nn, NULL, &b[2]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &nn, NULL, &b[3]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &ns, NULL, &b[4]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &nn, gout, &b[5]), KERN_OK);
+    kern_arg args[6];
+    for (int i = 0; i < 6; i++)
+        args[i] = kern_arg_buffer(b[i]);
+    cr_assert_eq(kern_launch(g, args, 6), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_buffer_read(b[4], gw, (size_t)steps * 4), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    double scale = 0;
+    for (int t = 0; t < steps; t++)
+        scale = fmax(scale, fabs(rw[t]));
+    for (int t = 0; t < steps; t++)
+        cr_expect(fabs(gw[t] - rw[t]) <= 1e-4 * scale + 1e-6, "T = %d: w.grad[%d] = %.7g, want %.7g",
+                  steps, t, (double)gw[t], rw[t]);
+    for (int i = 0; i < 6; i++)
+        kern_buffer_release(b[i]);
+    kern_module_release(mod);
+    free(x0), free(w), free(gout), free(gw), free(gx), free(rw), free(xs);
+}
+
+Test(vulkan, adjoint_sums_in_workgroup_memory_and_global) {
+    kern_context *ctx = vk_context();
+    if (!ctx)
+        cr_skip_test("no Vulkan device");
+    loop_grad_case(ctx, 20000, 64);  /* w.grad fits a workgroup copy */
+    loop_grad_case(ctx, 3000, 3000); /* it does not: global atomics */
+    no_validation_messages(ctx);
+    kern_context_release(ctx);
+}

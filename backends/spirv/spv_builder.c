@@ -233,6 +233,11 @@ uint32_t spv_type_fn(spv_builder *b, uint32_t ret, const uint32_t *params, size_
     return dedup(b, SpvOpTypeFunction, ops, n + 1, 0);
 }
 
+uint32_t spv_type_array_of(spv_builder *b, uint32_t elem, uint32_t n) {
+    uint32_t ops[2] = {elem, spv_const_u32(b, n)};
+    return dedup(b, SpvOpTypeArray, ops, 2, 0);
+}
+
 uint32_t spv_type_rtarray(spv_builder *b, uint32_t elem, uint32_t stride) {
     size_t before = b->bound;
     uint32_t id = dedup(b, SpvOpTypeRuntimeArray, &elem, 1, 0);

@@ -59,6 +59,8 @@ uint32_t spv_type_float(spv_builder *b, int bits);
 uint32_t spv_type_vec(spv_builder *b, uint32_t elem, int n);
 uint32_t spv_type_ptr(spv_builder *b, SpvStorageClass sc, uint32_t type);
 uint32_t spv_type_fn(spv_builder *b, uint32_t ret, const uint32_t *params, size_t n);
+/* An array of n elements of elem (no stride: for Workgroup memory). */
+uint32_t spv_type_array_of(spv_builder *b, uint32_t elem, uint32_t n);
 /* A runtime array of elem with ArrayStride stride (deduplicated with its decoration). */
 uint32_t spv_type_rtarray(spv_builder *b, uint32_t elem, uint32_t stride);
 /* A new struct (never deduplicated) with members at the given byte offsets, decorated Block

@@ -96,7 +96,7 @@ static uint32_t map_get(const valmap *m, const ir_value *v) {
 
 /* ---- the emitter's state ---------------------------------------------------------------- */
 
-enum { MAX_IFACE = 64 };
+enum { MAX_IFACE = 64, KERN_SPV_BLOCK_COPIES = 2, KERN_SPV_BLOCK_ELEMS = 2048 };
 
 typedef struct emitter {
     spv_builder b;
@@ -126,6 +126,14 @@ typedef struct emitter {
     int niface;
     uint32_t (*shape)[KERN_MAX_RANK];      /* per parameter: extents (u64) */
     uint32_t *ad_depth, *ad_base, *ad_cap; /* per adstack */
+    /* block copies (a parallel task): f32 arrays it only adds into, summed per workgroup in
+     * shared memory when they fit (blk_on, uniform), then added to the array once */
+    int nblk;
+    int blk_param[KERN_SPV_BLOCK_COPIES];
+    uint32_t blk_var[KERN_SPV_BLOCK_COPIES]; /* Workgroup f32[KERN_SPV_BLOCK_ELEMS] */
+    uint32_t blk_on[KERN_SPV_BLOCK_COPIES];  /* bool */
+    uint32_t blk_n[KERN_SPV_BLOCK_COPIES];   /* the array's elements (u64) */
+    uint32_t v_lid;                          /* LocalInvocationId */
     uint32_t ad_slots;
     bool checks;
     uint32_t cur; /* the current block's label */
@@ -853,6 +861,35 @@ static void emit_combined_fadd(emitter *em, int p, uint32_t lin, uint32_t v) {
     label(em, l_j);
 }
 
+/* The block copy of array parameter p, or -1. */
+static int block_copy_of(const emitter *em, int p) {
+    for (int i = 0; i < em->nblk; i++)
+        if (em->blk_param[i] == p)
+            return i;
+    return -1;
+}
+
+/* An add into block-copied array p: into the workgroup's copy when the array fits it, else
+ * as any unused-result f32 add. */
+static void emit_block_fadd(emitter *em, int bi, int p, uint32_t lin, uint32_t v) {
+    uint32_t l_sh = spv_id(&em->b), l_gl = spv_id(&em->b), l_j = spv_id(&em->b);
+    selection_merge(em, l_j);
+    branch_cond(em, em->blk_on[bi], l_sh, l_gl);
+    label(em, l_sh);
+    spv_capability(&em->b, SpvCapabilityAtomicFloat32AddEXT);
+    spv_extension(&em->b, "SPV_EXT_shader_atomic_float_add");
+    uint32_t ptr = spv_op2(&em->b, SpvOpAccessChain,
+                           spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32), em->blk_var[bi],
+                           lin);
+    uint32_t ops[4] = {ptr, cu32(em, SpvScopeWorkgroup), relaxed(em), v};
+    spv_op(&em->b, SpvOpAtomicFAddEXT, em->t_f32, ops, 4);
+    branch(em, l_j);
+    label(em, l_gl);
+    emit_combined_fadd(em, p, lin, v);
+    branch(em, l_j);
+    label(em, l_j);
+}
+
 static uint32_t emit_access(emitter *em, const ir_op *op) {
     int p = param_of(em, op->operands[0]);
     const kern_type *et = op->operands[0]->type->elem;
@@ -891,7 +928,13 @@ static uint32_t emit_access(emitter *em, const ir_op *op) {
     }
     if (is_i64(et) || et->kind == TY_F64)
         spv_capability(&em->b, SpvCapabilityInt64Atomics);
-    if (fl && op->code == IR_ATOMIC_ADD && et->kind == TY_F32 && !value_used(em, op->results[0])) {
+    int bi = block_copy_of(em, p);
+    if (bi >= 0 && (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB)) {
+        uint32_t add = op->code == IR_ATOMIC_SUB ? spv_op1(&em->b, SpvOpFNegate, rt, v) : v;
+        emit_block_fadd(em, bi, p, lin, add);
+        r = spv_op(&em->b, SpvOpUndef, rt, NULL, 0);
+    } else if (fl && op->code == IR_ATOMIC_ADD && et->kind == TY_F32 &&
+               !value_used(em, op->results[0])) {
         emit_combined_fadd(em, p, lin, v);
         r = spv_op(&em->b, SpvOpUndef, rt, NULL, 0);
     } else if (fl && op->code == IR_ATOMIC_ADD && et->kind == TY_F32) {
@@ -1362,7 +1405,137 @@ static void reset_adstacks(emitter *em) {
         spv_instv(&em->b.funcs, SpvOpStore, 2, em->ad_depth[s], cu64(em, 0));
 }
 
+/* Which arrays of the task get block copies: f32 parameters that the task accesses only
+ * by atomic adds and subs whose old value it never uses (adjoints such as w.grad). */
+static void scan_block_use(emitter *em, const ir_region *r, int *use) {
+    ir_foreach_op(op, r) {
+        if (op->noperands && ty_is_array(op->operands[0]->type) && !op->operands[0]->def &&
+            op->operands[0]->region == em->kernel->body) {
+            int p = (int)op->operands[0]->index;
+            bool add = (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) &&
+                       op->operands[0]->type->elem->kind == TY_F32 &&
+                       !value_used(em, op->results[0]);
+            if (op->code == IR_DIM)
+                ; /* its extents only */
+            else if (add && use[p] >= 0)
+                use[p] = 1;
+            else
+                use[p] = -1;
+        }
+        for (uint32_t i = 0; i < op->nregions; i++)
+            scan_block_use(em, op->regions[i], use);
+    }
+}
+
+static uint32_t local_x(emitter *em) {
+    if (!em->v_lid)
+        em->v_lid = builtin_var(em, SpvBuiltInLocalInvocationId);
+    use_global(em, em->v_lid);
+    uint32_t v3 = spv_op1(&em->b, SpvOpLoad, spv_type_vec(&em->b, em->t_u32, 3), em->v_lid);
+    uint32_t ops[2] = {v3, 0};
+    return spv_op1(&em->b, SpvOpUConvert, u64t(em),
+                   spv_op(&em->b, SpvOpCompositeExtract, em->t_u32, ops, 2));
+}
+
+static void workgroup_barrier(emitter *em) {
+    spv_instv(&em->b.funcs, SpvOpControlBarrier, 3, cu32(em, SpvScopeWorkgroup),
+              cu32(em, SpvScopeWorkgroup),
+              cu32(em, SpvMemorySemanticsAcquireReleaseMask | SpvMemorySemanticsWorkgroupMemoryMask));
+}
+
+/* for (j = lid; j < n; j += KERN_SPV_GROUP) body(j), under `if on`; body is 0 (zero the
+ * copy) or 1 (add the copy's non-zero entries to the array). */
+static void block_loop(emitter *em, int bi, uint32_t lid, int what) {
+    uint32_t u64 = u64t(em);
+    uint32_t l_on = spv_id(&em->b), l_j = spv_id(&em->b);
+    selection_merge(em, l_j);
+    branch_cond(em, em->blk_on[bi], l_on, l_j);
+    label(em, l_on);
+    uint32_t pre = em->cur;
+    uint32_t l_head = spv_id(&em->b), l_body = spv_id(&em->b), l_cont = spv_id(&em->b),
+             l_merge = spv_id(&em->b);
+    branch(em, l_head);
+    label(em, l_head);
+    uint32_t at;
+    uint32_t j = header_phi(em, u64, lid, pre, l_cont, &at);
+    uint32_t more = spv_op2(&em->b, SpvOpULessThan, em->t_bool, j, em->blk_n[bi]);
+    spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
+    branch_cond(em, more, l_body, l_merge);
+    label(em, l_body);
+    uint32_t ptr = spv_op2(&em->b, SpvOpAccessChain,
+                           spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32), em->blk_var[bi], j);
+    if (what == 0) {
+        spv_instv(&em->b.funcs, SpvOpStore, 2, ptr, spv_const_f32(&em->b, 0.0f));
+    } else {
+        uint32_t x = spv_op1(&em->b, SpvOpLoad, em->t_f32, ptr);
+        uint32_t nz = spv_op2(&em->b, SpvOpFUnordNotEqual, em->t_bool, x, spv_const_f32(&em->b, 0.0f));
+        uint32_t l_add = spv_id(&em->b), l_skip = spv_id(&em->b);
+        selection_merge(em, l_skip);
+        branch_cond(em, nz, l_add, l_skip);
+        label(em, l_add);
+        fadd_atomic(em, em->blk_param[bi], j, x);
+        branch(em, l_skip);
+        label(em, l_skip);
+    }
+    branch(em, l_cont);
+    label(em, l_cont);
+    uint32_t jn = spv_op2(&em->b, SpvOpIAdd, u64, j, cu64(em, KERN_SPV_GROUP));
+    branch(em, l_head);
+    spv_patch(&em->b, at, jn);
+    label(em, l_merge);
+    branch(em, l_j);
+    label(em, l_j);
+}
+
+/* Before the grid-stride loop (uniform control flow): the block copies, zeroed. */
+static void block_copies_begin(emitter *em, const ir_op *task) {
+    const ir_kernel *k = em->kernel;
+    em->nblk = 0;
+    if (em->opts->debug)
+        return; /* debug builds keep every access where the checks see it */
+    int *use = calloc(k->nparams + 1, sizeof *use);
+    if (!use)
+        kern_oom(k->nparams * sizeof *use);
+    scan_block_use(em, task->regions[0], use);
+    uint32_t u64 = u64t(em);
+    for (uint32_t p = 0; p < k->nparams && em->nblk < KERN_SPV_BLOCK_COPIES; p++) {
+        if (use[p] != 1)
+            continue;
+        int i = em->nblk++;
+        em->blk_param[i] = (int)p;
+        uint32_t arr = spv_type_array_of(&em->b, em->t_f32, KERN_SPV_BLOCK_ELEMS);
+        em->blk_var[i] = spv_global(&em->b, spv_type_ptr(&em->b, SpvStorageClassWorkgroup, arr),
+                                    SpvStorageClassWorkgroup, 0, -1);
+        use_global(em, em->blk_var[i]);
+        uint32_t n = cu64(em, 1);
+        for (int d = 0; d < k->params[p].type->rank; d++)
+            n = spv_op2(&em->b, SpvOpIMul, u64, n, em->shape[p][d]);
+        em->blk_n[i] = n;
+        em->blk_on[i] = spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, n,
+                                cu64(em, KERN_SPV_BLOCK_ELEMS));
+    }
+    free(use);
+    if (!em->nblk)
+        return;
+    uint32_t lid = local_x(em);
+    for (int i = 0; i < em->nblk; i++)
+        block_loop(em, i, lid, 0);
+    workgroup_barrier(em);
+}
+
+/* After it: every invocation of the workgroup is done; the copies go to the arrays. */
+static void block_copies_end(emitter *em) {
+    if (!em->nblk)
+        return;
+    workgroup_barrier(em);
+    uint32_t lid = local_x(em);
+    for (int i = 0; i < em->nblk; i++)
+        block_loop(em, i, lid, 1);
+    em->nblk = 0;
+}
+
 static void emit_parallel(emitter *em, const ir_op *task, uint32_t w, uint32_t nthreads) {
+    block_copies_begin(em, task);
     const ir_region *body = task->regions[0];
     uint32_t nd = body->nargs, u64 = u64t(em);
     uint32_t ext[8];
@@ -1401,6 +1574,7 @@ static void emit_parallel(emitter *em, const ir_op *task, uint32_t w, uint32_t n
     branch(em, l_head);
     spv_patch(&em->b, n_at, nn);
     label(em, l_merge);
+    block_copies_end(em);
 }
 
 static void emit_serial(emitter *em, const ir_op *task, uint32_t w) {
