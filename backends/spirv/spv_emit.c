@@ -831,10 +831,35 @@ static void fadd_atomic(emitter *em, int p, uint32_t lin, uint32_t v) {
     spv_op(&em->b, SpvOpAtomicFAddEXT, em->t_f32, ops, 4);
 }
 
-/* An f32 atomic add whose old value nobody uses (adjoints like w.grad): when every active
- * lane of the subgroup adds into the same element, the subgroup sums first and one lane
- * adds the sum (as the CUDA path combines per warp); otherwise each lane adds. */
-static void emit_combined_fadd(emitter *em, int p, uint32_t lin, uint32_t v) {
+/* The block copy of array parameter p, or -1. */
+static int block_copy_of(const emitter *em, int p) {
+    for (int i = 0; i < em->nblk; i++)
+        if (em->blk_param[i] == p)
+            return i;
+    return -1;
+}
+
+/* An f32 atomic add of v at element lin: into block copy bi (workgroup memory), or (bi < 0)
+ * into array parameter p. */
+static void add_to(emitter *em, int bi, int p, uint32_t lin, uint32_t v) {
+    if (bi < 0) {
+        fadd_atomic(em, p, lin, v);
+        return;
+    }
+    spv_capability(&em->b, SpvCapabilityAtomicFloat32AddEXT);
+    spv_extension(&em->b, "SPV_EXT_shader_atomic_float_add");
+    uint32_t ptr = spv_op2(&em->b, SpvOpAccessChain,
+                           spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32), em->blk_var[bi],
+                           lin);
+    uint32_t ops[4] = {ptr, cu32(em, SpvScopeWorkgroup), relaxed(em), v};
+    spv_op(&em->b, SpvOpAtomicFAddEXT, em->t_f32, ops, 4);
+}
+
+/* An f32 atomic add whose old value nobody uses (adjoints like w.grad), into block copy bi
+ * or (bi < 0) the array: when every active lane of the subgroup adds into the same element,
+ * the subgroup sums first and one lane adds the sum (as the CUDA path combines per warp);
+ * otherwise each lane adds. */
+static void emit_combined_fadd(emitter *em, int bi, int p, uint32_t lin, uint32_t v) {
     spv_capability(&em->b, SpvCapabilityGroupNonUniform);
     spv_capability(&em->b, SpvCapabilityGroupNonUniformVote);
     spv_capability(&em->b, SpvCapabilityGroupNonUniformArithmetic);
@@ -851,41 +876,27 @@ static void emit_combined_fadd(emitter *em, int p, uint32_t lin, uint32_t v) {
     selection_merge(em, l_j1);
     branch_cond(em, first, l_one, l_j1);
     label(em, l_one);
-    fadd_atomic(em, p, lin, sum);
+    add_to(em, bi, p, lin, sum);
     branch(em, l_j1);
     label(em, l_j1);
     branch(em, l_j);
     label(em, l_each);
-    fadd_atomic(em, p, lin, v);
+    add_to(em, bi, p, lin, v);
     branch(em, l_j);
     label(em, l_j);
 }
 
-/* The block copy of array parameter p, or -1. */
-static int block_copy_of(const emitter *em, int p) {
-    for (int i = 0; i < em->nblk; i++)
-        if (em->blk_param[i] == p)
-            return i;
-    return -1;
-}
-
 /* An add into block-copied array p: into the workgroup's copy when the array fits it, else
- * as any unused-result f32 add. */
+ * into the array; both combined per subgroup first. */
 static void emit_block_fadd(emitter *em, int bi, int p, uint32_t lin, uint32_t v) {
     uint32_t l_sh = spv_id(&em->b), l_gl = spv_id(&em->b), l_j = spv_id(&em->b);
     selection_merge(em, l_j);
     branch_cond(em, em->blk_on[bi], l_sh, l_gl);
     label(em, l_sh);
-    spv_capability(&em->b, SpvCapabilityAtomicFloat32AddEXT);
-    spv_extension(&em->b, "SPV_EXT_shader_atomic_float_add");
-    uint32_t ptr = spv_op2(&em->b, SpvOpAccessChain,
-                           spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32), em->blk_var[bi],
-                           lin);
-    uint32_t ops[4] = {ptr, cu32(em, SpvScopeWorkgroup), relaxed(em), v};
-    spv_op(&em->b, SpvOpAtomicFAddEXT, em->t_f32, ops, 4);
+    emit_combined_fadd(em, bi, p, lin, v);
     branch(em, l_j);
     label(em, l_gl);
-    emit_combined_fadd(em, p, lin, v);
+    emit_combined_fadd(em, -1, p, lin, v);
     branch(em, l_j);
     label(em, l_j);
 }
@@ -935,7 +946,7 @@ static uint32_t emit_access(emitter *em, const ir_op *op) {
         r = spv_op(&em->b, SpvOpUndef, rt, NULL, 0);
     } else if (fl && op->code == IR_ATOMIC_ADD && et->kind == TY_F32 &&
                !value_used(em, op->results[0])) {
-        emit_combined_fadd(em, p, lin, v);
+        emit_combined_fadd(em, -1, p, lin, v);
         r = spv_op(&em->b, SpvOpUndef, rt, NULL, 0);
     } else if (fl && op->code == IR_ATOMIC_ADD && et->kind == TY_F32) {
         spv_capability(&em->b, SpvCapabilityAtomicFloat32AddEXT);
