@@ -1468,7 +1468,8 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
                               .pNext = &e2,
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qi,
-                              .enabledExtensionCount = v->has_f32add || v->has_shared_f32add ? 1 : 0,
+                              .enabledExtensionCount =
+                                  v->has_f32add || v->has_shared_f32add ? 1 : 0,
                               .ppEnabledExtensionNames = exts};
     VkResult r = a->vkCreateDevice(v->phys, &dci, NULL, &v->dev);
     if (r != VK_SUCCESS) {

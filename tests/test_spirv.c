@@ -507,13 +507,14 @@ Test(msl, golden_files) {
  * when it fits (T = 64) and with global atomics when it does not (T = 3000), against a
  * hand-written reverse sweep in double. */
 static void loop_grad_case(kern_context *ctx, int n, int steps) {
-    static const char *src = "kernel loop(x0: f32[], w: f32[], out: f32[]) {\n"
-                             "    for i in 0..len(x0) {\n"
-                             "        var x = x0[i];\n"
-                             "        for t in 0..len(w) { x = 0.5 * sin(x) * w[t] + 0.4 * x + 0.1; }\n"
-                             "        out[i] = x;\n"
-                             "    }\n"
-                             "}\n";
+    static const char *src =
+        "kernel loop(x0: f32[], w: f32[], out: f32[]) {\n"
+        "    for i in 0..len(x0) {\n"
+        "        var x = x0[i];\n"
+        "        for t in 0..len(w) { x = 0.5 * sin(x) * w[t] + 0.4 * x + 0.1; }\n"
+        "        out[i] = x;\n"
+        "    }\n"
+        "}\n";
     kern_module *mod;
     cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "loop.kern", &mod), KERN_OK, "%s",
                  kern_context_last_error(ctx));
@@ -555,8 +556,8 @@ static void loop_grad_case(kern_context *ctx, int n, int steps) {
     for (int t = 0; t < steps; t++)
         scale = fmax(scale, fabs(rw[t]));
     for (int t = 0; t < steps; t++)
-        cr_expect(fabs(gw[t] - rw[t]) <= 1e-4 * scale + 1e-6, "T = %d: w.grad[%d] = %.7g, want %.7g",
-                  steps, t, (double)gw[t], rw[t]);
+        cr_expect(fabs(gw[t] - rw[t]) <= 1e-4 * scale + 1e-6,
+                  "T = %d: w.grad[%d] = %.7g, want %.7g", steps, t, (double)gw[t], rw[t]);
     for (int i = 0; i < 6; i++)
         kern_buffer_release(b[i]);
     kern_module_release(mod);

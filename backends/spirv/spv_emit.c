@@ -848,9 +848,9 @@ static void add_to(emitter *em, int bi, int p, uint32_t lin, uint32_t v) {
     }
     spv_capability(&em->b, SpvCapabilityAtomicFloat32AddEXT);
     spv_extension(&em->b, "SPV_EXT_shader_atomic_float_add");
-    uint32_t ptr = spv_op2(&em->b, SpvOpAccessChain,
-                           spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32), em->blk_var[bi],
-                           lin);
+    uint32_t ptr =
+        spv_op2(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32),
+                em->blk_var[bi], lin);
     uint32_t ops[4] = {ptr, cu32(em, SpvScopeWorkgroup), relaxed(em), v};
     spv_op(&em->b, SpvOpAtomicFAddEXT, em->t_f32, ops, 4);
 }
@@ -1449,9 +1449,10 @@ static uint32_t local_x(emitter *em) {
 }
 
 static void workgroup_barrier(emitter *em) {
-    spv_instv(&em->b.funcs, SpvOpControlBarrier, 3, cu32(em, SpvScopeWorkgroup),
-              cu32(em, SpvScopeWorkgroup),
-              cu32(em, SpvMemorySemanticsAcquireReleaseMask | SpvMemorySemanticsWorkgroupMemoryMask));
+    spv_instv(
+        &em->b.funcs, SpvOpControlBarrier, 3, cu32(em, SpvScopeWorkgroup),
+        cu32(em, SpvScopeWorkgroup),
+        cu32(em, SpvMemorySemanticsAcquireReleaseMask | SpvMemorySemanticsWorkgroupMemoryMask));
 }
 
 /* for (j = lid; j < n; j += KERN_SPV_GROUP) body(j), under `if on`; body is 0 (zero the
@@ -1473,13 +1474,15 @@ static void block_loop(emitter *em, int bi, uint32_t lid, int what) {
     spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
     branch_cond(em, more, l_body, l_merge);
     label(em, l_body);
-    uint32_t ptr = spv_op2(&em->b, SpvOpAccessChain,
-                           spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32), em->blk_var[bi], j);
+    uint32_t ptr =
+        spv_op2(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32),
+                em->blk_var[bi], j);
     if (what == 0) {
         spv_instv(&em->b.funcs, SpvOpStore, 2, ptr, spv_const_f32(&em->b, 0.0f));
     } else {
         uint32_t x = spv_op1(&em->b, SpvOpLoad, em->t_f32, ptr);
-        uint32_t nz = spv_op2(&em->b, SpvOpFUnordNotEqual, em->t_bool, x, spv_const_f32(&em->b, 0.0f));
+        uint32_t nz =
+            spv_op2(&em->b, SpvOpFUnordNotEqual, em->t_bool, x, spv_const_f32(&em->b, 0.0f));
         uint32_t l_add = spv_id(&em->b), l_skip = spv_id(&em->b);
         selection_merge(em, l_skip);
         branch_cond(em, nz, l_add, l_skip);
@@ -1522,8 +1525,8 @@ static void block_copies_begin(emitter *em, const ir_op *task) {
         for (int d = 0; d < k->params[p].type->rank; d++)
             n = spv_op2(&em->b, SpvOpIMul, u64, n, em->shape[p][d]);
         em->blk_n[i] = n;
-        em->blk_on[i] = spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, n,
-                                cu64(em, KERN_SPV_BLOCK_ELEMS));
+        em->blk_on[i] =
+            spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, n, cu64(em, KERN_SPV_BLOCK_ELEMS));
     }
     free(use);
     if (!em->nblk)
