@@ -28,25 +28,13 @@
 #include "../runtime/device.h"
 #include "../runtime/meta.h"
 #include "../runtime/rt.h"
+#include "golden.h"
 
 #ifndef KERN_SOURCE_ROOT
 #define KERN_SOURCE_ROOT "."
 #endif
 
 /* ---- spirv: validation over every program ------------------------------------------------ */
-
-static char *with_type(const char *text, const char *type) {
-    kern_buf b = {0};
-    for (const char *p = text; *p;) {
-        if (type && !strncmp(p, "REAL", 4)) {
-            buf_puts(&b, type);
-            p += 4;
-        } else {
-            buf_putc(&b, *p++);
-        }
-    }
-    return b.data ? b.data : calloc(1, 1);
-}
 
 /* Whether the module declares capability cap / an entry point named name. */
 static bool has_capability(const uint32_t *w, size_t n, uint32_t cap) {
@@ -119,7 +107,7 @@ static void check_dir(const char *dir, const char *type, bool debug, spv_stats *
         size_t len;
         char *text = kern_read_file(path, &len);
         cr_assert(text, "cannot read %s", path);
-        char *src = with_type(text, type);
+        char *src = golden_with_type(text, type);
         check_source(path, src, debug, st);
         free(src);
         free(text);
@@ -414,8 +402,6 @@ __attribute__((constructor)) static void keep_vulkan_driver_mapped(void) {
 
 /* ---- msl: Metal source through SPIRV-Cross -------------------------------------------------- */
 
-#include "golden.h"
-
 /* The MSL of src (every kernel and gradient), or NULL with err. */
 static char *msl_of(const char *path, const char *src, char *err, size_t errlen) {
     kc_ctx *cc = kc_ctx_new();
@@ -459,7 +445,7 @@ Test(msl, corpus_translates) {
             size_t len;
             char *text = kern_read_file(path, &len);
             for (int f64 = 0; f64 < 2; f64++) {
-                char *src = with_type(text, f64 ? "f64" : "f32");
+                char *src = golden_with_type(text, f64 ? "f64" : "f32");
                 char err[1024] = "";
                 char *msl = msl_of(path, src, err, sizeof err);
                 if (strstr(src, "f64")) {

@@ -1455,25 +1455,44 @@ static void workgroup_barrier(emitter *em) {
         cu32(em, SpvMemorySemanticsAcquireReleaseMask | SpvMemorySemanticsWorkgroupMemoryMask));
 }
 
+/* A loop i = start, start + step, ... while i < end (u64): strided_begin opens it and
+ * positions in its body (returning i), strided_end closes it after the body. */
+typedef struct strided {
+    uint32_t l_head, l_cont, l_merge, at;
+} strided;
+
+static uint32_t strided_begin(emitter *em, uint32_t start, uint32_t end, strided *st) {
+    uint32_t pre = em->cur, l_body = spv_id(&em->b);
+    st->l_head = spv_id(&em->b);
+    st->l_cont = spv_id(&em->b);
+    st->l_merge = spv_id(&em->b);
+    branch(em, st->l_head);
+    label(em, st->l_head);
+    uint32_t i = header_phi(em, u64t(em), start, pre, st->l_cont, &st->at);
+    uint32_t more = spv_op2(&em->b, SpvOpULessThan, em->t_bool, i, end);
+    spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, st->l_merge, st->l_cont, SpvLoopControlMaskNone);
+    branch_cond(em, more, l_body, st->l_merge);
+    label(em, l_body);
+    return i;
+}
+
+static void strided_end(emitter *em, const strided *st, uint32_t i, uint32_t step) {
+    branch(em, st->l_cont);
+    label(em, st->l_cont);
+    spv_patch(&em->b, st->at, spv_op2(&em->b, SpvOpIAdd, u64t(em), i, step));
+    branch(em, st->l_head);
+    label(em, st->l_merge);
+}
+
 /* for (j = lid; j < n; j += KERN_SPV_GROUP) body(j), under `if on`; body is 0 (zero the
  * copy) or 1 (add the copy's non-zero entries to the array). */
 static void block_loop(emitter *em, int bi, uint32_t lid, int what) {
-    uint32_t u64 = u64t(em);
     uint32_t l_on = spv_id(&em->b), l_j = spv_id(&em->b);
     selection_merge(em, l_j);
     branch_cond(em, em->blk_on[bi], l_on, l_j);
     label(em, l_on);
-    uint32_t pre = em->cur;
-    uint32_t l_head = spv_id(&em->b), l_body = spv_id(&em->b), l_cont = spv_id(&em->b),
-             l_merge = spv_id(&em->b);
-    branch(em, l_head);
-    label(em, l_head);
-    uint32_t at;
-    uint32_t j = header_phi(em, u64, lid, pre, l_cont, &at);
-    uint32_t more = spv_op2(&em->b, SpvOpULessThan, em->t_bool, j, em->blk_n[bi]);
-    spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
-    branch_cond(em, more, l_body, l_merge);
-    label(em, l_body);
+    strided st;
+    uint32_t j = strided_begin(em, lid, em->blk_n[bi], &st);
     uint32_t ptr =
         spv_op2(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32),
                 em->blk_var[bi], j);
@@ -1491,12 +1510,7 @@ static void block_loop(emitter *em, int bi, uint32_t lid, int what) {
         branch(em, l_skip);
         label(em, l_skip);
     }
-    branch(em, l_cont);
-    label(em, l_cont);
-    uint32_t jn = spv_op2(&em->b, SpvOpIAdd, u64, j, cu64(em, KERN_SPV_GROUP));
-    branch(em, l_head);
-    spv_patch(&em->b, at, jn);
-    label(em, l_merge);
+    strided_end(em, &st, j, cu64(em, KERN_SPV_GROUP));
     branch(em, l_j);
     label(em, l_j);
 }
@@ -1559,17 +1573,8 @@ static void emit_parallel(emitter *em, const ir_op *task, uint32_t w, uint32_t n
         ext[d] = task_extent(em, task, d);
         count = d == 0 ? ext[d] : spv_op2(&em->b, SpvOpIMul, u64, count, ext[d]);
     }
-    uint32_t pre = em->cur;
-    uint32_t l_head = spv_id(&em->b), l_body = spv_id(&em->b), l_cont = spv_id(&em->b),
-             l_merge = spv_id(&em->b);
-    branch(em, l_head);
-    label(em, l_head);
-    uint32_t n_at;
-    uint32_t n = header_phi(em, u64, w, pre, l_cont, &n_at);
-    uint32_t more = spv_op2(&em->b, SpvOpULessThan, em->t_bool, n, count);
-    spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
-    branch_cond(em, more, l_body, l_merge);
-    label(em, l_body);
+    strided st;
+    uint32_t n = strided_begin(em, w, count, &st);
     uint32_t rem = n;
     for (uint32_t d = nd; d-- > 0;) { /* the last dimension fastest */
         const kern_type *it = task->operands[2 * d]->type;
@@ -1582,12 +1587,7 @@ static void emit_parallel(emitter *em, const ir_op *task, uint32_t w, uint32_t n
     }
     reset_adstacks(em);
     emit_region(em, body);
-    branch(em, l_cont);
-    label(em, l_cont);
-    uint32_t nn = spv_op2(&em->b, SpvOpIAdd, u64, n, nthreads);
-    branch(em, l_head);
-    spv_patch(&em->b, n_at, nn);
-    label(em, l_merge);
+    strided_end(em, &st, n, nthreads);
     block_copies_end(em);
 }
 
