@@ -28,7 +28,8 @@
  *   copies with their own launch blocks, descriptor sets and error records (host
  *   visible); a replay submits a copy, re-recording nothing.
  * - Validation: $KERN_VULKAN_VALIDATION=1 enables VK_LAYER_KHRONOS_validation and counts
- *   every message it prints (rt_vulkan_validation_messages). */
+ *   every message it prints (rt_vulkan_validation_messages); =fatal also aborts the process
+ *   on the first one (CI: a test that provokes a message crashes and fails). */
 #define VK_NO_PROTOTYPES
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -162,6 +163,7 @@ typedef struct vk_device {
     int64_t resident_groups;
     vk_job *inflight, *inflight_tail, *free_jobs;
     atomic_int validation_messages;
+    bool validation_fatal;
     char first_message[512];
     char lost[256];
 } vk_device;
@@ -1251,6 +1253,8 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
         snprintf(v->first_message, sizeof v->first_message, "%s",
                  data && data->pMessage ? data->pMessage : "?");
     fprintf(stderr, "kern: vulkan validation: %s\n", data && data->pMessage ? data->pMessage : "?");
+    if (v->validation_fatal) /* KERN_VULKAN_VALIDATION=fatal: the tests of CI */
+        abort();
     return VK_FALSE;
 }
 
@@ -1279,6 +1283,8 @@ static int kind_rank(VkPhysicalDeviceType t) {
 static kern_status create_instance(vk_device *v, char *err, size_t errlen) {
     vk_api *a = &v->api;
     bool validate = env_on("KERN_VULKAN_VALIDATION");
+    const char *mode = getenv("KERN_VULKAN_VALIDATION");
+    v->validation_fatal = mode && !strcmp(mode, "fatal");
     const char *layer = "VK_LAYER_KHRONOS_validation";
     const char *ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
     if (validate) {

@@ -86,6 +86,22 @@ Test(cli, vulkan_outputs) {
     rmdir(dir);
 }
 
+/* kernc run and gradcheck on the Vulkan device, where there is one (lavapipe in CI). */
+Test(cli, run_and_gradcheck_on_vulkan) {
+    run_result probe =
+        run("run examples/saxpy.kern saxpy --target=vulkan a=1 x=examples/data/x0.npy "
+            "y=examples/data/x0.npy");
+    if (probe.status != 0 && strstr(probe.out, "cannot create the vulkan device")) {
+        free(probe.out);
+        cr_skip_test("no Vulkan device here");
+    }
+    cr_expect_eq(probe.status, 0, "%s", probe.out);
+    free(probe.out);
+    expect("gradcheck examples/simulate.kern simulate --target=vulkan x0=examples/data/x0.npy "
+           "w=examples/data/w.npy out=examples/data/out.npy steps=16",
+           0, ": ok");
+}
+
 Test(cli, usage_errors) {
     expect("frobnicate x.kern", 2, "unknown command 'frobnicate'");
     expect("check", 2, "missing FILE.kern");
