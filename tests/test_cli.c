@@ -171,6 +171,26 @@ Test(cli, kernel_names_cannot_collide) {
     rmdir(dir);
 }
 
+/* Integer arguments mean what the language's literals mean: decimal or 0x hex, no octal. */
+Test(cli, integer_arguments_are_not_octal) {
+    const char *base = "run examples/simulate.kern simulate x0=examples/data/x0.npy "
+                       "w=examples/data/w.npy out=examples/data/out.npy ";
+    char args[512];
+    snprintf(args, sizeof args, "%ssteps=010", base);
+    expect(args, 1, "steps=010: leading zeros are not allowed (there are no octal literals");
+    snprintf(args, sizeof args, "%s'steps= 16'", base);
+    expect(args, 1, "not an integer");
+    /* 16 and 0x10 are one value: the same output line */
+    snprintf(args, sizeof args, "%ssteps=16", base);
+    run_result a = run(args);
+    snprintf(args, sizeof args, "%ssteps=0x10", base);
+    run_result b = run(args);
+    cr_expect_eq(a.status, 0, "%s", a.out);
+    cr_expect_str_eq(a.out, b.out);
+    free(a.out);
+    free(b.out);
+}
+
 Test(cli, usage_errors) {
     expect("frobnicate x.kern", 2, "unknown command 'frobnicate'");
     expect("check", 2, "missing FILE.kern");
