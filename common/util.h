@@ -55,6 +55,9 @@ char *kern_read_file(const char *path, size_t *len);
 /* The longest name (identifier) of the language: kernel names make symbols, which must
  * fit the fixed buffers of the backends and the runtime (docs/language.md). */
 enum { KERN_MAX_NAME = 255 };
+/* The most ranges of a parallel for (a task's dimensions; runtime/meta.h's
+ * KERN_META_MAX_TASK_DIMS and the lowering's bound). */
+enum { KERN_MAX_TASK_RANGES = 8 };
 void kern_code_symbol(char *buf, size_t size, const char *kernel, char kind, int index, bool count);
 
 #endif

@@ -412,6 +412,9 @@ static const fe_expr *find_range_use(const fe_expr *e, const range_use *u) {
 static void check_for(fe_sema *s, fe_stmt *st, bool top) {
     bool parallel = top && s->fn && s->fn->kind == IT_KERNEL;
     st->for_.parallel = parallel;
+    if (parallel && st->for_.nranges > KERN_MAX_TASK_RANGES)
+        fe_sema_error(s, st->loc, "a parallel for has at most %d ranges; this one has %d",
+                      KERN_MAX_TASK_RANGES, st->for_.nranges);
     int saved = push_scope(s);
     for (int k = 0; k < st->for_.nranges; k++) {
         fe_range *r = &st->for_.ranges[k];

@@ -191,6 +191,35 @@ Test(cli, integer_arguments_are_not_octal) {
     free(b.out);
 }
 
+/* A parallel for has at most 8 ranges: 9 is a check error (it used to pass check and crash
+ * the compiler in emit), 8 compiles and runs: every x[h] gets 2^7 adds. */
+Test(cli, parallel_for_range_limit) {
+    char dir[] = "/tmp/kern-cli-ranges-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[256], npy[256], args[1024];
+    snprintf(path, sizeof path, "%s/r.kern", dir);
+    write_text(path, "kernel k(x: f32[]) {\n  for a in 0..2, b in 0..2, c in 0..2, d in 0..2, "
+                     "e in 0..2, f in 0..2, g in 0..2, q in 0..2, h in 0..len(x) { "
+                     "atomic_add(x[h], 1.0); }\n}\n");
+    snprintf(args, sizeof args, "check '%s'", path);
+    expect(args, 1, "a parallel for has at most 8 ranges; this one has 9");
+    snprintf(args, sizeof args, "emit '%s' --emit=llvm", path);
+    expect(args, 1, "a parallel for has at most 8 ranges");
+    write_text(path, "kernel k(x: f32[]) {\n  for a in 0..2, b in 0..2, c in 0..2, d in 0..2, "
+                     "e in 0..2, f in 0..2, g in 0..2, h in 0..len(x) { "
+                     "atomic_add(x[h], 1.0); }\n}\n");
+    snprintf(npy, sizeof npy, "%s/x.npy", dir);
+    float zero[5] = {0};
+    int64_t n = 5;
+    char err[256];
+    cr_assert_eq(kern_npy_write(npy, KERN_F32, 1, &n, zero, err, sizeof err), KERN_OK, "%s", err);
+    snprintf(args, sizeof args, "run '%s' k x='%s'", path, npy);
+    expect(args, 0, "x: f32[5] = 128 128 128 128 128");
+    remove(path);
+    remove(npy);
+    rmdir(dir);
+}
+
 Test(cli, usage_errors) {
     expect("frobnicate x.kern", 2, "unknown command 'frobnicate'");
     expect("check", 2, "missing FILE.kern");
