@@ -576,9 +576,13 @@ static void verify_op(verifier *v, const ir_op *op, const ir_op *owner, int dept
                   "stands outside a task: adstacks belong to a work item, so '%s' may only "
                   "stand in a parallel or serial body (at any depth)",
                   opname(op));
-    } else if (top && !(in->flags & OPF_TERM) && !(in->flags & OPF_PURE) && !task)
+    } else if (top && !(in->flags & OPF_TERM) && !(in->flags & OPF_PURE) && !task &&
+               op->code != IR_LOAD)
+        /* a load may: the bound of a parallel for read from an array (`for i in 0..c[0]`),
+         * evaluated once before the task's first iteration like every top-level value
+         * (each backend recomputes a task's top-level values when the task starts) */
         operr(v, op,
-              "only pure ops and parallel/serial tasks may stand at the top level of "
+              "only pure ops, loads and parallel/serial tasks may stand at the top level of "
               "a kernel");
     if (!top && task)
         operr(v, op, "tasks may only stand at the top level of a kernel, not in the %s of '%s'",
