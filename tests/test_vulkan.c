@@ -155,6 +155,19 @@ static kern_module *load_module(kern_context *ctx, const char *meta, const char 
     return m;
 }
 
+static kern_kernel *axpy_kernel(kern_context *ctx) {
+    kern_module *mod = load_module(ctx, axpy_meta, KERN_TEST_VK_AXPY);
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(mod, "axpy", &k), KERN_OK);
+    return k;
+}
+
+/* Fails on any validation message, then destroys d. */
+static void device_done(rt_device *d) {
+    no_messages(d);
+    d->ops->destroy(d);
+}
+
 /* Device-level: metadata, code and kernel 0's handle. */
 typedef struct dev_kernel {
     kern_meta *meta;
@@ -204,8 +217,7 @@ Test(vulkan, creation_and_description) {
     kern_context *ctx = context_or_skip();
     cr_expect_str_eq(kern_context_device_name(ctx), desc);
     kern_context_release(ctx);
-    no_messages(d);
-    d->ops->destroy(d);
+    device_done(d);
 
     char err[512];
     rt_device *none = NULL;
@@ -307,8 +319,7 @@ static void round_trips(bool staging) {
     cr_expect_eq(s, KERN_ERR_OUT_OF_MEMORY, "%s", kern_status_name(s));
     cr_expect(!huge);
     cr_expect(strstr(err, "1099511627776 bytes is more than one"), "%s", err);
-    no_messages(d);
-    d->ops->destroy(d);
+    device_done(d);
 }
 
 Test(vulkan, memory_round_trips) { round_trips(false); }
@@ -320,9 +331,7 @@ static void axpy_against_c(bool staging) {
     if (staging)
         setenv("KERN_VULKAN_STAGING", "1", 1);
     kern_context *ctx = context_or_skip();
-    kern_module *mod = load_module(ctx, axpy_meta, KERN_TEST_VK_AXPY);
-    kern_kernel *k;
-    cr_assert_eq(kern_kernel_find(mod, "axpy", &k), KERN_OK);
+    kern_kernel *k = axpy_kernel(ctx);
     /* more items than lavapipe's resident threads (grid-stride), but fewer than 65535: llvmpipe
      * ends any loop of a shader after that many iterations (LP_MAX_TGSI_LOOP_ITERATIONS), and
      * task 1 loops over them all in one invocation */
@@ -479,17 +488,14 @@ Test(vulkan, grid_follows_counts_and_slots) {
     d->ops->free(d, heap);
     dev_kernel_free(d, &plain);
     dev_kernel_free(d, &ad);
-    no_messages(d);
-    d->ops->destroy(d);
+    device_done(d);
 }
 
 /* ---- errors, completion points, retirement ------------------------------------------ */
 
 Test(vulkan, error_record_reaches_the_context) {
     kern_context *ctx = context_or_skip();
-    kern_module *mod = load_module(ctx, axpy_meta, KERN_TEST_VK_AXPY);
-    kern_kernel *k;
-    cr_assert_eq(kern_kernel_find(mod, "axpy", &k), KERN_OK);
+    kern_kernel *k = axpy_kernel(ctx);
     int64_t nx = 5000, ny = 1000, one = 1;
     kern_buffer *bx, *by, *bs;
     cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &nx, NULL, &bx), KERN_OK);
@@ -583,17 +589,14 @@ Test(vulkan, completion_points_and_records) {
     d->ops->free(d, y);
     d->ops->free(d, s);
     dev_kernel_free(d, &k);
-    no_messages(d);
-    d->ops->destroy(d);
+    device_done(d);
 }
 
 /* Thousands of launches whose input buffers are released while they are in flight; the
  * result against a C loop. */
 Test(vulkan, released_buffers_stay_valid) {
     kern_context *ctx = context_or_skip();
-    kern_module *mod = load_module(ctx, axpy_meta, KERN_TEST_VK_AXPY);
-    kern_kernel *k;
-    cr_assert_eq(kern_kernel_find(mod, "axpy", &k), KERN_OK);
+    kern_kernel *k = axpy_kernel(ctx);
     enum { N = 777, ROUNDS = 3000 };
     static float x[N], y[N], ref[N];
     int64_t n = N, one = 1;
@@ -622,42 +625,47 @@ Test(vulkan, released_buffers_stay_valid) {
 
 /* ---- code --------------------------------------------------------------------------- */
 
+/* load_code of a SPIR-V image: loads when want is NULL, else refused with
+ * KERN_ERR_UNSUPPORTED and a message holding want and the device's name. */
+static void expect_load(rt_device *d, const void *bytes, size_t len, const char *want) {
+    char err[512] = "";
+    kern_code_image img = {.kind = KERN_CODE_SPIRV, .bytes = bytes, .len = len};
+    void *code = NULL;
+    kern_status s = d->ops->load_code(d, &img, &code, err, sizeof err);
+    if (!want) {
+        cr_assert_eq(s, KERN_OK, "%s", err);
+        d->ops->unload_code(d, code);
+        return;
+    }
+    char name[300]; /* "vulkan: NAME (driver ..." */
+    snprintf(name, sizeof name, "%s", d->desc + 8);
+    *strstr(name, " (driver ") = '\0';
+    cr_expect_eq(s, KERN_ERR_UNSUPPORTED, "%s: %s", kern_status_name(s), err);
+    cr_expect(strstr(err, want) && strstr(err, name), "'%s' lacks '%s' or '%s'", err, want, name);
+    cr_expect(!code);
+}
+
 Test(vulkan, capability_refusal_names_the_feature) {
     rt_device *d = device_or_skip();
-    char err[512];
-    size_t len;
-    void *axpy = shader_or_skip(KERN_TEST_VK_AXPY, &len);
-    kern_code_image img = {.kind = KERN_CODE_SPIRV, .bytes = axpy, .len = len};
-    void *code = NULL;
-    /* the device has everything the module needs: it loads */
-    cr_assert_eq(d->ops->load_code(d, &img, &code, err, sizeof err), KERN_OK, "%s", err);
-    d->ops->unload_code(d, code);
-    char want[400];
+    size_t alen, glen;
+    void *axpy = shader_or_skip(KERN_TEST_VK_AXPY, &alen); /* Int64 and Float64 */
+    void *grid = shader_or_skip(KERN_TEST_VK_GRID, &glen); /* Int64 */
+    expect_load(d, axpy, alen, NULL);                      /* the device has what they need */
     rt_vulkan_device_forget(d, 10 /* Float64 */);
-    kern_status s = d->ops->load_code(d, &img, &code, err, sizeof err);
-    cr_expect_eq(s, KERN_ERR_UNSUPPORTED, "%s", kern_status_name(s));
-    snprintf(want, sizeof want, "the module needs 64-bit floats (shaderFloat64), which ");
-    cr_expect(strstr(err, want), "%s", err);
-    cr_expect(!code);
-    /* a module without f64 still loads; one with i64 is refused once i64 is gone */
-    size_t glen;
-    void *grid = shader_or_skip(KERN_TEST_VK_GRID, &glen);
-    kern_code_image gimg = {.kind = KERN_CODE_SPIRV, .bytes = grid, .len = glen};
-    cr_assert_eq(d->ops->load_code(d, &gimg, &code, err, sizeof err), KERN_OK, "%s", err);
-    d->ops->unload_code(d, code);
+    expect_load(d, axpy, alen, "the module needs 64-bit floats (shaderFloat64), which ");
+    expect_load(d, grid, glen, NULL);
     rt_vulkan_device_forget(d, 11 /* Int64 */);
-    s = d->ops->load_code(d, &gimg, &code, err, sizeof err);
-    cr_expect_eq(s, KERN_ERR_UNSUPPORTED, "%s", kern_status_name(s));
-    cr_expect(strstr(err, "64-bit integers (shaderInt64)"), "%s", err);
+    expect_load(d, grid, glen, "the module needs 64-bit integers (shaderInt64), which ");
     /* other kinds of code are refused naming both */
+    char err[512];
+    void *code = NULL;
     kern_code_image ptx = {.kind = KERN_CODE_PTX, .bytes = ".version 8.0", .len = 12};
-    s = d->ops->load_code(d, &ptx, &code, err, sizeof err);
+    kern_status s = d->ops->load_code(d, &ptx, &code, err, sizeof err);
     cr_expect_eq(s, KERN_ERR_UNSUPPORTED);
     cr_expect(strstr(err, "PTX for cuda; the context's device is vulkan"), "%s", err);
     free(axpy);
     free(grid);
-    no_messages(d);
-    d->ops->destroy(d);
+    device_done(d);
 }
 
 Test(vulkan, malformed_code_is_a_format_error) {
@@ -724,8 +732,7 @@ Test(vulkan, malformed_code_is_a_format_error) {
     kern_meta_free(m);
     free(w);
     free(good);
-    no_messages(d);
-    d->ops->destroy(d);
+    device_done(d);
 }
 
 /* The messenger sees what the layer reports: a module whose Int64 capability was
