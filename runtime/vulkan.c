@@ -168,6 +168,7 @@ typedef struct vk_device {
     VkDeviceSize max_alloc; /* maxMemoryAllocationSize */
     int64_t resident_groups;
     vk_job *inflight, *inflight_tail, *free_jobs;
+    uint64_t passed; /* the highest completion point seen passed */
     atomic_int validation_messages;
     bool validation_fatal;
     char first_message[512];
@@ -315,12 +316,14 @@ static uint64_t vk_poll(rt_device *d) {
     vk_device *v = vk_of(d);
     uint64_t value = 0;
     VkResult r = v->api.vkGetSemaphoreCounterValue(v->dev, v->timeline, &value);
-    if (r != VK_SUCCESS) {
+    if (r != VK_SUCCESS) { /* the next wait reports it; what passed stays passed */
         snprintf(v->lost, sizeof v->lost, "vkGetSemaphoreCounterValue: %s", vk_result_name(r));
-        return 0;
+        return v->passed;
     }
-    retire_jobs(v, value);
-    return value;
+    if (value > v->passed)
+        v->passed = value;
+    retire_jobs(v, v->passed);
+    return v->passed;
 }
 
 static kern_status vk_wait(rt_device *d, uint64_t point, char *err, size_t errlen) {
@@ -341,6 +344,8 @@ static kern_status vk_wait(rt_device *d, uint64_t point, char *err, size_t errle
         snprintf(v->lost, sizeof v->lost, "vkWaitSemaphores: %s", vk_result_name(r));
         return vk_fail(r, "vkWaitSemaphores", err, errlen);
     }
+    if (point > v->passed)
+        v->passed = point;
     retire_jobs(v, point);
     return KERN_OK;
 }
