@@ -5,6 +5,7 @@
 #define KERN_KERNC_CMDS_H
 
 #include "../common/context.h"
+#include "../include/kern.h"
 #include "gradcheck.h"
 
 enum { KERNC_EXIT_USER = 1, KERNC_EXIT_USAGE = 2, KERNC_EXIT_IO = 3 };
@@ -29,5 +30,10 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
  * (backends/codegen.h): the optimized LLVM IR, or PTX, on out. */
 int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, const char *out,
                         const kc_options *o);
+
+/* A scalar argument NAME=VALUE's value in dtype t (run.c): bool as true/false/1/0, integers
+ * as in the language (decimal or 0x hex, an optional '-', no leading zeros), floats as
+ * strtod. False with *why saying what is wrong. */
+bool kernc_parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char **why);
 
 #endif

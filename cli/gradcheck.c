@@ -32,6 +32,7 @@
 #include "../include/kern.h"
 #include "../jit/jit.h"
 #include "../runtime/npy.h"
+#include "cmds.h"
 
 void gradcheck_options_default(gradcheck_options *o) {
     memset(o, 0, sizeof *o);
@@ -187,22 +188,8 @@ static bool parse_scalar(const char *s, kern_dtype t, double *f, kern_arg *a) {
         *f = strtod(s, &end);
         return *s && !*end;
     }
-    if (t == KERN_BOOL) {
-        bool v = !strcmp(s, "true") || !strcmp(s, "1");
-        *a = kern_arg_bool(v);
-        return v || !strcmp(s, "false") || !strcmp(s, "0");
-    }
-    long long v = strtoll(s, &end, 0);
-    if (!*s || *end || errno)
-        return false;
-    if (t == KERN_I32 && (v < INT32_MIN || v > INT32_MAX))
-        return false;
-    if (t == KERN_U32 && (v < 0 || v > (long long)UINT32_MAX))
-        return false;
-    *a = t == KERN_I32   ? kern_arg_i32((int32_t)v)
-         : t == KERN_U32 ? kern_arg_u32((uint32_t)v)
-                         : kern_arg_i64((int64_t)v);
-    return true;
+    const char *why; /* the same rules as kernc run's */
+    return kernc_parse_scalar(s, t, a, &why);
 }
 
 static double *to_doubles(const void *data, kern_dtype t, int64_t n) {

@@ -69,10 +69,25 @@ static const kc_codegen *codegen_of(const char *target, const kc_options *o, int
 
 /* ---- Scalars from the command line -------------------------------------------------- */
 
-static bool parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char **why) {
+bool kernc_parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char **why) {
     char *end;
     errno = 0;
     *why = NULL;
+    /* integers as in the language: decimal or 0x hex, an optional '-', no octal from a
+     * leading zero and no spaces (strtoll would take "010" as 8 and " 16" as 16) */
+    if (t == KERN_I32 || t == KERN_I64 || t == KERN_U32) {
+        const char *d = s + (s[0] == '-');
+        bool hex = d[0] == '0' && (d[1] == 'x' || d[1] == 'X');
+        if (!hex && d[0] == '0' && d[1] != '\0') {
+            *why = "leading zeros are not allowed (there are no octal literals; write it in "
+                   "decimal or 0x hex)";
+            return false;
+        }
+        if (!hex && !(d[0] >= '0' && d[0] <= '9')) {
+            *why = "not an integer";
+            return false;
+        }
+    }
     switch (t) {
     case KERN_BOOL:
         if (!strcmp(s, "true") || !strcmp(s, "1")) {
@@ -309,7 +324,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
         b->used = true;
         if (!p.is_array) {
             const char *why;
-            if (!parse_scalar(b->value, p.dtype, &args[i], &why)) {
+            if (!kernc_parse_scalar(b->value, p.dtype, &args[i], &why)) {
                 rc = first(rc, fail(KERNC_EXIT_USER, "%s=%s: %s (parameter '%s' is %s)", p.name,
                                     b->value, why, p.name, kern_dtype_name(p.dtype)));
             }

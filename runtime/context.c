@@ -119,6 +119,22 @@ void rt_format_loc(char *buf, size_t size, const kern_meta *m, uint32_t line, ui
         snprintf(buf, size, "%u:%u", line, col);
 }
 
+/* Whether the overflowing stack of rec got its capacity from the adstack size option (a
+ * while loop, or bounds the compiler could not follow: ad_stack_size + 1 entries, the
+ * iterations and the final test; passes/ad_grad.c) of the context that compiled it. */
+static bool option_sized(const kern_kernel *k, const kern_err_record *rec) {
+    if (!k->mod || !k->mod->ctx)
+        return false;
+    int64_t opt = k->mod->ctx->opts.ad_stack_size > 0 ? k->mod->ctx->opts.ad_stack_size : 1024;
+    for (int s = 0; s < k->meta->nadstacks; s++) {
+        const kern_meta_adstack *a = &k->meta->adstacks[s];
+        if (a->line == rec->line && a->col == rec->col && a->expr && a->expr->op == SZ_CONST &&
+            a->expr->v == opt + 1 && rec->b == opt + 1)
+            return true;
+    }
+    return false;
+}
+
 void rt_format_device_error(char *buf, size_t size, const kern_kernel *k,
                             const kern_err_record *rec) {
     char what[256], loc[1024];
@@ -143,6 +159,15 @@ void rt_format_device_error(char *buf, size_t size, const kern_kernel *k,
             char at[900];
             rt_format_loc(at, sizeof at, k->mod->meta, rec->line, rec->col);
             snprintf(loc, sizeof loc, "the loop at %s", at);
+        }
+        if (option_sized(k, rec)) { /* in the option's units: iterations */
+            snprintf(buf, size,
+                     "kernel '%s': adstack overflow in %s: the loop runs more than %lld "
+                     "iterations (--ad-stack-size %lld); it needs --ad-stack-size %lld or more "
+                     "(kernc), or kern_context_options.ad_stack_size = %lld",
+                     k->meta->name, loc, (long long)rec->b - 1, (long long)rec->b - 1,
+                     (long long)rec->a - 1, (long long)rec->a - 1);
+            return;
         }
         snprintf(buf, size,
                  "kernel '%s': adstack overflow in %s: it needs %lld entries, the capacity is "

@@ -30,7 +30,6 @@ NATIVE_FILE=native/llvm19.ini
 #   libvulkan-dev                  Vulkan headers (the loader itself is dlopen()ed at run time)
 #   mesa-vulkan-drivers            lavapipe: a Vulkan device on the CPU, for the tests
 #   vulkan-validationlayers        the Khronos validation layer, on in the Vulkan tests
-#   glslang-tools                  glslangValidator: the runtime's tests' reference shaders
 #   libspirv-cross-c-shared-dev    SPIRV-Cross's C API: --emit=msl (Metal)
 PACKAGES=(
     meson ninja-build pkg-config
@@ -42,7 +41,6 @@ PACKAGES=(
     libomp-19-dev
     spirv-headers spirv-tools
     libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers
-    glslang-tools
     libspirv-cross-c-shared-dev
 )
 

@@ -102,6 +102,124 @@ Test(cli, run_and_gradcheck_on_vulkan) {
            0, ": ok");
 }
 
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Symbols are built from kernel names (runtime/abi.h: '.' written "__"): a kernel named like
+ * a derived gradient is an error, and names are bounded so symbols never truncate. */
+Test(cli, kernel_names_cannot_collide) {
+    char dir[] = "/tmp/kern-cli-names-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[256], args[1024];
+    snprintf(path, sizeof path, "%s/a.kern", dir);
+    write_text(path, "kernel a(x: f32[]) { for i in 0..len(x) { x[i] = 1.0; } }\n"
+                     "kernel a__grad(x: f32[]) { for i in 0..len(x) { x[i] = 2.0; } }\n");
+    snprintf(args, sizeof args, "check '%s'", path);
+    expect(args, 1,
+           "kernel 'a__grad' would have the symbols of 'a.grad', the gradient of kernel 'a' "
+           "(line 1); rename it");
+    /* without a kernel `a`, the name is free */
+    write_text(path, "kernel a__grad(x: f32[]) { for i in 0..len(x) { x[i] = 2.0; } }\n");
+    expect(args, 0, NULL);
+    /* the longest name works end to end (with its gradient); one more character is an error */
+    kern_buf src = {0};
+    buf_puts(&src, "kernel ");
+    for (int i = 0; i < KERN_MAX_NAME; i++)
+        buf_putc(&src, (char)('a' + i % 26));
+    buf_puts(&src, "(x: f32[], y: f32[]) { for i in 0..len(x) { y[i] = 3.0 * x[i]; } }\n");
+    write_text(path, src.data);
+    char so[256];
+    snprintf(so, sizeof so, "%s/a.so", dir);
+    snprintf(args, sizeof args, "build '%s' --target=cpu -o '%s'", path, so);
+    expect(args, 0, NULL);
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    kern_module *m;
+    cr_assert_eq(kern_module_load_file(ctx, so, &m), KERN_OK, "%s", kern_context_last_error(ctx));
+    char name[KERN_MAX_NAME + 8];
+    memcpy(name, src.data + 7, KERN_MAX_NAME);
+    name[KERN_MAX_NAME] = '\0';
+    kern_kernel *k, *g;
+    cr_assert_eq(kern_kernel_find(m, name, &k), KERN_OK, "%s", kern_context_last_error(ctx));
+    strcat(name, ".grad");
+    cr_assert_eq(kern_kernel_find(m, name, &g), KERN_OK, "%s", kern_context_last_error(ctx));
+    float x[3] = {1, 2, 3}, y[3];
+    int64_t n = 3;
+    kern_buffer *bx, *by;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, x, &bx), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &by), KERN_OK);
+    kern_arg a[2] = {kern_arg_buffer(bx), kern_arg_buffer(by)};
+    cr_assert_eq(kern_launch(k, a, 2), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_buffer_read(by, y, sizeof y), KERN_OK);
+    cr_expect(y[0] == 3 && y[1] == 6 && y[2] == 9, "%g %g %g", y[0], y[1], y[2]);
+    kern_context_release(ctx);
+    buf_free(&src);
+    buf_puts(&src, "kernel ");
+    for (int i = 0; i <= KERN_MAX_NAME; i++)
+        buf_putc(&src, 'b');
+    buf_puts(&src, "(x: f32[]) { for i in 0..len(x) { x[i] = 1.0; } }\n");
+    write_text(path, src.data);
+    buf_free(&src);
+    snprintf(args, sizeof args, "check '%s'", path);
+    expect(args, 1, "characters long; the longest allowed is 255");
+    remove(path);
+    remove(so);
+    rmdir(dir);
+}
+
+/* Integer arguments mean what the language's literals mean: decimal or 0x hex, no octal. */
+Test(cli, integer_arguments_are_not_octal) {
+    const char *base = "run examples/simulate.kern simulate x0=examples/data/x0.npy "
+                       "w=examples/data/w.npy out=examples/data/out.npy ";
+    char args[512];
+    snprintf(args, sizeof args, "%ssteps=010", base);
+    expect(args, 1, "steps=010: leading zeros are not allowed (there are no octal literals");
+    snprintf(args, sizeof args, "%s'steps= 16'", base);
+    expect(args, 1, "not an integer");
+    /* 16 and 0x10 are one value: the same output line */
+    snprintf(args, sizeof args, "%ssteps=16", base);
+    run_result a = run(args);
+    snprintf(args, sizeof args, "%ssteps=0x10", base);
+    run_result b = run(args);
+    cr_expect_eq(a.status, 0, "%s", a.out);
+    cr_expect_str_eq(a.out, b.out);
+    free(a.out);
+    free(b.out);
+}
+
+/* A parallel for has at most 8 ranges: 9 is a check error (it used to pass check and crash
+ * the compiler in emit), 8 compiles and runs: every x[h] gets 2^7 adds. */
+Test(cli, parallel_for_range_limit) {
+    char dir[] = "/tmp/kern-cli-ranges-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[256], npy[256], args[1024];
+    snprintf(path, sizeof path, "%s/r.kern", dir);
+    write_text(path, "kernel k(x: f32[]) {\n  for a in 0..2, b in 0..2, c in 0..2, d in 0..2, "
+                     "e in 0..2, f in 0..2, g in 0..2, q in 0..2, h in 0..len(x) { "
+                     "atomic_add(x[h], 1.0); }\n}\n");
+    snprintf(args, sizeof args, "check '%s'", path);
+    expect(args, 1, "a parallel for has at most 8 ranges; this one has 9");
+    snprintf(args, sizeof args, "emit '%s' --emit=llvm", path);
+    expect(args, 1, "a parallel for has at most 8 ranges");
+    write_text(path, "kernel k(x: f32[]) {\n  for a in 0..2, b in 0..2, c in 0..2, d in 0..2, "
+                     "e in 0..2, f in 0..2, g in 0..2, h in 0..len(x) { "
+                     "atomic_add(x[h], 1.0); }\n}\n");
+    snprintf(npy, sizeof npy, "%s/x.npy", dir);
+    float zero[5] = {0};
+    int64_t n = 5;
+    char err[256];
+    cr_assert_eq(kern_npy_write(npy, KERN_F32, 1, &n, zero, err, sizeof err), KERN_OK, "%s", err);
+    snprintf(args, sizeof args, "run '%s' k x='%s'", path, npy);
+    expect(args, 0, "x: f32[5] = 128 128 128 128 128");
+    remove(path);
+    remove(npy);
+    rmdir(dir);
+}
+
 Test(cli, usage_errors) {
     expect("frobnicate x.kern", 2, "unknown command 'frobnicate'");
     expect("check", 2, "missing FILE.kern");
