@@ -187,5 +187,9 @@ kern_status rt_vulkan_device_create(const char *loader, int ordinal, rt_device *
 /* With $KERN_VULKAN_VALIDATION=1: the number of warnings and errors the validation layer
  * reported so far on device d (a Vulkan device), and (first not NULL) the first one. */
 int rt_vulkan_validation_messages(const rt_device *d, const char **first);
+/* For tests: device d (a Vulkan device) behaves from now on as if it lacked the optional
+ * feature that SPIR-V capability `capability` needs (docs/spirv-abi.md's table), so
+ * load_code refuses modules that declare it. Other capabilities are ignored. */
+void rt_vulkan_device_forget(rt_device *d, uint32_t capability);
 
 #endif

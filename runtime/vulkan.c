@@ -10,7 +10,8 @@
  * - Memory: one VkBuffer and VkDeviceMemory per allocation (at least 4 bytes, so 0-byte
  *   buffers stay distinct), device-local when possible. When that memory is also host
  *   visible and coherent (lavapipe, resizable BAR) copies are memcpy; otherwise through a
- *   host-visible staging buffer and a transfer submission that is waited for.
+ *   host-visible staging buffer and a transfer submission that is waited for
+ *   ($KERN_VULKAN_STAGING=1 forces that path, to test it where all memory is visible).
  * - Launches: a job per launch (reused once its point has passed): a command buffer, a
  *   descriptor pool with the launch's one set, a host-visible buffer holding the launch
  *   block (binding 0) and one for the error record (binding 1). The command buffer starts
@@ -133,7 +134,10 @@ typedef struct vk_job {
 
 /* Jobs take their launch block and error record from slabs of host-visible memory (one
  * allocation per VK_SLAB_JOBS jobs, not two per job): slot = block, then the record. */
-enum { VK_SLAB_JOBS = 64, VK_SLOT = 1024, VK_SLOT_BLOCK = VK_SLOT - 64 };
+enum { VK_SLAB_JOBS = 64, VK_SLOT = 1024, VK_SLOT_BLOCK = VK_SLOT - 256 };
+/* Descriptor offsets must be multiples of minStorageBufferOffsetAlignment, which Vulkan
+ * caps at 256: slots and the records in them sit at multiples of 256. */
+_Static_assert(VK_SLOT % 256 == 0 && VK_SLOT_BLOCK % 256 == 0, "slot offsets stay aligned");
 
 typedef struct vk_slab {
     vk_mem mem;
@@ -160,11 +164,15 @@ typedef struct vk_device {
     bool has_f64, has_i64, has_i8, has_8bit, has_i64atomics, has_f32add;
     bool has_sg_basic, has_sg_vote, has_sg_arith; /* subgroup operations in compute shaders */
     bool has_shared_f32add; /* float atomic add on workgroup memory (block copies) */
+    bool force_staging;     /* $KERN_VULKAN_STAGING: never map device-local memory */
+    VkDeviceSize max_alloc; /* maxMemoryAllocationSize */
     int64_t resident_groups;
     vk_job *inflight, *inflight_tail, *free_jobs;
+    uint64_t passed; /* the highest completion point seen passed */
     atomic_int validation_messages;
     bool validation_fatal;
     char first_message[512];
+    char driver[VK_MAX_DRIVER_INFO_SIZE + 1]; /* driverInfo: "Mesa 22.3.6 (LLVM 15.0.6)" */
     char lost[256];
 } vk_device;
 
@@ -265,7 +273,8 @@ static kern_status mem_create(vk_device *v, VkDeviceSize bytes, bool host, vk_me
     r = v->api.vkAllocateMemory(v->dev, &ai, NULL, &m->mem);
     if (r == VK_SUCCESS)
         r = v->api.vkBindBufferMemory(v->dev, m->buf, m->mem, 0);
-    if (r == VK_SUCCESS && (v->memprops.memoryTypes[t].propertyFlags & hv) == hv)
+    if (r == VK_SUCCESS && (v->memprops.memoryTypes[t].propertyFlags & hv) == hv &&
+        (host || !v->force_staging))
         r = v->api.vkMapMemory(v->dev, m->mem, 0, VK_WHOLE_SIZE, 0, &m->map);
     if (r != VK_SUCCESS) {
         if (m->mem)
@@ -307,18 +316,25 @@ static uint64_t vk_poll(rt_device *d) {
     vk_device *v = vk_of(d);
     uint64_t value = 0;
     VkResult r = v->api.vkGetSemaphoreCounterValue(v->dev, v->timeline, &value);
-    if (r != VK_SUCCESS) {
+    if (r != VK_SUCCESS) { /* the next wait reports it; what passed stays passed */
         snprintf(v->lost, sizeof v->lost, "vkGetSemaphoreCounterValue: %s", vk_result_name(r));
-        return 0;
+        return v->passed;
     }
-    retire_jobs(v, value);
-    return value;
+    if (value > v->passed)
+        v->passed = value;
+    retire_jobs(v, v->passed);
+    return v->passed;
 }
 
 static kern_status vk_wait(rt_device *d, uint64_t point, char *err, size_t errlen) {
     vk_device *v = vk_of(d);
     if (point == 0)
         return KERN_OK;
+    if (point > d->submitted) { /* it would never come */
+        snprintf(err, errlen, "completion point %llu was never submitted (the latest is %llu)",
+                 (unsigned long long)point, (unsigned long long)d->submitted);
+        return KERN_ERR_INTERNAL;
+    }
     VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                               .semaphoreCount = 1,
                               .pSemaphores = &v->timeline,
@@ -328,6 +344,8 @@ static kern_status vk_wait(rt_device *d, uint64_t point, char *err, size_t errle
         snprintf(v->lost, sizeof v->lost, "vkWaitSemaphores: %s", vk_result_name(r));
         return vk_fail(r, "vkWaitSemaphores", err, errlen);
     }
+    if (point > v->passed)
+        v->passed = point;
     retire_jobs(v, point);
     return KERN_OK;
 }
@@ -512,6 +530,13 @@ static kern_status vk_alloc(rt_device *d, size_t bytes, void **out, char *err, s
                  bytes, v->props.deviceName, v->props.limits.maxStorageBufferRange);
         return KERN_ERR_OUT_OF_MEMORY;
     }
+    if (bytes > v->max_alloc) {
+        snprintf(err, errlen,
+                 "%zu bytes is more than one allocation of device %s may hold "
+                 "(maxMemoryAllocationSize %llu bytes)",
+                 bytes, v->props.deviceName, (unsigned long long)v->max_alloc);
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
     vk_mem *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "out of host memory");
@@ -539,6 +564,12 @@ static kern_status staged(vk_device *v, vk_mem *m, size_t offset, void *host, co
     kern_status s = mem_create(v, n, true, &st, err, errlen);
     if (s != KERN_OK)
         return s;
+    if (!st.map) {
+        mem_destroy(v, &st);
+        snprintf(err, errlen, "device %s has no host-visible memory for a staging buffer",
+                 v->props.deviceName);
+        return KERN_ERR_UNSUPPORTED;
+    }
     if (src)
         memcpy(st.map, src, n);
     copy_args a = src ? (copy_args){st.buf, m->buf, 0, offset, n, 0}
@@ -1258,6 +1289,13 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
     return VK_FALSE;
 }
 
+void rt_vulkan_device_forget(rt_device *d, uint32_t capability) {
+    vk_device *v = vk_of(d);
+    for (size_t f = 0; f < sizeof features / sizeof *features; f++)
+        if (features[f].cap == capability)
+            *(bool *)((char *)v + features[f].has) = false;
+}
+
 int rt_vulkan_validation_messages(const rt_device *d, const char **first) {
     const vk_device *v = (const vk_device *)d;
     if (first)
@@ -1439,11 +1477,17 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     v->has_i64atomics = f12.shaderBufferInt64Atomics;
     v->has_f32add = has_float_ext && af.shaderBufferFloat32AtomicAdd;
     v->has_shared_f32add = has_float_ext && af.shaderSharedFloat32AtomicAdd;
+    VkPhysicalDeviceVulkan12Properties p12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES};
+    VkPhysicalDeviceMaintenance3Properties m3 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &p12};
     VkPhysicalDeviceSubgroupProperties sgp = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &m3};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                       .pNext = &sgp};
     a->vkGetPhysicalDeviceProperties2(v->phys, &p2);
+    v->max_alloc = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : (VkDeviceSize)1 << 30;
+    snprintf(v->driver, sizeof v->driver, "%.*s", (int)sizeof p12.driverInfo, p12.driverInfo);
     bool sg_compute = (sgp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
     v->has_sg_basic = sg_compute && (sgp.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
     v->has_sg_vote = sg_compute && (sgp.supportedOperations & VK_SUBGROUP_FEATURE_VOTE_BIT);
@@ -1518,6 +1562,7 @@ kern_status rt_vulkan_device_create(const char *loader, int ordinal, rt_device *
     v->base.ops = &vk_ops;
     v->base.host_memory = false;
     v->base.ad_slot_major = true;
+    v->force_staging = env_on("KERN_VULKAN_STAGING");
     const char *lib = loader ? loader : "libvulkan.so.1";
     v->api.lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!v->api.lib) {
@@ -1570,9 +1615,13 @@ kern_status rt_vulkan_device_create(const char *loader, int ordinal, rt_device *
     if (v->resident_groups > v->props.limits.maxComputeWorkGroupCount[0])
         v->resident_groups = v->props.limits.maxComputeWorkGroupCount[0];
     uint32_t ver = v->props.apiVersion;
-    snprintf(v->base.desc, sizeof v->base.desc, "vulkan: %s (Vulkan %u.%u, driver 0x%x)",
-             v->props.deviceName, VK_API_VERSION_MAJOR(ver), VK_API_VERSION_MINOR(ver),
-             v->props.driverVersion);
+    char drv[VK_MAX_DRIVER_INFO_SIZE + 16];
+    if (v->driver[0])
+        snprintf(drv, sizeof drv, "%s", v->driver);
+    else
+        snprintf(drv, sizeof drv, "0x%x", v->props.driverVersion);
+    snprintf(v->base.desc, sizeof v->base.desc, "vulkan: %.160s (driver %.120s, Vulkan %u.%u)",
+             v->props.deviceName, drv, VK_API_VERSION_MAJOR(ver), VK_API_VERSION_MINOR(ver));
     *out = &v->base;
     return KERN_OK;
 }

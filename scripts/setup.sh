@@ -30,6 +30,7 @@ NATIVE_FILE=native/llvm19.ini
 #   libvulkan-dev                  Vulkan headers (the loader itself is dlopen()ed at run time)
 #   mesa-vulkan-drivers            lavapipe: a Vulkan device on the CPU, for the tests
 #   vulkan-validationlayers        the Khronos validation layer, on in the Vulkan tests
+#   glslang-tools                  glslangValidator: the Vulkan device tests' GLSL shaders
 #   libspirv-cross-c-shared-dev    SPIRV-Cross's C API: --emit=msl (Metal)
 PACKAGES=(
     meson ninja-build pkg-config
@@ -41,6 +42,7 @@ PACKAGES=(
     libomp-19-dev
     spirv-headers spirv-tools
     libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers
+    glslang-tools
     libspirv-cross-c-shared-dev
 )
 
