@@ -11,6 +11,7 @@
 #include "../include/kern.h"
 #include "../runtime/provider.h"
 #include "llvm/llvm_backend.h"
+#include "spirv/spv_emit.h"
 
 static char *cpu_emit(const ir_module *m, const kc_options *o, const char *kind, char *err,
                       size_t errlen) {
@@ -30,6 +31,38 @@ static char *cuda_code(const ir_module *m, const kc_options *o, size_t *len, cha
     char *ptx = llvm_emit_ptx(m, o, err, errlen);
     *len = ptx ? strlen(ptx) : 0;
     return ptx;
+}
+
+/* The SPIR-V module's words as the code image (KERN_CODE_SPIRV): --emit=spirv and the
+ * module files of `kernc build --target=vulkan`. */
+static char *vulkan_code(const ir_module *m, const kc_options *o, size_t *len, char *err,
+                         size_t errlen) {
+    size_t n = 0;
+    uint32_t *w = kc_spirv_emit(m, o, &n, err, errlen);
+    if (!w)
+        return NULL;
+    char *bytes = realloc(w, n * 4 + 1); /* the image is followed by a NUL (codegen.h) */
+    if (!bytes) {
+        free(w);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    bytes[n * 4] = '\0';
+    *len = n * 4;
+    return bytes;
+}
+
+static char *vulkan_emit(const ir_module *m, const kc_options *o, const char *kind, char *err,
+                         size_t errlen) {
+    /* "spirv-asm" or "msl"; the binary kinds go through vulkan_code */
+    size_t n = 0;
+    uint32_t *w = kc_spirv_emit(m, o, &n, err, errlen);
+    if (!w)
+        return NULL;
+    char *text = !strcmp(kind, "msl") ? kc_spirv_to_msl(w, n, err, errlen)
+                                      : kc_spirv_disassemble(w, n, err, errlen);
+    free(w);
+    return text;
 }
 
 #ifdef KERN_HAVE_AMDGPU
@@ -58,6 +91,15 @@ static const kc_codegen codegens[] = {
         .arch_valid = llvm_nvptx_arch_valid,
         .emit = cuda_emit,
         .code = cuda_code,
+    },
+    {
+        .target = "vulkan",
+        .backend = KERN_BACKEND_VULKAN,
+        .code_kind = KERN_CODE_SPIRV,
+        .emit_kinds = "spirv, spirv-asm, msl",
+        .binary_kinds = "spirv",
+        .emit = vulkan_emit,
+        .code = vulkan_code,
     },
 #ifdef KERN_HAVE_AMDGPU
     {
@@ -89,9 +131,9 @@ const kc_codegen *kc_codegen_for_backend(int backend) {
 
 const char *kc_codegen_targets(void) {
 #ifdef KERN_HAVE_AMDGPU
-    return "cpu, cuda, amdgpu";
+    return "cpu, cuda, vulkan, amdgpu";
 #else
-    return "cpu, cuda";
+    return "cpu, cuda, vulkan";
 #endif
 }
 

@@ -4,6 +4,8 @@
  *
  *   cpu    LLVM, the host CPU: the JIT (ORC, in process) and shared objects
  *   cuda   LLVM NVPTX: PTX text, loaded by the runtime's CUDA device (docs/gpu-abi.md)
+ *   vulkan kern's own SPIR-V emitter (backends/spirv/): a SPIR-V module for the Vulkan device
+ *          (docs/spirv-abi.md)
  *
  * A GPU target's code is an image the runtime's device loads (runtime/provider.h's
  * kern_code_kind); its ahead-of-time module file is the container of docs/gpu-abi.md,
@@ -22,6 +24,8 @@ typedef struct kc_codegen {
     int backend;              /* its kern_backend (include/kern.h) */
     int code_kind;            /* the kern_code_kind of its images (runtime/provider.h) */
     const char *emit_kinds;   /* what --emit=KIND prints for it, e.g. "llvm, ptx" */
+    const char *binary_kinds; /* those of emit_kinds that are the code image itself (binary:
+                                 written with `code`, never to a terminal); NULL: none */
     const char *default_arch; /* NULL: the target takes no --arch */
     bool (*arch_valid)(const char *arch);
     /* The text of --emit=kind (one of emit_kinds), malloc'd; NULL with a message. */

@@ -727,6 +727,33 @@ done:
     return rc;
 }
 
+/* A binary code image (--emit=spirv) to a file or a non-terminal stdout. */
+static int emit_binary(const kc_codegen *cg, const ir_module *m, const kc_options *o,
+                       const char *out) {
+    bool to_stdout = !out || !strcmp(out, "-");
+    if (to_stdout && isatty(STDOUT_FILENO))
+        return fail(KERNC_EXIT_USAGE, "--emit=spirv is binary: give -o FILE or redirect stdout");
+    char err[2048] = "";
+    size_t len = 0;
+    char *code = cg->code(m, o, &len, err, sizeof err);
+    if (!code)
+        return fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->target, err);
+    int rc = 0;
+    if (to_stdout) {
+        if (fwrite(code, 1, len, stdout) != len || fflush(stdout) != 0)
+            rc = fail(KERNC_EXIT_IO, "cannot write the output: %s", strerror(errno));
+    } else {
+        FILE *f = fopen(out, "wb");
+        bool ok = f && fwrite(code, 1, len, f) == len;
+        if (f && fclose(f) != 0)
+            ok = false;
+        if (!ok)
+            rc = fail(KERNC_EXIT_IO, "cannot write '%s': %s", out, strerror(errno));
+    }
+    free(code);
+    return rc;
+}
+
 int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, const char *out,
                         const kc_options *o) {
     int rc = 0;
@@ -743,6 +770,12 @@ int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, 
         return rc;
     }
     char err[2048] = "";
+    if (cg->binary_kinds && strstr(cg->binary_kinds, kind)) {
+        rc = emit_binary(cg, m, o, out);
+        ir_module_free(m);
+        kc_ctx_free(cc);
+        return rc;
+    }
     char *text = cg->emit(m, o, kind, err, sizeof err);
     if (!text) {
         rc = fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->target, err);

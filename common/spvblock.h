@@ -10,13 +10,13 @@
 #include "types.h"
 
 enum {
-    KERN_SPV_GROUP = 128,       /* LocalSize x of every entry point */
-    KERN_SPV_BIND_BLOCK = 0,    /* the launch block (dynamic offset) */
-    KERN_SPV_BIND_ERR = 1,      /* the kern_err_record */
-    KERN_SPV_BIND_HEAP8 = 2,    /* the adstack heap as bytes */
-    KERN_SPV_BIND_HEAP32 = 3,   /* ... as 32-bit words */
-    KERN_SPV_BIND_HEAP64 = 4,   /* ... as 64-bit words */
-    KERN_SPV_BIND_PARAM0 = 5,   /* parameter p (an array) is binding 5 + p */
+    KERN_SPV_GROUP = 128,     /* LocalSize x of every entry point */
+    KERN_SPV_BIND_BLOCK = 0,  /* the launch block (dynamic offset) */
+    KERN_SPV_BIND_ERR = 1,    /* the kern_err_record */
+    KERN_SPV_BIND_HEAP8 = 2,  /* the adstack heap as bytes */
+    KERN_SPV_BIND_HEAP32 = 3, /* ... as 32-bit words */
+    KERN_SPV_BIND_HEAP64 = 4, /* ... as 64-bit words */
+    KERN_SPV_BIND_PARAM0 = 5, /* parameter p (an array) is binding 5 + p */
 };
 
 /* Fills off[] (nparams + 1 + 2 * nadstacks entries) with byte offsets in the launch

@@ -52,6 +52,9 @@ char *kern_read_file(const char *path, size_t *len);
  * "kern_<K>__<kind><index>" plus "_count" when count, with K the kernel's name and each
  * '.' written "__" (simulate.grad -> kern_simulate__grad__t0). kind: 't' a task, 's' a
  * sizer kernel. The one place that knows the naming rule (compiler and runtime). */
+/* The longest name (identifier) of the language: kernel names make symbols, which must
+ * fit the fixed buffers of the backends and the runtime (docs/language.md). */
+enum { KERN_MAX_NAME = 255 };
 void kern_code_symbol(char *buf, size_t size, const char *kernel, char kind, int index, bool count);
 
 #endif

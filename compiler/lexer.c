@@ -18,9 +18,7 @@ static const char *const tok_names[TK__COUNT] = {
 #undef FE_TOK_NAME
 };
 
-const char *fe_tok_name(fe_tok_kind k) {
-    return k >= 0 && k < TK__COUNT ? tok_names[k] : "?";
-}
+const char *fe_tok_name(fe_tok_kind k) { return k >= 0 && k < TK__COUNT ? tok_names[k] : "?"; }
 
 const kern_type *fe_tok_scalar(fe_tok_kind k) {
     if (k < TK_BOOL || k > TK_F64)
@@ -43,10 +41,16 @@ void fe_lexer_init(fe_lexer *lx, kc_ctx *ctx, const kern_source *src) {
 /* ---- Character classes ------------------------------------------------------------ */
 
 static bool is_digit(int c) { return c >= '0' && c <= '9'; }
-static bool is_hex(int c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-static bool is_ident_start(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool is_hex(int c) {
+    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+static bool is_ident_start(int c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
 static bool is_ident_char(int c) { return is_ident_start(c) || is_digit(c); }
-static bool is_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+static bool is_space(int c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 /* Can c begin a token (or whitespace/comment)? Used to end a run of invalid characters. */
 static bool is_token_start(int c) {
@@ -90,7 +94,8 @@ static bool skip_space(fe_lexer *lx) {
             lx->p += 2;
             for (;;) {
                 if (lx->p >= lx->end) {
-                    kc_error(lx->ctx, lx->src, start, "unterminated comment: '/*' has no matching '*/'");
+                    kc_error(lx->ctx, lx->src, start,
+                             "unterminated comment: '/*' has no matching '*/'");
                     lx->truncated = true;
                     return false;
                 }
@@ -140,8 +145,9 @@ static void lex_hex(fe_lexer *lx, fe_token *t) {
     size_t n = (size_t)(lx->p - start);
     t->kind = TK_INT;
     if (none) {
-        kc_error(lx->ctx, lx->src, t->loc, "malformed number '%s': expected hex digits after '%.2s'",
-                 clip(lx, start, n), start);
+        kc_error(lx->ctx, lx->src, t->loc,
+                 "malformed number '%s': expected hex digits after '%.2s'", clip(lx, start, n),
+                 start);
     } else if (extra) {
         kc_error(lx->ctx, lx->src, t->loc, "malformed number '%s': unexpected character '%c'",
                  clip(lx, start, n), *bad);
@@ -199,13 +205,15 @@ static void lex_decimal(fe_lexer *lx, fe_token *t) {
         if (copy != small)
             free(copy);
         if (v > 1.7976931348623157e308) /* overflow to +inf; underflow rounds toward 0 */
-            kc_error(lx->ctx, lx->src, t->loc, "float literal '%s' is out of range", clip(lx, start, n));
+            kc_error(lx->ctx, lx->src, t->loc, "float literal '%s' is out of range",
+                     clip(lx, start, n));
         else
             t->fval = v;
     } else if (*start == '0' && int_end - start > 1) {
-        kc_error(lx->ctx, lx->src, t->loc,
-                 "malformed number '%s': leading zeros are not allowed (there are no octal literals)",
-                 clip(lx, start, n));
+        kc_error(
+            lx->ctx, lx->src, t->loc,
+            "malformed number '%s': leading zeros are not allowed (there are no octal literals)",
+            clip(lx, start, n));
     } else {
         uint64_t v = 0;
         bool too_big = false;
@@ -259,7 +267,8 @@ static void lex_invalid(fe_lexer *lx, fe_token *t) {
     else if (c < 0x80)
         kc_error(lx->ctx, lx->src, t->loc, "unexpected character 0x%02X", (unsigned)c);
     else if (n)
-        kc_error(lx->ctx, lx->src, t->loc, "unexpected character U+%04X '%.*s'", (unsigned)cp, n, lx->p);
+        kc_error(lx->ctx, lx->src, t->loc, "unexpected character U+%04X '%.*s'", (unsigned)cp, n,
+                 lx->p);
     else
         kc_error(lx->ctx, lx->src, t->loc, "invalid UTF-8 byte 0x%02X", (unsigned)c);
     lx->p += n ? n : 1;
@@ -285,17 +294,56 @@ static fe_tok_kind lex_operator(const fe_lexer *lx, int *n) {
     int c = peekc(lx, 0), c1 = peekc(lx, 1);
     *n = 2;
     switch (c) {
-    case '.': if (c1 == '.') return TK_DOTDOT; break;
-    case '-': if (c1 == '>') return TK_ARROW; if (c1 == '=') return TK_MINUSEQ; break;
-    case '+': if (c1 == '=') return TK_PLUSEQ; break;
-    case '*': if (c1 == '=') return TK_STAREQ; break;
-    case '/': if (c1 == '=') return TK_SLASHEQ; break;
-    case '<': if (c1 == '<') return TK_SHL; if (c1 == '=') return TK_LE; break;
-    case '>': if (c1 == '>') return TK_SHR; if (c1 == '=') return TK_GE; break;
-    case '=': if (c1 == '=') return TK_EQ; break;
-    case '!': if (c1 == '=') return TK_NE; break;
-    case '&': if (c1 == '&') return TK_ANDAND; break;
-    case '|': if (c1 == '|') return TK_OROR; break;
+    case '.':
+        if (c1 == '.')
+            return TK_DOTDOT;
+        break;
+    case '-':
+        if (c1 == '>')
+            return TK_ARROW;
+        if (c1 == '=')
+            return TK_MINUSEQ;
+        break;
+    case '+':
+        if (c1 == '=')
+            return TK_PLUSEQ;
+        break;
+    case '*':
+        if (c1 == '=')
+            return TK_STAREQ;
+        break;
+    case '/':
+        if (c1 == '=')
+            return TK_SLASHEQ;
+        break;
+    case '<':
+        if (c1 == '<')
+            return TK_SHL;
+        if (c1 == '=')
+            return TK_LE;
+        break;
+    case '>':
+        if (c1 == '>')
+            return TK_SHR;
+        if (c1 == '=')
+            return TK_GE;
+        break;
+    case '=':
+        if (c1 == '=')
+            return TK_EQ;
+        break;
+    case '!':
+        if (c1 == '=')
+            return TK_NE;
+        break;
+    case '&':
+        if (c1 == '&')
+            return TK_ANDAND;
+        break;
+    case '|':
+        if (c1 == '|')
+            return TK_OROR;
+        break;
     default: break;
     }
     *n = 1;
@@ -350,6 +398,12 @@ fe_token fe_lex_next(fe_lexer *lx) {
         while (lx->p < lx->end && is_ident_char((unsigned char)*lx->p))
             lx->p++;
         t.kind = keyword(s, (size_t)(lx->p - s));
+        if ((size_t)(lx->p - s) > KERN_MAX_NAME) { /* symbols are built from names (abi.h) */
+            kc_error(lx->ctx, lx->src, t.loc,
+                     "name '%.20s...' is %zu characters long; the longest allowed is %d", s,
+                     (size_t)(lx->p - s), KERN_MAX_NAME);
+            t.kind = TK_ERROR;
+        }
     } else if (c == '0' && (peekc(lx, 1) == 'x' || peekc(lx, 1) == 'X')) {
         lex_hex(lx, &t);
     } else if (is_digit(c) || (c == '.' && is_digit(peekc(lx, 1)))) {

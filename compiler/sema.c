@@ -461,8 +461,7 @@ static void check_return(fe_sema *s, fe_stmt *st) {
             fe_sema_expr(s, &st->ret.value, NULL, SX_VOID_OK);
         }
     } else if (!st->ret.value) {
-        fe_sema_error(s, st->loc, "func '%s' must return a value of type %s", fn->name,
-                      ret->name);
+        fe_sema_error(s, st->loc, "func '%s' must return a value of type %s", fn->name, ret->name);
     } else {
         fe_sema_expect(s, &st->ret.value, ret);
     }
@@ -547,12 +546,10 @@ static bool never_falls_through(const fe_stmt *st) {
                 return true;
         return false;
     case ST_IF:
-        return st->if_.els && never_falls_through(st->if_.then) &&
-               never_falls_through(st->if_.els);
+        return st->if_.els && never_falls_through(st->if_.then) && never_falls_through(st->if_.els);
     case ST_WHILE: {
         const fe_expr *c = st->while_.cond;
-        return c && c->is_const && c->type == ty_bool() && c->cval.i &&
-               !has_break(st->while_.body);
+        return c && c->is_const && c->type == ty_bool() && c->cval.i && !has_break(st->while_.body);
     }
     default: return false;
     }
@@ -717,6 +714,19 @@ bool fe_check(kc_ctx *ctx, fe_file *file) {
                           it->name, item_kind_name(first->kind), first->name_loc.line);
         if (it->kind == IT_FUNC && fe_builtin_lookup(it->name) != BI_NONE)
             fe_sema_error(s, it->name_loc, "func '%s' has the name of a builtin", it->name);
+        /* the symbols of K.grad are those of a kernel named K__grad (runtime/abi.h writes
+         * '.' as "__"): such a kernel beside K would run in K.grad's place */
+        size_t len = strlen(it->name);
+        if (it->kind == IT_KERNEL && len > 6 && !strcmp(it->name + len - 6, "__grad")) {
+            char *base = strndup(it->name, len - 6);
+            fe_item *k = base ? fe_sema_find_item(s, base) : NULL;
+            if (k && k->kind == IT_KERNEL)
+                fe_sema_error(s, it->name_loc,
+                              "kernel '%s' would have the symbols of '%s.grad', the gradient of "
+                              "kernel '%s' (line %u); rename it",
+                              it->name, base, base, k->name_loc.line);
+            free(base);
+        }
     }
     /* (2) consts, (3) bodies */
     for (int i = 0; i < n; i++)

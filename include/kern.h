@@ -1,4 +1,6 @@
-/* kern.h - the public C API of the kern runtime (link with -lkern; pkg-config kern).
+/* kern.h - the public C API of the kern runtime: link with libkern (pkg-config kern: modules
+ * built by `kernc build`, no compiler) or libkern-jit (pkg-config kern-jit: the same API with
+ * the JIT compiler and LLVM), never both.
  *
  * A host program creates a context for a device (the CPU, or a CUDA GPU), creates buffers from
  * host data, loads a module (an ahead-of-time file built by `kernc build`, or source code
@@ -27,6 +29,24 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The version of this header; kern_version() gives the library's (they may differ when a
+ * program runs against a newer libkern of the same soname). */
+#define KERN_VERSION_MAJOR 0
+#define KERN_VERSION_MINOR 1
+#define KERN_VERSION_PATCH 0
+#define KERN_VERSION_STRING "0.1.0"
+/* Encodes a version for comparisons: KERN_VERSION_NUMBER(0, 1, 0) == 100. */
+#define KERN_VERSION_NUMBER(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
+
+/* Only the declarations of this header are exported by libkern and libkern-jit (they
+ * are built with -fvisibility=hidden). */
+#if defined(__GNUC__) && !defined(KERN_NO_VISIBILITY)
+#pragma GCC visibility push(default)
+#endif
+
+/* The library's version as KERN_VERSION_NUMBER; *text (may be NULL) gets "0.1.0". */
+int kern_version(const char **text);
 
 typedef enum kern_status {
     KERN_OK = 0,
@@ -162,7 +182,8 @@ kern_status kern_module_load_file(kern_context *ctx, const char *path, kern_modu
 
 /* JIT: compiles kern source (name is the file name used in messages; NULL = "<source>")
  * for the context's backend with its options (debug, ad_stack_size).
- * These two live in the JIT library: link with -lkern-jit (pkg-config kern-jit) as well.
+ * These two compile only in the JIT library: link with -lkern-jit (pkg-config kern-jit)
+ * instead of -lkern; libkern's answer KERN_ERR_UNSUPPORTED, saying so.
  * KERN_ERR_COMPILE with the diagnostics as the message when the source has errors. */
 kern_status kern_module_from_source(kern_context *ctx, const char *source, size_t len,
                                     const char *name, kern_module **out);
@@ -347,6 +368,10 @@ kern_status kern_tape_scalar_grad(kern_tape *tape, int record, int param, double
 /* Forgets the records and releases the buffers the tape created (scalar adjoints and
  * its own array adjoints); associations made with kern_tape_set_grad stay. */
 kern_status kern_tape_clear(kern_tape *tape);
+
+#if defined(__GNUC__) && !defined(KERN_NO_VISIBILITY)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

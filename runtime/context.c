@@ -15,6 +15,12 @@ _Static_assert((int)KERN_BOOL == (int)TY_BOOL && (int)KERN_F64 == (int)TY_F64,
 
 /* ---- names ------------------------------------------------------------------------- */
 
+int kern_version(const char **text) {
+    if (text)
+        *text = KERN_VERSION_STRING;
+    return KERN_VERSION_NUMBER(KERN_VERSION_MAJOR, KERN_VERSION_MINOR, KERN_VERSION_PATCH);
+}
+
 const char *kern_status_name(kern_status s) {
     switch (s) {
     case KERN_OK: return "KERN_OK";
@@ -224,10 +230,11 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
     const char *bname = kern_backend_name(ctx->opts.backend);
     if (!bname)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "invalid backend %d", (int)ctx->opts.backend);
-    if (ctx->opts.backend != KERN_BACKEND_CPU && ctx->opts.backend != KERN_BACKEND_CUDA)
+    if (ctx->opts.backend != KERN_BACKEND_CPU && ctx->opts.backend != KERN_BACKEND_CUDA &&
+        ctx->opts.backend != KERN_BACKEND_VULKAN)
         return rt_error(ctx, KERN_ERR_UNSUPPORTED,
-                        "backend '%s' is not available in this runtime (only 'cpu' and 'cuda' "
-                        "are)",
+                        "backend '%s' is not available in this runtime (only 'cpu', 'cuda' and "
+                        "'vulkan' are)",
                         bname);
     if (ctx->opts.threads < 0 || ctx->opts.threads > RT_MAX_THREADS)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "thread count %d is out of range (0 to %d)",
@@ -241,6 +248,12 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
         s = rt_cuda_device_create(NULL, 0, &ctx->dev, err, sizeof err);
         if (s != KERN_OK)
             return rt_error(ctx, s, "cannot create the cuda device: %s", err);
+        return KERN_OK;
+    }
+    if (ctx->opts.backend == KERN_BACKEND_VULKAN) {
+        s = rt_vulkan_device_create(NULL, -1, &ctx->dev, err, sizeof err);
+        if (s != KERN_OK)
+            return rt_error(ctx, s, "cannot create the vulkan device: %s", err);
         return KERN_OK;
     }
     int threads = ctx->opts.threads;

@@ -178,4 +178,14 @@ int rt_cpu_device_threads(const rt_device *d);
 kern_status rt_cuda_device_create(const char *driver, int ordinal, rt_device **out, char *err,
                                   size_t errlen);
 
+/* The Vulkan device (vulkan.c): device `ordinal` (-1: $KERN_VULKAN_DEVICE, else the most
+ * capable) of the loader `loader` (NULL: "libvulkan.so.1"), opened with dlopen.
+ * KERN_ERR_UNSUPPORTED when the loader cannot be opened or there is no Vulkan 1.2 device
+ * with timeline semaphores; the message says which. */
+kern_status rt_vulkan_device_create(const char *loader, int ordinal, rt_device **out, char *err,
+                                    size_t errlen);
+/* With $KERN_VULKAN_VALIDATION=1: the number of warnings and errors the validation layer
+ * reported so far on device d (a Vulkan device), and (first not NULL) the first one. */
+int rt_vulkan_validation_messages(const rt_device *d, const char **first);
+
 #endif

@@ -108,8 +108,11 @@ static bool parse_u32(meta_parser *ps, const meta_field *f, const char *what, ui
     return true;
 }
 
-/* identifier ('.' identifier)* */
+/* identifier ('.' identifier)*, at most KERN_MAX_NAME + 5 characters (a name and ".grad":
+ * symbols are built from it in fixed buffers) */
 static bool is_name(const meta_field *f) {
+    if (f->len > KERN_MAX_NAME + 5)
+        return false;
     bool start = true;
     for (int i = 0; i < f->len; i++) {
         char c = f->s[i];

@@ -4,7 +4,7 @@
 #
 #   source .device/env.sh; bash scripts/device-run.sh [STEP ...]
 #
-# STEPS (default: all): suite, corpus, stress, cli, sanitizer, bench. Each prints a header and
+# STEPS (default: all): suite, corpus, vulkan, stress, cli, sanitizer, bench. Each prints a header and
 # what it ran; results also go to $OUT (when set) as STEP.txt. Exit status: the number of
 # failed steps.
 set -uo pipefail
@@ -36,7 +36,7 @@ step() { # NAME CMD...: runs CMD, tees to $out/NAME.txt
 }
 
 steps=("$@")
-for STEP in suite corpus stress cli sanitizer bench; do
+for STEP in suite corpus vulkan stress cli sanitizer bench; do
     [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
     case $STEP in
     suite) step suite kern-tests -j8 ;;
@@ -44,6 +44,13 @@ for STEP in suite corpus stress cli sanitizer bench; do
             step e2e env KERN_TEST_BACKEND=cuda KERN_TEST_PYTHON=python3 kern-tests -j4 --filter 'e2e/*'
             step overflow env KERN_TEST_BACKEND=cuda kern-tests --filter 'adstack_rt/jit_while*'
             step graph env KERN_TEST_BACKEND=cuda kern-tests --filter 'graph/*' ;;
+    vulkan) step vk-corpus env KERN_TEST_BACKEND=vulkan kern-tests -j4 --filter '@(grad_corpus|e2e|graph|adstack_rt)/*'
+            step vk-suite kern-tests --verbose --filter 'vulkan/*'
+            step vk-cli bash -c '
+        set -e
+        kernc run examples/simulate.kern simulate --target=vulkan x0=examples/data/x0.npy w=examples/data/w.npy out=examples/data/out.npy steps=16
+        kernc gradcheck examples/simulate.kern simulate --target=vulkan x0=examples/data/x0.npy w=examples/data/w.npy out=examples/data/out.npy steps=16
+        true' ;;
     stress) step stress env KERN_TEST_BACKEND=cuda KERN_STRESS_LAUNCHES=100000 kern-tests --verbose --filter 'stress/*' ;;
     cli) step cli bash -c '
         set -e

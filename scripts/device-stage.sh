@@ -38,6 +38,9 @@ strip --strip-unneeded .device/bin/* .device/lib/* 2>/dev/null || true
 mkdir -p .device/modules
 for k in loop ragged; do
     $B/kernc build "bench/gpu-bench/$k.kern" --target=cuda -o ".device/modules/$k.kmod"
+    # the Vulkan side of the benchmark (bench/gpu-bench/run.sh), when kernc has the target
+    if $B/kernc build "bench/gpu-bench/$k.kern" --target=vulkan -o ".device/modules/$k.vkmod" \
+        2>/dev/null; then :; else rm -f ".device/modules/$k.vkmod"; fi
 done
 size=$(du -sm .device | cut -f1)
 echo "device-stage: $(ls .device/bin | wc -l) programs, $(ls .device/lib | wc -l) libraries, ${size} MiB in .device/"

@@ -105,3 +105,16 @@ bool golden_check(const char *dir, const char *name, const char *actual) {
     free(expected);
     return same;
 }
+
+char *golden_with_type(const char *text, const char *type) {
+    kern_buf b = {0};
+    for (const char *p = text; *p;) {
+        if (type && !strncmp(p, "REAL", 4)) {
+            buf_puts(&b, type);
+            p += 4;
+        } else {
+            buf_putc(&b, *p++);
+        }
+    }
+    return b.data ? b.data : calloc(1, 1);
+}

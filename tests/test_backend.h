@@ -1,5 +1,5 @@
 /* test_backend.h - the device the end-to-end tests run on: $KERN_TEST_BACKEND (cpu, the
- * default, or cuda). The gradient corpus and the e2e suite launch every kernel on it, so
+ * default, cuda or vulkan). The gradient corpus and the e2e suite launch every kernel on it, so
  * `KERN_TEST_BACKEND=cuda build/tests/kern-tests` runs them on the GPU machine; a device
  * that was asked for and cannot be created fails those tests (it is not a skip). */
 #ifndef KERN_TEST_BACKEND_H
@@ -14,6 +14,8 @@ static inline kern_backend kern_test_backend(void) {
     const char *b = getenv("KERN_TEST_BACKEND");
     if (b && !strcmp(b, "cuda"))
         return KERN_BACKEND_CUDA;
+    if (b && !strcmp(b, "vulkan"))
+        return KERN_BACKEND_VULKAN;
     return KERN_BACKEND_CPU;
 }
 

@@ -113,8 +113,10 @@ Test(graph, replay_matches_eager_launches) {
         cr_assert_eq(gx[i], gxw[i], "x.grad[%d]: %d replays, %d eager step pairs", i, REPLAYS,
                      REPLAYS);
     }
-    for (int t = 0; t < T; t++) /* sums of many atomics: the order may differ */
-        cr_assert(fabsf(gw[t] - gww[t]) <= 1e-4f * (fabsf(gww[t]) + 1.0f), "w.grad[%d] %g vs %g", t,
+    /* sums of N x REPLAYS = 5000 f32 atomic adds of terms of both signs: the order differs
+     * between runs on a GPU (seen: 1.4e-4 apart on an H100 through Vulkan) */
+    for (int t = 0; t < T; t++)
+        cr_assert(fabsf(gw[t] - gww[t]) <= 1e-3f * (fabsf(gww[t]) + 1.0f), "w.grad[%d] %g vs %g", t,
                   (double)gw[t], (double)gww[t]);
 
     /* the heap is pinned: a launch needing more fails and says why */

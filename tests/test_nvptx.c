@@ -29,6 +29,7 @@
 #include "../compiler/driver.h"
 #include "../compiler/meta_ir.h"
 #include "../runtime/meta.h"
+#include "golden.h"
 
 #ifndef KERN_SOURCE_ROOT
 #define KERN_SOURCE_ROOT "."
@@ -151,19 +152,6 @@ static int check_hsaco(const char *path, const ir_module *m, kc_options *o) {
     return 1;
 }
 
-static char *substitute(const char *text, const char *type) {
-    kern_buf b = {0};
-    for (const char *p = text; *p;) {
-        if (!strncmp(p, "REAL", 4)) {
-            buf_puts(&b, type);
-            p += 4;
-        } else {
-            buf_putc(&b, *p++);
-        }
-    }
-    return b.data ? b.data : calloc(1, 1);
-}
-
 typedef struct ptx_stats {
     int files, kernels, entries, ptxas_runs, hsacos, refused, no_libdevice;
     bool amdgpu; /* also build and check AMDGPU code objects */
@@ -236,7 +224,7 @@ static void check_dir(const char *dir, const char *type, bool debug, const char 
         size_t len;
         char *text = kern_read_file(path, &len);
         cr_assert(text, "cannot read %s", path);
-        char *src = type ? substitute(text, type) : text;
+        char *src = type ? golden_with_type(text, type) : text;
         check_source(path, src, debug, ptxas, st);
         if (src != text)
             free(src);
@@ -380,7 +368,8 @@ Test(nvptx, libdevice_search_names_the_places) {
 Test(nvptx, codegen_table) {
     const kc_codegen *cpu = kc_codegen_find("cpu"), *cuda = kc_codegen_find("cuda");
     cr_assert(cpu && cuda);
-    cr_expect_null(kc_codegen_find("vulkan"));
+    cr_expect_null(kc_codegen_find("metal"));
+    cr_expect_str_eq(kc_codegen_find("vulkan")->target, "vulkan");
     cr_expect_null(kc_codegen_find(NULL));
     cr_expect_null(cpu->code);
     cr_expect(cuda->code && cuda->arch_valid);

@@ -44,6 +44,22 @@ static const char meta_text[] = "kern-meta 1\n"
                                 "kernel empty 30 1 0 0\n"
                                 "end\n";
 
+/* The header's version macros, the library's kern_version and meson's project version are
+ * one version. */
+Test(runtime, version_is_the_project_version) {
+    const char *text = NULL;
+    int v = kern_version(&text);
+    cr_assert_str_eq(text, KERN_PROJECT_VERSION);
+    cr_assert_str_eq(KERN_VERSION_STRING, KERN_PROJECT_VERSION);
+    int major, minor, patch;
+    cr_assert_eq(sscanf(KERN_PROJECT_VERSION, "%d.%d.%d", &major, &minor, &patch), 3);
+    cr_assert_eq(v, KERN_VERSION_NUMBER(major, minor, patch));
+    cr_assert_eq(KERN_VERSION_MAJOR, major);
+    cr_assert_eq(KERN_VERSION_MINOR, minor);
+    cr_assert_eq(KERN_VERSION_PATCH, patch);
+    cr_assert_eq(kern_version(NULL), v);
+}
+
 Test(runtime, meta_parse_fields) {
     char err[256];
     kern_meta *m = kern_meta_parse(meta_text, strlen(meta_text), err, sizeof err);
@@ -245,13 +261,13 @@ Test(runtime, context_options) {
     kern_context_release(dflt);
 
     kern_context_options o = kern_context_options_default();
-    o.backend = KERN_BACKEND_VULKAN;
+    o.backend = KERN_BACKEND_METAL;
     kern_context *bad = NULL;
     cr_assert_eq(kern_context_create(&o, &bad), KERN_ERR_UNSUPPORTED);
     cr_assert_not_null(bad);
     cr_assert_str_eq(kern_context_last_error(bad),
-                     "backend 'vulkan' is not available in this runtime (only 'cpu' and 'cuda' "
-                     "are)");
+                     "backend 'metal' is not available in this runtime (only 'cpu', 'cuda' and "
+                     "'vulkan' are)");
     cr_assert_str_eq(kern_context_device_name(bad), "");
     /* a failed context refuses work */
     kern_buffer *b = NULL;

@@ -1,8 +1,8 @@
 /* kern_bench.c - kern-bench: the kern side of the GPU benchmark (bench/gpu-bench/README.md).
  *
  * Runs the workloads "loop" (loop.kern) and "ragged" (ragged.kern) of workload.h through
- * kern's C API on a CUDA context (--target cpu: the CPU device, to try it where there is no
- * GPU) and prints one line per measurement, `kern WORKLOAD METRIC VALUE`:
+ * kern's C API on a CUDA context (--target vulkan: the Vulkan device; --target cpu: the CPU
+ * device, to try it where there is no GPU) and prints one line per measurement, `kern WORKLOAD METRIC VALUE`:
  *   forward_ms      K, median of --reps runs of kern_launch + kern_sync (host clock)
  *   fwdrev_ms       K.grad alone (it runs the forward sweep itself, keeping every x_t, then
  *                   the reverse sweep), median, the adjoints re-seeded outside the window
@@ -412,7 +412,7 @@ static void bench_workload(const opts *o, const char *name, bool ragged, kern_mo
 
 static void usage(FILE *to) {
     fprintf(to,
-            "usage: kern-bench [--target cuda|cpu] [--n N] [--steps T] [--reps N] [--warmup N]\n"
+            "usage: kern-bench [--target cuda|vulkan|cpu] [--n N] [--steps T] [--reps N] [--warmup N]\n"
             "                  [--launches N] [--check N] [--only loop|ragged] [--threads N]\n"
             "                  [--debug] [--kernels DIR] [--module PATH]... [--compare DIR]\n"
             "                  [--dump DIR]\n"
@@ -451,9 +451,11 @@ int main(int argc, char **argv) {
             o.debug = true;
             continue;
         } else if (!strcmp(a, "--target")) {
-            ok = v && (!strcmp(v, "cuda") || !strcmp(v, "cpu"));
+            ok = v && (!strcmp(v, "cuda") || !strcmp(v, "vulkan") || !strcmp(v, "cpu"));
             if (ok)
-                o.backend = !strcmp(v, "cuda") ? KERN_BACKEND_CUDA : KERN_BACKEND_CPU;
+                o.backend = !strcmp(v, "cuda")     ? KERN_BACKEND_CUDA
+                            : !strcmp(v, "vulkan") ? KERN_BACKEND_VULKAN
+                                                   : KERN_BACKEND_CPU;
         } else if (!strcmp(a, "--n")) {
             ok = parse_i64(v, 1, INT32_MAX, &o.n);
         } else if (!strcmp(a, "--steps")) {

@@ -12,9 +12,11 @@
 #    (JIT, compiles the .kern files of this directory) when staged, else kern-bench-aot with
 #    the modules of .device/modules (KERN_BENCH, KERN_MODULES override; KERN_BENCH_ARGS adds
 #    options, e.g. "--target cpu" to try this script without a GPU), with --compare too;
-# 4. prints one table: every metric of the three, and the ratios kern / baseline and
-#    JAX / kern of forward_ms and fwdrev_ms (above 1: kern slower than the baseline, resp.
-#    faster than JAX).
+#    Then the same on the Vulkan device (--target vulkan, modules .device/modules/*.vkmod;
+#    GPU_BENCH_VULKAN=0 skips it);
+# 4. prints one table: every metric of the four sides, and the ratios kern / baseline,
+#    JAX / kern and vulkan / kern of forward_ms and fwdrev_ms (above 1: kern slower than the
+#    baseline, resp. faster than JAX, resp. Vulkan slower than kern's CUDA path).
 # The programs, their output and the table are kept in GPU_BENCH_OUT (default: a new directory
 # under /tmp). When $OUT is set (the device machine's folder of files that come back), the
 # text files (*.txt: each side's output, the table, nvcc's messages, notes) are copied there.
@@ -60,7 +62,7 @@ rc=${PIPESTATUS[0]}
 [[ $rc == 0 ]] || { note "jax_bench.py failed (exit status $rc)"; status=1; }
 grep -q '^# jax: skipped' "$out/jax.txt" && { [[ $status == 1 ]] || status=3; }
 
-# ---- 3. kern ---------------------------------------------------------------------------------
+# ---- 3. kern (CUDA, then Vulkan) ------------------------------------------------------------
 modules=${KERN_MODULES:-.device/modules}
 kb=${KERN_BENCH:-}
 if [[ -z $kb ]]; then
@@ -69,22 +71,37 @@ if [[ -z $kb ]]; then
   elif [[ -x build/bench/kern-bench ]]; then kb=build/bench/kern-bench
   fi
 fi
-if [[ -z $kb ]]; then
-  note "kern: no kern-bench or kern-bench-aot (stage them with bench/gpu-bench/stage.sh)"
-  status=1
-  : > "$out/kern.txt"
-else
-  margs=()
+# kern_side NAME TARGET EXT ARGS...: runs kern-bench on TARGET with the modules *.EXT into
+# $out/NAME.txt
+kern_side() {
+  local name=$1 target=$2 ext=$3 rc k
+  shift 3
+  if [[ -z $kb ]]; then
+    note "$name: no kern-bench or kern-bench-aot (stage them with bench/gpu-bench/stage.sh)"
+    status=1
+    : > "$out/$name.txt"
+    return
+  fi
+  local margs=()
   for k in loop ragged; do
-    [[ -f $modules/$k.kmod ]] && margs+=(--module "$modules/$k.kmod")
+    [[ -f $modules/$k.$ext ]] && margs+=(--module "$modules/$k.$ext")
   done
-  echo "# kern: $kb ${margs[*]}"
+  if [[ $kb == *-aot && ${#margs[@]} == 0 ]]; then
+    note "$name: no modules $modules/*.$ext for $kb"
+    : > "$out/$name.txt"
+    return
+  fi
+  echo "# $name: $kb --target $target ${margs[*]}"
   # shellcheck disable=SC2086
-  "$kb" ${KERN_BENCH_ARGS:-} --kernels "$here" "${margs[@]}" --compare "$out" "$@" | tee "$out/kern.txt"
+  "$kb" ${KERN_BENCH_ARGS:-} --target "$target" --kernels "$here" "${margs[@]}" --compare "$out" "$@" |
+    tee "$out/$name.txt"
   rc=${PIPESTATUS[0]}
-  case $rc in 0) ;; 3) note "kern: no CUDA context (the message is above)"; [[ $status == 1 ]] || status=3 ;;
-    *) note "kern-bench failed (exit status $rc)"; status=1 ;; esac
-fi
+  case $rc in 0) ;; 3) note "$name: no $target context (the message is above)"; [[ $status == 1 ]] || status=3 ;;
+    *) note "$name: kern-bench failed (exit status $rc)"; status=1 ;; esac
+}
+kern_side kern cuda kmod "$@"
+[[ ${GPU_BENCH_VULKAN:-1} == 1 ]] && kern_side vulkan vulkan vkmod "$@"
+[[ -f $out/vulkan.txt ]] || : > "$out/vulkan.txt"
 
 # ---- 4. the table ----------------------------------------------------------------------------
 awk '
@@ -102,17 +119,17 @@ awk '
   function val(s, w, m) { return ((s, w, m) in v) ? v[s, w, m] : "-" }
   function ratio(a, b) { return (a == "-" || b == "-" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
   END {
-    printf "\n%-7s %-19s %10s %10s %10s %13s %9s\n", "work", "metric", "baseline", "jax", "kern", "kern/baseline", "jax/kern"
+    printf "\n%-7s %-19s %10s %10s %10s %10s %13s %9s %11s\n", "work", "metric", "baseline", "jax", "kern", "vulkan", "kern/baseline", "jax/kern", "vulkan/kern"
     for (i = 1; i <= nw; i++)
       for (m = 1; m <= nm; m++) {
         w = works[i]; k = metrics[m]
         if (!((w, k) in have)) continue
-        b = val("baseline", w, k); j = val("jax", w, k); kk = val("kern", w, k)
-        r1 = r2 = ""
-        if (k == "forward_ms" || k == "fwdrev_ms") { r1 = ratio(kk, b); r2 = ratio(j, kk) }
-        printf "%-7s %-19s %10s %10s %10s %13s %9s\n", w, k, b, j, kk, r1, r2
+        b = val("baseline", w, k); j = val("jax", w, k); kk = val("kern", w, k); vk = val("vulkan", w, k)
+        r1 = r2 = r3 = ""
+        if (k == "forward_ms" || k == "fwdrev_ms") { r1 = ratio(kk, b); r2 = ratio(j, kk); r3 = ratio(vk, kk) }
+        printf "%-7s %-19s %10s %10s %10s %10s %13s %9s %11s\n", w, k, b, j, kk, vk, r1, r2, r3
       }
-  }' "$out/baseline.txt" "$out/jax.txt" "$out/kern.txt" | tee "$out/table.txt"
+  }' "$out/baseline.txt" "$out/jax.txt" "$out/kern.txt" "$out/vulkan.txt" | tee "$out/table.txt"
 [[ -s $out/notes.txt ]] && { echo; sed 's/^/note: /' "$out/notes.txt"; }
 echo "run.sh: exit status $status; output in $out"
 [[ -n ${OUT:-} && -d ${OUT:-} ]] && cp "$out"/*.txt "$OUT"/

@@ -1,0 +1,561 @@
+/* test_spirv.c - the SPIR-V backend (backends/spirv/, docs/spirv-abi.md) and the Vulkan
+ * device (runtime/vulkan.c).
+ *
+ * spirv: every kernel of the examples, of the compiler's valid test programs and of the
+ * gradient corpus (REAL as f32 and as f64), forward and K.grad, release and debug, emits a
+ * module that SPIRV-Tools' validator accepts for Vulkan 1.2, with one entry point per task
+ * named by the task symbol; Float64 is declared only where the source has f64.
+ *
+ * vulkan (on a Vulkan device: lavapipe in CI; the tests say so and skip where there is
+ * none): the f64 functions of spv_math64.c against libm in ulps; an adstack overflow under
+ * `while` gives the CPU's message; malformed SPIR-V and missing entry points are format
+ * errors; buffers released while launches are in flight stay valid over thousands of
+ * launches; and the validation layer reports nothing for any of it. The gradient corpus on
+ * Vulkan is KERN_TEST_BACKEND=vulkan of the grad_corpus suite (.ci/run runs it). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../backends/spirv/spv_emit.h"
+#include "../common/util.h"
+#include "../compiler/driver.h"
+#include "../compiler/meta_ir.h"
+#include "../include/kern.h"
+#include "../runtime/device.h"
+#include "../runtime/meta.h"
+#include "../runtime/rt.h"
+#include "golden.h"
+
+#ifndef KERN_SOURCE_ROOT
+#define KERN_SOURCE_ROOT "."
+#endif
+
+/* ---- spirv: validation over every program ------------------------------------------------ */
+
+/* Whether the module declares capability cap / an entry point named name. */
+static bool has_capability(const uint32_t *w, size_t n, uint32_t cap) {
+    for (size_t i = 5; i < n && (w[i] >> 16);) {
+        if ((w[i] & 0xffff) == 17 && w[i + 1] == cap)
+            return true;
+        i += w[i] >> 16;
+    }
+    return false;
+}
+
+static bool has_entry(const uint32_t *w, size_t n, const char *name) {
+    for (size_t i = 5; i < n && (w[i] >> 16);) {
+        if ((w[i] & 0xffff) == 15 && !strcmp((const char *)&w[i + 3], name))
+            return true;
+        i += w[i] >> 16;
+    }
+    return false;
+}
+
+typedef struct spv_stats {
+    int files, kernels, entries;
+} spv_stats;
+
+static void check_source(const char *path, const char *src, bool debug, spv_stats *st) {
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts.grad = KC_GRAD_POSSIBLE;
+    cc->opts.debug = debug;
+    ir_module *m = kc_compile_source(cc, path, src, strlen(src));
+    if (!m) {
+        diag_print_all(stderr, &cc->diags);
+        cr_assert_fail("%s does not compile", path);
+    }
+    char err[4096] = "";
+    size_t n = 0;
+    uint32_t *w = kc_spirv_emit(m, &cc->opts, &n, err, sizeof err);
+    cr_assert(w, "%s: %s", path, err);
+    cr_expect(kc_spirv_validate(w, n, err, sizeof err), "%s (%s): %s", path,
+              debug ? "debug" : "release", err);
+    kern_meta *meta = kc_meta_from_ir(m);
+    for (int k = 0; k < meta->nkernels; k++) {
+        st->kernels++;
+        for (int t = 0; t < meta->kernels[k].ntasks; t++, st->entries++) {
+            char sym[600];
+            kern_meta_symbol(sym, sizeof sym, meta->kernels[k].name, t, false);
+            cr_expect(has_entry(w, n, sym), "%s: no entry point %s", path, sym);
+        }
+    }
+    kern_meta_free(meta);
+    cr_expect(has_capability(w, n, 11 /* Int64 */), "%s: no Int64", path);
+    if (!strstr(src, "f64"))
+        cr_expect(!has_capability(w, n, 10 /* Float64 */), "%s: Float64 without f64", path);
+    st->files++;
+    free(w);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+}
+
+static void check_dir(const char *dir, const char *type, bool debug, spv_stats *st) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", KERN_SOURCE_ROOT, dir);
+    DIR *d = opendir(path);
+    cr_assert(d, "cannot open %s", path);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".kern") != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s/%s", KERN_SOURCE_ROOT, dir, e->d_name);
+        size_t len;
+        char *text = kern_read_file(path, &len);
+        cr_assert(text, "cannot read %s", path);
+        char *src = golden_with_type(text, type);
+        check_source(path, src, debug, st);
+        free(src);
+        free(text);
+    }
+    closedir(d);
+}
+
+static void corpus(bool debug) {
+    spv_stats st = {0};
+    check_dir("examples", NULL, debug, &st);
+    check_dir("tests/golden/ir", NULL, debug, &st);
+    check_dir("tests/golden/passes", NULL, debug, &st);
+    check_dir("tests/grad", "f64", debug, &st);
+    check_dir("tests/grad", "f32", debug, &st);
+    cr_log_info("spirv: %d files, %d kernels, %d entry points validated", st.files, st.kernels,
+                st.entries);
+    cr_assert_gt(st.files, 140);
+    cr_assert_gt(st.entries, st.kernels); /* gradients included */
+}
+
+Test(spirv, corpus_release_validates) { corpus(false); }
+Test(spirv, corpus_debug_validates) { corpus(true); }
+
+/* ---- vulkan: on a device -------------------------------------------------------------------- */
+
+static kern_context *vk_context(void) {
+    setenv("KERN_VULKAN_VALIDATION", "1", 0); /* on, unless the environment says */
+    kern_context_options o = kern_context_options_default();
+    o.backend = KERN_BACKEND_VULKAN;
+    kern_context *ctx = NULL;
+    kern_status s = kern_context_create(&o, &ctx);
+    if (s != KERN_OK) {
+        fprintf(stderr, "vulkan: no Vulkan device here (%s): the test is skipped\n",
+                kern_context_last_error(ctx));
+        kern_context_release(ctx);
+        return NULL;
+    }
+    cr_assert(!strncmp(kern_context_device_name(ctx), "vulkan: ", 8), "%s",
+              kern_context_device_name(ctx));
+    return ctx;
+}
+
+static void no_validation_messages(kern_context *ctx) {
+    const char *first = NULL;
+    int n = rt_vulkan_validation_messages(ctx->dev, &first);
+    cr_expect_eq(n, 0, "the validation layer reported %d messages; the first: %s", n, first);
+}
+
+/* ulps between two doubles (0 when both are NaN or equal) */
+static double ulps(double a, double b) {
+    if (isnan(a) && isnan(b))
+        return 0;
+    if (a == b)
+        return 0;
+    if (isnan(a) || isnan(b) || isinf(a) || isinf(b))
+        return INFINITY;
+    double u = fabs(nextafter(b, INFINITY) - b);
+    if (u == 0 || !isfinite(u))
+        u = 4.9e-324;
+    return fabs(a - b) / u;
+}
+
+Test(vulkan, f64_math_against_libm) {
+    kern_context *ctx = vk_context();
+    if (!ctx)
+        cr_skip_test("no Vulkan device");
+    static const char *src =
+        "kernel m(x: f64[], y: f64[], out: f64[,]) {\n"
+        "    for i in 0..len(x) {\n"
+        "        let a = x[i];\n"
+        "        out[0, i] = exp(a); out[1, i] = exp2(a); out[2, i] = log(a);\n"
+        "        out[3, i] = log2(a); out[4, i] = sin(a); out[5, i] = cos(a);\n"
+        "        out[6, i] = tan(a); out[7, i] = atan(a); out[8, i] = sinh(a);\n"
+        "        out[9, i] = cosh(a); out[10, i] = tanh(a); out[11, i] = pow(a, y[i]);\n"
+        "        out[12, i] = atan2(y[i], a); out[13, i] = asin(y[i]); out[14, i] = acos(y[i]);\n"
+        "    }\n"
+        "}\n";
+    kern_module *mod;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "m.kern", &mod), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(mod, "m", &k), KERN_OK);
+    enum { N = 4096, F = 15 };
+    static double x[N], y[N], out[F * N];
+    uint64_t s = 12345;
+    for (int i = 0; i < N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(s >> 11) / 9007199254740992.0; /* [0, 1) */
+        /* spread over many magnitudes, both signs, and some special values */
+        x[i] = (u - 0.5) * pow(10.0, (double)(i % 9) - 3.0);
+        y[i] = (double)((i * 7919) % 2001 - 1000) / 1000.0;
+    }
+    x[0] = 0.0, x[1] = -0.0, x[2] = INFINITY, x[3] = -INFINITY, x[4] = NAN, x[5] = 700.0;
+    x[6] = -740.0, x[7] = 1e-310, x[8] = 1.0, x[9] = 2.0, x[10] = -3.0, x[11] = 1e5;
+    y[10] = 3.0, y[9] = 0.5, y[8] = -2.0;
+    int64_t shp[2] = {F, N};
+    kern_buffer *bx, *by, *bo;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F64, 1, (int64_t[]){N}, x, &bx), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F64, 1, (int64_t[]){N}, y, &by), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F64, 2, shp, NULL, &bo), KERN_OK);
+    kern_arg args[3] = {kern_arg_buffer(bx), kern_arg_buffer(by), kern_arg_buffer(bo)};
+    cr_assert_eq(kern_launch(k, args, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_buffer_read(bo, out, sizeof out), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    static const char *names[F] = {"exp",  "exp2", "log",  "log2", "sin",   "cos",  "tan", "atan",
+                                   "sinh", "cosh", "tanh", "pow",  "atan2", "asin", "acos"};
+    /* the bounds of docs/backend-spirv.md: a few ulp; sin/cos/tan measured on |x| < 1e5,
+     * pow's error grows with |y log x| (here |y| <= 1) */
+    static const double bound[F] = {4, 4, 4, 4, 8, 8, 16, 8, 8, 8, 8, 16, 8, 8, 8};
+    for (int f = 0; f < F; f++) {
+        double worst = 0;
+        int at = -1;
+        for (int i = 0; i < N; i++) {
+            double a = x[i], b = y[i], want;
+            switch (f) {
+            case 0: want = exp(a); break;
+            case 1: want = exp2(a); break;
+            case 2: want = log(a); break;
+            case 3: want = log2(a); break;
+            case 4: want = sin(a); break;
+            case 5: want = cos(a); break;
+            case 6: want = tan(a); break;
+            case 7: want = atan(a); break;
+            case 8: want = sinh(a); break;
+            case 9: want = cosh(a); break;
+            case 10: want = tanh(a); break;
+            case 11: want = pow(a, b); break;
+            case 12: want = atan2(b, a); break;
+            case 13: want = asin(b); break;
+            default: want = acos(b); break;
+            }
+            double got = out[f * N + i];
+            /* near a zero of the function ulps of the result mean little: there the error
+             * counts in units of 2^-52 (the spacing at 1) */
+            double e = ulps(got, want);
+            if (fabs(want) < 1.0 && isfinite(got) && fabs(got - want) / 2.220446049250313e-16 < e)
+                e = fabs(got - want) / 2.220446049250313e-16;
+            if (e > worst)
+                worst = e, at = i;
+        }
+        cr_log_info("vulkan f64 %s: worst %.1f ulp", names[f], worst);
+        cr_expect(worst <= bound[f], "f64 %s: %.3g ulp at x = %.17g (y = %.17g): got %.17g",
+                  names[f], worst, at >= 0 ? x[at] : 0.0, at >= 0 ? y[at] : 0.0,
+                  at >= 0 ? out[f * N + at] : 0.0);
+    }
+    no_validation_messages(ctx);
+    kern_context_release(ctx);
+}
+
+/* The same overflow on the CPU and on Vulkan: the same message. */
+Test(vulkan, adstack_overflow_message_is_the_cpus) {
+    static const char *src = "kernel w(x: f32[], y: f32[]) {\n"
+                             "    for i in 0..len(x) {\n"
+                             "        var v = x[i];\n"
+                             "        while v < 100.0 {\n"
+                             "            v = v * 1.5 + sin(v);\n"
+                             "        }\n"
+                             "        y[i] = v;\n"
+                             "    }\n"
+                             "}\n";
+    char msg[2][2048];
+    for (int dev = 0; dev < 2; dev++) {
+        kern_context *ctx;
+        if (dev == 1) {
+            if (!(ctx = vk_context()))
+                cr_skip_test("no Vulkan device");
+        } else {
+            kern_context_options o = kern_context_options_default();
+            o.ad_stack_size = 4;
+            cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK);
+        }
+        if (dev == 1) { /* the same option on the Vulkan context */
+            kern_context_options o = kern_context_get_options(ctx);
+            kern_context_release(ctx);
+            o.ad_stack_size = 4;
+            cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s",
+                         kern_context_last_error(ctx));
+        }
+        kern_module *mod;
+        cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "w.kern", &mod), KERN_OK, "%s",
+                     kern_context_last_error(ctx));
+        kern_kernel *g;
+        cr_assert_eq(kern_kernel_find(mod, "w.grad", &g), KERN_OK, "%s",
+                     kern_context_last_error(ctx));
+        float x[8] = {1, 2, 3, 4, 5, 6, 7, 0.5f}, zero[8] = {0};
+        int64_t n = 8;
+        kern_buffer *b[4];
+        for (int i = 0; i < 4; i++)
+            cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, i == 0 ? x : zero, &b[i]),
+                         KERN_OK);
+        kern_arg args[4] = {kern_arg_buffer(b[0]), kern_arg_buffer(b[1]), kern_arg_buffer(b[2]),
+                            kern_arg_buffer(b[3])};
+        kern_status st = kern_launch(g, args, 4);
+        if (st == KERN_OK)
+            st = kern_sync(ctx);
+        cr_assert_eq(st, KERN_ERR_DEVICE, "%s: %s", dev ? "vulkan" : "cpu", kern_status_name(st));
+        snprintf(msg[dev], sizeof msg[dev], "%s", kern_context_last_error(ctx));
+        if (dev == 1)
+            no_validation_messages(ctx);
+        kern_context_release(ctx);
+    }
+    cr_assert(strstr(msg[0], "adstack"), "%s", msg[0]);
+    cr_assert_str_eq(msg[1], msg[0]);
+}
+
+Test(vulkan, malformed_modules_are_format_errors) {
+    kern_context *ctx = vk_context();
+    if (!ctx)
+        cr_skip_test("no Vulkan device");
+    const char *meta = "kern-meta 1\nkernel k 1 1 0 1\ntask serial 0 1 1\nend\n";
+    char path[] = "/tmp/kern-vkmod-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    static const unsigned char bad[][24] = {
+        {1, 2, 3},                                       /* not a multiple of 4 */
+        {0x03, 0x02, 0x23, 0x08, 0, 5, 1, 0, 0, 0, 0, 0, /* wrong magic */
+         1,    0,    0,    0,    0, 0, 0, 0, 0, 0, 0, 0},
+        {0x03, 0x02, 0x23, 0x07, 0, 5, 1, 0, 0,    0, 0,    0, /* an instruction that overruns */
+         9,    0,    0,    0,    0, 0, 0, 0, 0x11, 0, 0x20, 0},
+    };
+    size_t lens[] = {3, 24, 24};
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(path, "wb");
+        cr_assert(f);
+        fprintf(f, "kern-module 1 vulkan\nmeta %zu\n%s\ncode %zu\n", strlen(meta), meta, lens[i]);
+        fwrite(bad[i], 1, lens[i], f);
+        fputc('\n', f);
+        fclose(f);
+        kern_module *m = NULL;
+        kern_status s = kern_module_load_file(ctx, path, &m);
+        cr_expect_eq(s, KERN_ERR_FORMAT, "case %d: %s: %s", i, kern_status_name(s),
+                     kern_context_last_error(ctx));
+        cr_expect(strstr(kern_context_last_error(ctx), "SPIR-V"), "case %d: %s", i,
+                  kern_context_last_error(ctx));
+    }
+    remove(path);
+    no_validation_messages(ctx);
+    kern_context_release(ctx);
+}
+
+/* Buffers released right after their launch stay valid until it completes; every result
+ * is checked against a C loop. */
+Test(vulkan, release_after_launch_stress) {
+    kern_context *ctx = vk_context();
+    if (!ctx)
+        cr_skip_test("no Vulkan device");
+    static const char *src = "kernel axpy(a: f32, x: f32[], y: f32[]) {\n"
+                             "    for i in 0..len(x) { y[i] = a * x[i] + y[i]; }\n"
+                             "}\n";
+    kern_module *mod;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "s.kern", &mod), KERN_OK);
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(mod, "axpy", &k), KERN_OK);
+    enum { N = 1000, ROUNDS = 2000 };
+    static float x[N], y[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)i;
+    int64_t n = N;
+    kern_buffer *keep;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &keep), KERN_OK);
+    for (int r = 0; r < ROUNDS; r++) {
+        kern_buffer *bx;
+        cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, x, &bx), KERN_OK);
+        kern_arg args[3] = {kern_arg_f32((float)(r % 3)), kern_arg_buffer(bx),
+                            kern_arg_buffer(keep)};
+        cr_assert_eq(kern_launch(k, args, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+        kern_buffer_release(bx); /* still in flight */
+    }
+    cr_assert_eq(kern_buffer_read(keep, y, sizeof y), KERN_OK);
+    double sum_a = 0;
+    for (int r = 0; r < ROUNDS; r++)
+        sum_a += r % 3;
+    for (int i = 0; i < N; i++)
+        cr_assert_float_eq(y[i], (float)(sum_a * i), 1e-3 * fabs(sum_a * i) + 1e-3, "y[%d] = %g", i,
+                           y[i]);
+    no_validation_messages(ctx);
+    kern_context_release(ctx);
+}
+
+/* LeakSanitizer and Vulkan drivers: lavapipe makes one-time allocations (under
+ * pthread_once) that it never frees, and the loader unloads it at vkDestroyInstance, so
+ * LSan reports them from an unknown module. Keeping the driver mapped (RTLD_NODELETE)
+ * keeps what they point at reachable (no leak); the test binary does this before any
+ * context. */
+#include <dlfcn.h>
+__attribute__((constructor)) static void keep_vulkan_driver_mapped(void) {
+    static const char *const drivers[] = {"libvulkan_lvp.so", "libVkLayer_khronos_validation.so"};
+    for (size_t i = 0; i < sizeof drivers / sizeof *drivers; i++)
+        (void)dlopen(drivers[i], RTLD_NOW | RTLD_NODELETE | RTLD_LOCAL);
+}
+
+/* ---- msl: Metal source through SPIRV-Cross -------------------------------------------------- */
+
+/* The MSL of src (every kernel and gradient), or NULL with err. */
+static char *msl_of(const char *path, const char *src, char *err, size_t errlen) {
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts.grad = KC_GRAD_POSSIBLE;
+    ir_module *m = kc_compile_source(cc, path, src, strlen(src));
+    cr_assert(m, "%s does not compile", path);
+    size_t n = 0;
+    uint32_t *w = kc_spirv_emit(m, &cc->opts, &n, err, errlen);
+    cr_assert(w, "%s: %s", path, err);
+    char *msl = kc_spirv_to_msl(w, n, err, errlen);
+    kern_meta *meta = kc_meta_from_ir(m);
+    for (int k = 0; msl && k < meta->nkernels; k++) /* one kernel function per task */
+        for (int t = 0; t < meta->kernels[k].ntasks; t++) {
+            char sym[600], line[700];
+            kern_meta_symbol(sym, sizeof sym, meta->kernels[k].name, t, false);
+            snprintf(line, sizeof line, "// kern: entry %s\n", sym);
+            cr_expect(strstr(msl, line), "%s: no MSL for %s", path, sym);
+        }
+    kern_meta_free(meta);
+    free(w);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+    return msl;
+}
+
+/* Every f32 program of the corpus translates; f64 ones are refused with the reason. */
+Test(msl, corpus_translates) {
+    const char *dirs[] = {"tests/grad", "examples"};
+    int ok = 0, refused = 0;
+    for (int d = 0; d < 2; d++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", KERN_SOURCE_ROOT, dirs[d]);
+        DIR *dir = opendir(path);
+        cr_assert(dir);
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+            size_t n = strlen(e->d_name);
+            if (n < 6 || strcmp(e->d_name + n - 5, ".kern") != 0)
+                continue;
+            snprintf(path, sizeof path, "%s/%s/%s", KERN_SOURCE_ROOT, dirs[d], e->d_name);
+            size_t len;
+            char *text = kern_read_file(path, &len);
+            for (int f64 = 0; f64 < 2; f64++) {
+                char *src = golden_with_type(text, f64 ? "f64" : "f32");
+                char err[1024] = "";
+                char *msl = msl_of(path, src, err, sizeof err);
+                if (strstr(src, "f64")) {
+                    cr_expect(!msl && strstr(err, "Metal has no 64-bit floats"), "%s: %s", path,
+                              err);
+                    refused++;
+                } else {
+                    cr_expect(msl && strstr(msl, "#include <metal_stdlib>"), "%s: %s", path, err);
+                    ok++;
+                }
+                free(msl);
+                free(src);
+            }
+            free(text);
+        }
+        closedir(dir);
+    }
+    cr_log_info("msl: %d programs translated, %d refused for f64", ok, refused);
+    cr_assert_gt(ok, 60);
+}
+
+/* A few translations kept as golden files (UPDATE=1 rewrites them): tests/golden/msl. */
+Test(msl, golden_files) {
+    char **names;
+    int n = golden_list("msl", ".kern", &names);
+    cr_assert_geq(n, 2);
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        char *src = golden_read("msl", names[i], &len);
+        char err[1024] = "";
+        char *msl = msl_of(names[i], src, err, sizeof err);
+        cr_assert(msl, "%s: %s", names[i], err);
+        /* buffer n is descriptor binding n (docs/metal.md): the launch block is 0 */
+        cr_expect(strstr(msl, "launch [[buffer(0)]]"), "%s", names[i]);
+        char *want = golden_sibling(names[i], ".msl");
+        cr_expect(golden_check("msl", want, msl), "%s differs from %s", names[i], want);
+        free(want);
+        free(msl);
+        free(src);
+    }
+    golden_free_list(names, n);
+}
+
+/* K.grad of the per-thread loop in a release build: w.grad is summed in workgroup memory
+ * when it fits (T = 64) and with global atomics when it does not (T = 3000), against a
+ * hand-written reverse sweep in double. */
+static void loop_grad_case(kern_context *ctx, int n, int steps) {
+    static const char *src =
+        "kernel loop(x0: f32[], w: f32[], out: f32[]) {\n"
+        "    for i in 0..len(x0) {\n"
+        "        var x = x0[i];\n"
+        "        for t in 0..len(w) { x = 0.5 * sin(x) * w[t] + 0.4 * x + 0.1; }\n"
+        "        out[i] = x;\n"
+        "    }\n"
+        "}\n";
+    kern_module *mod;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "loop.kern", &mod), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    kern_kernel *g;
+    cr_assert_eq(kern_kernel_find(mod, "loop.grad", &g), KERN_OK);
+    float *x0 = calloc((size_t)n, 4), *w = calloc((size_t)steps, 4), *gout = calloc((size_t)n, 4);
+    float *gw = calloc((size_t)steps, 4), *gx = calloc((size_t)n, 4);
+    double *rw = calloc((size_t)steps, sizeof *rw), *xs = calloc((size_t)steps, sizeof *xs);
+    cr_assert(x0 && w && gout && gw && gx && rw && xs);
+    for (int i = 0; i < n; i++)
+        x0[i] = -1.0f + 2.0f * (float)i / (float)n, gout[i] = 0.5f + (float)(i % 7) / 7.0f;
+    for (int t = 0; t < steps; t++)
+        w[t] = 0.5f + (float)(t % 11) / 11.0f;
+    for (int i = 0; i < n; i++) { /* the reference, in double */
+        double x = x0[i];
+        for (int t = 0; t < steps; t++)
+            xs[t] = x, x = 0.5 * sin(x) * w[t] + 0.4 * x + 0.1;
+        double a = gout[i];
+        for (int t = steps - 1; t >= 0; t--) {
+            rw[t] += a * 0.5 * sin(xs[t]);
+            a *= 0.5 * cos(xs[t]) * w[t] + 0.4;
+        }
+    }
+    int64_t nn = n, ns = steps;
+    kern_buffer *b[6];
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &nn, x0, &b[0]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &ns, w, &b[1]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &nn, NULL, &b[2]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &nn, NULL, &b[3]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &ns, NULL, &b[4]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &nn, gout, &b[5]), KERN_OK);
+    kern_arg args[6];
+    for (int i = 0; i < 6; i++)
+        args[i] = kern_arg_buffer(b[i]);
+    cr_assert_eq(kern_launch(g, args, 6), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_buffer_read(b[4], gw, (size_t)steps * 4), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    double scale = 0;
+    for (int t = 0; t < steps; t++)
+        scale = fmax(scale, fabs(rw[t]));
+    for (int t = 0; t < steps; t++)
+        cr_expect(fabs(gw[t] - rw[t]) <= 1e-4 * scale + 1e-6,
+                  "T = %d: w.grad[%d] = %.7g, want %.7g", steps, t, (double)gw[t], rw[t]);
+    for (int i = 0; i < 6; i++)
+        kern_buffer_release(b[i]);
+    kern_module_release(mod);
+    free(x0), free(w), free(gout), free(gw), free(gx), free(rw), free(xs);
+}
+
+Test(vulkan, adjoint_sums_in_workgroup_memory_and_global) {
+    kern_context *ctx = vk_context();
+    if (!ctx)
+        cr_skip_test("no Vulkan device");
+    loop_grad_case(ctx, 20000, 64);  /* w.grad fits a workgroup copy */
+    loop_grad_case(ctx, 3000, 3000); /* it does not: global atomics */
+    no_validation_messages(ctx);
+    kern_context_release(ctx);
+}
