@@ -87,7 +87,8 @@ ir_kernel *ir_kernel_find(const ir_module *m, const char *name) {
     return NULL;
 }
 
-uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const char *cap, kern_loc loc) {
+uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const char *cap,
+                               kern_loc loc) {
     kern_assert(k && type && ty_is_scalar(type) && cap);
     if (k->nadstacks == k->capadstacks) {
         uint32_t n = k->capadstacks ? k->capadstacks * 2 : 8;

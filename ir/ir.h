@@ -73,19 +73,19 @@ typedef struct ir_module ir_module;
 
 struct ir_value {
     const kern_type *type;
-    ir_op *def;        /* defining op; NULL for a region argument */
-    ir_region *region; /* for a region argument: its region */
-    uint32_t index;    /* result index in def, or argument index in region */
-    uint32_t id;       /* scratch number (printer numbering, pass maps) */
-    const char *name;  /* optional hint for printing (source variable name); may be NULL */
+    ir_op *def;         /* defining op; NULL for a region argument */
+    ir_region *region;  /* for a region argument: its region */
+    uint32_t index;     /* result index in def, or argument index in region */
+    uint32_t id;        /* scratch number (printer numbering, pass maps) */
+    const char *name;   /* optional hint for printing (source variable name); may be NULL */
 };
 
 struct ir_region {
-    ir_op *parent;     /* owning op (NULL for a kernel body) */
-    ir_kernel *kernel; /* kernel this region belongs to */
+    ir_op *parent;        /* owning op (NULL for a kernel body) */
+    ir_kernel *kernel;    /* kernel this region belongs to */
     ir_value **args;
     uint32_t nargs;
-    ir_op *first, *last; /* doubly linked list of ops */
+    ir_op *first, *last;  /* doubly linked list of ops */
 };
 
 /* Attribute bits of ir_op.attr. */
@@ -102,7 +102,7 @@ struct ir_op {
     ir_opcode code;
     kern_loc loc;
     ir_op *prev, *next;
-    ir_region *parent; /* region that holds this op */
+    ir_region *parent;      /* region that holds this op */
     ir_value **operands;
     uint32_t noperands;
     ir_value **results;
@@ -110,8 +110,8 @@ struct ir_op {
     ir_region **regions;
     uint32_t nregions;
     ir_imm imm;
-    uint32_t attr; /* IR_FOR_EARLY_EXIT, ... */
-    uint32_t id;   /* scratch, for passes */
+    uint32_t attr;          /* IR_FOR_EARLY_EXIT, ... */
+    uint32_t id;            /* scratch, for passes */
 };
 
 typedef struct ir_param {
@@ -136,8 +136,8 @@ struct ir_kernel {
     kern_loc loc;
     ir_param *params;
     uint32_t nparams;
-    ir_region *body;      /* args = one value per parameter */
-    ir_adstack *adstacks; /* gradient kernels: the adstack table (ADPUSH/ADPOP imm.i) */
+    ir_region *body;        /* args = one value per parameter */
+    ir_adstack *adstacks;   /* gradient kernels: the adstack table (ADPUSH/ADPOP imm.i) */
     uint32_t nadstacks, capadstacks;
     const char *grad_error; /* primal kernels: why K.grad was not built (NULL: it was, or
                                was not asked for) */
@@ -159,7 +159,8 @@ ir_kernel *ir_kernel_new(ir_module *m, const char *name, kern_loc loc, const ir_
                          uint32_t nparams);
 ir_kernel *ir_kernel_find(const ir_module *m, const char *name);
 /* Appends an adstack to k's table and returns its index. cap is copied. */
-uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const char *cap, kern_loc loc);
+uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const char *cap,
+                               kern_loc loc);
 
 /* Creates a detached op with room for the given operands, results (typed) and regions
  * (each region created empty, with no arguments). */
@@ -202,8 +203,8 @@ void ir_subst_free(ir_subst *s);
 
 #define ir_foreach_op(op, region) for (ir_op *op = (region)->first; op; op = op->next)
 /* Safe against removal of `op` inside the loop body. */
-#define ir_foreach_op_safe(op, tmp, region)                            \
-    for (ir_op *op = (region)->first, *tmp = op ? op->next : NULL; op; \
+#define ir_foreach_op_safe(op, tmp, region)                                                \
+    for (ir_op *op = (region)->first, *tmp = op ? op->next : NULL; op;                     \
          op = tmp, tmp = op ? op->next : NULL)
 #define ir_foreach_kernel(k, module) for (ir_kernel *k = (module)->kernels; k; k = k->next)
 
@@ -252,7 +253,8 @@ ir_op *ir_if(ir_builder *b, ir_value *cond, const kern_type *const *result_types
 ir_op *ir_for(ir_builder *b, ir_value *lo, ir_value *hi, ir_value *const *inits, uint32_t n,
               bool early_exit);
 ir_op *ir_while(ir_builder *b, ir_value *const *inits, uint32_t n);
-ir_op *ir_parallel(ir_builder *b, ir_value *const *bounds /* lo0,hi0,lo1,hi1.. */, uint32_t ndims);
+ir_op *ir_parallel(ir_builder *b, ir_value *const *bounds /* lo0,hi0,lo1,hi1.. */,
+                   uint32_t ndims);
 ir_op *ir_serial(ir_builder *b);
 
 /* ---- Text form, verifier ---------------------------------------------------------- */
