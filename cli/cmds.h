@@ -17,6 +17,10 @@ typedef struct kernc_run_args {
     const char *const *saves; /* NAME=PATH.npy */
     int nsaves;
     kc_options opts;
+    int threads;          /* CPU worker threads (0: the online CPUs) */
+    bool time;            /* print compile and launch times on stderr */
+    int steps;            /* launches with step_arg = 0 .. steps-1 (0: one, no step argument) */
+    const char *step_arg; /* the i32/u32/i64 scalar parameter that counts the steps */
 } kernc_run_args;
 
 /* KERNEL may be K.grad: the file is then compiled with that gradient (KC_GRAD_ALL), and a

@@ -26,6 +26,9 @@ typedef struct gradcheck_options {
     double rtol_f32;  /* tolerance of the gradient as written, f32 (default 1e-2) */
     int max_checks;   /* elements checked at most, sampled evenly (default 200) */
     int backend;      /* the kern_backend K and K.grad run on (default cpu) */
+    int steps;        /* > 0: K is a sequence of `steps` launches with the integer scalar
+                         parameter step_arg = 0 .. steps-1, its gradient through the tape */
+    const char *step_arg;
 } gradcheck_options;
 
 void gradcheck_options_default(gradcheck_options *o);
@@ -48,7 +51,11 @@ typedef struct gradcheck_result {
     gradcheck_worst f64, f32; /* the worst element of each precision */
     char primal_written[64];  /* a primal array that K.grad changed ("" when none: spec
                                   section 8 says it never does) */
-    bool ok;                  /* both within their tolerance, no primal array written */
+    int nonsmooth;            /* elements beyond tolerance where a step of +-h changed the
+                                 iteration count of a loop of K: not compared */
+    char nonsmooth_at[96];    /* the first of them */
+    bool ok;                  /* both within their tolerance, no primal array written, and
+                                 at least one element compared */
 } gradcheck_result;
 
 typedef enum gradcheck_status {

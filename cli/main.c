@@ -40,7 +40,14 @@ typedef struct cli {
     int nsaves;
     kc_options opts;
     gradcheck_options gc;
-    const char *gc_option; /* the first gradcheck option seen (only gradcheck takes them) */
+    const char *gc_option;  /* the first gradcheck option seen (only gradcheck takes them) */
+    const char *run_option; /* the first option of run (and gradcheck) only: --threads, ... */
+    bool help;              /* --help after the command: that command's usage */
+    bool no_checks;         /* run: no bounds checks (run checks by default) */
+    int threads;            /* run: --threads N (0: the online CPUs) */
+    bool time;              /* run: --time */
+    int steps;              /* run, gradcheck: --steps N (0: one launch, no step argument) */
+    const char *step_arg;   /* run, gradcheck: --step-arg NAME */
 } cli;
 
 static void usage(FILE *f) {
@@ -53,8 +60,9 @@ static void usage(FILE *f) {
           "                                  spirv, spirv-asm (Vulkan's binary and text),\n"
           "                                  msl (Metal's source, through SPIRV-Cross)\n"
           "       [--target=T] [--arch=A]\n"
-          "  build FILE.kern --target=T -o OUT [--arch=A]\n"
+          "  build FILE.kern [--target=T] -o OUT [--arch=A]\n"
           "  run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
+          "       [--threads N] [--time] [--no-checks] [--steps N --step-arg NAME]\n"
           "  gradcheck FILE.kern KERNEL [NAME=VALUE ...]\n"
           "       [--seed N] [--size N] [--eps E] [--rtol R] [--rtol-f32 R] [--max-checks N]\n"
           "\n"
@@ -70,9 +78,61 @@ static void usage(FILE *f) {
           "  --libdevice=PATH                CUDA's libdevice.10.bc (default: $KERN_LIBDEVICE,\n"
           "                                  then the CUDA install locations)\n"
           "\n"
-          "  --help, --version\n"
+          "  --help, --version               COMMAND --help: the options of one command\n"
           "exit status: 0 success, 1 error in the program, 2 bad command line, 3 I/O error\n",
           f);
+}
+
+/* `kernc COMMAND --help`: that command's synopsis and options. */
+static const struct {
+    const char *cmd, *text;
+} command_help[] = {
+    {"check", "usage: kernc check FILE.kern [compiler options]\n"
+              "  parse and type-check FILE.kern; print every diagnostic (exit 1 on an error)\n"},
+    {"emit", "usage: kernc emit FILE.kern --emit=WHAT [-o OUT] [--kernel NAME] [--target=T]\n"
+             "       [--arch=A] [compiler options]\n"
+             "  WHAT: ast, ir, ir-grad, llvm, ptx, amdgcn\n"
+             "  -o OUT         write to OUT (default: standard output)\n"
+             "  --kernel NAME  only this kernel (ast: or func; ir: K.grad is ir-grad)\n"},
+    {"build", "usage: kernc build FILE.kern [--target=T] -o OUT [--arch=A] [compiler options]\n"
+              "  an ahead-of-time module: cpu (the default) a shared object, cuda and amdgpu a\n"
+              "  module file; kernels whose K.grad cannot be built are named, with why\n"},
+    {"run", "usage: kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
+            "       [--target=T] [--threads N] [--time] [--no-checks]\n"
+            "       [--steps N --step-arg NAME] [compiler options]\n"
+            "  NAME=VALUE      a number for a scalar, a .npy file for an array; unbound\n"
+            "                  adjoints of K.grad start as zeros of the primal's shape\n"
+            "  --save N=P.npy  write array N after the run\n"
+            "  --threads N     CPU worker threads (default: the online CPUs)\n"
+            "  --time          print the compile and launch times on standard error\n"
+            "  --no-checks     no bounds, division and shift checks (run checks by default)\n"
+            "  --steps N       launch N times with --step-arg NAME = 0 .. N-1; K.grad runs\n"
+            "                  the gradient of the whole sequence through the tape\n"},
+    {"gradcheck",
+     "usage: kernc gradcheck FILE.kern KERNEL [NAME=VALUE ...] [--seed N] [--size N]\n"
+     "       [--eps E] [--rtol R] [--rtol-f32 R] [--max-checks N]\n"
+     "       [--steps N --step-arg NAME] [--target=T] [compiler options]\n"
+     "  K.grad, run on the state K left, against central finite differences in f64\n"
+     "  --seed N        random inputs and weights (default 1)\n"
+     "  --size N        extent of unbound arrays without a bound one of their rank (8)\n"
+     "  --eps E         step h = E * max(1, |x|) (default 1e-6)\n"
+     "  --rtol R        tolerance of the f64 gradient (default 1e-6)\n"
+     "  --rtol-f32 R    tolerance of the gradient as written (default 1e-2)\n"
+     "  --max-checks N  elements checked at most (default 200)\n"
+     "  --steps N       check the sequence of N launches (--step-arg NAME = 0 .. N-1)\n"},
+};
+
+static int command_usage(const char *cmd) {
+    for (size_t i = 0; i < sizeof command_help / sizeof *command_help; i++)
+        if (!strcmp(cmd, command_help[i].cmd)) {
+            fputs(command_help[i].text, stdout);
+            fputs("compiler options: -O0..-O3, --debug, --ad-stack-size N, --no-grad-check "
+                  "(kernc --help)\n",
+                  stdout);
+            return fflush(stdout) ? EXIT_IO : 0;
+        }
+    usage(stdout);
+    return 0;
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -218,9 +278,31 @@ static int parse_cli(int argc, char **argv, cli *c) {
             if (!parse_double(v, &c->gc.rtol))
                 return usage_error("--rtol needs a positive number, got '%s'", v ? v : "");
             c->gc_option = "--rtol";
+        } else if (!strcmp(a, "--no-checks")) {
+            c->no_checks = true;
+            c->run_option = "--no-checks";
+        } else if (!strcmp(a, "--time")) {
+            c->time = true;
+            c->run_option = "--time";
+        } else if ((v = opt_value(a, "--threads", argc, argv, &i, &m)) || m) {
+            unsigned long long n;
+            if (!parse_uint(v, 4096, &n) || n == 0)
+                return usage_error("--threads needs a positive integer up to 4096, got '%s'",
+                                   v ? v : "");
+            c->threads = (int)n;
+            c->run_option = "--threads";
+        } else if ((v = opt_value(a, "--steps", argc, argv, &i, &m)) || m) {
+            unsigned long long n;
+            if (!parse_uint(v, 1 << 24, &n) || n == 0)
+                return usage_error("--steps needs a positive integer up to 2^24, got '%s'",
+                                   v ? v : "");
+            c->steps = (int)n;
+        } else if ((v = opt_value(a, "--step-arg", argc, argv, &i, &m)) || m) {
+            if (!v || !*v)
+                return usage_error("%s needs a value", "--step-arg");
+            c->step_arg = v;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            exit(0);
+            c->help = true;
         } else {
             return usage_error("unknown option '%s'", a);
         }
@@ -394,6 +476,8 @@ int main(int argc, char **argv) {
     }
     cli c;
     int rc = parse_cli(argc, argv, &c);
+    if (c.help)
+        return command_usage(c.cmd);
     if (rc)
         return rc;
     bool known = !strcmp(c.cmd, "check") || !strcmp(c.cmd, "emit") || !strcmp(c.cmd, "build") ||
@@ -404,6 +488,17 @@ int main(int argc, char **argv) {
         return usage_error("%s: missing FILE.kern", c.cmd);
     if (c.gc_option && strcmp(c.cmd, "gradcheck") != 0)
         return usage_error("%s is an option of gradcheck only", c.gc_option);
+    if (c.run_option && strcmp(c.cmd, "run") != 0)
+        return usage_error("%s is an option of run only", c.run_option);
+    if ((c.steps || c.step_arg) && strcmp(c.cmd, "run") != 0 && strcmp(c.cmd, "gradcheck") != 0)
+        return usage_error("%s is an option of run and gradcheck only",
+                           c.steps ? "--steps" : "--step-arg");
+    if (!c.steps != !c.step_arg)
+        return usage_error("%s", "--steps N and --step-arg NAME go together");
+    if (c.no_checks && c.opts.debug)
+        return usage_error("%s", "--debug and --no-checks contradict each other");
+    if (!strcmp(c.cmd, "run") && !c.no_checks)
+        c.opts.debug = true; /* run checks bounds unless asked not to */
     if (!strcmp(c.cmd, "run") || !strcmp(c.cmd, "gradcheck")) {
         kernc_run_args ra = {c.file,
                              c.npositional ? c.positional[0] : NULL,
@@ -412,11 +507,17 @@ int main(int argc, char **argv) {
                              c.npositional ? c.npositional - 1 : 0,
                              c.saves,
                              c.nsaves,
-                             c.opts};
+                             c.opts,
+                             c.threads,
+                             c.time,
+                             c.steps,
+                             c.step_arg};
         if (!strcmp(c.cmd, "run"))
             return kernc_cmd_run(&ra);
         if (c.nsaves)
             return usage_error("%s is an option of run, not gradcheck", "--save");
+        c.gc.steps = c.steps;
+        c.gc.step_arg = c.step_arg;
         return kernc_cmd_gradcheck(&ra, &c.gc);
     }
     if (!strcmp(c.cmd, "build")) {

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -229,6 +230,129 @@ static int split_binding(const char *s, binding *b, char **copy, const char *wha
     return 0;
 }
 
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* The parameter of k named name, or -1. */
+static int param_index(kern_kernel *k, const char *name, kern_param_info *out) {
+    for (int i = 0; i < kern_kernel_param_count(k); i++) {
+        kern_param_info p;
+        kern_kernel_param(k, i, &p);
+        if (!strcmp(p.name, name)) {
+            if (out)
+                *out = p;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* An unbound adjoint p.grad of K.grad starts as zeros of the primal's shape (a scalar
+ * primal: one element); the primal comes first in K.grad's parameters, so its buffer
+ * or value is bound already. Returns false when p is not such an adjoint. */
+static bool zero_adjoint(kern_context *ctx, kern_kernel *k, const kern_param_info *p,
+                         kern_buffer **bufs, kern_buffer **out) {
+    size_t n = strlen(p->name);
+    if (!p->is_array || n <= 5 || strcmp(p->name + n - 5, ".grad") != 0)
+        return false;
+    char *base = strndup(p->name, n - 5);
+    kern_param_info pp;
+    int pi = param_index(k, base, &pp);
+    free(base);
+    if (pi < 0 || (pp.is_array && !bufs[pi]))
+        return false;
+    int64_t shape[KERN_MAX_DIMS] = {1, 1, 1, 1};
+    for (int d = 0; pp.is_array && d < KERN_MAX_DIMS; d++)
+        shape[d] = kern_buffer_extent(bufs[pi], d);
+    int64_t count = 1;
+    for (int d = 0; d < p->rank; d++)
+        count *= shape[d];
+    void *zeros = calloc((size_t)(count ? count : 1), kern_dtype_size(p->dtype));
+    kern_status st = zeros ? kern_buffer_create(ctx, p->dtype, p->rank, shape, zeros, out)
+                           : KERN_ERR_OUT_OF_MEMORY;
+    free(zeros);
+    return st == KERN_OK;
+}
+
+/* The launches of a run: k once, or --steps N times with the step argument = 0..N-1.
+ * For K.grad with --steps, K runs N times through a tape and the tape's backward pass
+ * runs the N gradient launches (spec section 8: newest first), with the bound adjoints
+ * as the tape's adjoint buffers; a scalar's adjoint adds the records' contributions. */
+static kern_status launch_run(const kernc_run_args *a, kern_context *ctx, kern_module *mod,
+                              kern_kernel *k, kern_arg *args, kern_buffer **bufs, int step_idx,
+                              bool is_grad) {
+    if (!a->steps)
+        return kern_launch(k, args, kern_kernel_param_count(k));
+    kern_kernel *primal = k;
+    kern_tape *tape = NULL;
+    kern_status st = KERN_OK;
+    if (is_grad) {
+        char *base = strndup(a->kernel, strlen(a->kernel) - 5);
+        st = kern_kernel_find(mod, base, &primal);
+        free(base);
+        if (st == KERN_OK)
+            st = kern_tape_create(ctx, &tape);
+    }
+    int npk = kern_kernel_param_count(primal);
+    for (int s = 0; s < a->steps && st == KERN_OK; s++) {
+        kern_param_info sp;
+        kern_kernel_param(primal, step_idx, &sp);
+        args[step_idx] = sp.dtype == KERN_I32   ? kern_arg_i32(s)
+                         : sp.dtype == KERN_U32 ? kern_arg_u32((uint32_t)s)
+                                                : kern_arg_i64(s);
+        st = tape ? kern_tape_launch(tape, primal, args, npk) : kern_launch(primal, args, npk);
+    }
+    if (!tape || st != KERN_OK)
+        goto done;
+    int gi = npk; /* K.grad: K's parameters, then one adjoint per differentiable one */
+    int *scalar_grad = calloc((size_t)npk + 1, sizeof *scalar_grad);
+    for (int i = 0; i < npk && st == KERN_OK; i++) {
+        kern_param_info p;
+        kern_kernel_param(primal, i, &p);
+        if ((p.dtype != KERN_F32 && p.dtype != KERN_F64) || p.nograd)
+            continue;
+        scalar_grad[i] = p.is_array ? 0 : gi + 1;
+        if (p.is_array)
+            st = kern_tape_set_grad(tape, bufs[i], bufs[gi]);
+        gi++;
+    }
+    if (st == KERN_OK)
+        st = kern_tape_backward(tape);
+    if (st == KERN_OK)
+        st = kern_sync(ctx);
+    for (int i = 0; i < npk && st == KERN_OK; i++) {
+        if (!scalar_grad[i])
+            continue;
+        kern_buffer *g = bufs[scalar_grad[i] - 1];
+        double sum = 0, d;
+        for (int r = 0; r < kern_tape_record_count(tape) && st == KERN_OK; r++)
+            if ((st = kern_tape_scalar_grad(tape, r, i, &d)) == KERN_OK)
+                sum += d;
+        if (st != KERN_OK)
+            break;
+        if (kern_buffer_dtype(g) == KERN_F32) {
+            float v;
+            if ((st = kern_buffer_read(g, &v, sizeof v)) == KERN_OK) {
+                v = (float)((double)v + sum);
+                st = kern_buffer_write(g, &v, sizeof v);
+            }
+        } else {
+            double v;
+            if ((st = kern_buffer_read(g, &v, sizeof v)) == KERN_OK) {
+                v += sum;
+                st = kern_buffer_write(g, &v, sizeof v);
+            }
+        }
+    }
+    free(scalar_grad);
+done:
+    kern_tape_destroy(tape);
+    return st;
+}
+
 int kernc_cmd_run(const kernc_run_args *a) {
     int rc = 0;
     const kc_codegen *cg = codegen_of(a->target, &a->opts, &rc);
@@ -267,6 +391,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
     co.grad = is_grad ? KC_GRAD_ALL : KC_GRAD_NONE;
     co.grad_only = is_grad ? a->kernel : NULL;
     kc_ctx *cc = NULL;
+    double t0 = now_ms();
     ir_module *m = compile_file(a->file, &co, &cc, &rc);
     if (!m) {
         kc_ctx_free(cc);
@@ -276,6 +401,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
     o.backend = (kern_backend)cg->backend;
     o.debug = a->opts.debug;
     o.ad_stack_size = a->opts.ad_stack_size;
+    o.threads = a->threads;
     kern_status st = kern_context_create(&o, &ctx);
     if (st == KERN_OK)
         st = jit_module_from_ir(ctx, m, &co, a->file, &mod);
@@ -303,9 +429,25 @@ int kernc_cmd_run(const kernc_run_args *a) {
         rc = KERNC_EXIT_USER;
         goto cleanup;
     }
+    double t_compiled = now_ms();
     np = kern_kernel_param_count(k);
     bufs = calloc((size_t)np + 1, sizeof *bufs);
     args = calloc((size_t)np + 1, sizeof *args);
+    int step_idx = -1;
+    if (a->steps) {
+        kern_param_info sp;
+        step_idx = param_index(k, a->step_arg, &sp);
+        if (step_idx < 0 || sp.is_array ||
+            (sp.dtype != KERN_I32 && sp.dtype != KERN_U32 && sp.dtype != KERN_I64)) {
+            rc = fail(KERNC_EXIT_USER,
+                      step_idx < 0 ? "--step-arg %s: kernel '%s' has no parameter named '%s'"
+                                   : "--step-arg %s: parameter '%s' of kernel '%s' is not an "
+                                     "integer scalar",
+                      a->step_arg, step_idx < 0 ? a->kernel : a->step_arg,
+                      step_idx < 0 ? a->step_arg : a->kernel);
+            goto cleanup;
+        }
+    }
     for (int i = 0; i < np; i++) {
         kern_param_info p;
         kern_kernel_param(k, i, &p);
@@ -313,6 +455,19 @@ int kernc_cmd_run(const kernc_run_args *a) {
         for (int j = 0; j < nb; j++)
             if (!strcmp(bind[j].name, p.name))
                 b = &bind[j];
+        if (i == step_idx) {
+            if (b)
+                rc = first(rc, fail(KERNC_EXIT_USAGE,
+                                    "%s=%s: the step argument is set by --steps, not bound", p.name,
+                                    b->value));
+            if (b)
+                b->used = true;
+            continue;
+        }
+        if (!b && is_grad && zero_adjoint(ctx, k, &p, bufs, &bufs[i])) {
+            args[i] = kern_arg_buffer(bufs[i]);
+            continue;
+        }
         if (!b) {
             fprintf(stderr, "kernc: error: parameter '%s: ", p.name);
             print_type(stderr, &p);
@@ -383,13 +538,18 @@ int kernc_cmd_run(const kernc_run_args *a) {
     }
     if (rc)
         goto cleanup;
-    st = kern_launch(k, args, np);
+    double t_launch = now_ms();
+    st = launch_run(a, ctx, mod, k, args, bufs, step_idx, is_grad);
     if (st == KERN_OK)
         st = kern_sync(ctx);
     if (st != KERN_OK) {
         rc = first(rc, fail(KERNC_EXIT_USER, "%s", kern_context_last_error(ctx)));
         goto cleanup;
     }
+    if (a->time)
+        fprintf(stderr, "kernc run: %s: compile %.3f ms, run %.3f ms (%d launch%s, %d threads)\n",
+                a->kernel, t_compiled - t0, now_ms() - t_launch, a->steps ? a->steps : 1,
+                a->steps > 1 ? "es" : "", kern_context_threads(ctx));
     for (int j = 0; j < ns; j++) {
         for (int i = 0; i < np; i++) {
             kern_param_info p;
@@ -510,7 +670,7 @@ static int link_shared(const char *ccdrv, const char *so, const char *obj, const
 int kernc_cmd_build(const char *file, const char *target, const char *out, const kc_options *o) {
     int rc = 0;
     if (!target)
-        return fail(KERNC_EXIT_USAGE, "build: --target=T is required (%s)", kc_codegen_targets());
+        target = "cpu"; /* the one target that needs no device to load the module */
     const kc_codegen *cg = codegen_of(target, o, &rc);
     if (!cg)
         return rc;
@@ -525,6 +685,11 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
     if (!m) {
         kc_ctx_free(cc);
         return rc;
+    }
+    ir_foreach_kernel(k, m) {
+        if (k->grad_error)
+            fprintf(stderr, "kernc build: warning: no gradient '%s.grad' in the module: %s\n",
+                    k->name, k->grad_error);
     }
     if (cg->code) {
         rc = build_gpu(cg, m, o, out);

@@ -56,6 +56,7 @@ typedef struct interp {
     char poison_why[200]; /* how the first poison arose */
     uint64_t max_while_iters;
     uint64_t nops, max_ops;
+    uint64_t trips; /* sum of mix(loop op, its trip count) over every loop run */
     char *err;
     size_t errlen;
     bool failed;
@@ -579,6 +580,14 @@ static bool exec_if(interp *I, const ir_op *op) {
     return true;
 }
 
+/* One loop run of trip count n, into the order-independent fingerprint I->trips. */
+static void note_trips(interp *I, const ir_op *op, uint64_t n) {
+    uint64_t z = (uint64_t)(uintptr_t)op * 0x9e3779b97f4a7c15ull + n;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    I->trips += z ^ (z >> 31);
+}
+
 static bool exec_for(interp *I, const ir_op *op) {
     const ir_region *body = op->regions[0];
     int64_t lo = V(op->operands[0]).i, hi = V(op->operands[1]).i;
@@ -589,8 +598,9 @@ static bool exec_for(interp *I, const ir_op *op) {
         !check_defined(I, op, op->operands[1], "the upper bound"))
         return false;
     copy_values(I, body->args + 1, op->operands + 2, n);
+    uint64_t trips = 0;
     /* lo and hi are canonical values of one type and i < hi, so i + 1 cannot overflow */
-    for (int64_t i = lo; i < hi; i++) {
+    for (int64_t i = lo; i < hi; i++, trips++) {
         V(body->args[0]).i = i;
         if (!exec_region(I, body))
             return false;
@@ -599,9 +609,12 @@ static bool exec_for(interp *I, const ir_op *op) {
             return false;
         bool go = !early || V(y->operands[0]).i;
         copy_values(I, body->args + 1, y->operands + skip, n);
-        if (!go)
+        if (!go) {
+            trips++;
             break;
+        }
     }
+    note_trips(I, op, trips);
     copy_values(I, op->results, body->args + 1, n);
     return true;
 }
@@ -617,6 +630,7 @@ static bool exec_while(interp *I, const ir_op *op) {
         if (!check_defined(I, c, c->operands[0], "the loop condition"))
             return false;
         if (!V(c->operands[0]).i) {
+            note_trips(I, op, it);
             copy_values(I, op->results, c->operands + 1, nres);
             return true;
         }
@@ -807,8 +821,10 @@ bool ir_interp_run_opts(const ir_module *m, const char *kernel, ir_interp_arg *a
         return false;
     }
     bool ok = bind_args(&I, args, nargs) && exec_region(&I, k->body);
-    if (opts)
+    if (opts) {
         opts->ops_executed = I.nops;
+        opts->loop_trips = I.trips;
+    }
     for (uint32_t i = 0; i < k->nadstacks; i++) {
         free(I.stacks[i].v);
         free(I.stacks[i].p);

@@ -68,6 +68,11 @@ typedef struct ir_interp_options {
                                  0: the default, 10^8 */
     uint64_t ops_executed;    /* out: ops executed by the run (for benchmarks) */
     uint64_t max_ops;         /* ops executed before "exceeded the limit"; 0: none */
+    uint64_t loop_trips;      /* out: a fingerprint of the trip counts of every for and while
+                                 loop run (a sum over runs of a hash of the loop op and its
+                                 trip count): runs of one kernel that differ in it took some
+                                 loop a different number of times (gradcheck's non-smooth
+                                 points) */
 } ir_interp_options;
 
 /* Runs kernel `kernel` of m with nargs arguments (one per parameter). Returns true on

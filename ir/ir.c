@@ -238,6 +238,53 @@ void ir_replace_uses(ir_region *r, ir_value *from, ir_value *to) {
     }
 }
 
+static void clear_ids(ir_region *r) {
+    for (uint32_t i = 0; i < r->nargs; i++)
+        r->args[i]->id = 0;
+    ir_foreach_op(op, r) {
+        for (uint32_t i = 0; i < op->nresults; i++)
+            op->results[i]->id = 0;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            clear_ids(op->regions[i]);
+    }
+}
+
+void ir_subst_begin(ir_subst *s, ir_kernel *k) {
+    s->len = 0;
+    clear_ids(k->body); /* the parameters are the body's arguments */
+}
+
+void ir_subst_add(ir_subst *s, ir_value *from, ir_value *to) {
+    if (s->len == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 256;
+        s->to = kern_xrealloc(s->to, sizeof *s->to * s->cap);
+    }
+    while (to->id) /* `to` was replaced itself: its replacement */
+        to = s->to[to->id - 1];
+    s->to[s->len++] = to;
+    from->id = s->len;
+}
+
+void ir_subst_op(const ir_subst *s, ir_op *op) {
+    for (uint32_t i = 0; i < op->noperands; i++)
+        while (op->operands[i]->id)
+            op->operands[i] = s->to[op->operands[i]->id - 1];
+}
+
+void ir_subst_apply(const ir_subst *s, ir_region *r) {
+    ir_foreach_op(op, r) {
+        ir_subst_op(s, op);
+        for (uint32_t i = 0; i < op->nregions; i++)
+            ir_subst_apply(s, op->regions[i]);
+    }
+}
+
+void ir_subst_free(ir_subst *s) {
+    free(s->to);
+    s->to = NULL;
+    s->len = s->cap = 0;
+}
+
 /* ---- Iteration -------------------------------------------------------------------- */
 
 void ir_walk(ir_region *r, void (*fn)(ir_op *op, void *user), void *user) {

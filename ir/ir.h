@@ -175,8 +175,29 @@ void ir_insert_before(ir_op *before, ir_op *op);
 void ir_insert_after(ir_op *after, ir_op *op);
 void ir_append(ir_region *r, ir_op *op);
 void ir_remove(ir_op *op); /* unlinks; memory stays in the arena */
-/* Replaces every use of `from` with `to` inside region r and its nested regions. */
+/* Replaces every use of `from` with `to` inside region r and its nested regions. One
+ * walk of r per call: a pass that replaces many values uses an ir_subst instead. */
 void ir_replace_uses(ir_region *r, ir_value *from, ir_value *to);
+
+/* Batched use replacement, linear in the IR however many values are replaced (the IR has
+ * no use lists): record replacements with ir_subst_add, then rewrite operands with
+ * ir_subst_op as a walk in program order reaches each op (every use comes after its
+ * definition), or all at once with ir_subst_apply. Uses the values' scratch `id` from
+ * ir_subst_begin to ir_subst_free: 0 kept, n replaced by to[n - 1]. */
+typedef struct ir_subst {
+    ir_value **to;
+    uint32_t len, cap;
+} ir_subst;
+/* Empties s and clears the ids of every value of kernel k (parameters, arguments and
+ * results, nested too). */
+void ir_subst_begin(ir_subst *s, ir_kernel *k);
+/* From now on, uses of `from` (a value of the kernel given to begin) read `to`. */
+void ir_subst_add(ir_subst *s, ir_value *from, ir_value *to);
+/* Rewrites op's operands (not those of its nested regions). */
+void ir_subst_op(const ir_subst *s, ir_op *op);
+/* Rewrites every op of r and its nested regions. */
+void ir_subst_apply(const ir_subst *s, ir_region *r);
+void ir_subst_free(ir_subst *s);
 
 /* ---- Iteration -------------------------------------------------------------------- */
 

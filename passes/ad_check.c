@@ -318,6 +318,13 @@ static const char *array_name(const ir_kernel *k, const ir_value *array) {
     return array->name ? array->name : "?";
 }
 
+/* The parameter index of an array value, or nparams for any other value (one shared
+ * bucket: still correct, since writes are matched by the array value itself). */
+static uint32_t param_of(const ir_kernel *k, const ir_value *array) {
+    return array->region == k->body && !array->def && array->index < k->nparams ? array->index
+                                                                                : k->nparams;
+}
+
 bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src, bool as_warning) {
     checker c = {.k = k};
     uint32_t order = 0;
@@ -329,15 +336,34 @@ bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src
         order++;
     }
 
+    /* The writes of each array parameter, in access order, so that a read is compared
+     * with the writes of its own array only (not every access: quadratic in long code). */
+    uint32_t np = k->nparams;
+    uint32_t *wstart = kern_xmalloc(sizeof *wstart * (np + 2));
+    uint32_t *wlist = kern_xmalloc(sizeof *wlist * (c.nacc + 1));
+    memset(wstart, 0, sizeof *wstart * (np + 2));
+    for (uint32_t j = 0; j < c.nacc; j++)
+        if (c.acc[j].write)
+            wstart[param_of(k, c.acc[j].array) + 1]++;
+    for (uint32_t a = 0; a <= np; a++)
+        wstart[a + 1] += wstart[a];
+    uint32_t *fill = kern_xmalloc(sizeof *fill * (np + 1));
+    memcpy(fill, wstart, sizeof *fill * (np + 1));
+    for (uint32_t j = 0; j < c.nacc; j++)
+        if (c.acc[j].write)
+            wlist[fill[param_of(k, c.acc[j].array)]++] = j;
+    free(fill);
+
     int reported = 0;
     bool failed = false;
     for (uint32_t i = 0; i < c.nacc; i++) {
         const access *r = &c.acc[i];
         if (!r->read)
             continue;
-        for (uint32_t j = 0; j < c.nacc; j++) {
-            const access *w = &c.acc[j];
-            if (!w->write || w->array != r->array || !conflicts(k, r, w))
+        uint32_t a = param_of(k, r->array);
+        for (uint32_t n = wstart[a]; n < wstart[a + 1]; n++) {
+            const access *w = &c.acc[wlist[n]];
+            if (w->array != r->array || !conflicts(k, r, w))
                 continue;
             failed = true;
             if (reported++ < AD_CHECK_MAX) {
@@ -361,5 +387,7 @@ bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src
                     "%d more reads in kernel '%s' may be written afterwards (not shown)",
                     reported - AD_CHECK_MAX, k->name);
     free(c.acc);
+    free(wstart);
+    free(wlist);
     return !failed || as_warning;
 }

@@ -16,7 +16,12 @@
  *
  * Algorithm: a scoped hash table (an array of entries chained per bucket; entries are
  * pushed in walk order and popped when a region ends, so each bucket's head is always its
- * newest live entry). Linear in the number of ops.
+ * newest live entry). A removed op's results are not replaced in the rest of the region
+ * at once (the IR has no use lists, so that would walk the region once per removed op:
+ * quadratic in straight-line code); they are recorded instead in an ir_subst (ir/ir.h),
+ * and every op visited later has its operands rewritten before it is hashed. Every use of a value comes after its definition in the
+ * walk (the rest of its region and the regions nested there), so each use is rewritten.
+ * Linear in the number of ops.
  *
  * Where: ir_optimize()'s fixed-point loop, after fold and simplify. Requires a verified
  * module. Keeps valid: the verifier's invariants (the replacement dominates every use of
@@ -131,19 +136,20 @@ static void table_pop(table *t, int mark) {
     }
 }
 
-static bool cse_region(table *t, ir_region *r) {
+static bool cse_region(table *t, ir_subst *rp, ir_region *r) {
     bool changed = false;
     int mark = t->len;
     ir_foreach_op_safe(op, tmp, r) {
+        ir_subst_op(rp, op);
         for (uint32_t i = 0; i < op->nregions; i++)
-            changed |= cse_region(t, op->regions[i]);
+            changed |= cse_region(t, rp, op->regions[i]);
         if (!candidate(op))
             continue;
         uint64_t h = op_hash(op);
         ir_op *prev = t->nbuckets ? table_find(t, op, h) : NULL;
         if (prev) {
             for (uint32_t i = 0; i < op->nresults; i++)
-                ir_replace_uses(op->parent, op->results[i], prev->results[i]);
+                ir_subst_add(rp, op->results[i], prev->results[i]);
             ir_remove(op);
             changed = true;
         } else
@@ -156,10 +162,13 @@ static bool cse_region(table *t, ir_region *r) {
 bool ir_opt_cse(ir_module *m) {
     bool changed = false;
     table t = {0};
+    ir_subst rp = {0};
     ir_foreach_kernel(k, m) {
-        changed |= cse_region(&t, k->body);
+        ir_subst_begin(&rp, k);
+        changed |= cse_region(&t, &rp, k->body);
         kern_assert(t.len == 0);
     }
+    ir_subst_free(&rp);
     free(t.entries);
     free(t.buckets);
     return changed;

@@ -19,7 +19,13 @@
  * gradient transform must see `+=` as an atomic: its adjoint rule differs from a
  * store's), at optimization levels 1 and above. Requires a verified module; keeps every
  * invariant. Float min/max keep the tie rule of ops.def (operand 0, the old value, on
- * ties), the same as the backend's compare-exchange loop. */
+ * ties), the same as the backend's compare-exchange loop.
+ *
+ * Cost: linear in the task's size per distinct array that its atomics update (the
+ * privacy of an array is decided once per task and kept), and the old values' uses are
+ * replaced in one walk of the task at the end (ir_subst), not one walk per atomic. */
+#include <stdlib.h>
+
 #include "passes.h"
 
 typedef struct scan {
@@ -75,24 +81,47 @@ static ir_opcode update_of(ir_opcode c) {
     }
 }
 
-static bool rewrite_region(ir_module *m, ir_region *r, const ir_op *task) {
+/* The privacy of each array the task's atomics update, decided once per array. */
+typedef struct verdicts {
+    const ir_value **array;
+    bool *private;
+    int len, cap;
+} verdicts;
+
+static bool array_private(verdicts *v, const ir_op *task, const ir_value *array) {
+    for (int i = 0; i < v->len; i++)
+        if (v->array[i] == array)
+            return v->private[i];
+    scan s = {.array = array, .private = true};
+    if (task->code == IR_PARALLEL) {
+        s.body = task->regions[0];
+        if (s.body->nargs > KERN_MAX_RANK)
+            s.private = false;
+        for (int d = 0; d < KERN_MAX_RANK; d++)
+            s.pos[d] = -1;
+        if (s.private)
+            check_accesses(task->regions[0], &s);
+    }
+    if (v->len == v->cap) {
+        v->cap = v->cap ? v->cap * 2 : 8;
+        v->array = kern_xrealloc(v->array, sizeof *v->array * (size_t)v->cap);
+        v->private = kern_xrealloc(v->private, sizeof *v->private * (size_t)v->cap);
+    }
+    v->array[v->len] = array;
+    v->private[v->len++] = s.private;
+    return s.private;
+}
+
+static bool rewrite_region(ir_module *m, ir_region *r, const ir_op *task, verdicts *vd,
+                           ir_subst *sub) {
     bool changed = false;
     ir_foreach_op_safe(op, next, r) {
         for (uint32_t i = 0; i < op->nregions; i++)
-            changed |= rewrite_region(m, op->regions[i], task);
+            changed |= rewrite_region(m, op->regions[i], task, vd, sub);
         if (!is_access(op->code) || op->code == IR_LOAD || op->code == IR_STORE)
             continue;
-        scan s = {.array = op->operands[0], .private = true};
-        if (task->code == IR_PARALLEL) {
-            s.body = task->regions[0];
-            if (s.body->nargs > KERN_MAX_RANK)
-                continue;
-            for (int d = 0; d < KERN_MAX_RANK; d++)
-                s.pos[d] = -1;
-            check_accesses(task->regions[0], &s);
-            if (!s.private)
-                continue;
-        }
+        if (!array_private(vd, task, op->operands[0]))
+            continue;
         ir_builder b = ir_builder_before(m, op);
         uint32_t nidx = op->noperands - 2;
         ir_value *v = op->operands[op->noperands - 1];
@@ -100,7 +129,7 @@ static bool rewrite_region(ir_module *m, ir_region *r, const ir_op *task) {
         ir_opcode u = update_of(op->code);
         ir_value *nv = u == IR__COUNT ? v : ir_binop(&b, u, old, v);
         ir_store(&b, op->operands[0], op->operands + 1, nidx, nv);
-        ir_replace_uses(task->regions[0], op->results[0], old);
+        ir_subst_add(sub, op->results[0], old);
         ir_remove(op);
         changed = true;
     }
@@ -109,11 +138,22 @@ static bool rewrite_region(ir_module *m, ir_region *r, const ir_op *task) {
 
 bool ir_opt_private_atomics(ir_module *m) {
     bool changed = false;
+    verdicts v = {0};
+    ir_subst sub = {0};
     ir_foreach_kernel(k, m) {
+        ir_subst_begin(&sub, k);
         ir_foreach_op(op, k->body) {
-            if (op->code == IR_PARALLEL || op->code == IR_SERIAL)
-                changed |= rewrite_region(m, op->regions[0], op);
+            if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
+                continue;
+            v.len = 0;
+            if (rewrite_region(m, op->regions[0], op, &v, &sub)) {
+                ir_subst_apply(&sub, op->regions[0]);
+                changed = true;
+            }
         }
     }
+    free(v.array);
+    free(v.private);
+    ir_subst_free(&sub);
     return changed;
 }

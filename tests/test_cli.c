@@ -260,7 +260,7 @@ Test(cli, usage_errors) {
     expect("run tests/golden/ir/saxpy.kern saxpy a", 2, "not of the form NAME=VALUE");
     expect("run tests/golden/ir/saxpy.kern saxpy a=1 a=2", 2, "bound twice");
     expect("run tests/golden/ir/saxpy.kern saxpy --target=metal", 2, "not available");
-    expect("build tests/golden/ir/saxpy.kern -o /tmp/x.so", 2, "--target=T is required");
+    expect("build tests/golden/ir/saxpy.kern", 2, "-o OUT is required");
     expect("build tests/golden/ir/saxpy.kern --target=cpu", 2, "-o OUT is required");
 }
 
@@ -486,9 +486,33 @@ Test(cli_grad, run_square_grad) {
     }
     cr_expect(fabs(rga[0] - (0.75 + dot)) <= 1e-5 * (1 + fabs(dot)), "a.grad = %g, want %g",
               (double)rga[0], 0.75 + dot);
-    /* an unbound adjoint is reported like any parameter */
-    snprintf(args, sizeof args, "run %s square.grad x=%s y=%s x.grad=%s", src, px, py, pgx);
-    expect(args, 1, "parameter 'y.grad: f32[]' of kernel 'square.grad' is not bound");
+    /* an unbound adjoint starts as zeros of its primal's shape, and can be saved: with
+     * y.grad = 0, x.grad keeps its bound value; a scalar's adjoint has one element */
+    snprintf(args, sizeof args, "run %s square.grad x=%s y=%s x.grad=%s --save y.grad=%s", src, px,
+             py, pgx, ogy);
+    r = run(args);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    free(r.out);
+    read_npy_f32(ogy, rgy, N);
+    for (int i = 0; i < N; i++)
+        cr_expect_eq(rgy[i], 0.0f, "unbound y.grad[%d] = %g, want 0", i, (double)rgy[i]);
+    snprintf(args, sizeof args,
+             "run %s scale.grad a=2 x=%s y=%s y.grad=%s --save a.grad=%s "
+             "--save x.grad=%s",
+             src, px, py, pgy, ox, ogx);
+    r = run(args);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    free(r.out);
+    read_npy_f32(ox, rga, 1);
+    read_npy_f32(ogx, rgx, N);
+    double dot2 = 0;
+    for (int i = 0; i < N; i++) {
+        dot2 += (double)x[i] * gy[i];
+        cr_expect(fabsf(rgx[i] - 2.0f * gy[i]) <= 1e-6f * (1 + fabsf(gy[i])),
+                  "x.grad[%d] = %g, want %g (from zero)", i, (double)rgx[i], 2.0 * gy[i]);
+    }
+    cr_expect(fabs(rga[0] - dot2) <= 1e-5 * (1 + fabs(dot2)), "a.grad = %g, want %g",
+              (double)rga[0], dot2);
     const char *files[] = {src, px, py, pgx, pgy, ogx, ogy, ox, pga};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++)
         unlink(files[i]);
@@ -810,4 +834,304 @@ Test(cli_grad, gradcheck_time_index) {
     snprintf(args, sizeof args, "gradcheck %s step t=3", src);
     expect(args, 0, "gradcheck step: 64 elements");
     unlink(src);
+}
+
+/* ---- issue 9, item 8: the command line people expect --------------------------------- */
+
+Test(cli, subcommand_help) {
+    const char *cmds[][2] = {{"check --help", "usage: kernc check"},
+                             {"emit --help", "usage: kernc emit"},
+                             {"build --help", "usage: kernc build"},
+                             {"run --help", "--threads N"},
+                             {"run -h", "--no-checks"},
+                             {"gradcheck --help", "--steps N"}};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        expect(cmds[i][0], 0, cmds[i][1]);
+    /* a command's help is its own: run's options are not in check's */
+    run_result r = run("check --help");
+    cr_expect(strstr(r.out, "--threads") == NULL, "%s", r.out);
+    free(r.out);
+}
+
+Test(cli, run_options_usage) {
+    expect("run tests/golden/ir/saxpy.kern saxpy --threads 0", 2, "--threads");
+    expect("run tests/golden/ir/saxpy.kern saxpy --threads x", 2, "--threads");
+    expect("check tests/golden/ir/saxpy.kern --time", 2, "--time is an option of run only");
+    expect("gradcheck tests/golden/ir/saxpy.kern saxpy --no-checks", 2, "option of run only");
+    expect("run tests/golden/ir/saxpy.kern saxpy --debug --no-checks", 2, "contradict");
+    expect("run tests/golden/ir/saxpy.kern saxpy --steps 3", 2, "go together");
+    expect("run tests/golden/ir/saxpy.kern saxpy --step-arg a", 2, "go together");
+    expect("build tests/golden/ir/saxpy.kern --steps 2 --step-arg a -o x.so", 2,
+           "option of run and gradcheck only");
+}
+
+/* y[i + 1] = x[i] writes one past the end of y: run checks bounds by default, so it is an
+ * error naming the store, not a heap corruption. */
+Test(cli, run_checks_bounds_by_default) {
+    char src[64], px[64], py[64], args[512];
+    temp_file(src, ".kern",
+              "kernel off(x: f32[], y: f32[]) {\n"
+              "    for i in 0..len(x) {\n"
+              "        y[i + 1] = x[i];\n"
+              "    }\n"
+              "}\n"
+              "kernel ok(x: f32[], y: f32[]) {\n"
+              "    for i in 0..len(x) {\n"
+              "        y[i] = x[i] + 1.0;\n"
+              "    }\n"
+              "}\n");
+    float v[4] = {1, 2, 3, 4};
+    temp_npy_f32(px, v, 4);
+    temp_npy_f32(py, v, 4);
+    snprintf(args, sizeof args, "run %s off x=%s y=%s", src, px, py);
+    expect(args, 1, "out of bounds");
+    /* --no-checks compiles without them: a correct kernel gives the same result */
+    snprintf(args, sizeof args, "run %s ok x=%s y=%s --no-checks --save y=%s", src, px, py, py);
+    expect(args, 0, NULL);
+    float out[4];
+    read_npy_f32(py, out, 4);
+    for (int i = 0; i < 4; i++)
+        cr_expect_eq(out[i], v[i] + 1.0f, "y[%d] = %g", i, (double)out[i]);
+    unlink(src);
+    unlink(px);
+    unlink(py);
+}
+
+Test(cli, run_threads_and_time) {
+    char src[64], px[64], py[64], args[512];
+    temp_file(src, ".kern", square_src);
+    float v[3] = {1, -2, 3};
+    temp_npy_f32(px, v, 3);
+    temp_npy_f32(py, v, 3);
+    snprintf(args, sizeof args, "run %s square x=%s y=%s --threads 3 --time --save y=%s", src, px,
+             py, py);
+    run_result r = run(args);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "kernc run: square: compile ") && strstr(r.out, " ms, run ") &&
+                  strstr(r.out, "(1 launch, 3 threads)"),
+              "%s", r.out);
+    free(r.out);
+    float out[3];
+    read_npy_f32(py, out, 3);
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(out[i], v[i] * v[i]);
+    unlink(src);
+    unlink(px);
+    unlink(py);
+}
+
+/* kernc build without --target builds for the CPU, and names the gradient it left out
+ * with the reason; the JIT's lookup of that gradient says why too. */
+Test(cli_grad, build_default_target_and_left_out_grads) {
+    char src[64], so[64], args[256];
+    temp_file(src, ".kern", mixed_src);
+    temp_file(so, ".so", NULL);
+    snprintf(args, sizeof args, "build %s -o %s", src, so);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "warning: no gradient 'inplace.grad'") &&
+                  strstr(r.out, "'x' is read here and may be written afterwards"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "square.grad") == NULL, "square.grad was built:\n%s", r.out);
+    free(r.out);
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    kern_module *m;
+    cr_assert_eq(kern_module_load_file(ctx, so, &m), KERN_OK, "%s", kern_context_last_error(ctx));
+    check_square_grad(ctx, m);
+    kern_module_release(m);
+    cr_assert_eq(kern_module_from_source(ctx, mixed_src, strlen(mixed_src), "mixed.kern", &m),
+                 KERN_OK);
+    kern_kernel *k;
+    cr_expect_neq(kern_kernel_find(m, "inplace.grad", &k), KERN_OK);
+    cr_expect(strstr(kern_context_last_error(ctx), "may be written afterwards"), "%s",
+              kern_context_last_error(ctx));
+    kern_context_release(ctx);
+    unlink(src);
+    unlink(so);
+}
+
+/* A time loop from the command line: x[t + 1] = sin(x[t]) a + x[t] for t = 0 .. S-1, and
+ * its gradient through the tape, against the same recurrence and its chain rule written
+ * as plain C loops in f64. */
+static const char *const steps_src = "kernel step(x: f32[,], a: f32, t: i32) {\n"
+                                     "    for i in 0..shape(x, 1) {\n"
+                                     "        x[t + 1, i] = sin(x[t, i]) * a + x[t, i];\n"
+                                     "    }\n"
+                                     "}\n";
+
+static void temp_npy_2d(char *path, const float *v, int64_t n0, int64_t n1) {
+    temp_file(path, ".npy", NULL);
+    char err[256];
+    int64_t shape[KERN_MAX_DIMS] = {n0, n1, 1, 1};
+    cr_assert_eq(kern_npy_write(path, KERN_F32, 2, shape, v, err, sizeof err), KERN_OK, "%s", err);
+}
+
+Test(cli_grad, run_steps_and_their_gradient) {
+    enum { S = 4, M = 3 };
+    const double a = 0.75;
+    float x[(S + 1) * M] = {0}, g[(S + 1) * M] = {0};
+    for (int i = 0; i < M; i++) {
+        x[i] = 0.3f * (float)i - 0.2f;
+        g[S * M + i] = 1.0f + (float)i; /* dL/d(last row) */
+    }
+    double ref[S + 1][M], gref[S + 1][M] = {{0}}, ga = 0.25; /* a.grad starts at 0.25 */
+    for (int i = 0; i < M; i++)
+        ref[0][i] = x[i];
+    for (int t = 0; t < S; t++)
+        for (int i = 0; i < M; i++)
+            ref[t + 1][i] = sin(ref[t][i]) * a + ref[t][i];
+    for (int i = 0; i < M; i++)
+        gref[S][i] = g[S * M + i];
+    for (int t = S - 1; t >= 0; t--)
+        for (int i = 0; i < M; i++) {
+            gref[t][i] += gref[t + 1][i] * (cos(ref[t][i]) * a + 1);
+            ga += gref[t + 1][i] * sin(ref[t][i]);
+            gref[t + 1][i] = 0; /* overwritten by step t */
+        }
+    char src[64], px[64], pg[64], pga[64], ox[64], og[64], oga[64], args[1024];
+    temp_file(src, ".kern", steps_src);
+    temp_npy_2d(px, x, S + 1, M);
+    temp_npy_2d(pg, g, S + 1, M);
+    float ga0 = 0.25f;
+    temp_npy_f32(pga, &ga0, 1);
+    temp_file(ox, ".npy", NULL);
+    temp_file(og, ".npy", NULL);
+    temp_file(oga, ".npy", NULL);
+    snprintf(args, sizeof args, "run %s step x=%s a=0.75 --steps %d --step-arg t --save x=%s", src,
+             px, S, ox);
+    expect(args, 0, NULL);
+    float rx[(S + 1) * M], rg[(S + 1) * M], rga;
+    read_npy_f32(ox, rx, (S + 1) * M);
+    for (int t = 0; t <= S; t++)
+        for (int i = 0; i < M; i++)
+            cr_expect(fabs(rx[t * M + i] - ref[t][i]) <= 1e-5, "x[%d, %d] = %g, want %g", t, i,
+                      (double)rx[t * M + i], ref[t][i]);
+    snprintf(args, sizeof args,
+             "run %s step.grad x=%s a=0.75 x.grad=%s a.grad=%s --steps %d --step-arg t "
+             "--save x.grad=%s --save a.grad=%s --save x=%s",
+             src, px, pg, pga, S, og, oga, ox);
+    expect(args, 0, NULL);
+    read_npy_f32(og, rg, (S + 1) * M);
+    read_npy_f32(oga, &rga, 1);
+    read_npy_f32(ox, rx, (S + 1) * M);
+    for (int t = 0; t <= S; t++)
+        for (int i = 0; i < M; i++) {
+            cr_expect(fabs(rg[t * M + i] - gref[t][i]) <= 1e-5 * (1 + fabs(gref[t][i])),
+                      "x.grad[%d, %d] = %g, want %g", t, i, (double)rg[t * M + i], gref[t][i]);
+            cr_expect(fabs(rx[t * M + i] - ref[t][i]) <= 1e-5, "x after the steps");
+        }
+    cr_expect(fabs(rga - ga) <= 1e-5 * (1 + fabs(ga)), "a.grad = %g, want %g", (double)rga, ga);
+    /* gradcheck of the sequence, and the errors of the step argument */
+    snprintf(args, sizeof args, "gradcheck %s step x=%s --steps %d --step-arg t", src, px, S);
+    expect(args, 0, "gradcheck step: 16 elements");
+    snprintf(args, sizeof args, "run %s step x=%s a=1 t=0 --steps 2 --step-arg t", src, px);
+    expect(args, 2, "the step argument is set by --steps");
+    snprintf(args, sizeof args, "run %s step x=%s t=0 --steps 2 --step-arg a", src, px);
+    expect(args, 1, "'a' of kernel 'step' is not an integer scalar");
+    snprintf(args, sizeof args, "gradcheck %s step --steps 2 --step-arg nope", src);
+    expect(args, 1, "no parameter named 'nope'");
+    const char *files[] = {src, px, pg, pga, ox, og, oga};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        unlink(files[i]);
+}
+
+/* ---- issue 9, item 3: gradcheck checks what users run -------------------------------- */
+
+/* K.grad of atomic_max/atomic_min finds the winner in the state K left: checked on the
+ * inputs instead, it looked wrong. K then K.grad is what users run, and it is right. */
+Test(cli_grad, gradcheck_atomic_min_max) {
+    char src[64], args[256];
+    temp_file(src, ".kern",
+              "kernel amax(x: f32[], m: f32[]) {\n"
+              "    for i in 0..len(x) {\n"
+              "        atomic_max(m[0], x[i] * 2.0);\n"
+              "    }\n"
+              "}\n"
+              "kernel amin(x: f64[], m: f64[]) {\n"
+              "    for i in 0..len(x) {\n"
+              "        atomic_min(m[i % 2], x[i] * x[i] - 0.5);\n"
+              "    }\n"
+              "}\n");
+    for (int seed = 1; seed <= 3; seed++) {
+        snprintf(args, sizeof args, "gradcheck %s amax --seed %d", src, seed);
+        expect(args, 0, ": ok");
+        snprintf(args, sizeof args, "gradcheck %s amin --seed %d", src, seed);
+        expect(args, 0, ": ok");
+    }
+    unlink(src);
+}
+
+/* An in-place update run as users run it (K, then K.grad on what K left) re-reads the
+ * squared value: the gradient is wrong there, and gradcheck must say so, even though
+ * K.grad run on the inputs would look right. */
+Test(cli_grad, gradcheck_in_place_fails) {
+    char src[64], args[256];
+    temp_file(src, ".kern",
+              "kernel sq(x: f32[]) {\n"
+              "    for i in 0..len(x) {\n"
+              "        x[i] = x[i] * x[i];\n"
+              "    }\n"
+              "}\n");
+    snprintf(args, sizeof args, "gradcheck %s sq --no-grad-check", src);
+    run_result r = run(args);
+    cr_expect_eq(r.status, 1, "%s", r.out);
+    cr_expect(strstr(r.out, ": FAILED") && strstr(r.out, "worst at x["), "%s", r.out);
+    free(r.out);
+    unlink(src);
+}
+
+/* An unbound array takes the shape of the bound array of its rank: y gets x's 20
+ * elements (with --size 8 it would be indexed out of bounds). */
+Test(cli_grad, gradcheck_sizes_from_bound_arrays) {
+    char src[64], px[64], args[256];
+    temp_file(src, ".kern", square_src);
+    float v[20];
+    for (int i = 0; i < 20; i++)
+        v[i] = 0.1f * (float)i - 1.0f;
+    temp_npy_f32(px, v, 20);
+    snprintf(args, sizeof args, "gradcheck %s square x=%s", src, px);
+    expect(args, 0, "gradcheck square: 40 elements");
+    unlink(src);
+    unlink(px);
+}
+
+/* while v < 3: v += 1 runs a data-dependent number of times; at x = 0 (and 1) a step of
+ * -h adds an iteration, so the finite difference jumps: gradcheck names the point as
+ * non-smooth and checks the rest (y's elements among them). With every checked element
+ * non-smooth nothing is compared,
+ * which is a failure. A jump without a loop (floor) is still a failure. */
+Test(cli_grad, gradcheck_nonsmooth_while) {
+    char src[64], px[64], p2[64], args[256];
+    temp_file(src, ".kern",
+              "kernel count(x: f32[], y: f32[]) {\n"
+              "    for i in 0..len(x) {\n"
+              "        var v = x[i];\n"
+              "        while v < 3.0 {\n"
+              "            v = v + 1.0;\n"
+              "        }\n"
+              "        y[i] = v * v;\n"
+              "    }\n"
+              "}\n");
+    float v[4] = {0.5f, 0.0f, 1.25f, -0.5f}, w[2] = {0.0f, 1.0f};
+    temp_npy_f32(px, v, 4);
+    temp_npy_f32(p2, w, 2);
+    snprintf(args, sizeof args, "gradcheck %s count x=%s", src, px);
+    run_result r = run(args);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "gradcheck count: 8 elements") && strstr(r.out, ": ok") &&
+                  strstr(r.out, "1 element at a non-smooth point, not compared (first: x[1])"),
+              "%s", r.out);
+    free(r.out);
+    /* --max-checks 1 checks x[0] alone */
+    snprintf(args, sizeof args, "gradcheck %s count x=%s --max-checks 1", src, p2);
+    r = run(args);
+    cr_expect_eq(r.status, 1, "%s", r.out);
+    cr_expect(strstr(r.out, "FAILED") && strstr(r.out, "1 element at a non-smooth point") &&
+                  strstr(r.out, "no element could be compared"),
+              "%s", r.out);
+    free(r.out);
+    unlink(src);
+    unlink(px);
+    unlink(p2);
 }

@@ -2056,7 +2056,7 @@ Test(interp, speed) {
     float out[100];
     ir_interp_arg args[2] = {ir_interp_array(TY_F32, out, 1, 100, 0, 0, 0),
                              ir_interp_int(TY_I32, 20000)};
-    ir_interp_options o = {0, 0, 0};
+    ir_interp_options o = {0, 0, 0, 0};
     char err[256];
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -2309,10 +2309,10 @@ Test(interp, error_while_does_not_terminate) {
     compiled c = compile_src("spin", src);
     ir_interp_arg in[1] = {arr(TY_F32, 1, 2, 0, 0)};
     F32(in[0])[0] = 1.0f;
-    ir_interp_options o = {1000, 0, 0};
+    ir_interp_options o = {1000, 0, 0, 0};
     expect_error_both(&c, "spin", in, 1, &o,
                       "3:5: @spin: while loop did not terminate after 1000 iterations");
-    ir_interp_options lim = {0, 0, 500}; /* the op budget stops it first */
+    ir_interp_options lim = {0, 0, 500, 0}; /* the op budget stops it first */
     expect_error_both(&c, "spin", in, 1, &lim, "the run exceeded its limit of 500 ops");
     F32(in[0])[0] = -1.0f; /* terminates at once */
     char err[256];
@@ -3335,7 +3335,7 @@ Test(interp, each_pass_preserves_the_golden_ir_texts) {
                         for (int l = 0; l < 2; l++) {
                             clone_args(got[l], in, n);
                             /* some loops never end, or run 2^32 times */
-                            ir_interp_options o = {100000, 0, 1000000};
+                            ir_interp_options o = {100000, 0, 1000000, 0};
                             ok[l] = ir_interp_run_opts(ms[l], k->name, got[l], n, &o, err[l], 512);
                         }
                         char what[256];
@@ -3420,7 +3420,7 @@ Test(interp, gradient_kernels_balance_their_adstacks, .timeout = 300) {
                 bool ok[2];
                 for (int l = 0; l < 2; l++) {
                     clone_args(got[l], in, n);
-                    ir_interp_options o = {100000, 0, 5000000};
+                    ir_interp_options o = {100000, 0, 5000000, 0};
                     ok[l] = ir_interp_run_opts(m[l], k->name, got[l], n, &o, err[l], 512);
                     cr_expect(ok[l] || !strstr(err[l], "adpop"), "%s @%s at -O%d: %s", names[f],
                               k->name, l ? 2 : 0, err[l]);
