@@ -34,6 +34,12 @@ strip --strip-unneeded .device/bin/* .device/lib/* 2>/dev/null || true
 # where the test binary looks for its helpers (paths compiled in from build-static/)
 {
     for p in "${progs[@]}"; do echo "$(basename "$p") $top/$p"; done
+    # the Vulkan tests' compiled GLSL kernels (tests/vulkan/*.comp), read at those paths too
+    for s in $B/tests/*.spv; do
+        [ -e "$s" ] || continue
+        cp "$s" .device/bin/
+        echo "$(basename "$s") $top/$s"
+    done
 } > .device/layout
 mkdir -p .device/modules
 for k in loop ragged; do
