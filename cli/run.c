@@ -178,7 +178,7 @@ static int first(int rc, int next) { return rc ? rc : next; }
  * on failure. The caller frees the module and *ctx_out. */
 static ir_module *compile_file(const char *file, const kc_options *o, kc_ctx **ctx_out, int *rc) {
     size_t len;
-    char *text = kern_read_file(file, &len);
+    char *text = kc_read_source(file, &len);
     if (!text) {
         *rc = fail(KERNC_EXIT_IO, "cannot read '%s': %s", file, strerror(errno));
         return NULL;
@@ -805,7 +805,7 @@ int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o) {
         return fail(KERNC_EXIT_USAGE,
                     "gradcheck: missing KERNEL (kernc gradcheck FILE.kern KERNEL ...)");
     size_t len;
-    char *text = kern_read_file(a->file, &len);
+    char *text = kc_read_source(a->file, &len);
     if (!text)
         return fail(KERNC_EXIT_IO, "cannot read '%s': %s", a->file, strerror(errno));
     gradcheck_options go = *o;
