@@ -551,6 +551,8 @@ static void check_for(fe_sema *s, fe_stmt *st, bool top) {
     s->loop = parallel ? LOOP_PARALLEL : LOOP_SERIAL;
     check_block(s, st->for_.body);
     s->loop = loop;
+    if (parallel)
+        fe_sema_warn_races(s, st);
     pop_scope(s, saved);
 }
 

@@ -95,6 +95,9 @@ fe_sym *fe_sema_lookup_value(fe_sema *s, const char *name, kern_loc loc);
 void fe_sema_note_call(fe_sema *s, fe_expr *call);
 /* The index of item it in file->items. */
 int fe_sema_item_index(const fe_sema *s, const fe_item *it);
+/* sema_race.c: warns about reads of a parallel for (a checked ST_FOR) that other threads
+ * of the loop may write. */
+void fe_sema_warn_races(fe_sema *s, const fe_stmt *loop);
 /* sema_inline.c: after the recursion check, the limits of inlining (driver.h): the depth
  * of call chains and the nodes inlining adds to each kernel. */
 void fe_sema_check_inlining(fe_sema *s);

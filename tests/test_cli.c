@@ -1072,3 +1072,47 @@ Test(cli_grad, gradcheck_nonsmooth_while) {
     unlink(px);
     unlink(p2);
 }
+
+/* A check-time warning when a thread of a parallel for reads what other threads write,
+ * naming the parallel index; none where each element belongs to one thread or the
+ * accesses never meet. Status 0 either way: a warning. */
+Test(cli, check_warns_parallel_races) {
+    struct {
+        const char *body; /* in kernel k(x: f32[], y: f32[], u: f32[,], t: i32) */
+        const char *warn; /* NULL: no warning */
+    } cases[] = {
+        {"for i in 0..len(x) - 1 {\n        x[i] = x[i + 1];\n    }", "over 'i'"},
+        {"for i in 0..len(x) {\n        for j in 0..len(x) {\n            y[i] += x[j];\n"
+         "        }\n        x[i] = y[i];\n    }",
+         "'x' is read here and written (line 6)"},
+        {"for i in 0..len(x), j in 0..len(x) {\n        u[i, j] = u[j, i];\n    }",
+         "over 'i', 'j'"},
+        {"for i in 0..len(x) {\n        let m = atomic_max(x[0], 1.0);\n        y[i] = x[i] + m;"
+         "\n    }",
+         "'x' is read here"},
+        {"for i in 0..len(x) {\n        x[i] = x[i] * 2.0;\n        x[i] *= 3.0;\n    }", NULL},
+        {"for i in 0..shape(u, 1) {\n        u[t, i] = u[t - 1, i] + u[t - 1, i + 1];\n    }",
+         NULL},
+        {"for i in 0..len(x) {\n        y[i] = x[i] + x[0];\n    }", NULL},
+        {"for i in 0..len(x) {\n        y[0] += x[i];\n    }", NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char src[64], args[128], text[1024];
+        snprintf(text, sizeof text,
+                 "kernel k(x: f32[], y: f32[], u: f32[,], t: i32) {\n    %s\n}\n", cases[c].body);
+        temp_file(src, ".kern", text);
+        snprintf(args, sizeof args, "check %s", src);
+        run_result r = run(args);
+        cr_expect_eq(r.status, 0, "%s\n%s", text, r.out);
+        if (cases[c].warn)
+            cr_expect(strstr(r.out, "warning:") && strstr(r.out, cases[c].warn) &&
+                          strstr(r.out, "run in no order"),
+                      "case %zu: expected a warning with '%s':\n%s\n%s", c, cases[c].warn, text,
+                      r.out);
+        else
+            cr_expect(strstr(r.out, "warning") == NULL, "case %zu: no warning expected:\n%s\n%s", c,
+                      text, r.out);
+        free(r.out);
+        unlink(src);
+    }
+}
