@@ -88,6 +88,10 @@ static bool parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char 
         return false;
     case KERN_I32:
     case KERN_I64: {
+        if (!kernc_int_syntax(s)) {
+            *why = "not an integer (decimal without leading zeros, or 0x hex)";
+            return false;
+        }
         long long v = strtoll(s, &end, 0);
         if (!*s || *end || errno) {
             *why = errno ? "out of range" : "not an integer";
@@ -103,6 +107,10 @@ static bool parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char 
     case KERN_U32: {
         if (s[0] == '-') {
             *why = "negative value for u32";
+            return false;
+        }
+        if (!kernc_int_syntax(s)) {
+            *why = "not an integer (decimal without leading zeros, or 0x hex)";
             return false;
         }
         unsigned long long v = strtoull(s, &end, 0);

@@ -790,6 +790,37 @@ Test(cli, subcommand_help) {
     free(r.out);
 }
 
+/* Integer bindings are decimal or 0x hex, as docs/cli.md says: a leading zero is an
+ * error (never octal), in run and in gradcheck alike. */
+Test(cli, integer_bindings_are_not_octal) {
+    char src[64], px[64], args[512];
+    temp_file(src, ".kern",
+              "kernel k(x: f32[], n: i32) {\n"
+              "    for i in 0..len(x) {\n"
+              "        x[i] = f32(n);\n"
+              "    }\n"
+              "}\n");
+    float v[2] = {0, 0};
+    temp_npy_f32(px, v, 2);
+    const char *bad[] = {"010", "08", " 5", "0x", "1e3"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(args, sizeof args, "run %s k x=%s 'n=%s'", src, px, bad[i]);
+        expect(args, 1, "not an integer (decimal without leading zeros, or 0x hex)");
+        snprintf(args, sizeof args, "gradcheck %s k 'n=%s'", src, bad[i]);
+        expect(args, 1, "not a value of the parameter's type i32");
+    }
+    const char *good[][2] = {{"10", "10"}, {"0x1F", "31"}, {"-0x10", "-16"}, {"0", "0"}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        snprintf(args, sizeof args, "run %s k x=%s n=%s --save x=%s", src, px, good[i][0], px);
+        expect(args, 0, NULL);
+        float out[2];
+        read_npy_f32(px, out, 2);
+        cr_expect_eq(out[0], (float)atof(good[i][1]), "n=%s: %g", good[i][0], (double)out[0]);
+    }
+    unlink(src);
+    unlink(px);
+}
+
 Test(cli, run_options_usage) {
     expect("run tests/golden/ir/saxpy.kern saxpy --threads 0", 2, "--threads");
     expect("run tests/golden/ir/saxpy.kern saxpy --threads x", 2, "--threads");
