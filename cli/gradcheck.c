@@ -52,6 +52,26 @@ void gradcheck_options_default(gradcheck_options *o) {
     o->max_checks = 200;
 }
 
+bool kernc_int_syntax(const char *s) {
+    if (*s == '-')
+        s++;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        s += 2;
+        if (!*s)
+            return false;
+        for (; *s; s++)
+            if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f') || (*s >= 'A' && *s <= 'F')))
+                return false;
+        return true;
+    }
+    if (!*s || (s[0] == '0' && s[1]))
+        return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return false;
+    return true;
+}
+
 double gradcheck_relerr(double a, double f) {
     if (isnan(a) || isnan(f))
         return isnan(a) && isnan(f) ? 0 : INFINITY;

@@ -33,6 +33,11 @@ typedef struct gradcheck_options {
 
 void gradcheck_options_default(gradcheck_options *o);
 
+/* Whether s is written as docs/cli.md says an integer binding is: an optional '-', then
+ * decimal digits without a leading zero (0 itself excepted) or 0x and hex digits. Leading
+ * zeros are refused, as in the language: "010" is never octal 8. */
+bool kernc_int_syntax(const char *s);
+
 /* Relative error of an analytic value a against a finite difference f, as gradcheck
  * measures it: |a - f| / max(|a|, |f|, GRADCHECK_FLOOR); 0 when both are the same
  * infinity or both NaN, +inf when only one is not finite. */

@@ -325,7 +325,7 @@ typedef struct loaded {
 } loaded;
 
 static int load_file(const char *path, loaded *l) {
-    l->text = kern_read_file(path, &l->len);
+    l->text = kc_read_source(path, &l->len);
     if (!l->text) {
         fprintf(stderr, "kernc: error: cannot read '%s': %s\n", path, strerror(errno));
         return EXIT_IO;

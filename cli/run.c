@@ -74,21 +74,6 @@ bool kernc_parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char *
     char *end;
     errno = 0;
     *why = NULL;
-    /* integers as in the language: decimal or 0x hex, an optional '-', no octal from a
-     * leading zero and no spaces (strtoll would take "010" as 8 and " 16" as 16) */
-    if (t == KERN_I32 || t == KERN_I64 || t == KERN_U32) {
-        const char *d = s + (s[0] == '-');
-        bool hex = d[0] == '0' && (d[1] == 'x' || d[1] == 'X');
-        if (!hex && d[0] == '0' && d[1] != '\0') {
-            *why = "leading zeros are not allowed (there are no octal literals; write it in "
-                   "decimal or 0x hex)";
-            return false;
-        }
-        if (!hex && !(d[0] >= '0' && d[0] <= '9')) {
-            *why = "not an integer";
-            return false;
-        }
-    }
     switch (t) {
     case KERN_BOOL:
         if (!strcmp(s, "true") || !strcmp(s, "1")) {
@@ -103,6 +88,10 @@ bool kernc_parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char *
         return false;
     case KERN_I32:
     case KERN_I64: {
+        if (!kernc_int_syntax(s)) {
+            *why = "not an integer (decimal without leading zeros, or 0x hex)";
+            return false;
+        }
         long long v = strtoll(s, &end, 0);
         if (!*s || *end || errno) {
             *why = errno ? "out of range" : "not an integer";
@@ -118,6 +107,10 @@ bool kernc_parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char *
     case KERN_U32: {
         if (s[0] == '-') {
             *why = "negative value for u32";
+            return false;
+        }
+        if (!kernc_int_syntax(s)) {
+            *why = "not an integer (decimal without leading zeros, or 0x hex)";
             return false;
         }
         unsigned long long v = strtoull(s, &end, 0);
@@ -193,7 +186,7 @@ static int first(int rc, int next) { return rc ? rc : next; }
  * on failure. The caller frees the module and *ctx_out. */
 static ir_module *compile_file(const char *file, const kc_options *o, kc_ctx **ctx_out, int *rc) {
     size_t len;
-    char *text = kern_read_file(file, &len);
+    char *text = kc_read_source(file, &len);
     if (!text) {
         *rc = fail(KERNC_EXIT_IO, "cannot read '%s': %s", file, strerror(errno));
         return NULL;
@@ -820,7 +813,7 @@ int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o) {
         return fail(KERNC_EXIT_USAGE,
                     "gradcheck: missing KERNEL (kernc gradcheck FILE.kern KERNEL ...)");
     size_t len;
-    char *text = kern_read_file(a->file, &len);
+    char *text = kc_read_source(a->file, &len);
     if (!text)
         return fail(KERNC_EXIT_IO, "cannot read '%s': %s", a->file, strerror(errno));
     gradcheck_options go = *o;

@@ -7,17 +7,69 @@
 #include "../passes/passes.h"
 #include "lower.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+char *kc_read_source(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 65536, n = 0;
+    char *text = kern_xmalloc(cap + 1);
+    for (;;) {
+        if (n == cap) {
+            if (cap > KC_MAX_SOURCE_BYTES) /* one byte past the limit: enough to report */
+                break;
+            cap *= 2;
+            text = kern_xrealloc(text, cap + 1);
+        }
+        size_t want = cap - n, got = fread(text + n, 1, want, f);
+        n += got;
+        if (got < want)
+            break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(text);
+        errno = EIO;
+        return NULL;
+    }
+    if (n > (size_t)KC_MAX_SOURCE_BYTES + 1)
+        n = (size_t)KC_MAX_SOURCE_BYTES + 1;
+    text[n] = 0;
+    *len = n;
+    return text;
+}
+
+/* The source, registered; NULL after an error when it is longer than the limit. */
+static const kern_source *add_source(kc_ctx *ctx, const char *path, const char *text, size_t len) {
+    if (len > KC_MAX_SOURCE_BYTES) {
+        const kern_source *src = kc_add_source(ctx, path, "", 0);
+        kc_error(ctx, src, (kern_loc){0, 0},
+                 "the source is longer than the limit of %d bytes (8 MiB); split it into "
+                 "files",
+                 KC_MAX_SOURCE_BYTES);
+        return NULL;
+    }
+    return kc_add_source(ctx, path, text, len);
+}
+
 fe_file *kc_parse_source(kc_ctx *ctx, const char *path, const char *text, size_t len) {
-    const kern_source *src = kc_add_source(ctx, path, text, len);
+    const kern_source *src = add_source(ctx, path, text, len);
+    if (!src)
+        return NULL;
     int before = diag_errors(&ctx->diags);
     fe_file *f = fe_parse(ctx, src);
     return diag_errors(&ctx->diags) > before ? NULL : f;
 }
 
 fe_file *kc_check_source(kc_ctx *ctx, const char *path, const char *text, size_t len) {
-    const kern_source *src = kc_add_source(ctx, path, text, len);
+    const kern_source *src = add_source(ctx, path, text, len);
+    if (!src)
+        return NULL;
     int before = diag_errors(&ctx->diags);
     fe_file *f = fe_parse(ctx, src);
     /* Sema runs only on a tree without syntax errors: a recovered parse leaves holes

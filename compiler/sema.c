@@ -39,22 +39,60 @@ void fe_sema_warning(fe_sema *s, kern_loc loc, const char *fmt, ...) {
 
 /* ---- Items -------------------------------------------------------------------------- */
 
-static int item_index(const fe_sema *s, const fe_item *it) {
-    for (int i = 0; i < s->file->nitems; i++)
+/* ---- The item namespace: a hash table of names (a file may hold 10^5 items) ------------ */
+
+static uint32_t name_hash(const char *name) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return h;
+}
+
+/* The slot of name: the first item of that name, or the empty slot where it would go. */
+static uint32_t name_slot(const fe_sema *s, const char *name) {
+    uint32_t i = name_hash(name) & s->names_mask;
+    while (s->names[i] >= 0 && strcmp(s->file->items[s->names[i]]->name, name) != 0)
+        i = (i + 1) & s->names_mask;
+    return i;
+}
+
+static void build_names(fe_sema *s) {
+    uint32_t size = 16;
+    while (size < 2 * (uint32_t)s->file->nitems + 16)
+        size *= 2;
+    s->names = kern_xmalloc(sizeof *s->names * size);
+    s->names_mask = size - 1;
+    for (uint32_t i = 0; i < size; i++)
+        s->names[i] = -1;
+    for (int i = 0; i < s->file->nitems; i++) {
+        fe_item *it = s->file->items[i];
+        if (!it || !it->name)
+            continue;
+        uint32_t slot = name_slot(s, it->name);
+        if (s->names[slot] < 0) /* the first of a name stays */
+            s->names[slot] = i;
+    }
+}
+
+int fe_sema_item_index(const fe_sema *s, const fe_item *it) {
+    if (it && it->name) {
+        int i = s->names[name_slot(s, it->name)];
+        if (i >= 0 && s->file->items[i] == it)
+            return i;
+    }
+    for (int i = 0; i < s->file->nitems; i++) /* a later item of a duplicate name */
         if (s->file->items[i] == it)
             return i;
     kern_unreachable("item of another file");
 }
 
+static int item_index(const fe_sema *s, const fe_item *it) { return fe_sema_item_index(s, it); }
+
 fe_item *fe_sema_find_item(fe_sema *s, const char *name) {
     if (!name)
         return NULL;
-    for (int i = 0; i < s->file->nitems; i++) {
-        fe_item *it = s->file->items[i];
-        if (it && it->name && !strcmp(it->name, name))
-            return it;
-    }
-    return NULL;
+    int i = s->names[name_slot(s, name)];
+    return i >= 0 ? s->file->items[i] : NULL;
 }
 
 static const char *item_kind_name(fe_item_kind k) {
@@ -202,11 +240,21 @@ fe_sym *fe_sema_lookup_value(fe_sema *s, const char *name, kern_loc loc) {
 void fe_sema_note_call(fe_sema *s, fe_expr *call) {
     if (!s->fn)
         return;
-    kern_ptrvec *calls = &s->info[item_index(s, s->fn)].calls;
-    for (int i = 0; i < calls->len; i++)
-        if (((fe_expr *)calls->data[i])->call.func == call->call.func)
-            return;
-    ptrvec_push(calls, call);
+    fe_item_info *info = &s->info[s->fn_index];
+    ptrvec_push(&info->sites, call);
+    if (info->sites.len > info->site_depth_cap) {
+        info->site_depth_cap = info->sites.len * 2;
+        info->site_depth =
+            kern_xrealloc(info->site_depth, sizeof *info->site_depth * info->site_depth_cap);
+    }
+    info->site_depth[info->sites.len - 1] = s->depth;
+    /* distinct callees: bodies are checked one at a time, so a callee already called
+     * from this body carries its mark */
+    fe_item_info *callee = &s->info[item_index(s, call->call.func)];
+    if (callee->called_by == s->fn_index + 1)
+        return;
+    callee->called_by = s->fn_index + 1;
+    ptrvec_push(&info->calls, call);
 }
 
 /* ---- Consts ------------------------------------------------------------------------- */
@@ -409,12 +457,60 @@ static const fe_expr *find_range_use(const fe_expr *e, const range_use *u) {
     }
 }
 
+/* A range with constant bounds whose length does not fit its type (i32: 2^31 - 1, u32:
+ * 2^32 - 1, i64: 2^63 - 1) would wrap its trip count: an error. */
+static void check_range_length(fe_sema *s, const fe_range *r, const kern_type *t) {
+    if (!t || !r->lo || !r->hi || !r->lo->is_const || !r->hi->is_const)
+        return;
+    __int128 lo = t->kind == TY_U32 ? (__int128)(uint32_t)r->lo->cval.i : r->lo->cval.i;
+    __int128 hi = t->kind == TY_U32 ? (__int128)(uint32_t)r->hi->cval.i : r->hi->cval.i;
+    __int128 max = t->kind == TY_I32 ? INT32_MAX : t->kind == TY_U32 ? UINT32_MAX : INT64_MAX;
+    if (hi - lo > max)
+        fe_sema_error(s, r->loc,
+                      "the range of '%s' has %.0f iterations, more than an %s index can count "
+                      "(%.0f)",
+                      r->var, (double)(hi - lo), t->name, (double)max);
+}
+
+/* The first func call (atomics included) in e, or NULL. Array reads are fine: a bound read
+ * from an array is a top-level load, evaluated when the task starts (docs/ir.md). */
+static const fe_expr *memory_or_call(const fe_expr *e) {
+    if (!e)
+        return NULL;
+    const fe_expr *r = NULL;
+    switch (e->kind) {
+    case EX_INDEX:
+        for (int i = 0; i < e->index.nidx && !r; i++)
+            r = memory_or_call(e->index.idx[i]);
+        return r;
+    case EX_UNARY: return memory_or_call(e->unary.arg);
+    case EX_BINARY: r = memory_or_call(e->binary.lhs); return r ? r : memory_or_call(e->binary.rhs);
+    case EX_COND:
+        r = memory_or_call(e->cond.cond);
+        r = r ? r : memory_or_call(e->cond.a);
+        return r ? r : memory_or_call(e->cond.b);
+    case EX_CAST: return memory_or_call(e->cast.arg);
+    case EX_CALL:
+        if (e->call.builtin == BI_NONE ||
+            (e->call.builtin >= BI_ATOMIC_ADD && e->call.builtin <= BI_ATOMIC_MAX))
+            return e;
+        if (e->call.builtin == BI_LEN || e->call.builtin == BI_SHAPE)
+            return NULL; /* the array's shape, not its elements */
+        for (int i = 0; i < e->call.nargs && !r; i++)
+            r = memory_or_call(e->call.args[i]);
+        return r;
+    default: return NULL;
+    }
+}
+
 static void check_for(fe_sema *s, fe_stmt *st, bool top) {
     bool parallel = top && s->fn && s->fn->kind == IT_KERNEL;
     st->for_.parallel = parallel;
-    if (parallel && st->for_.nranges > KERN_MAX_TASK_RANGES)
-        fe_sema_error(s, st->loc, "a parallel for has at most %d ranges; this one has %d",
-                      KERN_MAX_TASK_RANGES, st->for_.nranges);
+    if (parallel && st->for_.nranges > FE_MAX_PARALLEL_RANGES)
+        fe_sema_error(s, st->for_.ranges[FE_MAX_PARALLEL_RANGES].loc,
+                      "a parallel for has at most %d ranges, this one has %d; nest a serial for "
+                      "inside for the others",
+                      FE_MAX_PARALLEL_RANGES, st->for_.nranges);
     int saved = push_scope(s);
     for (int k = 0; k < st->for_.nranges; k++) {
         fe_range *r = &st->for_.ranges[k];
@@ -424,6 +520,19 @@ static void check_for(fe_sema *s, fe_stmt *st, bool top) {
         if (lt && ht) {
             fe_expr **ops[2] = {&r->lo, &r->hi};
             t = fe_sema_unify_ints(s, ops, "range bounds");
+            check_range_length(s, r, t);
+        }
+        /* a parallel for's grid is sized before its threads start (runtime/launch.c),
+         * from values the host knows: not from array elements or func bodies (names of
+         * other tasks and loops have their own errors) */
+        for (int b = 0; parallel && t && b < 2; b++) {
+            const fe_expr *bad = memory_or_call(b ? r->hi : r->lo);
+            if (bad)
+                fe_sema_error(s, bad->loc,
+                              "the bounds of a parallel for may not call funcs or atomics (they "
+                              "are evaluated once, before the task's first iteration); compute "
+                              "the bound in a top-level let of parameters, constants, len, shape "
+                              "or array elements");
         }
         if (parallel && k > 0) {
             range_use u = {st, k};
@@ -445,6 +554,8 @@ static void check_for(fe_sema *s, fe_stmt *st, bool top) {
     s->loop = parallel ? LOOP_PARALLEL : LOOP_SERIAL;
     check_block(s, st->for_.body);
     s->loop = loop;
+    if (parallel)
+        fe_sema_warn_races(s, st);
     pop_scope(s, saved);
 }
 
@@ -470,9 +581,24 @@ static void check_return(fe_sema *s, fe_stmt *st) {
     }
 }
 
+static void check_stmt_kind(fe_sema *s, fe_stmt *st, bool top);
+
 static void check_stmt(fe_sema *s, fe_stmt *st, bool top) {
     if (!st)
         return;
+    if (!s->fn) {
+        check_stmt_kind(s, st, top);
+        return;
+    }
+    fe_item_info *info = &s->info[s->fn_index];
+    info->nodes++;
+    if (++s->depth > info->max_depth)
+        info->max_depth = s->depth;
+    check_stmt_kind(s, st, top);
+    s->depth--;
+}
+
+static void check_stmt_kind(fe_sema *s, fe_stmt *st, bool top) {
     switch (st->kind) {
     case ST_LET:
     case ST_VAR: check_decl(s, st, top); break;
@@ -592,6 +718,7 @@ static void declare_params(fe_sema *s, fe_item *it) {
 
 static void check_body(fe_sema *s, fe_item *it) {
     s->fn = it;
+    s->fn_index = item_index(s, it);
     s->const_ctx = false;
     s->locals.len = 0;
     s->scope_start = 0;
@@ -638,52 +765,68 @@ static void check_body(fe_sema *s, fe_item *it) {
 
 /* ---- Recursion ---------------------------------------------------------------------- */
 
+/* An explicit stack, not recursion: a file may chain 10^5 funcs. */
 typedef struct call_dfs {
     fe_sema *s;
     int *color; /* 0 unvisited, 1 on the path, 2 done */
-    int *path;
+    int *path;  /* the items on the path, outermost first */
+    int *next;  /* per path entry: the next call of its item to follow */
     int depth;
 } call_dfs;
 
-static void dfs(call_dfs *d, int i) {
+static void report_cycle(call_dfs *d, const fe_expr *call, int j) {
     fe_sema *s = d->s;
-    d->color[i] = 1;
-    d->path[d->depth++] = i;
-    kern_ptrvec *calls = &s->info[i].calls;
-    for (int c = 0; c < calls->len; c++) {
-        fe_expr *call = calls->data[c];
+    kern_buf b = {0};
+    int k = d->depth - 1;
+    while (d->path[k] != j)
+        k--;
+    for (; k < d->depth; k++)
+        buf_printf(&b, "%s -> ", s->file->items[d->path[k]]->name);
+    buf_puts(&b, s->file->items[j]->name);
+    fe_sema_error(s, call->call.name_loc,
+                  "recursive call: %s; funcs are inlined, so recursion is not allowed", b.data);
+    buf_free(&b);
+}
+
+static void dfs(call_dfs *d, int root) {
+    fe_sema *s = d->s;
+    d->color[root] = 1;
+    d->path[0] = root;
+    d->next[0] = 0;
+    d->depth = 1;
+    while (d->depth > 0) {
+        int i = d->path[d->depth - 1];
+        kern_ptrvec *calls = &s->info[i].calls;
+        if (d->next[d->depth - 1] == calls->len) {
+            d->color[i] = 2;
+            d->depth--;
+            continue;
+        }
+        fe_expr *call = calls->data[d->next[d->depth - 1]++];
         int j = item_index(s, call->call.func);
         if (d->color[j] == 1) {
-            kern_buf b = {0};
-            int k = d->depth - 1;
-            while (d->path[k] != j)
-                k--;
-            for (; k < d->depth; k++)
-                buf_printf(&b, "%s -> ", s->file->items[d->path[k]]->name);
-            buf_puts(&b, s->file->items[j]->name);
-            fe_sema_error(s, call->call.name_loc,
-                          "recursive call: %s; funcs are inlined, so recursion is not allowed",
-                          b.data);
-            buf_free(&b);
+            report_cycle(d, call, j);
         } else if (d->color[j] == 0) {
-            dfs(d, j);
+            d->color[j] = 1;
+            d->path[d->depth] = j;
+            d->next[d->depth++] = 0;
         }
     }
-    d->depth--;
-    d->color[i] = 2;
 }
 
 static void check_recursion(fe_sema *s) {
     int n = s->file->nitems;
     size_t cnt = n > 0 ? (size_t)n : 1;
-    call_dfs d = {s, calloc(cnt, sizeof(int)), calloc(cnt, sizeof(int)), 0};
-    if (!d.color || !d.path)
+    call_dfs d = {s, calloc(cnt, sizeof(int)), calloc(cnt, sizeof(int)), calloc(cnt, sizeof(int)),
+                  0};
+    if (!d.color || !d.path || !d.next)
         kern_oom(cnt * sizeof(int));
     for (int i = 0; i < n; i++)
         if (s->file->items[i] && s->file->items[i]->kind == IT_FUNC && d.color[i] == 0)
             dfs(&d, i);
     free(d.color);
     free(d.path);
+    free(d.next);
 }
 
 /* ---- Entry point -------------------------------------------------------------------- */
@@ -705,6 +848,7 @@ bool fe_check(kc_ctx *ctx, fe_file *file) {
         kern_oom(cnt * sizeof(fe_item_info));
     for (int i = 0; i < n; i++)
         s->info[i].item = file->items[i];
+    build_names(s);
 
     /* (1) the item namespace */
     for (int i = 0; i < n; i++) {
@@ -738,11 +882,18 @@ bool fe_check(kc_ctx *ctx, fe_file *file) {
     for (int i = 0; i < n; i++)
         if (file->items[i] && file->items[i]->kind != IT_CONST)
             check_body(s, file->items[i]);
-    /* (4) the call graph */
+    /* (4) the call graph: recursion, then (on a graph without cycles) the inline limits */
+    int before_calls = ctx->diags.errors;
     check_recursion(s);
+    if (ctx->diags.errors == before_calls)
+        fe_sema_check_inlining(s);
 
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         ptrvec_free(&s->info[i].calls);
+        ptrvec_free(&s->info[i].sites);
+        free(s->info[i].site_depth);
+    }
+    free(s->names);
     free(s->info);
     ptrvec_free(&s->locals);
     ptrvec_free(&s->const_stack);

@@ -37,12 +37,23 @@ static inline bool fe_is_untyped(const kern_type *t) {
 
 typedef enum fe_loop_kind { LOOP_NONE, LOOP_SERIAL, LOOP_PARALLEL } fe_loop_kind;
 
+/* The ranges of one parallel for: the dimensions of a parallel task (the lowering, the
+ * metadata's KERN_META_MAX_TASK_DIMS and every backend take this many). */
+enum { FE_MAX_PARALLEL_RANGES = 8 };
+
 /* Per item: const resolution state and the funcs a func calls (recursion check). */
 typedef struct fe_item_info {
     fe_item *item;
     int state;         /* consts: 0 unresolved, 1 resolving, 2 resolved */
     bool cyclic;       /* consts: part of a reported cycle */
     kern_ptrvec calls; /* funcs and kernels: EX_CALL nodes of distinct callees */
+    kern_ptrvec sites; /* funcs and kernels: every EX_CALL node of a func (inline limits) */
+    int64_t nodes;     /* funcs and kernels: statements and expressions of the body */
+    int called_by;     /* funcs: 1 + the index of the last item whose body called it */
+    int max_depth;     /* funcs and kernels: the deepest nesting of statements and
+                          expressions in the body */
+    int *site_depth;   /* per entry of sites: the nesting at the call */
+    int site_depth_cap;
 } fe_item_info;
 
 typedef struct fe_sema {
@@ -54,6 +65,10 @@ typedef struct fe_sema {
     kern_ptrvec const_stack; /* consts being resolved, outermost first (cycle messages) */
     /* The body being checked. */
     fe_item *fn;             /* func or kernel; NULL in a const initializer */
+    int fn_index;            /* its index in file->items */
+    int depth;               /* nesting of the statement or expression being checked */
+    int *names;              /* open-addressing table of item indices by name (-1: empty) */
+    uint32_t names_mask;     /* its size - 1, a power of two minus one */
     bool const_ctx;          /* checking a const initializer: no locals, no calls */
     kern_ptrvec locals;      /* visible locals and params, innermost last */
     int scope_start;         /* index in locals where the innermost scope begins */
@@ -78,6 +93,14 @@ fe_item *fe_sema_find_item(fe_sema *s, const char *name);
 fe_sym *fe_sema_lookup_value(fe_sema *s, const char *name, kern_loc loc);
 /* Records that the body being checked calls func callee (recursion check). */
 void fe_sema_note_call(fe_sema *s, fe_expr *call);
+/* The index of item it in file->items. */
+int fe_sema_item_index(const fe_sema *s, const fe_item *it);
+/* sema_race.c: warns about reads of a parallel for (a checked ST_FOR) that other threads
+ * of the loop may write. */
+void fe_sema_warn_races(fe_sema *s, const fe_stmt *loop);
+/* sema_inline.c: after the recursion check, the limits of inlining (driver.h): the depth
+ * of call chains and the nodes inlining adds to each kernel. */
+void fe_sema_check_inlining(fe_sema *s);
 /* Resolves a const item (folding its initializer) and returns its symbol. */
 fe_sym *fe_sema_resolve_const(fe_sema *s, fe_item *it, kern_loc use);
 /* A close name among the visible locals and items (and builtins when calls is set), or

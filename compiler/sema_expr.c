@@ -787,11 +787,29 @@ static const kern_type *check_call(fe_sema *s, fe_expr *e, const kern_type *hint
 
 /* ---- Entry points ------------------------------------------------------------------- */
 
+static const kern_type *sema_expr(fe_sema *s, fe_expr **slot, const kern_type *hint,
+                                  unsigned flags);
+
 const kern_type *fe_sema_expr(fe_sema *s, fe_expr **slot, const kern_type *hint,
                               unsigned flags) {
-    fe_expr *e = *slot;
-    if (!e)
+    if (!*slot)
         return NULL;
+    /* the size and the nesting that inlining copies (sema_inline.c) */
+    if (s->fn) {
+        fe_item_info *info = &s->info[s->fn_index];
+        info->nodes++;
+        if (++s->depth > info->max_depth)
+            info->max_depth = s->depth;
+    }
+    const kern_type *t = sema_expr(s, slot, hint, flags);
+    if (s->fn)
+        s->depth--;
+    return t;
+}
+
+static const kern_type *sema_expr(fe_sema *s, fe_expr **slot, const kern_type *hint,
+                                  unsigned flags) {
+    fe_expr *e = *slot;
     e->is_const = false;
     const kern_type *t = NULL;
     switch (e->kind) {

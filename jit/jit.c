@@ -118,7 +118,7 @@ kern_status kern_module_from_file_source(kern_context *ctx, const char *path, ke
                         path ? "out" : "path");
     *out = NULL;
     size_t len;
-    char *text = kern_read_file(path, &len);
+    char *text = kc_read_source(path, &len);
     if (!text)
         return rt_error(ctx, KERN_ERR_NOT_FOUND, "cannot read '%s'", path);
     kern_status st = kern_module_from_source(ctx, text, len, path, out);

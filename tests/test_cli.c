@@ -191,7 +191,7 @@ Test(cli, integer_arguments_are_not_octal) {
                        "w=examples/data/w.npy out=examples/data/out.npy ";
     char args[512];
     snprintf(args, sizeof args, "%ssteps=010", base);
-    expect(args, 1, "steps=010: leading zeros are not allowed (there are no octal literals");
+    expect(args, 1, "steps=010: not an integer (decimal without leading zeros, or 0x hex)");
     snprintf(args, sizeof args, "%s'steps= 16'", base);
     expect(args, 1, "not an integer");
     /* 16 and 0x10 are one value: the same output line */
@@ -216,7 +216,7 @@ Test(cli, parallel_for_range_limit) {
                      "e in 0..2, f in 0..2, g in 0..2, q in 0..2, h in 0..len(x) { "
                      "atomic_add(x[h], 1.0); }\n}\n");
     snprintf(args, sizeof args, "check '%s'", path);
-    expect(args, 1, "a parallel for has at most 8 ranges; this one has 9");
+    expect(args, 1, "a parallel for has at most 8 ranges, this one has 9");
     snprintf(args, sizeof args, "emit '%s' --emit=llvm", path);
     expect(args, 1, "a parallel for has at most 8 ranges");
     write_text(path, "kernel k(x: f32[]) {\n  for a in 0..2, b in 0..2, c in 0..2, d in 0..2, "
@@ -853,6 +853,37 @@ Test(cli, subcommand_help) {
     free(r.out);
 }
 
+/* Integer bindings are decimal or 0x hex, as docs/cli.md says: a leading zero is an
+ * error (never octal), in run and in gradcheck alike. */
+Test(cli, integer_bindings_are_not_octal) {
+    char src[64], px[64], args[512];
+    temp_file(src, ".kern",
+              "kernel k(x: f32[], n: i32) {\n"
+              "    for i in 0..len(x) {\n"
+              "        x[i] = f32(n);\n"
+              "    }\n"
+              "}\n");
+    float v[2] = {0, 0};
+    temp_npy_f32(px, v, 2);
+    const char *bad[] = {"010", "08", " 5", "0x", "1e3"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(args, sizeof args, "run %s k x=%s 'n=%s'", src, px, bad[i]);
+        expect(args, 1, "not an integer (decimal without leading zeros, or 0x hex)");
+        snprintf(args, sizeof args, "gradcheck %s k 'n=%s'", src, bad[i]);
+        expect(args, 1, "not a value of the parameter's type i32");
+    }
+    const char *good[][2] = {{"10", "10"}, {"0x1F", "31"}, {"-0x10", "-16"}, {"0", "0"}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        snprintf(args, sizeof args, "run %s k x=%s n=%s --save x=%s", src, px, good[i][0], px);
+        expect(args, 0, NULL);
+        float out[2];
+        read_npy_f32(px, out, 2);
+        cr_expect_eq(out[0], (float)atof(good[i][1]), "n=%s: %g", good[i][0], (double)out[0]);
+    }
+    unlink(src);
+    unlink(px);
+}
+
 Test(cli, run_options_usage) {
     expect("run tests/golden/ir/saxpy.kern saxpy --threads 0", 2, "--threads");
     expect("run tests/golden/ir/saxpy.kern saxpy --threads x", 2, "--threads");
@@ -1134,4 +1165,48 @@ Test(cli_grad, gradcheck_nonsmooth_while) {
     unlink(src);
     unlink(px);
     unlink(p2);
+}
+
+/* A check-time warning when a thread of a parallel for reads what other threads write,
+ * naming the parallel index; none where each element belongs to one thread or the
+ * accesses never meet. Status 0 either way: a warning. */
+Test(cli, check_warns_parallel_races) {
+    struct {
+        const char *body; /* in kernel k(x: f32[], y: f32[], u: f32[,], t: i32) */
+        const char *warn; /* NULL: no warning */
+    } cases[] = {
+        {"for i in 0..len(x) - 1 {\n        x[i] = x[i + 1];\n    }", "over 'i'"},
+        {"for i in 0..len(x) {\n        for j in 0..len(x) {\n            y[i] += x[j];\n"
+         "        }\n        x[i] = y[i];\n    }",
+         "'x' is read here and written (line 6)"},
+        {"for i in 0..len(x), j in 0..len(x) {\n        u[i, j] = u[j, i];\n    }",
+         "over 'i', 'j'"},
+        {"for i in 0..len(x) {\n        let m = atomic_max(x[0], 1.0);\n        y[i] = x[i] + m;"
+         "\n    }",
+         "'x' is read here"},
+        {"for i in 0..len(x) {\n        x[i] = x[i] * 2.0;\n        x[i] *= 3.0;\n    }", NULL},
+        {"for i in 0..shape(u, 1) {\n        u[t, i] = u[t - 1, i] + u[t - 1, i + 1];\n    }",
+         NULL},
+        {"for i in 0..len(x) {\n        y[i] = x[i] + x[0];\n    }", NULL},
+        {"for i in 0..len(x) {\n        y[0] += x[i];\n    }", NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char src[64], args[128], text[1024];
+        snprintf(text, sizeof text,
+                 "kernel k(x: f32[], y: f32[], u: f32[,], t: i32) {\n    %s\n}\n", cases[c].body);
+        temp_file(src, ".kern", text);
+        snprintf(args, sizeof args, "check %s", src);
+        run_result r = run(args);
+        cr_expect_eq(r.status, 0, "%s\n%s", text, r.out);
+        if (cases[c].warn)
+            cr_expect(strstr(r.out, "warning:") && strstr(r.out, cases[c].warn) &&
+                          strstr(r.out, "run in no order"),
+                      "case %zu: expected a warning with '%s':\n%s\n%s", c, cases[c].warn, text,
+                      r.out);
+        else
+            cr_expect(strstr(r.out, "warning") == NULL, "case %zu: no warning expected:\n%s\n%s", c,
+                      text, r.out);
+        free(r.out);
+        unlink(src);
+    }
 }
