@@ -1,5 +1,5 @@
-/* gradcheck.c - K.grad against central finite differences in f64 (gradcheck.h, spec
- * section 10, docs/cli.md).
+/* gradcheck.c - K.grad against central finite differences in f64 (gradcheck.h,
+ * docs/reference.md section 10, docs/cli.md).
  *
  * Algorithm:
  *   1. compile the source twice with K.grad (KC_GRAD_ALL, grad_only = K): promoted to f64
@@ -13,7 +13,7 @@
  *   3. analytic, as a user runs it: run K (or the --steps sequence of K) of each module
  *      through a tape, then the tape's backward pass, which runs K.grad on the state K
  *      left with p.grad = w_p for arrays (scalars start at 0: L does not read them after
- *      K); that gives dL/d(input) (spec section 8);
+ *      K); that gives dL/d(input) (docs/reference.md section 8);
  *   4. numeric: for a sample of the input elements of the differentiable parameters
  *      (all of them up to max_checks, else evenly spaced), run the f64 K from the restored
  *      inputs with the element at x + h and at x - h and take

@@ -1,4 +1,4 @@
-/* gradcheck.h - checks a kernel's gradient against finite differences (spec section 10):
+/* gradcheck.h - checks a kernel's gradient against finite differences (reference section 10):
  * the engine of `kernc gradcheck` (cli/gradcheck.c), usable from tests as well.
  *
  * The kernel K is compiled twice: once with every f32 promoted to f64 (ad_promote_f64),
@@ -54,7 +54,7 @@ typedef struct gradcheck_worst {
 typedef struct gradcheck_result {
     int elements;             /* elements checked */
     gradcheck_worst f64, f32; /* the worst element of each precision */
-    char primal_written[64];  /* a primal array that K.grad changed ("" when none: spec
+    char primal_written[64];  /* a primal array that K.grad changed ("" when none: the reference's
                                   section 8 says it never does) */
     int nonsmooth;            /* elements beyond tolerance where a step of +-h changed the
                                  iteration count of a loop of K: not compared */

@@ -1,4 +1,4 @@
-/* main.c - the `kernc` command line (docs/cli.md, spec section 10).
+/* main.c - the `kernc` command line (docs/cli.md, docs/reference.md section 10).
  *
  *   kernc check FILE.kern
  *   kernc emit FILE.kern --emit=WHAT [-o OUT] [--target=T] [--kernel NAME]

@@ -1,5 +1,5 @@
-/* run.c - `kernc run`, `kernc build` and `kernc gradcheck` (spec section 10,
- * docs/cli.md).
+/* run.c - `kernc run`, `kernc build` and `kernc gradcheck` (docs/reference.md
+ * section 10, docs/cli.md).
  *
  * run:   compiles the file with the command line's options (with the one gradient kernel
  *        asked for when KERNEL is K.grad), JITs it (libkern-jit, jit/jit.h), binds every
@@ -272,7 +272,7 @@ static bool zero_adjoint(kern_context *ctx, kern_kernel *k, const kern_param_inf
 
 /* The launches of a run: k once, or --steps N times with the step argument = 0..N-1.
  * For K.grad with --steps, K runs N times through a tape and the tape's backward pass
- * runs the N gradient launches (spec section 8: newest first), with the bound adjoints
+ * runs the N gradient launches (docs/reference.md section 8: newest first), with the bound adjoints
  * as the tape's adjoint buffers; a scalar's adjoint adds the records' contributions. */
 static kern_status launch_run(const kernc_run_args *a, kern_context *ctx, kern_module *mod,
                               kern_kernel *k, kern_arg *args, kern_buffer **bufs, int step_idx,

@@ -1,4 +1,4 @@
-/* sizeexpr.h - SizeExpr: the symbolic capacity of an adstack (spec section 9).
+/* sizeexpr.h - SizeExpr: the symbolic capacity of an adstack (docs/reference.md section 9).
  *
  * The compiler (passes/ad_size.c) derives, for every loop whose carried values the
  * reverse sweep needs, an upper bound on the number of pushes one thread makes: the

@@ -7,7 +7,7 @@
  * and an unterminated block comment is reported at its start and ends the input.
  * After the end of the text, every call returns TK_EOF.
  *
- * Lexical rules (language spec section 2, choices in docs/ast.md):
+ * Lexical rules (docs/reference.md section 2, choices in docs/ast.md):
  *   - whitespace: space, \t, \n, \r, \f, \v; a UTF-8 byte-order mark at the very start is
  *     skipped; comments run from // to the end of the line or from slash-star to the next
  *     star-slash (not nested);

@@ -286,7 +286,7 @@ static void lower_assign(lw *L, const fe_stmt *st) {
     L->b.loc = st->assign.op_loc;
     switch (op) {
     case AS_SET: ir_store(&L->b, arr, idx, n, v); break;
-    /* On array elements += and -= are atomic (spec section 5). */
+    /* On array elements += and -= are atomic (docs/reference.md section 5). */
     case AS_ADD: ir_atomic(&L->b, IR_ATOMIC_ADD, arr, idx, n, v); break;
     case AS_SUB: ir_atomic(&L->b, IR_ATOMIC_SUB, arr, idx, n, v); break;
     case AS_MUL:

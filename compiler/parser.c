@@ -1,6 +1,6 @@
 /* parser.c - recursive-descent parser: tokens to the AST of ast.h (fe_parse).
  *
- * One function per grammar rule, with the rule above it (language spec sections 4-6).
+ * One function per grammar rule, with the rule above it (docs/reference.md sections 4-6).
  * The lexer runs on demand, one token ahead at most, so lexer and parser diagnostics
  * arrive in source order.
  *
@@ -439,7 +439,7 @@ static fe_expr *parse_unary(parser *p) {
     return e;
 }
 
-/* Binary precedence levels, lowest first (spec section 6). */
+/* Binary precedence levels, lowest first (docs/reference.md section 6). */
 enum { PREC_NONE, PREC_OR, PREC_AND, PREC_BITWISE, PREC_EQUALITY, PREC_RELATIONAL,
        PREC_SHIFT, PREC_ADDITIVE, PREC_MULTIPLICATIVE };
 

@@ -1,7 +1,7 @@
 /* sema.c - semantic analysis of a parsed file (fe_check, ast.h): items and scopes,
  * statements, kernels as task sequences, control-flow rules, return paths and recursion.
  * Expressions are typed in sema_expr.c, constants folded in sema_fold.c; the choices the
- * spec leaves open are written down in docs/semantics.md.
+ * reference (docs/reference.md) leaves open are written down in docs/semantics.md.
  *
  * Order of work: (1) the item namespace (consts, funcs and kernels share it; any order of
  * definition), (2) every const, folded on demand so a const may use a later one (a
@@ -13,7 +13,7 @@
  * innermost scope. The parameters form the outermost scope of a body; the body's block is
  * a scope of its own, so `var x = x;` copies a parameter into a mutable local.
  *
- * Kernel tasks (spec section 8): each top-level `for` of a kernel is a parallel task; each
+ * Kernel tasks (reference section 8): each top-level `for` of a kernel is a parallel task; each
  * maximal run of other top-level statements is a serial task. Symbols record their task;
  * a local of one task used in another is an error unless it is a uniform top-level let. */
 #include <stdarg.h>

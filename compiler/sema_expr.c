@@ -6,7 +6,7 @@
  * expression), an untyped literal simply takes the needed type. After sema the operands of
  * every operator have exactly the type the operator works in.
  *
- * Operand classes (spec section 6): + - * / and ordering comparisons take numbers, % | ^ &
+ * Operand classes (reference section 6): + - * / and ordering comparisons take numbers, % | ^ &
  * << >> ~ integers, == != any scalar, && || ! ?:-conditions bool. Operands of one operator
  * are promoted to the wider type in the order bool < i32 < u32 < i64 < f32 < f64; an
  * untyped operand takes the other operand's type when it can (an integer literal any
@@ -908,7 +908,7 @@ bool fe_sema_is_uniform(const fe_expr *e) {
         case BI_ATOMIC_MIN:
         case BI_ATOMIC_MAX: return false;
         case BI_NONE:
-            /* the spec lists parameters, constants, len and shape: a func body may hold
+            /* the reference lists parameters, constants, len and shape: a func body may hold
              * loops, which the lowering does not hoist out of tasks */
             return false;
         default: break;

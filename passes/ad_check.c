@@ -1,4 +1,4 @@
-/* ad_check.c - the global-access check of reverse mode (spec section 8, "Reads of memory
+/* ad_check.c - the global-access check of reverse mode (reference section 8, "Reads of memory
  * that K later changes"; docs/grad-check.md).
  *
  * K.grad re-reads every array element that K read, so it needs each one as K saw it. This

@@ -1,4 +1,4 @@
-/* ad_grad.c - reverse mode: builds K.grad from the primal kernel K (spec section 8).
+/* ad_grad.c - reverse mode: builds K.grad from the primal kernel K (docs/reference.md section 8).
  *
  * Signature: K's parameters, then one adjoint array `p.grad` per differentiable
  * parameter p (float element type, not nograd); a scalar's adjoint is an array of length

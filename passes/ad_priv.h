@@ -36,7 +36,7 @@ ir_value *ad_val(ad_ctx *a, ir_value *v);
 /* adj(v) += d; ignored when v is not a float scalar. */
 void ad_accum(ad_ctx *a, ir_value *v, ir_value *d);
 /* Accumulates the adjoint g of the result of the pure scalar op `op` (ad_rules.c): the
- * rule of each opcode, with the spec's values at non-differentiable points. */
+ * rule of each opcode, with the reference's values (section 8) at non-differentiable points. */
 void ad_rule_pure(ad_ctx *a, ir_op *op, ir_value *g);
 
 #endif

@@ -5,7 +5,7 @@
  * already), and the adstack table. A cast whose operand and result then have the same
  * type (f32 <-> f64 in the source) is removed and its uses take the operand.
  * Why: gradcheck compares K.grad with central finite differences; both must run in f64
- * so that the differences measure the derivative and not f32 rounding (spec section 10).
+ * so that the differences measure the derivative and not f32 rounding (reference section 10).
  * Where: after lowering and the first optimization, before the gradient kernels are built
  * (kc_options.promote_f64 in kc_compile_source). Requires a verified module; keeps it
  * verified (every op's type rule holds again after the uniform retyping). Never frees. */

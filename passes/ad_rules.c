@@ -4,7 +4,7 @@
  * g * df/dx into adj(x) and so on (ad_accum), using the primal values of the copy being
  * built (ad_val). Ops without a float result (integer arithmetic, comparisons, DIM) and
  * the piecewise-constant ones (floor, ceil, round, sign) carry no gradient. Values at
- * non-differentiable points follow spec section 8: abs'(0) = 0 (through sign), min and
+ * non-differentiable points follow docs/reference.md section 8: abs'(0) = 0 (through sign), min and
  * max give the whole adjoint to operand 0 on ties, clamp is min(max(x, lo), hi) with the
  * same tie rule, sqrt'(0) = +inf as IEEE arithmetic gives it. pow's partial in the
  * exponent is 0 where the base is not positive (log is undefined there), and its partial

@@ -1,5 +1,5 @@
-/* ad_size.c - the adstack capacity of a loop: its trip count as a SizeExpr (spec section
- * 9; common/sizeexpr.h; docs/sizeexpr.md).
+/* ad_size.c - the adstack capacity of a loop: its trip count as a SizeExpr
+ * (docs/reference.md section 9; common/sizeexpr.h; docs/sizeexpr.md).
  *
  * K.grad recomputes inner loops once per outer iteration, so a loop's adstacks only ever
  * hold one execution of that loop: the capacity is the loop's own trip count

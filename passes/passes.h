@@ -24,7 +24,7 @@ bool ir_opt_private_atomics(ir_module *m);
 
 /* ---- Reverse mode (docs/autodiff.md) ------------------------------------------------ */
 
-/* The global-access check of spec section 8 on primal kernel k (passes/ad_check.c): for
+/* The global-access check of reference section 8 on primal kernel k (passes/ad_check.c): for
  * every read of an array element that k may write afterwards (same task or a later one),
  * reports an error at the read with a note at the write (warnings instead when
  * as_warning) and the suggested fixes. Returns false when it reported an error. */

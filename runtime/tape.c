@@ -4,7 +4,7 @@
  * A record keeps the kernel and a copy of the kern_arg array (buffer pointers, scalar
  * values). Backward walks the records newest first and launches "<K>.grad" from K's
  * module with the recorded arguments followed by one adjoint per differentiable
- * parameter of K (spec section 8: element type f32 or f64, not nograd): the adjoint
+ * parameter of K (docs/reference.md section 8: element type f32 or f64, not nograd): the adjoint
  * buffer associated with an array argument's buffer (set by the user, or created zeroed
  * by the tape on first use), and a fresh zeroed f32[1]/f64[1] per (record, scalar
  * parameter), which K.grad accumulates into. Since K.grad turns dL/d(state after K) into

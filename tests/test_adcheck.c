@@ -3,7 +3,7 @@
  *
  * Each program is lowered and optimized to the primal IR that the driver checks, and
  * ad_check_kernel runs on every kernel into a sink of its own, so these tests do not depend
- * on the gradient transform. The expectations come from spec section 8: which read/write
+ * on the gradient transform. The expectations come from reference section 8: which read/write
  * pairs must be rejected and which the check must prove safe. Locations in the expected
  * messages were counted by hand from the sources below (a read is located at the array
  * name, a store and `*=` at their operator, an atomic call at its name). A few tests go

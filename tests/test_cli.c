@@ -573,7 +573,7 @@ Test(cli_grad, usage_errors) {
     expect("run tests/golden/ir/simulate.kern nope.grad", 1, "no kernel named 'nope.grad'");
 }
 
-/* Spec section 8: x[i - 1] is read and x[i] written by another thread of the same task;
+/* reference section 8: x[i - 1] is read and x[i] written by another thread of the same task;
  * K.grad would re-read the new value. An error at the read with a note at the write. */
 Test(cli_grad, global_access_check) {
     char src[64], args[512];

@@ -6,7 +6,7 @@
  * K. With L = sum over differentiable array parameters p of w_p . (p after the launches),
  * w_p fixed random weights, the finite difference of L in an input element is
  * dL/d(that element before the launches), which is what K.grad leaves in p.grad when it
- * starts from p.grad = w_p (spec section 8: read-only
+ * starts from p.grad = w_p (docs/reference.md section 8: read-only
  * adjoints accumulate, overwritten elements are replaced, += passes through, scalars sum).
  * Differentiable scalars s pass through K unchanged, so L also has a term w_s s and s.grad
  * starts at w_s: K.grad must add to it, not overwrite it.
@@ -17,7 +17,7 @@
  * (same inputs, all of which are f32 values) within RTOL32 = 2e-3, both relative to
  * max(M_p, 1e-3 M), M_p the largest |FD| of the parameter, M the largest over all.
  *
- * Besides the corpus: exact values at the kinks the spec fixes (abs'(0) = 0, min/max ties
+ * Besides the corpus: exact values at the kinks the reference fixes (abs'(0) = 0, min/max ties
  * go to the first argument, sqrt'(0) = +inf), and a self-test of the harness against a
  * hand-written adjoint kernel (and one with a planted error that it must catch). */
 #include <criterion/criterion.h>
@@ -553,7 +553,7 @@ static bool compile(const gcase *c, const char *type, run *r, msgbuf *m) {
     return true;
 }
 
-/* Checks K.grad's signature against the spec: K's parameters, then p.grad for each
+/* Checks K.grad's signature against the reference (section 8): K's parameters, then p.grad for each
  * differentiable p (arrays: same dtype and rank; scalars: rank 1). */
 static bool check_signature(const gcase *c, run *r, const aval *vals, int np, msgbuf *m) {
     int ndiff = 0;
@@ -884,8 +884,8 @@ static const char *MANUAL_SRC =
     "        c[i % n] += x[i] * x[i];\n"
     "    }\n"
     "}\n"
-    /* the adjoint written by hand from the spec: y is overwritten (its adjoint is replaced
-       by 0), c is += (passes through), x and a accumulate. */
+    /* the adjoint written by hand from reference section 8: y is overwritten (its adjoint is
+       replaced by 0), c is += (passes through), x and a accumulate. */
     "kernel k_adj(x: REAL[], y: REAL[], c: REAL[], a: REAL, n: i32,\n"
     "             gx: REAL[], gy: REAL[], gc: REAL[], ga: REAL[]) {\n"
     "    for i in 0..len(x) {\n"
@@ -939,7 +939,7 @@ Test(grad_harness, subst_real_whole_words) {
     free(s);
 }
 
-/* ---- exact values at the kinks the spec fixes ---------------------------------------- */
+/* ---- exact values at the kinks the reference fixes ----------------------------------- */
 
 /* Compiles src (REAL = type), runs K.grad for kernel "k" once with out.grad = 1 and the
  * other adjoints 0, and returns a.grad[0], b.grad[0] of k(a: T[], b: T[], out: T[]). */

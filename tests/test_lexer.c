@@ -3,7 +3,7 @@
  *
  * Token streams are compared as text: each token is its spelling for keywords and
  * punctuation, `id:NAME`, `int:VALUE`, `float:VALUE` (%g), `error` or `eof`. The expected
- * strings are written from the language spec (section 2), not from the lexer's output. */
+ * strings are written from the language reference (section 2), not from the lexer's output. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>

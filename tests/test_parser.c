@@ -1,7 +1,7 @@
 /* test_parser.c - the parser (fe_parse) and the AST printer (fe_print_ast).
  *
  * Trees are checked through their printed form (docs/ast.md). Precedence tests strip the
- * LINE:COL locations and compare with the tree the spec's precedence table implies;
+ * LINE:COL locations and compare with the tree the reference's precedence table implies;
  * statement and item tests keep the locations, counted by hand from the source text.
  * Error tests compare every diagnostic as "LINE:COL: message". */
 #include <criterion/criterion.h>
@@ -104,7 +104,7 @@ static void expect_errors(const char *src, const char *want) {
     parsed_free(&r);
 }
 
-/* ---- Precedence and associativity (spec section 6) -------------------------------- */
+/* ---- Precedence and associativity (docs/reference.md section 6) ------------------- */
 
 Test(parser, arithmetic_precedence) {
     expect_expr("1 + 2 * 3", "(binary + (int 1) (binary * (int 2) (int 3)))");
@@ -205,7 +205,7 @@ Test(parser, operator_locations) {
     expect_tree("const X = (((y)));", "(const X 1:1 (name y 1:14))\n");
 }
 
-/* ---- Statements (spec section 5) -------------------------------------------------- */
+/* ---- Statements (docs/reference.md section 5) ------------------------------------- */
 
 Test(parser, let_and_var) {
     expect_body("let x = 1;", "    (let x 1:14 (int 1 1:22))");
@@ -278,7 +278,7 @@ Test(parser, several_statements_and_lines) {
                 "    (assign += 4:5 (name x 4:5) (int 2 4:10))))\n");
 }
 
-/* ---- Items (spec section 4) ------------------------------------------------------- */
+/* ---- Items (docs/reference.md section 4) ------------------------------------------ */
 
 Test(parser, consts) {
     expect_tree("const N = 4;", "(const N 1:1 (int 4 1:11))\n");

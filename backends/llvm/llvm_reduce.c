@@ -12,7 +12,7 @@
  * item into s.grad[0]) and user reductions (sum of squares, losses).
  *
  * The element receives the same total; float additions are grouped per chunk instead of
- * one by one (docs/backend-cpu.md; the spec leaves the order of atomics unspecified).
+ * one by one (docs/backend-cpu.md; docs/reference.md section 7 leaves the order of atomics open).
  * Debug builds keep the per-item atomics, so a bounds error is reported where it happens.
  * Integer adds are exact either way. */
 #include <stdlib.h>

@@ -4,8 +4,8 @@
  * Each input is one .kern source, checked in a fresh compiler context that is freed
  * afterwards, so state never leaks from one input to the next and LeakSanitizer sees every
  * allocation the frontend forgets. Every outcome is fine except a crash, a sanitizer report,
- * a leak or a hang: user errors must come back as diagnostics (spec section 10: "never a
- * crash"). The diagnostics are printed to /dev/null so that the caret printer runs on
+ * a leak or a hang: user errors must come back as diagnostics (docs/reference.md section 10:
+ * "never a crash"). The diagnostics are printed to /dev/null so that the caret printer runs on
  * hostile locations too.
  *
  * Built by tests/fuzz/build.sh (docs/building.md); run with tests/fuzz/run.sh. */
