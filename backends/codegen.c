@@ -8,10 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/outfile.h"
 #include "../include/kern.h"
 #include "../runtime/provider.h"
-#include "llvm/llvm_backend.h"
 #include "spirv/spv_emit.h"
+#include "llvm/llvm_backend.h"
 
 static char *cpu_emit(const ir_module *m, const kc_options *o, const char *kind, char *err,
                       size_t errlen) {
@@ -137,44 +138,18 @@ const char *kc_codegen_targets(void) {
 #endif
 }
 
-static bool write_all(FILE *f, const char *p, size_t n) { return fwrite(p, 1, n, f) == n; }
-
 bool kc_write_module_file(const char *path, const char *target, const char *meta, size_t metalen,
                           const char *code, size_t codelen, char *err, size_t errlen) {
-    struct stat st;
-    bool regular = stat(path, &st) != 0 || S_ISREG(st.st_mode);
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp) {
-        snprintf(err, errlen, "out of memory");
+    kern_outfile o;
+    if (!kern_outfile_open(&o, path, err, errlen))
         return false;
-    }
-    /* a regular file (or a new one) is replaced atomically; a FIFO or device is written */
-    if (regular)
-        snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-    else
-        snprintf(tmp, n, "%s", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-        free(tmp);
-        return false;
-    }
-    char head[128];
-    bool ok =
-        fprintf(f, "kern-module 1 %s\nmeta %zu\n", target, metalen) > 0 &&
-        write_all(f, meta, metalen) && snprintf(head, sizeof head, "\ncode %zu\n", codelen) > 0 &&
-        write_all(f, head, strlen(head)) && write_all(f, code, codelen) && write_all(f, "\n", 1);
-    ok = !ferror(f) && ok;
-    if (fclose(f) != 0)
-        ok = false;
-    if (ok && regular && rename(tmp, path) != 0)
-        ok = false;
-    if (!ok) {
-        snprintf(err, errlen, "cannot write '%s': %s", path, errno ? strerror(errno) : "I/O error");
-        if (regular)
-            remove(tmp); /* our own temporary file */
-    }
-    free(tmp);
-    return ok;
+    char head[160];
+    int n = snprintf(head, sizeof head, "kern-module 1 %s\nmeta %zu\n", target, metalen);
+    kern_outfile_write(&o, head, (size_t)n);
+    kern_outfile_write(&o, meta, metalen);
+    n = snprintf(head, sizeof head, "\ncode %zu\n", codelen);
+    kern_outfile_write(&o, head, (size_t)n);
+    kern_outfile_write(&o, code, codelen);
+    kern_outfile_write(&o, "\n", 1);
+    return kern_outfile_commit(&o, path, err, errlen);
 }

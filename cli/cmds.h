@@ -35,6 +35,10 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
 int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, const char *out,
                         const kc_options *o);
 
+/* Writes an output: to stdout when path is NULL or "-" (checked, flushed), else to the
+ * file by common/outfile.h's rules. Returns 0 or KERNC_EXIT_IO after saying why. */
+int kernc_write_output(const char *path, const void *data, size_t len);
+
 /* A scalar argument NAME=VALUE's value in dtype t (run.c): bool as true/false/1/0, integers
  * as in the language (decimal or 0x hex, an optional '-', no leading zeros), floats as
  * strtod. False with *why saying what is wrong. */

@@ -333,27 +333,6 @@ static int load_file(const char *path, loaded *l) {
     return 0;
 }
 
-/* Writes text to path (or stdout when path is NULL or "-"). */
-static int write_output(const char *path, const char *text, size_t len) {
-    if (!path || !strcmp(path, "-")) {
-        fwrite(text, 1, len, stdout);
-        return fflush(stdout) ? EXIT_IO : 0;
-    }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "kernc: error: cannot write '%s': %s\n", path, strerror(errno));
-        return EXIT_IO;
-    }
-    size_t n = fwrite(text, 1, len, f);
-    int err = ferror(f);
-    if (fclose(f) || err || n != len) {
-        fprintf(stderr, "kernc: error: cannot write '%s'\n", path);
-        remove(path);
-        return EXIT_IO;
-    }
-    return 0;
-}
-
 static bool item_exists(const fe_file *f, const char *name) {
     for (int i = 0; i < f->nitems; i++)
         if (f->items[i]->kind != IT_CONST && !strcmp(f->items[i]->name, name))
@@ -456,12 +435,12 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
     }
     diag_print_all(stderr, &ctx->diags);
     if (rc == 0)
-        rc = write_output(c->out, out.data ? out.data : "", out.len);
+        rc = kernc_write_output(c->out, out.data ? out.data : "", out.len);
     buf_free(&out);
     return rc;
 }
 
-int main(int argc, char **argv) {
+static int kernc_main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
@@ -530,11 +509,11 @@ int main(int argc, char **argv) {
          !strcmp(c.emit, "spirv") || !strcmp(c.emit, "spirv-asm") || !strcmp(c.emit, "msl"))) {
         /* code of a target: --emit=ptx is CUDA's, amdgcn AMDGPU's, spirv and spirv-asm
          * Vulkan's; llvm the --target's (cpu) */
-        const char *target = c.target                    ? c.target
-                             : !strcmp(c.emit, "ptx")    ? "cuda"
-                             : !strcmp(c.emit, "amdgcn") ? "amdgpu"
+        const char *target = c.target                                                 ? c.target
+                             : !strcmp(c.emit, "ptx")                                 ? "cuda"
+                             : !strcmp(c.emit, "amdgcn")                              ? "amdgpu"
                              : !strncmp(c.emit, "spirv", 5) || !strcmp(c.emit, "msl") ? "vulkan"
-                                                         : "cpu";
+                                                                                      : "cpu";
         if (c.npositional)
             return usage_error("emit: unexpected argument '%s'", c.positional[0]);
         return kernc_cmd_emit_code(c.file, target, c.emit, c.out, &c.opts);
@@ -554,5 +533,17 @@ int main(int argc, char **argv) {
     rc = !strcmp(c.cmd, "check") ? cmd_check(&c, ctx, &l) : cmd_emit(&c, ctx, &l);
     kc_ctx_free(ctx);
     free(l.text);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    int rc = kernc_main(argc, argv);
+    /* every write to stdout is checked: a full disk is an error, not exit 0 */
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        fprintf(stderr, "kernc: error: cannot write the standard output: %s\n",
+                strerror(errno ? errno : EIO));
+        rc = EXIT_IO;
+    }
     return rc;
 }

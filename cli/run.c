@@ -28,6 +28,7 @@ extern char **environ;
 
 #include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
+#include "../common/outfile.h"
 #include "../compiler/driver.h"
 #include "../compiler/meta_ir.h"
 #include "../include/kern.h"
@@ -375,6 +376,13 @@ int kernc_cmd_run(const kernc_run_args *a) {
                            fail(KERNC_EXIT_USAGE, "parameter '%s' is bound twice", bind[i].name));
                 goto cleanup;
             }
+    for (int i = 0; i < ns; i++)
+        for (int j = 0; j < i; j++)
+            if (kern_outfile_clash(save[i].value, save[j].value)) {
+                rc = fail(KERNC_EXIT_USAGE, "--save %s=%s and --save %s=%s write one file",
+                          save[j].name, save[j].value, save[i].name, save[i].value);
+                goto cleanup;
+            }
 
     /* K.grad: only that gradient is built, and a failed global-access check is an error
      * with both locations; a primal kernel needs no gradient at all. */
@@ -693,12 +701,10 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
         rc = fail(KERNC_EXIT_IO, "cannot create a temporary directory: %s", strerror(errno));
         goto done;
     }
-    char obj[64], asmf[64];
+    char obj[64], asmf[64], so[64];
     snprintf(obj, sizeof obj, "%s/code.o", dir);
     snprintf(asmf, sizeof asmf, "%s/meta.s", dir);
-    kern_buf sob = {0}; /* linked next to OUT, then renamed over it */
-    buf_printf(&sob, "%s.tmp%ld", out, (long)getpid());
-    const char *so = sob.data;
+    snprintf(so, sizeof so, "%s/module.so", dir); /* linked here, then written to OUT */
     char err[1024] = "";
     kern_meta *meta = kc_meta_from_ir(m);
     kern_buf text = {0};
@@ -713,18 +719,20 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
         if (!ccdrv || !*ccdrv)
             ccdrv = "cc";
         int st = link_shared(ccdrv, so, obj, asmf);
-        if (st != 0) {
+        size_t solen = 0;
+        char *image = st == 0 ? kern_read_file(so, &solen) : NULL;
+        if (st != 0)
             rc = fail(KERNC_EXIT_IO,
                       "linking the module failed (%s exited with status %d); kernc build "
                       "needs a C compiler driver ($CC or cc) to link shared objects",
                       ccdrv, st);
-            remove(so);
-        } else if (rename(so, out) != 0) {
-            rc = fail(KERNC_EXIT_IO, "cannot write '%s': %s", out, strerror(errno));
-            remove(so);
-        }
+        else if (!image)
+            rc = fail(KERNC_EXIT_IO, "cannot read the linked module: %s", strerror(errno));
+        else
+            rc = kernc_write_output(out, image, solen);
+        free(image);
+        remove(so);
     }
-    buf_free(&sob);
     buf_free(&text);
     remove(obj);
     remove(asmf);
@@ -733,6 +741,22 @@ done:
     ir_module_free(m);
     kc_ctx_free(cc);
     return rc;
+}
+
+int kernc_write_output(const char *path, const void *data, size_t len) {
+    if (!path || !strcmp(path, "-")) {
+        if (fwrite(data, 1, len, stdout) != len || fflush(stdout) != 0)
+            return fail(KERNC_EXIT_IO, "cannot write the standard output: %s", strerror(errno));
+        return 0;
+    }
+    char err[1024];
+    kern_outfile o;
+    if (!kern_outfile_open(&o, path, err, sizeof err))
+        return fail(KERNC_EXIT_IO, "%s", err);
+    kern_outfile_write(&o, data, len);
+    if (!kern_outfile_commit(&o, path, err, sizeof err))
+        return fail(KERNC_EXIT_IO, "%s", err);
+    return 0;
 }
 
 /* A binary code image (--emit=spirv) to a file or a non-terminal stdout. */
@@ -746,18 +770,7 @@ static int emit_binary(const kc_codegen *cg, const ir_module *m, const kc_option
     char *code = cg->code(m, o, &len, err, sizeof err);
     if (!code)
         return fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->target, err);
-    int rc = 0;
-    if (to_stdout) {
-        if (fwrite(code, 1, len, stdout) != len || fflush(stdout) != 0)
-            rc = fail(KERNC_EXIT_IO, "cannot write the output: %s", strerror(errno));
-    } else {
-        FILE *f = fopen(out, "wb");
-        bool ok = f && fwrite(code, 1, len, f) == len;
-        if (f && fclose(f) != 0)
-            ok = false;
-        if (!ok)
-            rc = fail(KERNC_EXIT_IO, "cannot write '%s': %s", out, strerror(errno));
-    }
+    int rc = kernc_write_output(out, code, len);
     free(code);
     return rc;
 }
@@ -787,14 +800,8 @@ int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, 
     char *text = cg->emit(m, o, kind, err, sizeof err);
     if (!text) {
         rc = fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->target, err);
-    } else if (!out || !strcmp(out, "-")) {
-        fputs(text, stdout);
-        if (fflush(stdout) != 0)
-            rc = fail(KERNC_EXIT_IO, "cannot write the output: %s", strerror(errno));
     } else {
-        FILE *f = fopen(out, "w");
-        if (!f || fputs(text, f) < 0 || fclose(f) != 0)
-            rc = fail(KERNC_EXIT_IO, "cannot write '%s'", out);
+        rc = kernc_write_output(out, text, strlen(text));
     }
     free(text);
     ir_module_free(m);

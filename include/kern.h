@@ -99,7 +99,8 @@ typedef struct kern_context_options {
     kern_backend backend;  /* KERN_BACKEND_CPU by default, or KERN_BACKEND_CUDA (device 0) */
     bool debug;            /* JIT modules compile with bounds, division and shift checks */
     int threads;           /* CPU worker threads including the caller; 0 = online CPUs */
-    int64_t ad_stack_size; /* default adstack capacity for JIT modules; 0 = the default */
+    int64_t ad_stack_size; /* default adstack capacity for JIT modules: 0 = the default (1024),
+                            * else 1 to 2^31 (larger is KERN_ERR_ARGUMENT) */
 } kern_context_options;
 
 typedef struct kern_context kern_context;

@@ -264,8 +264,10 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
     if (ctx->opts.threads < 0 || ctx->opts.threads > RT_MAX_THREADS)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "thread count %d is out of range (0 to %d)",
                         ctx->opts.threads, RT_MAX_THREADS);
-    if (ctx->opts.ad_stack_size < 0)
-        return rt_error(ctx, KERN_ERR_ARGUMENT, "adstack size %lld is negative",
+    if (ctx->opts.ad_stack_size < 0 || ctx->opts.ad_stack_size > ((int64_t)1 << 31))
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "adstack size %lld is out of range (0 for the default, or 1 to 2^31 "
+                        "entries, as kernc's --ad-stack-size)",
                         (long long)ctx->opts.ad_stack_size);
     char err[512];
     kern_status s;

@@ -14,6 +14,8 @@
  * allocated for it, so a corrupt shape cannot ask for a huge buffer. */
 #include "npy.h"
 
+#include "../common/outfile.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -560,22 +562,6 @@ size_t kern_npy_header(char *buf, kern_dtype dtype, int rank, const int64_t *sha
     return padded;
 }
 
-static bool write_all(int fd, const void *p, size_t n) {
-    const char *c = p;
-    while (n > 0) {
-        size_t chunk = n > ((size_t)1 << 30) ? (size_t)1 << 30 : n;
-        ssize_t k = write(fd, c, chunk);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return false;
-        }
-        c += k;
-        n -= (size_t)k;
-    }
-    return true;
-}
-
 kern_status kern_npy_write(const char *path, kern_dtype dtype, int rank, const int64_t *shape,
                            const void *data, char *err, size_t errlen) {
     npy_err e = {path ? path : "<null>", err, errlen};
@@ -602,40 +588,15 @@ kern_status kern_npy_write(const char *path, kern_dtype dtype, int rank, const i
     char header[KERN_NPY_HEADER_MAX];
     size_t hlen = kern_npy_header(header, dtype, rank, shape);
 
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 64);
-    if (!tmp)
-        return npy_fail(&e, KERN_ERR_OUT_OF_MEMORY, "out of memory");
-    int fd = -1;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(tmp, plen + 64, "%s.tmp-%ld-%lx-%d", path, (long)getpid(),
-                 (unsigned long)ts.tv_nsec, attempt);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST)
-            break;
+    kern_outfile o;
+    char why[512];
+    bool ok = kern_outfile_open(&o, path, why, sizeof why);
+    if (ok) {
+        kern_outfile_write(&o, header, hlen);
+        kern_outfile_write(&o, data, nbytes);
+        ok = kern_outfile_commit(&o, path, why, sizeof why);
     }
-    kern_status s = KERN_OK;
-    if (fd < 0) {
-        s = npy_fail(&e, KERN_ERR_IO, "cannot write: %s", strerror(errno));
-        free(tmp);
-        return s;
-    }
-    bool ok = write_all(fd, header, hlen) && write_all(fd, data, nbytes);
-    int saved = errno;
-    if (close(fd) != 0 && ok) {
-        ok = false;
-        saved = errno;
-    }
-    if (ok && rename(tmp, path) != 0) {
-        ok = false;
-        saved = errno;
-    }
-    if (!ok) {
-        unlink(tmp);
-        s = npy_fail(&e, KERN_ERR_IO, "cannot write: %s", strerror(saved));
-    }
-    free(tmp);
-    return s;
+    if (!ok && err && errlen)
+        snprintf(err, errlen, "%s", why); /* the message names the path */
+    return ok ? KERN_OK : KERN_ERR_IO;
 }

@@ -381,7 +381,7 @@ Test(npy, file_errors) {
     int64_t n = 2;
     snprintf(path, sizeof path, "%s/no/such/dir.npy", tmpdir);
     cr_assert_eq(kern_npy_write(path, KERN_F32, 1, &n, v, err, sizeof err), KERN_ERR_IO);
-    snprintf(want, sizeof want, "%s: cannot write: No such file or directory", path);
+    snprintf(want, sizeof want, "cannot write '%s': No such file or directory", path);
     cr_assert_str_eq(err, want);
 
     /* the target is a directory: the rename fails, and nothing is left behind */
@@ -389,7 +389,7 @@ Test(npy, file_errors) {
     cr_assert_eq(mkdir(path, 0755), 0);
     int before = count_entries();
     cr_assert_eq(kern_npy_write(path, KERN_F32, 1, &n, v, err, sizeof err), KERN_ERR_IO);
-    snprintf(want, sizeof want, "%s: cannot write: Is a directory", path);
+    snprintf(want, sizeof want, "cannot write '%s': Is a directory", path);
     cr_assert_str_eq(err, want);
     cr_assert_eq(count_entries(), before, "the temporary file was removed");
 
