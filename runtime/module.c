@@ -6,16 +6,25 @@
  * An AOT module file is a shared object that exports the task functions of abi.h and
  *   const char kern_module_meta[];          the metadata text of meta.h
  *   const uint64_t kern_module_meta_size;   its length in bytes (a trailing NUL allowed)
- * It is dlopen()ed with RTLD_NOW | RTLD_LOCAL and closed when the module is released.
+ * The file is read whole and checked (elfcheck.c: a truncated or malformed object is
+ * KERN_ERR_FORMAT, never a crash in the loader), then dlopen()ed with RTLD_NOW |
+ * RTLD_LOCAL from a private memory file holding the checked bytes, and closed when the
+ * module is released.
  * A file that starts with "kern-module " is instead the GPU container of docs/gpu-abi.md
  * (gpu.h: metadata + PTX or an HSACO code object), read whole and handed to the device's
  * load_code. */
+#define _GNU_SOURCE /* memfd_create, dlinfo */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "gpu.h"
 #include "rt.h"
@@ -151,32 +160,13 @@ void kern_module_release(kern_module *m) {
 
 /* ---- AOT module files ---------------------------------------------------------------- */
 
-/* Loads the GPU container at path (already known to start with "kern-module "). */
-static kern_status load_container(kern_context *ctx, const char *path, size_t size,
-                                  kern_module **out) {
-    kern_status s = KERN_OK;
+/* Loads the GPU container held in data (known to start with "kern-module "). */
+static kern_status load_container(kern_context *ctx, const char *path, const char *data,
+                                  size_t size, kern_module **out) {
     char err[512];
-    char *data = NULL;
-    FILE *f = NULL;
-    if (size > RT_MAX_MODULE_FILE) {
-        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': a module file of %zu bytes is too large", path,
-                     size);
-        goto cleanup;
-    }
-    if (!(data = malloc(size ? size : 1))) {
-        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for module '%s'", path);
-        goto cleanup;
-    }
-    if (!(f = fopen(path, "rb")) || fread(data, 1, size, f) != size) {
-        s = rt_error(ctx, KERN_ERR_IO, "cannot read module '%s': %s", path,
-                     errno ? strerror(errno) : "short read");
-        goto cleanup;
-    }
     rt_modfile mf;
-    if (!rt_modfile_parse(data, size, &mf, err, sizeof err)) {
-        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module file: %s", path, err);
-        goto cleanup;
-    }
+    if (!rt_modfile_parse(data, size, &mf, err, sizeof err))
+        return rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module file: %s", path, err);
     kern_code_image img = {.bytes = mf.code, .len = mf.code_len};
     if (strcmp(mf.target, "cuda") == 0)
         img.kind = KERN_CODE_PTX;
@@ -184,48 +174,142 @@ static kern_status load_container(kern_context *ctx, const char *path, size_t si
         img.kind = KERN_CODE_HSACO;
     else if (strcmp(mf.target, "vulkan") == 0)
         img.kind = KERN_CODE_SPIRV;
-    else {
-        s = rt_error(ctx, KERN_ERR_FORMAT,
-                     "'%s': a module for target '%s', which this runtime does not know (cuda, "
-                     "amdgpu, vulkan)",
-                     path, mf.target);
-        goto cleanup;
-    }
-    if (mf.meta_len > RT_MAX_META_SIZE) {
-        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata (size %zu)", path,
-                     mf.meta_len);
-        goto cleanup;
-    }
+    else
+        return rt_error(ctx, KERN_ERR_FORMAT,
+                        "'%s': a module for target '%s', which this runtime does not know "
+                        "(cuda, amdgpu, vulkan)",
+                        path, mf.target);
+    if (mf.meta_len > RT_MAX_META_SIZE)
+        return rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata (size %zu)", path,
+                        mf.meta_len);
     kern_meta *meta = kern_meta_parse(mf.meta, mf.meta_len, err, sizeof err);
-    if (!meta) {
-        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata: %s", path, err);
-        goto cleanup;
-    }
-    s = rt_module_create(ctx, meta, img, out);
+    if (!meta)
+        return rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata: %s", path, err);
+    kern_status s = rt_module_create(ctx, meta, img, out);
     if (s != KERN_OK)
         rt_error(ctx, s, "'%s': %s", path, ctx->msg);
-cleanup:
-    if (f)
-        fclose(f);
-    free(data);
     return s;
 }
 
-/* Whether the file starts like a GPU container. */
-static bool is_container(const char *path) {
-    char head[16];
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return false;
-    size_t n = fread(head, 1, sizeof head, f);
-    fclose(f);
-    return rt_modfile_is(head, n);
+/* Reads the whole module file at path (at most RT_MAX_MODULE_FILE bytes) into *data. */
+static kern_status read_module(kern_context *ctx, const char *path, char **data, size_t *size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return rt_error(ctx, errno == ENOENT ? KERN_ERR_NOT_FOUND : KERN_ERR_IO,
+                        "cannot open module '%s': %s", path, strerror(errno));
+    struct stat st;
+    kern_status s = KERN_OK;
+    *data = NULL;
+    if (fstat(fd, &st) != 0) {
+        s = rt_error(ctx, KERN_ERR_IO, "cannot open module '%s': %s", path, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "module '%s' is not a regular file", path);
+    } else if ((uint64_t)st.st_size > RT_MAX_MODULE_FILE) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': a module file of %lld bytes is too large", path,
+                     (long long)st.st_size);
+    } else if (!(*data = malloc((size_t)st.st_size + 1))) {
+        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for module '%s'", path);
+    } else {
+        size_t got = 0, want = (size_t)st.st_size;
+        while (got < want) {
+            ssize_t k = read(fd, *data + got, want - got);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                s = rt_error(ctx, KERN_ERR_IO, "cannot read module '%s': %s", path,
+                             k < 0 ? strerror(errno) : "the file shrank while read");
+                break;
+            }
+            got += (size_t)k;
+        }
+        *size = got;
+    }
+    close(fd);
+    if (s != KERN_OK) {
+        free(*data);
+        *data = NULL;
+    }
+    return s;
 }
 
 /* ---- AOT shared objects ------------------------------------------------------------ */
 
-static void *dl_lookup(void *user, const char *symbol) { return dlsym(user, symbol); }
-static void dl_release(void *user) { dlclose(user); }
+/* A shared object as loaded: its handle, and the memory file it was loaded from (kept
+ * open while it is loaded, so that its name /proc/self/fd/N stays its own). */
+typedef struct dl_image {
+    void *handle;
+    int fd;
+} dl_image;
+
+static void *dl_lookup(void *user, const char *symbol) {
+    return dlsym(((dl_image *)user)->handle, symbol);
+}
+static void dl_release(void *user) {
+    dl_image *d = user;
+    dlclose(d->handle);
+    if (d->fd >= 0)
+        close(d->fd);
+    free(d);
+}
+
+/* dlopen()s the checked image: from a private memory file holding exactly the bytes that
+ * were checked, so that a module rebuilt at the same path is new code (glibc returns an
+ * already loaded object of the same name or file), and a file changed after the check is
+ * not what runs. Where memory files cannot be mapped executable, the path itself. */
+static bool dl_load(const char *path, const char *data, size_t size, dl_image *d,
+                    const char **why) {
+    d->fd = -1;
+    d->handle = NULL;
+#ifdef MFD_CLOEXEC
+    int fd = memfd_create("kern-module", MFD_CLOEXEC);
+    if (fd >= 0) {
+        size_t done = 0;
+        while (done < size) {
+            ssize_t k = write(fd, data + done, size - done);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                break;
+            done += (size_t)k;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
+        if (done == size && (d->handle = dlopen(name, RTLD_NOW | RTLD_LOCAL))) {
+            d->fd = fd;
+            return true;
+        }
+        close(fd);
+    }
+#endif
+    /* a path without '/' would make dlopen search the library path */
+    size_t n = strlen(path);
+    char *dlpath = malloc(n + 3);
+    if (!dlpath) {
+        *why = "out of host memory";
+        return false;
+    }
+    snprintf(dlpath, n + 3, "%s%s", strchr(path, '/') ? "" : "./", path);
+    dlerror();
+    d->handle = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
+    free(dlpath);
+    if (!d->handle) {
+        const char *e = dlerror();
+        *why = e ? e : "dlopen failed";
+        return false;
+    }
+    return true;
+}
+
+/* Whether [p, p + len) lies in the memory of the module loaded from the checked image. */
+static bool in_module(const dl_image *d, const char *data, size_t size, const void *p, size_t len) {
+    struct link_map *lm = NULL;
+    if (dlinfo(d->handle, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
+        return false;
+    uintptr_t a = (uintptr_t)p;
+    if (a < (uintptr_t)lm->l_addr)
+        return false;
+    return rt_elf_in_memory(data, size, a - (uintptr_t)lm->l_addr, len);
+}
 
 kern_status kern_module_load_file(kern_context *ctx, const char *path, kern_module **out) {
     if (!ctx)
@@ -236,62 +320,58 @@ kern_status kern_module_load_file(kern_context *ctx, const char *path, kern_modu
     *out = NULL;
     if (!ctx->dev)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "the context was not created successfully");
-    kern_status s = KERN_OK;
-    char *dlpath = NULL;
-    void *h = NULL;
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return rt_error(ctx, errno == ENOENT ? KERN_ERR_NOT_FOUND : KERN_ERR_IO,
-                        "cannot open module '%s': %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return rt_error(ctx, KERN_ERR_FORMAT, "module '%s' is not a regular file", path);
-    if (is_container(path)) {
-        errno = 0;
-        return load_container(ctx, path, (size_t)st.st_size, out);
+    char *data = NULL;
+    size_t size = 0;
+    kern_status s = read_module(ctx, path, &data, &size);
+    if (s != KERN_OK)
+        return s;
+    if (rt_modfile_is(data, size)) {
+        s = load_container(ctx, path, data, size, out);
+        free(data);
+        return s;
     }
-    /* a path without '/' would make dlopen search the library path */
-    size_t n = strlen(path);
-    dlpath = malloc(n + 3);
-    if (!dlpath)
-        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
-    snprintf(dlpath, n + 3, "%s%s", strchr(path, '/') ? "" : "./", path);
-    dlerror();
-    h = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s' is not a loadable module: %s", path,
-                     e ? e : "dlopen failed");
+    char err[512];
+    dl_image *d = calloc(1, sizeof *d);
+    const char *why = "out of host memory";
+    if (!rt_elf_check(data, size, err, sizeof err)) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s' is not a loadable module: %s", path, err);
         goto cleanup;
     }
-    const char *text = dlsym(h, "kern_module_meta");
-    const uint64_t *size = dlsym(h, "kern_module_meta_size");
-    if (!text || !size) {
+    if (!d || !dl_load(path, data, size, d, &why)) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s' is not a loadable module: %s", path, why);
+        goto cleanup;
+    }
+    const char *text = dlsym(d->handle, "kern_module_meta");
+    const uint64_t *msize = dlsym(d->handle, "kern_module_meta_size");
+    if (!text || !msize) {
         s = rt_error(ctx, KERN_ERR_FORMAT,
                      "'%s' is not a kern module (it does not define kern_module_meta and "
                      "kern_module_meta_size)",
                      path);
         goto cleanup;
     }
-    if (*size > RT_MAX_META_SIZE) {
-        s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata (size %llu)", path,
-                     (unsigned long long)*size);
+    if (!in_module(d, data, size, msize, sizeof *msize) || *msize > RT_MAX_META_SIZE ||
+        !in_module(d, data, size, text, (size_t)*msize)) {
+        s = rt_error(ctx, KERN_ERR_FORMAT,
+                     "'%s': corrupt module metadata (it does not lie inside the module)", path);
         goto cleanup;
     }
-    char err[512];
-    kern_meta *meta = kern_meta_parse(text, (size_t)*size, err, sizeof err);
+    kern_meta *meta = kern_meta_parse(text, (size_t)*msize, err, sizeof err);
     if (!meta) {
         s = rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata: %s", path, err);
         goto cleanup;
     }
-    kern_code_image img = {.kind = KERN_CODE_HOST, .host = {h, dl_lookup, dl_release}};
-    h = NULL; /* the provider owns it now, even on failure */
+    kern_code_image img = {.kind = KERN_CODE_HOST, .host = {d, dl_lookup, dl_release}};
+    d = NULL; /* the provider owns it now, even on failure */
     s = rt_module_create(ctx, meta, img, out);
     if (s != KERN_OK)
         rt_error(ctx, s, "'%s': %s", path, ctx->msg);
 cleanup:
-    if (h)
-        dlclose(h);
-    free(dlpath);
+    if (d && d->handle)
+        dl_release(d);
+    else
+        free(d);
+    free(data);
     return s;
 }
 

@@ -141,6 +141,12 @@ struct kern_module {
     bool released; /* kern_module_release came while it was pinned */
 };
 
+/* Checks a shared object's image before dlopen (elfcheck.c): false with the reason when
+ * the dynamic loader could read outside it. */
+bool rt_elf_check(const void *data, size_t size, char *err, size_t errlen);
+/* Whether [vaddr, vaddr + len) lies in a loadable segment's memory of a checked image. */
+bool rt_elf_in_memory(const void *data, size_t size, uint64_t vaddr, uint64_t len);
+
 /* rt_error (provider.h) sets the context's message and returns its status. */
 void rt_clear_error(kern_context *ctx);
 /* The file, line and column part of messages: "FILE:L:C" or "L:C" without a source. */

@@ -7,6 +7,7 @@
  * examples/simulate.kern (s.kern) and its data (x0.npy, w.npy, out.npy); `setup` prepares
  * more files there, `post` is a shell test on the directory afterwards (exit 0 = pass). */
 #include <criterion/criterion.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -158,3 +159,184 @@ static const cli_case output_cases[] = {
 };
 
 Test(adversarial, outputs) { run_table(output_cases, sizeof output_cases / sizeof *output_cases); }
+
+/* ---- modules: truncated, corrupt, foreign, rebuilt ----------------------------------- */
+
+/* Builds src with `kernc build` (target, or cpu) into dir/name; returns the path. */
+static char *build_module(const char *dir, const char *name, const char *src, const char *target) {
+    kern_buf b = {0};
+    buf_printf(&b, "%s/%s.kern", dir, name);
+    FILE *f = fopen(b.data, "w");
+    cr_assert(f);
+    fputs(src, f);
+    fclose(f);
+    kern_buf cmd = {0}, path = {0};
+    buf_printf(&path, "%s/%s", dir, name);
+    buf_printf(&cmd, "'%s' build '%s' --target=%s -o '%s'", KERNC_PATH, b.data,
+               target ? target : "cpu", path.data);
+    cr_assert_eq(system(cmd.data), 0, "%s", cmd.data);
+    buf_free(&cmd);
+    buf_free(&b);
+    return buf_take(&path);
+}
+
+static void write_bytes(const char *path, const char *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    cr_assert_eq(fwrite(data, 1, n, f), n);
+    cr_assert_eq(fclose(f), 0);
+}
+
+static const char *const scale_src = "kernel scale(x: f32[], y: f32[], a: f32) {\n"
+                                     "    for i in 0..len(x) { y[i] = a * x[i]; }\n"
+                                     "}\n";
+
+/* Every truncation of a module, and of its GPU container, is KERN_ERR_FORMAT naming the
+ * file: never a crash inside the dynamic loader, never a success. */
+Test(adversarial, truncated_modules) {
+    char dir[] = "/tmp/kern-adv-mod-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    const char *targets[] = {"cpu", "vulkan"};
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    for (int t = 0; t < 2; t++) {
+        char *path = build_module(dir, targets[t], scale_src, targets[t]);
+        size_t len;
+        char *img = kern_read_file(path, &len);
+        cr_assert(img && len > 64);
+        char cut[300];
+        snprintf(cut, sizeof cut, "%s/cut", dir);
+        int checked = 0;
+        for (size_t n = 0; n < len; n += n < 256 ? 1 : 61) {
+            write_bytes(cut, img, n);
+            kern_module *m = NULL;
+            kern_status s = kern_module_load_file(ctx, cut, &m);
+            cr_expect_eq(s, KERN_ERR_FORMAT, "%s module cut to %zu of %zu bytes: %s (%s)",
+                         targets[t], n, len, kern_status_name(s), kern_context_last_error(ctx));
+            cr_expect(strstr(kern_context_last_error(ctx), cut) != NULL, "%s",
+                      kern_context_last_error(ctx));
+            kern_module_release(m);
+            checked++;
+        }
+        cr_expect_gt(checked, 300);
+        free(img);
+        free(path);
+    }
+    kern_context_release(ctx);
+    char rm[200];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    cr_assert_eq(system(rm), 0);
+}
+
+/* Damaged headers of a real module: each is refused by the checks before dlopen. */
+Test(adversarial, corrupt_elf_headers) {
+    char dir[] = "/tmp/kern-adv-elf-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char *path = build_module(dir, "m.so", scale_src, "cpu");
+    size_t len;
+    char *img = kern_read_file(path, &len);
+    cr_assert(img);
+    struct {
+        const char *what;
+        size_t off;
+        int size;
+        uint64_t value;
+        const char *needle;
+    } damage[] = {
+        {"32-bit class", 4, 1, 1, "not a 64-bit little-endian ELF file"},
+        {"big-endian", 5, 1, 2, "not a 64-bit little-endian ELF file"},
+        {"an executable", 16, 2, 2, "not a shared object"},
+        {"another machine", 18, 2, 40 /* ARM */, "a shared object for another machine"},
+        {"program headers past the end", 32, 8, 1u << 30, "program headers lie outside"},
+        {"program header size", 54, 2, 17, "program headers lie outside"},
+        {"program header count", 56, 2, 0xfffe, "program headers lie outside"},
+        {"section headers past the end", 40, 8, 1ull << 40, "section headers lie outside"},
+    };
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/bad.so", dir);
+    for (size_t i = 0; i < sizeof damage / sizeof *damage; i++) {
+        char *copy = malloc(len);
+        memcpy(copy, img, len);
+        memcpy(copy + damage[i].off, &damage[i].value, (size_t)damage[i].size);
+        write_bytes(bad, copy, len);
+        free(copy);
+        kern_module *m = NULL;
+        cr_expect_eq(kern_module_load_file(ctx, bad, &m), KERN_ERR_FORMAT, "%s", damage[i].what);
+        cr_expect(strstr(kern_context_last_error(ctx), damage[i].needle) != NULL, "%s: %s",
+                  damage[i].what, kern_context_last_error(ctx));
+        kern_module_release(m);
+    }
+    /* each loadable segment's offset moved past the end of the file */
+    Elf64_Ehdr eh;
+    memcpy(&eh, img, sizeof eh);
+    for (int p = 0; p < eh.e_phnum; p++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, img + eh.e_phoff + (size_t)p * sizeof ph, sizeof ph);
+        if (ph.p_type != PT_LOAD && ph.p_type != PT_DYNAMIC)
+            continue;
+        char *copy = malloc(len);
+        memcpy(copy, img, len);
+        ph.p_offset = len - 8;
+        ph.p_filesz += 64;
+        memcpy(copy + eh.e_phoff + (size_t)p * sizeof ph, &ph, sizeof ph);
+        write_bytes(bad, copy, len);
+        free(copy);
+        kern_module *m = NULL;
+        cr_expect_eq(kern_module_load_file(ctx, bad, &m), KERN_ERR_FORMAT, "segment %d", p);
+        cr_expect(strstr(kern_context_last_error(ctx), "outside the file") != NULL, "%s",
+                  kern_context_last_error(ctx));
+        kern_module_release(m);
+    }
+    kern_context_release(ctx);
+    free(img);
+    free(path);
+    char rm[200];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    cr_assert_eq(system(rm), 0);
+}
+
+/* A module rebuilt at the same path while the old one is still loaded: the second load
+ * gets the new code (glibc would hand back the loaded object of that name). */
+Test(adversarial, rebuilt_module_is_new_code) {
+    char dir[] = "/tmp/kern-adv-re-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char *path = build_module(dir, "m.so", scale_src, "cpu");
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    kern_module *old = NULL, *fresh = NULL;
+    cr_assert_eq(kern_module_load_file(ctx, path, &old), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    char *again = build_module(dir, "m.so",
+                               "kernel shift(x: f32[], y: f32[], a: f32) {\n"
+                               "    for i in 0..len(x) { y[i] = a + x[i]; }\n"
+                               "}\n",
+                               "cpu");
+    cr_assert_eq(kern_module_load_file(ctx, path, &fresh), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    kern_kernel *k = NULL;
+    cr_expect_eq(kern_kernel_find(fresh, "shift", &k), KERN_OK, "the rebuilt module's kernel");
+    cr_expect_neq(kern_kernel_find(fresh, "scale", &k), KERN_OK, "the old module's kernel");
+    cr_expect_eq(kern_kernel_find(old, "scale", &k), KERN_OK, "the old module still works");
+    /* and the new code runs: y = 2 + x */
+    cr_assert_eq(kern_kernel_find(fresh, "shift", &k), KERN_OK);
+    float xv[3] = {1, 2, 3}, yv[3] = {0};
+    int64_t n = 3;
+    kern_buffer *x, *y;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, xv, &x), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &y), KERN_OK);
+    kern_arg args[] = {kern_arg_buffer(x), kern_arg_buffer(y), kern_arg_f32(2)};
+    cr_assert_eq(kern_launch(k, args, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_buffer_read(y, yv, sizeof yv), KERN_OK);
+    for (int i = 0; i < 3; i++)
+        cr_expect_float_eq(yv[i], 2 + xv[i], 0, "y[%d]", i);
+    kern_module_release(old);
+    kern_module_release(fresh);
+    kern_context_release(ctx);
+    free(path);
+    free(again);
+    char rm[200];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    cr_assert_eq(system(rm), 0);
+}

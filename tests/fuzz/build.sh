@@ -17,4 +17,5 @@ if [ ! -f "$BUILD/meson-private/coredata.dat" ]; then
         -Db_sanitize=address,undefined -Db_lundef=false \
         "-Dc_args=-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 fi
-ninja -C "$BUILD" tests/fuzz/fuzz-frontend tests/fuzz/fuzz-compile tests/fuzz/fuzz-ir tests/fuzz/fuzz-npy
+ninja -C "$BUILD" tests/fuzz/fuzz-frontend tests/fuzz/fuzz-compile tests/fuzz/fuzz-ir tests/fuzz/fuzz-npy \
+    tests/fuzz/fuzz-module

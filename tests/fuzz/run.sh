@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # run.sh - fuzzes one harness for SECONDS seconds and prints executions and crashes.
 #
-#   bash tests/fuzz/run.sh SECONDS [frontend|compile|ir]      (default: frontend)
+#   bash tests/fuzz/run.sh SECONDS [frontend|compile|ir|npy|module]   (default: frontend)
 #
 # Builds the harnesses first (tests/fuzz/build.sh). The corpus lives in
 # tests/fuzz/corpus-run/TARGET/ (git-ignored) and grows from run to run; every run first
 # copies the seeds into it: tests/golden/**/*.kern and examples/*.kern (the .kern
-# harnesses) or tests/golden/**/*.ir (the IR harness), plus earlier reproducers from
+# harnesses) or tests/golden/**/*.ir (the IR harness), examples/data/*.npy (npy), the
+# modules build/kernc builds from examples/*.kern for cpu, cuda and vulkan (module), plus
+# earlier reproducers from
 # tests/fuzz/crashes/. Crashing inputs land in tests/fuzz/corpus-run/artifacts/; minimize
 # one with tests/fuzz/minimize.sh and commit it under tests/fuzz/crashes/.
 #
@@ -15,12 +17,14 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-secs=${1:?usage: tests/fuzz/run.sh SECONDS [frontend|compile|ir]}
+secs=${1:?usage: tests/fuzz/run.sh SECONDS [frontend|compile|ir|npy|module]}
 target=${2:-frontend}
 case "$target" in
 frontend | compile) ext=kern ;;
 ir) ext=ir ;;
-*) echo "run.sh: unknown target '$target' (frontend, compile, ir)" >&2; exit 2 ;;
+npy) ext=npy ;;
+module) ext=module ;;
+*) echo "run.sh: unknown target '$target' (frontend, compile, ir, npy, module)" >&2; exit 2 ;;
 esac
 
 BUILD=${KERN_FUZZ_BUILD:-build-fuzz}
@@ -40,21 +44,36 @@ done < <(
     {
         [ -d tests/golden ] && find tests/golden -name "*.$ext" -print0
         [ "$ext" = kern ] && find examples -maxdepth 1 -name '*.kern' -print0
+        [ "$ext" = npy ] && find examples/data -name '*.npy' -print0
         [ -d tests/fuzz/crashes ] && find tests/fuzz/crashes -name "*.$ext" -print0
     } 2>/dev/null || true
 )
 
+if [ "$ext" = module ]; then # modules of every target, built by the plain build
+    for f in examples/*.kern; do
+        for t in cpu cuda vulkan; do
+            build/kernc build "$f" --target=$t -o "$corpus/seed-$(basename "$f" .kern).$t" \
+                2>/dev/null && nseeds=$((nseeds + 1))
+        done
+    done
+fi
+
 # The dictionary: the language's words for .kern, the opcode names of ir/ops.def for IR.
 dict=$run/$target.dict
-if [ "$ext" = kern ]; then
+if [ "$ext" = npy ] || [ "$ext" = module ]; then
+    : >"$dict"
+elif [ "$ext" = kern ]; then
     cp -f tests/fuzz/kern.dict "$dict"
 else
     cp -f tests/fuzz/ir.dict "$dict"
     sed -n 's/^IR_OP([A-Z_0-9]*, *\("[a-z_0-9.]*"\).*/\1/p' ir/ops.def >>"$dict"
 fi
 
-flags=(-max_len=4096 -timeout=5 -max_total_time="$secs" -print_final_stats=1
-    -dict="$dict" -artifact_prefix="$artifacts/$target-")
+maxlen=4096
+[ "$ext" = module ] && maxlen=65536
+flags=(-max_len=$maxlen -timeout=5 -max_total_time="$secs" -print_final_stats=1
+    -artifact_prefix="$artifacts/$target-")
+[ -s "$dict" ] && flags+=(-dict="$dict")
 if [ "${FUZZ_KEEP_GOING:-0}" = 1 ]; then
     flags+=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
 fi
