@@ -11,11 +11,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 char *kc_read_source(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        errno = EISDIR;
+        return NULL;
+    }
     size_t cap = 65536, n = 0;
     char *text = kern_xmalloc(cap + 1);
     for (;;) {
@@ -30,11 +37,11 @@ char *kc_read_source(const char *path, size_t *len) {
         if (got < want)
             break;
     }
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (err) {
         free(text);
-        errno = EIO;
+        errno = err;
         return NULL;
     }
     if (n > (size_t)KC_MAX_SOURCE_BYTES + 1)

@@ -16,6 +16,7 @@
 #include "../compiler/meta_ir.h"
 #include "../include/kern.h"
 #include "../runtime/provider.h"
+#include "../runtime/rt.h"
 #include "jit.h"
 
 static void *jit_lookup(void *user, const char *symbol) {
@@ -76,7 +77,7 @@ kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_o
 
 kern_status kern_module_from_source(kern_context *ctx, const char *source, size_t len,
                                     const char *name, kern_module **out) {
-    if (!ctx)
+    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_module_from_source"))
         return KERN_ERR_ARGUMENT;
     if (!out)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_module_from_source: out is NULL");
@@ -111,7 +112,7 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
 }
 
 kern_status kern_module_from_file_source(kern_context *ctx, const char *path, kern_module **out) {
-    if (!ctx)
+    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_module_from_file_source"))
         return KERN_ERR_ARGUMENT;
     if (!path || !out)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_module_from_file_source: %s is NULL",

@@ -38,16 +38,25 @@ int64_t rt_task_count(const kern_meta_task *t, const sz_arg *args, int nargs) {
         return 1;
     int64_t count = 1;
     char msg[256];
+    bool unknown = false;
     for (int d = 0; d < t->ndims && d < KERN_META_MAX_TASK_DIMS; d++) {
         int64_t e;
-        if (!t->extent_expr[d] || !sz_eval(t->extent_expr[d], args, nargs, &e, msg, sizeof msg))
-            return -1;
+        if (!t->extent_expr[d]) {
+            unknown = true;
+            continue;
+        }
+        if (!sz_eval(t->extent_expr[d], args, nargs, &e, msg, sizeof msg)) {
+            if (strstr(msg, "overflows")) /* hi - lo itself does not fit */
+                return RT_COUNT_OVERFLOW;
+            unknown = true;
+            continue;
+        }
         if (e < 0)
             e = 0;
         if (__builtin_mul_overflow(count, e, &count))
-            return -1;
+            return RT_COUNT_OVERFLOW;
     }
-    return count;
+    return unknown ? -1 : count;
 }
 
 /* Evaluates the capacity of stack s of k (negative counts as 0). */

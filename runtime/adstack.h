@@ -60,7 +60,11 @@ void rt_adstack_args(const kern_meta_kernel *k, const rt_launch_arg *la, bool ho
  * dimensions of max(0, extent) (meta.h), evaluated on the host. -1 when it is not known
  * there: an extent is unknown (`?`, or metadata without extents), reads array elements
  * whose data is not host-readable (args[i].data NULL: the device's memory is not host
- * memory), cannot be evaluated, or the product overflows int64. */
+ * memory) or cannot be evaluated. RT_COUNT_OVERFLOW when a range's length (hi - lo) or
+ * the product of the lengths does not fit in int64: the launch is an error, never a loop
+ * that silently runs no iterations (a dimension of 0 items makes the product 0 only when
+ * it comes before the overflow). */
+enum { RT_COUNT_OVERFLOW = -2 };
 int64_t rt_task_count(const kern_meta_task *t, const sz_arg *args, int nargs);
 
 /* Evaluates k's SizeExprs and lays the stacks out for `slots` slots (see the top of this

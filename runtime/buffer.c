@@ -17,7 +17,7 @@ void rt_format_buffer(char *buf, size_t size, const kern_buffer *b) {
 
 kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank, const int64_t *shape,
                                const void *data, kern_buffer **out) {
-    if (!ctx)
+    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_buffer_create"))
         return KERN_ERR_ARGUMENT;
     rt_clear_error(ctx);
     if (!out)
@@ -83,6 +83,7 @@ kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank, co
     }
     rt_list_init(&b->link);
     rt_list_push(&ctx->buffers, &b->link);
+    rt_handle_add(b, RT_H_BUFFER, ctx);
     *out = b;
     return KERN_OK;
 cleanup:
@@ -118,9 +119,11 @@ static kern_status check_transfer(kern_buffer *b, const void *host, size_t size,
 }
 
 kern_status kern_buffer_read(kern_buffer *b, void *dst, size_t size) {
-    if (!b)
+    if (!b || !rt_handle_check(b, RT_H_BUFFER, "kern_buffer_read"))
         return KERN_ERR_ARGUMENT;
     kern_context *ctx = b->ctx;
+    if (!rt_enter(ctx, "kern_buffer_read"))
+        return KERN_ERR_ARGUMENT;
     rt_clear_error(ctx);
     char err[512];
     kern_status s = check_transfer(b, dst, size, "kern_buffer_read");
@@ -133,13 +136,16 @@ kern_status kern_buffer_read(kern_buffer *b, void *dst, size_t size) {
     }
     kern_status c = rt_collect(ctx, s == KERN_OK);
     rt_retire_poll(&ctx->retired, ctx->dev);
+    rt_leave(ctx);
     return s != KERN_OK ? s : c;
 }
 
 kern_status kern_buffer_write(kern_buffer *b, const void *src, size_t size) {
-    if (!b)
+    if (!b || !rt_handle_check(b, RT_H_BUFFER, "kern_buffer_write"))
         return KERN_ERR_ARGUMENT;
     kern_context *ctx = b->ctx;
+    if (!rt_enter(ctx, "kern_buffer_write"))
+        return KERN_ERR_ARGUMENT;
     rt_clear_error(ctx);
     char err[512];
     kern_status s = check_transfer(b, src, size, "kern_buffer_write");
@@ -153,6 +159,7 @@ kern_status kern_buffer_write(kern_buffer *b, const void *src, size_t size) {
     }
     kern_status c = rt_collect(ctx, s == KERN_OK);
     rt_retire_poll(&ctx->retired, ctx->dev);
+    rt_leave(ctx);
     return s != KERN_OK ? s : c;
 }
 
@@ -167,14 +174,15 @@ void rt_buffer_destroy(kern_buffer *b, bool device_idle) {
             KERN_OK)
             rt_error(ctx, KERN_ERR_DEVICE, "device %s: %s", ctx->dev->ops->name, err);
     }
-    free(b);
+    rt_handle_free(b);
 }
 
 void kern_buffer_release(kern_buffer *b) {
-    if (!b)
+    if (!b || !rt_handle_check(b, RT_H_BUFFER, "kern_buffer_release"))
         return;
     kern_context *ctx = b->ctx;
     rt_clear_error(ctx);
+    rt_handle_released(b);
     rt_retire_poll(&ctx->retired, ctx->dev);
     if (b->pins > 0) { /* a graph uses it: freed with the last such graph */
         b->released = true;
@@ -183,12 +191,22 @@ void kern_buffer_release(kern_buffer *b) {
     rt_buffer_destroy(b, false);
 }
 
-kern_dtype kern_buffer_dtype(const kern_buffer *b) { return b ? b->dtype : (kern_dtype)0; }
-int kern_buffer_rank(const kern_buffer *b) { return b ? b->rank : 0; }
+/* The getters answer 0 for NULL and, in checked mode, for a released buffer. */
+static bool live(const kern_buffer *b, const char *fn) {
+    return b && rt_handle_check(b, RT_H_BUFFER, fn);
+}
+kern_dtype kern_buffer_dtype(const kern_buffer *b) {
+    return live(b, "kern_buffer_dtype") ? b->dtype : (kern_dtype)0;
+}
+int kern_buffer_rank(const kern_buffer *b) { return live(b, "kern_buffer_rank") ? b->rank : 0; }
 int64_t kern_buffer_extent(const kern_buffer *b, int dim) {
-    if (!b || dim < 0)
+    if (!live(b, "kern_buffer_extent") || dim < 0)
         return 0;
     return dim < KERN_MAX_DIMS ? b->shape[dim] : 1;
 }
-int64_t kern_buffer_count(const kern_buffer *b) { return b ? b->count : 0; }
-size_t kern_buffer_bytes(const kern_buffer *b) { return b ? b->bytes : 0; }
+int64_t kern_buffer_count(const kern_buffer *b) {
+    return live(b, "kern_buffer_count") ? b->count : 0;
+}
+size_t kern_buffer_bytes(const kern_buffer *b) {
+    return live(b, "kern_buffer_bytes") ? b->bytes : 0;
+}

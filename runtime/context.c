@@ -246,6 +246,7 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
     if (!ctx)
         return KERN_ERR_OUT_OF_MEMORY;
     *out = ctx;
+    rt_handle_add(ctx, RT_H_CONTEXT, ctx);
     ctx->opts = opts ? *opts : kern_context_options_default();
     rt_list_init(&ctx->buffers);
     rt_list_init(&ctx->modules);
@@ -295,25 +296,31 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
     return KERN_OK;
 }
 
-const char *kern_context_last_error(const kern_context *ctx) { return ctx ? ctx->msg : ""; }
+static bool live(const kern_context *ctx, const char *fn) {
+    return ctx && rt_handle_check(ctx, RT_H_CONTEXT, fn);
+}
+
+const char *kern_context_last_error(const kern_context *ctx) {
+    if (ctx && !rt_handle_check(ctx, RT_H_CONTEXT, "kern_context_last_error"))
+        return "kern_context_last_error: use of a released context (KERN_RUNTIME_CHECKS)";
+    return ctx ? ctx->msg : "";
+}
 
 kern_context_options kern_context_get_options(const kern_context *ctx) {
-    return ctx ? ctx->opts : kern_context_options_default();
+    return live(ctx, "kern_context_get_options") ? ctx->opts : kern_context_options_default();
 }
 
 int kern_context_threads(const kern_context *ctx) {
-    if (!ctx || !ctx->dev)
+    if (!live(ctx, "kern_context_threads") || !ctx->dev)
         return 0;
     return ctx->opts.backend == KERN_BACKEND_CPU ? rt_cpu_device_threads(ctx->dev) : 1;
 }
 
 const char *kern_context_device_name(const kern_context *ctx) {
-    return ctx && ctx->dev ? ctx->dev->desc : "";
+    return live(ctx, "kern_context_device_name") && ctx->dev ? ctx->dev->desc : "";
 }
 
-kern_status kern_sync(kern_context *ctx) {
-    if (!ctx)
-        return KERN_ERR_ARGUMENT;
+static kern_status sync_(kern_context *ctx) {
     rt_clear_error(ctx);
     if (!ctx->dev)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "the context was not created successfully");
@@ -326,8 +333,16 @@ kern_status kern_sync(kern_context *ctx) {
     return s;
 }
 
+kern_status kern_sync(kern_context *ctx) {
+    if (!live(ctx, "kern_sync") || !rt_enter(ctx, "kern_sync"))
+        return KERN_ERR_ARGUMENT;
+    kern_status s = sync_(ctx);
+    rt_leave(ctx);
+    return s;
+}
+
 kern_status kern_context_adstack_info(kern_context *ctx, kern_adstack_info *out) {
-    if (!ctx)
+    if (!live(ctx, "kern_context_adstack_info"))
         return KERN_ERR_ARGUMENT;
     rt_clear_error(ctx);
     if (!out)
@@ -343,7 +358,7 @@ kern_status kern_context_adstack_info(kern_context *ctx, kern_adstack_info *out)
 
 kern_status kern_context_adstack_last(kern_context *ctx, int s, int64_t *offset,
                                       int64_t *capacity) {
-    if (!ctx)
+    if (!live(ctx, "kern_context_adstack_last"))
         return KERN_ERR_ARGUMENT;
     rt_clear_error(ctx);
     const rt_adstack_heap *h = &ctx->adheap;
@@ -360,8 +375,9 @@ kern_status kern_context_adstack_last(kern_context *ctx, int s, int64_t *offset,
 }
 
 void kern_context_release(kern_context *ctx) {
-    if (!ctx)
+    if (!live(ctx, "kern_context_release"))
         return;
+    rt_handle_released(ctx);
     if (ctx->dev) {
         char err[512];
         ctx->dev->ops->sync(ctx->dev, err, sizeof err);
@@ -381,5 +397,5 @@ void kern_context_release(kern_context *ctx) {
         free(ctx->pending[i]);
     free(ctx->pending);
     free(ctx->retired.items);
-    free(ctx);
+    rt_handle_free(ctx);
 }

@@ -64,7 +64,7 @@ kern_status rt_graph_record(kern_graph *g, const rt_ready *r) {
 }
 
 kern_status kern_graph_begin(kern_context *ctx) {
-    if (!ctx)
+    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_graph_begin"))
         return KERN_ERR_ARGUMENT;
     rt_clear_error(ctx);
     if (!ctx->dev)
@@ -107,11 +107,11 @@ static void graph_destroy(kern_graph *g, bool device_idle) {
     rt_list_remove(&g->link);
     if (ctx->capture == g)
         ctx->capture = NULL;
-    free(g);
+    rt_handle_free(g);
 }
 
 kern_status kern_graph_end(kern_context *ctx, kern_graph **out) {
-    if (!ctx)
+    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_graph_end"))
         return KERN_ERR_ARGUMENT;
     rt_clear_error(ctx);
     if (!out)
@@ -161,11 +161,14 @@ kern_status kern_graph_end(kern_context *ctx, kern_graph **out) {
                             d->ops->name, err);
         }
     }
+    rt_handle_add(g, RT_H_GRAPH, ctx);
     *out = g;
     return KERN_OK;
 }
 
-int kern_graph_launch_count(const kern_graph *g) { return g ? g->n : 0; }
+int kern_graph_launch_count(const kern_graph *g) {
+    return g && rt_handle_check(g, RT_H_GRAPH, "kern_graph_launch_count") ? g->n : 0;
+}
 
 int rt_graph_errors(const kern_graph *g, int set, char *msg, size_t size) {
     int n = 0;
@@ -179,9 +182,19 @@ int rt_graph_errors(const kern_graph *g, int set, char *msg, size_t size) {
     return n;
 }
 
+static kern_status graph_launch_(kern_graph *g);
+
 kern_status kern_graph_launch(kern_graph *g) {
-    if (!g)
+    if (!g || !rt_handle_check(g, RT_H_GRAPH, "kern_graph_launch"))
         return KERN_ERR_ARGUMENT;
+    if (!rt_enter(g->ctx, "kern_graph_launch"))
+        return KERN_ERR_ARGUMENT;
+    kern_status s = graph_launch_(g);
+    rt_leave(g->ctx);
+    return s;
+}
+
+static kern_status graph_launch_(kern_graph *g) {
     kern_context *ctx = g->ctx;
     rt_clear_error(ctx);
     rt_device *d = ctx->dev;
@@ -245,8 +258,9 @@ kern_status kern_graph_launch(kern_graph *g) {
 }
 
 void kern_graph_release(kern_graph *g) {
-    if (!g)
+    if (!g || !rt_handle_check(g, RT_H_GRAPH, "kern_graph_release"))
         return;
+    rt_handle_released(g);
     kern_context *ctx = g->ctx;
     rt_clear_error(ctx);
     char err[512];

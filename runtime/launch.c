@@ -41,6 +41,10 @@ static kern_status check_arg(kern_kernel *k, int i, const kern_arg *a, rt_launch
         const kern_buffer *b = a->u.buffer;
         if (!b)
             return arg_error(k, p, "the buffer is NULL");
+        if (!rt_handle_check(b, RT_H_BUFFER, "kern_launch"))
+            return arg_error(k, p,
+                             "the buffer was released, or is not a buffer "
+                             "(KERN_RUNTIME_CHECKS)");
         if (b->ctx != k->mod->ctx)
             return arg_error(k, p, "the buffer belongs to another context");
         if (b->dtype != want)
@@ -232,6 +236,16 @@ static kern_status size_launch(kern_kernel *k, const kern_arg *args, const rt_la
     int64_t max_items = 0;
     for (int t = 0; t < mk->ntasks; t++) {
         counts[t] = rt_task_count(&mk->tasks[t], sa, mk->nparams);
+        if (counts[t] == RT_COUNT_OVERFLOW) {
+            char loc[512];
+            rt_format_loc(loc, sizeof loc, k->mod->meta, mk->tasks[t].line, mk->tasks[t].col);
+            s = rt_error(ctx, KERN_ERR_ARGUMENT,
+                         "kernel '%s': the parallel for at %s has more iterations than a 64-bit "
+                         "count holds (the length of a range, hi - lo, or the product of the "
+                         "ranges' lengths overflows int64)",
+                         mk->name, loc);
+            goto cleanup;
+        }
         if (counts[t] < 0 || max_items < 0)
             max_items = -1;
         else if (counts[t] > max_items)
@@ -317,9 +331,7 @@ kern_status rt_submit(kern_context *ctx, const rt_ready *r) {
     return KERN_OK;
 }
 
-kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
-    if (!k)
-        return KERN_ERR_ARGUMENT;
+static kern_status launch_(kern_kernel *k, const kern_arg *args, int nargs) {
     kern_context *ctx = k->mod->ctx;
     rt_clear_error(ctx);
     const kern_meta_kernel *mk = k->meta;
@@ -381,5 +393,16 @@ cleanup:
         free(layout);
     if (counts != counts_small)
         free(counts);
+    return s;
+}
+
+kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs) {
+    if (!k || !rt_handle_check(k, RT_H_KERNEL, "kern_launch"))
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = k->mod->ctx;
+    if (!rt_enter(ctx, "kern_launch"))
+        return KERN_ERR_ARGUMENT;
+    kern_status s = launch_(k, args, nargs);
+    rt_leave(ctx);
     return s;
 }

@@ -42,8 +42,9 @@ static void free_kernels(kern_module *m) {
             free(m->kernels[i].sized[s].written);
         }
         free(m->kernels[i].sized);
+        rt_handle_released(&m->kernels[i]);
     }
-    free(m->kernels);
+    rt_handle_free(m->kernels);
     m->kernels = NULL;
     m->nkernels = 0;
 }
@@ -119,6 +120,9 @@ kern_status rt_module_create(kern_context *ctx, kern_meta *meta, kern_code_image
     m->code = loaded;
     rt_list_init(&m->link);
     rt_list_push(&ctx->modules, &m->link);
+    rt_handle_add(m, RT_H_MODULE, ctx);
+    for (int k = 0; k < m->nkernels; k++)
+        rt_handle_add(&m->kernels[k], RT_H_KERNEL, ctx);
     *out = m;
     return KERN_OK;
 cleanup:
@@ -138,14 +142,17 @@ void rt_module_destroy(kern_module *m) {
     free_kernels(m);
     kern_meta_free(m->meta);
     m->ctx->dev->ops->unload_code(m->ctx->dev, m->code);
-    free(m);
+    rt_handle_free(m);
 }
 
 void kern_module_release(kern_module *m) {
-    if (!m)
+    if (!m || !rt_handle_check(m, RT_H_MODULE, "kern_module_release"))
         return;
     kern_context *ctx = m->ctx;
     rt_clear_error(ctx);
+    rt_handle_released(m);
+    for (int i = 0; i < m->nkernels; i++)
+        rt_handle_released(&m->kernels[i]); /* its kernels go with it */
     if (m->pins > 0) { /* a graph uses its kernels: freed with the last such graph */
         m->released = true;
         return;
@@ -312,7 +319,7 @@ static bool in_module(const dl_image *d, const char *data, size_t size, const vo
 }
 
 kern_status kern_module_load_file(kern_context *ctx, const char *path, kern_module **out) {
-    if (!ctx)
+    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_module_load_file"))
         return KERN_ERR_ARGUMENT;
     rt_clear_error(ctx);
     if (!out || !path)
@@ -377,16 +384,19 @@ cleanup:
 
 /* ---- kernels ----------------------------------------------------------------------- */
 
-int kern_module_kernel_count(const kern_module *m) { return m ? m->nkernels : 0; }
+int kern_module_kernel_count(const kern_module *m) {
+    return m && rt_handle_check(m, RT_H_MODULE, "kern_module_kernel_count") ? m->nkernels : 0;
+}
 
 const char *kern_module_kernel_name(const kern_module *m, int i) {
-    if (!m || i < 0 || i >= m->nkernels)
+    if (!m || !rt_handle_check(m, RT_H_MODULE, "kern_module_kernel_name") || i < 0 ||
+        i >= m->nkernels)
         return NULL;
     return m->kernels[i].meta->name;
 }
 
 kern_status kern_kernel_find(kern_module *m, const char *name, kern_kernel **out) {
-    if (!m)
+    if (!m || !rt_handle_check(m, RT_H_MODULE, "kern_kernel_find"))
         return KERN_ERR_ARGUMENT;
     kern_context *ctx = m->ctx;
     rt_clear_error(ctx);
@@ -431,12 +441,21 @@ kern_status kern_kernel_find(kern_module *m, const char *name, kern_kernel **out
                     list);
 }
 
-const char *kern_kernel_name(const kern_kernel *k) { return k ? k->meta->name : NULL; }
-int kern_kernel_param_count(const kern_kernel *k) { return k ? k->meta->nparams : 0; }
-int kern_kernel_adstack_count(const kern_kernel *k) { return k ? k->meta->nadstacks : 0; }
+static bool live_kernel(const kern_kernel *k, const char *fn) {
+    return k && rt_handle_check(k, RT_H_KERNEL, fn);
+}
+const char *kern_kernel_name(const kern_kernel *k) {
+    return live_kernel(k, "kern_kernel_name") ? k->meta->name : NULL;
+}
+int kern_kernel_param_count(const kern_kernel *k) {
+    return live_kernel(k, "kern_kernel_param_count") ? k->meta->nparams : 0;
+}
+int kern_kernel_adstack_count(const kern_kernel *k) {
+    return live_kernel(k, "kern_kernel_adstack_count") ? k->meta->nadstacks : 0;
+}
 
 kern_status kern_kernel_param(kern_kernel *k, int i, kern_param_info *out) {
-    if (!k)
+    if (!live_kernel(k, "kern_kernel_param"))
         return KERN_ERR_ARGUMENT;
     kern_context *ctx = k->mod->ctx;
     rt_clear_error(ctx);

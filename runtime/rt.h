@@ -94,6 +94,8 @@ struct kern_context {
     kern_graph *capture;             /* the graph being captured (kern_graph_begin) */
     rt_list graphs;
     int64_t device_sizings; /* sizer kernels run (kern_context_adstack_info) */
+    uintptr_t owner;        /* checked mode: the thread inside the API (handles.c) */
+    int depth;              /* checked mode: its nested API calls */
 };
 
 struct kern_buffer {
@@ -140,6 +142,26 @@ struct kern_module {
     int pins;      /* graphs that use its kernels */
     bool released; /* kern_module_release came while it was pinned */
 };
+
+/* Checked mode (handles.c, KERN_RUNTIME_CHECKS=1): a registry of live handles, a
+ * quarantine for released objects, one thread per context at a time. Off checked mode each
+ * call is a test of a flag. */
+enum { RT_H_CONTEXT = 1, RT_H_BUFFER, RT_H_MODULE, RT_H_KERNEL, RT_H_GRAPH, RT_H_TAPE };
+bool rt_checks_enabled(void);
+const char *rt_handle_kind_name(int kind);
+/* A handle handed out (ctx: the context that made it, or the context itself). */
+void rt_handle_add(const void *p, int kind, const kern_context *ctx);
+/* A handle released whose memory is freed elsewhere (the kernels of a module). */
+void rt_handle_released(const void *p);
+/* free(p) for an object that was a handle: in checked mode it waits in the quarantine. */
+void rt_handle_free(void *p);
+/* Whether p is a live handle of kind (always true off checked mode, and for NULL);
+ * otherwise says so (on stderr, and in the context that made it when that is alive). */
+bool rt_handle_check(const void *p, int kind, const char *fn);
+/* Checked mode: enters the API on ctx from this thread; false (said on stderr) when
+ * another thread is inside it. Every true is matched by rt_leave. */
+bool rt_enter(kern_context *ctx, const char *fn);
+void rt_leave(kern_context *ctx);
 
 /* Checks a shared object's image before dlopen (elfcheck.c): false with the reason when
  * the dynamic loader could read outside it. */

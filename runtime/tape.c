@@ -63,7 +63,7 @@ static bool module_alive(kern_context *ctx, const kern_module *m) {
 }
 
 kern_status kern_tape_create(kern_context *ctx, kern_tape **out) {
-    if (!ctx)
+    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_tape_create"))
         return KERN_ERR_ARGUMENT;
     rt_clear_error(ctx);
     if (!out)
@@ -77,6 +77,7 @@ kern_status kern_tape_create(kern_context *ctx, kern_tape **out) {
     t->ctx = ctx;
     rt_list_init(&t->link);
     rt_list_push(&ctx->tapes, &t->link);
+    rt_handle_add(t, RT_H_TAPE, ctx);
     *out = t;
     return KERN_OK;
 }
@@ -109,7 +110,7 @@ static void free_owned_grads(kern_tape *t) {
 }
 
 kern_status kern_tape_clear(kern_tape *t) {
-    if (!t)
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_clear"))
         return KERN_ERR_ARGUMENT;
     free_records(t);
     free_owned_grads(t);
@@ -118,14 +119,14 @@ kern_status kern_tape_clear(kern_tape *t) {
 }
 
 void kern_tape_destroy(kern_tape *t) {
-    if (!t)
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_destroy"))
         return;
     rt_list_remove(&t->link);
     free_records(t);
     free_owned_grads(t);
     free(t->recs);
     free(t->grads);
-    free(t);
+    rt_handle_free(t);
 }
 
 static tape_grad *find_grad(kern_tape *t, const kern_buffer *primal) {
@@ -148,7 +149,7 @@ static tape_grad *add_grad(kern_tape *t) {
 }
 
 kern_status kern_tape_set_grad(kern_tape *t, kern_buffer *primal, kern_buffer *grad) {
-    if (!t)
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_set_grad"))
         return KERN_ERR_ARGUMENT;
     kern_context *ctx = t->ctx;
     rt_clear_error(ctx);
@@ -180,7 +181,7 @@ kern_status kern_tape_set_grad(kern_tape *t, kern_buffer *primal, kern_buffer *g
 }
 
 kern_status kern_tape_grad(kern_tape *t, kern_buffer *primal, kern_buffer **out) {
-    if (!t)
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_grad"))
         return KERN_ERR_ARGUMENT;
     rt_clear_error(t->ctx);
     if (!out)
@@ -196,7 +197,7 @@ kern_status kern_tape_grad(kern_tape *t, kern_buffer *primal, kern_buffer **out)
 }
 
 kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args, int nargs) {
-    if (!t)
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_launch"))
         return KERN_ERR_ARGUMENT;
     kern_context *ctx = t->ctx;
     rt_clear_error(ctx);
@@ -240,7 +241,9 @@ kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args,
     return KERN_OK;
 }
 
-int kern_tape_record_count(const kern_tape *t) { return t ? t->nrecs : 0; }
+int kern_tape_record_count(const kern_tape *t) {
+    return t && rt_handle_check(t, RT_H_TAPE, "kern_tape_record_count") ? t->nrecs : 0;
+}
 
 /* A zeroed buffer owned by the tape. */
 static kern_status new_zeroed(kern_tape *t, kern_dtype dtype, int rank, const int64_t *shape,
@@ -324,7 +327,7 @@ cleanup:
 }
 
 kern_status kern_tape_backward(kern_tape *t) {
-    if (!t)
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_backward"))
         return KERN_ERR_ARGUMENT;
     kern_context *ctx = t->ctx;
     rt_clear_error(ctx);
@@ -346,7 +349,7 @@ kern_status kern_tape_backward(kern_tape *t) {
 }
 
 kern_status kern_tape_scalar_grad(kern_tape *t, int record, int param, double *out) {
-    if (!t)
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_scalar_grad"))
         return KERN_ERR_ARGUMENT;
     kern_context *ctx = t->ctx;
     rt_clear_error(ctx);

@@ -340,3 +340,388 @@ Test(adversarial, rebuilt_module_is_new_code) {
     snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
     cr_assert_eq(system(rm), 0);
 }
+
+/* ---- the C API misused (checked mode, KERN_RUNTIME_CHECKS=1) -------------------------- */
+
+#include "../runtime/rt.h"
+
+typedef struct api {
+    kern_context *ctx;
+    kern_module *mod;
+    kern_kernel *k;
+    kern_buffer *x, *y;
+} api;
+
+static const char *const api_src = "kernel scale(x: f32[], y: f32[], a: f32) {\n"
+                                   "    for i in 0..len(x) { y[i] = a * x[i]; }\n"
+                                   "}\n"
+                                   "kernel spin(x: f32[], n: i32) {\n"
+                                   "    for i in 0..1 {\n"
+                                   "        var s = 0.0;\n"
+                                   "        for t in 0..n { s = s * 0.5 + sin(s + 1.0); }\n"
+                                   "        x[0] = s;\n"
+                                   "    }\n"
+                                   "}\n";
+
+static api api_open(void) {
+    cr_assert_eq(setenv("KERN_RUNTIME_CHECKS", "1", 1), 0);
+    cr_assert(rt_checks_enabled(), "checked mode from the environment");
+    api a = {0};
+    cr_assert_eq(kern_context_create(NULL, &a.ctx), KERN_OK);
+    cr_assert_eq(kern_module_from_source(a.ctx, api_src, strlen(api_src), "api.kern", &a.mod),
+                 KERN_OK, "%s", kern_context_last_error(a.ctx));
+    cr_assert_eq(kern_kernel_find(a.mod, "scale", &a.k), KERN_OK);
+    int64_t n = 4;
+    cr_assert_eq(kern_buffer_create(a.ctx, KERN_F32, 1, &n, NULL, &a.x), KERN_OK);
+    cr_assert_eq(kern_buffer_create(a.ctx, KERN_F32, 1, &n, NULL, &a.y), KERN_OK);
+    return a;
+}
+
+static kern_status launch_scale(api *a, kern_buffer *x, kern_buffer *y) {
+    kern_arg args[] = {kern_arg_buffer(x), kern_arg_buffer(y), kern_arg_f32(2)};
+    return kern_launch(a->k, args, 3);
+}
+
+#define expect_error(call, needle)                                                             \
+    do {                                                                                       \
+        kern_status s_ = (call);                                                               \
+        cr_expect_eq(s_, KERN_ERR_ARGUMENT, "%s: %s", #call, kern_status_name(s_));            \
+        cr_expect(strstr(kern_context_last_error(a.ctx), (needle)) != NULL, "%s: '%s'", #call, \
+                  kern_context_last_error(a.ctx));                                             \
+    } while (0)
+
+Test(adversarial, released_buffer_read) {
+    api a = api_open();
+    kern_buffer_release(a.x);
+    float v[4];
+    expect_error(kern_buffer_read(a.x, v, sizeof v), "kern_buffer_read: use of a released buffer");
+    expect_error(kern_buffer_write(a.x, v, sizeof v),
+                 "kern_buffer_write: use of a released buffer");
+    kern_context_release(a.ctx);
+}
+
+Test(adversarial, released_buffer_launched) {
+    api a = api_open();
+    kern_buffer_release(a.y);
+    expect_error(launch_scale(&a, a.x, a.y), "kernel 'scale', parameter 'y'");
+    cr_expect(strstr(kern_context_last_error(a.ctx), "released") != NULL);
+    cr_expect_eq(launch_scale(&a, a.x, a.x), KERN_OK, "live buffers still launch");
+    kern_context_release(a.ctx);
+}
+
+Test(adversarial, released_buffer_getters_and_double_release) {
+    api a = api_open();
+    kern_buffer_release(a.x);
+    cr_expect_eq(kern_buffer_rank(a.x), 0);
+    cr_expect_eq(kern_buffer_count(a.x), 0);
+    cr_expect_eq(kern_buffer_bytes(a.x), 0);
+    kern_buffer_release(a.x); /* said on stderr, nothing freed twice */
+    cr_expect(strstr(kern_context_last_error(a.ctx), "use of a released buffer") != NULL, "%s",
+              kern_context_last_error(a.ctx));
+    kern_context_release(a.ctx);
+}
+
+Test(adversarial, kernel_of_released_module) {
+    api a = api_open();
+    kern_module_release(a.mod);
+    expect_error(launch_scale(&a, a.x, a.y), "kern_launch: use of a released kernel");
+    kern_kernel *k;
+    expect_error(kern_kernel_find(a.mod, "scale", &k),
+                 "kern_kernel_find: use of a released module");
+    cr_expect_null(kern_kernel_name(a.k));
+    kern_context_release(a.ctx);
+}
+
+Test(adversarial, handles_of_a_released_context) {
+    api a = api_open();
+    kern_context *keep; /* a live context keeps the quarantine (and the registry) */
+    cr_assert_eq(kern_context_create(NULL, &keep), KERN_OK);
+    kern_context *ctx = a.ctx;
+    kern_buffer *x = a.x;
+    kern_kernel *k = a.k;
+    kern_context_release(ctx);
+    int64_t n = 4;
+    kern_buffer *b = NULL;
+    /* each use is refused without touching the released objects */
+    cr_expect_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &b), KERN_ERR_ARGUMENT);
+    cr_expect_eq(kern_buffer_rank(x), 0);
+    kern_arg args[] = {kern_arg_buffer(x), kern_arg_buffer(x), kern_arg_f32(1)};
+    cr_expect_eq(kern_launch(k, args, 3), KERN_ERR_ARGUMENT);
+    cr_expect(strstr(kern_context_last_error(ctx), "released context") != NULL);
+    kern_context_release(keep);
+    /* after the last context, nothing is kept: still refused, as unknown handles */
+    cr_expect_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &b), KERN_ERR_ARGUMENT);
+}
+
+Test(adversarial, released_tape_and_graph) {
+    api a = api_open();
+    kern_tape *t;
+    cr_assert_eq(kern_tape_create(a.ctx, &t), KERN_OK);
+    kern_tape_destroy(t);
+    expect_error(kern_tape_backward(t), "kern_tape_backward: use of a released tape");
+    kern_graph *g;
+    cr_assert_eq(kern_graph_begin(a.ctx), KERN_OK);
+    cr_assert_eq(launch_scale(&a, a.x, a.y), KERN_OK);
+    cr_assert_eq(kern_graph_end(a.ctx, &g), KERN_OK);
+    cr_assert_eq(kern_graph_launch(g), KERN_OK);
+    kern_graph_release(g);
+    expect_error(kern_graph_launch(g), "kern_graph_launch: use of a released graph");
+    kern_context_release(a.ctx);
+}
+
+Test(adversarial, a_buffer_pinned_by_a_graph_is_still_released) {
+    api a = api_open();
+    kern_graph *g;
+    cr_assert_eq(kern_graph_begin(a.ctx), KERN_OK);
+    cr_assert_eq(launch_scale(&a, a.x, a.y), KERN_OK);
+    cr_assert_eq(kern_graph_end(a.ctx, &g), KERN_OK);
+    kern_buffer_release(a.y); /* the graph keeps its memory */
+    cr_expect_eq(kern_graph_launch(g), KERN_OK, "the graph still replays");
+    float v[4];
+    expect_error(kern_buffer_read(a.y, v, sizeof v), "use of a released buffer");
+    kern_graph_release(g);
+    kern_context_release(a.ctx);
+}
+
+Test(adversarial, wrong_kinds_of_handle) {
+    api a = api_open();
+    expect_error(kern_launch((kern_kernel *)a.x, NULL, 0),
+                 "a buffer passed where a kernel belongs");
+    float junk[64] = {0};
+    kern_arg args[] = {kern_arg_buffer((kern_buffer *)junk), kern_arg_buffer(a.y), kern_arg_f32(1)};
+    expect_error(kern_launch(a.k, args, 3), "kernel 'scale', parameter 'x'");
+    cr_expect_eq(kern_buffer_rank((kern_buffer *)junk), 0, "a pointer kern never made");
+    kern_context_release(a.ctx);
+}
+
+typedef struct spin_arg {
+    api *a;
+    kern_status s;
+} spin_arg;
+
+static void *spin_thread(void *p) {
+    spin_arg *sa = p;
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(sa->a->mod, "spin", &k), KERN_OK);
+    kern_arg args[] = {kern_arg_buffer(sa->a->x), kern_arg_i32(200000000)};
+    sa->s = kern_launch(k, args, 2);
+    if (sa->s == KERN_OK)
+        sa->s = kern_sync(sa->a->ctx);
+    return NULL;
+}
+
+/* A second thread that calls in while the first is inside kern_launch is refused; the
+ * first is not disturbed. */
+Test(adversarial, one_context_two_threads, .timeout = 120) {
+    api a = api_open();
+    spin_arg sa = {&a, KERN_OK};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, spin_thread, &sa), 0);
+    while (__atomic_load_n(&a.ctx->owner, __ATOMIC_ACQUIRE) == 0)
+        ;
+    float v[4];
+    kern_status s = kern_buffer_read(a.y, v, sizeof v);
+    int64_t n = 4;
+    kern_buffer *b = NULL;
+    kern_status s2 = kern_buffer_create(a.ctx, KERN_F32, 1, &n, NULL, &b);
+    bool still_inside = __atomic_load_n(&a.ctx->owner, __ATOMIC_ACQUIRE) != 0;
+    pthread_join(th, NULL);
+    cr_expect_eq(sa.s, KERN_OK, "the first thread's launch: %s", kern_context_last_error(a.ctx));
+    if (still_inside) /* (the spin kernel outlasts the two calls on any machine seen) */
+        cr_expect_eq(s, KERN_ERR_ARGUMENT, "kern_buffer_read from a second thread");
+    (void)s2;
+    kern_buffer_release(b);
+    /* one thread after the other is fine */
+    cr_expect_eq(kern_buffer_read(a.y, v, sizeof v), KERN_OK);
+    kern_context_release(a.ctx);
+}
+
+/* ---- sources: malformed, hostile and odd .kern files ---------------------------------- */
+
+#define SRC(text) "printf '%s' '" text "' > p.kern"
+
+static const cli_case source_cases[] = {
+    {"an empty file has no kernels", "touch p.kern", "check p.kern", 0, NULL, NULL},
+    {"/dev/null as a source", NULL, "check /dev/null", 0, NULL, NULL},
+    {"a directory as a source", "mkdir d.kern", "check d.kern", 3,
+     "cannot read 'd.kern': Is a directory", NULL},
+    {"a missing source", NULL, "check nope.kern", 3,
+     "cannot read 'nope.kern': No such file or directory", NULL},
+    {"an unterminated comment", SRC("/* open"), "check p.kern", 1,
+     "p.kern:1:1: error: unterminated comment", NULL},
+    {"a NUL byte", "printf 'kernel k(x: f32[]) {\\000 }' > p.kern", "check p.kern", 1,
+     "unexpected character 0x00", NULL},
+    {"invalid UTF-8", "printf 'kernel k(x: f32[]) { \\377 }' > p.kern", "check p.kern", 1,
+     "invalid UTF-8 byte 0xFF", NULL},
+    {"a missing semicolon", SRC("kernel k(x: f32[]) { for i in 0..len(x) { x[i] = 1.0 } }"),
+     "check p.kern", 1, "expected ';' after statement", NULL},
+    {"no octal literals", SRC("kernel k(x: f32[]) { for i in 0..len(x) { x[i] = 017; } }"),
+     "check p.kern", 1, "leading zeros are not allowed", NULL},
+    {"an integer literal too large",
+     SRC("kernel k(x: f32[]) { for i in 0..len(x) { x[i] = 99999999999999999999; } }"),
+     "check p.kern", 1, "is too large", NULL},
+    {"a float literal out of range",
+     SRC("kernel k(x: f32[]) { for i in 0..len(x) { x[i] = 1e999; } }"), "check p.kern", 1,
+     "float literal '1e999' is out of range", NULL},
+    {"a duplicate parameter", SRC("kernel k(x: f32[], x: f32[]) { }"), "check p.kern", 1,
+     "duplicate parameter 'x'", NULL},
+    {"a duplicate kernel", SRC("kernel k(x: f32[]) { } kernel k(x: f32[]) { }"), "check p.kern", 1,
+     "duplicate definition of 'k'", NULL},
+    {"a kernel named like a gradient's symbols",
+     SRC("kernel k__grad(x: f32[]) { } kernel k(x: f32[]) { }"), "check p.kern", 1,
+     "would have the symbols of 'k.grad'", NULL},
+    {"an unknown type", SRC("kernel k(x: q32[]) { }"), "check p.kern", 1, "expected a type", NULL},
+    {"break outside a loop", SRC("kernel k(x: f32[]) { break; }"), "check p.kern", 1,
+     "break outside of a loop", NULL},
+    {"continue outside a loop", SRC("kernel k(x: f32[]) { continue; }"), "check p.kern", 1,
+     "continue outside of a loop", NULL},
+    {"an unknown name", SRC("kernel k(x: f32[]) { for i in 0..len(x) { x[i] = y; } }"),
+     "check p.kern", 1, "unknown name 'y'", NULL},
+    {"recursion",
+     SRC("func f(a: f32) -> f32 { return f(a); } kernel k(x: f32[]) { for i in 0..len(x) { "
+         "x[i] = f(x[i]); } }"),
+     "check p.kern", 1, "recursive call: f -> f", NULL},
+    {"a float index", SRC("kernel k(x: f32[]) { for i in 0..len(x) { x[1.5] = 1.0; } }"),
+     "check p.kern", 1, "array index must be an integer", NULL},
+    {"a builtin's arity",
+     SRC("kernel k(x: f32[]) { for i in 0..len(x) { x[i] = sin(1.0, 2.0); } }"), "check p.kern", 1,
+     "'sin' takes 1 argument, got 2", NULL},
+    {"no implicit float to int", SRC("kernel k(x: i32[]) { for i in 0..len(x) { x[i] = 1.0; } }"),
+     "check p.kern", 1, "where an integer (i32) is required", NULL},
+    {"a string", SRC("kernel k(x: f32[]) { for i in 0..len(x) { x[i] = \"s\"; } }"), "check p.kern",
+     1, "unexpected character", NULL},
+    {"return in a kernel", SRC("kernel k(x: f32[]) { return 1.0; }"), "check p.kern", 1,
+     "a kernel cannot return", NULL},
+    {"assignment to a let",
+     SRC("kernel k(x: f32[]) { for i in 0..len(x) { let a = 1.0; a = 2.0; "
+         "x[i] = a; } }"),
+     "check p.kern", 1, "declared with let", NULL},
+    {"assignment to a parameter", SRC("kernel k(n: i32) { n = 3; }"), "check p.kern", 1,
+     "cannot assign to parameter 'n'", NULL},
+    {"an element indexed again",
+     SRC("kernel k(x: f32[]) { for i in 0..len(x) { x[i][0] = 1.0; } }"), "check p.kern", 1,
+     "only an array name can be indexed", NULL},
+    {"a name of 256 characters",
+     "printf 'kernel %s(x: f32[]) { }' $(printf '%0256d' 0 | tr 0 a) > p.kern", "check p.kern", 1,
+     "255", NULL},
+    {"nine ranges in one parallel for",
+     SRC("kernel k(x: f32[]) { for a, b, c, d, e, f, g, h, i in 0..1, 0..1, 0..1, 0..1, 0..1, "
+         "0..1, 0..1, 0..1, 0..1 { x[0] = 1.0; } }"),
+     "check p.kern", 1, NULL, NULL},
+    {"run of a file with errors", SRC("kernel k(x: f32[]) { x = 1; }"), "run p.kern k", 1,
+     "p.kern:1:", NULL},
+};
+
+Test(adversarial, sources) { run_table(source_cases, sizeof source_cases / sizeof *source_cases); }
+
+/* ---- bindings: arguments on the command line ------------------------------------------ */
+
+#define RUN_B "run s.kern simulate x0=x0.npy w=w.npy out=out.npy "
+#define NPY(expr, file) "/usr/bin/python3 -c 'import numpy as np; np.save(\"" file "\", " expr ")'"
+
+static const cli_case binding_cases[] = {
+    {"a missing scalar", NULL, RUN_B, 1, "parameter 'steps: i32' of kernel 'simulate' is not bound",
+     NULL},
+    {"an unknown parameter", NULL, RUN_B "steps=16 bogus=1", 1,
+     "kernel 'simulate' has no parameter named 'bogus'", NULL},
+    {"a parameter bound twice", NULL, RUN_B "steps=16 steps=3", 2,
+     "parameter 'steps' is bound twice", NULL},
+    {"a float for an i32", NULL, RUN_B "steps=1.5", 1, "steps=1.5: not an integer", NULL},
+    {"an i32 out of range", NULL, RUN_B "steps=2147483648", 1, "out of range for i32", NULL},
+    {"no octal on the command line", NULL, RUN_B "steps=010", 1, "steps=010: not an integer", NULL},
+    {"no spaces in a number", NULL, RUN_B "'steps= 5'", 1, "not an integer", NULL},
+    {"an empty value", NULL, RUN_B "steps=", 2, "is not of the form NAME=VALUE", NULL},
+    {"an empty name", NULL, RUN_B "steps=16 =1", 2, "is not of the form NAME=VALUE", NULL},
+    {"no equals sign", NULL, RUN_B "steps=16 x0", 2, "is not of the form NAME=VALUE", NULL},
+    {"a file for a scalar", NULL, RUN_B "steps=x0.npy", 1, "steps=x0.npy: not an integer", NULL},
+    {"a number for an array", NULL, "run s.kern simulate x0=5 w=w.npy out=out.npy steps=16", 3,
+     "x0=5: 5: No such file or directory", NULL},
+    {"a missing .npy", NULL, "run s.kern simulate x0=nope.npy w=w.npy out=out.npy steps=16", 3,
+     "nope.npy: No such file or directory", NULL},
+    {"an unknown kernel", NULL, "run s.kern nosuch x0=x0.npy", 1,
+     "no kernel named 'nosuch' in s.kern; kernels: simulate", NULL},
+    {"--threads 0", NULL, RUN_B "steps=16 --threads 0", 2, "--threads needs a positive integer",
+     NULL},
+    {"--threads too many", NULL, RUN_B "steps=16 --threads 100000", 2,
+     "--threads needs a positive integer", NULL},
+    {"--save of a scalar", NULL, RUN_B "steps=16 --save steps=a.npy", 1,
+     "'steps' is a scalar; only arrays can be saved", "test ! -e a.npy"},
+    {"--save of an unknown parameter", NULL, RUN_B "steps=16 --save nope=a.npy", 1,
+     "has no parameter named 'nope'", "test ! -e a.npy"},
+    {"--ad-stack-size beyond 2^31", NULL, RUN_B "steps=16 --ad-stack-size 4294967296", 2,
+     "--ad-stack-size needs a positive integer up to 2^31", NULL},
+    {"an unknown target", NULL, RUN_B "steps=16 --target=metal", 2,
+     "target 'metal' is not available", NULL},
+    {"a truncated .npy", "head -c 50 x0.npy > t.npy",
+     "run s.kern simulate x0=t.npy w=w.npy out=out.npy steps=16", 1, "truncated header", NULL},
+    {"not a .npy", "printf NOTNPY > b.npy",
+     "run s.kern simulate x0=b.npy w=w.npy out=out.npy steps=16", 1, "not a .npy file", NULL},
+    {"an empty .npy", NULL, "run s.kern simulate x0=/dev/null w=w.npy out=out.npy steps=16", 1,
+     "not a .npy file (it is empty)", NULL},
+    {"the wrong dtype", NPY("np.zeros(8)", "f.npy"),
+     "run s.kern simulate x0=f.npy w=w.npy out=out.npy steps=16", 1,
+     "the file holds f64 with 1 dimension, but parameter 'x0' is f32[]", NULL},
+    {"the wrong rank", NPY("np.zeros((2,4), np.float32)", "r.npy"),
+     "run s.kern simulate x0=r.npy w=w.npy out=out.npy steps=16", 1,
+     "the file holds f32 with 2 dimensions", NULL},
+    {"Fortran order", NPY("np.asfortranarray(np.zeros((2,3), np.float32))", "f.npy"),
+     "run s.kern simulate x0=f.npy w=w.npy out=out.npy steps=16", 1,
+     "fortran_order True (column-major data) is not supported", NULL},
+    {"big-endian", NPY("np.zeros(3, \">f4\")", "b.npy"),
+     "run s.kern simulate x0=b.npy w=w.npy out=out.npy steps=16", 1,
+     "big-endian dtype '>f4' is not supported", NULL},
+    {"object arrays", NPY("np.array([1, \"a\"], dtype=object)", "o.npy"),
+     "run s.kern simulate x0=o.npy w=w.npy out=out.npy steps=16", 1, "unsupported dtype '|O'",
+     NULL},
+    {"empty arrays run", NPY("np.zeros(0, np.float32)", "e.npy"),
+     "run s.kern simulate x0=e.npy w=w.npy out=e.npy steps=16", 0, "x0: f32[0]", NULL},
+    {"an index out of bounds is an error, not corruption", NULL, RUN_B "steps=100", 1,
+     "index 16 out of bounds for dimension 0 of extent 16", NULL},
+    {"a gradient run with unbound adjoints", NULL,
+     "run s.kern simulate.grad x0=x0.npy w=w.npy out=out.npy steps=16", 0, "x0.grad: f32[8]", NULL},
+    {"gradcheck with a zero step", NULL,
+     "gradcheck s.kern simulate x0=x0.npy w=w.npy out=out.npy steps=16 --eps 0", 2,
+     "--eps needs a positive number", NULL},
+};
+
+Test(adversarial, bindings) {
+    run_table(binding_cases, sizeof binding_cases / sizeof *binding_cases);
+}
+
+/* ---- limits ---------------------------------------------------------------------------- */
+
+static const cli_case
+    limit_cases
+        [] =
+            {
+                {"a range whose length overflows int64",
+                 SRC("kernel l(x: f32[], a: i64, b: i64) { for i in a..b { atomic_add(x[0], 1.0); "
+                     "} }") " && " NPY("np.zeros(1, np.float32)", "one.npy"),
+                 "run p.kern l x=one.npy a=-9223372036854775808 b=9223372036854775807", 1,
+                 "has more iterations than a 64-bit count holds", NULL},
+                {"a range just inside int64 is fine",
+                 SRC("kernel l(x: f32[], a: i64, b: i64) { for i in a..b { atomic_add(x[0], 1.0); "
+                     "} }") " && " NPY("np.zeros(1, np.float32)", "one.npy"),
+                 "run p.kern l x=one.npy a=-9223372036854775808 b=-9223372036854775800", 0, "= 8",
+                 NULL},
+                {"a reversed range runs nothing",
+                 SRC("kernel l(x: f32[], a: i64, b: i64) { for i in a..b { atomic_add(x[0], 1.0); "
+                     "} }") " && " NPY("np.zeros(1, np.float32)", "one.npy"),
+                 "run p.kern l x=one.npy a=5 b=3", 0, "= 0", NULL},
+                {"a source over 8 MiB", "head -c 9000000 /dev/zero | tr '\\\\0' ' ' > big.kern",
+                 "check big.kern", 1, "8 MiB", NULL},
+                {"deep nesting",
+                 "{ printf 'kernel k(x: f32[]) {'; for i in $(seq 2000); do printf 'if true {'; "
+                 "done; "
+                 "for i in $(seq 2000); do printf '}'; done; printf '}'; } > p.kern",
+                 "check p.kern", 1, "nest", NULL},
+                {"adstack overflow in the option's units",
+                 SRC("kernel w(x: f32[], o: f32[]) { for i in 0..len(x) { var y = x[i]; while y < "
+                     "100.0 "
+                     "{ y = y * 2.0 + 1.0; } o[i] = y; } }") " && " NPY("np.ones(4, np.float32)",
+                                                                        "x.npy"),
+                 "run p.kern w.grad x=x.npy o=x.npy --ad-stack-size 2", 1,
+                 "(--ad-stack-size 2); it needs --ad-stack-size", NULL},
+};
+
+Test(adversarial, limits) { run_table(limit_cases, sizeof limit_cases / sizeof *limit_cases); }

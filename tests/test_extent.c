@@ -158,8 +158,8 @@ Test(extent, task_count_from_launch_arguments) {
     cr_assert_eq(rt_task_count(&s->tasks[1], c, 2), 5 * 15 * 7);
     c[0].scalar = -1;
     cr_assert_eq(rt_task_count(&s->tasks[1], c, 2), 0);
-    c[0].scalar = INT32_MAX; /* 2^31 x 3 x 2^31 x 7 overflows int64 */
-    cr_assert_eq(rt_task_count(&s->tasks[1], c, 2), -1);
+    c[0].scalar = INT32_MAX; /* 2^31 x 3 x 2^31 x 7 overflows int64: an error, not unknown */
+    cr_assert_eq(rt_task_count(&s->tasks[1], c, 2), RT_COUNT_OVERFLOW);
     kern_meta_free(m);
 }
 
