@@ -1210,3 +1210,31 @@ Test(cli, check_warns_parallel_races) {
         unlink(src);
     }
 }
+
+/* The gradcheck of a sequence checks what the tape computes: a ping-pong kernel whose
+ * second step overwrites the x that the first step read passes alone (each launch's
+ * K.grad is right), and fails as a sequence of 2 or 3 steps, since the tape keeps no
+ * copies (docs/cli.md: a step must not overwrite what an earlier step read). */
+Test(cli_grad, gradcheck_steps_detects_overwritten_inputs) {
+    char src[64], args[256];
+    temp_file(src, ".kern",
+              "kernel pp(x: f32[], y: f32[], t: i32) {\n"
+              "    for i in 0..len(x) {\n"
+              "        if t % 2 == 0 {\n"
+              "            y[i] = sin(x[i]) * 1.5;\n"
+              "        } else {\n"
+              "            x[i] = sin(y[i]) * 1.5;\n"
+              "        }\n"
+              "    }\n"
+              "}\n");
+    snprintf(args, sizeof args, "gradcheck %s pp --steps 1 --step-arg t", src);
+    expect(args, 0, ": ok");
+    for (int steps = 2; steps <= 3; steps++) {
+        snprintf(args, sizeof args, "gradcheck %s pp --steps %d --step-arg t", src, steps);
+        run_result r = run(args);
+        cr_expect_eq(r.status, 1, "%s", r.out);
+        cr_expect(strstr(r.out, ": FAILED") && strstr(r.out, "worst at x["), "%s", r.out);
+        free(r.out);
+    }
+    unlink(src);
+}
