@@ -4,7 +4,8 @@
 #
 #   source .device/env.sh; bash scripts/device-run.sh [STEP ...]
 #
-# STEPS (default: all): suite, corpus, vulkan, stress, cli, sanitizer, bench. Each prints a header and
+# STEPS (default: all): suite, corpus, vulkan, stress, cli, sanitizer, bench, fuzz (the
+# runtime's harnesses on every core but two for FUZZ_SECS seconds each, default 120). Each prints a header and
 # what it ran; results also go to $OUT (when set) as STEP.txt. Exit status: the number of
 # failed steps.
 set -uo pipefail
@@ -36,7 +37,30 @@ step() { # NAME CMD...: runs CMD, tees to $out/NAME.txt
 }
 
 steps=("$@")
-for STEP in suite corpus vulkan stress cli sanitizer bench; do
+fuzz_run() { # HARNESS: one libFuzzer process per core, each with its own corpus; sums
+    local h=$1 n secs=${FUZZ_SECS:-120} total=0
+    n=$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))
+    mkdir -p /tmp/fuzz-$h
+    for i in $(seq "$n"); do
+        mkdir -p "/tmp/fuzz-$h/c$i"
+        ASAN_OPTIONS=detect_leaks=1 "$h" -max_total_time="$secs" -timeout=5 -max_len=65536 \
+            -print_final_stats=1 -artifact_prefix="/tmp/fuzz-$h/crash-$i-" "/tmp/fuzz-$h/c$i" \
+            ".device/fuzz-seeds/${h#fuzz-}" > "/tmp/fuzz-$h/log$i" 2>&1 &
+    done
+    wait
+    for i in $(seq "$n"); do
+        local e
+        e=$(sed -n 's/^stat::number_of_executed_units: *//p' "/tmp/fuzz-$h/log$i" | tail -1)
+        total=$((total + ${e:-0}))
+    done
+    local crashes
+    crashes=$(find /tmp/fuzz-$h -name 'crash-*' | wc -l)
+    echo "$h: $n processes x $secs s: $total executions, $crashes crash files"
+    cp /tmp/fuzz-$h/crash-* "$out/" 2>/dev/null || true
+    [ "$crashes" = 0 ]
+}
+
+for STEP in suite corpus vulkan stress cli sanitizer bench fuzz; do
     [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
     case $STEP in
     suite) step suite kern-tests -j8 ;;
@@ -63,6 +87,8 @@ for STEP in suite corpus vulkan stress cli sanitizer bench; do
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15' ;;
     bench) step bench env -u OUT GPU_BENCH_OUT=/tmp/gpu-bench bash bench/gpu-bench/run.sh ;;
+    fuzz) step fuzz-module fuzz_run fuzz-module
+          step fuzz-npy fuzz_run fuzz-npy ;;
     esac
 done
 echo "device-run: $failed failed step(s)"

@@ -3,6 +3,7 @@
 # ../shared/device/README.md), on a development machine, from the repository root:
 #
 #   bash scripts/device-stage.sh
+#   DEVICE_FUZZ=only bash scripts/device-stage.sh    (the fuzz harnesses alone)
 #
 # 1. builds build-static/ (release, LLVM linked statically: -Dllvm_static=true);
 # 2. bundles kernc, the test binary, the examples' host program, the benchmark drivers and
@@ -26,6 +27,12 @@ fi
 ninja -C $B >/dev/null
 progs=($B/kernc $B/tests/kern-tests $B/examples/kern-host $B/bench/kern-bench
        $B/bench/kern-bench-aot $B/tests/kern-test-aot-*.so)
+# DEVICE_FUZZ=only stages the runtime's fuzz harnesses alone (no LLVM in them; with the
+# rest they would not fit), for the many cores there: device-run.sh fuzz
+if [ "${DEVICE_FUZZ:-0}" = only ]; then
+    bash tests/fuzz/build.sh >/dev/null
+    progs=(build-fuzz/tests/fuzz/fuzz-module build-fuzz/tests/fuzz/fuzz-npy)
+fi
 rm -rf .device
 mkdir -p "$(git rev-parse --git-path info)" # bundle.sh writes info/exclude
 # bundle.sh copies every program's libraries; strip them all afterwards
@@ -41,6 +48,16 @@ strip --strip-unneeded .device/bin/* .device/lib/* 2>/dev/null || true
         echo "$(basename "$s") $top/$s"
     done
 } > .device/layout
+if [ -e .device/bin/fuzz-module ]; then # their seeds: modules of every target, .npy files
+    mkdir -p .device/fuzz-seeds/module .device/fuzz-seeds/npy
+    for f in examples/*.kern; do
+        for t in cpu cuda vulkan; do
+            $B/kernc build "$f" --target=$t -o ".device/fuzz-seeds/module/$(basename "$f" .kern).$t" \
+                2>/dev/null || true
+        done
+    done
+    cp examples/data/*.npy .device/fuzz-seeds/npy/
+fi
 mkdir -p .device/modules
 for k in loop ragged; do
     $B/kernc build "bench/gpu-bench/$k.kern" --target=cuda -o ".device/modules/$k.kmod"
