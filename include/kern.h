@@ -37,7 +37,7 @@ extern "C" {
 #define KERN_VERSION_PATCH 0
 #define KERN_VERSION_STRING "0.1.0"
 /* Encodes a version for comparisons: KERN_VERSION_NUMBER(0, 1, 0) == 100. */
-#define KERN_VERSION_NUMBER(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
+#define KERN_VERSION_NUMBER(major, minor, patch) ((major)*10000 + (minor)*100 + (patch))
 
 /* Only the declarations of this header are exported by libkern and libkern-jit (they
  * are built with -fvisibility=hidden). */
@@ -168,6 +168,35 @@ int kern_buffer_rank(const kern_buffer *buf);
 int64_t kern_buffer_extent(const kern_buffer *buf, int dim);
 int64_t kern_buffer_count(const kern_buffer *buf); /* elements */
 size_t kern_buffer_bytes(const kern_buffer *buf);
+
+/* Memory kern does not own, used in place (docs/runtime.md, "Wrapped memory"): host
+ * memory on the CPU device, a CUDA device pointer (a CUdeviceptr) of the context's CUDA
+ * context on the CUDA device; other devices answer KERN_ERR_UNSUPPORTED. data must hold
+ * the extents' product times kern_dtype_size(dtype) bytes, aligned to the element size.
+ * No copy is made: launches read and write data itself. release(user), when release is not
+ * NULL, is called exactly once, after kern_buffer_release (or the context's release) AND
+ * the completion of every launch that used the buffer, by the runtime's retirement rules;
+ * the caller keeps its memory alive until then. On failure nothing is wrapped and release
+ * is not called. */
+kern_status kern_buffer_wrap(kern_context *ctx, kern_dtype dtype, int rank, const int64_t *shape,
+                             void *data, void (*release)(void *user), void *user,
+                             kern_buffer **out);
+/* The buffer's memory: a host pointer on the CPU device, a CUDA device pointer on the CUDA
+ * device; NULL on other devices. Launches in flight may be using it (kern_sync first). */
+void *kern_buffer_pointer(const kern_buffer *buf);
+/* Whether the buffer wraps memory kern does not own (kern_buffer_wrap). */
+bool kern_buffer_is_wrapped(const kern_buffer *buf);
+
+/* DLPack (dlpack.h 0.6, DLManagedTensor), the zero-copy exchange of NumPy, PyTorch, JAX
+ * and CuPy. kern_buffer_from_dlpack wraps a tensor (void *: a DLManagedTensor *) of the
+ * context's device (kDLCPU on the CPU device, kDLCUDA on the CUDA device), C-contiguous,
+ * of dtype f32, f64, i32, u32, i64 or bool (uint8 0/1), rank 1..4, byte offset aligned:
+ * on success the buffer owns the tensor and calls its deleter when released (by the
+ * retirement rules); on failure the caller still owns it. kern_buffer_to_dlpack makes a
+ * DLManagedTensor that views the buffer; its deleter releases that view: the buffer's
+ * memory stays valid until both the buffer and every tensor made from it are released. */
+kern_status kern_buffer_from_dlpack(kern_context *ctx, void *managed_tensor, kern_buffer **out);
+kern_status kern_buffer_to_dlpack(kern_buffer *buf, void **managed_tensor);
 
 /* ---- modules and kernels ----------------------------------------------------------- */
 

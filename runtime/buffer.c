@@ -15,6 +15,62 @@ void rt_format_buffer(char *buf, size_t size, const kern_buffer *b) {
         snprintf(buf + n, size - (size_t)n, "]");
 }
 
+/* Checks a buffer's dtype, rank and shape (fn names the caller in messages); sets the
+ * element count and byte size. */
+static kern_status check_shape(kern_context *ctx, const char *fn, kern_dtype dtype, int rank,
+                               const int64_t *shape, int64_t *count_out, size_t *bytes_out) {
+    if (!kern_dtype_name(dtype))
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: invalid dtype %d", fn, (int)dtype);
+    if (rank < 1 || rank > KERN_MAX_DIMS)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: rank %d is not supported (rank 1 to %d)", fn,
+                        rank, KERN_MAX_DIMS);
+    if (!shape)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: shape is NULL", fn);
+    int64_t count = 1;
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] < 0)
+            return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: extent %lld of dimension %d is negative",
+                            fn, (long long)shape[d], d);
+        if (shape[d] > INT32_MAX)
+            return rt_error(ctx, KERN_ERR_ARGUMENT,
+                            "%s: extent %lld of dimension %d is too large "
+                            "(at most %d: len() is i32)",
+                            fn, (long long)shape[d], d, INT32_MAX);
+        if (__builtin_mul_overflow(count, shape[d], &count))
+            count = INT64_MAX; /* caught below */
+    }
+    size_t esize = kern_dtype_size(dtype), bytes;
+    if (count == INT64_MAX || (uint64_t)count > SIZE_MAX / esize ||
+        __builtin_mul_overflow((size_t)count, esize, &bytes) || bytes > (size_t)PTRDIFF_MAX)
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "%s: the array is too large to address", fn);
+    *count_out = count;
+    *bytes_out = bytes;
+    return KERN_OK;
+}
+
+/* A buffer struct for ctx with its shape (no memory yet); NULL when out of host memory. */
+static kern_buffer *new_buffer(kern_context *ctx, kern_dtype dtype, int rank, const int64_t *shape,
+                               int64_t count, size_t bytes) {
+    kern_buffer *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->ctx = ctx;
+    b->written = ++ctx->write_clock;
+    b->dtype = dtype;
+    b->rank = rank;
+    for (int d = 0; d < KERN_MAX_DIMS; d++)
+        b->shape[d] = d < rank ? shape[d] : 1;
+    b->count = count;
+    b->bytes = bytes;
+    return b;
+}
+
+static void add_buffer(kern_context *ctx, kern_buffer *b) {
+    rt_list_init(&b->link);
+    rt_list_push(&ctx->buffers, &b->link);
+    rt_handle_add(b, RT_H_BUFFER, ctx);
+}
+
 kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank, const int64_t *shape,
                                const void *data, kern_buffer **out) {
     if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_buffer_create"))
@@ -25,47 +81,17 @@ kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank, co
     *out = NULL;
     if (!ctx->dev)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "the context was not created successfully");
-    if (!kern_dtype_name(dtype))
-        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_buffer_create: invalid dtype %d", (int)dtype);
-    if (rank < 1 || rank > KERN_MAX_DIMS)
-        return rt_error(ctx, KERN_ERR_ARGUMENT,
-                        "kern_buffer_create: rank %d is not supported (rank 1 to %d)", rank,
-                        KERN_MAX_DIMS);
-    if (!shape)
-        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_buffer_create: shape is NULL");
-    int64_t count = 1;
-    for (int d = 0; d < rank; d++) {
-        if (shape[d] < 0)
-            return rt_error(ctx, KERN_ERR_ARGUMENT,
-                            "kern_buffer_create: extent %lld of dimension %d is negative",
-                            (long long)shape[d], d);
-        if (shape[d] > INT32_MAX)
-            return rt_error(ctx, KERN_ERR_ARGUMENT,
-                            "kern_buffer_create: extent %lld of dimension %d is too large "
-                            "(at most %d: len() is i32)",
-                            (long long)shape[d], d, INT32_MAX);
-        if (__builtin_mul_overflow(count, shape[d], &count))
-            count = INT64_MAX; /* caught below */
-    }
-    size_t esize = kern_dtype_size(dtype), bytes;
-    if (count == INT64_MAX || (uint64_t)count > SIZE_MAX / esize ||
-        __builtin_mul_overflow((size_t)count, esize, &bytes) || bytes > (size_t)PTRDIFF_MAX)
-        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
-                        "kern_buffer_create: the array is too large to address");
+    int64_t count;
+    size_t bytes;
+    kern_status cs = check_shape(ctx, "kern_buffer_create", dtype, rank, shape, &count, &bytes);
+    if (cs != KERN_OK)
+        return cs;
 
     char err[512];
     kern_status s = KERN_OK;
-    kern_buffer *b = calloc(1, sizeof *b);
+    kern_buffer *b = new_buffer(ctx, dtype, rank, shape, count, bytes);
     if (!b)
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a buffer");
-    b->ctx = ctx;
-    b->written = ++ctx->write_clock;
-    b->dtype = dtype;
-    b->rank = rank;
-    for (int d = 0; d < KERN_MAX_DIMS; d++)
-        b->shape[d] = d < rank ? shape[d] : 1;
-    b->count = count;
-    b->bytes = bytes;
     s = ctx->dev->ops->alloc(ctx->dev, bytes, &b->mem, err, sizeof err);
     if (s != KERN_OK) {
         char what[128];
@@ -81,9 +107,7 @@ kern_status kern_buffer_create(kern_context *ctx, kern_dtype dtype, int rank, co
         s = rt_error(ctx, s, "cannot initialize a buffer: %s", err);
         goto cleanup;
     }
-    rt_list_init(&b->link);
-    rt_list_push(&ctx->buffers, &b->link);
-    rt_handle_add(b, RT_H_BUFFER, ctx);
+    add_buffer(ctx, b);
     *out = b;
     return KERN_OK;
 cleanup:
@@ -166,12 +190,17 @@ kern_status kern_buffer_write(kern_buffer *b, const void *src, size_t size) {
 void rt_buffer_destroy(kern_buffer *b, bool device_idle) {
     kern_context *ctx = b->ctx;
     rt_list_remove(&b->link);
-    if (device_idle) {
-        ctx->dev->ops->free(ctx->dev, b->mem);
+    if (b->wrapped && !b->release) {
+        /* nothing of kern's to free: the owner keeps the memory alive */
+    } else if (device_idle) {
+        if (b->wrapped)
+            b->release(b->user);
+        else
+            ctx->dev->ops->free(ctx->dev, b->mem);
     } else {
         char err[512];
-        if (rt_retire_push(&ctx->retired, ctx->dev, b->mem, b->last_use, err, sizeof err) !=
-            KERN_OK)
+        rt_retired e = {b->mem, b->last_use, b->wrapped ? b->release : NULL, b->user};
+        if (rt_retire_push_entry(&ctx->retired, ctx->dev, e, err, sizeof err) != KERN_OK)
             rt_error(ctx, KERN_ERR_DEVICE, "device %s: %s", ctx->dev->ops->name, err);
     }
     rt_handle_free(b);
@@ -188,7 +217,68 @@ void kern_buffer_release(kern_buffer *b) {
         b->released = true;
         return;
     }
+    if (b->views > 0) { /* DLPack tensors view it: freed with the last of them */
+        b->view_orphan = true;
+        return;
+    }
     rt_buffer_destroy(b, false);
+}
+
+kern_status rt_buffer_wrap(kern_context *ctx, const char *fn, kern_dtype dtype, int rank,
+                           const int64_t *shape, void *data, void (*release)(void *user),
+                           void *user, kern_buffer **out) {
+    int64_t count;
+    size_t bytes;
+    kern_status s = check_shape(ctx, fn, dtype, rank, shape, &count, &bytes);
+    if (s != KERN_OK)
+        return s;
+    const char *dev = ctx->dev->ops->name;
+    if (strcmp(dev, "cpu") != 0 && strcmp(dev, "cuda") != 0)
+        return rt_error(ctx, KERN_ERR_UNSUPPORTED,
+                        "%s: the %s device cannot use memory it did not allocate (cpu and cuda "
+                        "can)",
+                        fn, dev);
+    if (!data && bytes)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: data is NULL", fn);
+    if ((uintptr_t)data % kern_dtype_size(dtype) != 0)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "%s: data %p is not aligned to the %zu bytes of a %s element", fn, data,
+                        kern_dtype_size(dtype), kern_dtype_name(dtype));
+    kern_buffer *b = new_buffer(ctx, dtype, rank, shape, count, bytes);
+    if (!b)
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a buffer");
+    b->mem = data;
+    b->wrapped = true;
+    b->release = release;
+    b->user = user;
+    add_buffer(ctx, b);
+    *out = b;
+    return KERN_OK;
+}
+
+kern_status kern_buffer_wrap(kern_context *ctx, kern_dtype dtype, int rank, const int64_t *shape,
+                             void *data, void (*release)(void *user), void *user,
+                             kern_buffer **out) {
+    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_buffer_wrap"))
+        return KERN_ERR_ARGUMENT;
+    rt_clear_error(ctx);
+    if (!out)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_buffer_wrap: out is NULL");
+    *out = NULL;
+    if (!ctx->dev)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "the context was not created successfully");
+    return rt_buffer_wrap(ctx, "kern_buffer_wrap", dtype, rank, shape, data, release, user, out);
+}
+
+void *kern_buffer_pointer(const kern_buffer *b) {
+    if (!b || !rt_handle_check(b, RT_H_BUFFER, "kern_buffer_pointer"))
+        return NULL;
+    const char *dev = b->ctx->dev->ops->name;
+    return !strcmp(dev, "cpu") || !strcmp(dev, "cuda") ? b->mem : NULL;
+}
+
+bool kern_buffer_is_wrapped(const kern_buffer *b) {
+    return b && rt_handle_check(b, RT_H_BUFFER, "kern_buffer_is_wrapped") && b->wrapped;
 }
 
 /* The getters answer 0 for NULL and, in checked mode, for a released buffer. */

@@ -4,6 +4,14 @@
 
 #include <stdlib.h>
 
+/* Frees a retired entry: the device's memory, or the owner's release of wrapped memory. */
+static void drop(rt_device *d, const rt_retired *r) {
+    if (r->release)
+        r->release(r->user);
+    else
+        d->ops->free(d, r->mem);
+}
+
 void rt_retire_init(rt_retire_queue *q, int depth) {
     q->items = NULL;
     q->len = q->cap = 0;
@@ -18,7 +26,7 @@ void rt_retire_poll(rt_retire_queue *q, rt_device *d) {
     int n = 0;
     for (int i = 0; i < q->len; i++) {
         if (q->items[i].point <= passed)
-            d->ops->free(d, q->items[i].mem);
+            drop(d, &q->items[i]);
         else
             q->items[n++] = q->items[i];
     }
@@ -27,7 +35,7 @@ void rt_retire_poll(rt_retire_queue *q, rt_device *d) {
 
 void rt_retire_drain(rt_retire_queue *q, rt_device *d) {
     for (int i = 0; i < q->len; i++)
-        d->ops->free(d, q->items[i].mem);
+        drop(d, &q->items[i]);
     q->len = 0;
 }
 
@@ -40,8 +48,14 @@ void rt_retire_fini(rt_retire_queue *q, rt_device *d) {
 
 kern_status rt_retire_push(rt_retire_queue *q, rt_device *d, void *mem, uint64_t point, char *err,
                            size_t errlen) {
+    return rt_retire_push_entry(q, d, (rt_retired){mem, point, NULL, NULL}, err, errlen);
+}
+
+kern_status rt_retire_push_entry(rt_retire_queue *q, rt_device *d, rt_retired e, char *err,
+                                 size_t errlen) {
+    uint64_t point = e.point;
     if (point <= d->ops->poll(d)) {
-        d->ops->free(d, mem);
+        drop(d, &e);
         return KERN_OK;
     }
     if (q->len == q->cap) {
@@ -51,19 +65,19 @@ kern_status rt_retire_push(rt_retire_queue *q, rt_device *d, void *mem, uint64_t
         if (!items) {
             /* no room to remember it: wait for it instead */
             kern_status s = d->ops->wait(d, point, err, errlen);
-            d->ops->free(d, mem);
+            drop(d, &e);
             return s;
         }
         q->items = items;
         q->cap = cap;
     }
-    q->items[q->len++] = (rt_retired){mem, point};
+    q->items[q->len++] = e;
     kern_status s = KERN_OK;
     if (q->len > q->depth) {
         q->waits++;
         s = d->ops->wait(d, q->items[0].point, err, errlen);
         if (s != KERN_OK) { /* the device is gone: nothing will use the oldest any more */
-            d->ops->free(d, q->items[0].mem);
+            drop(d, &q->items[0]);
             for (int i = 1; i < q->len; i++)
                 q->items[i - 1] = q->items[i];
             q->len--;

@@ -20,6 +20,8 @@ enum { RT_RETIRE_DEPTH = 64 };
 typedef struct rt_retired {
     void *mem;
     uint64_t point;
+    void (*release)(void *user); /* wrapped memory (kern_buffer_wrap): its owner's release, */
+    void *user;                  /* called instead of the device's free; NULL otherwise */
 } rt_retired;
 
 typedef struct rt_retire_queue {
@@ -37,6 +39,9 @@ void rt_retire_fini(rt_retire_queue *q, rt_device *d);
  * wait means the device is lost). */
 kern_status rt_retire_push(rt_retire_queue *q, rt_device *d, void *mem, uint64_t point, char *err,
                            size_t errlen);
+/* rt_retire_push for any entry: wrapped memory is released by e.release(e.user). */
+kern_status rt_retire_push_entry(rt_retire_queue *q, rt_device *d, rt_retired e, char *err,
+                                 size_t errlen);
 /* Frees every entry whose point has passed; never blocks. */
 void rt_retire_poll(rt_retire_queue *q, rt_device *d);
 /* Frees every entry; the caller has synchronized the device. */

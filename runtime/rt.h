@@ -112,6 +112,11 @@ struct kern_buffer {
                           been: a launch of a kernel that writes it, kern_buffer_write) */
     int pins;          /* graphs that use it: released only with the last of them */
     bool released;     /* kern_buffer_release came while it was pinned */
+    bool wrapped;      /* mem is not the device's (kern_buffer_wrap): never freed by kern */
+    void (*release)(void *user); /* wrapped: the owner's release, after retirement */
+    void *user;
+    int views;        /* DLPack tensors made from it (kern_buffer_to_dlpack) still alive */
+    bool view_orphan; /* released while views remain: the last view destroys it */
 };
 
 /* A device sizer's result for one adstack of a kernel, kept while the arguments it read
@@ -181,6 +186,10 @@ void rt_format_device_error(char *buf, size_t size, const kern_kernel *k,
  * status (KERN_ERR_DEVICE), or is deferred when `report` is false. Returns the status. */
 kern_status rt_collect(kern_context *ctx, bool report);
 kern_dtype rt_dtype_of(const kern_type *t);
+/* kern_buffer_wrap's work (also for DLPack tensors), fn naming the caller in messages. */
+kern_status rt_buffer_wrap(kern_context *ctx, const char *fn, kern_dtype dtype, int rank,
+                           const int64_t *shape, void *data, void (*release)(void *user),
+                           void *user, kern_buffer **out);
 /* Frees a buffer (unlinking it from its context); unless device_idle, memory that a
  * launch in flight may use is retired. */
 void rt_buffer_destroy(kern_buffer *b, bool device_idle);

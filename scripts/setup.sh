@@ -32,6 +32,9 @@ NATIVE_FILE=native/llvm19.ini
 #   vulkan-validationlayers        the Khronos validation layer, on in the Vulkan tests
 #   glslang-tools                  glslangValidator: the Vulkan device tests' GLSL shaders
 #   libspirv-cross-c-shared-dev    SPIRV-Cross's C API: --emit=msl (Metal)
+#   libdlpack-dev                  dlpack.h: zero-copy exchange with NumPy, PyTorch, JAX, CuPy
+#   python3-pytest python3-torch   the Python package's tests (python/, docs/python.md): pytest,
+#                                  and PyTorch as a reference (autograd) and a DLPack producer
 PACKAGES=(
     meson ninja-build pkg-config
     gcc g++
@@ -44,6 +47,7 @@ PACKAGES=(
     libvulkan-dev mesa-vulkan-drivers vulkan-validationlayers
     glslang-tools
     libspirv-cross-c-shared-dev
+    libdlpack-dev python3-pytest python3-torch
 )
 
 if [ "$(id -u)" -eq 0 ]; then

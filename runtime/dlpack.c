@@ -1,0 +1,183 @@
+/* dlpack.c - DLPack exchange (kern.h: kern_buffer_from_dlpack, kern_buffer_to_dlpack;
+ * docs/runtime.md "Wrapped memory and DLPack"), with Debian's dlpack.h (0.6: the
+ * unversioned DLManagedTensor that NumPy, PyTorch, JAX and CuPy exchange).
+ *
+ * Import wraps the tensor's memory (rt_buffer_wrap): the buffer owns the tensor and calls
+ * its deleter through the retirement rules, once the buffer is released and no launch
+ * in flight uses it. Export makes a tensor that views the buffer: the buffer counts its
+ * views, and a buffer released while views remain is freed by the deleter of the last. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+#ifdef KERN_HAVE_DLPACK
+#include <dlpack/dlpack.h>
+
+enum { DL_BOOL = 6 }; /* kDLBool of DLPack 0.8, which 0.6's header lacks */
+
+static bool dtype_of(DLDataType t, kern_dtype *out) {
+    if (t.lanes != 1)
+        return false;
+    if (t.code == kDLFloat && t.bits == 32)
+        *out = KERN_F32;
+    else if (t.code == kDLFloat && t.bits == 64)
+        *out = KERN_F64;
+    else if (t.code == kDLInt && t.bits == 32)
+        *out = KERN_I32;
+    else if (t.code == kDLUInt && t.bits == 32)
+        *out = KERN_U32;
+    else if (t.code == kDLInt && t.bits == 64)
+        *out = KERN_I64;
+    else if (t.code == DL_BOOL && t.bits == 8)
+        *out = KERN_BOOL;
+    else
+        return false;
+    return true;
+}
+
+static DLDataType dl_dtype(kern_dtype d) {
+    switch (d) {
+    case KERN_F32: return (DLDataType){kDLFloat, 32, 1};
+    case KERN_F64: return (DLDataType){kDLFloat, 64, 1};
+    case KERN_I32: return (DLDataType){kDLInt, 32, 1};
+    case KERN_U32: return (DLDataType){kDLUInt, 32, 1};
+    case KERN_I64: return (DLDataType){kDLInt, 64, 1};
+    default: return (DLDataType){DL_BOOL, 8, 1};
+    }
+}
+
+static void call_deleter(void *user) {
+    DLManagedTensor *t = user;
+    if (t->deleter)
+        t->deleter(t);
+}
+
+kern_status kern_buffer_from_dlpack(kern_context *ctx, void *managed_tensor, kern_buffer **out) {
+    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_buffer_from_dlpack"))
+        return KERN_ERR_ARGUMENT;
+    rt_clear_error(ctx);
+    const char *fn = "kern_buffer_from_dlpack";
+    if (!out || !managed_tensor)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: NULL tensor or out", fn);
+    *out = NULL;
+    if (!ctx->dev)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "the context was not created successfully");
+    DLManagedTensor *mt = managed_tensor;
+    const DLTensor *t = &mt->dl_tensor;
+    const char *dev = ctx->dev->ops->name;
+    bool host = t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost;
+    if (!strcmp(dev, "cpu")    ? !host
+        : !strcmp(dev, "cuda") ? t->device.device_type != kDLCUDA || t->device.device_id != 0
+                               : true)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "%s: a tensor on DLPack device %d:%d cannot be used in place by the %s "
+                        "device (cpu takes kDLCPU memory, cuda takes kDLCUDA memory of device 0)",
+                        fn, (int)t->device.device_type, t->device.device_id, dev);
+    kern_dtype d;
+    if (!dtype_of(t->dtype, &d))
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "%s: DLPack dtype (code %u, %u bits, %u lanes) is not a kern dtype (f32, "
+                        "f64, i32, u32, i64, bool)",
+                        fn, t->dtype.code, t->dtype.bits, t->dtype.lanes);
+    if (t->ndim < 1 || t->ndim > KERN_MAX_DIMS || !t->shape)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: rank %d is not supported (rank 1 to %d)", fn,
+                        t->ndim, KERN_MAX_DIMS);
+    if (t->strides) { /* C order: each stride the product of the later extents */
+        int64_t want = 1;
+        for (int i = t->ndim - 1; i >= 0; i--) {
+            if (t->shape[i] != 1 && t->strides[i] != want)
+                return rt_error(ctx, KERN_ERR_ARGUMENT,
+                                "%s: the tensor is not C-contiguous (stride %lld of dimension "
+                                "%d, %lld expected)",
+                                fn, (long long)t->strides[i], i, (long long)want);
+            want *= t->shape[i];
+        }
+    }
+    void *data = (char *)t->data + t->byte_offset;
+    return rt_buffer_wrap(ctx, fn, d, t->ndim, t->shape, data, call_deleter, mt, out);
+}
+
+/* The tensor kern_buffer_to_dlpack makes: the managed tensor, its shape, its buffer. */
+typedef struct view {
+    DLManagedTensor mt;
+    int64_t shape[KERN_MAX_DIMS];
+    kern_buffer *b;
+} view;
+
+static void view_deleter(DLManagedTensor *mt) {
+    view *v = mt->manager_ctx;
+    kern_buffer *b = v->b;
+    free(v);
+    if (--b->views == 0 && b->view_orphan)
+        rt_buffer_destroy(b, false);
+}
+
+kern_status kern_buffer_to_dlpack(kern_buffer *b, void **managed_tensor) {
+    if (!b || !rt_handle_check(b, RT_H_BUFFER, "kern_buffer_to_dlpack"))
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = b->ctx;
+    rt_clear_error(ctx);
+    if (!managed_tensor)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_buffer_to_dlpack: out is NULL");
+    *managed_tensor = NULL;
+    const char *dev = ctx->dev->ops->name;
+    DLDevice where;
+    if (!strcmp(dev, "cpu"))
+        where = (DLDevice){kDLCPU, 0};
+    else if (!strcmp(dev, "cuda"))
+        where = (DLDevice){kDLCUDA, 0};
+    else
+        return rt_error(ctx, KERN_ERR_UNSUPPORTED,
+                        "kern_buffer_to_dlpack: the %s device's memory cannot be shared (cpu and "
+                        "cuda can)",
+                        dev);
+    /* the consumer reads the memory on its own stream: the launches that use it first */
+    char err[512];
+    if (b->last_use > ctx->dev->ops->poll(ctx->dev)) {
+        kern_status s = ctx->dev->ops->wait(ctx->dev, b->last_use, err, sizeof err);
+        if (s != KERN_OK)
+            return rt_error(ctx, s, "device %s: %s", dev, err);
+    }
+    view *v = calloc(1, sizeof *v);
+    if (!v)
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a DLPack tensor");
+    memcpy(v->shape, b->shape, sizeof v->shape);
+    v->b = b;
+    v->mt.dl_tensor = (DLTensor){.data = b->mem,
+                                 .device = where,
+                                 .ndim = b->rank,
+                                 .dtype = dl_dtype(b->dtype),
+                                 .shape = v->shape,
+                                 .strides = NULL,
+                                 .byte_offset = 0};
+    v->mt.manager_ctx = v;
+    v->mt.deleter = view_deleter;
+    b->views++;
+    *managed_tensor = &v->mt;
+    return KERN_OK;
+}
+
+#else /* no dlpack.h at build time */
+
+kern_status kern_buffer_from_dlpack(kern_context *ctx, void *managed_tensor, kern_buffer **out) {
+    (void)managed_tensor;
+    if (out)
+        *out = NULL;
+    return ctx ? rt_error(ctx, KERN_ERR_UNSUPPORTED,
+                          "kern_buffer_from_dlpack: this runtime was built without DLPack "
+                          "(libdlpack-dev)")
+               : KERN_ERR_ARGUMENT;
+}
+
+kern_status kern_buffer_to_dlpack(kern_buffer *b, void **managed_tensor) {
+    if (managed_tensor)
+        *managed_tensor = NULL;
+    return b ? rt_error(b->ctx, KERN_ERR_UNSUPPORTED,
+                        "kern_buffer_to_dlpack: this runtime was built without DLPack "
+                        "(libdlpack-dev)")
+             : KERN_ERR_ARGUMENT;
+}
+
+#endif
