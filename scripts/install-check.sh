@@ -6,7 +6,9 @@
 #   - the installed kernc starts and builds saxpy ahead of time, and host.c built with
 #     `pkg-config --cflags --libs kern` (no compiler) loads and runs that module, and says
 #     that it cannot compile source;
-#   - libkern.so and libkern-jit.so export nothing but the kern_ API.
+#   - libkern.so and libkern-jit.so export nothing but the kern_ API;
+#   - the installed Python package imports (PYTHONPATH = its site-packages under the
+#     prefix), finds the installed libkern-jit and runs saxpy.
 # The build's prefix is set back afterwards; the temporary prefix is removed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -52,4 +54,17 @@ for lib in libkern.so libkern-jit.so; do
     [ -z "$extra" ] || fail "$lib exports more than the kern_ API: $extra"
 done
 [ -e "$tmp/prefix/$libdir/libkernc.so" ] && fail "libkernc is installed on the linker's path"
+
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    pkg=$(find "$tmp/prefix" -path '*/kern/__init__.py' | head -1)
+    [ -n "$pkg" ] || fail "the Python package is not installed"
+    grep -q "$tmp/prefix" "$(dirname "$pkg")/_config.py" || fail "_config.py names another library"
+    PYTHONPATH=$(dirname "$(dirname "$pkg")") /usr/bin/python3 -c '
+import numpy as np, kern, sys
+m = kern.compile(sys.argv[1])
+x = np.arange(5, dtype=np.float32); y = np.ones(5, np.float32)
+m.saxpy(a=2.0, x=x, y=y)
+assert np.array_equal(y, 1 + 2 * x), y
+' examples/saxpy.kern || fail "the installed Python package does not work"
+fi
 echo "install-check: ok (prefix $tmp/prefix)" >&2
