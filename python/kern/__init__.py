@@ -76,6 +76,11 @@ def _fn(name, res, *args):
     return f
 
 
+_MISSING = object()
+try:
+    import numpy as _NP
+except ImportError:  # NumPy is needed for arrays; kern Buffers work without it
+    _NP = None
 _vp, _int, _st = ctypes.c_void_p, ctypes.c_int, ctypes.c_int
 _pvp = ctypes.POINTER(ctypes.c_void_p)
 _i64p = ctypes.POINTER(ctypes.c_int64)
@@ -502,60 +507,82 @@ class _Bound:
         self.kernel = kernel
         ctx = kernel.module.context
         params = kernel.params
-        if len(args) > len(params):
+        n = len(params)
+        if len(args) > n:
             raise ArgumentError("kernel '%s' takes %d arguments, got %d" %
-                                (kernel.name, len(params), len(args)))
-        values = {}
-        for p, v in zip(params, args):
-            values[p.name] = v
+                                (kernel.name, n, len(args)))
+        values = list(args) + [_MISSING] * (n - len(args))
+        index = kernel._index
         for k, v in kwargs.items():
-            name = k
-            if name not in {p.name for p in params}:
-                dotted = k.replace("__", ".")
-                if dotted in {p.name for p in params}:
-                    name = dotted  # x__grad= for the parameter x.grad
-                else:
+            i = index.get(k)
+            if i is None:
+                i = index.get(k.replace("__", "."))  # x__grad= for the parameter x.grad
+                if i is None:
                     raise ArgumentError("kernel '%s' has no parameter named '%s' (it has: %s)" %
                                         (kernel.name, k, ", ".join(p.name for p in params)))
-            if name in values:
+            if values[i] is not _MISSING:
                 raise ArgumentError("kernel '%s': parameter '%s' is given twice" %
-                                    (kernel.name, name))
-            values[name] = v
-        missing = [p.name for p in params if p.name not in values]
+                                    (kernel.name, params[i].name))
+            values[i] = v
+        missing = [p.name for p, v in zip(params, values) if v is _MISSING]
         if missing:
             raise ArgumentError("kernel '%s': missing argument%s %s" %
                                 (kernel.name, "s" if len(missing) > 1 else "",
                                  ", ".join("'%s'" % m for m in missing)))
-        self.c_args = (_Arg * max(len(params), 1))()
-        self.temps = []      # buffers made for this call only
+        self.c_args = c_args = (_Arg * max(n, 1))()
+        self.temps = []      # Buffers made for this call only
+        self.raw = []        # kern buffers wrapped for this call only (no Python object)
         self.copy_back = []  # (temporary buffer, the caller's array)
-        self.buffers = []    # per parameter: the Buffer or None
+        self.tape = _current_tape()
         for i, p in enumerate(params):
-            v = values[p.name]
-            a = self.c_args[i]
+            v = values[i]
+            a = c_args[i]
             if p.is_array:
-                b = self._buffer(ctx, p, v)
-                self.buffers.append(b)
                 a.kind = _ARG_BUFFER
-                a.u.buffer = b._live()
+                a.u.buffer = self._buffer(ctx, p, v)
             else:
-                self.buffers.append(None)
                 a.kind = _ARG_SCALAR
                 a.dtype = p.dtype
                 _set_scalar(kernel, p, a, v)
 
+    def _wrap(self, ctx, p, v, ptr, shape):
+        """Wraps the host memory of a live array for this call (the call keeps v alive; on a
+        tape, the tape keeps it)."""
+        out = ctypes.c_void_p()
+        dims = (ctypes.c_int64 * p.rank)(*shape)
+        _check(_c["buf_wrap"](ctx._ptr, p.dtype, p.rank, dims, ptr, None, None,
+                              ctypes.byref(out)), ctx._ptr)
+        if self.tape is None:
+            self.raw.append(out.value)
+            return out.value
+        b = Buffer(ctx, out.value, p.dtype, shape, owner=v)
+        self.tape._remember(v, b)
+        return out.value
+
     def _buffer(self, ctx, p, v):
+        """The kern buffer (a pointer) that parameter p gets for the value v."""
         kernel = self.kernel
         if isinstance(v, Buffer):
             if v.context is not ctx:
                 raise ArgumentError("kernel '%s', parameter '%s': the buffer belongs to another "
                                     "context" % (kernel.name, p.name))
-            return v
-        tape = _current_tape()
+            return v._live()
+        tape = self.tape
         if tape is not None:
             b = tape._cached(v)
             if b is not None:
-                return b
+                return b._live()
+        if ctx.device == "cpu":
+            # the fast paths: host memory of the right dtype and layout, used in place
+            t = type(v)
+            if _NP is not None and t is _NP.ndarray:
+                if v.dtype == p.np_dtype and v.ndim == p.rank and v.flags.c_contiguous and \
+                        v.flags.writeable:
+                    return self._wrap(ctx, p, v, v.__array_interface__["data"][0], v.shape)
+            elif t.__module__ == "torch" and t.__name__ in ("Tensor", "Parameter"):
+                if str(v.dtype) == p.torch_dtype and v.dim() == p.rank and \
+                        v.device.type == "cpu" and v.is_contiguous() and not v.requires_grad:
+                    return self._wrap(ctx, p, v, v.data_ptr(), tuple(v.shape))
         if not _is_tensor_like(v):
             raise ArgumentError("kernel '%s', parameter '%s': expected an array (%s[%s]), got %s"
                                 % (kernel.name, p.name, _KERN_NAMES[p.dtype],
@@ -577,7 +604,7 @@ class _Bound:
                     tape._remember(v, b)  # the tape keeps it: one array, one primal
                 else:
                     self.temps.append(b)  # released after the call (freed after its launch)
-                return b
+                return b._live()
         # a copy, said once per place (warnings' default filter), written back after the call
         warnings.warn(CopyWarning("kernel '%s', parameter '%s': copied, not used in place (%s)"
                                   % (kernel.name, p.name, why)), stacklevel=4)
@@ -594,13 +621,16 @@ class _Bound:
             tape._remember(v, b)
             tape._keep.append(b)
             self.temps.pop()
-        return b
+        return b._live()
 
     def finish(self):
         for b, orig in self.copy_back:
             _write_back(orig, b.read())
         for b in self.temps:
             b.release()
+        release = _c["buf_release"]
+        for ptr in self.raw:
+            release(ptr)
 
 
 def _dtype_name(v):
@@ -680,6 +710,8 @@ class _Param:
         self.dtype = info.dtype
         self.rank = info.rank
         self.nograd = bool(info.nograd)
+        self.np_dtype = _np().dtype(_DTYPES[self.dtype])
+        self.torch_dtype = "torch." + _DTYPES[self.dtype]
 
     @property
     def differentiable(self):
@@ -706,6 +738,7 @@ class Kernel:
             info = _ParamInfo()
             _check(_c["param"](ptr, i, ctypes.byref(info)), module.context._ptr)
             self.params.append(_Param(info))
+        self._index = {p.name: i for i, p in enumerate(self.params)}
 
     def __call__(self, *args, **kwargs):
         ctx = self.module.context

@@ -430,3 +430,19 @@ def test_arrays_released_while_in_use_stay_valid(sim):
     t = torch.zeros(64)
     sim.simulate(x0=torch.from_numpy(x0), w=torch.from_numpy(w), out=t, steps=16)
     np.testing.assert_allclose(t.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("script", ["simulate.py", "fit.py"])
+def test_python_examples_run(script):
+    """The examples of python/examples run to their own checks (fit.py asserts that the loss
+    fell a hundredfold; simulate.py prints its distance to torch.autograd)."""
+    import subprocess
+    import sys
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "python", "examples", script)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    if script == "simulate.py":
+        line = [ln for ln in r.stdout.splitlines() if ln.startswith("max |dx0 - torch|")][0]
+        a, b = [float(t.rstrip(",")) for t in line.split() if t[0].isdigit()]
+        assert a < 1e-5 and b < 1e-5, line
