@@ -23,7 +23,11 @@ import threading
 import warnings
 import weakref
 
-from . import _config
+try:
+    from . import _config
+    _LIBRARY = _config.LIBRARY
+except ImportError:  # the source tree (no _config.py): KERN_LIBRARY names the library
+    _LIBRARY = None
 
 __all__ = [
     "Context", "Module", "Kernel", "Buffer", "Tape", "Error", "ArgumentError",
@@ -37,7 +41,11 @@ __all__ = [
 # PyDLL, not CDLL: the GIL stays held during calls, because the runtime may call a DLPack
 # deleter (NumPy's touches Python objects) from inside any call that retires memory.
 
-_lib = ctypes.PyDLL(os.environ.get("KERN_LIBRARY", _config.LIBRARY))
+_path = os.environ.get("KERN_LIBRARY", _LIBRARY)
+if not _path:
+    raise ImportError("kern: no library: set KERN_LIBRARY to libkern-jit.so.0 (the build tree's "
+                      "package, PYTHONPATH=build/python, knows where it is)")
+_lib = ctypes.PyDLL(_path)
 
 _BOOL, _I32, _U32, _I64, _F32, _F64 = 1, 2, 3, 4, 5, 6
 _DTYPES = {_BOOL: "bool", _I32: "int32", _U32: "uint32", _I64: "int64", _F32: "float32",

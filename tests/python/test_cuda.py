@@ -1,0 +1,102 @@
+"""The Python package on the CUDA device (docs/python.md): PyTorch and JAX CUDA arrays passed
+by DLPack without copies, kern buffers lent to PyTorch without copies, and the gradient of a
+per-thread loop against torch.autograd. Needs a GPU: on machines without one every test is
+reported as skipped, with the reason (never as passed). Run by scripts/device-python.sh on
+the GPU machine."""
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import kern
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device here (torch.cuda.is_available() is False)",
+                allow_module_level=True)
+try:
+    CTX = kern.Context("cuda")
+except kern.Error as e:
+    pytest.skip("kern has no CUDA device here: %s" % e, allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return kern.compile(os.path.join(ROOT, "examples", "simulate.kern"), context=CTX)
+
+
+def torch_sim(x0, w, steps):
+    x = x0
+    for t in range(steps):
+        x = torch.sin(x) * w[t] + x
+    return x
+
+
+def test_torch_cuda_tensors_in_place(sim):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    n, steps = 1 << 16, 64
+    x0 = torch.rand(n, device="cuda", generator=g) * 2 - 1
+    w = (torch.rand(steps, device="cuda", generator=g) - 0.5)
+    out = torch.zeros(n, device="cuda")
+    ptr = out.data_ptr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kern.CopyWarning)  # no copy may happen
+        sim.simulate(x0=x0, w=w, out=out, steps=steps)
+    assert out.data_ptr() == ptr
+    ref = torch_sim(x0.double(), w.double(), steps)
+    assert torch.max(torch.abs(out.double() - ref)).item() < 1e-4
+
+
+def test_kern_buffer_lent_to_torch_without_copy():
+    b = kern.Buffer.from_array(np.arange(8, dtype=np.float32), context=CTX)
+    t = torch.from_dlpack(b)
+    assert t.is_cuda
+    assert t.data_ptr() == kern._c["buf_pointer"](b._ptr)
+    t[3] = 42.0
+    torch.cuda.synchronize()
+    assert b.read()[3] == 42.0
+    b.release()
+    assert t[3].item() == 42.0  # the view keeps the memory
+
+
+def test_gradient_of_a_per_thread_loop_against_autograd(sim):
+    g = torch.Generator(device="cuda").manual_seed(1)
+    n, steps = 4096, 128
+    x0 = torch.rand(n, device="cuda", generator=g) * 2 - 1
+    w = (torch.rand(steps, device="cuda", generator=g) - 0.5) * 0.5
+    out = torch.zeros(n, device="cuda")
+    seed = torch.rand(n, device="cuda", generator=g) - 0.5
+    with kern.Tape(CTX) as tape:
+        sim.simulate(x0=x0, w=w, out=out, steps=steps)
+    tape.backward(seeds={out: seed})
+    tx = x0.double().clone().requires_grad_(True)
+    tw = w.double().clone().requires_grad_(True)
+    (torch_sim(tx, tw, steps) * seed.double()).sum().backward()
+    dx = tape.grad(x0)
+    dw = tape.grad(w)
+    err_x = np.max(np.abs(dx - tx.grad.cpu().numpy()))
+    err_w = np.max(np.abs(dw - tw.grad.cpu().numpy()) / (1 + np.abs(tw.grad.cpu().numpy())))
+    print("CUDA gradient vs torch.autograd (f64): max |dx0| error %.2e, max rel |dw| error %.2e"
+          % (err_x, err_w))
+    assert err_x < 1e-3 and err_w < 1e-3
+
+
+def test_jax_arrays_by_dlpack():
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if not gpus:
+        pytest.skip("JAX has no GPU here")
+    m = kern.compile(os.path.join(ROOT, "examples", "simulate.kern"), context=CTX)
+    x0 = jax.device_put(jnp.linspace(-1.0, 1.0, 1024, dtype=jnp.float32), gpus[0])
+    w = jax.device_put(jnp.full((32,), 0.25, dtype=jnp.float32), gpus[0])
+    out = torch.zeros(1024, device="cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kern.CopyWarning)  # JAX's inputs in place too
+        m.simulate(x0=x0, w=w, out=out, steps=32)
+    ref = torch_sim(torch.linspace(-1, 1, 1024, dtype=torch.float64), torch.full((32,), 0.25,
+                    dtype=torch.float64), 32)
+    assert torch.max(torch.abs(out.double().cpu() - ref)).item() < 1e-4
