@@ -613,14 +613,19 @@ class _Bound:
                 else:
                     self.temps.append(b)  # released after the call (freed after its launch)
                 return b._live()
-        # a copy, said once per place (warnings' default filter), written back after the call
-        warnings.warn(CopyWarning("kernel '%s', parameter '%s': copied, not used in place (%s)"
-                                  % (kernel.name, p.name, why)), stacklevel=4)
         np = _np()
         host = _to_host(v)
+        if not np.can_cast(host.dtype, p.np_dtype, casting="same_kind"):
+            raise ArgumentError("kernel '%s', parameter '%s': an array of %s cannot be converted "
+                                "to %s without losing its meaning (kern converts only within a "
+                                "kind, and up: bool to integers to floats)" %
+                                (kernel.name, p.name, host.dtype, _KERN_NAMES[p.dtype]))
         if host.ndim != p.rank:
             raise ArgumentError("kernel '%s', parameter '%s': an array of rank %d, expected "
                                 "rank %d" % (kernel.name, p.name, host.ndim, p.rank))
+        # a copy, said once per place (warnings' default filter), written back after the call
+        warnings.warn(CopyWarning("kernel '%s', parameter '%s': copied, not used in place (%s)"
+                                  % (kernel.name, p.name, why)), stacklevel=4)
         a = np.ascontiguousarray(host, dtype=_DTYPES[p.dtype])
         b = Buffer._create(ctx, a.shape, p.dtype, a)
         self.temps.append(b)

@@ -337,6 +337,16 @@ def test_errors_name_kernel_and_parameter(sim):
         sim.simulate(x0=x0[None], w=w, out=out, steps=1)
     with pytest.raises(kern.ArgumentError, match="parameter 'x0': expected an array"):
         sim.simulate(x0=3.0, w=w, out=out, steps=1)
+    with pytest.raises(kern.ArgumentError, match="parameter 'x0': an array of complex64 cannot "
+                                                 "be converted to f32"):
+        sim.simulate(x0=x0.astype(np.complex64), w=w, out=out, steps=1)
+    with pytest.raises(kern.ArgumentError, match="parameter 'x0': an array of <U1 cannot"):
+        sim.simulate(x0=np.array(list("abcdefgh")), w=w, out=out, steps=1)
+    m = ex("bounce.kern")
+    with pytest.raises(kern.ArgumentError, match="parameter 'hits': an array of float32 cannot "
+                                                 "be converted to i32"):
+        f = np.zeros(2, np.float32)
+        m.bounce(y0=f, v0=f, y1=f, v1=f, dt=0.1, steps=1, vmax=1.0, hits=f)
     with pytest.raises(kern.ArgumentError, match="takes 4 arguments, got 5"):
         sim.simulate(x0, w, out, 1, 2)
     with pytest.raises(kern.ArgumentError, match="'steps' is given twice"):
