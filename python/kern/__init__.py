@@ -580,13 +580,18 @@ class _Bound:
             b = tape._cached(v)
             if b is not None:
                 return b._live()
+        why = None
         if ctx.device == "cpu":
             # the fast paths: host memory of the right dtype and layout, used in place
             t = type(v)
             if _NP is not None and t is _NP.ndarray:
-                if v.dtype == p.np_dtype and v.ndim == p.rank and v.flags.c_contiguous and \
-                        v.flags.writeable:
-                    return self._wrap(ctx, p, v, v.__array_interface__["data"][0], v.shape)
+                if v.dtype == p.np_dtype and v.ndim == p.rank:
+                    if not v.flags.c_contiguous:
+                        why = "the array is not C-contiguous"
+                    elif not v.flags.writeable:
+                        why = "the array is read-only, and kernels may write their arrays"
+                    else:
+                        return self._wrap(ctx, p, v, v.__array_interface__["data"][0], v.shape)
             elif t.__module__ == "torch" and t.__name__ in ("Tensor", "Parameter"):
                 if str(v.dtype) == p.torch_dtype and v.dim() == p.rank and \
                         v.device.type == "cpu" and v.is_contiguous() and not v.requires_grad:
@@ -595,7 +600,6 @@ class _Bound:
             raise ArgumentError("kernel '%s', parameter '%s': expected an array (%s[%s]), got %s"
                                 % (kernel.name, p.name, _KERN_NAMES[p.dtype],
                                    "," * (p.rank - 1), type(v).__name__))
-        why = None
         shape = getattr(v, "shape", None)
         dtype = _dtype_name(v)
         if dtype != _DTYPES[p.dtype]:
