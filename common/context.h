@@ -15,6 +15,8 @@ typedef enum kc_grad_mode {
     KC_GRAD_ALL,      /* K.grad for every kernel; a failed global-access check is an error */
     KC_GRAD_POSSIBLE, /* K.grad for every kernel that passes the check; the others get
                          ir_kernel.grad_error and no K.grad (modules for the runtime) */
+    KC_GRAD_CHECK,    /* no K.grad, but the check runs: a kernel that fails it gets
+                         grad_error (the JIT's modules, whose gradients are built lazily) */
 } kc_grad_mode;
 
 typedef struct kc_options {

@@ -125,13 +125,15 @@ static bool build_grads(kc_ctx *ctx, const kern_source *src, ir_module *m) {
                                  d->loc.line, d->loc.col, d->message);
             }
             diag_free(&quiet);
-            if (!pass)
+            if (!pass || o->grad == KC_GRAD_CHECK)
                 continue;
         }
         ad_grad_kernel(k, o->ad_stack_size);
     }
     if (!ok)
         return false;
+    if (o->grad == KC_GRAD_CHECK)
+        return true; /* nothing was added */
     ir_pass_after(m, "ad_grad", true);
     ir_optimize(m, o->opt_level);
     return true;

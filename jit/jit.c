@@ -75,6 +75,43 @@ kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_o
     return rt_module_create(ctx, meta, (kern_code_image){.kind = KERN_CODE_HOST, .host = p}, out);
 }
 
+/* What a JIT module keeps to build its gradients later (rt_module_set_lazy_grads): the
+ * source and the options it was compiled with. */
+typedef struct lazy_source {
+    char *source, *name;
+    size_t len;
+    kc_options opts;
+} lazy_source;
+
+static void lazy_source_free(void *p) {
+    lazy_source *l = p;
+    free(l->source);
+    free(l->name);
+    free(l);
+}
+
+/* Compiles the source again with K.grad for every kernel that passes the global-access
+ * check: the module of the gradients, built the first time one is looked up. */
+static kern_status build_grads(kern_context *ctx, void *p, kern_module **out) {
+    lazy_source *l = p;
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts = l->opts;
+    cc->opts.grad = KC_GRAD_POSSIBLE;
+    kern_status st;
+    ir_module *m = kc_compile_source(cc, l->name, l->source, l->len);
+    if (!m) {
+        char *msg = diagnostics_text(cc);
+        st = rt_error(ctx, KERN_ERR_COMPILE, "building the gradients of %s: %s", l->name,
+                      msg ? msg : "compilation failed");
+        free(msg);
+    } else {
+        st = jit_module_from_ir(ctx, m, &cc->opts, l->name, out);
+        ir_module_free(m);
+    }
+    kc_ctx_free(cc);
+    return st;
+}
+
 kern_status kern_module_from_source(kern_context *ctx, const char *source, size_t len,
                                     const char *name, kern_module **out) {
     if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_module_from_source"))
@@ -94,11 +131,14 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
     cc->opts.debug = o.debug;
     if (o.ad_stack_size > 0)
         cc->opts.ad_stack_size = (uint32_t)o.ad_stack_size;
-    /* K.grad for every kernel that passes the global-access check; the others record
-     * why in grad_error (a lookup of their K.grad fails). */
-    cc->opts.grad = KC_GRAD_POSSIBLE;
+    /* The primal kernels now; K.grad, for every kernel that passes the global-access check
+     * (the others record why in grad_error), the first time one is looked up. */
+    cc->opts.grad = KC_GRAD_CHECK;
+    if (getenv("KERN_JIT_EAGER_GRADS")) /* every gradient now, as before (comparisons) */
+        cc->opts.grad = KC_GRAD_POSSIBLE;
     kern_status st = KERN_OK;
-    ir_module *m = kc_compile_source(cc, name ? name : "<source>", source, len);
+    const char *srcname = name ? name : "<source>";
+    ir_module *m = kc_compile_source(cc, srcname, source, len);
     if (!m) {
         char *msg = diagnostics_text(cc);
         st = rt_error(ctx, KERN_ERR_COMPILE, "%s", msg ? msg : "compilation failed");
@@ -106,6 +146,30 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
     } else {
         st = jit_module_from_ir(ctx, m, &cc->opts, name, out);
         ir_module_free(m);
+    }
+    if (st == KERN_OK && cc->opts.grad == KC_GRAD_CHECK) {
+        lazy_source *l = calloc(1, sizeof *l);
+        if (l) {
+            l->source = malloc(len + 1);
+            l->name = strdup(srcname);
+            l->len = len;
+            l->opts = cc->opts;
+        }
+        if (!l || !l->source || !l->name) {
+            if (l)
+                lazy_source_free(l);
+            kern_module_release(*out);
+            *out = NULL;
+            st = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a module");
+        } else {
+            memcpy(l->source, source, len);
+            l->source[len] = '\0';
+            st = rt_module_set_lazy_grads(*out, build_grads, lazy_source_free, l);
+            if (st != KERN_OK) {
+                kern_module_release(*out);
+                *out = NULL;
+            }
+        }
     }
     kc_ctx_free(cc);
     return st;

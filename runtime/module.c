@@ -137,7 +137,59 @@ cleanup:
     return s;
 }
 
+/* Frees m's lazy gradients: their module is released (after its launches and pins). */
+static void lazy_free(kern_module *m) {
+    rt_lazy_grads *l = m->lazy;
+    if (!l)
+        return;
+    m->lazy = NULL;
+    if (l->grads) {
+        l->grads->lazy_parent = NULL;
+        kern_module_release(l->grads);
+    }
+    if (l->free)
+        l->free(l->state);
+    for (int i = 0; i < l->nnames; i++)
+        free(l->names[i]);
+    free(l->names);
+    free(l);
+}
+
+kern_status rt_module_set_lazy_grads(kern_module *m,
+                                     kern_status (*build)(kern_context *, void *, kern_module **),
+                                     void (*free_state)(void *), void *state) {
+    rt_lazy_grads *l = calloc(1, sizeof *l);
+    if (l)
+        l->names = calloc((size_t)m->nkernels + 1, sizeof *l->names);
+    if (!l || !l->names) {
+        free(l);
+        free_state(state);
+        return rt_error(m->ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a module");
+    }
+    l->build = build;
+    l->free = free_state;
+    l->state = state;
+    m->lazy = l;
+    for (int i = 0; i < m->nkernels; i++) {
+        const kern_meta_kernel *mk = m->kernels[i].meta;
+        if (mk->grad_error)
+            continue;
+        size_t n = strlen(mk->name) + 6;
+        char *name = malloc(n);
+        if (!name) {
+            lazy_free(m);
+            return rt_error(m->ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a module");
+        }
+        snprintf(name, n, "%s.grad", mk->name);
+        l->names[l->nnames++] = name;
+    }
+    return KERN_OK;
+}
+
 void rt_module_destroy(kern_module *m) {
+    lazy_free(m);
+    if (m->lazy_parent && m->lazy_parent->lazy) /* its parent goes first, or forgets it */
+        m->lazy_parent->lazy->grads = NULL;
     rt_list_remove(&m->link);
     free_kernels(m);
     kern_meta_free(m->meta);
@@ -385,14 +437,34 @@ cleanup:
 /* ---- kernels ----------------------------------------------------------------------- */
 
 int kern_module_kernel_count(const kern_module *m) {
-    return m && rt_handle_check(m, RT_H_MODULE, "kern_module_kernel_count") ? m->nkernels : 0;
+    if (!m || !rt_handle_check(m, RT_H_MODULE, "kern_module_kernel_count"))
+        return 0;
+    return m->nkernels + (m->lazy ? m->lazy->nnames : 0);
 }
 
 const char *kern_module_kernel_name(const kern_module *m, int i) {
-    if (!m || !rt_handle_check(m, RT_H_MODULE, "kern_module_kernel_name") || i < 0 ||
-        i >= m->nkernels)
+    if (!m || !rt_handle_check(m, RT_H_MODULE, "kern_module_kernel_name") || i < 0)
         return NULL;
-    return m->kernels[i].meta->name;
+    if (i < m->nkernels)
+        return m->kernels[i].meta->name;
+    if (m->lazy && i - m->nkernels < m->lazy->nnames)
+        return m->lazy->names[i - m->nkernels];
+    return NULL;
+}
+
+/* K.grad of a module whose gradients are lazy: built with the first lookup of one. */
+static kern_status find_lazy_grad(kern_module *m, const char *name, kern_kernel **out) {
+    kern_context *ctx = m->ctx;
+    rt_lazy_grads *l = m->lazy;
+    if (!l->grads) {
+        kern_module *g = NULL;
+        kern_status s = l->build(ctx, l->state, &g);
+        if (s != KERN_OK)
+            return s; /* the message says why */
+        g->lazy_parent = m;
+        l->grads = g;
+    }
+    return kern_kernel_find(l->grads, name, out);
 }
 
 kern_status kern_kernel_find(kern_module *m, const char *name, kern_kernel **out) {
@@ -409,6 +481,17 @@ kern_status kern_kernel_find(kern_module *m, const char *name, kern_kernel **out
             return KERN_OK;
         }
     }
+    size_t namelen = strlen(name);
+    if (m->lazy && namelen > 5 && strcmp(name + namelen - 5, ".grad") == 0)
+        for (int i = 0; i < m->nkernels; i++) {
+            const char *k = m->kernels[i].meta->name;
+            if (strlen(k) == namelen - 5 && strncmp(k, name, namelen - 5) == 0) {
+                if (m->kernels[i].meta->grad_error) /* known without building anything */
+                    return rt_error(ctx, KERN_ERR_NOT_FOUND, "kernel '%s' was not built: %s", name,
+                                    m->kernels[i].meta->grad_error);
+                return find_lazy_grad(m, name, out);
+            }
+        }
     /* "K.grad" of a kernel K whose gradient was not built says why */
     size_t nlen = strlen(name);
     if (nlen > 5 && strcmp(name + nlen - 5, ".grad") == 0) {

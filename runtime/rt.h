@@ -136,6 +136,24 @@ struct kern_kernel {
     rt_sized *sized; /* per adstack: the last device sizing (NULL until one) */
 };
 
+/* The gradients of a JIT module, built the first time one is looked up (jit.c sets it). */
+typedef struct rt_lazy_grads {
+    /* compiles the module again with its gradients, as a module of ctx, into *out; on
+     * failure the context's message says why */
+    kern_status (*build)(kern_context *ctx, void *state, kern_module **out);
+    void (*free)(void *state);
+    void *state;
+    kern_module *grads; /* the module with the gradients, once built; owned by this one */
+    char **names;       /* "K.grad" for each kernel that passed the global-access check */
+    int nnames;
+} rt_lazy_grads;
+
+/* Makes m's gradients lazy: listed now (the kernels without grad_error), built by build on
+ * the first kern_kernel_find of one. Takes state (freed with m, or now on failure). */
+kern_status rt_module_set_lazy_grads(kern_module *m,
+                                     kern_status (*build)(kern_context *, void *, kern_module **),
+                                     void (*free_state)(void *), void *state);
+
 struct kern_module {
     rt_list link;
     kern_context *ctx;
@@ -144,8 +162,10 @@ struct kern_module {
     kern_kernel *kernels; /* one per meta kernel, same order */
     int nkernels;
     uint64_t last_use;
-    int pins;      /* graphs that use its kernels */
-    bool released; /* kern_module_release came while it was pinned */
+    int pins;                 /* graphs that use its kernels */
+    bool released;            /* kern_module_release came while it was pinned */
+    rt_lazy_grads *lazy;      /* JIT modules: gradients built on first lookup */
+    kern_module *lazy_parent; /* the module whose lazy gradients this one is */
 };
 
 /* Checked mode (handles.c, KERN_RUNTIME_CHECKS=1): a registry of live handles, a

@@ -1422,3 +1422,56 @@ Test(runtime, aot_module_errors) {
     kern_context_release(ctx);
 }
 #endif
+
+/* JIT modules build K.grad lazily (issue 11, item 3): the kernels listed include the
+ * gradients that may be built, the first lookup of one builds them all once, a kernel whose
+ * gradient fails the global-access check says why without a build, and the gradient that is
+ * built lazily computes what an eager build computes (KERN_JIT_EAGER_GRADS=1). */
+Test(runtime, jit_gradients_are_built_on_first_lookup) {
+    const char *src = "kernel sq(x: f32[], y: f32[]) {\n"
+                      "    for i in 0..len(x) { y[i] = x[i] * x[i]; }\n"
+                      "}\n"
+                      "kernel inplace(x: f32[]) {\n"
+                      "    for i in 0..len(x) { x[i] = x[i] * x[i]; }\n"
+                      "}\n";
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "lazy.kern", &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    cr_assert_eq(kern_module_kernel_count(m), 3, "sq, inplace, sq.grad");
+    cr_expect_str_eq(kern_module_kernel_name(m, 2), "sq.grad");
+    cr_expect_null(kern_module_kernel_name(m, 3));
+    cr_expect_null(m->lazy->grads, "nothing built before a lookup");
+    kern_kernel *g1, *g2, *k;
+    cr_assert_eq(kern_kernel_find(m, "sq.grad", &g1), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_module *built = m->lazy->grads;
+    cr_assert_not_null(built);
+    cr_assert_eq(kern_kernel_find(m, "sq.grad", &g2), KERN_OK);
+    cr_expect_eq(g1, g2, "built once");
+    cr_expect_eq(m->lazy->grads, built);
+    cr_expect_eq(kern_kernel_find(m, "inplace.grad", &k), KERN_ERR_NOT_FOUND);
+    cr_expect(strstr(kern_context_last_error(ctx), "kernel 'inplace.grad' was not built: "
+                                                   "lazy.kern:5:"),
+              "%s", kern_context_last_error(ctx));
+    cr_expect_eq(kern_kernel_find(m, "nosuch.grad", &k), KERN_ERR_NOT_FOUND);
+    cr_expect(strstr(kern_context_last_error(ctx), "no kernel 'nosuch.grad' in the module"), "%s",
+              kern_context_last_error(ctx));
+    /* the lazy gradient: dL/dx = 2 x y.grad, against a C loop */
+    float xv[4] = {1, -2, 0.5f, 3}, yg[4] = {1, 1, 2, -1}, xg[4] = {0}, yv[4] = {0};
+    int64_t n = 4;
+    kern_buffer *x, *y, *xgb, *ygb;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, xv, &x), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, yv, &y), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, xg, &xgb), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, yg, &ygb), KERN_OK);
+    kern_arg args[] = {kern_arg_buffer(x), kern_arg_buffer(y), kern_arg_buffer(xgb),
+                       kern_arg_buffer(ygb)};
+    cr_assert_eq(kern_launch(g1, args, 4), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_buffer_read(xgb, xg, sizeof xg), KERN_OK);
+    for (int i = 0; i < 4; i++)
+        cr_expect_float_eq(xg[i], 2 * xv[i] * yg[i], 1e-6, "x.grad[%d]", i);
+    /* released with its module; the module's release with the context's */
+    kern_module_release(m);
+    kern_context_release(ctx);
+}
