@@ -90,24 +90,33 @@ static void lazy_source_free(void *p) {
     free(l);
 }
 
-/* Compiles the source again with K.grad for every kernel that passes the global-access
- * check: the module of the gradients, built the first time one is looked up. */
-static kern_status build_grads(kern_context *ctx, void *p, kern_module **out) {
+/* Compiles the source again with the one gradient `grad` ("K.grad"), and JIT-compiles
+ * that kernel alone (the primal kernels are dropped from the IR before code generation):
+ * the module of one lazy gradient, built the first time it is looked up. */
+static kern_status build_grad(kern_context *ctx, void *p, const char *grad, kern_module **out) {
     lazy_source *l = p;
     kc_ctx *cc = kc_ctx_new();
     cc->opts = l->opts;
     cc->opts.grad = KC_GRAD_POSSIBLE;
+    cc->opts.grad_only = grad;
     kern_status st;
     ir_module *m = kc_compile_source(cc, l->name, l->source, l->len);
-    if (!m) {
+    ir_kernel *keep = NULL;
+    for (ir_kernel *k = m ? m->kernels : NULL; k; k = k->next)
+        if (!strcmp(k->name, grad))
+            keep = k;
+    if (!m || !keep) {
         char *msg = diagnostics_text(cc);
-        st = rt_error(ctx, KERN_ERR_COMPILE, "building the gradients of %s: %s", l->name,
-                      msg ? msg : "compilation failed");
+        st = rt_error(ctx, KERN_ERR_COMPILE, "building %s of %s: %s", grad, l->name,
+                      msg && *msg ? msg : "the gradient was not built");
         free(msg);
     } else {
+        keep->next = NULL; /* the kernels live in the module's arena: unlinking frees nothing */
+        m->kernels = m->last_kernel = keep;
+        m->nkernels = 1;
         st = jit_module_from_ir(ctx, m, &cc->opts, l->name, out);
-        ir_module_free(m);
     }
+    ir_module_free(m);
     kc_ctx_free(cc);
     return st;
 }
@@ -164,7 +173,7 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
         } else {
             memcpy(l->source, source, len);
             l->source[len] = '\0';
-            st = rt_module_set_lazy_grads(*out, build_grads, lazy_source_free, l);
+            st = rt_module_set_lazy_grads(*out, build_grad, lazy_source_free, l);
             if (st != KERN_OK) {
                 kern_module_release(*out);
                 *out = NULL;

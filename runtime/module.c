@@ -137,31 +137,40 @@ cleanup:
     return s;
 }
 
-/* Frees m's lazy gradients: their module is released (after its launches and pins). */
+/* Frees m's lazy gradients: their modules are released (after their launches and pins). */
 static void lazy_free(kern_module *m) {
     rt_lazy_grads *l = m->lazy;
     if (!l)
         return;
     m->lazy = NULL;
-    if (l->grads) {
-        l->grads->lazy_parent = NULL;
-        kern_module_release(l->grads);
+    for (int i = 0; i < l->nnames; i++) {
+        if (l->built && l->built[i]) {
+            l->built[i]->lazy_parent = NULL;
+            kern_module_release(l->built[i]);
+        }
+        free(l->names[i]);
     }
     if (l->free)
         l->free(l->state);
-    for (int i = 0; i < l->nnames; i++)
-        free(l->names[i]);
     free(l->names);
+    free(l->built);
     free(l);
 }
 
 kern_status rt_module_set_lazy_grads(kern_module *m,
-                                     kern_status (*build)(kern_context *, void *, kern_module **),
+                                     kern_status (*build)(kern_context *, void *, const char *,
+                                                          kern_module **),
                                      void (*free_state)(void *), void *state) {
     rt_lazy_grads *l = calloc(1, sizeof *l);
-    if (l)
+    if (l) {
         l->names = calloc((size_t)m->nkernels + 1, sizeof *l->names);
-    if (!l || !l->names) {
+        l->built = calloc((size_t)m->nkernels + 1, sizeof *l->built);
+    }
+    if (!l || !l->names || !l->built) {
+        if (l) {
+            free(l->names);
+            free(l->built);
+        }
         free(l);
         free_state(state);
         return rt_error(m->ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a module");
@@ -188,8 +197,10 @@ kern_status rt_module_set_lazy_grads(kern_module *m,
 
 void rt_module_destroy(kern_module *m) {
     lazy_free(m);
-    if (m->lazy_parent && m->lazy_parent->lazy) /* its parent goes first, or forgets it */
-        m->lazy_parent->lazy->grads = NULL;
+    rt_lazy_grads *pl = m->lazy_parent ? m->lazy_parent->lazy : NULL;
+    for (int i = 0; pl && i < pl->nnames; i++) /* its parent goes first, or forgets it */
+        if (pl->built[i] == m)
+            pl->built[i] = NULL;
     rt_list_remove(&m->link);
     free_kernels(m);
     kern_meta_free(m->meta);
@@ -452,19 +463,23 @@ const char *kern_module_kernel_name(const kern_module *m, int i) {
     return NULL;
 }
 
-/* K.grad of a module whose gradients are lazy: built with the first lookup of one. */
+/* K.grad of a module whose gradients are lazy: built alone with its first lookup. */
 static kern_status find_lazy_grad(kern_module *m, const char *name, kern_kernel **out) {
-    kern_context *ctx = m->ctx;
     rt_lazy_grads *l = m->lazy;
-    if (!l->grads) {
-        kern_module *g = NULL;
-        kern_status s = l->build(ctx, l->state, &g);
-        if (s != KERN_OK)
-            return s; /* the message says why */
-        g->lazy_parent = m;
-        l->grads = g;
+    for (int i = 0; i < l->nnames; i++) {
+        if (strcmp(l->names[i], name) != 0)
+            continue;
+        if (!l->built[i]) {
+            kern_module *g = NULL;
+            kern_status s = l->build(m->ctx, l->state, name, &g);
+            if (s != KERN_OK)
+                return s; /* the message says why */
+            g->lazy_parent = m;
+            l->built[i] = g;
+        }
+        return kern_kernel_find(l->built[i], name, out);
     }
-    return kern_kernel_find(l->grads, name, out);
+    return rt_error(m->ctx, KERN_ERR_NOT_FOUND, "no kernel '%s' in the module", name);
 }
 
 kern_status kern_kernel_find(kern_module *m, const char *name, kern_kernel **out) {

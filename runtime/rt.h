@@ -136,22 +136,23 @@ struct kern_kernel {
     rt_sized *sized; /* per adstack: the last device sizing (NULL until one) */
 };
 
-/* The gradients of a JIT module, built the first time one is looked up (jit.c sets it). */
+/* The gradients of a JIT module, each built the first time it is looked up (jit.c). */
 typedef struct rt_lazy_grads {
-    /* compiles the module again with its gradients, as a module of ctx, into *out; on
-     * failure the context's message says why */
-    kern_status (*build)(kern_context *ctx, void *state, kern_module **out);
+    /* compiles `grad` ("K.grad") alone into a module of ctx, *out; on failure the context's
+     * message says why */
+    kern_status (*build)(kern_context *ctx, void *state, const char *grad, kern_module **out);
     void (*free)(void *state);
     void *state;
-    kern_module *grads; /* the module with the gradients, once built; owned by this one */
-    char **names;       /* "K.grad" for each kernel that passed the global-access check */
+    char **names;        /* "K.grad" for each kernel that passed the global-access check */
+    kern_module **built; /* per name: its module once built, owned by this one */
     int nnames;
 } rt_lazy_grads;
 
-/* Makes m's gradients lazy: listed now (the kernels without grad_error), built by build on
- * the first kern_kernel_find of one. Takes state (freed with m, or now on failure). */
+/* Makes m's gradients lazy: listed now (the kernels without grad_error), each built by
+ * build on its first kern_kernel_find. Takes state (freed with m, or now on failure). */
 kern_status rt_module_set_lazy_grads(kern_module *m,
-                                     kern_status (*build)(kern_context *, void *, kern_module **),
+                                     kern_status (*build)(kern_context *, void *, const char *,
+                                                          kern_module **),
                                      void (*free_state)(void *), void *state);
 
 struct kern_module {

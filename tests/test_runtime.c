@@ -1442,14 +1442,15 @@ Test(runtime, jit_gradients_are_built_on_first_lookup) {
     cr_assert_eq(kern_module_kernel_count(m), 3, "sq, inplace, sq.grad");
     cr_expect_str_eq(kern_module_kernel_name(m, 2), "sq.grad");
     cr_expect_null(kern_module_kernel_name(m, 3));
-    cr_expect_null(m->lazy->grads, "nothing built before a lookup");
+    cr_expect_null(m->lazy->built[0], "nothing built before a lookup");
     kern_kernel *g1, *g2, *k;
     cr_assert_eq(kern_kernel_find(m, "sq.grad", &g1), KERN_OK, "%s", kern_context_last_error(ctx));
-    kern_module *built = m->lazy->grads;
+    kern_module *built = m->lazy->built[0];
     cr_assert_not_null(built);
+    cr_expect_eq(kern_module_kernel_count(built), 1, "the gradient alone");
     cr_assert_eq(kern_kernel_find(m, "sq.grad", &g2), KERN_OK);
     cr_expect_eq(g1, g2, "built once");
-    cr_expect_eq(m->lazy->grads, built);
+    cr_expect_eq(m->lazy->built[0], built);
     cr_expect_eq(kern_kernel_find(m, "inplace.grad", &k), KERN_ERR_NOT_FOUND);
     cr_expect(strstr(kern_context_last_error(ctx), "kernel 'inplace.grad' was not built: "
                                                    "lazy.kern:5:"),
