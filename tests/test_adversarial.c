@@ -33,6 +33,14 @@ typedef struct cli_case {
     const char *post;   /* a shell test run afterwards, or NULL */
 } cli_case;
 
+/* Removes a test's temporary directory (made writable first: some cases take rights away). */
+static void remove_tree(const char *dir) {
+    kern_buf rm = {0};
+    buf_printf(&rm, "chmod -R u+w '%s' 2>/dev/null; rm -rf '%s'", dir, dir);
+    cr_assert_eq(system(rm.data), 0);
+    buf_free(&rm);
+}
+
 /* The run of one case; returns whether it held, printing why not. */
 static bool run_case(const cli_case *c) {
     char dir[] = "/tmp/kern-adv-XXXXXX";
@@ -70,10 +78,7 @@ static bool run_case(const cli_case *c) {
         }
         buf_free(&post);
     }
-    kern_buf rm = {0};
-    buf_printf(&rm, "chmod -R u+w '%s' 2>/dev/null; rm -rf '%s'", dir, dir);
-    cr_assert_eq(system(rm.data), 0);
-    buf_free(&rm);
+    remove_tree(dir);
     buf_free(&out);
     buf_free(&cmd);
     return ok;
@@ -223,9 +228,7 @@ Test(adversarial, truncated_modules) {
         free(path);
     }
     kern_context_release(ctx);
-    char rm[200];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-    cr_assert_eq(system(rm), 0);
+    remove_tree(dir);
 }
 
 /* Damaged headers of a real module: each is refused by the checks before dlopen. */
@@ -292,9 +295,7 @@ Test(adversarial, corrupt_elf_headers) {
     kern_context_release(ctx);
     free(img);
     free(path);
-    char rm[200];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-    cr_assert_eq(system(rm), 0);
+    remove_tree(dir);
 }
 
 /* A module rebuilt at the same path while the old one is still loaded: the second load
@@ -336,9 +337,7 @@ Test(adversarial, rebuilt_module_is_new_code) {
     kern_context_release(ctx);
     free(path);
     free(again);
-    char rm[200];
-    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-    cr_assert_eq(system(rm), 0);
+    remove_tree(dir);
 }
 
 /* ---- the C API misused (checked mode, KERN_RUNTIME_CHECKS=1) -------------------------- */
@@ -690,38 +689,33 @@ Test(adversarial, bindings) {
 
 /* ---- limits ---------------------------------------------------------------------------- */
 
-static const cli_case
-    limit_cases
-        [] =
-            {
-                {"a range whose length overflows int64",
-                 SRC("kernel l(x: f32[], a: i64, b: i64) { for i in a..b { atomic_add(x[0], 1.0); "
-                     "} }") " && " NPY("np.zeros(1, np.float32)", "one.npy"),
-                 "run p.kern l x=one.npy a=-9223372036854775808 b=9223372036854775807", 1,
-                 "has more iterations than a 64-bit count holds", NULL},
-                {"a range just inside int64 is fine",
-                 SRC("kernel l(x: f32[], a: i64, b: i64) { for i in a..b { atomic_add(x[0], 1.0); "
-                     "} }") " && " NPY("np.zeros(1, np.float32)", "one.npy"),
-                 "run p.kern l x=one.npy a=-9223372036854775808 b=-9223372036854775800", 0, "= 8",
-                 NULL},
-                {"a reversed range runs nothing",
-                 SRC("kernel l(x: f32[], a: i64, b: i64) { for i in a..b { atomic_add(x[0], 1.0); "
-                     "} }") " && " NPY("np.zeros(1, np.float32)", "one.npy"),
-                 "run p.kern l x=one.npy a=5 b=3", 0, "= 0", NULL},
-                {"a source over 8 MiB", "head -c 9000000 /dev/zero | tr '\\\\0' ' ' > big.kern",
-                 "check big.kern", 1, "8 MiB", NULL},
-                {"deep nesting",
-                 "{ printf 'kernel k(x: f32[]) {'; for i in $(seq 2000); do printf 'if true {'; "
-                 "done; "
-                 "for i in $(seq 2000); do printf '}'; done; printf '}'; } > p.kern",
-                 "check p.kern", 1, "nest", NULL},
-                {"adstack overflow in the option's units",
-                 SRC("kernel w(x: f32[], o: f32[]) { for i in 0..len(x) { var y = x[i]; while y < "
-                     "100.0 "
-                     "{ y = y * 2.0 + 1.0; } o[i] = y; } }") " && " NPY("np.ones(4, np.float32)",
-                                                                        "x.npy"),
-                 "run p.kern w.grad x=x.npy o=x.npy --ad-stack-size 2", 1,
-                 "(--ad-stack-size 2); it needs --ad-stack-size", NULL},
+static const cli_case limit_cases[] = {
+    {"a range whose length overflows int64",
+     SRC("kernel l(x: f32[], a: i64, b: i64) { for i in a..b { atomic_add(x[0], 1.0); "
+         "} }") " && " NPY("np.zeros(1, np.float32)", "one.npy"),
+     "run p.kern l x=one.npy a=-9223372036854775808 b=9223372036854775807", 1,
+     "has more iterations than a 64-bit count holds", NULL},
+    {"a range just inside int64 is fine",
+     SRC("kernel l(x: f32[], a: i64, b: i64) { for i in a..b { atomic_add(x[0], 1.0); "
+         "} }") " && " NPY("np.zeros(1, np.float32)", "one.npy"),
+     "run p.kern l x=one.npy a=-9223372036854775808 b=-9223372036854775800", 0, "= 8", NULL},
+    {"a reversed range runs nothing",
+     SRC("kernel l(x: f32[], a: i64, b: i64) { for i in a..b { atomic_add(x[0], 1.0); "
+         "} }") " && " NPY("np.zeros(1, np.float32)", "one.npy"),
+     "run p.kern l x=one.npy a=5 b=3", 0, "= 0", NULL},
+    {"a source over 8 MiB", "head -c 9000000 /dev/zero | tr '\\\\0' ' ' > big.kern",
+     "check big.kern", 1, "8 MiB", NULL},
+    {"deep nesting",
+     "{ printf 'kernel k(x: f32[]) {'; for i in $(seq 2000); do printf 'if true {'; "
+     "done; "
+     "for i in $(seq 2000); do printf '}'; done; printf '}'; } > p.kern",
+     "check p.kern", 1, "nest", NULL},
+    {"adstack overflow in the option's units",
+     SRC("kernel w(x: f32[], o: f32[]) { for i in 0..len(x) { var y = x[i]; while y < "
+         "100.0 "
+         "{ y = y * 2.0 + 1.0; } o[i] = y; } }") " && " NPY("np.ones(4, np.float32)", "x.npy"),
+     "run p.kern w.grad x=x.npy o=x.npy --ad-stack-size 2", 1,
+     "(--ad-stack-size 2); it needs --ad-stack-size", NULL},
 };
 
 Test(adversarial, limits) { run_table(limit_cases, sizeof limit_cases / sizeof *limit_cases); }
