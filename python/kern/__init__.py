@@ -208,6 +208,11 @@ def _check(status, ctx_ptr, what=None):
     msg = _c["last_error"](ctx_ptr).decode(errors="replace") if ctx_ptr else ""
     if not msg:
         msg = what or "the call failed"
+    # the C API's name for the adstack option, in Python's words
+    msg = msg.replace("kern_context_options.ad_stack_size = ", "kern.Context(ad_stack_size=")
+    if "kern.Context(ad_stack_size=" in msg:
+        import re
+        msg = re.sub(r"kern\.Context\(ad_stack_size=(\d+)", r"kern.Context(ad_stack_size=\1)", msg)
     raise _ERRORS.get(status, Error)(msg)
 
 

@@ -386,7 +386,8 @@ def test_adstack_overflow_raises_with_the_command_lines_message():
         m.w(x=x, y=y)
     with pytest.raises(kern.Error, match=r"adstack overflow in the loop at w.kern:4:9: the loop "
                                          r"runs more than 2 iterations \(--ad-stack-size 2\); "
-                                         r"it needs --ad-stack-size \d+"):
+                                         r"it needs --ad-stack-size (\d+) or more \(kernc\), "
+                                         r"or kern.Context\(ad_stack_size=\1\)"):
         tape.backward(seeds=[(y, np.ones(4, np.float32))])
 
 
