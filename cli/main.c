@@ -516,6 +516,10 @@ static int kernc_main(int argc, char **argv) {
                                                                                       : "cpu";
         if (c.npositional)
             return usage_error("emit: unexpected argument '%s'", c.positional[0]);
+        if (c.kernel && is_grad_name(c.kernel)) { /* the code of K.grad too */
+            c.opts.grad = KC_GRAD_ALL;
+            c.opts.grad_only = c.kernel;
+        }
         return kernc_cmd_emit_code(c.file, target, c.emit, c.out, &c.opts);
     }
     if (c.opts.arch && strcmp(c.cmd, "build") != 0 && strcmp(c.cmd, "run") != 0 &&

@@ -313,3 +313,36 @@ Test(llvm_aot, debug_uniform_division_and_atomic_bounds) {
     cr_expect(e.line == 2 && e.col == 20, "at %u:%u", e.line, e.col);
     release(&p);
 }
+
+/* Neighbour scatters (llvm_reduce.c): the stencil's gradient adds inside the chunk without
+ * atomics (nb.plain), keeps atomics near its ends (nb.atomic), and keeps them all in debug
+ * builds; the gradients themselves are checked against finite differences by the corpus
+ * (tests/grad/stencil2d.kern, mass_spring.kern on 1, 2 and 4 threads). */
+Test(llvm_aot, neighbour_scatters_skip_atomics_inside_the_chunk) {
+    const char *src =
+        "kernel heat(u: f32[,], t: i32) {\n"
+        "    for i in 1..shape(u, 1) - 1 {\n"
+        "        let c = u[t - 1, i];\n"
+        "        u[t, i] = c + 0.25 * (u[t - 1, i - 1] - 2.0 * c + u[t - 1, i + 1]);\n"
+        "    }\n"
+        "}\n";
+    for (int debug = 0; debug < 2; debug++) {
+        kc_ctx *ctx = kc_ctx_new();
+        ctx->opts.opt_level = 0;
+        ctx->opts.debug = debug;
+        ctx->opts.grad = KC_GRAD_ALL;
+        ir_module *m = kc_compile_source(ctx, "heat.kern", src, strlen(src));
+        cr_assert(m);
+        char err[256];
+        char *text = llvm_emit_text(m, &ctx->opts, err, sizeof err);
+        cr_assert(text, "%s", err);
+        if (debug)
+            cr_expect(!strstr(text, "nb.plain"), "debug builds keep every atomic");
+        else
+            cr_expect(strstr(text, "nb.plain") && strstr(text, "nb.atomic"),
+                      "plain adds inside the chunk, atomics at its ends");
+        free(text);
+        ir_module_free(m);
+        kc_ctx_free(ctx);
+    }
+}

@@ -222,7 +222,9 @@ static void emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
         LLVMValueRef to = LLVMBuildAdd(em->b, lo, LLVMBuildTrunc(em->b, end, ity, ""), "");
         LLVMValueRef idx[8];
         kern_assert(task->regions[0]->nargs <= 8);
+        llvm_neighbour_begin(em, task, from, to);
         emit_parallel_dim(em, task, 0, from, to, idx);
+        llvm_neighbour_end(em);
     }
     llvm_reduce_end(em);
     LLVMBuildRetVoid(em->b);

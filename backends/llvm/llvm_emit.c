@@ -402,5 +402,6 @@ LLVMModuleRef llvm_emitter_fini(llvm_emitter *em) {
     free(em->used.keys);
     free(em->used.vals);
     llvm_reduce_free(em);
+    llvm_neighbour_free(em);
     return em->mod;
 }

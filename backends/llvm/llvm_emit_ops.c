@@ -490,6 +490,9 @@ static LLVMValueRef emit_access(llvm_emitter *em, const ir_op *op) {
     case IR_ATOMIC_XCHG: rmw = LLVMAtomicRMWBinOpXchg; break;
     default: kern_unreachable("LLVM backend: not an array access");
     }
+    if (fl && (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) && em->nnb &&
+        llvm_neighbour_emit(em, op, ptr, v, align))
+        return guard_end(em, &g, LLVMGetPoison(mt));
     if (fl && (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) && em->hooks->atomic_fadd &&
         !llvm_value_used(em, op->results[0])) {
         LLVMValueRef add = op->code == IR_ATOMIC_SUB ? LLVMBuildFNeg(em->b, v, "") : v;

@@ -82,6 +82,13 @@ struct llvm_emitter {
     const ir_op **red_ops;
     LLVMValueRef *red_acc; /* per such op: its accumulator (entry-block alloca) */
     uint32_t nred, capred;
+    /* CPU parallel task functions: neighbour scatters added without atomics inside the
+     * chunk (llvm_reduce.c) */
+    const ir_op **nb_ops;
+    uint32_t *nb_dim; /* per such op: the dimension addressed with i0 + c */
+    int64_t *nb_k;    /* per such op: the largest |c| of its array */
+    uint32_t nnb, capnb;
+    LLVMValueRef nb_from, nb_to; /* the chunk's items of dimension 0 (i64) */
 };
 
 /* ---- llvm_emit.c ---- */
@@ -142,6 +149,16 @@ bool llvm_reduce_emit(llvm_emitter *em, const ir_op *op);
 /* At the end of the task function: one atomic per accumulator. */
 void llvm_reduce_end(llvm_emitter *em);
 void llvm_reduce_free(llvm_emitter *em);
+/* CPU task functions, after the uniform values, with the chunk's bounds of dimension 0:
+ * finds the float atomic adds/subs into arrays addressed with i0 + c in one dimension
+ * (nothing in debug builds or with $KERN_NO_NEIGHBOUR_ADDS). */
+void llvm_neighbour_begin(llvm_emitter *em, const ir_op *task, LLVMValueRef from, LLVMValueRef to);
+/* Emits op (one of those) as a plain add inside the chunk, atomic near its ends; false
+ * when op is not one of them. */
+bool llvm_neighbour_emit(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef v,
+                         unsigned align);
+void llvm_neighbour_end(llvm_emitter *em);
+void llvm_neighbour_free(llvm_emitter *em);
 
 /* ---- llvm_adstack.c ---- */
 /* In the entry block of a task body: the depth counters. The target's ABI then sets

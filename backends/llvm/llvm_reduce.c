@@ -150,3 +150,166 @@ void llvm_reduce_free(llvm_emitter *em) {
     em->red_acc = NULL;
     em->nred = em->capred = 0;
 }
+
+/* ---- neighbour scatters: plain adds inside the chunk (CPU task functions) -------------
+ *
+ * A CPU task function runs the work items [from, to) of dimension 0 (the chunked index
+ * i0) in one thread. In a gradient kernel a point's adjoint is scattered to its
+ * neighbours: `atomic_add(a.grad[t, i0 + c], v)` for small constants c (stencils,
+ * springs). When every access of the array in the task addresses one dimension with
+ * i0 + c, |c| <= K, the elements of that dimension in [from + K, to - K) are touched by this
+ * chunk's items only: no other thread's i0 + c' can land there. So there an atomic add
+ * whose old value is unused becomes a plain load, add and store; near the chunk's ends it
+ * stays atomic. The sums are those of the atomic version, in one fixed order per element
+ * within a chunk (docs/reference.md section 7 leaves the order of atomics open). Debug
+ * builds keep the atomics. */
+
+enum { NB_MAX_OFFSET = 64 };
+
+static bool const_int(const ir_value *v, int64_t *k) {
+    if (!v->def || v->def->code != IR_CONST || !ty_is_int(v->type))
+        return false;
+    *k = v->def->imm.i;
+    return true;
+}
+
+/* c when v is i0 + c or i0 - c' for a constant within NB_MAX_OFFSET. */
+static bool offset_of(const ir_value *v, const ir_value *i0, int64_t *c) {
+    if (v == i0) {
+        *c = 0;
+        return true;
+    }
+    const ir_op *d = v->def;
+    int64_t k;
+    if (!d || d->noperands != 2 || (d->code != IR_ADD && d->code != IR_SUB))
+        return false;
+    if (d->operands[0] == i0 && const_int(d->operands[1], &k))
+        *c = d->code == IR_ADD ? k : -k;
+    else if (d->code == IR_ADD && d->operands[1] == i0 && const_int(d->operands[0], &k))
+        *c = k;
+    else
+        return false;
+    return *c >= -NB_MAX_OFFSET && *c <= NB_MAX_OFFSET;
+}
+
+/* Whether every access of `array` in r addresses dimension d with i0 + c; *k grows to the
+ * largest |c|, *atomics counts the float atomic adds/subs whose old value is unused. */
+static bool neighbour_accesses(const ir_region *r, const ir_value *array, const ir_value *i0,
+                               uint32_t d, const ir_region *body, int64_t *k, int *atomics) {
+    ir_foreach_op(op, r) {
+        if (is_access(op->code) && op->operands[0] == array) {
+            int64_t c;
+            if (!offset_of(op->operands[1 + d], i0, &c))
+                return false;
+            if (c < 0)
+                c = -c;
+            if (c > *k)
+                *k = c;
+            if ((op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) &&
+                !used_in(body, op->results[0]))
+                (*atomics)++;
+        }
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (!neighbour_accesses(op->regions[i], array, i0, d, body, k, atomics))
+                return false;
+    }
+    return true;
+}
+
+static void nb_add(llvm_emitter *em, const ir_op *op, uint32_t d, int64_t k) {
+    if (em->nnb == em->capnb) {
+        em->capnb = em->capnb ? 2 * em->capnb : 8;
+        em->nb_ops = realloc(em->nb_ops, em->capnb * sizeof *em->nb_ops);
+        em->nb_dim = realloc(em->nb_dim, em->capnb * sizeof *em->nb_dim);
+        em->nb_k = realloc(em->nb_k, em->capnb * sizeof *em->nb_k);
+        if (!em->nb_ops || !em->nb_dim || !em->nb_k)
+            kern_oom(em->capnb * sizeof(void *));
+    }
+    em->nb_ops[em->nnb] = op;
+    em->nb_dim[em->nnb] = d;
+    em->nb_k[em->nnb++] = k;
+}
+
+static void nb_collect(llvm_emitter *em, const ir_region *r, const ir_value *array, uint32_t d,
+                       int64_t k, const ir_region *body) {
+    ir_foreach_op(op, r) {
+        if ((op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) && op->operands[0] == array &&
+            ty_is_float(array->type->elem) && !used_in(body, op->results[0]))
+            nb_add(em, op, d, k);
+        for (uint32_t i = 0; i < op->nregions; i++)
+            nb_collect(em, op->regions[i], array, d, k, body);
+    }
+}
+
+void llvm_neighbour_begin(llvm_emitter *em, const ir_op *task, LLVMValueRef from, LLVMValueRef to) {
+    em->nnb = 0;
+    if (task->code != IR_PARALLEL || em->checks || getenv("KERN_NO_NEIGHBOUR_ADDS"))
+        return;
+    const ir_region *body = task->regions[0];
+    const ir_value *i0 = body->args[0];
+    const ir_kernel *k = em->kernel;
+    for (uint32_t p = 0; p < k->nparams; p++) {
+        const ir_value *array = k->body->args[p];
+        if (!ty_is_array(array->type) || !ty_is_float(array->type->elem))
+            continue;
+        for (uint32_t d = 0; d < (uint32_t)array->type->rank; d++) {
+            int64_t kk = 0;
+            int atomics = 0;
+            if (neighbour_accesses(body, array, i0, d, body, &kk, &atomics) && atomics > 0) {
+                nb_collect(em, body, array, d, kk, body);
+                break;
+            }
+        }
+    }
+    const kern_type *it = task->operands[0]->type;
+    em->nb_from = llvm_to_i64(em, from, it);
+    em->nb_to = llvm_to_i64(em, to, it);
+}
+
+bool llvm_neighbour_emit(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef v,
+                         unsigned align) {
+    for (uint32_t n = 0; n < em->nnb; n++) {
+        if (em->nb_ops[n] != op)
+            continue;
+        const ir_value *iv = op->operands[1 + em->nb_dim[n]];
+        LLVMValueRef e = llvm_to_i64(em, llvm_val(em, iv), iv->type);
+        LLVMValueRef k = LLVMConstInt(em->t_i64, (unsigned long long)em->nb_k[n], 0);
+        LLVMValueRef inside = LLVMBuildAnd(
+            em->b, LLVMBuildICmp(em->b, LLVMIntSGE, e, LLVMBuildAdd(em->b, em->nb_from, k, ""), ""),
+            LLVMBuildICmp(em->b, LLVMIntSLT, e, LLVMBuildSub(em->b, em->nb_to, k, ""), ""),
+            "nb.inside");
+        LLVMBasicBlockRef plain = llvm_new_block(em, "nb.plain"),
+                          atomic = llvm_new_block(em, "nb.atomic"),
+                          join = llvm_new_block(em, "nb.join");
+        LLVMBuildCondBr(em->b, inside, plain, atomic);
+        LLVMTypeRef t = LLVMTypeOf(v);
+        LLVMPositionBuilderAtEnd(em->b, plain);
+        LLVMValueRef old = LLVMBuildLoad2(em->b, t, ptr, "");
+        LLVMSetAlignment(old, align);
+        LLVMValueRef sum = op->code == IR_ATOMIC_ADD ? LLVMBuildFAdd(em->b, old, v, "")
+                                                     : LLVMBuildFSub(em->b, old, v, "");
+        LLVMSetAlignment(LLVMBuildStore(em->b, sum, ptr), align);
+        LLVMBuildBr(em->b, join);
+        LLVMPositionBuilderAtEnd(em->b, atomic);
+        LLVMValueRef r = LLVMBuildAtomicRMW(
+            em->b, op->code == IR_ATOMIC_ADD ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpFSub, ptr,
+            v, LLVMAtomicOrderingMonotonic, 0);
+        LLVMSetAlignment(r, align);
+        LLVMBuildBr(em->b, join);
+        LLVMPositionBuilderAtEnd(em->b, join);
+        return true;
+    }
+    return false;
+}
+
+void llvm_neighbour_end(llvm_emitter *em) { em->nnb = 0; }
+
+void llvm_neighbour_free(llvm_emitter *em) {
+    free(em->nb_ops);
+    free(em->nb_dim);
+    free(em->nb_k);
+    em->nb_ops = NULL;
+    em->nb_dim = NULL;
+    em->nb_k = NULL;
+    em->nnb = em->capnb = 0;
+}
