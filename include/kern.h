@@ -244,6 +244,10 @@ typedef struct kern_param_info {
 
 /* Describes parameter i; KERN_ERR_ARGUMENT when i is out of range. */
 kern_status kern_kernel_param(kern_kernel *k, int i, kern_param_info *out);
+/* Whether the kernel may write array parameter i (store or atomic): 0 when it never does
+ * (read-only memory may then be passed), 1 when it may or the module does not say, -1 for
+ * a bad kernel or index, or a scalar parameter. */
+int kern_kernel_param_written(const kern_kernel *k, int i);
 
 /* ---- launches ---------------------------------------------------------------------- */
 

@@ -552,6 +552,13 @@ int kern_kernel_adstack_count(const kern_kernel *k) {
     return live_kernel(k, "kern_kernel_adstack_count") ? k->meta->nadstacks : 0;
 }
 
+int kern_kernel_param_written(const kern_kernel *k, int i) {
+    if (!live_kernel(k, "kern_kernel_param_written") || i < 0 || i >= k->meta->nparams ||
+        k->meta->params[i].type->kind != TY_ARRAY)
+        return -1;
+    return k->meta->params[i].readonly ? 0 : 1;
+}
+
 kern_status kern_kernel_param(kern_kernel *k, int i, kern_param_info *out) {
     if (!live_kernel(k, "kern_kernel_param"))
         return KERN_ERR_ARGUMENT;

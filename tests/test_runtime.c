@@ -1476,3 +1476,25 @@ Test(runtime, jit_gradients_are_built_on_first_lookup) {
     kern_module_release(m);
     kern_context_release(ctx);
 }
+
+/* kern_kernel_param_written: 0 for an array the kernel only reads, 1 for one it stores to or
+ * updates atomically, -1 for scalars, bad indices and NULL. */
+Test(runtime, param_written_says_which_arrays_a_kernel_writes) {
+    const char *src = "kernel k(x: f32[], y: f32[], z: f32[], n: i32) {\n"
+                      "    for i in 0..len(x) { y[i] = x[i]; atomic_add(z[0], x[i]); }\n"
+                      "}\n";
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "w.kern", &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "k", &k), KERN_OK);
+    cr_expect_eq(kern_kernel_param_written(k, 0), 0, "x is only read");
+    cr_expect_eq(kern_kernel_param_written(k, 1), 1, "y is stored to");
+    cr_expect_eq(kern_kernel_param_written(k, 2), 1, "z is updated atomically");
+    cr_expect_eq(kern_kernel_param_written(k, 3), -1, "n is a scalar");
+    cr_expect_eq(kern_kernel_param_written(k, 4), -1);
+    cr_expect_eq(kern_kernel_param_written(NULL, 0), -1);
+    kern_context_release(ctx);
+}

@@ -117,6 +117,7 @@ _c = {
     "find": _fn("kern_kernel_find", _st, _vp, ctypes.c_char_p, _pvp),
     "nparams": _fn("kern_kernel_param_count", _int, _vp),
     "param": _fn("kern_kernel_param", _st, _vp, _int, ctypes.POINTER(_ParamInfo)),
+    "written": _fn("kern_kernel_param_written", _int, _vp, _int),
     "launch": _fn("kern_launch", _st, _vp, ctypes.POINTER(_Arg), _int),
     "tape_create": _fn("kern_tape_create", _st, _vp, _pvp),
     "tape_destroy": _fn("kern_tape_destroy", None, _vp),
@@ -593,8 +594,8 @@ class _Bound:
                 if v.dtype == p.np_dtype and v.ndim == p.rank:
                     if not v.flags.c_contiguous:
                         why = "the array is not C-contiguous"
-                    elif not v.flags.writeable:
-                        why = "the array is read-only, and kernels may write their arrays"
+                    elif not v.flags.writeable and p.written:
+                        why = "the array is read-only, and the kernel may write it"
                     else:
                         return self._wrap(ctx, p, v, v.__array_interface__["data"][0], v.shape)
             elif t.__module__ == "torch" and t.__name__ in ("Tensor", "Parameter"):
@@ -760,6 +761,7 @@ class Kernel:
             info = _ParamInfo()
             _check(_c["param"](ptr, i, ctypes.byref(info)), module.context._ptr)
             self.params.append(_Param(info))
+            self.params[-1].written = _c["written"](ptr, i) != 0
         self._index = {p.name: i for i, p in enumerate(self.params)}
 
     def __call__(self, *args, **kwargs):

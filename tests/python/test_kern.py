@@ -183,6 +183,26 @@ def test_kern_buffer_to_torch_and_numpy_without_copy():
     gc.collect()
 
 
+def test_read_only_inputs_are_used_in_place(sim):
+    """A read-only array for a parameter the kernel never writes is used in place; for one
+    it may write, it is copied with a warning (and never written)."""
+    x0, w = inputs()
+    x0.flags.writeable = False
+    w.flags.writeable = False
+    out = np.zeros(8, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kern.CopyWarning)
+        sim.simulate(x0=x0, w=w, out=out, steps=16)
+    np.testing.assert_allclose(out, sim_ref(x0, w, 16), rtol=1e-6, atol=1e-6)
+    ro = np.zeros(8, np.float32)
+    ro.flags.writeable = False
+    with pytest.warns(kern.CopyWarning, match="parameter 'out': copied, not used in place "
+                                              r"\(the array is read-only, and the kernel may "
+                                              r"write it\)"):
+        sim.simulate(x0=x0, w=w, out=ro, steps=16)
+    assert np.all(ro == 0), "a read-only array is never written"
+
+
 def test_copies_are_said_and_written_back(sim):
     x0, w = inputs()
     out64 = np.zeros(8)  # f64 for an f32 parameter
