@@ -124,6 +124,10 @@ int kern_context_threads(const kern_context *ctx);
 /* The context's device in words: "cpu (8 threads)", "cuda: NVIDIA H100 80GB HBM3 (sm_90,
  * 132 SMs)"; "" for a context that was not created successfully. */
 const char *kern_context_device_name(const kern_context *ctx);
+/* The CUDA stream (a CUstream) a CUDA context submits its work to, in order, so that a host
+ * program can order its own CUDA work with kern's (cuStreamWaitEvent) instead of waiting
+ * with kern_sync; NULL for other devices. */
+void *kern_context_cuda_stream(const kern_context *ctx);
 /* Waits until every launch has completed; returns KERN_ERR_DEVICE for a device error
  * that no earlier call reported. */
 kern_status kern_sync(kern_context *ctx);

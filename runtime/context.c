@@ -316,6 +316,10 @@ int kern_context_threads(const kern_context *ctx) {
     return ctx->opts.backend == KERN_BACKEND_CPU ? rt_cpu_device_threads(ctx->dev) : 1;
 }
 
+void *kern_context_cuda_stream(const kern_context *ctx) {
+    return live(ctx, "kern_context_cuda_stream") ? rt_cuda_stream(ctx->dev) : NULL;
+}
+
 const char *kern_context_device_name(const kern_context *ctx) {
     return live(ctx, "kern_context_device_name") && ctx->dev ? ctx->dev->desc : "";
 }

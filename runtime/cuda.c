@@ -182,6 +182,10 @@ static void cu_err(const cuda_api *api, CUresult r, const char *what, char *err,
 
 static cuda_device *cuda_of(rt_device *d) { return (cuda_device *)d; }
 
+void *rt_cuda_stream(rt_device *d) {
+    return d && !strcmp(d->ops->name, "cuda") ? (void *)cuda_of(d)->stream : NULL;
+}
+
 static kern_status cuda_current(cuda_device *c, char *err, size_t errlen) {
     CU_CHECK(c, c->api.cuCtxSetCurrent(c->cu), "cuCtxSetCurrent");
     return KERN_OK;

@@ -177,6 +177,8 @@ int rt_cpu_device_threads(const rt_device *d);
  * cuInit fails (no device); the message says which. */
 kern_status rt_cuda_device_create(const char *driver, int ordinal, rt_device **out, char *err,
                                   size_t errlen);
+/* The CUstream the CUDA device d submits to (NULL for another device). */
+void *rt_cuda_stream(rt_device *d);
 
 /* The Vulkan device (vulkan.c): device `ordinal` (-1: $KERN_VULKAN_DEVICE, else the most
  * capable) of the loader `loader` (NULL: "libvulkan.so.1"), opened with dlopen.

@@ -98,6 +98,7 @@ _c = {
     "ctx_release": _fn("kern_context_release", None, _vp),
     "last_error": _fn("kern_context_last_error", ctypes.c_char_p, _vp),
     "device_name": _fn("kern_context_device_name", ctypes.c_char_p, _vp),
+    "cuda_stream": _fn("kern_context_cuda_stream", _vp, _vp),
     "sync": _fn("kern_sync", _st, _vp),
     "buf_create": _fn("kern_buffer_create", _st, _vp, _int, _int, _i64p, _vp, _pvp),
     "buf_wrap": _fn("kern_buffer_wrap", _st, _vp, _int, _int, _i64p, _vp, _vp, _vp, _pvp),
@@ -225,12 +226,20 @@ class Context:
     and shift checks in JIT code), ad_stack_size (adstack capacity of unbounded loops).
     A context is used by one thread at a time.
 
+    sync (GPUs): True (the default) makes every call wait for the producers' work before and
+    for its own kernels after, so any consumer sees the results. sync=False orders by
+    streams instead, without waiting: DLPack producers make kern's CUDA stream wait for
+    their work (__dlpack__(stream=...)), and after a call PyTorch's current stream waits
+    for kern's; other consumers must call synchronize() before reading results.
+
     debug is on by default, as `kernc run` checks bounds by default: an index out of
     bounds, a division by zero or a bad shift raises DeviceError with the .kern line
     instead of corrupting memory. Context(debug=False) compiles without the checks (faster:
     for code that is known to be right)."""
 
-    def __init__(self, device="cpu", threads=0, debug=True, ad_stack_size=0):
+    def __init__(self, device="cpu", threads=0, debug=True, ad_stack_size=0, sync=True):
+        self.sync = bool(sync)
+        self._torch_stream = None
         if device not in _BACKENDS:
             raise ArgumentError("unknown device %r (cpu, cuda, vulkan)" % (device,))
         opts = _Options(_BACKENDS[device], bool(debug), int(threads), int(ad_stack_size))
@@ -251,6 +260,21 @@ class Context:
     def synchronize(self):
         """Waits for every launch of the context (and reports a device error)."""
         _check(_c["sync"](self._ptr), self._ptr)
+
+    @property
+    def cuda_stream(self):
+        """The CUstream kern's CUDA work goes to, as an int (None off CUDA)."""
+        return _c["cuda_stream"](self._live()) if self.device == "cuda" else None
+
+    def _after_call(self, used_torch):
+        """A GPU call's end: wait (sync=True) or order PyTorch's stream after kern's."""
+        if self.sync:
+            self.synchronize()
+        elif used_torch:
+            import torch
+            if self._torch_stream is None:
+                self._torch_stream = torch.cuda.ExternalStream(self.cuda_stream)
+            torch.cuda.current_stream().wait_stream(self._torch_stream)
 
     def release(self):
         """Frees the context with its modules and buffers (also at garbage collection)."""
@@ -481,12 +505,21 @@ def _dlpack_import(ctx, obj):
         return None, "it has no __dlpack__"
     if getattr(obj, "requires_grad", False) and hasattr(obj, "detach"):
         obj = obj.detach()  # the same memory
-    if ctx.device == "cuda":
-        _cuda_ready(obj)
-    try:
-        cap = obj.__dlpack__()
-    except (BufferError, RuntimeError, TypeError, ValueError) as e:
-        return None, str(e)
+    cap = None
+    if ctx.device == "cuda" and not ctx.sync:
+        try:  # the producer makes kern's stream wait for its work (DLPack's stream argument)
+            cap = obj.__dlpack__(stream=ctx.cuda_stream)
+        except TypeError:
+            cap = None
+        except (BufferError, RuntimeError, ValueError) as e:
+            return None, str(e)
+    if cap is None:
+        if ctx.device == "cuda":
+            _cuda_ready(obj)
+        try:
+            cap = obj.__dlpack__()
+        except (BufferError, RuntimeError, TypeError, ValueError) as e:
+            return None, str(e)
     p = _capsule_get(cap, b"dltensor")
     out = ctypes.c_void_p()
     status = _c["from_dlpack"](ctx._live(), p, ctypes.byref(out))
@@ -548,6 +581,7 @@ class _Bound:
         self.raw = []        # kern buffers wrapped for this call only (no Python object)
         self.copy_back = []  # (temporary buffer, the caller's array)
         self.tape = _current_tape()
+        self.used_torch = False
         for i, p in enumerate(params):
             v = values[i]
             a = c_args[i]
@@ -576,6 +610,8 @@ class _Bound:
     def _buffer(self, ctx, p, v):
         """The kern buffer (a pointer) that parameter p gets for the value v."""
         kernel = self.kernel
+        if type(v).__module__ == "torch":
+            self.used_torch = True
         if isinstance(v, Buffer):
             if v.context is not ctx:
                 raise ArgumentError("kernel '%s', parameter '%s': the buffer belongs to another "
@@ -775,7 +811,7 @@ class Kernel:
             else:
                 _check(_c["launch"](self._ptr, bound.c_args, len(self.params)), ctx._ptr)
             if ctx.device != "cpu":
-                ctx.synchronize()  # results visible to the caller's tensors
+                ctx._after_call(bound.used_torch)  # results visible to the caller's tensors
         finally:
             bound.finish()
 
