@@ -266,15 +266,32 @@ class Context:
         """The CUstream kern's CUDA work goes to, as an int (None off CUDA)."""
         return _c["cuda_stream"](self._live()) if self.device == "cuda" else None
 
-    def _after_call(self, used_torch):
-        """A GPU call's end: wait (sync=True) or order PyTorch's stream after kern's."""
+    def _kern_stream(self):
+        import torch
+        if self._torch_stream is None:
+            self._torch_stream = torch.cuda.ExternalStream(self.cuda_stream)
+        return self._torch_stream
+
+    def _before_torch_call(self):
+        """PyTorch CUDA tensors used in place: their pending work first (kern's stream waits
+        for PyTorch's current one; sync=True waits on the host)."""
+        import torch
+        if self.sync:
+            torch.cuda.current_stream().synchronize()
+        else:
+            self._kern_stream().wait_stream(torch.cuda.current_stream())
+
+    def _after_call(self, used_torch, cuda_torch=()):
+        """A GPU call's end: wait (sync=True) or order PyTorch's stream after kern's, and
+        keep PyTorch's allocator from reusing the tensors' memory before kern is done."""
         if self.sync:
             self.synchronize()
         elif used_torch:
             import torch
-            if self._torch_stream is None:
-                self._torch_stream = torch.cuda.ExternalStream(self.cuda_stream)
-            torch.cuda.current_stream().wait_stream(self._torch_stream)
+            ks = self._kern_stream()
+            for v in cuda_torch:
+                v.record_stream(ks)
+            torch.cuda.current_stream().wait_stream(ks)
 
     def release(self):
         """Frees the context with its modules and buffers (also at garbage collection)."""
@@ -582,6 +599,7 @@ class _Bound:
         self.copy_back = []  # (temporary buffer, the caller's array)
         self.tape = _current_tape()
         self.used_torch = False
+        self.cuda_torch = []  # PyTorch CUDA tensors wrapped in place
         for i, p in enumerate(params):
             v = values[i]
             a = c_args[i]
@@ -612,6 +630,8 @@ class _Bound:
         kernel = self.kernel
         if type(v).__module__ == "torch":
             self.used_torch = True
+            if ctx.device == "cuda" and getattr(v, "is_cuda", False):
+                self.cuda_torch.append(v)  # ordered and recorded once per call
         if isinstance(v, Buffer):
             if v.context is not ctx:
                 raise ArgumentError("kernel '%s', parameter '%s': the buffer belongs to another "
@@ -638,6 +658,13 @@ class _Bound:
                 if str(v.dtype) == p.torch_dtype and v.dim() == p.rank and \
                         v.device.type == "cpu" and v.is_contiguous() and not v.requires_grad:
                     return self._wrap(ctx, p, v, v.data_ptr(), tuple(v.shape))
+        elif ctx.device == "cuda" and type(v).__module__ == "torch" and \
+                type(v).__name__ in ("Tensor", "Parameter"):
+            # PyTorch CUDA tensors: the device pointer itself; the streams are ordered once
+            # per call (Kernel.__call__), and torch's allocator told about kern's stream
+            if str(v.dtype) == p.torch_dtype and v.dim() == p.rank and v.is_cuda and \
+                    v.device.index == 0 and v.is_contiguous() and not v.requires_grad:
+                return self._wrap(ctx, p, v, v.data_ptr(), tuple(v.shape))
         if not _is_tensor_like(v):
             raise ArgumentError("kernel '%s', parameter '%s': expected an array (%s[%s]), got %s"
                                 % (kernel.name, p.name, _KERN_NAMES[p.dtype],
@@ -805,13 +832,15 @@ class Kernel:
         self.module._live()
         bound = _Bound(self, args, kwargs)
         tape = _current_tape()
+        if bound.cuda_torch:
+            ctx._before_torch_call()
         try:
             if tape is not None:
                 tape._record(self, bound)
             else:
                 _check(_c["launch"](self._ptr, bound.c_args, len(self.params)), ctx._ptr)
             if ctx.device != "cpu":
-                ctx._after_call(bound.used_torch)  # results visible to the caller's tensors
+                ctx._after_call(bound.used_torch, bound.cuda_torch)  # results visible
         finally:
             bound.finish()
 
