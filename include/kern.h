@@ -8,12 +8,18 @@
  * that are checked against the kernel's signature, synchronizes and reads buffers back.
  *
  * Conventions (docs/runtime.md has the details):
- * - Handles are opaque; everything made from a context is released with it.
+ * - Handles are opaque; everything made from a context is released with it. A released
+ *   handle must not be used again (as with free()). With the environment variable
+ *   KERN_RUNTIME_CHECKS=1 the runtime detects it: every handle is checked against a
+ *   registry, and a released one, one of the wrong kind or a pointer kern never made is
+ *   KERN_ERR_ARGUMENT with a message (also on stderr); see docs/runtime.md, "Checked mode".
  * - Every call that can fail returns a kern_status and, on failure, leaves a message in
  *   its context (kern_context_last_error): what failed and why, naming the kernel,
  *   parameter, file or source line involved. A call that succeeds clears the message.
  *   Nothing in the library exits the process or prints.
  * - A context is used by one thread at a time; distinct contexts are independent.
+ *   KERN_RUNTIME_CHECKS=1 refuses a second thread inside kern_launch, kern_buffer_read,
+ *   kern_buffer_write, kern_sync or kern_graph_launch of a context another thread is in.
  * - Launches are asynchronous in shape: a device error (an index out of bounds in debug
  *   mode, a division by zero, ...) is returned as KERN_ERR_DEVICE by the call that
  *   observes the launch's completion: the launch itself on the CPU, or a later launch,
