@@ -17,7 +17,11 @@ import kern
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 EX = os.path.join(ROOT, "examples")
-torch = pytest.importorskip("torch")  # Debian's python3-torch, in setup.sh's packages
+try:  # Debian's python3-torch, in setup.sh's packages: the reference and a DLPack producer
+    import torch
+except ImportError:
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed here")
 
 
 def ex(name):
@@ -159,6 +163,7 @@ def test_numpy_used_in_place(sim):
     assert np.all(out != 0)
 
 
+@needs_torch
 def test_torch_cpu_tensor_updated_in_place(sim):
     x0, w = inputs()
     out = torch.zeros(8)
@@ -170,6 +175,7 @@ def test_torch_cpu_tensor_updated_in_place(sim):
     np.testing.assert_allclose(out.numpy(), sim_ref(x0, w, 16), rtol=1e-6, atol=1e-6)
 
 
+@needs_torch
 def test_kern_buffer_to_torch_and_numpy_without_copy():
     b = kern.Buffer.from_array(np.arange(6, dtype=np.float32).reshape(2, 3))
     t = torch.from_dlpack(b)
@@ -227,6 +233,7 @@ def torch_sim(x0, w, steps):
     return tx, tw, y
 
 
+@needs_torch
 def test_gradient_against_torch_autograd(sim):
     x0, w = inputs(n=32, steps=24)
     out = np.zeros(32, np.float32)
@@ -240,6 +247,7 @@ def test_gradient_against_torch_autograd(sim):
     np.testing.assert_allclose(tape.grad(w), tw.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
+@needs_torch
 def test_tape_over_several_launches_against_torch():
     """heat.kern over 6 time steps: the tape runs the 6 gradients in reverse."""
     m = ex("heat.kern")
@@ -269,6 +277,7 @@ def test_tape_over_several_launches_against_torch():
     np.testing.assert_allclose(du[0], tu.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
+@needs_torch
 def test_tape_with_torch_tensors(sim):
     x0, w = inputs()
     tx0, tw, tout = torch.from_numpy(x0.copy()), torch.from_numpy(w.copy()), torch.zeros(8)
@@ -435,6 +444,7 @@ def test_released_handles_are_errors():
 
 # ---- lifetimes -----------------------------------------------------------------------
 
+@needs_torch
 def test_arrays_released_while_in_use_stay_valid(sim):
     """Thousands of calls on temporaries that die at once, kern buffers released right
     after a launch, and exported views outliving their buffers: results stay right and
@@ -473,7 +483,7 @@ def test_python_examples_run(script):
     r = subprocess.run([sys.executable, os.path.join(ROOT, "python", "examples", script)],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    if script == "simulate.py":
+    if script == "simulate.py" and torch is not None:
         line = [ln for ln in r.stdout.splitlines() if ln.startswith("max |dx0 - torch|")][0]
         a, b = [float(t.rstrip(",")) for t in line.split() if t[0].isdigit()]
         assert a < 1e-5 and b < 1e-5, line
