@@ -29,6 +29,8 @@ typedef struct kc_options {
     bool promote_f64;       /* retype f32 to f64 before the gradients (kernc gradcheck) */
     const char *arch;       /* GPU targets: sm_XX / gfxNNN (NULL: the target's default) */
     const char *libdevice;  /* NVPTX: libdevice.10.bc (NULL: $KERN_LIBDEVICE, CUDA's places) */
+    int simd;               /* CPU: SIMD lanes of parallel tasks: 0 auto ($KERN_SIMD, else the
+                               host's widest vectors), -1 off (scalar), 4 / 8 / 16 */
 } kc_options;
 
 typedef struct kc_ctx {

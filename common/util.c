@@ -120,6 +120,24 @@ char *kern_read_file(const char *path, size_t *len) {
     return buf_take(&b);
 }
 
+void kern_lanes_symbol(char *buf, size_t size, const char *kernel) {
+    kern_buf b = {0};
+    buf_puts(&b, "kern_");
+    for (const char *p = kernel; *p; p++) {
+        if (*p == '.')
+            buf_puts(&b, "__");
+        else
+            buf_putc(&b, *p);
+    }
+    buf_puts(&b, "__lanes");
+    if (size) {
+        size_t n = b.len < size - 1 ? b.len : size - 1;
+        memcpy(buf, b.data, n);
+        buf[n] = '\0';
+    }
+    buf_free(&b);
+}
+
 void kern_code_symbol(char *buf, size_t size, const char *kernel, char kind, int index,
                       bool count) {
     kern_buf b = {0};

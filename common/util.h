@@ -59,5 +59,8 @@ enum { KERN_MAX_NAME = 255 };
  * KERN_META_MAX_TASK_DIMS and the lowering's bound). */
 enum { KERN_MAX_TASK_RANGES = 8 };
 void kern_code_symbol(char *buf, size_t size, const char *kernel, char kind, int index, bool count);
+/* kern_<K>__lanes (K with '.' written "__"): the CPU module's i32 count of the work items
+ * one worker runs at once (SIMD lanes), which its adstack slices are sized for. */
+void kern_lanes_symbol(char *buf, size_t size, const char *kernel);
 
 #endif

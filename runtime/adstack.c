@@ -94,14 +94,17 @@ static kern_status layout_slices(const kern_meta *m, const kern_meta_kernel *k, 
         if (st != KERN_OK)
             return st;
         int64_t esize = (int64_t)kern_dtype_size(rt_dtype_of(a->type));
-        int64_t off = (end + esize - 1) / esize * esize, bytes, e;
-        if (end > INT64_MAX - esize || __builtin_mul_overflow(cap, esize, &bytes) ||
+        int64_t off = (end + esize - 1) / esize * esize, bytes, e, lanes = k->ad_lanes > 1 ? k->ad_lanes : 1;
+        if (end > INT64_MAX - esize || __builtin_mul_overflow(cap, esize * lanes, &bytes) ||
             __builtin_add_overflow(off, bytes, &e) || e > INT64_MAX - 63) {
             rt_format_loc(loc, sizeof loc, m, a->line, a->col);
+            char per[64] = "";
+            if (lanes > 1)
+                snprintf(per, sizeof per, " for each of %lld SIMD lanes", (long long)lanes);
             snprintf(err, errlen,
-                     "kernel '%s': the adstack of the loop at %s needs %lld entries of %s: the "
+                     "kernel '%s': the adstack of the loop at %s needs %lld entries of %s%s: the "
                      "per-thread slice does not fit in 2^63 bytes",
-                     k->name, loc, (long long)cap, a->type->name);
+                     k->name, loc, (long long)cap, a->type->name, per);
             return KERN_ERR_OUT_OF_MEMORY;
         }
         layout[2 * s] = off;

@@ -100,6 +100,18 @@ kern_status rt_host_get_kernel(rt_device *d, void *code, const kern_meta_kernel 
                 memcpy(&hk->body[t], &addr, sizeof addr);
         }
     }
+    /* SIMD code: its adstack slices hold one stack per lane (adstack.c) */
+    kern_lanes_symbol(sym, sizeof sym, mk->name);
+    const int32_t *lanes = p->lookup && mk->nadstacks ? p->lookup(p->user, sym) : NULL;
+    if (lanes) {
+        if (*lanes < 1 || *lanes > 64) {
+            snprintf(err, errlen, "kernel '%s': '%s' says %d lanes (1 to 64 expected)", mk->name,
+                     sym, (int)*lanes);
+            s = KERN_ERR_FORMAT;
+            goto cleanup;
+        }
+        ((kern_meta_kernel *)mk)->ad_lanes = *lanes; /* the module's own metadata */
+    }
     *handle = hk;
     return KERN_OK;
 cleanup:

@@ -76,6 +76,9 @@ typedef struct kern_meta_kernel {
     kern_meta_adstack *adstacks; /* may be NULL when nadstacks is 0 */
     int nadstacks;
     char *grad_error; /* primal kernels: why K.grad was not built; NULL otherwise */
+    int ad_lanes;     /* CPU code: work items one worker runs at once (SIMD lanes; 0 or 1:
+                         one), read from the code's kern_<K>__lanes when it is loaded; the
+                         adstack slices hold that many items' stacks. Not in the text form. */
 } kern_meta_kernel;
 
 typedef struct kern_meta {

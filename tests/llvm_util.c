@@ -13,11 +13,14 @@
 
 /* ---- compiling and running ---------------------------------------------------------- */
 
+int build_simd;
+
 prog build(const char *src, int opt, bool debug) {
     prog p = {0};
     p.ctx = kc_ctx_new();
     p.ctx->opts.opt_level = opt;
     p.ctx->opts.debug = debug;
+    p.ctx->opts.simd = build_simd;
     p.m = kc_compile_source(p.ctx, "test.kern", src, strlen(src));
     if (!p.m) {
         diag_print_all(stderr, &p.ctx->diags);

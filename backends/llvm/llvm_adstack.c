@@ -52,7 +52,7 @@ static LLVMValueRef record_field(LLVMBuilderRef b, llvm_emitter *em, LLVMValueRe
 }
 
 /* void kern.adstack_overflow(ptr err, i32 line, i32 col, i64 cap, i64 depth) */
-static LLVMValueRef overflow_fn(llvm_emitter *em) {
+LLVMValueRef llvm_adstack_overflow_fn(llvm_emitter *em) {
     LLVMValueRef fn = LLVMGetNamedFunction(em->mod, "kern.adstack_overflow");
     if (fn)
         return fn;
@@ -164,7 +164,7 @@ void llvm_emit_adpush(llvm_emitter *em, const ir_op *op) {
 
     LLVMPositionBuilderAtEnd(em->b, bb_ovf);
     kern_loc loc = op->loc.line ? op->loc : st->loc;
-    LLVMValueRef fn = overflow_fn(em);
+    LLVMValueRef fn = llvm_adstack_overflow_fn(em);
     LLVMValueRef args[5] = {em->err, LLVMConstInt(em->t_i32, loc.line, 0),
                             LLVMConstInt(em->t_i32, loc.col, 0), em->ad_cap[s], d1};
     LLVMBuildCall2(em->b, LLVMGlobalGetValueType(fn), fn, args, 5, "");

@@ -184,7 +184,20 @@ static void emit_adstack_slice(llvm_emitter *em, LLVMValueRef slice, LLVMValueRe
     free(cap);
 }
 
-static void emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
+/* The task function's "kern-simd" attribute: "W lanes", or "scalar: why". */
+static void note_simd(llvm_emitter *em, LLVMValueRef fn, unsigned w, const char *why) {
+    char v[160];
+    if (w)
+        snprintf(v, sizeof v, "%u lanes", w);
+    else
+        snprintf(v, sizeof v, "scalar: %s", why);
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(em->ctx, "kern-simd", 9, v,
+                                                      (unsigned)strlen(v)));
+}
+
+/* Returns the SIMD lanes the task runs with (0: scalar). */
+static unsigned emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
     char name[512];
     llvm_task_symbol(name, sizeof name, em->kernel->name, t, false);
     LLVMTypeRef params[6] = {em->t_ptr, em->t_i64, em->t_i64, em->t_ptr, em->t_ptr, em->t_ptr};
@@ -205,6 +218,9 @@ static void emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
     emit_adstack_slice(em, LLVMGetParam(fn, 4), LLVMGetParam(fn, 5));
     llvm_emit_uniforms(em, task);
     llvm_reduce_begin(em, task);
+    const char *why = NULL;
+    unsigned w = llvm_simd_lanes(em, task, &why);
+    note_simd(em, fn, w, why);
     if (task->code == IR_SERIAL) {
         LLVMBasicBlockRef run = llvm_new_block(em, "run"), done = llvm_new_block(em, "done");
         LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, begin, end, ""), run, done);
@@ -223,12 +239,27 @@ static void emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
         LLVMValueRef idx[8];
         kern_assert(task->regions[0]->nargs <= 8);
         llvm_neighbour_begin(em, task, from, to);
-        emit_parallel_dim(em, task, 0, from, to, idx);
+        if (w)
+            llvm_simd_emit_task(em, task, w, from, to);
+        else
+            emit_parallel_dim(em, task, 0, from, to, idx);
         llvm_neighbour_end(em);
     }
     llvm_reduce_end(em);
     LLVMBuildRetVoid(em->b);
     llvm_adstack_end(em);
+    return w;
+}
+
+/* i32 kern_<K>__lanes: the work items one worker runs at once, for which the runtime
+ * sizes the worker's adstack slice (kernels with adstacks and SIMD tasks only). */
+static void emit_lanes(llvm_emitter *em, unsigned lanes) {
+    char name[512];
+    kern_lanes_symbol(name, sizeof name, em->kernel->name);
+    LLVMValueRef g = LLVMAddGlobal(em->mod, em->t_i32, name);
+    LLVMSetInitializer(g, LLVMConstInt(em->t_i32, lanes, 0));
+    LLVMSetGlobalConstant(g, 1);
+    LLVMSetAlignment(g, 4);
 }
 
 LLVMModuleRef llvm_cpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o) {
@@ -237,13 +268,18 @@ LLVMModuleRef llvm_cpu_emit_module(LLVMContextRef ctx, const ir_module *m, const
     ir_foreach_kernel(k, m) {
         llvm_kernel_begin(&em, k);
         int t = 0;
+        unsigned lanes = 0;
         ir_foreach_op(op, k->body) {
             if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
                 continue;
             emit_count_fn(&em, op, t);
-            emit_task_fn(&em, op, t);
+            unsigned w = emit_task_fn(&em, op, t);
+            if (w > lanes)
+                lanes = w;
             t++;
         }
+        if (k->nadstacks && lanes > 1)
+            emit_lanes(&em, lanes);
         llvm_kernel_end(&em);
     }
     return llvm_emitter_fini(&em);

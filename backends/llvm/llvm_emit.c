@@ -88,12 +88,29 @@ static const LLVMValueRef *map_find(const llvm_valmap *m, const ir_value *v) {
     return NULL;
 }
 
+void llvm_map_put(llvm_valmap *m, const ir_value *v, LLVMValueRef x) { map_put(m, v, x); }
+bool llvm_map_has(const llvm_valmap *m, const ir_value *v) { return map_find(m, v) != NULL; }
+void llvm_map_clear(llvm_valmap *m) { map_clear(m); }
+void llvm_map_free(llvm_valmap *m) {
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
 void llvm_set_val(llvm_emitter *em, const ir_value *v, LLVMValueRef x) { map_put(&em->map, v, x); }
 
 LLVMValueRef llvm_val(llvm_emitter *em, const ir_value *v) {
     const LLVMValueRef *x = map_find(&em->map, v);
     if (!x)
         kern_unreachable("LLVM backend: use of a value that was not emitted");
+    if (em->vec_ops && *x && LLVMGetTypeKind(LLVMTypeOf(*x)) != LLVMVectorTypeKind) {
+        /* a uniform operand of a varying op (llvm_simd.c): every lane gets it */
+        LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(*x), em->simd_w);
+        LLVMValueRef one = LLVMBuildInsertElement(em->b, LLVMGetPoison(vt), *x,
+                                                  LLVMConstInt(em->t_i32, 0, 0), "");
+        return LLVMBuildShuffleVector(em->b, one, LLVMGetPoison(vt),
+                                      LLVMConstNull(LLVMVectorType(em->t_i32, em->simd_w)), "");
+    }
     return *x;
 }
 
@@ -130,6 +147,8 @@ void llvm_sizer_symbol(char *buf, size_t size, const char *kernel, int s) {
 /* ---- control flow ------------------------------------------------------------------ */
 
 static const ir_op *emit_region(llvm_emitter *em, const ir_region *r);
+
+const ir_op *llvm_emit_region(llvm_emitter *em, const ir_region *r) { return emit_region(em, r); }
 
 static void map_values(llvm_emitter *em, const ir_op *term, uint32_t from, LLVMValueRef *out,
                        uint32_t n) {
@@ -401,6 +420,8 @@ LLVMModuleRef llvm_emitter_fini(llvm_emitter *em) {
     free(em->map.vals);
     free(em->used.keys);
     free(em->used.vals);
+    llvm_map_free(&em->vary);
+    llvm_map_free(&em->linear);
     llvm_reduce_free(em);
     llvm_neighbour_free(em);
     return em->mod;

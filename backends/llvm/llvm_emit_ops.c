@@ -36,7 +36,7 @@
 
 /* ---- types and small helpers -------------------------------------------------------- */
 
-LLVMTypeRef llvm_reg_type(llvm_emitter *em, const kern_type *t) {
+static LLVMTypeRef scalar_reg_type(llvm_emitter *em, const kern_type *t) {
     switch (t->kind) {
     case TY_BOOL: return em->t_i1;
     case TY_I32:
@@ -48,21 +48,48 @@ LLVMTypeRef llvm_reg_type(llvm_emitter *em, const kern_type *t) {
     }
 }
 
+LLVMTypeRef llvm_reg_type(llvm_emitter *em, const kern_type *t) {
+    LLVMTypeRef s = scalar_reg_type(em, t);
+    return em->vec_ops ? LLVMVectorType(s, em->simd_w) : s;
+}
+
 LLVMTypeRef llvm_mem_type(llvm_emitter *em, const kern_type *t) {
-    return t->kind == TY_BOOL ? em->t_i8 : llvm_reg_type(em, t);
+    return t->kind == TY_BOOL ? em->t_i8 : scalar_reg_type(em, t);
 }
 
 LLVMValueRef llvm_to_i64(llvm_emitter *em, LLVMValueRef v, const kern_type *t) {
     if (t->kind == TY_I64)
         return v;
+    LLVMTypeRef vt = LLVMTypeOf(v), to = em->t_i64;
+    if (LLVMGetTypeKind(vt) == LLVMVectorTypeKind)
+        to = LLVMVectorType(em->t_i64, LLVMGetVectorSize(vt));
     if (t->kind == TY_U32 || t->kind == TY_BOOL)
-        return LLVMBuildZExt(em->b, v, em->t_i64, "");
-    return LLVMBuildSExt(em->b, v, em->t_i64, "");
+        return LLVMBuildZExt(em->b, v, to, "");
+    return LLVMBuildSExt(em->b, v, to, "");
 }
 
-static LLVMValueRef cint(LLVMTypeRef t, long long v) {
+static LLVMValueRef splat_const(LLVMTypeRef vt, LLVMValueRef c) {
+    unsigned n = LLVMGetVectorSize(vt);
+    LLVMValueRef lanes[64];
+    kern_assert(n <= 64);
+    for (unsigned i = 0; i < n; i++)
+        lanes[i] = c;
+    return LLVMConstVector(lanes, n);
+}
+
+LLVMValueRef llvm_const_int(LLVMTypeRef t, long long v) {
+    if (LLVMGetTypeKind(t) == LLVMVectorTypeKind)
+        return splat_const(t, llvm_const_int(LLVMGetElementType(t), v));
     return LLVMConstInt(t, (unsigned long long)v, 1);
 }
+
+LLVMValueRef llvm_const_real(LLVMTypeRef t, double v) {
+    if (LLVMGetTypeKind(t) == LLVMVectorTypeKind)
+        return splat_const(t, llvm_const_real(LLVMGetElementType(t), v));
+    return LLVMConstReal(t, v);
+}
+
+static LLVMValueRef cint(LLVMTypeRef t, long long v) { return llvm_const_int(t, v); }
 
 static LLVMValueRef call_intrinsic(llvm_emitter *em, const char *name, LLVMTypeRef *types,
                                    size_t ntypes, LLVMValueRef *args, unsigned nargs) {
@@ -285,8 +312,8 @@ static LLVMValueRef emit_sign(llvm_emitter *em, const kern_type *t, LLVMValueRef
         LLVMValueRef gt = LLVMBuildFCmp(em->b, LLVMRealOGT, a, z, "");
         LLVMValueRef lt = LLVMBuildFCmp(em->b, LLVMRealOLT, a, z, "");
         /* -0.0 and NaN keep themselves */
-        LLVMValueRef r = LLVMBuildSelect(em->b, lt, LLVMConstReal(ty, -1.0), a, "");
-        return LLVMBuildSelect(em->b, gt, LLVMConstReal(ty, 1.0), r, "");
+        LLVMValueRef r = LLVMBuildSelect(em->b, lt, llvm_const_real(ty, -1.0), a, "");
+        return LLVMBuildSelect(em->b, gt, llvm_const_real(ty, 1.0), r, "");
     }
     LLVMValueRef z = LLVMConstNull(ty);
     if (t->kind == TY_U32)
@@ -317,7 +344,8 @@ static LLVMValueRef emit_cast(llvm_emitter *em, const kern_type *from, const ker
                                                             : LLVMBuildUIToFP(em->b, v, rt, "");
     if (to->kind == TY_BOOL)
         return LLVMBuildICmp(em->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
-    unsigned fw = LLVMGetIntTypeWidth(LLVMTypeOf(v)), tw = LLVMGetIntTypeWidth(rt);
+    unsigned fw = LLVMGetIntTypeWidth(scalar_reg_type(em, from)),
+             tw = LLVMGetIntTypeWidth(scalar_reg_type(em, to));
     if (fw == tw)
         return v; /* i32 <-> u32: the same bits */
     if (fw > tw)
@@ -327,7 +355,7 @@ static LLVMValueRef emit_cast(llvm_emitter *em, const kern_type *from, const ker
 
 static LLVMValueRef emit_const(llvm_emitter *em, const ir_op *op) {
     const kern_type *t = op->results[0]->type;
-    LLVMTypeRef ty = llvm_reg_type(em, t);
+    LLVMTypeRef ty = scalar_reg_type(em, t);
     if (t->kind == TY_F32) {
         float f = (float)op->imm.f;
         uint32_t bits;
@@ -353,6 +381,17 @@ static LLVMValueRef emit_float_math(llvm_emitter *em, const ir_op *op, LLVMValue
         if (r)
             return r;
     }
+    if (em->vec_ops) {
+        switch (op->code) { /* instructions or vector intrinsics LLVM lowers inline */
+        case IR_SQRT:
+        case IR_FLOOR:
+        case IR_CEIL:
+        case IR_ROUND:
+        case IR_RSQRT:
+        case IR_FMA: break;
+        default: return llvm_simd_math(em, op, x);
+        }
+    }
     switch (op->code) {
     case IR_SIN: return unary_intrinsic(em, "llvm.sin", x[0]);
     case IR_COS: return unary_intrinsic(em, "llvm.cos", x[0]);
@@ -365,7 +404,7 @@ static LLVMValueRef emit_float_math(llvm_emitter *em, const ir_op *op, LLVMValue
     case IR_CEIL: return unary_intrinsic(em, "llvm.ceil", x[0]);
     case IR_ROUND: return unary_intrinsic(em, "llvm.round", x[0]); /* half away from zero */
     case IR_RSQRT:
-        return LLVMBuildFDiv(em->b, LLVMConstReal(LLVMTypeOf(x[0]), 1.0),
+        return LLVMBuildFDiv(em->b, llvm_const_real(LLVMTypeOf(x[0]), 1.0),
                              unary_intrinsic(em, "llvm.sqrt", x[0]), "");
     case IR_TAN: return call_libm(em, "tan", f32, x, 1);
     case IR_ASIN: return call_libm(em, "asin", f32, x, 1);

@@ -89,6 +89,13 @@ struct llvm_emitter {
     int64_t *nb_k;    /* per such op: the largest |c| of its array */
     uint32_t nnb, capnb;
     LLVMValueRef nb_from, nb_to; /* the chunk's items of dimension 0 (i64) */
+    /* CPU parallel task functions run with SIMD across work items (llvm_simd.c) */
+    unsigned simd_w;     /* lanes of the task being emitted (0: the scalar path) */
+    bool vec_ops;        /* llvm_val splats uniform operands; llvm_reg_type gives vectors */
+    LLVMValueRef mask;   /* <W x i1>: the lanes that run the current code */
+    llvm_valmap vary;    /* the task's varying values (keys only) */
+    llvm_valmap linear;  /* varying values equal to the parallel index plus a uniform */
+    bool *ad_vary;       /* per adstack: depths differ between lanes (pushed under a mask) */
 };
 
 /* ---- llvm_emit.c ---- */
@@ -125,7 +132,19 @@ bool llvm_value_used(const llvm_emitter *em, const ir_value *v);
 /* A new basic block at the end of the current function. */
 LLVMBasicBlockRef llvm_new_block(llvm_emitter *em, const char *name);
 
+/* The value map itself: x is stored for v (llvm_map_put) or found (NULL: absent). */
+void llvm_map_put(llvm_valmap *m, const ir_value *v, LLVMValueRef x);
+bool llvm_map_has(const llvm_valmap *m, const ir_value *v);
+void llvm_map_clear(llvm_valmap *m);
+void llvm_map_free(llvm_valmap *m);
+/* Emits the ops of r with the scalar emitter; returns r's terminator (not emitted). */
+const ir_op *llvm_emit_region(llvm_emitter *em, const ir_region *r);
+
 /* ---- llvm_emit_ops.c ---- */
+/* A constant of type t (a scalar or a vector type: splatted) from an integer or a
+ * double. */
+LLVMValueRef llvm_const_int(LLVMTypeRef t, long long v);
+LLVMValueRef llvm_const_real(LLVMTypeRef t, double v);
 /* The register type of a scalar type (bool is i1) and its memory type (bool is i8). */
 LLVMTypeRef llvm_reg_type(llvm_emitter *em, const kern_type *t);
 LLVMTypeRef llvm_mem_type(llvm_emitter *em, const kern_type *t);
@@ -160,6 +179,22 @@ bool llvm_neighbour_emit(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LL
 void llvm_neighbour_end(llvm_emitter *em);
 void llvm_neighbour_free(llvm_emitter *em);
 
+/* ---- llvm_simd.c ---- */
+/* The lanes a CPU parallel task runs with (0: the scalar path); *why says why not when
+ * 0 (a static string). Decided from o->simd, $KERN_SIMD and the host's vector ISA. */
+unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why);
+/* Emits the work items of task from `from` to `to` (index type of dimension 0) W at a
+ * time, after llvm_simd_lanes said W. */
+void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMValueRef from,
+                         LLVMValueRef to);
+/* The vector value of a float math op (x: vector operands), through the vector math
+ * library where it has the function, else lane by lane. */
+LLVMValueRef llvm_simd_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x);
+/* The name of a vector math function for `base` (e.g. "sinf") on n lanes and nargs
+ * vector arguments, or NULL when the library lacks it; the JIT resolves such names. */
+bool llvm_simd_is_vector_math(const char *name);
+void *llvm_simd_vector_math_address(const char *name);
+
 /* ---- llvm_adstack.c ---- */
 /* In the entry block of a task body: the depth counters. The target's ABI then sets
  * em->ad_base, em->ad_cap (and em->ad_step) before the first work item. Nothing for a
@@ -171,6 +206,8 @@ void llvm_likely_first(llvm_emitter *em, LLVMValueRef br);
 /* Empties every stack: emitted at the start of each work item. */
 void llvm_adstack_reset(llvm_emitter *em);
 void llvm_emit_adpush(llvm_emitter *em, const ir_op *op);
+/* The module's kern.adstack_overflow(err, line, col, cap, depth) (created on first use). */
+LLVMValueRef llvm_adstack_overflow_fn(llvm_emitter *em);
 void llvm_emit_adpop(llvm_emitter *em, const ir_op *op);
 
 /* ---- llvm_cpu.c ---- */

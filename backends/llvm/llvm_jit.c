@@ -78,6 +78,32 @@ static void define_libm(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef jd) {
         LLVMConsumeError(e);
 }
 
+/* The vector math functions (libmvec, llvm_simd.c) the module calls, as absolute symbols. */
+static void define_vector_math(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef jd, LLVMModuleRef mod) {
+    LLVMOrcCSymbolMapPair pairs[64];
+    size_t n = 0;
+    for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
+        size_t len;
+        const char *name = LLVMGetValueName2(f, &len);
+        if (!LLVMIsDeclaration(f) || !llvm_simd_is_vector_math(name) || n == 64)
+            continue;
+        void *addr = llvm_simd_vector_math_address(name);
+        if (!addr)
+            continue; /* the lookup reports it */
+        pairs[n].Name = LLVMOrcLLJITMangleAndIntern(jit, name);
+        pairs[n].Sym.Address = (LLVMOrcJITTargetAddress)(uintptr_t)addr;
+        pairs[n].Sym.Flags.GenericFlags =
+            LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
+        pairs[n].Sym.Flags.TargetFlags = 0;
+        n++;
+    }
+    if (!n)
+        return;
+    LLVMErrorRef e = LLVMOrcJITDylibDefine(jd, LLVMOrcAbsoluteSymbols(pairs, n));
+    if (e)
+        LLVMConsumeError(e);
+}
+
 static const char *first_symbol(const ir_module *m, char *buf, size_t size) {
     ir_foreach_kernel(k, m) {
         ir_foreach_op(op, k->body) {
@@ -117,6 +143,7 @@ llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, s
     }
     LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(jit);
     define_libm(jit, jd);
+    define_vector_math(jit, jd, mod);
     LLVMOrcDefinitionGeneratorRef gen = NULL;
     LLVMErrorRef e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
         &gen, LLVMOrcLLJITGetGlobalPrefix(jit), NULL, NULL);

@@ -1,0 +1,1084 @@
+/* llvm_simd.c - SIMD across work items for CPU parallel tasks (the SPMD-on-SIMD model of
+ * ISPC): each lane of a W-wide vector runs one work item.
+ *
+ * Which tasks: the one-dimensional parallel tasks of release builds. Tasks over two or
+ * more dimensions, serial tasks, debug builds (--debug: the checks are scalar) and
+ * --simd=off / KERN_SIMD=off take the scalar path of llvm_cpu.c. The choice is per task
+ * and shows in `kernc emit --emit=llvm` as the task function's attribute "kern-simd"
+ * ("8 lanes", or "scalar: " and the reason).
+ *
+ * Lanes: o->simd, else $KERN_SIMD (off, sse, avx2, avx512, or 4, 8, 16), else the host's
+ * widest vectors for f32: 16 with AVX-512, 8 with AVX2, 4 otherwise (SSE, NEON).
+ *
+ * Uniform and varying values. A forward analysis marks the values that may differ
+ * between lanes (varying): the parallel index, everything computed from a varying value,
+ * loads from varying addresses, atomics' old values, adstack pops, the results of an
+ * `if` on a varying condition, and the carried values of loops whose trip count or exit
+ * differs between lanes (masked loops). Uniform values stay scalars; varying ones are
+ * <W x T> vectors. It also marks the varying values that are the parallel index plus a
+ * uniform offset (linear): accesses whose last index is linear and whose other indices
+ * are uniform are contiguous, one (masked) vector load or store; other varying accesses
+ * are gathers and scatters.
+ *
+ * Masks. The current mask (em->mask) holds the lanes that run the code being emitted.
+ * Code runs only when at least one lane of the mask is on: the chunk's vectors start at
+ * an item of the chunk, a branch of a varying `if` is entered only when a lane takes it,
+ * a masked loop iterates while a lane is on. So a uniform op (a load at a uniform
+ * address) runs only where the scalar program runs it too. Pure ops compute every lane
+ * (they cannot fault: divisions are guarded as in the scalar path); loads, stores,
+ * gathers and scatters are masked.
+ *   if (varying c)   then under mask & c, else under mask & !c, each skipped when no
+ *                    lane takes it; results select(c, then, else);
+ *   for (masked)     the active lanes: mask, then active & i < hi (& "go on" with a
+ *                    break); carried values of inactive lanes are kept by selects; the
+ *                    loop runs while a lane is active;
+ *   while (masked)   the same, with the results captured per lane when its condition
+ *                    fails.
+ *
+ * Atomics: an add/sub whose old value is unused at a uniform element adds the masked
+ * lanes' sum (one atomic per vector; per chunk where llvm_reduce.c accumulates it).
+ * Others run lane by lane in lane order (a loop over the mask's lanes running the scalar
+ * code: atomics, neighbour adds, stores of varying values to uniform elements).
+ *
+ * Adstacks: per lane, laid out so that entry k of lane l is entry k * W + l of the
+ * worker's slice (the runtime sizes slices for W lanes: the module exports
+ * `kern_<K>__lanes`, runtime/adstack.c). A stack whose pushes and pops all happen under
+ * uniform control keeps one depth for all lanes: a push or pop is one vector store or
+ * load. Otherwise each lane has its own depth and pushes and pops are masked scatters
+ * and gathers. Overflows are checked per lane and recorded as in the scalar path.
+ *
+ * Math: glibc's vector math library (libmvec: _ZGV<isa>N<lanes>v_<name>) for sin, cos,
+ * tan, asin, acos, atan, sinh, cosh, tanh, exp, exp2, log, log2, pow, atan2, in pieces of
+ * the ISA's width; its documented accuracy is 4 ulp (docs/backend-cpu.md). Without
+ * libmvec (not x86-64, or libmvec.so.1 missing) the libm function runs lane by lane.
+ * sqrt, floor, ceil, round, fma, fabs are vector instructions. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llvm_internal.h"
+
+/* ---- the host's vectors and the vector math library --------------------------------- */
+
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+static unsigned host_bits;   /* the widest vector registers: 128, 256 or 512 */
+static void *mvec_lib;       /* libmvec.so.1, or NULL */
+
+static void host_init(void) {
+    llvm_init_native();
+    char *f = LLVMGetHostCPUFeatures();
+    host_bits = 128;
+#if defined(__x86_64__)
+    if (f && strstr(f, "+avx512f"))
+        host_bits = 512;
+    else if (f && strstr(f, "+avx2"))
+        host_bits = 256;
+    if (!getenv("KERN_NO_LIBMVEC"))
+        mvec_lib = dlopen("libmvec.so.1", RTLD_NOW | RTLD_LOCAL);
+#endif
+    LLVMDisposeMessage(f);
+}
+
+bool llvm_simd_is_vector_math(const char *name) { return strncmp(name, "_ZGV", 4) == 0; }
+
+void *llvm_simd_vector_math_address(const char *name) {
+    pthread_once(&host_once, host_init);
+    return mvec_lib ? dlsym(mvec_lib, name) : NULL;
+}
+
+/* $KERN_SIMD or o->simd: -1 off, 0 the host's width, else lanes. */
+static int wanted_lanes(const kc_options *o) {
+    if (o->simd)
+        return o->simd;
+    const char *e = getenv("KERN_SIMD");
+    if (!e || !*e || !strcmp(e, "auto"))
+        return 0;
+    if (!strcmp(e, "off") || !strcmp(e, "0") || !strcmp(e, "scalar"))
+        return -1;
+    if (!strcmp(e, "sse") || !strcmp(e, "neon") || !strcmp(e, "4"))
+        return 4;
+    if (!strcmp(e, "avx2") || !strcmp(e, "8"))
+        return 8;
+    if (!strcmp(e, "avx512") || !strcmp(e, "16"))
+        return 16;
+    return 0; /* unknown: the default (kernc checks its own option) */
+}
+
+/* ---- uniformity analysis ------------------------------------------------------------ */
+
+static bool is_v(const llvm_emitter *em, const ir_value *v) { return llvm_map_has(&em->vary, v); }
+static bool is_lin(const llvm_emitter *em, const ir_value *v) {
+    return llvm_map_has(&em->linear, v);
+}
+
+static bool changed;
+
+static void set_v(llvm_emitter *em, const ir_value *v) {
+    if (!is_v(em, v)) {
+        llvm_map_put(&em->vary, v, NULL);
+        changed = true;
+    }
+}
+
+static void set_lin(llvm_emitter *em, const ir_value *v) {
+    if (!is_lin(em, v)) {
+        llvm_map_put(&em->linear, v, NULL);
+        changed = true;
+    }
+}
+
+static const ir_op *term_of(const ir_region *r) {
+    const ir_op *t = r->last;
+    return t && (t->code == IR_YIELD || t->code == IR_CONDITION) ? t : NULL;
+}
+
+static bool is_atomic(ir_opcode c) {
+    return c == IR_ATOMIC_ADD || c == IR_ATOMIC_SUB || c == IR_ATOMIC_MIN || c == IR_ATOMIC_MAX ||
+           c == IR_ATOMIC_XCHG;
+}
+
+static bool any_index_varying(const llvm_emitter *em, const ir_op *op) {
+    int rank = op->operands[0]->type->rank;
+    for (int d = 0; d < rank; d++)
+        if (is_v(em, op->operands[1 + d]))
+            return true;
+    return false;
+}
+
+static void mark_ad(llvm_emitter *em, const ir_op *op, bool cv) {
+    uint32_t s = (uint32_t)op->imm.i;
+    if (cv && s < em->kernel->nadstacks && !em->ad_vary[s]) {
+        em->ad_vary[s] = true;
+        changed = true;
+    }
+}
+
+static bool masked_for(const llvm_emitter *em, const ir_op *op) {
+    const ir_op *y = term_of(op->regions[0]);
+    return is_v(em, op->operands[0]) || is_v(em, op->operands[1]) ||
+           ((op->attr & IR_FOR_EARLY_EXIT) && y && is_v(em, y->operands[0]));
+}
+
+static bool masked_while(const llvm_emitter *em, const ir_op *op) {
+    const ir_op *c = term_of(op->regions[0]);
+    return c && is_v(em, c->operands[0]);
+}
+
+/* One pass over r; cv: r runs under a varying mask. */
+static void analyze(llvm_emitter *em, const ir_region *r, bool cv) {
+    ir_foreach_op(op, r) {
+        switch (op->code) {
+        case IR_CONST:
+        case IR_DIM:
+        case IR_YIELD:
+        case IR_CONDITION:
+        case IR_STORE: break;
+        case IR_LOAD:
+            if (any_index_varying(em, op))
+                set_v(em, op->results[0]);
+            break;
+        case IR_ADPUSH: mark_ad(em, op, cv); break;
+        case IR_ADPOP:
+            mark_ad(em, op, cv);
+            set_v(em, op->results[0]);
+            break;
+        case IR_IF: {
+            bool c = is_v(em, op->operands[0]);
+            analyze(em, op->regions[0], cv || c);
+            analyze(em, op->regions[1], cv || c);
+            const ir_op *yt = term_of(op->regions[0]), *ye = term_of(op->regions[1]);
+            for (uint32_t k = 0; k < op->nresults; k++)
+                if (c || (yt && is_v(em, yt->operands[k])) || (ye && is_v(em, ye->operands[k])))
+                    set_v(em, op->results[k]);
+            break;
+        }
+        case IR_FOR: {
+            const ir_region *body = op->regions[0];
+            bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0, masked = masked_for(em, op);
+            const ir_op *y = term_of(body);
+            if (is_v(em, op->operands[0]) || is_v(em, op->operands[1]))
+                set_v(em, body->args[0]);
+            for (uint32_t k = 0; k < op->nresults; k++)
+                if (masked || is_v(em, op->operands[2 + k]) ||
+                    (y && is_v(em, y->operands[(early ? 1 : 0) + k]))) {
+                    set_v(em, body->args[1 + k]);
+                    set_v(em, op->results[k]);
+                }
+            analyze(em, body, cv || masked);
+            break;
+        }
+        case IR_WHILE: {
+            const ir_region *before = op->regions[0], *after = op->regions[1];
+            bool masked = masked_while(em, op);
+            const ir_op *c = term_of(before), *y = term_of(after);
+            for (uint32_t k = 0; k < op->noperands; k++)
+                if (masked || is_v(em, op->operands[k]) || (y && is_v(em, y->operands[k])))
+                    set_v(em, before->args[k]);
+            for (uint32_t k = 0; k < op->nresults; k++)
+                if (masked || (c && is_v(em, c->operands[1 + k]))) {
+                    set_v(em, after->args[k]);
+                    set_v(em, op->results[k]);
+                }
+            analyze(em, before, cv || masked);
+            analyze(em, after, cv || masked);
+            break;
+        }
+        default:
+            if (is_atomic(op->code)) {
+                set_v(em, op->results[0]);
+                break;
+            }
+            for (uint32_t i = 0; i < op->noperands; i++)
+                if (is_v(em, op->operands[i]))
+                    for (uint32_t k = 0; k < op->nresults; k++)
+                        set_v(em, op->results[k]);
+            if (op->nresults != 1)
+                break;
+            if (op->code == IR_ADD && ((is_lin(em, op->operands[0]) && !is_v(em, op->operands[1])) ||
+                                       (is_lin(em, op->operands[1]) && !is_v(em, op->operands[0]))))
+                set_lin(em, op->results[0]);
+            else if (op->code == IR_SUB && is_lin(em, op->operands[0]) &&
+                     !is_v(em, op->operands[1]))
+                set_lin(em, op->results[0]);
+            else if (op->code == IR_CAST && is_lin(em, op->operands[0]) &&
+                     ty_is_int(op->results[0]->type) && op->operands[0]->type->kind != TY_BOOL)
+                set_lin(em, op->results[0]);
+            break;
+        }
+    }
+}
+
+unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) {
+    pthread_once(&host_once, host_init);
+    int want = wanted_lanes(em->opts);
+    if (task->code != IR_PARALLEL) {
+        *why = "a serial task";
+        return 0;
+    }
+    if (want < 0) {
+        *why = "SIMD is off (--simd=off or KERN_SIMD=off)";
+        return 0;
+    }
+    if (em->checks) {
+        *why = "debug checks (--debug) run on the scalar path";
+        return 0;
+    }
+    if (task->regions[0]->nargs != 1) {
+        *why = "a task over more than one dimension";
+        return 0;
+    }
+    *why = NULL;
+    return want > 0 ? (unsigned)want : host_bits / 32;
+}
+
+/* ---- vector helpers ----------------------------------------------------------------- */
+
+static LLVMTypeRef vty(llvm_emitter *em, LLVMTypeRef s) { return LLVMVectorType(s, em->simd_w); }
+
+static bool is_vec(LLVMValueRef x) {
+    return x && LLVMGetTypeKind(LLVMTypeOf(x)) == LLVMVectorTypeKind;
+}
+
+static LLVMValueRef splat(llvm_emitter *em, LLVMValueRef x) {
+    LLVMTypeRef vt = vty(em, LLVMTypeOf(x));
+    LLVMValueRef one =
+        LLVMBuildInsertElement(em->b, LLVMGetPoison(vt), x, LLVMConstInt(em->t_i32, 0, 0), "");
+    return LLVMBuildShuffleVector(em->b, one, LLVMGetPoison(vt),
+                                  LLVMConstNull(vty(em, em->t_i32)), "");
+}
+
+/* v as a vector (a uniform value splatted). */
+static LLVMValueRef vec(llvm_emitter *em, const ir_value *v) {
+    LLVMValueRef x = llvm_val(em, v);
+    return is_vec(x) ? x : splat(em, x);
+}
+
+/* v as the analysis says it is: a vector when varying, else the scalar. */
+static LLVMValueRef as_marked(llvm_emitter *em, const ir_value *v, bool varying) {
+    if (varying)
+        return vec(em, v);
+    LLVMValueRef x = llvm_val(em, v);
+    kern_assert(!is_vec(x));
+    return x;
+}
+
+static LLVMValueRef call_intr(llvm_emitter *em, const char *name, LLVMTypeRef *types,
+                              size_t ntypes, LLVMValueRef *args, unsigned nargs) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    kern_assert(id != 0);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, types, ntypes);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(em->ctx, id, types, ntypes);
+    return LLVMBuildCall2(em->b, fty, fn, args, nargs, "");
+}
+
+/* Whether a lane of mask m is on. */
+static LLVMValueRef any_on(llvm_emitter *em, LLVMValueRef m) {
+    LLVMTypeRef t = LLVMTypeOf(m);
+    return call_intr(em, "llvm.vector.reduce.or", &t, 1, &m, 1);
+}
+
+static LLVMValueRef lane_ids(llvm_emitter *em, LLVMTypeRef elem) {
+    LLVMValueRef c[64];
+    for (unsigned l = 0; l < em->simd_w; l++)
+        c[l] = LLVMConstInt(elem, l, 0);
+    return LLVMConstVector(c, em->simd_w);
+}
+
+static const ir_op *vregion(llvm_emitter *em, const ir_region *r);
+
+/* ---- lane by lane ------------------------------------------------------------------- */
+
+/* Runs op's scalar code for each lane of the mask, in lane order: the vector operands'
+ * lanes are mapped to op's operands for the time of the scalar code. */
+static void scalarize(llvm_emitter *em, const ir_op *op) {
+    uint32_t n = op->noperands;
+    LLVMValueRef saved[8];
+    kern_assert(n <= 8);
+    for (uint32_t i = 0; i < n; i++)
+        saved[i] = llvm_val(em, op->operands[i]);
+    LLVMTypeRef rt = NULL;
+    if (op->nresults) {
+        bool vo = em->vec_ops;
+        em->vec_ops = true;
+        rt = llvm_reg_type(em, op->results[0]->type);
+        em->vec_ops = vo;
+    }
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), loop = llvm_new_block(em, "lane"),
+                      run = llvm_new_block(em, "lane.run"), next = llvm_new_block(em, "lane.next"),
+                      exit = llvm_new_block(em, "lane.exit");
+    LLVMBuildBr(em->b, loop);
+    LLVMPositionBuilderAtEnd(em->b, loop);
+    LLVMValueRef l = LLVMBuildPhi(em->b, em->t_i32, "l");
+    LLVMValueRef zero = LLVMConstInt(em->t_i32, 0, 0);
+    LLVMAddIncoming(l, &zero, &pre, 1);
+    LLVMValueRef acc = NULL;
+    if (rt) {
+        acc = LLVMBuildPhi(em->b, rt, "");
+        LLVMValueRef z = LLVMConstNull(rt);
+        LLVMAddIncoming(acc, &z, &pre, 1);
+    }
+    LLVMBuildCondBr(em->b, LLVMBuildExtractElement(em->b, em->mask, l, ""), run, next);
+
+    LLVMPositionBuilderAtEnd(em->b, run);
+    for (uint32_t i = 0; i < n; i++)
+        if (is_vec(saved[i]))
+            llvm_set_val(em, op->operands[i], LLVMBuildExtractElement(em->b, saved[i], l, ""));
+    llvm_emit_simple_op(em, op);
+    LLVMValueRef acc_run = NULL;
+    if (rt)
+        acc_run = LLVMBuildInsertElement(em->b, acc, llvm_val(em, op->results[0]), l, "");
+    for (uint32_t i = 0; i < n; i++)
+        llvm_set_val(em, op->operands[i], saved[i]);
+    LLVMBasicBlockRef run_end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, next);
+
+    LLVMPositionBuilderAtEnd(em->b, next);
+    LLVMValueRef acc_next = NULL;
+    if (rt) {
+        acc_next = LLVMBuildPhi(em->b, rt, "");
+        LLVMValueRef in[2] = {acc, acc_run};
+        LLVMBasicBlockRef from[2] = {loop, run_end};
+        LLVMAddIncoming(acc_next, in, from, 2);
+        LLVMAddIncoming(acc, &acc_next, &next, 1);
+    }
+    LLVMValueRef l1 = LLVMBuildAdd(em->b, l, LLVMConstInt(em->t_i32, 1, 0), "");
+    LLVMAddIncoming(l, &l1, &next, 1);
+    LLVMBuildCondBr(em->b,
+                    LLVMBuildICmp(em->b, LLVMIntULT, l1, LLVMConstInt(em->t_i32, em->simd_w, 0), ""),
+                    loop, exit);
+    LLVMPositionBuilderAtEnd(em->b, exit);
+    if (rt)
+        llvm_set_val(em, op->results[0], acc_next);
+}
+
+/* ---- math --------------------------------------------------------------------------- */
+
+static const char *math_name(ir_opcode c, unsigned *nargs) {
+    *nargs = 1;
+    switch (c) {
+    case IR_SIN: return "sin";
+    case IR_COS: return "cos";
+    case IR_TAN: return "tan";
+    case IR_ASIN: return "asin";
+    case IR_ACOS: return "acos";
+    case IR_ATAN: return "atan";
+    case IR_SINH: return "sinh";
+    case IR_COSH: return "cosh";
+    case IR_TANH: return "tanh";
+    case IR_EXP: return "exp";
+    case IR_EXP2: return "exp2";
+    case IR_LOG: return "log";
+    case IR_LOG2: return "log2";
+    case IR_POW: *nargs = 2; return "pow";
+    case IR_ATAN2: *nargs = 2; return "atan2";
+    default: return NULL;
+    }
+}
+
+static LLVMValueRef declare_fn(llvm_emitter *em, const char *name, LLVMTypeRef t, unsigned nargs,
+                               LLVMTypeRef *fty) {
+    LLVMTypeRef params[2] = {t, t};
+    *fty = LLVMFunctionType(t, params, nargs, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(em->mod, name);
+    if (!fn) {
+        fn = LLVMAddFunction(em->mod, name, *fty);
+        static const char *const attrs[] = {"nounwind", "willreturn", "memory"};
+        for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++) {
+            unsigned kind = LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i]));
+            LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                                    LLVMCreateEnumAttribute(em->ctx, kind, 0));
+        }
+    }
+    return fn;
+}
+
+/* Lanes [from, from + n) of x. */
+static LLVMValueRef lanes_of(llvm_emitter *em, LLVMValueRef x, unsigned from, unsigned n) {
+    LLVMValueRef idx[64];
+    for (unsigned i = 0; i < n; i++)
+        idx[i] = LLVMConstInt(em->t_i32, from + i, 0);
+    return LLVMBuildShuffleVector(em->b, x, LLVMGetPoison(LLVMTypeOf(x)), LLVMConstVector(idx, n),
+                                  "");
+}
+
+LLVMValueRef llvm_simd_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) {
+    unsigned nargs;
+    const char *base = math_name(op->code, &nargs);
+    if (!base)
+        return NULL;
+    bool f32 = op->operands[0]->type->kind == TY_F32;
+    LLVMTypeRef et = f32 ? em->t_f32 : em->t_f64;
+    unsigned w = em->simd_w, ebits = f32 ? 32 : 64;
+    char name[64];
+    /* the widest libmvec variant the host runs that is not wider than w lanes */
+    static const struct {
+        char isa;
+        unsigned bits;
+    } isas[] = {{'e', 512}, {'d', 256}, {'b', 128}};
+    for (size_t i = 0; mvec_lib && i < sizeof isas / sizeof *isas; i++) {
+        unsigned n = isas[i].bits / ebits;
+        if (isas[i].bits > host_bits || n > w || w % n)
+            continue;
+        snprintf(name, sizeof name, "_ZGV%cN%u%s_%s%s", isas[i].isa, n, nargs == 2 ? "vv" : "v",
+                 base, f32 ? "f" : "");
+        if (!dlsym(mvec_lib, name))
+            continue;
+        LLVMTypeRef fty;
+        LLVMValueRef fn = declare_fn(em, name, LLVMVectorType(et, n), nargs, &fty);
+        LLVMValueRef parts[16];
+        for (unsigned p = 0; p < w / n; p++) {
+            LLVMValueRef a[2];
+            for (unsigned j = 0; j < nargs; j++)
+                a[j] = n == w ? x[j] : lanes_of(em, x[j], p * n, n);
+            parts[p] = LLVMBuildCall2(em->b, fty, fn, a, nargs, "");
+        }
+        /* concatenate the pieces pairwise */
+        for (unsigned cnt = w / n, width = n; cnt > 1; cnt /= 2, width *= 2) {
+            for (unsigned p = 0; p < cnt / 2; p++) {
+                LLVMValueRef idx[64];
+                for (unsigned k = 0; k < 2 * width; k++)
+                    idx[k] = LLVMConstInt(em->t_i32, k, 0);
+                parts[p] = LLVMBuildShuffleVector(em->b, parts[2 * p], parts[2 * p + 1],
+                                                  LLVMConstVector(idx, 2 * width), "");
+            }
+        }
+        return parts[0];
+    }
+    /* lane by lane through libm */
+    snprintf(name, sizeof name, "%s%s", base, f32 ? "f" : "");
+    LLVMTypeRef fty;
+    LLVMValueRef fn = declare_fn(em, name, et, nargs, &fty);
+    LLVMValueRef r = LLVMGetPoison(LLVMVectorType(et, w));
+    for (unsigned l = 0; l < w; l++) {
+        LLVMValueRef li = LLVMConstInt(em->t_i32, l, 0), a[2];
+        for (unsigned j = 0; j < nargs; j++)
+            a[j] = LLVMBuildExtractElement(em->b, x[j], li, "");
+        r = LLVMBuildInsertElement(em->b, r, LLVMBuildCall2(em->b, fty, fn, a, nargs, ""), li, "");
+    }
+    return r;
+}
+
+/* ---- arrays ------------------------------------------------------------------------- */
+
+static int param_index(const llvm_emitter *em, const ir_value *a) {
+    kern_assert(!a->def && a->region == em->kernel->body);
+    return (int)a->index;
+}
+
+/* The element address of lane 0 (contiguous: the last index linear, the others
+ * uniform), or NULL; else *lin_v: every lane's element number. */
+static LLVMValueRef access_addr(llvm_emitter *em, const ir_op *op, LLVMValueRef *ptrs) {
+    int p = param_index(em, op->operands[0]);
+    const kern_type *at = op->operands[0]->type;
+    LLVMTypeRef mt = llvm_mem_type(em, at->elem);
+    bool contiguous = is_lin(em, op->operands[at->rank]);
+    for (int d = 0; d + 1 < at->rank; d++)
+        if (is_v(em, op->operands[1 + d]))
+            contiguous = false;
+    LLVMValueRef lin = NULL;
+    for (int d = 0; d < at->rank; d++) {
+        const ir_value *iv = op->operands[1 + d];
+        LLVMValueRef i, n = em->arr_shape[p][d];
+        if (contiguous) {
+            i = llvm_val(em, iv);
+            if (is_vec(i))
+                i = LLVMBuildExtractElement(em->b, i, LLVMConstInt(em->t_i32, 0, 0), "");
+            i = llvm_to_i64(em, i, iv->type);
+        } else {
+            i = llvm_to_i64(em, vec(em, iv), iv->type);
+            n = splat(em, n);
+        }
+        lin = d == 0 ? i : LLVMBuildAdd(em->b, LLVMBuildMul(em->b, lin, n, ""), i, "");
+    }
+    /* no inbounds: lanes that are off may address anything */
+    LLVMValueRef ptr = LLVMBuildGEP2(em->b, mt, em->arr_data[p], &lin, 1, "");
+    if (contiguous) {
+        *ptrs = NULL;
+        return ptr;
+    }
+    *ptrs = ptr;
+    return NULL;
+}
+
+static void vload(llvm_emitter *em, const ir_op *op) {
+    const kern_type *et = op->operands[0]->type->elem;
+    LLVMTypeRef mt = llvm_mem_type(em, et), vt = vty(em, mt);
+    LLVMValueRef align = LLVMConstInt(em->t_i32, ty_size(et), 0), ptrs;
+    LLVMValueRef ptr = access_addr(em, op, &ptrs), r;
+    if (ptr) {
+        LLVMTypeRef types[2] = {vt, em->t_ptr};
+        LLVMValueRef args[4] = {ptr, align, em->mask, LLVMConstNull(vt)};
+        r = call_intr(em, "llvm.masked.load", types, 2, args, 4);
+    } else {
+        LLVMTypeRef types[2] = {vt, vty(em, em->t_ptr)};
+        LLVMValueRef args[4] = {ptrs, align, em->mask, LLVMConstNull(vt)};
+        r = call_intr(em, "llvm.masked.gather", types, 2, args, 4);
+    }
+    if (et->kind == TY_BOOL)
+        r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(vt), "");
+    llvm_set_val(em, op->results[0], r);
+}
+
+static void vstore(llvm_emitter *em, const ir_op *op) {
+    const kern_type *et = op->operands[0]->type->elem;
+    LLVMTypeRef mt = llvm_mem_type(em, et), vt = vty(em, mt);
+    LLVMValueRef align = LLVMConstInt(em->t_i32, ty_size(et), 0), ptrs;
+    LLVMValueRef v = vec(em, op->operands[op->noperands - 1]);
+    if (et->kind == TY_BOOL)
+        v = LLVMBuildZExt(em->b, v, vt, "");
+    LLVMValueRef ptr = access_addr(em, op, &ptrs);
+    if (ptr) {
+        LLVMTypeRef types[2] = {vt, em->t_ptr};
+        LLVMValueRef args[4] = {v, ptr, align, em->mask};
+        call_intr(em, "llvm.masked.store", types, 2, args, 4);
+    } else {
+        LLVMTypeRef types[2] = {vt, vty(em, em->t_ptr)};
+        LLVMValueRef args[4] = {v, ptrs, align, em->mask};
+        call_intr(em, "llvm.masked.scatter", types, 2, args, 4);
+    }
+}
+
+/* An atomic add/sub whose old value is unused, at a uniform element: the masked lanes'
+ * sum, added by the scalar code (one atomic, or the chunk's accumulator). */
+static bool vatomic_sum(llvm_emitter *em, const ir_op *op) {
+    const kern_type *et = op->operands[0]->type->elem;
+    if ((op->code != IR_ATOMIC_ADD && op->code != IR_ATOMIC_SUB) || et->kind == TY_BOOL ||
+        any_index_varying(em, op) || llvm_value_used(em, op->results[0]))
+        return false;
+    const ir_value *val = op->operands[op->noperands - 1];
+    LLVMValueRef saved = llvm_val(em, val), v = vec(em, val);
+    LLVMTypeRef vt = LLVMTypeOf(v);
+    v = LLVMBuildSelect(em->b, em->mask, v, LLVMConstNull(vt), "");
+    LLVMValueRef sum;
+    if (ty_is_float(et)) {
+        LLVMValueRef args[2] = {llvm_const_real(LLVMGetElementType(vt), -0.0), v};
+        sum = call_intr(em, "llvm.vector.reduce.fadd", &vt, 1, args, 2);
+        LLVMSetFastMathFlags(sum, LLVMFastMathAllowReassoc);
+    } else {
+        sum = call_intr(em, "llvm.vector.reduce.add", &vt, 1, &v, 1);
+    }
+    llvm_set_val(em, val, sum);
+    llvm_emit_simple_op(em, op);
+    llvm_set_val(em, val, saved);
+    llvm_set_val(em, op->results[0], LLVMGetPoison(vt));
+    return true;
+}
+
+/* ---- adstacks ----------------------------------------------------------------------- */
+
+static void vad_reset(llvm_emitter *em) {
+    for (uint32_t s = 0; s < em->kernel->nadstacks; s++)
+        LLVMBuildStore(em->b,
+                       em->ad_vary[s] ? LLVMConstNull(vty(em, em->t_i64))
+                                      : LLVMConstInt(em->t_i64, 0, 0),
+                       em->ad_depth[s]);
+}
+
+/* Element numbers d * W + lane of every lane (d: <W x i64>). */
+static LLVMValueRef ad_slots(llvm_emitter *em, LLVMValueRef d) {
+    LLVMValueRef w = splat(em, LLVMConstInt(em->t_i64, em->simd_w, 0));
+    return LLVMBuildAdd(em->b, LLVMBuildMul(em->b, d, w, ""), lane_ids(em, em->t_i64), "");
+}
+
+static void vpush(llvm_emitter *em, const ir_op *op) {
+    uint32_t s = (uint32_t)op->imm.i;
+    const ir_adstack *st = &em->kernel->adstacks[s];
+    LLVMTypeRef mt = llvm_mem_type(em, st->type), vt = vty(em, mt);
+    unsigned align = (unsigned)ty_size(st->type);
+    LLVMValueRef v = vec(em, op->operands[0]);
+    if (st->type->kind == TY_BOOL)
+        v = LLVMBuildZExt(em->b, v, vt, "");
+    kern_loc loc = op->loc.line ? op->loc : st->loc;
+    LLVMValueRef ofn = llvm_adstack_overflow_fn(em);
+    LLVMValueRef cap = em->ad_cap[s];
+    LLVMBasicBlockRef bb_ovf = llvm_new_block(em, "ad.overflow"),
+                      bb_cont = llvm_new_block(em, "ad.pushed");
+    if (!em->ad_vary[s]) {
+        LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
+        LLVMValueRef d1 = LLVMBuildAdd(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
+        LLVMBasicBlockRef bb_store = llvm_new_block(em, "ad.push");
+        llvm_likely_first(em, LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntULT, d, cap, ""),
+                                              bb_store, bb_ovf));
+        LLVMPositionBuilderAtEnd(em->b, bb_store);
+        LLVMValueRef e = LLVMBuildMul(em->b, d, LLVMConstInt(em->t_i64, em->simd_w, 0), "");
+        LLVMValueRef p = LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &e, 1, "");
+        LLVMSetAlignment(LLVMBuildStore(em->b, v, p), align);
+        LLVMBuildBr(em->b, bb_cont);
+        LLVMPositionBuilderAtEnd(em->b, bb_ovf);
+        LLVMValueRef args[5] = {em->err, LLVMConstInt(em->t_i32, loc.line, 0),
+                                LLVMConstInt(em->t_i32, loc.col, 0), cap, d1};
+        LLVMBuildCall2(em->b, LLVMGlobalGetValueType(ofn), ofn, args, 5, "");
+        LLVMBuildBr(em->b, bb_cont);
+        LLVMPositionBuilderAtEnd(em->b, bb_cont);
+        LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+        return;
+    }
+    LLVMTypeRef dt = vty(em, em->t_i64);
+    LLVMValueRef d = LLVMBuildLoad2(em->b, dt, em->ad_depth[s], "ad.d");
+    LLVMValueRef ok = LLVMBuildICmp(em->b, LLVMIntULT, d, splat(em, cap), "");
+    LLVMValueRef good = LLVMBuildAnd(em->b, em->mask, ok, "");
+    LLVMValueRef bad = LLVMBuildAnd(em->b, em->mask, LLVMBuildNot(em->b, ok, ""), "");
+    LLVMValueRef d1 =
+        LLVMBuildAdd(em->b, d, LLVMBuildZExt(em->b, em->mask, dt, ""), "");
+    LLVMBasicBlockRef bb_store = llvm_new_block(em, "ad.push");
+    llvm_likely_first(em, LLVMBuildCondBr(em->b, LLVMBuildNot(em->b, any_on(em, bad), ""),
+                                          bb_store, bb_ovf));
+    LLVMPositionBuilderAtEnd(em->b, bb_ovf);
+    LLVMValueRef deep = LLVMBuildSelect(em->b, bad, d1, LLVMConstNull(dt), "");
+    LLVMValueRef args[5] = {em->err, LLVMConstInt(em->t_i32, loc.line, 0),
+                            LLVMConstInt(em->t_i32, loc.col, 0), cap,
+                            call_intr(em, "llvm.vector.reduce.umax", &dt, 1, &deep, 1)};
+    LLVMBuildCall2(em->b, LLVMGlobalGetValueType(ofn), ofn, args, 5, "");
+    LLVMBuildBr(em->b, bb_store);
+    LLVMPositionBuilderAtEnd(em->b, bb_store);
+    LLVMValueRef e = ad_slots(em, d);
+    LLVMValueRef ptrs = LLVMBuildGEP2(em->b, mt, em->ad_base[s], &e, 1, "");
+    LLVMTypeRef types[2] = {vt, vty(em, em->t_ptr)};
+    LLVMValueRef sargs[4] = {v, ptrs, LLVMConstInt(em->t_i32, align, 0), good};
+    call_intr(em, "llvm.masked.scatter", types, 2, sargs, 4);
+    LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+    LLVMBuildBr(em->b, bb_cont);
+    LLVMPositionBuilderAtEnd(em->b, bb_cont);
+}
+
+static void vpop(llvm_emitter *em, const ir_op *op) {
+    uint32_t s = (uint32_t)op->imm.i;
+    const ir_adstack *st = &em->kernel->adstacks[s];
+    LLVMTypeRef mt = llvm_mem_type(em, st->type), vt = vty(em, mt);
+    unsigned align = (unsigned)ty_size(st->type);
+    LLVMValueRef cap = em->ad_cap[s], r;
+    if (!em->ad_vary[s]) {
+        LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
+        LLVMValueRef d1 = LLVMBuildSub(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
+        LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+        LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), bb_load = llvm_new_block(em, "ad.pop"),
+                          bb_cont = llvm_new_block(em, "ad.popped");
+        llvm_likely_first(em, LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntULT, d1, cap, ""),
+                                              bb_load, bb_cont));
+        LLVMPositionBuilderAtEnd(em->b, bb_load);
+        LLVMValueRef e = LLVMBuildMul(em->b, d1, LLVMConstInt(em->t_i64, em->simd_w, 0), "");
+        LLVMValueRef v =
+            LLVMBuildLoad2(em->b, vt, LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &e, 1, ""), "");
+        LLVMSetAlignment(v, align);
+        LLVMBuildBr(em->b, bb_cont);
+        LLVMPositionBuilderAtEnd(em->b, bb_cont);
+        r = LLVMBuildPhi(em->b, vt, "");
+        LLVMValueRef in[2] = {v, LLVMConstNull(vt)};
+        LLVMBasicBlockRef from[2] = {bb_load, pre};
+        LLVMAddIncoming(r, in, from, 2);
+    } else {
+        LLVMTypeRef dt = vty(em, em->t_i64);
+        LLVMValueRef d = LLVMBuildLoad2(em->b, dt, em->ad_depth[s], "ad.d");
+        LLVMValueRef d1 = LLVMBuildSub(em->b, d, LLVMBuildZExt(em->b, em->mask, dt, ""), "");
+        LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+        LLVMValueRef good = LLVMBuildAnd(
+            em->b, em->mask, LLVMBuildICmp(em->b, LLVMIntULT, d1, splat(em, cap), ""), "");
+        LLVMValueRef e = ad_slots(em, d1);
+        LLVMValueRef ptrs = LLVMBuildGEP2(em->b, mt, em->ad_base[s], &e, 1, "");
+        LLVMTypeRef types[2] = {vt, vty(em, em->t_ptr)};
+        LLVMValueRef args[4] = {ptrs, LLVMConstInt(em->t_i32, align, 0), good, LLVMConstNull(vt)};
+        r = call_intr(em, "llvm.masked.gather", types, 2, args, 4);
+    }
+    if (st->type->kind == TY_BOOL)
+        r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(vt), "");
+    llvm_set_val(em, op->results[0], r);
+}
+
+/* ---- control flow ------------------------------------------------------------------- */
+
+static LLVMValueRef *tmp(uint32_t n) {
+    LLVMValueRef *a = calloc(n ? n : 1, sizeof *a);
+    if (!a)
+        kern_oom(n * sizeof *a);
+    return a;
+}
+
+static void vif_uniform(llvm_emitter *em, const ir_op *op) {
+    uint32_t n = op->nresults;
+    LLVMBasicBlockRef bb_then = llvm_new_block(em, "then"), bb_else = llvm_new_block(em, "else"),
+                      bb_merge = llvm_new_block(em, "endif");
+    LLVMBuildCondBr(em->b, llvm_val(em, op->operands[0]), bb_then, bb_else);
+    LLVMValueRef *v[2] = {tmp(n), tmp(n)};
+    LLVMBasicBlockRef ends[2];
+    LLVMBasicBlockRef starts[2] = {bb_then, bb_else};
+    for (int b = 0; b < 2; b++) {
+        LLVMPositionBuilderAtEnd(em->b, starts[b]);
+        const ir_op *t = vregion(em, op->regions[b]);
+        for (uint32_t k = 0; k < n; k++)
+            v[b][k] = as_marked(em, t->operands[k], is_v(em, op->results[k]));
+        ends[b] = LLVMGetInsertBlock(em->b);
+        LLVMBuildBr(em->b, bb_merge);
+    }
+    LLVMPositionBuilderAtEnd(em->b, bb_merge);
+    for (uint32_t k = 0; k < n; k++) {
+        LLVMValueRef phi = LLVMBuildPhi(em->b, LLVMTypeOf(v[0][k]), "");
+        LLVMValueRef in[2] = {v[0][k], v[1][k]};
+        LLVMAddIncoming(phi, in, ends, 2);
+        llvm_set_val(em, op->results[k], phi);
+    }
+    free(v[0]);
+    free(v[1]);
+}
+
+static void vif_masked(llvm_emitter *em, const ir_op *op) {
+    uint32_t n = op->nresults;
+    LLVMValueRef m0 = em->mask, c = vec(em, op->operands[0]);
+    LLVMValueRef masks[2] = {LLVMBuildAnd(em->b, m0, c, ""),
+                             LLVMBuildAnd(em->b, m0, LLVMBuildNot(em->b, c, ""), "")};
+    LLVMValueRef *res[2] = {tmp(n), tmp(n)};
+    for (int b = 0; b < 2; b++) {
+        LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), run = llvm_new_block(em, b ? "else" : "then"),
+                          join = llvm_new_block(em, b ? "endelse" : "endthen");
+        LLVMBuildCondBr(em->b, any_on(em, masks[b]), run, join);
+        LLVMPositionBuilderAtEnd(em->b, run);
+        em->mask = masks[b];
+        const ir_op *t = vregion(em, op->regions[b]);
+        LLVMValueRef *vals = tmp(n);
+        for (uint32_t k = 0; k < n; k++)
+            vals[k] = vec(em, t->operands[k]);
+        LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+        LLVMBuildBr(em->b, join);
+        LLVMPositionBuilderAtEnd(em->b, join);
+        for (uint32_t k = 0; k < n; k++) {
+            res[b][k] = LLVMBuildPhi(em->b, LLVMTypeOf(vals[k]), "");
+            LLVMValueRef in[2] = {vals[k], LLVMConstNull(LLVMTypeOf(vals[k]))};
+            LLVMBasicBlockRef from[2] = {end, pre};
+            LLVMAddIncoming(res[b][k], in, from, 2);
+        }
+        free(vals);
+        em->mask = m0;
+    }
+    for (uint32_t k = 0; k < n; k++)
+        llvm_set_val(em, op->results[k], LLVMBuildSelect(em->b, c, res[0][k], res[1][k], ""));
+    free(res[0]);
+    free(res[1]);
+}
+
+static LLVMValueRef index_next(llvm_emitter *em, const kern_type *it, LLVMValueRef i) {
+    if (!is_vec(i))
+        return llvm_index_next(em, it, i);
+    return LLVMBuildAdd(em->b, i, llvm_const_int(LLVMTypeOf(i), 1), "");
+}
+
+static void vfor(llvm_emitter *em, const ir_op *op) {
+    bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0, masked = masked_for(em, op);
+    uint32_t n = op->nresults;
+    const ir_region *body = op->regions[0];
+    const kern_type *it = op->operands[0]->type;
+    bool vi = is_v(em, body->args[0]);
+    LLVMValueRef lo = as_marked(em, op->operands[0], vi), hi = as_marked(em, op->operands[1], vi);
+    LLVMValueRef m0 = em->mask;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
+    LLVMBasicBlockRef bb_head = llvm_new_block(em, "for.head"),
+                      bb_body = llvm_new_block(em, "for.body"),
+                      bb_exit = llvm_new_block(em, "for.exit");
+    LLVMBuildBr(em->b, bb_head);
+
+    LLVMPositionBuilderAtEnd(em->b, bb_head);
+    LLVMValueRef iphi = LLVMBuildPhi(em->b, LLVMTypeOf(lo), "i");
+    LLVMAddIncoming(iphi, &lo, &pre, 1);
+    LLVMValueRef *carried = tmp(n), *next = tmp(n);
+    for (uint32_t k = 0; k < n; k++) {
+        LLVMValueRef init = as_marked(em, op->operands[2 + k], is_v(em, op->results[k]));
+        carried[k] = LLVMBuildPhi(em->b, LLVMTypeOf(init), "");
+        LLVMAddIncoming(carried[k], &init, &pre, 1);
+    }
+    LLVMValueRef act = NULL, a = NULL;
+    if (masked) {
+        act = LLVMBuildPhi(em->b, LLVMTypeOf(m0), "active");
+        LLVMAddIncoming(act, &m0, &pre, 1);
+    }
+    LLVMValueRef inb = llvm_index_less(em, it, iphi, hi);
+    if (masked) {
+        a = LLVMBuildAnd(em->b, act, is_vec(inb) ? inb : splat(em, inb), "");
+        LLVMBuildCondBr(em->b, any_on(em, a), bb_body, bb_exit);
+    } else {
+        LLVMBuildCondBr(em->b, inb, bb_body, bb_exit);
+    }
+
+    LLVMPositionBuilderAtEnd(em->b, bb_body);
+    if (masked)
+        em->mask = a;
+    llvm_set_val(em, body->args[0], iphi);
+    for (uint32_t k = 0; k < n; k++)
+        llvm_set_val(em, body->args[1 + k], carried[k]);
+    const ir_op *y = vregion(em, body);
+    for (uint32_t k = 0; k < n; k++) {
+        next[k] = as_marked(em, y->operands[(early ? 1 : 0) + k], is_v(em, op->results[k]));
+        if (masked)
+            next[k] = LLVMBuildSelect(em->b, a, next[k], carried[k], "");
+    }
+    LLVMValueRef inext = index_next(em, it, iphi);
+    LLVMValueRef act_next = NULL;
+    if (masked)
+        act_next = early ? LLVMBuildAnd(em->b, a, vec(em, y->operands[0]), "") : a;
+    LLVMBasicBlockRef body_end = LLVMGetInsertBlock(em->b);
+    if (early && !masked)
+        LLVMBuildCondBr(em->b, llvm_val(em, y->operands[0]), bb_head, bb_exit);
+    else
+        LLVMBuildBr(em->b, bb_head);
+    LLVMAddIncoming(iphi, &inext, &body_end, 1);
+    if (masked)
+        LLVMAddIncoming(act, &act_next, &body_end, 1);
+    for (uint32_t k = 0; k < n; k++)
+        LLVMAddIncoming(carried[k], &next[k], &body_end, 1);
+    em->mask = m0;
+
+    LLVMPositionBuilderAtEnd(em->b, bb_exit);
+    for (uint32_t k = 0; k < n; k++) {
+        if (!early || masked) {
+            llvm_set_val(em, op->results[k], carried[k]); /* the header dominates the exit */
+            continue;
+        }
+        LLVMValueRef phi = LLVMBuildPhi(em->b, LLVMTypeOf(carried[k]), "");
+        LLVMValueRef in[2] = {carried[k], next[k]};
+        LLVMBasicBlockRef from[2] = {bb_head, body_end};
+        LLVMAddIncoming(phi, in, from, 2);
+        llvm_set_val(em, op->results[k], phi);
+    }
+    free(carried);
+    free(next);
+}
+
+static void vwhile(llvm_emitter *em, const ir_op *op) {
+    const ir_region *before = op->regions[0], *after = op->regions[1];
+    uint32_t ninit = op->noperands, nres = op->nresults;
+    bool masked = masked_while(em, op);
+    LLVMValueRef m0 = em->mask;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
+    LLVMBasicBlockRef bb_before = llvm_new_block(em, "while.before"),
+                      bb_after = llvm_new_block(em, "while.after"),
+                      bb_exit = llvm_new_block(em, "while.exit");
+    LLVMBuildBr(em->b, bb_before);
+
+    LLVMPositionBuilderAtEnd(em->b, bb_before);
+    LLVMValueRef *carried = tmp(ninit), *res = tmp(nres), *res_next = tmp(nres);
+    for (uint32_t k = 0; k < ninit; k++) {
+        LLVMValueRef init = as_marked(em, op->operands[k], is_v(em, before->args[k]));
+        carried[k] = LLVMBuildPhi(em->b, LLVMTypeOf(init), "");
+        LLVMAddIncoming(carried[k], &init, &pre, 1);
+        llvm_set_val(em, before->args[k], carried[k]);
+    }
+    LLVMValueRef act = NULL;
+    if (masked) {
+        act = LLVMBuildPhi(em->b, LLVMTypeOf(m0), "active");
+        LLVMAddIncoming(act, &m0, &pre, 1);
+        em->mask = act;
+        for (uint32_t k = 0; k < nres; k++) {
+            em->vec_ops = true;
+            LLVMTypeRef t = llvm_reg_type(em, op->results[k]->type);
+            em->vec_ops = false;
+            res[k] = LLVMBuildPhi(em->b, t, "");
+            LLVMValueRef z = LLVMConstNull(t);
+            LLVMAddIncoming(res[k], &z, &pre, 1);
+        }
+    }
+    const ir_op *cond = vregion(em, before);
+    LLVMValueRef go;
+    if (masked) {
+        LLVMValueRef c = vec(em, cond->operands[0]);
+        LLVMValueRef cont = LLVMBuildAnd(em->b, em->mask, c, "");
+        LLVMValueRef stop = LLVMBuildAnd(em->b, em->mask, LLVMBuildNot(em->b, c, ""), "");
+        for (uint32_t k = 0; k < nres; k++) {
+            LLVMValueRef f = vec(em, cond->operands[1 + k]);
+            res_next[k] = LLVMBuildSelect(em->b, stop, f, res[k], "");
+            llvm_set_val(em, after->args[k], f);
+            llvm_set_val(em, op->results[k], res_next[k]);
+        }
+        go = any_on(em, cont);
+        em->mask = cont;
+        LLVMBuildCondBr(em->b, go, bb_after, bb_exit);
+        LLVMPositionBuilderAtEnd(em->b, bb_after);
+        const ir_op *y = vregion(em, after);
+        LLVMValueRef *next = tmp(ninit);
+        for (uint32_t k = 0; k < ninit; k++)
+            next[k] = as_marked(em, y->operands[k], true);
+        LLVMBasicBlockRef after_end = LLVMGetInsertBlock(em->b);
+        LLVMBuildBr(em->b, bb_before);
+        for (uint32_t k = 0; k < ninit; k++)
+            LLVMAddIncoming(carried[k], &next[k], &after_end, 1);
+        LLVMAddIncoming(act, &cont, &after_end, 1);
+        for (uint32_t k = 0; k < nres; k++)
+            LLVMAddIncoming(res[k], &res_next[k], &after_end, 1);
+        free(next);
+    } else {
+        for (uint32_t k = 0; k < nres; k++) {
+            LLVMValueRef v = as_marked(em, cond->operands[1 + k], is_v(em, op->results[k]));
+            llvm_set_val(em, after->args[k], v);
+            llvm_set_val(em, op->results[k], v);
+        }
+        LLVMBuildCondBr(em->b, llvm_val(em, cond->operands[0]), bb_after, bb_exit);
+        LLVMPositionBuilderAtEnd(em->b, bb_after);
+        const ir_op *y = vregion(em, after);
+        LLVMValueRef *next = tmp(ninit);
+        for (uint32_t k = 0; k < ninit; k++)
+            next[k] = as_marked(em, y->operands[k], is_v(em, before->args[k]));
+        LLVMBasicBlockRef after_end = LLVMGetInsertBlock(em->b);
+        LLVMBuildBr(em->b, bb_before);
+        for (uint32_t k = 0; k < ninit; k++)
+            LLVMAddIncoming(carried[k], &next[k], &after_end, 1);
+        free(next);
+    }
+    em->mask = m0;
+    LLVMPositionBuilderAtEnd(em->b, bb_exit);
+    free(carried);
+    free(res);
+    free(res_next);
+}
+
+static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        switch (op->code) {
+        case IR_YIELD:
+        case IR_CONDITION: return op;
+        case IR_IF:
+            if (is_v(em, op->operands[0]))
+                vif_masked(em, op);
+            else
+                vif_uniform(em, op);
+            break;
+        case IR_FOR: vfor(em, op); break;
+        case IR_WHILE: vwhile(em, op); break;
+        case IR_ADPUSH: vpush(em, op); break;
+        case IR_ADPOP: vpop(em, op); break;
+        case IR_LOAD:
+            if (is_v(em, op->results[0]))
+                vload(em, op);
+            else
+                llvm_emit_simple_op(em, op);
+            break;
+        case IR_STORE:
+            if (any_index_varying(em, op))
+                vstore(em, op);
+            else if (is_v(em, op->operands[op->noperands - 1]))
+                scalarize(em, op); /* the last lane on stores */
+            else
+                llvm_emit_simple_op(em, op);
+            break;
+        case IR_PARALLEL:
+        case IR_SERIAL: kern_unreachable("LLVM backend: a task inside a region");
+        default:
+            if (is_atomic(op->code)) {
+                if (!vatomic_sum(em, op))
+                    scalarize(em, op);
+            } else if (op->nresults && is_v(em, op->results[0])) {
+                em->vec_ops = true;
+                llvm_emit_simple_op(em, op);
+                em->vec_ops = false;
+            } else {
+                llvm_emit_simple_op(em, op);
+            }
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* ---- the task ----------------------------------------------------------------------- */
+
+void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMValueRef from,
+                         LLVMValueRef to) {
+    const ir_region *body = task->regions[0];
+    const kern_type *it = task->operands[0]->type;
+    const ir_kernel *k = em->kernel;
+    em->simd_w = w;
+    llvm_map_clear(&em->vary);
+    llvm_map_clear(&em->linear);
+    bool *ad_vary = calloc(k->nadstacks + 1, sizeof *ad_vary);
+    if (!ad_vary)
+        kern_oom(k->nadstacks + 1);
+    em->ad_vary = ad_vary;
+    set_v(em, body->args[0]);
+    set_lin(em, body->args[0]);
+    do {
+        changed = false;
+        analyze(em, body, false);
+    } while (changed);
+    llvm_find_uses(em, body);
+
+    /* per-lane depth counters: vector allocas at the top of the entry block */
+    if (k->nadstacks) {
+        LLVMBuilderRef eb = LLVMCreateBuilderInContext(em->ctx);
+        LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(em->fn);
+        LLVMValueRef first = LLVMGetFirstInstruction(entry);
+        if (first)
+            LLVMPositionBuilderBefore(eb, first);
+        else
+            LLVMPositionBuilderAtEnd(eb, entry);
+        for (uint32_t s = 0; s < k->nadstacks; s++)
+            if (ad_vary[s])
+                em->ad_depth[s] = LLVMBuildAlloca(eb, vty(em, em->t_i64), "ad.depths");
+        LLVMDisposeBuilder(eb);
+    }
+
+    LLVMValueRef f64 = llvm_to_i64(em, from, it), t64 = llvm_to_i64(em, to, it);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "simd.head"),
+                      bb = llvm_new_block(em, "simd.body"), exit = llvm_new_block(em, "simd.exit");
+    LLVMBuildBr(em->b, head);
+    LLVMPositionBuilderAtEnd(em->b, head);
+    LLVMValueRef b = LLVMBuildPhi(em->b, em->t_i64, "item");
+    LLVMAddIncoming(b, &f64, &pre, 1);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, b, t64, ""), bb, exit);
+
+    LLVMPositionBuilderAtEnd(em->b, bb);
+    LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "lanes");
+    em->mask = LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask");
+    LLVMValueRef idx = lanes;
+    if (it->kind != TY_I64)
+        idx = LLVMBuildTrunc(em->b, lanes, vty(em, em->t_i32), "");
+    llvm_set_val(em, body->args[0], idx);
+    vad_reset(em);
+    vregion(em, body);
+    LLVMValueRef b1 = LLVMBuildAdd(em->b, b, LLVMConstInt(em->t_i64, w, 0), "");
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, head);
+    LLVMAddIncoming(b, &b1, &end, 1);
+    LLVMPositionBuilderAtEnd(em->b, exit);
+
+    em->simd_w = 0;
+    em->mask = NULL;
+    em->ad_vary = NULL;
+    free(ad_vary);
+}
