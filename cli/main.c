@@ -71,6 +71,9 @@ static void usage(FILE *f) {
           "  --debug                         runtime checks: bounds, division by zero, shifts\n"
           "  --ad-stack-size N               adstack capacity of unbounded loops (default 1024)\n"
           "  --no-grad-check                 global-access check of K.grad warns, not fails\n"
+          "  --simd=S                        CPU: SIMD lanes of parallel tasks: auto (default:\n"
+          "                                  $KERN_SIMD, else the host's widest), off, sse (4),\n"
+          "                                  avx2 (8), avx512 (16)\n"
           "  --target=T                      cpu (default), cuda, vulkan (run, gradcheck:\n"
           "                                  $KERN_VULKAN_DEVICE picks the device), amdgpu\n"
           "  --arch=A                        GPU architecture (cuda: sm_NN, "
@@ -218,6 +221,18 @@ static int parse_cli(int argc, char **argv, cli *c) {
             if (!v)
                 return usage_error("%s needs a value", "--target");
             c->target = v;
+        } else if ((v = opt_value(a, "--simd", argc, argv, &i, &m)) || m) {
+            static const struct {
+                const char *name;
+                int lanes;
+            } simd[] = {{"auto", 0}, {"off", -1}, {"sse", 4}, {"avx2", 8}, {"avx512", 16}};
+            size_t k = 0;
+            while (v && k < sizeof simd / sizeof *simd && strcmp(v, simd[k].name))
+                k++;
+            if (!v || k == sizeof simd / sizeof *simd)
+                return usage_error("--simd takes auto, off, sse, avx2 or avx512 (got '%s')",
+                                   v ? v : "");
+            c->opts.simd = simd[k].lanes;
         } else if ((v = opt_value(a, "--arch", argc, argv, &i, &m)) || m) {
             if (!v || !*v)
                 return usage_error("%s needs a value", "--arch");

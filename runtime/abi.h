@@ -17,6 +17,11 @@
  *       slice and ad_layout[2s + 1] = its capacity in entries (the evaluated SizeExpr).
  *       Each work item starts with every stack empty. Kernels without adstacks ignore both
  *       (the runtime passes NULL).
+ *       SIMD code (docs/backend-cpu.md) runs W work items at once per worker; such a module
+ *       defines `const int32_t kern_<K>__lanes = W` for every kernel with adstacks and SIMD
+ *       tasks, and the runtime sizes each stack of a slice for W items: entry k of lane l
+ *       at ad_slice + ad_layout[2s] + (k * W + l) * size, ad_layout[2s + 1] still the
+ *       capacity of one item. Without the symbol W is 1 (the layout above).
  *   Both recompute the kernel's uniform values from args; the runtime calls count once per
  *   launch and then the body on chunks from its worker threads, tasks in order, with a
  *   barrier between tasks.

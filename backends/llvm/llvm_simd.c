@@ -53,6 +53,7 @@
  * libmvec (not x86-64, or libmvec.so.1 missing) the libm function runs lane by lane.
  * sqrt, floor, ceil, round, fma, fabs are vector instructions. */
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,7 +104,15 @@ static int wanted_lanes(const kc_options *o) {
         return 8;
     if (!strcmp(e, "avx512") || !strcmp(e, "16"))
         return 16;
-    return 0; /* unknown: the default (kernc checks its own option) */
+    static _Atomic bool warned;
+    if (!warned) { /* once per process: a misspelt value is not silently ignored */
+        warned = true;
+        fprintf(stderr,
+                "kern: warning: KERN_SIMD='%s' is not one of off, sse, avx2, avx512, auto, 4, 8, "
+                "16; using auto\n",
+                e);
+    }
+    return 0;
 }
 
 /* ---- uniformity analysis ------------------------------------------------------------ */
@@ -1018,6 +1027,20 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
 
 /* ---- the task ----------------------------------------------------------------------- */
 
+/* The work items b, b + 1, ..., b + W - 1 (i64 numbers of dimension 0's index) under
+ * `mask`. */
+static void emit_vector_items(llvm_emitter *em, const ir_region *body, const kern_type *it,
+                              LLVMValueRef b, LLVMValueRef mask) {
+    LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "lanes");
+    em->mask = mask;
+    LLVMValueRef idx = lanes;
+    if (it->kind != TY_I64)
+        idx = LLVMBuildTrunc(em->b, lanes, vty(em, em->t_i32), "");
+    llvm_set_val(em, body->args[0], idx);
+    vad_reset(em);
+    vregion(em, body);
+}
+
 void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMValueRef from,
                          LLVMValueRef to) {
     const ir_region *body = task->regions[0];
@@ -1053,28 +1076,36 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
         LLVMDisposeBuilder(eb);
     }
 
+    /* full vectors with an all-on mask (LLVM makes its masked accesses plain ones: masked
+     * stores are slow on some CPUs), then at most one vector of the last items, masked */
     LLVMValueRef f64 = llvm_to_i64(em, from, it), t64 = llvm_to_i64(em, to, it);
+    LLVMValueRef wc = LLVMConstInt(em->t_i64, w, 0);
+    LLVMValueRef last = LLVMBuildSub(em->b, t64, wc, ""); /* a full vector starts at <= last */
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "simd.head"),
-                      bb = llvm_new_block(em, "simd.body"), exit = llvm_new_block(em, "simd.exit");
+                      bb = llvm_new_block(em, "simd.body"), tail = llvm_new_block(em, "simd.tail"),
+                      rest = llvm_new_block(em, "simd.rest"), exit = llvm_new_block(em, "simd.exit");
     LLVMBuildBr(em->b, head);
     LLVMPositionBuilderAtEnd(em->b, head);
     LLVMValueRef b = LLVMBuildPhi(em->b, em->t_i64, "item");
     LLVMAddIncoming(b, &f64, &pre, 1);
-    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, b, t64, ""), bb, exit);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLE, b, last, ""), bb, tail);
 
     LLVMPositionBuilderAtEnd(em->b, bb);
-    LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "lanes");
-    em->mask = LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask");
-    LLVMValueRef idx = lanes;
-    if (it->kind != TY_I64)
-        idx = LLVMBuildTrunc(em->b, lanes, vty(em, em->t_i32), "");
-    llvm_set_val(em, body->args[0], idx);
-    vad_reset(em);
-    vregion(em, body);
-    LLVMValueRef b1 = LLVMBuildAdd(em->b, b, LLVMConstInt(em->t_i64, w, 0), "");
+    LLVMValueRef on[64];
+    for (unsigned l = 0; l < w; l++)
+        on[l] = LLVMConstInt(em->t_i1, 1, 0);
+    emit_vector_items(em, body, it, b, LLVMConstVector(on, w));
+    LLVMValueRef b1 = LLVMBuildAdd(em->b, b, wc, "");
     LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
     LLVMBuildBr(em->b, head);
     LLVMAddIncoming(b, &b1, &end, 1);
+
+    LLVMPositionBuilderAtEnd(em->b, tail);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, b, t64, ""), rest, exit);
+    LLVMPositionBuilderAtEnd(em->b, rest);
+    LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "");
+    emit_vector_items(em, body, it, b, LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask"));
+    LLVMBuildBr(em->b, exit);
     LLVMPositionBuilderAtEnd(em->b, exit);
 
     em->simd_w = 0;
