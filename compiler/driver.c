@@ -128,7 +128,9 @@ static bool build_grads(kc_ctx *ctx, const kern_source *src, ir_module *m) {
             if (!pass || o->grad == KC_GRAD_CHECK)
                 continue;
         }
-        ad_grad_kernel(k, o->ad_stack_size);
+        ir_kernel *g = ad_grad_kernel(k, o->ad_stack_size);
+        if (g)
+            ad_gather_kernel(m, g);
     }
     if (!ok)
         return false;

@@ -36,6 +36,12 @@ bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src
  * kernel. Requires verified IR; the result verifies. */
 ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size);
 
+/* Gather-form adjoints of neighbour reads in gradient kernel k (passes/ad_gather.c): the
+ * atomic adds of a parallel task into an adjoint array at the parallel indices plus
+ * constants become a new task before it that gathers each element's adds by
+ * recomputation. Returns whether it changed k. Off with $KERN_SCATTER_ADJOINTS=1. */
+bool ad_gather_kernel(ir_module *m, ir_kernel *k);
+
 /* The SizeExpr of loop op `loop` (FOR or WHILE) of primal kernel k (passes/ad_size.c): an
  * upper bound on its trip count in one execution, maximized over the ranges of the
  * parallel and serial loop indices it depends on, as text (common/sizeexpr.h) in the

@@ -468,6 +468,7 @@ static char *llvm_text(const char *src, int simd) {
     char err[512];
     char *text = llvm_emit_text(m, &c->opts, err, sizeof err);
     cr_assert(text, "%s", err);
+    ir_module_free(m);
     kc_ctx_free(c);
     return text;
 }
