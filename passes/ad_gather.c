@@ -173,6 +173,26 @@ static bool neighbour(const ir_value *v, const ir_region *body, uint32_t *d, int
     return true;
 }
 
+/* Whether a and b are the same value: the same IR value, equal constants, or the same
+ * pure op of the same values (the transform repeats `t - 1` for every use). */
+static bool same_value(const ir_value *a, const ir_value *b, int depth) {
+    if (a == b)
+        return true;
+    const ir_op *x = a->def, *y = b->def;
+    if (!x || !y || depth > 8 || x->code != y->code || a->type != b->type || x->nregions ||
+        y->nregions || x->noperands != y->noperands || x->nresults != 1 || y->nresults != 1)
+        return false;
+    if (!(ir_info(x->code)->flags & OPF_PURE))
+        return false;
+    if (x->code == IR_CONST || x->code == IR_DIM || x->code == IR_CAST)
+        if (memcmp(&x->imm, &y->imm, sizeof x->imm))
+            return false;
+    for (uint32_t i = 0; i < x->noperands; i++)
+        if (!same_value(x->operands[i], y->operands[i], depth + 1))
+            return false;
+    return true;
+}
+
 /* Whether indices a and b are provably different values (one is the other plus a nonzero
  * constant, or both are different constants). */
 static bool differ(const ir_value *a, const ir_value *b) {
@@ -183,9 +203,9 @@ static bool differ(const ir_value *a, const ir_value *b) {
         const ir_value *p = s ? b : a, *q = s ? a : b;
         const ir_op *op = p->def;
         if (op && op->noperands == 2 && (op->code == IR_ADD || op->code == IR_SUB) &&
-            op->operands[0] == q && const_int(op->operands[1], &x) && x != 0)
+            same_value(op->operands[0], q, 0) && const_int(op->operands[1], &x) && x != 0)
             return true;
-        if (op && op->code == IR_ADD && op->noperands == 2 && op->operands[1] == q &&
+        if (op && op->code == IR_ADD && op->noperands == 2 && same_value(op->operands[1], q, 0) &&
             const_int(op->operands[0], &x) && x != 0)
             return true;
     }
@@ -228,7 +248,7 @@ static bool fits(group *g, const ir_op *op, const ir_region *body, int64_t *off,
         if (g->nops == 0) {
             g->dim_of[e] = want_d;
             g->uni[e] = want_d < 0 ? iv : NULL;
-        } else if (g->dim_of[e] != want_d || (want_d < 0 && g->uni[e] != iv)) {
+        } else if (g->dim_of[e] != want_d || (want_d < 0 && !same_value(g->uni[e], iv, 0))) {
             return false;
         }
     }
@@ -268,29 +288,57 @@ static void collect_ops(scan *s, const ir_region *r) {
 
 static bool used(const scan *s, ir_value *v) { return vmap_get(&s->uses, v) != v; }
 
-/* No atomic's old value is used, and every load comes before every write of its array
- * (program order): one pass, remembering the arrays written so far. */
-static bool task_fits(const scan *s) {
-    const ir_value *written[64];
-    int nw = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const ir_op *op = s->order[i];
+/* The arrays written so far on a path (a small set). */
+typedef struct wset {
+    const ir_value *a[64];
+    int n;
+    bool full; /* more than 64: give up */
+} wset;
+
+static bool wset_has(const wset *w, const ir_value *x) {
+    for (int i = 0; i < w->n; i++)
+        if (w->a[i] == x)
+            return true;
+    return false;
+}
+
+static void wset_add(wset *w, const ir_value *x) {
+    if (wset_has(w, x))
+        return;
+    if (w->n == 64)
+        w->full = true;
+    else
+        w->a[w->n++] = x;
+}
+
+/* No atomic's old value is used, and no load can follow a write of its array on a path
+ * through r (the branches of an `if` are separate paths; after it, both branches' writes
+ * count). */
+static bool path_fits(const scan *s, const ir_region *r, wset *w) {
+    ir_foreach_op(op, r) {
         if (is_atomic(op->code) && used(s, op->results[0]))
             return false;
-        if (!is_access(op->code))
-            continue;
-        bool seen = false;
-        for (int w = 0; w < nw; w++)
-            seen |= written[w] == op->operands[0];
-        if (op->code == IR_LOAD && seen)
+        if (op->code == IR_LOAD && wset_has(w, op->operands[0]))
             return false;
-        if (op->code != IR_LOAD && !seen) {
-            if (nw == 64)
+        if (is_access(op->code) && op->code != IR_LOAD)
+            wset_add(w, op->operands[0]);
+        if (op->code == IR_IF) {
+            wset e = *w;
+            if (!path_fits(s, op->regions[0], w) || !path_fits(s, op->regions[1], &e))
                 return false;
-            written[nw++] = op->operands[0];
+            for (int i = 0; i < e.n; i++)
+                wset_add(w, e.a[i]);
+            w->full |= e.full;
         }
+        if (w->full)
+            return false;
     }
     return true;
+}
+
+static bool task_fits(const scan *s) {
+    wset w = {.n = 0};
+    return path_fits(s, s->body, &w);
 }
 
 /* Builds g from the atomics on `array` in the body; false when the array does not

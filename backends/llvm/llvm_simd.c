@@ -274,10 +274,6 @@ unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) 
         *why = "debug checks (--debug) run on the scalar path";
         return 0;
     }
-    if (task->regions[0]->nargs != 1) {
-        *why = "a task over more than one dimension";
-        return 0;
-    }
     *why = NULL;
     return want > 0 ? (unsigned)want : host_bits / 32;
 }
@@ -578,10 +574,28 @@ static void vstore(llvm_emitter *em, const ir_op *op) {
     if (et->kind == TY_BOOL)
         v = LLVMBuildZExt(em->b, v, vt, "");
     LLVMValueRef ptr = access_addr(em, op, &ptrs);
-    if (ptr) {
+    if (ptr && LLVMIsConstant(em->mask)) {
         LLVMTypeRef types[2] = {vt, em->t_ptr};
         LLVMValueRef args[4] = {v, ptr, align, em->mask};
         call_intr(em, "llvm.masked.store", types, 2, args, 4);
+    } else if (ptr) {
+        /* a plain store when every lane is on (masked stores are slow on some CPUs) */
+        LLVMValueRef m = em->mask;
+        LLVMTypeRef mt8 = LLVMIntTypeInContext(em->ctx, em->simd_w);
+        LLVMValueRef all = LLVMBuildICmp(em->b, LLVMIntEQ, LLVMBuildBitCast(em->b, m, mt8, ""),
+                                         LLVMConstAllOnes(mt8), "");
+        LLVMBasicBlockRef full = llvm_new_block(em, "st.full"), part = llvm_new_block(em, "st.part"),
+                          done = llvm_new_block(em, "st.done");
+        LLVMBuildCondBr(em->b, all, full, part);
+        LLVMPositionBuilderAtEnd(em->b, full);
+        LLVMSetAlignment(LLVMBuildStore(em->b, v, ptr), (unsigned)ty_size(et));
+        LLVMBuildBr(em->b, done);
+        LLVMPositionBuilderAtEnd(em->b, part);
+        LLVMTypeRef types[2] = {vt, em->t_ptr};
+        LLVMValueRef args[4] = {v, ptr, align, m};
+        call_intr(em, "llvm.masked.store", types, 2, args, 4);
+        LLVMBuildBr(em->b, done);
+        LLVMPositionBuilderAtEnd(em->b, done);
     } else {
         LLVMTypeRef types[2] = {vt, vty(em, em->t_ptr)};
         LLVMValueRef args[4] = {v, ptrs, align, em->mask};
@@ -1029,23 +1043,93 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
 
 /* The work items b, b + 1, ..., b + W - 1 (i64 numbers of dimension 0's index) under
  * `mask`. */
-static void emit_vector_items(llvm_emitter *em, const ir_region *body, const kern_type *it,
-                              LLVMValueRef b, LLVMValueRef mask) {
+static void emit_vector_items(llvm_emitter *em, const ir_region *body, uint32_t vd,
+                              const kern_type *it, LLVMValueRef b, LLVMValueRef mask) {
     LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "lanes");
     em->mask = mask;
     LLVMValueRef idx = lanes;
     if (it->kind != TY_I64)
         idx = LLVMBuildTrunc(em->b, lanes, vty(em, em->t_i32), "");
-    llvm_set_val(em, body->args[0], idx);
+    llvm_set_val(em, body->args[vd], idx);
     vad_reset(em);
     vregion(em, body);
+}
+
+/* The work items of the innermost dimension vd from `from` to `to` (its index type), W
+ * at a time: full vectors with an all-on mask (LLVM makes their masked accesses plain
+ * ones: masked stores are slow on some CPUs), then at most one vector of the last items,
+ * masked. */
+static void emit_vector_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, LLVMValueRef from,
+                             LLVMValueRef to) {
+    const ir_region *body = task->regions[0];
+    const kern_type *it = task->operands[2 * vd]->type;
+    unsigned w = em->simd_w;
+    LLVMValueRef f64 = llvm_to_i64(em, from, it), t64 = llvm_to_i64(em, to, it);
+    LLVMValueRef wc = LLVMConstInt(em->t_i64, w, 0);
+    LLVMValueRef last = LLVMBuildSub(em->b, t64, wc, ""); /* a full vector starts at <= last */
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "simd.head"),
+                      bb = llvm_new_block(em, "simd.body"), tail = llvm_new_block(em, "simd.tail"),
+                      rest = llvm_new_block(em, "simd.rest"), exit = llvm_new_block(em, "simd.exit");
+    LLVMBuildBr(em->b, head);
+    LLVMPositionBuilderAtEnd(em->b, head);
+    LLVMValueRef b = LLVMBuildPhi(em->b, em->t_i64, "item");
+    LLVMAddIncoming(b, &f64, &pre, 1);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLE, b, last, ""), bb, tail);
+
+    LLVMPositionBuilderAtEnd(em->b, bb);
+    LLVMValueRef on[64];
+    for (unsigned l = 0; l < w; l++)
+        on[l] = LLVMConstInt(em->t_i1, 1, 0);
+    emit_vector_items(em, body, vd, it, b, LLVMConstVector(on, w));
+    LLVMValueRef b1 = LLVMBuildAdd(em->b, b, wc, "");
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, head);
+    LLVMAddIncoming(b, &b1, &end, 1);
+
+    LLVMPositionBuilderAtEnd(em->b, tail);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, b, t64, ""), rest, exit);
+    LLVMPositionBuilderAtEnd(em->b, rest);
+    LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "");
+    emit_vector_items(em, body, vd, it, b, LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask"));
+    LLVMBuildBr(em->b, exit);
+    LLVMPositionBuilderAtEnd(em->b, exit);
+
+}
+
+/* The scalar loop over dimension d of the task (the outer dimensions), from `from` to
+ * `to`; the innermost dimension is the vector loop. */
+static void emit_outer_dim(llvm_emitter *em, const ir_op *task, uint32_t d, LLVMValueRef from,
+                           LLVMValueRef to) {
+    const ir_region *body = task->regions[0];
+    uint32_t vd = body->nargs - 1;
+    if (d == vd) {
+        emit_vector_loop(em, task, vd, from, to);
+        return;
+    }
+    const kern_type *it = task->operands[2 * d]->type;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "par.head"),
+                      bb = llvm_new_block(em, "par.body"), exit = llvm_new_block(em, "par.exit");
+    LLVMBuildBr(em->b, head);
+    LLVMPositionBuilderAtEnd(em->b, head);
+    LLVMValueRef i = LLVMBuildPhi(em->b, LLVMTypeOf(from), "idx");
+    LLVMAddIncoming(i, &from, &pre, 1);
+    LLVMBuildCondBr(em->b, llvm_index_less(em, it, i, to), bb, exit);
+    LLVMPositionBuilderAtEnd(em->b, bb);
+    llvm_set_val(em, body->args[d], i);
+    emit_outer_dim(em, task, d + 1, llvm_val(em, task->operands[2 * d + 2]),
+                   llvm_val(em, task->operands[2 * d + 3]));
+    LLVMValueRef next = llvm_index_next(em, it, i);
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, head);
+    LLVMAddIncoming(i, &next, &end, 1);
+    LLVMPositionBuilderAtEnd(em->b, exit);
 }
 
 void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMValueRef from,
                          LLVMValueRef to) {
     const ir_region *body = task->regions[0];
-    const kern_type *it = task->operands[0]->type;
     const ir_kernel *k = em->kernel;
+    uint32_t vd = body->nargs - 1; /* the innermost dimension runs across the lanes */
     em->simd_w = w;
     llvm_map_clear(&em->vary);
     llvm_map_clear(&em->linear);
@@ -1053,8 +1137,8 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
     if (!ad_vary)
         kern_oom(k->nadstacks + 1);
     em->ad_vary = ad_vary;
-    set_v(em, body->args[0]);
-    set_lin(em, body->args[0]);
+    set_v(em, body->args[vd]);
+    set_lin(em, body->args[vd]);
     do {
         changed = false;
         analyze(em, body, false);
@@ -1076,37 +1160,7 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
         LLVMDisposeBuilder(eb);
     }
 
-    /* full vectors with an all-on mask (LLVM makes its masked accesses plain ones: masked
-     * stores are slow on some CPUs), then at most one vector of the last items, masked */
-    LLVMValueRef f64 = llvm_to_i64(em, from, it), t64 = llvm_to_i64(em, to, it);
-    LLVMValueRef wc = LLVMConstInt(em->t_i64, w, 0);
-    LLVMValueRef last = LLVMBuildSub(em->b, t64, wc, ""); /* a full vector starts at <= last */
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "simd.head"),
-                      bb = llvm_new_block(em, "simd.body"), tail = llvm_new_block(em, "simd.tail"),
-                      rest = llvm_new_block(em, "simd.rest"), exit = llvm_new_block(em, "simd.exit");
-    LLVMBuildBr(em->b, head);
-    LLVMPositionBuilderAtEnd(em->b, head);
-    LLVMValueRef b = LLVMBuildPhi(em->b, em->t_i64, "item");
-    LLVMAddIncoming(b, &f64, &pre, 1);
-    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLE, b, last, ""), bb, tail);
-
-    LLVMPositionBuilderAtEnd(em->b, bb);
-    LLVMValueRef on[64];
-    for (unsigned l = 0; l < w; l++)
-        on[l] = LLVMConstInt(em->t_i1, 1, 0);
-    emit_vector_items(em, body, it, b, LLVMConstVector(on, w));
-    LLVMValueRef b1 = LLVMBuildAdd(em->b, b, wc, "");
-    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
-    LLVMBuildBr(em->b, head);
-    LLVMAddIncoming(b, &b1, &end, 1);
-
-    LLVMPositionBuilderAtEnd(em->b, tail);
-    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, b, t64, ""), rest, exit);
-    LLVMPositionBuilderAtEnd(em->b, rest);
-    LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "");
-    emit_vector_items(em, body, it, b, LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask"));
-    LLVMBuildBr(em->b, exit);
-    LLVMPositionBuilderAtEnd(em->b, exit);
+    emit_outer_dim(em, task, 0, from, to);
 
     em->simd_w = 0;
     em->mask = NULL;
