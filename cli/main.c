@@ -72,8 +72,8 @@ static void usage(FILE *f) {
           "  --ad-stack-size N               adstack capacity of unbounded loops (default 1024)\n"
           "  --no-grad-check                 global-access check of K.grad warns, not fails\n"
           "  --simd=S                        CPU: SIMD lanes of parallel tasks: auto (default:\n"
-          "                                  $KERN_SIMD, else the host's widest), off, sse (4),\n"
-          "                                  avx2 (8), avx512 (16)\n"
+          "                                  $KERN_SIMD, else 2 x the host's widest vectors),\n"
+          "                                  off, sse (4), avx2 (8), avx512 (16), 4 .. 64\n"
           "  --target=T                      cpu (default), cuda, vulkan (run, gradcheck:\n"
           "                                  $KERN_VULKAN_DEVICE picks the device), amdgpu\n"
           "  --arch=A                        GPU architecture (cuda: sm_NN, "
@@ -225,12 +225,14 @@ static int parse_cli(int argc, char **argv, cli *c) {
             static const struct {
                 const char *name;
                 int lanes;
-            } simd[] = {{"auto", 0}, {"off", -1}, {"sse", 4}, {"avx2", 8}, {"avx512", 16}};
+            } simd[] = {{"auto", 0}, {"off", -1}, {"sse", 4},   {"avx2", 8}, {"avx512", 16},
+                        {"4", 4},    {"8", 8},    {"16", 16}, {"32", 32},  {"64", 64}};
             size_t k = 0;
             while (v && k < sizeof simd / sizeof *simd && strcmp(v, simd[k].name))
                 k++;
             if (!v || k == sizeof simd / sizeof *simd)
-                return usage_error("--simd takes auto, off, sse, avx2 or avx512 (got '%s')",
+                return usage_error("--simd takes auto, off, sse, avx2, avx512, 4, 8, 16, 32 or 64 "
+                                   "(got '%s')",
                                    v ? v : "");
             c->opts.simd = simd[k].lanes;
         } else if ((v = opt_value(a, "--arch", argc, argv, &i, &m)) || m) {

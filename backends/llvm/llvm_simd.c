@@ -7,8 +7,10 @@
  * and shows in `kernc emit --emit=llvm` as the task function's attribute "kern-simd"
  * ("8 lanes", or "scalar: " and the reason).
  *
- * Lanes: o->simd, else $KERN_SIMD (off, sse, avx2, avx512, or 4, 8, 16), else the host's
- * widest vectors for f32: 16 with AVX-512, 8 with AVX2, 4 otherwise (SSE, NEON).
+ * Lanes: o->simd, else $KERN_SIMD (off, sse = 4, avx2 = 8, avx512 = 16, or 4 to 64), else
+ * two vectors of the host's widest registers for f32: 32 with AVX-512, 16 with AVX2, 8
+ * otherwise (SSE, NEON); two vectors' independent work hides the latency of serial
+ * dependencies (a loop of sin calls runs twice as fast as with one).
  *
  * Uniform and varying values. A forward analysis marks the values that may differ
  * between lanes (varying): the parallel index, everything computed from a varying value,
@@ -104,12 +106,14 @@ static int wanted_lanes(const kc_options *o) {
         return 8;
     if (!strcmp(e, "avx512") || !strcmp(e, "16"))
         return 16;
+    if (!strcmp(e, "32") || !strcmp(e, "64"))
+        return atoi(e);
     static _Atomic bool warned;
     if (!warned) { /* once per process: a misspelt value is not silently ignored */
         warned = true;
         fprintf(stderr,
                 "kern: warning: KERN_SIMD='%s' is not one of off, sse, avx2, avx512, auto, 4, 8, "
-                "16; using auto\n",
+                "16, 32, 64; using auto\n",
                 e);
     }
     return 0;
@@ -275,7 +279,9 @@ unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) 
         return 0;
     }
     *why = NULL;
-    return want > 0 ? (unsigned)want : host_bits / 32;
+    /* auto: two vectors of the widest registers, so that two independent chains of work
+     * items hide the latency of a serial dependency (x = sin(x) * w + x per step) */
+    return want > 0 ? (unsigned)want : 2 * host_bits / 32;
 }
 
 /* ---- vector helpers ----------------------------------------------------------------- */
