@@ -1,11 +1,12 @@
 /* llvm_simd.c - SIMD across work items for CPU parallel tasks (the SPMD-on-SIMD model of
  * ISPC): each lane of a W-wide vector runs one work item.
  *
- * Which tasks: the one-dimensional parallel tasks of release builds. Tasks over two or
- * more dimensions, serial tasks, debug builds (--debug: the checks are scalar) and
- * --simd=off / KERN_SIMD=off take the scalar path of llvm_cpu.c. The choice is per task
- * and shows in `kernc emit --emit=llvm` as the task function's attribute "kern-simd"
- * ("8 lanes", or "scalar: " and the reason).
+ * Which tasks: the parallel tasks of release builds; in a task over several dimensions
+ * the innermost one runs across the lanes and the outer ones are scalar loops. Serial
+ * tasks, debug builds (--debug: the checks are scalar) and --simd=off / KERN_SIMD=off
+ * take the scalar path of llvm_cpu.c. The choice is per task and shows in `kernc emit
+ * --emit=llvm` as the task function's attribute "kern-simd" ("16 lanes", or "scalar: "
+ * and the reason).
  *
  * Lanes: o->simd, else $KERN_SIMD (off, sse = 4, avx2 = 8, avx512 = 16, or 4 to 64), else
  * two vectors of the host's widest registers for f32: 32 with AVX-512, 16 with AVX2, 8
