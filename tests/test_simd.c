@@ -484,6 +484,17 @@ Test(simd, the_choice_per_task_shows_in_the_llvm_text) {
     cr_expect(strstr(t, "\"kern-simd\"=\"scalar: a serial task\""), "%s", t);
     cr_expect(strstr(t, "<4 x float>"), "vector code");
     free(t);
+    /* a loop over each item's own elements with no vector math stays scalar */
+    t = llvm_text("kernel chunks(x: f32[], s: f32[], c: i32) {\n"
+                  "    for k in 0..len(x) / c {\n"
+                  "        var a = 0.0;\n"
+                  "        for i in k * c..(k + 1) * c { a += x[i] * x[i]; }\n"
+                  "        s[k] = a;\n"
+                  "    }\n"
+                  "}\n",
+                  0);
+    cr_expect(strstr(t, "\"kern-simd\"=\"scalar: a loop over each item's own elements"), "%s", t);
+    free(t);
     t = llvm_text(src, -1);
     cr_expect(strstr(t, "\"kern-simd\"=\"scalar: SIMD is off"), "%s", t);
     cr_expect(!strstr(t, "\"kern-simd\"=\"4 lanes\""));

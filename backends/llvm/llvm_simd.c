@@ -264,6 +264,99 @@ static void analyze(llvm_emitter *em, const ir_region *r, bool cv) {
     }
 }
 
+static bool is_math(ir_opcode c) {
+    switch (c) {
+    case IR_SIN:
+    case IR_COS:
+    case IR_TAN:
+    case IR_ASIN:
+    case IR_ACOS:
+    case IR_ATAN:
+    case IR_SINH:
+    case IR_COSH:
+    case IR_TANH:
+    case IR_EXP:
+    case IR_EXP2:
+    case IR_LOG:
+    case IR_LOG2:
+    case IR_POW:
+    case IR_ATAN2: return true;
+    default: return false;
+    }
+}
+
+/* An access at varying indices that is not contiguous (a gather or a scatter). */
+static bool scattered(const llvm_emitter *em, const ir_op *op) {
+    if (op->code != IR_LOAD && op->code != IR_STORE)
+        return false;
+    int rank = op->operands[0]->type->rank;
+    if (!any_index_varying(em, op))
+        return false;
+    for (int d = 0; d + 1 < rank; d++)
+        if (is_v(em, op->operands[1 + d]))
+            return true;
+    return !is_lin(em, op->operands[rank]);
+}
+
+/* Counts, in r and its nested regions, the scattered accesses and the varying vector
+ * math ops. */
+static void loop_cost(const llvm_emitter *em, const ir_region *r, int *gathers, int *math) {
+    ir_foreach_op(op, r) {
+        if (scattered(em, op))
+            (*gathers)++;
+        if (is_math(op->code) && is_v(em, op->results[0]))
+            (*math)++;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            loop_cost(em, op->regions[i], gathers, math);
+    }
+}
+
+/* A loop whose varying accesses are gathers or scatters and that computes no vector math:
+ * each item walks its own elements, which the scalar path's loop vectorizer does with
+ * contiguous vectors (a sum over an item's chunk, a row of 3 coordinates per item). */
+static bool memory_bound_loop(const llvm_emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_FOR || op->code == IR_WHILE) {
+            int gathers = 0, math = 0;
+            for (uint32_t i = 0; i < op->nregions; i++)
+                loop_cost(em, op->regions[i], &gathers, &math);
+            if (gathers > 0 && math == 0)
+                return true;
+        }
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (memory_bound_loop(em, op->regions[i]))
+                return true;
+    }
+    return false;
+}
+
+/* The uniformity analysis of the task (em->vary, em->linear, em->ad_vary), and whether
+ * SIMD suits it (*why says why not). */
+static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) {
+    const ir_region *body = task->regions[0];
+    uint32_t vd = body->nargs - 1;
+    llvm_map_clear(&em->vary);
+    llvm_map_clear(&em->linear);
+    free(em->ad_vary);
+    em->ad_vary = calloc(em->kernel->nadstacks + 1, sizeof *em->ad_vary);
+    if (!em->ad_vary)
+        kern_oom(em->kernel->nadstacks + 1);
+    set_v(em, body->args[vd]);
+    set_lin(em, body->args[vd]);
+    do {
+        changed = false;
+        analyze(em, body, false);
+    } while (changed);
+    if (memory_bound_loop(em, body)) {
+        *why = "a loop over each item's own elements (gathers, no vector math): the scalar "
+               "loop vectorizes better";
+        free(em->ad_vary);
+        em->ad_vary = NULL;
+        return false;
+    }
+    return true;
+}
+
 unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) {
     pthread_once(&host_once, host_init);
     int want = wanted_lanes(em->opts);
@@ -279,6 +372,8 @@ unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) 
         *why = "debug checks (--debug) run on the scalar path";
         return 0;
     }
+    if (!analyze_task(em, task, why))
+        return 0;
     *why = NULL;
     /* auto: two vectors of the widest registers, so that two independent chains of work
      * items hide the latency of a serial dependency (x = sin(x) * w + x per step) */
@@ -1136,20 +1231,8 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
                          LLVMValueRef to) {
     const ir_region *body = task->regions[0];
     const ir_kernel *k = em->kernel;
-    uint32_t vd = body->nargs - 1; /* the innermost dimension runs across the lanes */
     em->simd_w = w;
-    llvm_map_clear(&em->vary);
-    llvm_map_clear(&em->linear);
-    bool *ad_vary = calloc(k->nadstacks + 1, sizeof *ad_vary);
-    if (!ad_vary)
-        kern_oom(k->nadstacks + 1);
-    em->ad_vary = ad_vary;
-    set_v(em, body->args[vd]);
-    set_lin(em, body->args[vd]);
-    do {
-        changed = false;
-        analyze(em, body, false);
-    } while (changed);
+    bool *ad_vary = em->ad_vary; /* llvm_simd_lanes analyzed the task */
     llvm_find_uses(em, body);
 
     /* per-lane depth counters: vector allocas at the top of the entry block */
