@@ -206,6 +206,29 @@ void rt_buffer_destroy(kern_buffer *b, bool device_idle) {
     rt_handle_free(b);
 }
 
+void rt_buffer_outlive_context(kern_buffer *b, rt_orphans *o) {
+    rt_list_remove(&b->link);
+    b->view_orphan = true;
+    b->orphans = o;
+    b->ctx = NULL;
+    o->buffers++;
+}
+
+void rt_orphan_destroy(kern_buffer *b) {
+    rt_orphans *o = b->orphans;
+    if (b->wrapped) {
+        if (b->release)
+            b->release(b->user);
+    } else {
+        o->dev->ops->free(o->dev, b->mem); /* the device was idle when the context went */
+    }
+    rt_handle_free(b);
+    if (--o->buffers == 0) {
+        o->dev->ops->destroy(o->dev);
+        free(o);
+    }
+}
+
 void kern_buffer_release(kern_buffer *b) {
     if (!b || !rt_handle_check(b, RT_H_BUFFER, "kern_buffer_release"))
         return;

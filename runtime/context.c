@@ -391,11 +391,22 @@ void kern_context_release(kern_context *ctx) {
         rt_graphs_fini(ctx); /* before the buffers and modules it pins */
         while (ctx->modules.next != &ctx->modules)
             rt_module_destroy((kern_module *)ctx->modules.next);
-        while (ctx->buffers.next != &ctx->buffers)
-            rt_buffer_destroy((kern_buffer *)ctx->buffers.next, true);
+        rt_orphans *orphans = NULL; /* buffers DLPack tensors still view outlive it */
+        while (ctx->buffers.next != &ctx->buffers) {
+            kern_buffer *b = (kern_buffer *)ctx->buffers.next;
+            if (b->views > 0) {
+                if (!orphans && !(orphans = calloc(1, sizeof *orphans)))
+                    kern_oom(sizeof *orphans);
+                orphans->dev = ctx->dev;
+                rt_buffer_outlive_context(b, orphans);
+            } else {
+                rt_buffer_destroy(b, true);
+            }
+        }
         rt_adstack_heap_fini(&ctx->adheap, ctx->dev);
         rt_retire_fini(&ctx->retired, ctx->dev);
-        ctx->dev->ops->destroy(ctx->dev);
+        if (!orphans)
+            ctx->dev->ops->destroy(ctx->dev); /* else the last view's deleter does */
     }
     for (int i = 0; i < ctx->npending; i++)
         free(ctx->pending[i]);

@@ -110,7 +110,9 @@ static void view_deleter(DLManagedTensor *mt) {
     view *v = mt->manager_ctx;
     kern_buffer *b = v->b;
     free(v);
-    if (--b->views == 0 && b->view_orphan)
+    if (--b->views == 0 && b->orphans)
+        rt_orphan_destroy(b); /* its context is gone */
+    else if (b->views == 0 && b->view_orphan)
         rt_buffer_destroy(b, false);
 }
 

@@ -117,7 +117,16 @@ struct kern_buffer {
     void *user;
     int views;        /* DLPack tensors made from it (kern_buffer_to_dlpack) still alive */
     bool view_orphan; /* released while views remain: the last view destroys it */
+    struct rt_orphans *orphans; /* its context was released while views remained: the
+                                   device it lives on (rt_buffer_outlive_context) */
 };
+
+/* The device of a released context, kept while DLPack views of its buffers live: the
+ * last view's deleter frees the buffer and, with the last such buffer, the device. */
+typedef struct rt_orphans {
+    rt_device *dev;
+    int buffers; /* buffers still viewed */
+} rt_orphans;
 
 /* A device sizer's result for one adstack of a kernel, kept while the arguments it read
  * are unchanged (runtime contract 3: no round trip when nothing was written). */
@@ -214,6 +223,11 @@ kern_status rt_buffer_wrap(kern_context *ctx, const char *fn, kern_dtype dtype, 
 /* Frees a buffer (unlinking it from its context); unless device_idle, memory that a
  * launch in flight may use is retired. */
 void rt_buffer_destroy(kern_buffer *b, bool device_idle);
+/* Context release, b still viewed by DLPack tensors: b leaves the context and keeps its
+ * memory; o (shared by such buffers of one context) keeps the device. */
+void rt_buffer_outlive_context(kern_buffer *b, rt_orphans *o);
+/* A view's deleter on such a buffer: frees it, and the device with the last one. */
+void rt_orphan_destroy(kern_buffer *b);
 /* Frees a module; the caller has waited for its launches. */
 void rt_module_destroy(kern_module *m);
 /* "f32[3, 4]" */

@@ -175,4 +175,32 @@ Test(wrap, dlpack_export_views_outlive_the_buffer) {
     t2->deleter(t2); /* frees the buffer (ASan would see a leak or a use after free) */
     kern_context_release(ctx);
 }
+
+/* The context released while views of its buffers live (Python drops the context before
+ * the tensors): the views keep the memory, and the last one frees it and the device. */
+Test(wrap, dlpack_views_outlive_the_context) {
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    int64_t n = 1000;
+    float v[1000];
+    for (int i = 0; i < 1000; i++)
+        v[i] = (float)i;
+    kern_buffer *a, *b, *c;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, v, &a), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, v, &b), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, v, &c), KERN_OK); /* not viewed */
+    void *pa, *pb, *pb2;
+    cr_assert_eq(kern_buffer_to_dlpack(a, &pa), KERN_OK);
+    cr_assert_eq(kern_buffer_to_dlpack(b, &pb), KERN_OK);
+    cr_assert_eq(kern_buffer_to_dlpack(b, &pb2), KERN_OK);
+    kern_buffer_release(a); /* released before the context, b with it */
+    kern_context_release(ctx);
+    DLManagedTensor *ta = pa, *tb = pb, *tb2 = pb2;
+    cr_expect_eq(((float *)ta->dl_tensor.data)[999], 999.0f);
+    ((float *)tb->dl_tensor.data)[5] = -1.0f; /* still the tensor's memory */
+    ta->deleter(ta);
+    tb->deleter(tb);
+    cr_expect_eq(((float *)tb2->dl_tensor.data)[5], -1.0f, "the last view still reads it");
+    tb2->deleter(tb2); /* the last: frees b and the device (ASan checks both) */
+}
 #endif

@@ -473,6 +473,28 @@ def test_arrays_released_while_in_use_stay_valid(sim):
     np.testing.assert_allclose(t.numpy(), want, rtol=1e-6, atol=1e-6)
 
 
+@needs_torch
+def test_views_outlive_their_context():
+    """A context released (or collected) while torch tensors view its buffers: the tensors
+    keep their memory, and the last one frees it (CI runs this against the sanitized
+    library)."""
+    ctx = kern.Context("cpu")
+    b = kern.Buffer.from_array(np.arange(64, dtype=np.float32), context=ctx)
+    t = torch.from_dlpack(b)
+    u = torch.from_dlpack(kern.Buffer.from_array(np.ones(8, np.float32), context=ctx))
+    ctx.release()
+    del b, ctx
+    gc.collect()
+    assert t[63].item() == 63.0
+    t[0] = -5.0
+    assert t.sum().item() == sum(range(1, 64)) - 5.0
+    del t
+    gc.collect()
+    assert u.sum().item() == 8.0
+    del u
+    gc.collect()
+
+
 @pytest.mark.parametrize("script", ["simulate.py", "fit.py"])
 def test_python_examples_run(script):
     """The examples of python/examples run to their own checks (fit.py asserts that the loss
