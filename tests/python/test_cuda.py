@@ -62,6 +62,24 @@ def test_kern_buffer_lent_to_torch_without_copy():
     assert t[3].item() == 42.0  # the view keeps the memory
 
 
+def test_views_outlive_their_cuda_context():
+    """A CUDA context released while torch views its buffers: the views keep the device
+    memory (and kern's CUDA context) until the last is gone."""
+    import gc
+    ctx = kern.Context("cuda")
+    t = torch.from_dlpack(kern.Buffer.from_array(np.arange(1024, dtype=np.float32),
+                                                 context=ctx))
+    ctx.release()
+    del ctx
+    gc.collect()
+    assert t.is_cuda and t[1023].item() == 1023.0
+    t += 1
+    assert t.sum().item() == sum(range(1, 1025))
+    del t
+    gc.collect()
+    torch.cuda.synchronize()
+
+
 def test_gradient_of_a_per_thread_loop_against_autograd(sim):
     g = torch.Generator(device="cuda").manual_seed(1)
     n, steps = 4096, 128
