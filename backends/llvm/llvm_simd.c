@@ -10,8 +10,9 @@
  *
  * Lanes: o->simd, else $KERN_SIMD (off, sse = 4, avx2 = 8, avx512 = 16, or 4 to 64), else
  * two vectors of the host's widest registers for f32: 32 with AVX-512, 16 with AVX2, 8
- * otherwise (SSE, NEON); two vectors' independent work hides the latency of serial
- * dependencies (a loop of sin calls runs twice as fast as with one).
+ * otherwise (SSE, NEON), four for a task with a uniform loop of vector math; independent
+ * vectors hide the latency of serial dependencies (a loop of sin calls runs twice as fast
+ * with two as with one).
  *
  * Uniform and varying values. A forward analysis marks the values that may differ
  * between lanes (varying): the parallel index, everything computed from a varying value,
@@ -330,6 +331,25 @@ static bool memory_bound_loop(const llvm_emitter *em, const ir_region *r) {
     return false;
 }
 
+/* A loop that every lane runs alike (not masked) and that computes vector math. */
+static bool latency_bound_loop(const llvm_emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        bool uniform_loop = (op->code == IR_FOR && !masked_for(em, op)) ||
+                            (op->code == IR_WHILE && !masked_while(em, op));
+        if (uniform_loop) {
+            int gathers = 0, math = 0;
+            for (uint32_t i = 0; i < op->nregions; i++)
+                loop_cost(em, op->regions[i], &gathers, &math);
+            if (math > 0)
+                return true;
+        }
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (latency_bound_loop(em, op->regions[i]))
+                return true;
+    }
+    return false;
+}
+
 /* The uniformity analysis of the task (em->vary, em->linear, em->ad_vary), and whether
  * SIMD suits it (*why says why not). */
 static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) {
@@ -375,9 +395,13 @@ unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) 
     if (!analyze_task(em, task, why))
         return 0;
     *why = NULL;
+    if (want > 0)
+        return (unsigned)want;
     /* auto: two vectors of the widest registers, so that two independent chains of work
-     * items hide the latency of a serial dependency (x = sin(x) * w + x per step) */
-    return want > 0 ? (unsigned)want : 2 * host_bits / 32;
+     * items hide the latency of a serial dependency; four for a loop whose trip count is
+     * the same in every lane and that computes vector math (x = sin(x) * w[t] + x per
+     * step: latency-bound, and no lane idles in it) */
+    return (latency_bound_loop(em, task->regions[0]) ? 4 : 2) * host_bits / 32;
 }
 
 /* ---- vector helpers ----------------------------------------------------------------- */
