@@ -492,7 +492,7 @@ Test(simd, the_choice_per_task_shows_in_the_llvm_text) {
                   "        s[k] = a;\n"
                   "    }\n"
                   "}\n",
-                  0);
+                  8);
     cr_expect(strstr(t, "\"kern-simd\"=\"scalar: a loop over each item's own elements"), "%s", t);
     free(t);
     t = llvm_text(src, -1);
