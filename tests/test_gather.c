@@ -191,6 +191,7 @@ Test(gather, same_gradients_as_the_scatter_form_springs) {
     }
     expect_close(res[0][0], res[1][0], T * N, "x.grad");
     expect_close(res[0][1], res[1][1], T * N, "v.grad");
-    cr_expect(fabs(kg[0] - kg[1]) <= 1e-5 * fabs(kg[1]), "k.grad: %g, %g", (double)kg[0],
-              (double)kg[1]);
+    /* a sum over every item and step, in an order the threads decide (it nearly cancels) */
+    cr_expect(fabs(kg[0] - kg[1]) <= 1e-5 * fmax(1.0, fabs(kg[1])), "k.grad: %g, %g",
+              (double)kg[0], (double)kg[1]);
 }

@@ -673,6 +673,39 @@ static LLVMValueRef access_addr(llvm_emitter *em, const ir_op *op, LLVMValueRef 
     return NULL;
 }
 
+/* Stores lane l of v at ptrs[l] for every lane of mask, in lane order. With AVX-512 a
+ * scatter instruction; otherwise a loop over the lanes (LLVM would expand the scatter
+ * into W conditional stores, a lot of code to compile for 16 or 32 lanes). */
+static void scatter(llvm_emitter *em, LLVMValueRef v, LLVMValueRef ptrs, LLVMValueRef mask,
+                    unsigned align) {
+    if (host_bits >= 512) {
+        LLVMTypeRef types[2] = {LLVMTypeOf(v), vty(em, em->t_ptr)};
+        LLVMValueRef args[4] = {v, ptrs, LLVMConstInt(em->t_i32, align, 0), mask};
+        call_intr(em, "llvm.masked.scatter", types, 2, args, 4);
+        return;
+    }
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), loop = llvm_new_block(em, "sc.lane"),
+                      st = llvm_new_block(em, "sc.store"), next = llvm_new_block(em, "sc.next"),
+                      done = llvm_new_block(em, "sc.done");
+    LLVMBuildBr(em->b, loop);
+    LLVMPositionBuilderAtEnd(em->b, loop);
+    LLVMValueRef l = LLVMBuildPhi(em->b, em->t_i32, "l"), zero = LLVMConstInt(em->t_i32, 0, 0);
+    LLVMAddIncoming(l, &zero, &pre, 1);
+    LLVMBuildCondBr(em->b, LLVMBuildExtractElement(em->b, mask, l, ""), st, next);
+    LLVMPositionBuilderAtEnd(em->b, st);
+    LLVMValueRef x = LLVMBuildStore(em->b, LLVMBuildExtractElement(em->b, v, l, ""),
+                                    LLVMBuildExtractElement(em->b, ptrs, l, ""));
+    LLVMSetAlignment(x, align);
+    LLVMBuildBr(em->b, next);
+    LLVMPositionBuilderAtEnd(em->b, next);
+    LLVMValueRef l1 = LLVMBuildAdd(em->b, l, LLVMConstInt(em->t_i32, 1, 0), "");
+    LLVMAddIncoming(l, &l1, &next, 1);
+    LLVMBuildCondBr(em->b,
+                    LLVMBuildICmp(em->b, LLVMIntULT, l1, LLVMConstInt(em->t_i32, em->simd_w, 0), ""),
+                    loop, done);
+    LLVMPositionBuilderAtEnd(em->b, done);
+}
+
 static void vload(llvm_emitter *em, const ir_op *op) {
     const kern_type *et = op->operands[0]->type->elem;
     LLVMTypeRef mt = llvm_mem_type(em, et), vt = vty(em, mt);
@@ -723,9 +756,7 @@ static void vstore(llvm_emitter *em, const ir_op *op) {
         LLVMBuildBr(em->b, done);
         LLVMPositionBuilderAtEnd(em->b, done);
     } else {
-        LLVMTypeRef types[2] = {vt, vty(em, em->t_ptr)};
-        LLVMValueRef args[4] = {v, ptrs, align, em->mask};
-        call_intr(em, "llvm.masked.scatter", types, 2, args, 4);
+        scatter(em, v, ptrs, em->mask, (unsigned)ty_size(et));
     }
 }
 
@@ -824,9 +855,7 @@ static void vpush(llvm_emitter *em, const ir_op *op) {
     LLVMPositionBuilderAtEnd(em->b, bb_store);
     LLVMValueRef e = ad_slots(em, d);
     LLVMValueRef ptrs = LLVMBuildGEP2(em->b, mt, em->ad_base[s], &e, 1, "");
-    LLVMTypeRef types[2] = {vt, vty(em, em->t_ptr)};
-    LLVMValueRef sargs[4] = {v, ptrs, LLVMConstInt(em->t_i32, align, 0), good};
-    call_intr(em, "llvm.masked.scatter", types, 2, sargs, 4);
+    scatter(em, v, ptrs, good, align);
     LLVMBuildStore(em->b, d1, em->ad_depth[s]);
     LLVMBuildBr(em->b, bb_cont);
     LLVMPositionBuilderAtEnd(em->b, bb_cont);
@@ -1167,6 +1196,20 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
 
 /* ---- the task ----------------------------------------------------------------------- */
 
+/* Bodies of at most this many ops (nested ones included) are emitted twice (full vectors
+ * and a masked last one). */
+enum { SIMD_TWICE_OPS = 48 };
+
+static uint32_t count_ops(const ir_region *r) {
+    uint32_t n = 0;
+    ir_foreach_op(op, r) {
+        n++;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            n += count_ops(op->regions[i]);
+    }
+    return n;
+}
+
 /* The work items b, b + 1, ..., b + W - 1 (i64 numbers of dimension 0's index) under
  * `mask`. */
 static void emit_vector_items(llvm_emitter *em, const ir_region *body, uint32_t vd,
@@ -1182,44 +1225,61 @@ static void emit_vector_items(llvm_emitter *em, const ir_region *body, uint32_t 
 }
 
 /* The work items of the innermost dimension vd from `from` to `to` (its index type), W
- * at a time: full vectors with an all-on mask (LLVM makes their masked accesses plain
- * ones: masked stores are slow on some CPUs), then at most one vector of the last items,
- * masked. */
+ * at a time, under the mask of the items that exist. Small bodies are emitted twice:
+ * full vectors with an all-on mask (LLVM makes their masked accesses plain ones), then at
+ * most one masked vector of the last items; larger ones once, under the mask, where a
+ * contiguous store checks at run time whether every lane is on (masked stores are slow
+ * on some CPUs) - emitting a large body twice doubles the JIT's time for little gain. */
 static void emit_vector_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, LLVMValueRef from,
                              LLVMValueRef to) {
     const ir_region *body = task->regions[0];
     const kern_type *it = task->operands[2 * vd]->type;
     unsigned w = em->simd_w;
+    bool twice = count_ops(body) <= SIMD_TWICE_OPS;
     LLVMValueRef f64 = llvm_to_i64(em, from, it), t64 = llvm_to_i64(em, to, it);
     LLVMValueRef wc = LLVMConstInt(em->t_i64, w, 0);
-    LLVMValueRef last = LLVMBuildSub(em->b, t64, wc, ""); /* a full vector starts at <= last */
+    /* twice: a full vector starts at <= last; once: every vector starts below to */
+    LLVMValueRef last = twice ? LLVMBuildSub(em->b, t64, wc, "") : NULL;
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "simd.head"),
                       bb = llvm_new_block(em, "simd.body"), tail = llvm_new_block(em, "simd.tail"),
-                      rest = llvm_new_block(em, "simd.rest"), exit = llvm_new_block(em, "simd.exit");
+                      exit = llvm_new_block(em, "simd.exit");
     LLVMBuildBr(em->b, head);
     LLVMPositionBuilderAtEnd(em->b, head);
     LLVMValueRef b = LLVMBuildPhi(em->b, em->t_i64, "item");
     LLVMAddIncoming(b, &f64, &pre, 1);
-    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLE, b, last, ""), bb, tail);
+    LLVMBuildCondBr(em->b,
+                    twice ? LLVMBuildICmp(em->b, LLVMIntSLE, b, last, "")
+                          : LLVMBuildICmp(em->b, LLVMIntSLT, b, t64, ""),
+                    bb, twice ? tail : exit);
 
     LLVMPositionBuilderAtEnd(em->b, bb);
-    LLVMValueRef on[64];
-    for (unsigned l = 0; l < w; l++)
-        on[l] = LLVMConstInt(em->t_i1, 1, 0);
-    emit_vector_items(em, body, vd, it, b, LLVMConstVector(on, w));
+    LLVMValueRef mask;
+    if (twice) {
+        LLVMValueRef on[64];
+        for (unsigned l = 0; l < w; l++)
+            on[l] = LLVMConstInt(em->t_i1, 1, 0);
+        mask = LLVMConstVector(on, w);
+    } else {
+        LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "");
+        mask = LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask");
+    }
+    emit_vector_items(em, body, vd, it, b, mask);
     LLVMValueRef b1 = LLVMBuildAdd(em->b, b, wc, "");
     LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
     LLVMBuildBr(em->b, head);
     LLVMAddIncoming(b, &b1, &end, 1);
 
     LLVMPositionBuilderAtEnd(em->b, tail);
-    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, b, t64, ""), rest, exit);
-    LLVMPositionBuilderAtEnd(em->b, rest);
-    LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "");
-    emit_vector_items(em, body, vd, it, b, LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask"));
+    if (twice) {
+        LLVMBasicBlockRef rest = llvm_new_block(em, "simd.rest");
+        LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, b, t64, ""), rest, exit);
+        LLVMPositionBuilderAtEnd(em->b, rest);
+        LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "");
+        emit_vector_items(em, body, vd, it, b,
+                          LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask"));
+    }
     LLVMBuildBr(em->b, exit);
     LLVMPositionBuilderAtEnd(em->b, exit);
-
 }
 
 /* The scalar loop over dimension d of the task (the outer dimensions), from `from` to
