@@ -225,7 +225,7 @@ static int parse_cli(int argc, char **argv, cli *c) {
             static const struct {
                 const char *name;
                 int lanes;
-            } simd[] = {{"auto", 0}, {"off", -1}, {"sse", 4},   {"avx2", 8}, {"avx512", 16},
+            } simd[] = {{"auto", 0}, {"off", -1}, {"sse", 4}, {"avx2", 8}, {"avx512", 16},
                         {"4", 4},    {"8", 8},    {"16", 16}, {"32", 32},  {"64", 64}};
             size_t k = 0;
             while (v && k < sizeof simd / sizeof *simd && strcmp(v, simd[k].name))

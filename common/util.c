@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,7 +121,11 @@ char *kern_read_file(const char *path, size_t *len) {
     return buf_take(&b);
 }
 
-void kern_lanes_symbol(char *buf, size_t size, const char *kernel) {
+/* kern_<K> (K with '.' written "__") and the suffix printed from fmt, into buf. */
+static void symbol_of(char *buf, size_t size, const char *kernel, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void symbol_of(char *buf, size_t size, const char *kernel, const char *fmt, ...) {
     kern_buf b = {0};
     buf_puts(&b, "kern_");
     for (const char *p = kernel; *p; p++) {
@@ -129,7 +134,12 @@ void kern_lanes_symbol(char *buf, size_t size, const char *kernel) {
         else
             buf_putc(&b, *p);
     }
-    buf_puts(&b, "__lanes");
+    va_list ap;
+    va_start(ap, fmt);
+    char tail[64];
+    vsnprintf(tail, sizeof tail, fmt, ap);
+    va_end(ap);
+    buf_puts(&b, tail);
     if (size) {
         size_t n = b.len < size - 1 ? b.len : size - 1;
         memcpy(buf, b.data, n);
@@ -138,21 +148,11 @@ void kern_lanes_symbol(char *buf, size_t size, const char *kernel) {
     buf_free(&b);
 }
 
+void kern_lanes_symbol(char *buf, size_t size, const char *kernel) {
+    symbol_of(buf, size, kernel, "__lanes");
+}
+
 void kern_code_symbol(char *buf, size_t size, const char *kernel, char kind, int index,
                       bool count) {
-    kern_buf b = {0};
-    buf_puts(&b, "kern_");
-    for (const char *p = kernel; *p; p++) {
-        if (*p == '.')
-            buf_puts(&b, "__");
-        else
-            buf_putc(&b, *p);
-    }
-    buf_printf(&b, "__%c%d%s", kind, index, count ? "_count" : "");
-    if (size) {
-        size_t n = b.len < size - 1 ? b.len : size - 1;
-        memcpy(buf, b.data, n);
-        buf[n] = '\0';
-    }
-    buf_free(&b);
+    symbol_of(buf, size, kernel, "__%c%d%s", kind, index, count ? "_count" : "");
 }

@@ -218,7 +218,7 @@ typedef struct group {
     const ir_op *ops[MAX_GROUP];
     int64_t off[MAX_GROUP][KERN_MAX_RANK]; /* per op: the offset per task dimension */
     int nops;
-    int dim_of[KERN_MAX_RANK]; /* array dimension -> task dimension, or -1 (uniform) */
+    int dim_of[KERN_MAX_RANK];    /* array dimension -> task dimension, or -1 (uniform) */
     ir_value *uni[KERN_MAX_RANK]; /* array dimension -> its uniform index (dim_of -1) */
 } group;
 
@@ -239,8 +239,8 @@ static bool fits(group *g, const ir_op *op, const ir_region *body, int64_t *off,
                 return false;
             seen[d] = true;
             off[d] = c;
-        } else if (uniform(iv, body, memo) && (!iv->def || iv->def->parent == body ||
-                                         iv->def->parent == body->kernel->body)) {
+        } else if (uniform(iv, body, memo) &&
+                   (!iv->def || iv->def->parent == body || iv->def->parent == body->kernel->body)) {
             want_d = -1; /* defined outside the body or at its top level */
         } else {
             return false;
@@ -260,9 +260,9 @@ static bool fits(group *g, const ir_op *op, const ir_region *body, int64_t *off,
 
 typedef struct scan {
     const ir_region *body;
-    vmap uses;          /* every value an op of the body uses (keys) */
-    vmap memo;          /* uniform()'s answers */
-    bool ok;            /* the task can be transformed at all */
+    vmap uses;           /* every value an op of the body uses (keys) */
+    vmap memo;           /* uniform()'s answers */
+    bool ok;             /* the task can be transformed at all */
     const ir_op **order; /* every op of the body in program order */
     size_t n, cap;
 } scan;
@@ -412,8 +412,7 @@ static ir_op *clone_op(cloner *c, ir_builder *b, const ir_op *op, uint32_t extra
         types[i] = op->results[i]->type;
     for (uint32_t i = 0; i < extra; i++)
         types[op->nresults + i] = extra_types[i];
-    ir_op *n = ir_build(b, op->code, ops, op->noperands, types, op->nresults + extra,
-                        op->nregions);
+    ir_op *n = ir_build(b, op->code, ops, op->noperands, types, op->nresults + extra, op->nregions);
     n->imm = op->imm;
     n->attr = op->attr;
     n->loc = op->loc;
@@ -495,7 +494,6 @@ static ir_value *plus(ir_builder *b, ir_value *lo, int64_t c) {
     return ir_binop(b, IR_ADD, lo, ir_const_int(b, lo->type, c));
 }
 
-
 /* Inserts the gather task of g before `task` and removes g's atomics from it. */
 static void gather(ir_module *m, ir_op *task, const group *g) {
     ir_region *body = task->regions[0];
@@ -534,8 +532,8 @@ static void gather(ir_module *m, ir_op *task, const group *g) {
         ir_value *item[KERN_MAX_RANK], *inside = NULL;
         for (uint32_t d = 0; d < nd; d++) {
             ir_value *j = pb->args[d];
-            item[d] = g->off[k][d] ? ir_binop(&b, IR_SUB, j, ir_const_int(&b, j->type, g->off[k][d]))
-                                   : j;
+            item[d] =
+                g->off[k][d] ? ir_binop(&b, IR_SUB, j, ir_const_int(&b, j->type, g->off[k][d])) : j;
             ir_value *ge = ir_binop(&b, IR_GE, item[d], task->operands[2 * d]),
                      *lt = ir_binop(&b, IR_LT, item[d], task->operands[2 * d + 1]);
             ir_value *in = ir_binop(&b, IR_AND, ge, lt);
@@ -601,8 +599,7 @@ static void gather(ir_module *m, ir_op *task, const group *g) {
         idx[e] = vmap_get(&uc.map, u);
     }
     ir_value *old = ir_load(&wb, g->array, idx, (uint32_t)g->array->type->rank);
-    ir_store(&wb, g->array, idx, (uint32_t)g->array->type->rank,
-             ir_binop(&wb, IR_ADD, old, total));
+    ir_store(&wb, g->array, idx, (uint32_t)g->array->type->rank, ir_binop(&wb, IR_ADD, old, total));
     ir_yield(&wb, NULL, 0);
     ir_builder nb = ir_builder_at_end(m, wr->regions[1]);
     ir_yield(&nb, NULL, 0);

@@ -94,7 +94,8 @@ static kern_status layout_slices(const kern_meta *m, const kern_meta_kernel *k, 
         if (st != KERN_OK)
             return st;
         int64_t esize = (int64_t)kern_dtype_size(rt_dtype_of(a->type));
-        int64_t off = (end + esize - 1) / esize * esize, bytes, e, lanes = k->ad_lanes > 1 ? k->ad_lanes : 1;
+        int64_t off = (end + esize - 1) / esize * esize, bytes, e,
+                lanes = k->ad_lanes > 1 ? k->ad_lanes : 1;
         if (end > INT64_MAX - esize || __builtin_mul_overflow(cap, esize * lanes, &bytes) ||
             __builtin_add_overflow(off, bytes, &e) || e > INT64_MAX - 63) {
             rt_format_loc(loc, sizeof loc, m, a->line, a->col);

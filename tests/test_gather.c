@@ -34,25 +34,25 @@ static int count(const char *text, const char *s) {
     return n;
 }
 
-static const char *STENCIL1 = "kernel smooth(x: f32[], y: f32[]) {\n"
-                              "    for i in 1..len(x) - 1 {\n"
-                              "        y[i] = 0.25 * x[i - 1] + 0.5 * x[i] + 0.25 * sin(x[i + 1]);\n"
-                              "    }\n"
-                              "}\n";
-
-static const char *SPRINGS =
-    "kernel step(x: f32[,], v: f32[,], k: f32, nograd dt: f32, t: i32) {\n"
-    "    let n = shape(x, 1);\n"
-    "    for i in 0..n {\n"
-    "        let xi = x[t - 1, i];\n"
-    "        var f = 0.0;\n"
-    "        if i > 0 { f += k * (x[t - 1, i - 1] - xi); }\n"
-    "        if i < n - 1 { f += k * (x[t - 1, i + 1] - xi); }\n"
-    "        let vn = v[t - 1, i] + dt * f;\n"
-    "        v[t, i] = vn;\n"
-    "        x[t, i] = xi + dt * vn;\n"
+static const char *STENCIL1 =
+    "kernel smooth(x: f32[], y: f32[]) {\n"
+    "    for i in 1..len(x) - 1 {\n"
+    "        y[i] = 0.25 * x[i - 1] + 0.5 * x[i] + 0.25 * sin(x[i + 1]);\n"
     "    }\n"
     "}\n";
+
+static const char *SPRINGS = "kernel step(x: f32[,], v: f32[,], k: f32, nograd dt: f32, t: i32) {\n"
+                             "    let n = shape(x, 1);\n"
+                             "    for i in 0..n {\n"
+                             "        let xi = x[t - 1, i];\n"
+                             "        var f = 0.0;\n"
+                             "        if i > 0 { f += k * (x[t - 1, i - 1] - xi); }\n"
+                             "        if i < n - 1 { f += k * (x[t - 1, i + 1] - xi); }\n"
+                             "        let vn = v[t - 1, i] + dt * f;\n"
+                             "        v[t, i] = vn;\n"
+                             "        x[t, i] = xi + dt * vn;\n"
+                             "    }\n"
+                             "}\n";
 
 Test(gather, chosen_where_offsets_are_constant) {
     char *g = grad_ir(STENCIL1, "smooth.grad", false), *s = grad_ir(STENCIL1, "smooth.grad", true);
@@ -106,7 +106,8 @@ static kern_context *ctx_new(void) {
     return ctx;
 }
 
-static kern_kernel *grad_kernel(kern_context *ctx, const char *src, const char *name, bool scatter) {
+static kern_kernel *grad_kernel(kern_context *ctx, const char *src, const char *name,
+                                bool scatter) {
     setenv("KERN_SCATTER_ADJOINTS", scatter ? "1" : "0", 1);
     kern_module *m;
     cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "g.kern", &m), KERN_OK, "%s",
@@ -179,8 +180,8 @@ Test(gather, same_gradients_as_the_scatter_form_springs) {
                     *bxg = buf(ctx, 2, shape, xg), *bvg = buf(ctx, 2, shape, vg),
                     *bkg = buf(ctx, 1, one, &zero);
         for (int t = T - 1; t >= 1; t--) {
-            kern_arg a[8] = {kern_arg_buffer(bx),  kern_arg_buffer(bv),  kern_arg_f32(0.7f),
-                             kern_arg_f32(0.05f), kern_arg_i32(t),      kern_arg_buffer(bxg),
+            kern_arg a[8] = {kern_arg_buffer(bx),  kern_arg_buffer(bv), kern_arg_f32(0.7f),
+                             kern_arg_f32(0.05f),  kern_arg_i32(t),     kern_arg_buffer(bxg),
                              kern_arg_buffer(bvg), kern_arg_buffer(bkg)};
             cr_assert_eq(kern_launch(k, a, 8), KERN_OK, "%s", kern_context_last_error(ctx));
         }
@@ -192,6 +193,6 @@ Test(gather, same_gradients_as_the_scatter_form_springs) {
     expect_close(res[0][0], res[1][0], T * N, "x.grad");
     expect_close(res[0][1], res[1][1], T * N, "v.grad");
     /* a sum over every item and step, in an order the threads decide (it nearly cancels) */
-    cr_expect(fabs(kg[0] - kg[1]) <= 1e-5 * fmax(1.0, fabs(kg[1])), "k.grad: %g, %g",
-              (double)kg[0], (double)kg[1]);
+    cr_expect(fabs(kg[0] - kg[1]) <= 1e-5 * fmax(1.0, fabs(kg[1])), "k.grad: %g, %g", (double)kg[0],
+              (double)kg[1]);
 }

@@ -310,8 +310,8 @@ static void op_inputs(const opdef *op, kern_tykind k, int j, scalar *a, scalar *
 enum { SIMD_MATH_ULPS = 4 };
 
 static bool vector_math(const char *name) {
-    static const char *const fns[] = {"sin",  "cos", "tan",  "asin", "acos", "atan",  "sinh", "cosh",
-                                      "tanh", "exp", "exp2", "log",  "log2", "pow",   "atan2"};
+    static const char *const fns[] = {"sin",  "cos", "tan",  "asin", "acos", "atan", "sinh", "cosh",
+                                      "tanh", "exp", "exp2", "log",  "log2", "pow",  "atan2"};
     for (size_t i = 0; i < sizeof fns / sizeof *fns; i++)
         if (!strcmp(name, fns[i]))
             return true;
@@ -371,8 +371,9 @@ static void check_ops_of_kind(kern_tykind k, int opt, int simd) {
                 show(w, sizeof w, rk, want);
                 show(x, sizeof x, k, get(av, k, j));
                 show(y, sizeof y, k, get(bv, k, j));
-                cr_expect_fail("-O%d simd %d: %s on %s, element %d (a = %s, b = %s): got %s, want %s",
-                               opt, simd, op->name, kname(k), j, x, y, g, w);
+                cr_expect_fail(
+                    "-O%d simd %d: %s on %s, element %d (a = %s, b = %s): got %s, want %s", opt,
+                    simd, op->name, kname(k), j, x, y, g, w);
             }
         }
         checked++;

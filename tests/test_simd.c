@@ -72,8 +72,9 @@ static void expect_near(const float *got, const float *want, int n, double rtol,
         scale = fmax(scale, fabs(want[i]));
     for (int i = 0; i < n; i++) {
         double tol = rtol * fmax(fabs(want[i]), 1e-3 * scale);
-        cr_expect(fabs((double)got[i] - want[i]) <= tol, "%s, KERN_SIMD=%s, [%d]: got %.9g, want %.9g",
-                  what, mode, i, (double)got[i], (double)want[i]);
+        cr_expect(fabs((double)got[i] - want[i]) <= tol,
+                  "%s, KERN_SIMD=%s, [%d]: got %.9g, want %.9g", what, mode, i, (double)got[i],
+                  (double)want[i]);
     }
 }
 
@@ -135,7 +136,13 @@ Test(simd, ragged_loop_and_gradient_per_lane_adstacks) {
         launch(ctx, k, a, 5);
         get(bo, got, sizeof got);
         expect_near(got, want, N, 2e-5, "ragged out", MODES[m]);
-        kern_arg ag[8] = {a[0], a[1], a[2], a[3], a[4], kern_arg_buffer(bxg), kern_arg_buffer(bwg),
+        kern_arg ag[8] = {a[0],
+                          a[1],
+                          a[2],
+                          a[3],
+                          a[4],
+                          kern_arg_buffer(bxg),
+                          kern_arg_buffer(bwg),
                           kern_arg_buffer(bog)};
         launch(ctx, kg, ag, 8);
         get(bxg, gx0[m], sizeof gx0[m]);
@@ -155,16 +162,15 @@ Test(simd, ragged_loop_and_gradient_per_lane_adstacks) {
 
 /* ---- while loops with per-lane iteration counts; a range that starts at 5 ----------- */
 
-static const char *GROW =
-    "kernel grow(x0: f32[], lim: f32[], out: f32[], iters: i32[]) {\n"
-    "    for i in 5..len(x0) - 2 {\n"
-    "        var x = x0[i];\n"
-    "        var n = 0;\n"
-    "        while x < lim[i] { x = x * 1.5 + 0.25; n += 1; }\n"
-    "        out[i] = x;\n"
-    "        iters[i] = n;\n"
-    "    }\n"
-    "}\n";
+static const char *GROW = "kernel grow(x0: f32[], lim: f32[], out: f32[], iters: i32[]) {\n"
+                          "    for i in 5..len(x0) - 2 {\n"
+                          "        var x = x0[i];\n"
+                          "        var n = 0;\n"
+                          "        while x < lim[i] { x = x * 1.5 + 0.25; n += 1; }\n"
+                          "        out[i] = x;\n"
+                          "        iters[i] = n;\n"
+                          "    }\n"
+                          "}\n";
 
 Test(simd, while_loops_with_different_iteration_counts) {
     enum { N = 100 };
@@ -210,7 +216,12 @@ Test(simd, while_loops_with_different_iteration_counts) {
         for (int i = 0; i < N; i++)
             cr_expect_eq(n[i], wn[i], "KERN_SIMD=%s iters[%d]: %d, want %d", MODES[m], i, n[i],
                          wn[i]);
-        kern_arg ag[7] = {a[0], a[1], a[2], a[3], kern_arg_buffer(bxg), kern_arg_buffer(blg),
+        kern_arg ag[7] = {a[0],
+                          a[1],
+                          a[2],
+                          a[3],
+                          kern_arg_buffer(bxg),
+                          kern_arg_buffer(blg),
                           kern_arg_buffer(bog)};
         launch(ctx, kg, ag, 7);
         get(bxg, g, sizeof g);
@@ -315,8 +326,8 @@ Test(simd, break_continue_and_if_on_carried_values) {
                     x = x - w[j];
                 }
             }
-            cr_expect(fabs(g[i] - d) <= 1e-5 * fmax(1, fabs(d)), "KERN_SIMD=%s x0.grad[%d]: %g, want %g",
-                      MODES[m], i, (double)g[i], d);
+            cr_expect(fabs(g[i] - d) <= 1e-5 * fmax(1, fabs(d)),
+                      "KERN_SIMD=%s x0.grad[%d]: %g, want %g", MODES[m], i, (double)g[i], d);
         }
         kern_context_release(ctx);
     }
@@ -387,8 +398,9 @@ Test(simd, atomics_across_lanes_gathers_and_scatters) {
         get(bo, out, sizeof out);
         get(bf, flag, sizeof flag);
         for (int q = 0; q < B; q++) /* float sums in another order (threads race) */
-            cr_expect(fabs((double)h[q] - wh[q]) <= 1e-6 * habs[q], "KERN_SIMD=%s bin %d: %.9g, want %.9g",
-                      MODES[m], q, (double)h[q], (double)wh[q]);
+            cr_expect(fabs((double)h[q] - wh[q]) <= 1e-6 * habs[q],
+                      "KERN_SIMD=%s bin %d: %.9g, want %.9g", MODES[m], q, (double)h[q],
+                      (double)wh[q]);
         /* float sums in another order: within 1e-6 of the sum of magnitudes */
         cr_expect(fabs((double)s - ws) <= 1e-6 * wabs, "KERN_SIMD=%s sum: %.9g, want %.9g",
                   MODES[m], (double)s, (double)ws);
@@ -406,15 +418,14 @@ Test(simd, atomics_across_lanes_gathers_and_scatters) {
 
 /* ---- adstack overflow in one lane ---------------------------------------------------- */
 
-static const char *SPIN =
-    "kernel spin(x0: f32[], n: i32[], out: f32[]) {\n"
-    "    for i in 0..len(x0) {\n"
-    "        var x = x0[i];\n"
-    "        var k = 0;\n"
-    "        while k < n[i] { x = sin(x) + x; k += 1; }\n"
-    "        out[i] = x;\n"
-    "    }\n"
-    "}\n";
+static const char *SPIN = "kernel spin(x0: f32[], n: i32[], out: f32[]) {\n"
+                          "    for i in 0..len(x0) {\n"
+                          "        var x = x0[i];\n"
+                          "        var k = 0;\n"
+                          "        while k < n[i] { x = sin(x) + x; k += 1; }\n"
+                          "        out[i] = x;\n"
+                          "    }\n"
+                          "}\n";
 
 Test(simd, adstack_overflow_in_one_lane_is_reported_like_the_scalar_path) {
     enum { N = 37 };
@@ -436,13 +447,14 @@ Test(simd, adstack_overflow_in_one_lane_is_reported_like_the_scalar_path) {
             kern_buffer *bxg = buf(ctx, KERN_F32, N, zeros);
             kern_arg ag[5] = {kern_arg_buffer(buf(ctx, KERN_F32, N, x0)),
                               kern_arg_buffer(buf(ctx, KERN_I32, N, n)),
-                              kern_arg_buffer(buf(ctx, KERN_F32, N, zeros)),
-                              kern_arg_buffer(bxg), kern_arg_buffer(buf(ctx, KERN_F32, N, ones))};
+                              kern_arg_buffer(buf(ctx, KERN_F32, N, zeros)), kern_arg_buffer(bxg),
+                              kern_arg_buffer(buf(ctx, KERN_F32, N, ones))};
             kern_status st = kern_launch(kg, ag, 5);
             if (st == KERN_OK)
                 st = kern_sync(ctx);
             if (pass == 0) {
-                cr_assert_eq(st, KERN_OK, "KERN_SIMD=%s: %s", MODES[m], kern_context_last_error(ctx));
+                cr_assert_eq(st, KERN_OK, "KERN_SIMD=%s: %s", MODES[m],
+                             kern_context_last_error(ctx));
                 get(bxg, g[m], sizeof g[m]);
                 if (m > 0)
                     expect_near(g[m], g[0], N, 1e-5, "x0.grad against the scalar path", MODES[m]);
@@ -506,20 +518,20 @@ Test(simd, the_choice_per_task_shows_in_the_llvm_text) {
 
 /* ---- two-dimensional tasks: the innermost dimension across the lanes ----------------- */
 
-static const char *STENCIL =
-    "kernel heat(u: f32[,,], t: i32) {\n"
-    "    let n = shape(u, 1);\n"
-    "    let m = shape(u, 2);\n"
-    "    for i in 0..n, j in 0..m {\n"
-    "        let c = u[t - 1, i, j];\n"
-    "        if i == 0 || j == 0 || i == n - 1 || j == m - 1 {\n"
-    "            u[t, i, j] = c;\n"
-    "        } else {\n"
-    "            let s = u[t - 1, i - 1, j] + u[t - 1, i + 1, j] + u[t - 1, i, j - 1] + u[t - 1, i, j + 1];\n"
-    "            u[t, i, j] = c + 0.2 * (s - 4.0 * c);\n"
-    "        }\n"
-    "    }\n"
-    "}\n";
+static const char *STENCIL = "kernel heat(u: f32[,,], t: i32) {\n"
+                             "    let n = shape(u, 1);\n"
+                             "    let m = shape(u, 2);\n"
+                             "    for i in 0..n, j in 0..m {\n"
+                             "        let c = u[t - 1, i, j];\n"
+                             "        if i == 0 || j == 0 || i == n - 1 || j == m - 1 {\n"
+                             "            u[t, i, j] = c;\n"
+                             "        } else {\n"
+                             "            let s = u[t - 1, i - 1, j] + u[t - 1, i + 1, j] + u[t - "
+                             "1, i, j - 1] + u[t - 1, i, j + 1];\n"
+                             "            u[t, i, j] = c + 0.2 * (s - 4.0 * c);\n"
+                             "        }\n"
+                             "    }\n"
+                             "}\n";
 
 Test(simd, two_dimensional_stencil_and_its_gradient) {
     enum { T = 4, R = 13, C = 21 }; /* 21 columns: full vectors and a masked one per row */

@@ -191,9 +191,9 @@ static void note_simd(llvm_emitter *em, LLVMValueRef fn, unsigned w, const char 
         snprintf(v, sizeof v, "%u lanes", w);
     else
         snprintf(v, sizeof v, "scalar: %s", why);
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(em->ctx, "kern-simd", 9, v,
-                                                      (unsigned)strlen(v)));
+    LLVMAddAttributeAtIndex(
+        fn, LLVMAttributeFunctionIndex,
+        LLVMCreateStringAttribute(em->ctx, "kern-simd", 9, v, (unsigned)strlen(v)));
 }
 
 /* Returns the SIMD lanes the task runs with (0: scalar). */

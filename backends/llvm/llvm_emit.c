@@ -106,8 +106,8 @@ LLVMValueRef llvm_val(llvm_emitter *em, const ir_value *v) {
     if (em->vec_ops && *x && LLVMGetTypeKind(LLVMTypeOf(*x)) != LLVMVectorTypeKind) {
         /* a uniform operand of a varying op (llvm_simd.c): every lane gets it */
         LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(*x), em->simd_w);
-        LLVMValueRef one = LLVMBuildInsertElement(em->b, LLVMGetPoison(vt), *x,
-                                                  LLVMConstInt(em->t_i32, 0, 0), "");
+        LLVMValueRef one =
+            LLVMBuildInsertElement(em->b, LLVMGetPoison(vt), *x, LLVMConstInt(em->t_i32, 0, 0), "");
         return LLVMBuildShuffleVector(em->b, one, LLVMGetPoison(vt),
                                       LLVMConstNull(LLVMVectorType(em->t_i32, em->simd_w)), "");
     }

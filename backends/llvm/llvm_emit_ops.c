@@ -100,18 +100,13 @@ static LLVMValueRef call_intrinsic(llvm_emitter *em, const char *name, LLVMTypeR
     return LLVMBuildCall2(em->b, fty, fn, args, nargs, "");
 }
 
-static LLVMValueRef call_libm(llvm_emitter *em, const char *base, bool f32, LLVMValueRef *args,
-                              unsigned nargs) {
-    char name[32];
-    memcpy(name, base, strlen(base) + 1);
-    if (f32)
-        strcat(name, "f");
-    LLVMTypeRef t = f32 ? em->t_f32 : em->t_f64;
+LLVMValueRef llvm_declare_math(llvm_emitter *em, const char *name, LLVMTypeRef t, unsigned nargs,
+                               LLVMTypeRef *fty) {
     LLVMTypeRef params[2] = {t, t};
-    LLVMTypeRef fty = LLVMFunctionType(t, params, nargs, 0);
+    *fty = LLVMFunctionType(t, params, nargs, 0);
     LLVMValueRef fn = LLVMGetNamedFunction(em->mod, name);
     if (!fn) {
-        fn = LLVMAddFunction(em->mod, name, fty);
+        fn = LLVMAddFunction(em->mod, name, *fty);
         /* no observable effects for kernels (errno is never read) */
         static const char *const attrs[] = {"nounwind", "willreturn", "memory"};
         for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++) {
@@ -120,6 +115,17 @@ static LLVMValueRef call_libm(llvm_emitter *em, const char *base, bool f32, LLVM
                                     LLVMCreateEnumAttribute(em->ctx, kind, 0));
         }
     }
+    return fn;
+}
+
+static LLVMValueRef call_libm(llvm_emitter *em, const char *base, bool f32, LLVMValueRef *args,
+                              unsigned nargs) {
+    char name[32];
+    memcpy(name, base, strlen(base) + 1);
+    if (f32)
+        strcat(name, "f");
+    LLVMTypeRef fty;
+    LLVMValueRef fn = llvm_declare_math(em, name, f32 ? em->t_f32 : em->t_f64, nargs, &fty);
     return LLVMBuildCall2(em->b, fty, fn, args, nargs, "");
 }
 

@@ -90,12 +90,12 @@ struct llvm_emitter {
     uint32_t nnb, capnb;
     LLVMValueRef nb_from, nb_to; /* the chunk's items of dimension 0 (i64) */
     /* CPU parallel task functions run with SIMD across work items (llvm_simd.c) */
-    unsigned simd_w;     /* lanes of the task being emitted (0: the scalar path) */
-    bool vec_ops;        /* llvm_val splats uniform operands; llvm_reg_type gives vectors */
-    LLVMValueRef mask;   /* <W x i1>: the lanes that run the current code */
-    llvm_valmap vary;    /* the task's varying values (keys only) */
-    llvm_valmap linear;  /* varying values equal to the parallel index plus a uniform */
-    bool *ad_vary;       /* per adstack: depths differ between lanes (pushed under a mask) */
+    unsigned simd_w;    /* lanes of the task being emitted (0: the scalar path) */
+    bool vec_ops;       /* llvm_val splats uniform operands; llvm_reg_type gives vectors */
+    LLVMValueRef mask;  /* <W x i1>: the lanes that run the current code */
+    llvm_valmap vary;   /* the task's varying values (keys only) */
+    llvm_valmap linear; /* varying values equal to the parallel index plus a uniform */
+    bool *ad_vary;      /* per adstack: depths differ between lanes (pushed under a mask) */
 };
 
 /* ---- llvm_emit.c ---- */
@@ -145,6 +145,10 @@ const ir_op *llvm_emit_region(llvm_emitter *em, const ir_region *r);
  * double. */
 LLVMValueRef llvm_const_int(LLVMTypeRef t, long long v);
 LLVMValueRef llvm_const_real(LLVMTypeRef t, double v);
+/* A libm-like function `name` of nargs (1 or 2) arguments of type t returning t (a scalar
+ * or a vector type), declared once without observable effects; *fty its type. */
+LLVMValueRef llvm_declare_math(llvm_emitter *em, const char *name, LLVMTypeRef t, unsigned nargs,
+                               LLVMTypeRef *fty);
 /* The register type of a scalar type (bool is i1) and its memory type (bool is i8). */
 LLVMTypeRef llvm_reg_type(llvm_emitter *em, const kern_type *t);
 LLVMTypeRef llvm_mem_type(llvm_emitter *em, const kern_type *t);

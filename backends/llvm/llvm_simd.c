@@ -57,8 +57,8 @@
  * libmvec (not x86-64, or libmvec.so.1 missing) the libm function runs lane by lane.
  * sqrt, floor, ceil, round, fma, fabs are vector instructions. */
 #include <dlfcn.h>
-#include <stdatomic.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,8 +68,8 @@
 /* ---- the host's vectors and the vector math library --------------------------------- */
 
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
-static unsigned host_bits;   /* the widest vector registers: 128, 256 or 512 */
-static void *mvec_lib;       /* libmvec.so.1, or NULL */
+static unsigned host_bits; /* the widest vector registers: 128, 256 or 512 */
+static void *mvec_lib;     /* libmvec.so.1, or NULL */
 
 static void host_init(void) {
     llvm_init_native();
@@ -251,8 +251,9 @@ static void analyze(llvm_emitter *em, const ir_region *r, bool cv) {
                         set_v(em, op->results[k]);
             if (op->nresults != 1)
                 break;
-            if (op->code == IR_ADD && ((is_lin(em, op->operands[0]) && !is_v(em, op->operands[1])) ||
-                                       (is_lin(em, op->operands[1]) && !is_v(em, op->operands[0]))))
+            if (op->code == IR_ADD &&
+                ((is_lin(em, op->operands[0]) && !is_v(em, op->operands[1])) ||
+                 (is_lin(em, op->operands[1]) && !is_v(em, op->operands[0]))))
                 set_lin(em, op->results[0]);
             else if (op->code == IR_SUB && is_lin(em, op->operands[0]) &&
                      !is_v(em, op->operands[1]))
@@ -416,8 +417,8 @@ static LLVMValueRef splat(llvm_emitter *em, LLVMValueRef x) {
     LLVMTypeRef vt = vty(em, LLVMTypeOf(x));
     LLVMValueRef one =
         LLVMBuildInsertElement(em->b, LLVMGetPoison(vt), x, LLVMConstInt(em->t_i32, 0, 0), "");
-    return LLVMBuildShuffleVector(em->b, one, LLVMGetPoison(vt),
-                                  LLVMConstNull(vty(em, em->t_i32)), "");
+    return LLVMBuildShuffleVector(em->b, one, LLVMGetPoison(vt), LLVMConstNull(vty(em, em->t_i32)),
+                                  "");
 }
 
 /* v as a vector (a uniform value splatted). */
@@ -435,8 +436,8 @@ static LLVMValueRef as_marked(llvm_emitter *em, const ir_value *v, bool varying)
     return x;
 }
 
-static LLVMValueRef call_intr(llvm_emitter *em, const char *name, LLVMTypeRef *types,
-                              size_t ntypes, LLVMValueRef *args, unsigned nargs) {
+static LLVMValueRef call_intr(llvm_emitter *em, const char *name, LLVMTypeRef *types, size_t ntypes,
+                              LLVMValueRef *args, unsigned nargs) {
     unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
     kern_assert(id != 0);
     LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, types, ntypes);
@@ -516,9 +517,9 @@ static void scalarize(llvm_emitter *em, const ir_op *op) {
     }
     LLVMValueRef l1 = LLVMBuildAdd(em->b, l, LLVMConstInt(em->t_i32, 1, 0), "");
     LLVMAddIncoming(l, &l1, &next, 1);
-    LLVMBuildCondBr(em->b,
-                    LLVMBuildICmp(em->b, LLVMIntULT, l1, LLVMConstInt(em->t_i32, em->simd_w, 0), ""),
-                    loop, exit);
+    LLVMBuildCondBr(
+        em->b, LLVMBuildICmp(em->b, LLVMIntULT, l1, LLVMConstInt(em->t_i32, em->simd_w, 0), ""),
+        loop, exit);
     LLVMPositionBuilderAtEnd(em->b, exit);
     if (rt)
         llvm_set_val(em, op->results[0], acc_next);
@@ -546,23 +547,6 @@ static const char *math_name(ir_opcode c, unsigned *nargs) {
     case IR_ATAN2: *nargs = 2; return "atan2";
     default: return NULL;
     }
-}
-
-static LLVMValueRef declare_fn(llvm_emitter *em, const char *name, LLVMTypeRef t, unsigned nargs,
-                               LLVMTypeRef *fty) {
-    LLVMTypeRef params[2] = {t, t};
-    *fty = LLVMFunctionType(t, params, nargs, 0);
-    LLVMValueRef fn = LLVMGetNamedFunction(em->mod, name);
-    if (!fn) {
-        fn = LLVMAddFunction(em->mod, name, *fty);
-        static const char *const attrs[] = {"nounwind", "willreturn", "memory"};
-        for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++) {
-            unsigned kind = LLVMGetEnumAttributeKindForName(attrs[i], strlen(attrs[i]));
-            LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                                    LLVMCreateEnumAttribute(em->ctx, kind, 0));
-        }
-    }
-    return fn;
 }
 
 /* Lanes [from, from + n) of x. */
@@ -597,7 +581,7 @@ LLVMValueRef llvm_simd_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) 
         if (!dlsym(mvec_lib, name))
             continue;
         LLVMTypeRef fty;
-        LLVMValueRef fn = declare_fn(em, name, LLVMVectorType(et, n), nargs, &fty);
+        LLVMValueRef fn = llvm_declare_math(em, name, LLVMVectorType(et, n), nargs, &fty);
         LLVMValueRef parts[16];
         for (unsigned p = 0; p < w / n; p++) {
             LLVMValueRef a[2];
@@ -620,7 +604,7 @@ LLVMValueRef llvm_simd_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) 
     /* lane by lane through libm */
     snprintf(name, sizeof name, "%s%s", base, f32 ? "f" : "");
     LLVMTypeRef fty;
-    LLVMValueRef fn = declare_fn(em, name, et, nargs, &fty);
+    LLVMValueRef fn = llvm_declare_math(em, name, et, nargs, &fty);
     LLVMValueRef r = LLVMGetPoison(LLVMVectorType(et, w));
     for (unsigned l = 0; l < w; l++) {
         LLVMValueRef li = LLVMConstInt(em->t_i32, l, 0), a[2];
@@ -700,9 +684,9 @@ static void scatter(llvm_emitter *em, LLVMValueRef v, LLVMValueRef ptrs, LLVMVal
     LLVMPositionBuilderAtEnd(em->b, next);
     LLVMValueRef l1 = LLVMBuildAdd(em->b, l, LLVMConstInt(em->t_i32, 1, 0), "");
     LLVMAddIncoming(l, &l1, &next, 1);
-    LLVMBuildCondBr(em->b,
-                    LLVMBuildICmp(em->b, LLVMIntULT, l1, LLVMConstInt(em->t_i32, em->simd_w, 0), ""),
-                    loop, done);
+    LLVMBuildCondBr(
+        em->b, LLVMBuildICmp(em->b, LLVMIntULT, l1, LLVMConstInt(em->t_i32, em->simd_w, 0), ""),
+        loop, done);
     LLVMPositionBuilderAtEnd(em->b, done);
 }
 
@@ -743,7 +727,8 @@ static void vstore(llvm_emitter *em, const ir_op *op) {
         LLVMTypeRef mt8 = LLVMIntTypeInContext(em->ctx, em->simd_w);
         LLVMValueRef all = LLVMBuildICmp(em->b, LLVMIntEQ, LLVMBuildBitCast(em->b, m, mt8, ""),
                                          LLVMConstAllOnes(mt8), "");
-        LLVMBasicBlockRef full = llvm_new_block(em, "st.full"), part = llvm_new_block(em, "st.part"),
+        LLVMBasicBlockRef full = llvm_new_block(em, "st.full"),
+                          part = llvm_new_block(em, "st.part"),
                           done = llvm_new_block(em, "st.done");
         LLVMBuildCondBr(em->b, all, full, part);
         LLVMPositionBuilderAtEnd(em->b, full);
@@ -840,11 +825,10 @@ static void vpush(llvm_emitter *em, const ir_op *op) {
     LLVMValueRef ok = LLVMBuildICmp(em->b, LLVMIntULT, d, splat(em, cap), "");
     LLVMValueRef good = LLVMBuildAnd(em->b, em->mask, ok, "");
     LLVMValueRef bad = LLVMBuildAnd(em->b, em->mask, LLVMBuildNot(em->b, ok, ""), "");
-    LLVMValueRef d1 =
-        LLVMBuildAdd(em->b, d, LLVMBuildZExt(em->b, em->mask, dt, ""), "");
+    LLVMValueRef d1 = LLVMBuildAdd(em->b, d, LLVMBuildZExt(em->b, em->mask, dt, ""), "");
     LLVMBasicBlockRef bb_store = llvm_new_block(em, "ad.push");
-    llvm_likely_first(em, LLVMBuildCondBr(em->b, LLVMBuildNot(em->b, any_on(em, bad), ""),
-                                          bb_store, bb_ovf));
+    llvm_likely_first(
+        em, LLVMBuildCondBr(em->b, LLVMBuildNot(em->b, any_on(em, bad), ""), bb_store, bb_ovf));
     LLVMPositionBuilderAtEnd(em->b, bb_ovf);
     LLVMValueRef deep = LLVMBuildSelect(em->b, bad, d1, LLVMConstNull(dt), "");
     LLVMValueRef args[5] = {em->err, LLVMConstInt(em->t_i32, loc.line, 0),
@@ -877,8 +861,8 @@ static void vpop(llvm_emitter *em, const ir_op *op) {
                                               bb_load, bb_cont));
         LLVMPositionBuilderAtEnd(em->b, bb_load);
         LLVMValueRef e = LLVMBuildMul(em->b, d1, LLVMConstInt(em->t_i64, em->simd_w, 0), "");
-        LLVMValueRef v =
-            LLVMBuildLoad2(em->b, vt, LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &e, 1, ""), "");
+        LLVMValueRef v = LLVMBuildLoad2(
+            em->b, vt, LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &e, 1, ""), "");
         LLVMSetAlignment(v, align);
         LLVMBuildBr(em->b, bb_cont);
         LLVMPositionBuilderAtEnd(em->b, bb_cont);
@@ -947,7 +931,8 @@ static void vif_masked(llvm_emitter *em, const ir_op *op) {
                              LLVMBuildAnd(em->b, m0, LLVMBuildNot(em->b, c, ""), "")};
     LLVMValueRef *res[2] = {tmp(n), tmp(n)};
     for (int b = 0; b < 2; b++) {
-        LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), run = llvm_new_block(em, b ? "else" : "then"),
+        LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b),
+                          run = llvm_new_block(em, b ? "else" : "then"),
                           join = llvm_new_block(em, b ? "endelse" : "endthen");
         LLVMBuildCondBr(em->b, any_on(em, masks[b]), run, join);
         LLVMPositionBuilderAtEnd(em->b, run);
