@@ -272,6 +272,8 @@ static void collect_ops(scan *s, const ir_region *r) {
         if (op->code == IR_FOR || op->code == IR_WHILE || op->code == IR_ADPUSH ||
             op->code == IR_ADPOP || op->code == IR_PARALLEL || op->code == IR_SERIAL)
             s->ok = false;
+        if (op->noperands > 16 || op->nresults > 30) /* clone_op's fixed arrays */
+            s->ok = false;
         for (uint32_t i = 0; i < op->noperands; i++)
             vmap_put(&s->uses, op->operands[i], NULL);
         if (s->n == s->cap) {
@@ -487,6 +489,19 @@ static const ir_op *clone_region(cloner *c, ir_builder *b, const ir_region *r, i
     return term;
 }
 
+/* v (uniform over the task whose body is `body`) at b: the pure ops of the body's top
+ * level that compute it cloned after their operands (once each: c->map remembers). */
+static ir_value *clone_uniform(cloner *c, ir_builder *b, ir_value *v, const ir_region *body) {
+    ir_value *done = vmap_get(&c->map, v);
+    if (done != v || !v->def || v->def->parent != body)
+        return done;
+    const ir_op *d = v->def;
+    for (uint32_t i = 0; i < d->noperands; i++)
+        clone_uniform(c, b, d->operands[i], body);
+    clone_op(c, b, d, 0, NULL);
+    return vmap_get(&c->map, v);
+}
+
 /* lo + c in the index type t (lo itself for c = 0), at b. */
 static ir_value *plus(ir_builder *b, ir_value *lo, int64_t c) {
     if (c == 0)
@@ -571,32 +586,8 @@ static void gather(ir_module *m, ir_op *task, const group *g) {
             continue;
         }
         /* a uniform index computed inside the original body: computed here again */
-        ir_value *u = g->uni[e];
-        const ir_op *chain[64];
-        int nchain = 0;
-        const ir_op *stack[64];
-        int nstack = 0;
-        if (u->def && u->def->parent == body)
-            stack[nstack++] = u->def;
-        while (nstack && nchain < 64) {
-            const ir_op *d = stack[--nstack];
-            bool seen = false;
-            for (int i = 0; i < nchain; i++)
-                seen |= chain[i] == d;
-            if (seen)
-                continue;
-            chain[nchain++] = d;
-            for (uint32_t i = 0; i < d->noperands && nstack < 64; i++)
-                if (d->operands[i]->def && d->operands[i]->def->parent == body)
-                    stack[nstack++] = d->operands[i]->def;
-        }
-        /* clone in program order */
-        ir_foreach_op(op, body) {
-            for (int i = 0; i < nchain; i++)
-                if (chain[i] == op && vmap_get(&uc.map, op->results[0]) == op->results[0])
-                    clone_op(&uc, &wb, op, 0, NULL);
-        }
-        idx[e] = vmap_get(&uc.map, u);
+        idx[e] = clone_uniform(&uc, &wb, g->uni[e], body);
+        continue;
     }
     ir_value *old = ir_load(&wb, g->array, idx, (uint32_t)g->array->type->rank);
     ir_store(&wb, g->array, idx, (uint32_t)g->array->type->rank, ir_binop(&wb, IR_ADD, old, total));

@@ -582,7 +582,7 @@ LLVMValueRef llvm_simd_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) 
             continue;
         LLVMTypeRef fty;
         LLVMValueRef fn = llvm_declare_math(em, name, LLVMVectorType(et, n), nargs, &fty);
-        LLVMValueRef parts[16];
+        LLVMValueRef parts[64]; /* w / n <= 64 / 2 */
         for (unsigned p = 0; p < w / n; p++) {
             LLVMValueRef a[2];
             for (unsigned j = 0; j < nargs; j++)
