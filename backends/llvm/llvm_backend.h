@@ -27,15 +27,19 @@
 typedef struct llvm_jit llvm_jit;
 
 /* Compiles every kernel of m for the host and loads it into a new JIT (the code is
- * generated here, not at the first lookup). libm and libc symbols resolve from the
- * process. Returns NULL with a message on failure. */
+ * generated and linked here, not at the first lookup). The tasks are split into parts
+ * compiled on threads of their own (up to the online CPUs, or $KERN_JIT_THREADS). libm
+ * and libc symbols resolve from the process. Returns NULL with a message on failure. */
 llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, size_t errlen);
 /* The address of a symbol of the JIT's module (e.g. "kern_saxpy__t0"); NULL if absent. */
 void *llvm_jit_lookup(llvm_jit *j, const char *sym);
 /* Seconds the last llvm_jit_compile spent, split as IR emission, the optimization
- * pipeline and machine-code generation (for benchmarks and docs). */
+ * pipeline and machine-code generation (with linking), the latter two of the part that
+ * took longest, and the parts the module was compiled in on as many threads (for
+ * benchmarks, docs and tests). */
 typedef struct llvm_jit_times {
     double emit_s, opt_s, codegen_s, total_s;
+    unsigned parts;
 } llvm_jit_times;
 llvm_jit_times llvm_jit_get_times(const llvm_jit *j);
 void llvm_jit_free(llvm_jit *j);

@@ -262,27 +262,48 @@ static void emit_lanes(llvm_emitter *em, unsigned lanes) {
     LLVMSetAlignment(g, 4);
 }
 
-LLVMModuleRef llvm_cpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o) {
+/* The lanes task `task` would run with, without emitting it. */
+static unsigned task_lanes(llvm_emitter *em, const ir_op *task) {
+    const char *why = NULL;
+    em->checks = em->opts->debug;
+    unsigned w = llvm_simd_lanes(em, task, &why);
+    free(em->ad_vary);
+    em->ad_vary = NULL;
+    return w;
+}
+
+LLVMModuleRef llvm_cpu_emit_part(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
+                                 const unsigned *part_of, unsigned part) {
     llvm_emitter em;
     llvm_emitter_init(&em, ctx, m, o, NULL);
+    unsigned n = 0; /* tasks of the module so far */
     ir_foreach_kernel(k, m) {
         llvm_kernel_begin(&em, k);
         int t = 0;
-        unsigned lanes = 0;
+        unsigned lanes = 0, w;
         ir_foreach_op(op, k->body) {
             if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
                 continue;
-            emit_count_fn(&em, op, t);
-            unsigned w = emit_task_fn(&em, op, t);
+            if (!part_of || part_of[n] == part) {
+                emit_count_fn(&em, op, t);
+                w = emit_task_fn(&em, op, t);
+            } else {
+                w = k->nadstacks && part == 0 ? task_lanes(&em, op) : 0;
+            }
             if (w > lanes)
                 lanes = w;
             t++;
+            n++;
         }
-        if (k->nadstacks && lanes > 1)
+        if (k->nadstacks && lanes > 1 && part == 0)
             emit_lanes(&em, lanes);
         llvm_kernel_end(&em);
     }
     return llvm_emitter_fini(&em);
+}
+
+LLVMModuleRef llvm_cpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o) {
+    return llvm_cpu_emit_part(ctx, m, o, NULL, 0);
 }
 
 LLVMModuleRef llvm_build_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,

@@ -136,6 +136,27 @@ LLVMBasicBlockRef llvm_new_block(llvm_emitter *em, const char *name) {
     return LLVMAppendBasicBlockInContext(em->ctx, em->fn, name);
 }
 
+LLVMBuilderRef llvm_entry_builder(llvm_emitter *em) {
+    LLVMBuilderRef eb = LLVMCreateBuilderInContext(em->ctx);
+    LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(em->fn);
+    LLVMValueRef first = LLVMGetFirstInstruction(entry);
+    if (first)
+        LLVMPositionBuilderBefore(eb, first);
+    else
+        LLVMPositionBuilderAtEnd(eb, entry);
+    return eb;
+}
+
+uint32_t llvm_count_ops(const ir_region *r) {
+    uint32_t n = 0;
+    ir_foreach_op(op, r) {
+        n++;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            n += llvm_count_ops(op->regions[i]);
+    }
+    return n;
+}
+
 void llvm_task_symbol(char *buf, size_t size, const char *kernel, int task, bool count) {
     kern_code_symbol(buf, size, kernel, 't', task, count);
 }

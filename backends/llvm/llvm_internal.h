@@ -96,6 +96,7 @@ struct llvm_emitter {
     llvm_valmap vary;   /* the task's varying values (keys only) */
     llvm_valmap linear; /* varying values equal to the parallel index plus a uniform */
     bool *ad_vary;      /* per adstack: depths differ between lanes (pushed under a mask) */
+    LLVMValueRef sink;  /* 8 bytes (entry-block alloca): where lanes that are off load and store */
 };
 
 /* ---- llvm_emit.c ---- */
@@ -131,6 +132,11 @@ void llvm_find_uses(llvm_emitter *em, const ir_region *r);
 bool llvm_value_used(const llvm_emitter *em, const ir_value *v);
 /* A new basic block at the end of the current function. */
 LLVMBasicBlockRef llvm_new_block(llvm_emitter *em, const char *name);
+/* A builder at the top of the current function's entry block (for allocas, where SROA
+ * promotes them); the caller disposes of it. */
+LLVMBuilderRef llvm_entry_builder(llvm_emitter *em);
+/* The ops of r and of its nested regions. */
+uint32_t llvm_count_ops(const ir_region *r);
 
 /* The value map itself: x is stored for v (llvm_map_put) or found (NULL: absent). */
 void llvm_map_put(llvm_valmap *m, const ir_value *v, LLVMValueRef x);
@@ -223,6 +229,11 @@ LLVMTargetMachineRef llvm_host_target_machine(int opt_level, LLVMRelocMode reloc
 /* Builds the CPU module of m in ctx (unoptimized, not verified): the functions of
  * runtime/abi.h. Never fails on IR that verifies. */
 LLVMModuleRef llvm_cpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o);
+/* The part `part` of that module, for compiling parts on several threads: the functions of
+ * the tasks t (numbered through the module's kernels in order) with part_of[t] == part,
+ * and in part 0 the kernels' kern_<K>__lanes constants. part_of NULL: the whole module. */
+LLVMModuleRef llvm_cpu_emit_part(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
+                                 const unsigned *part_of, unsigned part);
 /* Emits m for the CPU and finishes it with tm (llvm_finish_module). */
 LLVMModuleRef llvm_build_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
                                 LLVMTargetMachineRef tm, char *err, size_t errlen);

@@ -1,22 +1,33 @@
 /* llvm_jit.c - JIT compilation of an IR module through ORC LLJIT.
  *
- * One LLJIT per compiled module: the module is emitted into the JIT's thread-safe
- * context, optimized with a host target machine (llvm_target.c), and handed to LLJIT with
- * a JIT target-machine builder made from that same machine, so that the data layout and
- * the CPU features agree. Symbols the code calls resolve, in order, from the module, from
- * the libm functions listed below (defined as absolute symbols, so that they resolve even
- * when the process has not loaded libm by itself), and from the process (memset, memcpy
- * and anything else that LLVM's lowering calls). llvm_jit_compile looks up the first task
- * symbol, so the machine code is generated before it returns (LLJIT compiles a whole
- * module at its first lookup). */
+ * The module's tasks are split into parts (plan_parts: the largest task first into the
+ * part with the fewest ops), one per thread up to the online CPUs ($KERN_JIT_THREADS
+ * caps them). Each part is emitted into an LLVM context of its own on the calling thread
+ * (llvm_cpu_emit_part), then optimized (llvm_target.c) and compiled to an object file on
+ * its own thread with its own host target machine; the objects go into one LLJIT, whose
+ * JIT target-machine builder is made from the same host machine, so that data layouts and
+ * CPU features agree. A module of one task, or of few ops, is one part, compiled on the
+ * calling thread.
+ *
+ * Symbols the code calls resolve, in order, from the objects, from the libm functions
+ * listed below (defined as absolute symbols, so that they resolve even when the process
+ * has not loaded libm by itself), libmvec's vector functions, and the process (memset,
+ * memcpy and anything else that LLVM's lowering calls). llvm_jit_compile looks up a task
+ * symbol of every part, so that every object is linked, and an unresolved symbol
+ * reported, before it returns. */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
+#include <llvm-c/TargetMachine.h>
 
 #include "llvm_backend.h"
 #include "llvm_internal.h"
@@ -104,46 +115,213 @@ static void define_vector_math(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef jd, LLVMM
         LLVMConsumeError(e);
 }
 
-static const char *first_symbol(const ir_module *m, char *buf, size_t size) {
+/* ---- parts compiled on several threads --------------------------------------------- */
+
+enum { MAX_PARTS = 8 };
+
+/* One part of the module: emitted on the calling thread, then optimized and compiled to
+ * an object file on its own thread. */
+typedef struct jit_part {
+    LLVMContextRef ctx;
+    LLVMModuleRef mod;
+    const kc_options *o;
+    LLVMMemoryBufferRef obj; /* the object file, or NULL on failure */
+    char first[512];         /* a task symbol of the part ("": none) */
+    double opt_s, codegen_s;
+    char err[1024];
+} jit_part;
+
+/* Tasks of a module whose ops add up to fewer than this are compiled as one part: a part
+ * costs a target machine and a pass pipeline, about a millisecond. */
+enum { PART_MIN_OPS = 96 };
+
+/* How many parts to compile m in (1 .. MAX_PARTS), and each task's part: the largest
+ * task first into the part with the fewest ops so far. $KERN_JIT_THREADS caps the parts
+ * (default: the online CPUs). */
+static unsigned plan_parts(const ir_module *m, unsigned **part_of) {
+    *part_of = NULL;
+    unsigned ntasks = 0, total = 0;
     ir_foreach_kernel(k, m) {
         ir_foreach_op(op, k->body) {
             if (op->code == IR_PARALLEL || op->code == IR_SERIAL) {
-                llvm_task_symbol(buf, size, k->name, 0, false);
-                return buf;
+                ntasks++;
+                total += llvm_count_ops(op->regions[0]);
             }
         }
     }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *e = getenv("KERN_JIT_THREADS");
+    if (e && *e) {
+        char *end;
+        long n = strtol(e, &end, 10);
+        static _Atomic bool warned;
+        if (*end || n < 1) {
+            if (!warned) { /* once per process: a misspelt value is not silently ignored */
+                warned = true;
+                fprintf(stderr,
+                        "kern: warning: KERN_JIT_THREADS='%s' is not a positive number; using "
+                        "the online CPUs\n",
+                        e);
+            }
+        } else {
+            cpus = n;
+        }
+    }
+    unsigned nparts = cpus < 1 ? 1 : cpus > MAX_PARTS ? MAX_PARTS : (unsigned)cpus;
+    if (nparts > ntasks)
+        nparts = ntasks;
+    if (nparts <= 1 || total < PART_MIN_OPS)
+        return 1;
+    unsigned *weight = calloc(ntasks, sizeof *weight), *of = calloc(ntasks, sizeof *of);
+    bool *done = calloc(ntasks, sizeof *done);
+    if (!weight || !of || !done)
+        kern_oom(ntasks * sizeof *weight);
+    unsigned t = 0;
+    ir_foreach_kernel(k, m) {
+        ir_foreach_op(op, k->body) {
+            if (op->code == IR_PARALLEL || op->code == IR_SERIAL)
+                weight[t++] = llvm_count_ops(op->regions[0]) + 1;
+        }
+    }
+    unsigned load[MAX_PARTS] = {0};
+    for (unsigned n = 0; n < ntasks; n++) {
+        unsigned big = 0;
+        for (unsigned i = 1; i < ntasks; i++)
+            if (!done[i] && (done[big] || weight[i] > weight[big]))
+                big = i;
+        unsigned least = 0;
+        for (unsigned p = 1; p < nparts; p++)
+            if (load[p] < load[least])
+                least = p;
+        done[big] = true;
+        of[big] = least;
+        load[least] += weight[big];
+    }
+    free(weight);
+    free(done);
+    *part_of = of;
+    return nparts;
+}
+
+/* The symbol of the first task of part `part` into buf ("" when it has none). */
+static void part_first_symbol(const ir_module *m, const unsigned *part_of, unsigned part, char *buf,
+                              size_t size) {
+    buf[0] = 0;
+    unsigned n = 0;
+    ir_foreach_kernel(k, m) {
+        int t = 0;
+        ir_foreach_op(op, k->body) {
+            if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
+                continue;
+            if (!part_of || part_of[n] == part) {
+                llvm_task_symbol(buf, size, k->name, t, false);
+                return;
+            }
+            t++;
+            n++;
+        }
+    }
+}
+
+/* Optimizes the part's module and compiles it to an object file, with a target machine
+ * of its own (LLVM's target machines are not shared between threads). */
+static void *compile_part(void *arg) {
+    jit_part *p = arg;
+    double t0 = now_s();
+    LLVMTargetMachineRef tm =
+        llvm_host_target_machine(p->o->opt_level, LLVMRelocPIC, p->err, sizeof p->err);
+    if (!tm)
+        return NULL;
+    p->mod = llvm_finish_module(p->mod, p->o, tm, p->err, sizeof p->err);
+    double t1 = now_s();
+    if (p->mod) {
+        char *msg = NULL;
+        if (LLVMTargetMachineEmitToMemoryBuffer(tm, p->mod, LLVMObjectFile, &msg, &p->obj)) {
+            llvm_errf(p->err, sizeof p->err, "LLVM code generation failed: %s", msg ? msg : "");
+            p->obj = NULL;
+        }
+        LLVMDisposeMessage(msg);
+    }
+    LLVMDisposeTargetMachine(tm);
+    p->opt_s = t1 - t0;
+    p->codegen_s = now_s() - t1;
     return NULL;
+}
+
+/* Compiles every part, parts 1.. on threads of their own and part 0 on the calling one
+ * (one thread too many, or none to be had, runs its part here after the others). */
+static void compile_parts(jit_part *parts, unsigned n) {
+    pthread_t th[MAX_PARTS];
+    bool started[MAX_PARTS] = {false};
+    for (unsigned i = 1; i < n; i++)
+        started[i] = pthread_create(&th[i], NULL, compile_part, &parts[i]) == 0;
+    compile_part(&parts[0]);
+    for (unsigned i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else
+            compile_part(&parts[i]);
+    }
+}
+
+static void free_parts(jit_part *parts, unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        if (parts[i].mod)
+            LLVMDisposeModule(parts[i].mod);
+        if (parts[i].obj)
+            LLVMDisposeMemoryBuffer(parts[i].obj);
+        if (parts[i].ctx)
+            LLVMContextDispose(parts[i].ctx);
+    }
 }
 
 llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
     double t0 = now_s();
-    LLVMTargetMachineRef tm = llvm_host_target_machine(o->opt_level, LLVMRelocPIC, err, errlen);
-    if (!tm)
-        return NULL;
-    LLVMOrcThreadSafeContextRef tsc = LLVMOrcCreateNewThreadSafeContext();
-    LLVMModuleRef mod = llvm_cpu_emit_module(LLVMOrcThreadSafeContextGetContext(tsc), m, o);
+    llvm_init_native();
+    unsigned *part_of;
+    unsigned nparts = plan_parts(m, &part_of);
+    jit_part parts[MAX_PARTS];
+    memset(parts, 0, sizeof parts);
+    for (unsigned i = 0; i < nparts; i++) {
+        parts[i].o = o;
+        parts[i].ctx = LLVMContextCreate();
+        parts[i].mod = llvm_cpu_emit_part(parts[i].ctx, m, o, part_of, i);
+        part_first_symbol(m, part_of, i, parts[i].first, sizeof parts[i].first);
+    }
+    free(part_of);
     double t1 = now_s();
-    mod = llvm_finish_module(mod, o, tm, err, errlen);
+    compile_parts(parts, nparts);
     double t2 = now_s();
-    if (!mod) {
-        LLVMOrcDisposeThreadSafeContext(tsc);
-        LLVMDisposeTargetMachine(tm);
-        return NULL;
+    llvm_jit_times times = {.emit_s = t1 - t0, .parts = nparts};
+    for (unsigned i = 0; i < nparts; i++) {
+        if (!parts[i].obj) {
+            llvm_errf(err, errlen, "%s", parts[i].err);
+            free_parts(parts, nparts);
+            return NULL;
+        }
+        if (parts[i].opt_s + parts[i].codegen_s > times.opt_s + times.codegen_s) {
+            times.opt_s = parts[i].opt_s; /* the longest part's */
+            times.codegen_s = parts[i].codegen_s;
+        }
     }
 
+    LLVMTargetMachineRef tm = llvm_host_target_machine(o->opt_level, LLVMRelocPIC, err, errlen);
+    if (!tm) {
+        free_parts(parts, nparts);
+        return NULL;
+    }
     LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
     LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
         jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm)); /* takes tm */
     LLVMOrcLLJITRef jit = NULL;
     if (take_error(LLVMOrcCreateLLJIT(&jit, jb), "cannot create the LLVM JIT", err, errlen)) {
-        LLVMDisposeModule(mod);
-        LLVMOrcDisposeThreadSafeContext(tsc);
+        free_parts(parts, nparts);
         return NULL;
     }
     LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(jit);
     define_libm(jit, jd);
-    define_vector_math(jit, jd, mod);
+    for (unsigned i = 0; i < nparts; i++)
+        define_vector_math(jit, jd, parts[i].mod);
     LLVMOrcDefinitionGeneratorRef gen = NULL;
     LLVMErrorRef e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
         &gen, LLVMOrcLLJITGetGlobalPrefix(jit), NULL, NULL);
@@ -156,28 +334,29 @@ llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, s
     if (!j)
         kern_oom(sizeof *j);
     j->jit = jit;
-    LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(mod, tsc);
-    LLVMOrcDisposeThreadSafeContext(tsc); /* the module keeps the context alive */
-    if (take_error(LLVMOrcLLJITAddLLVMIRModule(jit, jd, tsm), "cannot add the module to the JIT",
-                   err, errlen)) {
-        LLVMOrcDisposeThreadSafeModule(tsm);
+    bool ok = true;
+    for (unsigned i = 0; i < nparts && ok; i++) {
+        LLVMMemoryBufferRef obj = parts[i].obj;
+        parts[i].obj = NULL; /* the JIT owns it now, added or not */
+        ok = !take_error(LLVMOrcLLJITAddObjectFile(jit, jd, obj),
+                         "cannot add the object code to the JIT", err, errlen);
+    }
+    /* link every part now, so that unresolved symbols are reported here */
+    for (unsigned i = 0; i < nparts && ok; i++) {
+        LLVMOrcExecutorAddress addr = 0;
+        if (parts[i].first[0])
+            ok = !take_error(LLVMOrcLLJITLookup(jit, &addr, parts[i].first),
+                             "JIT compilation failed", err, errlen);
+    }
+    free_parts(parts, nparts);
+    if (!ok) {
         llvm_jit_free(j);
         return NULL;
     }
-    char sym[512];
-    if (first_symbol(m, sym, sizeof sym)) {
-        LLVMOrcExecutorAddress addr = 0;
-        if (take_error(LLVMOrcLLJITLookup(jit, &addr, sym), "JIT compilation failed", err,
-                       errlen)) {
-            llvm_jit_free(j);
-            return NULL;
-        }
-    }
     double t3 = now_s();
-    j->times.emit_s = t1 - t0;
-    j->times.opt_s = t2 - t1;
-    j->times.codegen_s = t3 - t2;
-    j->times.total_s = t3 - t0;
+    times.codegen_s += t3 - t2; /* and linking */
+    times.total_s = t3 - t0;
+    j->times = times;
     return j;
 }
 

@@ -95,13 +95,7 @@ void llvm_reduce_begin(llvm_emitter *em, const ir_op *task) {
         return;
     collect(em, task->regions[0], task->regions[0]);
     /* allocas at the top of the entry block, where SROA promotes them */
-    LLVMBuilderRef eb = LLVMCreateBuilderInContext(em->ctx);
-    LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(em->fn);
-    LLVMValueRef first = LLVMGetFirstInstruction(entry);
-    if (first)
-        LLVMPositionBuilderBefore(eb, first);
-    else
-        LLVMPositionBuilderAtEnd(eb, entry);
+    LLVMBuilderRef eb = llvm_entry_builder(em);
     for (uint32_t i = 0; i < em->nred; i++) {
         LLVMTypeRef t = llvm_mem_type(em, em->red_ops[i]->operands[0]->type->elem);
         em->red_acc[i] = LLVMBuildAlloca(eb, t, "red");

@@ -332,6 +332,32 @@ static bool memory_bound_loop(const llvm_emitter *em, const ir_region *r) {
     return false;
 }
 
+/* Counts, in r and its nested regions, the contiguous accesses at varying indices. */
+static int contiguous_accesses(const llvm_emitter *em, const ir_region *r) {
+    int n = 0;
+    ir_foreach_op(op, r) {
+        if ((op->code == IR_LOAD || op->code == IR_STORE) && any_index_varying(em, op) &&
+            !scattered(em, op))
+            n++;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            n += contiguous_accesses(em, op->regions[i]);
+    }
+    return n;
+}
+
+/* A loop whose trip count differs between lanes (a varying bound, break or condition). */
+static bool divergent_loop(const llvm_emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if ((op->code == IR_FOR && masked_for(em, op)) ||
+            (op->code == IR_WHILE && masked_while(em, op)))
+            return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (divergent_loop(em, op->regions[i]))
+                return true;
+    }
+    return false;
+}
+
 /* A loop that every lane runs alike (not masked) and that computes vector math. */
 static bool latency_bound_loop(const llvm_emitter *em, const ir_region *r) {
     ir_foreach_op(op, r) {
@@ -375,6 +401,15 @@ static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) 
         em->ad_vary = NULL;
         return false;
     }
+    int gathers = 0, math = 0;
+    loop_cost(em, body, &gathers, &math);
+    if (math == 0 && contiguous_accesses(em, body) == 0) {
+        /* a border copy dst[i, 0] = src[i, 0]: lanes would only load and store one by one */
+        *why = "no contiguous access and no vector math: nothing for vectors to do";
+        free(em->ad_vary);
+        em->ad_vary = NULL;
+        return false;
+    }
     return true;
 }
 
@@ -401,8 +436,12 @@ unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) 
     /* auto: two vectors of the widest registers, so that two independent chains of work
      * items hide the latency of a serial dependency; four for a loop whose trip count is
      * the same in every lane and that computes vector math (x = sin(x) * w[t] + x per
-     * step: latency-bound, and no lane idles in it) */
-    return (latency_bound_loop(em, task->regions[0]) ? 4 : 2) * host_bits / 32;
+     * step: latency-bound, and no lane idles in it); one for a loop whose trip count
+     * differs between lanes (the wider the vector, the longer its lanes idle, and the
+     * per-lane adstacks' gathers and scatters grow with it) */
+    const ir_region *body = task->regions[0];
+    unsigned vectors = latency_bound_loop(em, body) ? 4 : divergent_loop(em, body) ? 1 : 2;
+    return vectors * host_bits / 32;
 }
 
 /* ---- vector helpers ----------------------------------------------------------------- */
@@ -657,37 +696,70 @@ static LLVMValueRef access_addr(llvm_emitter *em, const ir_op *op, LLVMValueRef 
     return NULL;
 }
 
-/* Stores lane l of v at ptrs[l] for every lane of mask, in lane order. With AVX-512 a
- * scatter instruction; otherwise a loop over the lanes (LLVM would expand the scatter
- * into W conditional stores, a lot of code to compile for 16 or 32 lanes). */
+/* Without AVX-512, LLVM expands masked gathers and scatters into a branch and a block
+ * per lane (W of them, 16 or 32: much code to compile, and branches to predict). kern
+ * emits them as straight-line code instead: lane l loads or stores at ptrs[l] when it is
+ * on, else at em->sink, a word of the task's frame that nothing reads: lanes that are
+ * off load garbage from it (the result masks it out) and store garbage into it. */
+static bool own_gathers(void) { return host_bits < 512; }
+
+/* The address of lane l: ptrs[l] when the lane is on, else the sink. */
+static LLVMValueRef lane_addr(llvm_emitter *em, LLVMValueRef ptrs, LLVMValueRef mask,
+                              LLVMValueRef l) {
+    LLVMValueRef p = LLVMBuildExtractElement(em->b, ptrs, l, "");
+    LLVMValueRef on = LLVMIsConstant(mask)
+                          ? LLVMGetAggregateElement(mask, (unsigned)LLVMConstIntGetZExtValue(l))
+                          : NULL;
+    if (on && LLVMIsAConstantInt(on) && LLVMConstIntGetZExtValue(on))
+        return p; /* a lane that is always on */
+    if (!em->sink) {
+        LLVMBuilderRef eb = llvm_entry_builder(em);
+        em->sink = LLVMBuildAlloca(eb, em->t_i64, "sink");
+        LLVMSetAlignment(em->sink, 8);
+        /* the slot's address escapes (a volatile store of it into itself): otherwise SROA
+         * turns the stores at select(on, p, sink) back into a branch per lane */
+        LLVMValueRef st = LLVMBuildStore(eb, em->sink, em->sink);
+        LLVMSetVolatile(st, 1);
+        LLVMDisposeBuilder(eb);
+    }
+    return LLVMBuildSelect(em->b, LLVMBuildExtractElement(em->b, mask, l, ""), p, em->sink, "");
+}
+
+/* Lane l of the result: *ptrs[l] for every lane of mask, else 0. */
+static LLVMValueRef gather(llvm_emitter *em, LLVMTypeRef vt, LLVMValueRef ptrs, LLVMValueRef mask,
+                           unsigned align) {
+    if (!own_gathers()) {
+        LLVMTypeRef types[2] = {vt, vty(em, em->t_ptr)};
+        LLVMValueRef args[4] = {ptrs, LLVMConstInt(em->t_i32, align, 0), mask, LLVMConstNull(vt)};
+        return call_intr(em, "llvm.masked.gather", types, 2, args, 4);
+    }
+    LLVMTypeRef et = LLVMGetElementType(vt);
+    LLVMValueRef r = LLVMConstNull(vt);
+    for (unsigned i = 0; i < em->simd_w; i++) {
+        LLVMValueRef l = LLVMConstInt(em->t_i32, i, 0);
+        LLVMValueRef x = LLVMBuildLoad2(em->b, et, lane_addr(em, ptrs, mask, l), "");
+        LLVMSetAlignment(x, align);
+        r = LLVMBuildInsertElement(em->b, r, x, l, "");
+    }
+    /* lanes that are off read the sink: zero them as the masked gather does */
+    return LLVMBuildSelect(em->b, mask, r, LLVMConstNull(vt), "");
+}
+
+/* Stores lane l of v at ptrs[l] for every lane of mask, in lane order. */
 static void scatter(llvm_emitter *em, LLVMValueRef v, LLVMValueRef ptrs, LLVMValueRef mask,
                     unsigned align) {
-    if (host_bits >= 512) {
+    if (!own_gathers()) {
         LLVMTypeRef types[2] = {LLVMTypeOf(v), vty(em, em->t_ptr)};
         LLVMValueRef args[4] = {v, ptrs, LLVMConstInt(em->t_i32, align, 0), mask};
         call_intr(em, "llvm.masked.scatter", types, 2, args, 4);
         return;
     }
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), loop = llvm_new_block(em, "sc.lane"),
-                      st = llvm_new_block(em, "sc.store"), next = llvm_new_block(em, "sc.next"),
-                      done = llvm_new_block(em, "sc.done");
-    LLVMBuildBr(em->b, loop);
-    LLVMPositionBuilderAtEnd(em->b, loop);
-    LLVMValueRef l = LLVMBuildPhi(em->b, em->t_i32, "l"), zero = LLVMConstInt(em->t_i32, 0, 0);
-    LLVMAddIncoming(l, &zero, &pre, 1);
-    LLVMBuildCondBr(em->b, LLVMBuildExtractElement(em->b, mask, l, ""), st, next);
-    LLVMPositionBuilderAtEnd(em->b, st);
-    LLVMValueRef x = LLVMBuildStore(em->b, LLVMBuildExtractElement(em->b, v, l, ""),
-                                    LLVMBuildExtractElement(em->b, ptrs, l, ""));
-    LLVMSetAlignment(x, align);
-    LLVMBuildBr(em->b, next);
-    LLVMPositionBuilderAtEnd(em->b, next);
-    LLVMValueRef l1 = LLVMBuildAdd(em->b, l, LLVMConstInt(em->t_i32, 1, 0), "");
-    LLVMAddIncoming(l, &l1, &next, 1);
-    LLVMBuildCondBr(
-        em->b, LLVMBuildICmp(em->b, LLVMIntULT, l1, LLVMConstInt(em->t_i32, em->simd_w, 0), ""),
-        loop, done);
-    LLVMPositionBuilderAtEnd(em->b, done);
+    for (unsigned i = 0; i < em->simd_w; i++) {
+        LLVMValueRef l = LLVMConstInt(em->t_i32, i, 0);
+        LLVMValueRef x = LLVMBuildStore(em->b, LLVMBuildExtractElement(em->b, v, l, ""),
+                                        lane_addr(em, ptrs, mask, l));
+        LLVMSetAlignment(x, align);
+    }
 }
 
 static void vload(llvm_emitter *em, const ir_op *op) {
@@ -700,9 +772,7 @@ static void vload(llvm_emitter *em, const ir_op *op) {
         LLVMValueRef args[4] = {ptr, align, em->mask, LLVMConstNull(vt)};
         r = call_intr(em, "llvm.masked.load", types, 2, args, 4);
     } else {
-        LLVMTypeRef types[2] = {vt, vty(em, em->t_ptr)};
-        LLVMValueRef args[4] = {ptrs, align, em->mask, LLVMConstNull(vt)};
-        r = call_intr(em, "llvm.masked.gather", types, 2, args, 4);
+        r = gather(em, vt, ptrs, em->mask, (unsigned)ty_size(et));
     }
     if (et->kind == TY_BOOL)
         r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(vt), "");
@@ -879,9 +949,7 @@ static void vpop(llvm_emitter *em, const ir_op *op) {
             em->b, em->mask, LLVMBuildICmp(em->b, LLVMIntULT, d1, splat(em, cap), ""), "");
         LLVMValueRef e = ad_slots(em, d1);
         LLVMValueRef ptrs = LLVMBuildGEP2(em->b, mt, em->ad_base[s], &e, 1, "");
-        LLVMTypeRef types[2] = {vt, vty(em, em->t_ptr)};
-        LLVMValueRef args[4] = {ptrs, LLVMConstInt(em->t_i32, align, 0), good, LLVMConstNull(vt)};
-        r = call_intr(em, "llvm.masked.gather", types, 2, args, 4);
+        r = gather(em, vt, ptrs, good, align);
     }
     if (st->type->kind == TY_BOOL)
         r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(vt), "");
@@ -1183,17 +1251,7 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
 
 /* Bodies of at most this many ops (nested ones included) are emitted twice (full vectors
  * and a masked last one). */
-enum { SIMD_TWICE_OPS = 48 };
-
-static uint32_t count_ops(const ir_region *r) {
-    uint32_t n = 0;
-    ir_foreach_op(op, r) {
-        n++;
-        for (uint32_t i = 0; i < op->nregions; i++)
-            n += count_ops(op->regions[i]);
-    }
-    return n;
-}
+enum { SIMD_TWICE_OPS = 16 };
 
 /* The work items b, b + 1, ..., b + W - 1 (i64 numbers of dimension 0's index) under
  * `mask`. */
@@ -1220,7 +1278,7 @@ static void emit_vector_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, L
     const ir_region *body = task->regions[0];
     const kern_type *it = task->operands[2 * vd]->type;
     unsigned w = em->simd_w;
-    bool twice = count_ops(body) <= SIMD_TWICE_OPS;
+    bool twice = llvm_count_ops(body) <= SIMD_TWICE_OPS;
     LLVMValueRef f64 = llvm_to_i64(em, from, it), t64 = llvm_to_i64(em, to, it);
     LLVMValueRef wc = LLVMConstInt(em->t_i64, w, 0);
     /* twice: a full vector starts at <= last; once: every vector starts below to */
@@ -1301,18 +1359,13 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
     const ir_region *body = task->regions[0];
     const ir_kernel *k = em->kernel;
     em->simd_w = w;
+    em->sink = NULL;
     bool *ad_vary = em->ad_vary; /* llvm_simd_lanes analyzed the task */
     llvm_find_uses(em, body);
 
     /* per-lane depth counters: vector allocas at the top of the entry block */
     if (k->nadstacks) {
-        LLVMBuilderRef eb = LLVMCreateBuilderInContext(em->ctx);
-        LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(em->fn);
-        LLVMValueRef first = LLVMGetFirstInstruction(entry);
-        if (first)
-            LLVMPositionBuilderBefore(eb, first);
-        else
-            LLVMPositionBuilderAtEnd(eb, entry);
+        LLVMBuilderRef eb = llvm_entry_builder(em);
         for (uint32_t s = 0; s < k->nadstacks; s++)
             if (ad_vary[s])
                 em->ad_depth[s] = LLVMBuildAlloca(eb, vty(em, em->t_i64), "ad.depths");
@@ -1322,6 +1375,7 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
     emit_outer_dim(em, task, 0, from, to);
 
     em->simd_w = 0;
+    em->sink = NULL;
     em->mask = NULL;
     em->ad_vary = NULL;
     free(ad_vary);

@@ -1,9 +1,11 @@
 /* llvm_target.c - verification and the optimization pipeline, for every target.
  *
- * The pipeline is the new pass manager's default<On>
- * (n = kc_options.opt_level, 0..3) with loop and SLP vectorization, loop interleaving and
- * unrolling enabled (as clang does at -O2 and above), run with the target machine so that
- * the cost models see the real CPU. Debug builds of kern (KERN_DEBUG_BUILD) verify every
+ * The GPU pipeline is the new pass manager's default<On> (n = kc_options.opt_level, 0..3)
+ * with loop and SLP vectorization, loop interleaving and unrolling enabled (as clang does
+ * at -O2 and above). On the CPU at -O2 and -O3 it is CPU_PIPELINE below, a third of
+ * default<O2>'s passes: kern's own passes have already inlined, folded and simplified the
+ * code, and the JIT's compile time is the user's wait. Either runs with the target
+ * machine, so that the cost models see the real CPU. Debug builds of kern (KERN_DEBUG_BUILD) verify every
  * emitted module before optimizing and fail with an internal error naming what is wrong. */
 #include <pthread.h>
 #include <stdarg.h>
@@ -49,14 +51,33 @@ LLVMCodeGenOptLevel llvm_codegen_level(int opt_level) {
     }
 }
 
+/* What default<O2> does that matters for kern's code: promote the allocas, clean up
+ * (early-cse, instcombine, simplifycfg), hoist loop invariants, canonicalize loops and
+ * unroll those of constant trip count, global value numbering, then the loop and SLP
+ * vectorizers for the scalar tasks, and a last clean-up. Its runtime on grad-bench and
+ * cpu-bench equals default<O2>'s (bench/README.md, 2026-11-26); its compile time is half. */
+static const char CPU_PIPELINE[] =
+    "function(sroa,early-cse<memssa>,simplifycfg,instcombine<no-verify-fixpoint>,"
+    "loop-mssa(loop-rotate,licm),simplifycfg,loop(indvars,loop-deletion,loop-unroll-full),"
+    "gvn,instcombine<no-verify-fixpoint>,loop-vectorize,slp-vectorizer,"
+    "instcombine<no-verify-fixpoint>,simplifycfg,loop-mssa(licm))";
+
+static bool is_gpu_triple(LLVMTargetMachineRef tm) {
+    char *triple = LLVMGetTargetMachineTriple(tm);
+    bool gpu = !strncmp(triple, "nvptx", 5) || !strncmp(triple, "amdgcn", 6);
+    LLVMDisposeMessage(triple);
+    return gpu;
+}
+
 static bool run_pipeline(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, char *err,
                          size_t errlen) {
     if (opt_level < 0)
         opt_level = 0;
     if (opt_level > 3)
         opt_level = 3;
-    char passes[32];
-    snprintf(passes, sizeof passes, "default<O%d>", opt_level);
+    char buf[32];
+    snprintf(buf, sizeof buf, "default<O%d>", opt_level);
+    const char *passes = opt_level >= 2 && !is_gpu_triple(tm) ? CPU_PIPELINE : buf;
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
     bool vec = opt_level >= 2;
     LLVMPassBuilderOptionsSetLoopVectorization(po, vec);
