@@ -607,3 +607,42 @@ Test(simd, two_dimensional_stencil_and_its_gradient) {
     }
     expect_near(g0, a[(T - 1) % 2], R * C, 1e-5, "u.grad[0] against C", "off");
 }
+
+/* ---- ifs on varying conditions whose regions run without a branch ------------------- */
+
+/* The first `if` is flat: both sides run straight, their loads at i - 1 and i + 1 masked
+ * (the lanes at the ends are off there). The second holds a load at a uniform index far
+ * out of bounds that no lane ever reaches (i < 0 never holds): it must keep its branch,
+ * or the load happens and faults. */
+static const char *FLAT = "kernel flat(a: f32[], out: f32[], far: i32) {\n"
+                          "    let n = len(a);\n"
+                          "    for i in 0..n {\n"
+                          "        var y = 0.0;\n"
+                          "        if i > 0 && i < n - 1 { y = a[i - 1] + a[i + 1]; }\n"
+                          "        else { y = a[i] * 2.0; }\n"
+                          "        if i < 0 { y = a[far]; }\n"
+                          "        out[i] = y;\n"
+                          "    }\n"
+                          "}\n";
+
+Test(simd, flat_ifs_mask_their_loads_and_guarded_uniform_loads_stay_guarded) {
+    enum { N = 77 };
+    static float a[N], got[N], want[N], zeros[N];
+    for (int i = 0; i < N; i++)
+        a[i] = (float)(urand() * 4 - 2);
+    for (int i = 0; i < N; i++)
+        want[i] = i > 0 && i < N - 1 ? a[i - 1] + a[i + 1] : a[i] * 2.0f;
+    for (int m = 0; m < NMODES; m++) {
+        kern_context *ctx = ctx_mode(MODES[m], 0);
+        kern_kernel *k = kernel(ctx, FLAT, "flat");
+        kern_buffer *ba = buf(ctx, KERN_F32, N, a), *bo = buf(ctx, KERN_F32, N, zeros);
+        kern_arg args[3] = {kern_arg_buffer(ba), kern_arg_buffer(bo),
+                            kern_arg_i32(1 << 30)}; /* 4 GiB past the array */
+        launch(ctx, k, args, 3);
+        get(bo, got, sizeof got);
+        for (int i = 0; i < N; i++)
+            cr_expect_eq(got[i], want[i], "KERN_SIMD=%s, out[%d]: got %.9g, want %.9g", MODES[m], i,
+                         (double)got[i], (double)want[i]);
+        kern_context_release(ctx);
+    }
+}

@@ -345,33 +345,21 @@ static int contiguous_accesses(const llvm_emitter *em, const ir_region *r) {
     return n;
 }
 
-/* A loop whose trip count differs between lanes (a varying bound, break or condition). */
-static bool divergent_loop(const llvm_emitter *em, const ir_region *r) {
+/* A loop that every lane runs alike (not masked) and, with `math`, that computes vector
+ * math. */
+static bool uniform_loop(const llvm_emitter *em, const ir_region *r, bool math) {
     ir_foreach_op(op, r) {
-        if ((op->code == IR_FOR && masked_for(em, op)) ||
-            (op->code == IR_WHILE && masked_while(em, op)))
-            return true;
-        for (uint32_t i = 0; i < op->nregions; i++)
-            if (divergent_loop(em, op->regions[i]))
-                return true;
-    }
-    return false;
-}
-
-/* A loop that every lane runs alike (not masked) and that computes vector math. */
-static bool latency_bound_loop(const llvm_emitter *em, const ir_region *r) {
-    ir_foreach_op(op, r) {
-        bool uniform_loop = (op->code == IR_FOR && !masked_for(em, op)) ||
-                            (op->code == IR_WHILE && !masked_while(em, op));
-        if (uniform_loop) {
-            int gathers = 0, math = 0;
+        bool uniform = (op->code == IR_FOR && !masked_for(em, op)) ||
+                       (op->code == IR_WHILE && !masked_while(em, op));
+        if (uniform) {
+            int gathers = 0, nmath = 0;
             for (uint32_t i = 0; i < op->nregions; i++)
-                loop_cost(em, op->regions[i], &gathers, &math);
-            if (math > 0)
+                loop_cost(em, op->regions[i], &gathers, &nmath);
+            if (!math || nmath > 0)
                 return true;
         }
         for (uint32_t i = 0; i < op->nregions; i++)
-            if (latency_bound_loop(em, op->regions[i]))
+            if (uniform_loop(em, op->regions[i], math))
                 return true;
     }
     return false;
@@ -433,14 +421,15 @@ unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) 
     *why = NULL;
     if (want > 0)
         return (unsigned)want;
-    /* auto: two vectors of the widest registers, so that two independent chains of work
-     * items hide the latency of a serial dependency; four for a loop whose trip count is
-     * the same in every lane and that computes vector math (x = sin(x) * w[t] + x per
-     * step: latency-bound, and no lane idles in it); one for a loop whose trip count
-     * differs between lanes (the wider the vector, the longer its lanes idle, and the
-     * per-lane adstacks' gathers and scatters grow with it) */
+    /* auto: one vector of the widest registers, except for a loop that every lane runs
+     * alike: a work item's chain through it is serial, and independent vectors hide its
+     * latency - two, or four when it computes vector math (x = sin(x) * w[t] + x per step).
+     * A straight-line body needs none (the core overlaps consecutive vectors), and in a
+     * loop whose trip count differs between lanes a wider vector idles longer (its last
+     * lane decides) and the per-lane adstacks' gathers and scatters grow with it. Wider
+     * vectors also mean more code to compile: LLVM splits each op into registers. */
     const ir_region *body = task->regions[0];
-    unsigned vectors = latency_bound_loop(em, body) ? 4 : divergent_loop(em, body) ? 1 : 2;
+    unsigned vectors = uniform_loop(em, body, true) ? 4 : uniform_loop(em, body, false) ? 2 : 1;
     return vectors * host_bits / 32;
 }
 
@@ -992,13 +981,58 @@ static void vif_uniform(llvm_emitter *em, const ir_op *op) {
     free(v[1]);
 }
 
+/* Regions of at most this many ops (nested ones included) that are flat run without a
+ * branch around them. */
+enum { FLAT_OPS = 24 };
+
+/* Whether r may run with no lane on: no loops, stores, atomics, adstack operations or
+ * vector math (work or side effects that a branch should skip), and no loads at uniform
+ * indices (the scalar program makes them only where a lane runs: a guard such as
+ * `if i > 0 { a[k - 1] }` keeps an out-of-bounds one from happening). Loads at varying
+ * indices are masked. */
+static bool flat_region(const llvm_emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        switch (op->code) {
+        case IR_FOR:
+        case IR_WHILE:
+        case IR_STORE:
+        case IR_ADPUSH:
+        case IR_ADPOP: return false;
+        case IR_LOAD:
+            if (!any_index_varying(em, op))
+                return false;
+            break;
+        default:
+            if (is_atomic(op->code) || is_math(op->code))
+                return false;
+            break;
+        }
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (!flat_region(em, op->regions[i]))
+                return false;
+    }
+    return true;
+}
+
+/* An `if` on a varying condition: each region under its lanes, skipped by a branch when
+ * no lane takes it, unless both regions are small and flat (straight-line code then,
+ * fewer blocks to compile and no branch to mispredict). */
 static void vif_masked(llvm_emitter *em, const ir_op *op) {
     uint32_t n = op->nresults;
     LLVMValueRef m0 = em->mask, c = vec(em, op->operands[0]);
     LLVMValueRef masks[2] = {LLVMBuildAnd(em->b, m0, c, ""),
                              LLVMBuildAnd(em->b, m0, LLVMBuildNot(em->b, c, ""), "")};
     LLVMValueRef *res[2] = {tmp(n), tmp(n)};
-    for (int b = 0; b < 2; b++) {
+    bool flat = llvm_count_ops(op->regions[0]) + llvm_count_ops(op->regions[1]) <= FLAT_OPS &&
+                flat_region(em, op->regions[0]) && flat_region(em, op->regions[1]);
+    for (int b = 0; b < 2 && flat; b++) {
+        em->mask = masks[b];
+        const ir_op *t = vregion(em, op->regions[b]);
+        for (uint32_t k = 0; k < n; k++)
+            res[b][k] = vec(em, t->operands[k]);
+        em->mask = m0;
+    }
+    for (int b = 0; b < 2 && !flat; b++) {
         LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b),
                           run = llvm_new_block(em, b ? "else" : "then"),
                           join = llvm_new_block(em, b ? "endelse" : "endthen");
