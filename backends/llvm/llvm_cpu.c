@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <llvm-c/DebugInfo.h>
 #include <llvm-c/Target.h>
 
 #include "llvm_internal.h"
@@ -113,6 +114,19 @@ static void emit_count_fn(llvm_emitter *em, const ir_op *task, int t) {
 
 /* The loop over dimension d of a parallel task from `from` to `to` (index type of the
  * dimension); the body is the next dimension or one work item. */
+/* Marks the loop whose back edge is br as not to be vectorized (nor interleaved). */
+static void no_vectorize(llvm_emitter *em, LLVMValueRef br) {
+    static const char key[] = "llvm.loop.vectorize.enable";
+    LLVMMetadataRef prop[2] = {LLVMMDStringInContext2(em->ctx, key, sizeof key - 1),
+                               LLVMValueAsMetadata(LLVMConstInt(em->t_i1, 0, 0))};
+    LLVMMetadataRef tmp = LLVMTemporaryMDNode(em->ctx, NULL, 0);
+    LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(em->ctx, prop, 2)};
+    LLVMMetadataRef id = LLVMMDNodeInContext2(em->ctx, ops, 2);
+    LLVMMetadataReplaceAllUsesWith(tmp, id); /* a loop ID's first operand is itself */
+    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(em->ctx, "llvm.loop", 9),
+                    LLVMMetadataAsValue(em->ctx, id));
+}
+
 static void emit_parallel_dim(llvm_emitter *em, const ir_op *task, uint32_t d, LLVMValueRef from,
                               LLVMValueRef to, LLVMValueRef *idx) {
     const ir_region *body = task->regions[0];
@@ -134,7 +148,9 @@ static void emit_parallel_dim(llvm_emitter *em, const ir_op *task, uint32_t d, L
         llvm_emit_work_item(em, task, idx);
     LLVMValueRef next = llvm_index_next(em, it, i);
     LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
-    LLVMBuildBr(em->b, head);
+    LLVMValueRef br = LLVMBuildBr(em->b, head);
+    if (em->plain_loop && d + 1 == body->nargs)
+        no_vectorize(em, br);
     LLVMAddIncoming(i, &next, &end, 1);
     LLVMPositionBuilderAtEnd(em->b, exit);
 }

@@ -97,6 +97,7 @@ struct llvm_emitter {
     llvm_valmap linear; /* varying values equal to the parallel index plus a uniform */
     bool *ad_vary;      /* per adstack: depths differ between lanes (pushed under a mask) */
     LLVMValueRef sink;  /* 8 bytes (entry-block alloca): where lanes that are off load and store */
+    bool plain_loop;    /* the scalar task's work-item loop is not to be vectorized either */
 };
 
 /* ---- llvm_emit.c ---- */
@@ -191,7 +192,8 @@ void llvm_neighbour_free(llvm_emitter *em);
 
 /* ---- llvm_simd.c ---- */
 /* The lanes a CPU parallel task runs with (0: the scalar path); *why says why not when
- * 0 (a static string). Decided from o->simd, $KERN_SIMD and the host's vector ISA. */
+ * 0 (a static string). Decided from o->simd, $KERN_SIMD and the host's vector ISA. Sets
+ * em->plain_loop when vectors have nothing to do in the task at all. */
 unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why);
 /* Emits the work items of task from `from` to `to` (index type of dimension 0) W at a
  * time, after llvm_simd_lanes said W. */

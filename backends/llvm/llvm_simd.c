@@ -392,8 +392,10 @@ static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) 
     int gathers = 0, math = 0;
     loop_cost(em, body, &gathers, &math);
     if (math == 0 && contiguous_accesses(em, body) == 0) {
-        /* a border copy dst[i, 0] = src[i, 0]: lanes would only load and store one by one */
+        /* a border copy dst[i, 0] = src[i, 0]: lanes would only load and store one by one
+         * (and LLVM's loop vectorizer would only add a copy of the loop for a stride of 1) */
         *why = "no contiguous access and no vector math: nothing for vectors to do";
+        em->plain_loop = true;
         free(em->ad_vary);
         em->ad_vary = NULL;
         return false;
@@ -403,6 +405,7 @@ static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) 
 
 unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) {
     pthread_once(&host_once, host_init);
+    em->plain_loop = false;
     int want = wanted_lanes(em->opts);
     if (task->code != IR_PARALLEL) {
         *why = "a serial task";
