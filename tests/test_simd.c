@@ -510,6 +510,19 @@ Test(simd, the_choice_per_task_shows_in_the_llvm_text) {
                   8);
     cr_expect(strstr(t, "\"kern-simd\"=\"scalar: a loop over each item's own elements"), "%s", t);
     free(t);
+    /* a border copy (strided, no math) stays scalar, and its loop is not vectorized by
+     * LLVM either: no vector type in the module, the loop marked */
+    t = llvm_text(
+        "kernel border(src: f32[,], dst: f32[,]) {\n"
+        "    let m = shape(src, 1);\n"
+        "    for i in 0..shape(src, 0) { dst[i, 0] = src[i, 0]; dst[i, m - 1] = src[i, m - 1]; }\n"
+        "}\n",
+        8);
+    cr_expect(strstr(t, "\"kern-simd\"=\"scalar: no contiguous access and no vector math"), "%s",
+              t);
+    cr_expect(strstr(t, "!\"llvm.loop.vectorize.enable\", i1 false"), "%s", t);
+    cr_expect(!strstr(t, " x float>"), "%s", t);
+    free(t);
     t = llvm_text(src, -1);
     cr_expect(strstr(t, "\"kern-simd\"=\"scalar: SIMD is off"), "%s", t);
     cr_expect(!strstr(t, "\"kern-simd\"=\"4 lanes\""));
