@@ -6,6 +6,7 @@
  * $KERN_JIT_THREADS = 1 (one part, the calling thread), 2 and 5. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,4 +185,92 @@ Test(jit_parts, parts_and_their_symbols) {
               lanes[0], lanes[1]);
     ir_module_free(m);
     kc_ctx_free(c);
+}
+
+/* Four threads compile the module at once, each in two parts on threads of its own, and
+ * each runs its gradient: every result is the C reference's. */
+typedef struct compile_job {
+    const float *a;
+    double want[N];
+    int bad; /* elements off the reference, or -1: a call failed */
+} compile_job;
+
+static void *compile_and_run(void *arg) {
+    compile_job *job = arg;
+    kern_context_options o = kern_context_options_default();
+    o.backend = KERN_BACKEND_CPU;
+    o.threads = 1;
+    kern_context *ctx;
+    kern_module *m;
+    kern_kernel *k;
+    if (kern_context_create(&o, &ctx) != KERN_OK) {
+        job->bad = -1;
+        return NULL;
+    }
+    static const float zeros[N];
+    float got[N];
+    int64_t sn[1] = {N};
+    kern_buffer *ba = NULL, *bb = NULL;
+    if (kern_module_from_source(ctx, SRC, strlen(SRC), "two.kern", &m) != KERN_OK ||
+        kern_kernel_find(m, "two.grad", &k) != KERN_OK ||
+        kern_buffer_create(ctx, KERN_F32, 1, sn, job->a, &ba) != KERN_OK ||
+        kern_buffer_create(ctx, KERN_F32, 1, sn, zeros, &bb) != KERN_OK) {
+        job->bad = -1;
+        kern_context_release(ctx);
+        return NULL;
+    }
+    /* only a.grad is checked here; the loop's arrays are empty */
+    int64_t s0[1] = {0};
+    kern_buffer *e, *ei, *bag, *bbg;
+    float ones[N];
+    for (int i = 0; i < N; i++)
+        ones[i] = 1;
+    bool ok = kern_buffer_create(ctx, KERN_F32, 1, s0, NULL, &e) == KERN_OK &&
+              kern_buffer_create(ctx, KERN_I32, 1, s0, NULL, &ei) == KERN_OK &&
+              kern_buffer_create(ctx, KERN_F32, 1, sn, zeros, &bag) == KERN_OK &&
+              kern_buffer_create(ctx, KERN_F32, 1, sn, ones, &bbg) == KERN_OK;
+    if (ok) {
+        kern_arg args[11] = {kern_arg_buffer(ba),  kern_arg_buffer(bb),  kern_arg_buffer(e),
+                             kern_arg_buffer(e),   kern_arg_buffer(ei),  kern_arg_buffer(e),
+                             kern_arg_buffer(bag), kern_arg_buffer(bbg), kern_arg_buffer(e),
+                             kern_arg_buffer(e),   kern_arg_buffer(e)};
+        ok = kern_launch(k, args, 11) == KERN_OK &&
+             kern_buffer_read(bag, got, sizeof got) == KERN_OK;
+    }
+    if (!ok) {
+        job->bad = -1;
+    } else {
+        for (int i = 0; i < N; i++)
+            if (fabs((double)got[i] - job->want[i]) > 1e-3 * fmax(fabs(job->want[i]), 0.05))
+                job->bad++;
+    }
+    kern_context_release(ctx);
+    return NULL;
+}
+
+Test(jit_parts, concurrent_compiles) {
+    setenv("KERN_JIT_THREADS", "2", 1); /* before any thread reads it */
+    static float a[N];
+    static compile_job jobs[4];
+    for (int i = 0; i < N; i++)
+        a[i] = (float)(0.7 * cos(0.41 * i));
+    for (int j = 0; j < 4; j++) {
+        jobs[j].a = a;
+        for (int i = 0; i < N; i++) {
+            double h = 1e-5;
+            jobs[j].want[i] = i % 2 == 0 && i + 1 < N
+                                  ? (task0((double)a[i] + h) - task0((double)a[i] - h)) / (2 * h)
+                                  : 0;
+        }
+    }
+    pthread_t th[4];
+    for (int j = 0; j < 4; j++)
+        cr_assert_eq(pthread_create(&th[j], NULL, compile_and_run, &jobs[j]), 0);
+    for (int j = 0; j < 4; j++)
+        pthread_join(th[j], NULL);
+    unsetenv("KERN_JIT_THREADS");
+    for (int j = 0; j < 4; j++)
+        cr_expect_eq(jobs[j].bad, 0,
+                     "thread %d: %d element(s) off the reference (-1: a call failed)", j,
+                     jobs[j].bad);
 }
