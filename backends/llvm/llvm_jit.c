@@ -6,8 +6,7 @@
  * (llvm_cpu_emit_part), then optimized (llvm_target.c) and compiled to an object file on
  * its own thread with its own host target machine; the objects go into one LLJIT, whose
  * JIT target-machine builder is made from the same host machine, so that data layouts and
- * CPU features agree. A module of one task, or of few ops, is one part, compiled on the
- * calling thread.
+ * CPU features agree. A module of one task is one part, compiled on the calling thread.
  *
  * Symbols the code calls resolve, in order, from the objects, from the libm functions
  * listed below (defined as absolute symbols, so that they resolve even when the process
@@ -131,22 +130,16 @@ typedef struct jit_part {
     char err[1024];
 } jit_part;
 
-/* Tasks of a module whose ops add up to fewer than this are compiled as one part: a part
- * costs a target machine and a pass pipeline, about a millisecond. */
-enum { PART_MIN_OPS = 96 };
-
 /* How many parts to compile m in (1 .. MAX_PARTS), and each task's part: the largest
  * task first into the part with the fewest ops so far. $KERN_JIT_THREADS caps the parts
  * (default: the online CPUs). */
 static unsigned plan_parts(const ir_module *m, unsigned **part_of) {
     *part_of = NULL;
-    unsigned ntasks = 0, total = 0;
+    unsigned ntasks = 0;
     ir_foreach_kernel(k, m) {
         ir_foreach_op(op, k->body) {
-            if (op->code == IR_PARALLEL || op->code == IR_SERIAL) {
+            if (op->code == IR_PARALLEL || op->code == IR_SERIAL)
                 ntasks++;
-                total += llvm_count_ops(op->regions[0]);
-            }
         }
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -170,7 +163,7 @@ static unsigned plan_parts(const ir_module *m, unsigned **part_of) {
     unsigned nparts = cpus < 1 ? 1 : cpus > MAX_PARTS ? MAX_PARTS : (unsigned)cpus;
     if (nparts > ntasks)
         nparts = ntasks;
-    if (nparts <= 1 || total < PART_MIN_OPS)
+    if (nparts <= 1)
         return 1;
     unsigned *weight = calloc(ntasks, sizeof *weight), *of = calloc(ntasks, sizeof *of);
     bool *done = calloc(ntasks, sizeof *done);
