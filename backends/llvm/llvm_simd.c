@@ -345,6 +345,19 @@ static int contiguous_accesses(const llvm_emitter *em, const ir_region *r) {
     return n;
 }
 
+/* A loop whose trip count differs between lanes (a varying bound, break or condition). */
+static bool divergent_loop(const llvm_emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if ((op->code == IR_FOR && masked_for(em, op)) ||
+            (op->code == IR_WHILE && masked_while(em, op)))
+            return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (divergent_loop(em, op->regions[i]))
+                return true;
+    }
+    return false;
+}
+
 /* A loop that every lane runs alike (not masked) and, with `math`, that computes vector
  * math. */
 static bool uniform_loop(const llvm_emitter *em, const ir_region *r, bool math) {
@@ -403,6 +416,9 @@ static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) 
     return true;
 }
 
+/* Straight-line bodies of at most this many ops (nested ones included) get two vectors. */
+enum { SIMD_WIDE_OPS = 64 };
+
 unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) {
     pthread_once(&host_once, host_init);
     em->plain_loop = false;
@@ -424,15 +440,20 @@ unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) 
     *why = NULL;
     if (want > 0)
         return (unsigned)want;
-    /* auto: one vector of the widest registers, except for a loop that every lane runs
-     * alike: a work item's chain through it is serial, and independent vectors hide its
-     * latency - two, or four when it computes vector math (x = sin(x) * w[t] + x per step).
-     * A straight-line body needs none (the core overlaps consecutive vectors), and in a
-     * loop whose trip count differs between lanes a wider vector idles longer (its last
-     * lane decides) and the per-lane adstacks' gathers and scatters grow with it. Wider
-     * vectors also mean more code to compile: LLVM splits each op into registers. */
+    /* auto: a loop that every lane runs alike is a serial chain per work item, and
+     * independent vectors hide its latency: two vectors of the widest registers, four when
+     * it computes vector math (x = sin(x) * w[t] + x per step). In a loop whose trip count
+     * differs between lanes a wider vector idles longer (its last lane decides) and the
+     * per-lane adstacks' gathers and scatters grow with it: one. A straight-line body runs
+     * about 20% faster with two (fewer loop trips, more independent work), but the code
+     * LLVM compiles doubles with them: two up to SIMD_WIDE_OPS ops, one above (a
+     * gradient's gather task: 200 ops). */
     const ir_region *body = task->regions[0];
-    unsigned vectors = uniform_loop(em, body, true) ? 4 : uniform_loop(em, body, false) ? 2 : 1;
+    unsigned vectors = uniform_loop(em, body, true)            ? 4
+                       : uniform_loop(em, body, false)         ? 2
+                       : divergent_loop(em, body)              ? 1
+                       : llvm_count_ops(body) <= SIMD_WIDE_OPS ? 2
+                                                               : 1;
     return vectors * host_bits / 32;
 }
 
@@ -1286,9 +1307,21 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
 
 /* ---- the task ----------------------------------------------------------------------- */
 
-/* Bodies of at most this many ops (nested ones included) are emitted twice (full vectors
- * and a masked last one). */
-enum { SIMD_TWICE_OPS = 16 };
+/* Bodies of at most SIMD_TWICE_OPS ops (nested ones included), or SIMD_TWICE_FLAT_OPS
+ * when they hold no loop, are emitted twice (full vectors and a masked last one). */
+enum { SIMD_TWICE_OPS = 16, SIMD_TWICE_FLAT_OPS = 48 };
+
+/* Whether r holds a loop. */
+static bool has_loop(const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_FOR || op->code == IR_WHILE)
+            return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (has_loop(op->regions[i]))
+                return true;
+    }
+    return false;
+}
 
 /* The work items b, b + 1, ..., b + W - 1 (i64 numbers of dimension 0's index) under
  * `mask`. */
@@ -1309,13 +1342,16 @@ static void emit_vector_items(llvm_emitter *em, const ir_region *body, uint32_t 
  * full vectors with an all-on mask (LLVM makes their masked accesses plain ones), then at
  * most one masked vector of the last items; larger ones once, under the mask, where a
  * contiguous store checks at run time whether every lane is on (masked stores are slow
- * on some CPUs) - emitting a large body twice doubles the JIT's time for little gain. */
+ * on some CPUs). In a straight-line body of up to 48 ops the masks cost about 20% (the
+ * mass-spring K); in a loop they are small beside the loop's work, and emitting a large
+ * body twice doubles the JIT's time. */
 static void emit_vector_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, LLVMValueRef from,
                              LLVMValueRef to) {
     const ir_region *body = task->regions[0];
     const kern_type *it = task->operands[2 * vd]->type;
     unsigned w = em->simd_w;
-    bool twice = llvm_count_ops(body) <= SIMD_TWICE_OPS;
+    uint32_t ops = llvm_count_ops(body);
+    bool twice = ops <= SIMD_TWICE_OPS || (ops <= SIMD_TWICE_FLAT_OPS && !has_loop(body));
     LLVMValueRef f64 = llvm_to_i64(em, from, it), t64 = llvm_to_i64(em, to, it);
     LLVMValueRef wc = LLVMConstInt(em->t_i64, w, 0);
     /* twice: a full vector starts at <= last; once: every vector starts below to */
