@@ -130,6 +130,18 @@ typedef struct jit_part {
     char err[1024];
 } jit_part;
 
+typedef struct task_weight {
+    unsigned ops, task;
+} task_weight;
+
+/* The larger task first; among equals, the first in the module. */
+static int heavier_first(const void *a, const void *b) {
+    const task_weight *x = a, *y = b;
+    if (x->ops != y->ops)
+        return x->ops > y->ops ? -1 : 1;
+    return x->task < y->task ? -1 : x->task > y->task;
+}
+
 /* How many parts to compile m in (1 .. MAX_PARTS), and each task's part: the largest
  * task first into the part with the fewest ops so far. $KERN_JIT_THREADS caps the parts
  * (default: the online CPUs). */
@@ -165,33 +177,31 @@ static unsigned plan_parts(const ir_module *m, unsigned **part_of) {
         nparts = ntasks;
     if (nparts <= 1)
         return 1;
-    unsigned *weight = calloc(ntasks, sizeof *weight), *of = calloc(ntasks, sizeof *of);
-    bool *done = calloc(ntasks, sizeof *done);
-    if (!weight || !of || !done)
-        kern_oom(ntasks * sizeof *weight);
+    task_weight *w = calloc(ntasks, sizeof *w);
+    unsigned *of = calloc(ntasks, sizeof *of);
+    if (!w || !of)
+        kern_oom(ntasks * sizeof *w);
     unsigned t = 0;
     ir_foreach_kernel(k, m) {
         ir_foreach_op(op, k->body) {
-            if (op->code == IR_PARALLEL || op->code == IR_SERIAL)
-                weight[t++] = llvm_count_ops(op->regions[0]) + 1;
+            if (op->code == IR_PARALLEL || op->code == IR_SERIAL) {
+                w[t].ops = llvm_count_ops(op->regions[0]) + 1;
+                w[t].task = t;
+                t++;
+            }
         }
     }
+    qsort(w, ntasks, sizeof *w, heavier_first);
     unsigned load[MAX_PARTS] = {0};
     for (unsigned n = 0; n < ntasks; n++) {
-        unsigned big = 0;
-        for (unsigned i = 1; i < ntasks; i++)
-            if (!done[i] && (done[big] || weight[i] > weight[big]))
-                big = i;
         unsigned least = 0;
         for (unsigned p = 1; p < nparts; p++)
             if (load[p] < load[least])
                 least = p;
-        done[big] = true;
-        of[big] = least;
-        load[least] += weight[big];
+        of[w[n].task] = least;
+        load[least] += w[n].ops;
     }
-    free(weight);
-    free(done);
+    free(w);
     *part_of = of;
     return nparts;
 }
