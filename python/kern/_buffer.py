@@ -1,0 +1,242 @@
+"""Buffers: Buffer (an array on a context's device), its NumPy view (_KeepAlive), DLPack
+export (__dlpack__ and the capsule destructor) and import (_dlpack_import, which wraps a
+producer's memory in place), dtype codes, and _to_host (any array-like as a NumPy array)."""
+
+import ctypes
+
+from ._context import context as _default_context
+from ._errors import ArgumentError, _check
+from ._library import (_DTYPES, _KERN_NAMES, _c, _capsule_get, _capsule_new, _capsule_rename,
+                       _np)
+
+class Buffer:
+    """An array on a context's device: made by kern (`Buffer.zeros`, `Buffer.from_array`,
+    adjoints of a tape) or wrapping memory it does not own (NumPy arrays, DLPack tensors).
+    `numpy()` views it without a copy on the CPU; `__dlpack__` lends it to PyTorch, JAX or
+    CuPy without a copy."""
+
+    def __init__(self, ctx, ptr, dtype, shape, owner=None):
+        self.context = ctx
+        self._ptr = ptr
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self._owner = owner  # what keeps wrapped memory alive (the DLPack tensor owns it)
+        ctx._objects.add(self)
+
+    @classmethod
+    def zeros(cls, shape, dtype="float32", context=None):
+        ctx = context or _default_context()
+        return cls._create(ctx, shape, _dtype_code(dtype), None)
+
+    @classmethod
+    def from_array(cls, array, context=None):
+        """A buffer holding a copy of array (any array-like)."""
+        ctx = context or _default_context()
+        np = _np()
+        a = np.ascontiguousarray(array)
+        code = _dtype_code(a.dtype)
+        return cls._create(ctx, a.shape, code, a)
+
+    @classmethod
+    def _create(cls, ctx, shape, code, data):
+        shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        arr = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        p = ctypes.c_void_p()
+        ptr = data.ctypes.data if data is not None else None
+        _check(_c["buf_create"](ctx._live(), code, len(shape), arr, ptr, ctypes.byref(p)),
+               ctx._ptr)
+        return cls(ctx, p.value, code, shape)
+
+    @property
+    def numpy_dtype(self):
+        return _np().dtype(_DTYPES[self.dtype])
+
+    @property
+    def nbytes(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n * self.numpy_dtype.itemsize
+
+    def _live(self):
+        if not self._ptr:
+            raise ArgumentError("the buffer was released")
+        return self._ptr
+
+    def numpy(self):
+        """The buffer as a NumPy array: a view of its memory on the CPU (valid while the
+        buffer lives; it keeps the buffer alive), a copy on other devices."""
+        np = _np()
+        if self.context.device == "cpu":
+            p = _c["buf_pointer"](self._live())
+            if not p or self.nbytes == 0:
+                return np.zeros(self.shape, self.numpy_dtype)
+            raw = (ctypes.c_char * self.nbytes).from_address(p)
+            view = np.frombuffer(raw, dtype=self.numpy_dtype).reshape(self.shape)
+            return _KeepAlive(view, self)
+        out = np.empty(self.shape, self.numpy_dtype)
+        _check(_c["buf_read"](self._live(), out.ctypes.data, out.nbytes), self.context._ptr)
+        return out
+
+    def __array__(self, dtype=None):
+        a = _np().asarray(self.numpy())
+        return a if dtype is None else a.astype(dtype)
+
+    def __dlpack_device__(self):
+        return (1, 0) if self.context.device == "cpu" else (2, 0)
+
+    def __dlpack__(self, stream=None):
+        """A DLPack capsule viewing the buffer (the buffer's memory stays valid until the
+        consumer's tensor is gone, even if the buffer is released first)."""
+        t = ctypes.c_void_p()
+        _check(_c["to_dlpack"](self._live(), ctypes.byref(t)), self.context._ptr)
+        return _capsule_new(t.value, b"dltensor", _CAPSULE_DESTRUCTOR_PTR)
+
+    def read(self):
+        np = _np()
+        out = np.empty(self.shape, self.numpy_dtype)
+        _check(_c["buf_read"](self._live(), out.ctypes.data, out.nbytes), self.context._ptr)
+        return out
+
+    def write(self, array):
+        np = _np()
+        a = np.ascontiguousarray(array, dtype=self.numpy_dtype)
+        if a.shape != self.shape:
+            raise ArgumentError("Buffer.write: shape %s, the buffer is %s" % (a.shape, self.shape))
+        _check(_c["buf_write"](self._live(), a.ctypes.data, a.nbytes), self.context._ptr)
+
+    def release(self):
+        """Releases the buffer now; memory that launches in flight use is freed after them."""
+        if self._ptr and self.context._ptr:
+            _c["buf_release"](self._ptr)
+        self._ptr = None
+        self._owner = None
+
+    def _forget(self):  # the context is going: it frees the buffer itself
+        self._ptr = None
+        self._owner = None
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def __repr__(self):
+        return "kern.Buffer(%s%s, %s)" % (_KERN_NAMES[self.dtype], list(self.shape),
+                                           self.context.device)
+
+
+class _KeepAlive:
+    """Hands out a NumPy view that keeps its buffer alive (as the view's base)."""
+
+    def __new__(cls, view, owner):
+        np = _np()
+
+        class _Base:
+            pass
+        base = _Base()
+        base.__array_interface__ = dict(view.__array_interface__)
+        base.owner = owner
+        return np.asarray(base)
+
+
+# A capsule destructor for the tensors kern exports: calls the deleter unless a consumer
+# took the tensor (renamed the capsule "used_dltensor"). It receives the dying capsule as a
+# raw pointer: turning it into a Python object again would revive it mid-deallocation.
+_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", ctypes.c_byte * 48), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+_raw_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_raw_is_valid.restype, _raw_is_valid.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]
+_raw_get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@_DESTRUCTOR
+def _capsule_destructor(capsule):
+    if _raw_is_valid(capsule, b"dltensor"):
+        p = _raw_get(capsule, b"dltensor")
+        mt = _DLManagedTensor.from_address(p)
+        if mt.deleter:
+            _DELETER(mt.deleter)(p)
+
+
+_CAPSULE_DESTRUCTOR_PTR = ctypes.cast(_capsule_destructor, ctypes.c_void_p)
+
+
+def _dtype_code(dtype):
+    np = _np()
+    name = np.dtype(dtype).name if not isinstance(dtype, int) else _DTYPES[dtype]
+    for code, n in _DTYPES.items():
+        if n == name:
+            return code
+    raise ArgumentError("dtype %s is not a kern dtype (bool, int32, uint32, int64, float32, "
+                        "float64)" % name)
+
+
+# ---- DLPack import -------------------------------------------------------------------
+
+def _dlpack_import(ctx, obj):
+    """Wraps a DLPack producer's memory in place; None when it cannot be (the reason)."""
+    if not hasattr(obj, "__dlpack__"):
+        return None, "it has no __dlpack__"
+    if getattr(obj, "requires_grad", False) and hasattr(obj, "detach"):
+        obj = obj.detach()  # the same memory
+    cap = None
+    if ctx.device == "cuda" and not ctx.sync:
+        try:  # the producer makes kern's stream wait for its work (DLPack's stream argument)
+            cap = obj.__dlpack__(stream=ctx.cuda_stream)
+        except TypeError:
+            cap = None
+        except (BufferError, RuntimeError, ValueError) as e:
+            return None, str(e)
+    if cap is None:
+        if ctx.device == "cuda":
+            _cuda_ready(obj)
+        try:
+            cap = obj.__dlpack__()
+        except (BufferError, RuntimeError, TypeError, ValueError) as e:
+            return None, str(e)
+    p = _capsule_get(cap, b"dltensor")
+    out = ctypes.c_void_p()
+    status = _c["from_dlpack"](ctx._live(), p, ctypes.byref(out))
+    if status != 0:
+        return None, _c["last_error"](ctx._ptr).decode()
+    _capsule_rename(cap, b"used_dltensor")  # the buffer owns the tensor now
+    code = _DLPACK_DTYPES_FROM(obj)
+    return Buffer(ctx, out.value, code, tuple(int(s) for s in obj.shape), owner=cap), None
+
+
+def _DLPACK_DTYPES_FROM(obj):
+    name = str(obj.dtype).replace("torch.", "")
+    return _dtype_code(name)
+
+
+def _cuda_ready(obj):
+    """Work queued on the producer's stream finishes before kern's stream reads it."""
+    if hasattr(obj, "block_until_ready"):
+        obj.block_until_ready()
+    elif type(obj).__module__.startswith("torch") and getattr(obj, "is_cuda", False):
+        import torch
+        torch.cuda.synchronize(obj.device)
+    elif type(obj).__module__.startswith("cupy"):
+        import cupy
+        cupy.cuda.get_current_stream().synchronize()
+
+
+def _to_host(v):
+    np = _np()
+    if hasattr(v, "detach"):
+        v = v.detach()
+    if hasattr(v, "cpu") and not isinstance(v, np.ndarray):
+        v = v.cpu()
+    if hasattr(v, "numpy") and not isinstance(v, np.ndarray):
+        return v.numpy()
+    return np.asarray(v)

@@ -1,0 +1,118 @@
+"""Contexts: Context (a device and everything made on it, its stream ordering with
+PyTorch), the default context of each device (context()) and synchronize()."""
+
+import ctypes
+import threading
+import weakref
+
+from ._errors import _ERRORS, ArgumentError, Error, _check
+from ._library import _BACKENDS, _c, _Options
+
+class Context:
+    """A device and everything made on it: `Context("cpu")`, `Context("cuda")` (device 0),
+    `Context("vulkan")`. Options: threads (CPU workers, 0 = all), debug (bounds, division
+    and shift checks in JIT code), ad_stack_size (adstack capacity of unbounded loops).
+    A context is used by one thread at a time.
+
+    sync (GPUs): True (the default) makes every call wait for the producers' work before and
+    for its own kernels after, so any consumer sees the results. sync=False orders by
+    streams instead, without waiting: DLPack producers make kern's CUDA stream wait for
+    their work (__dlpack__(stream=...)), and after a call PyTorch's current stream waits
+    for kern's; other consumers must call synchronize() before reading results.
+
+    debug is on by default, as `kernc run` checks bounds by default: an index out of
+    bounds, a division by zero or a bad shift raises DeviceError with the .kern line
+    instead of corrupting memory. Context(debug=False) compiles without the checks (faster:
+    for code that is known to be right)."""
+
+    def __init__(self, device="cpu", threads=0, debug=True, ad_stack_size=0, sync=True):
+        self.sync = bool(sync)
+        self._torch_stream = None
+        if device not in _BACKENDS:
+            raise ArgumentError("unknown device %r (cpu, cuda, vulkan)" % (device,))
+        opts = _Options(_BACKENDS[device], bool(debug), int(threads), int(ad_stack_size))
+        p = ctypes.c_void_p()
+        status = _c["ctx_create"](ctypes.byref(opts), ctypes.byref(p))
+        self._ptr = p.value
+        self.device = device
+        self._objects = weakref.WeakSet()  # modules and buffers, released before the context
+        if status != 0:
+            msg = _c["last_error"](self._ptr).decode() if self._ptr else "out of memory"
+            self.release()
+            raise _ERRORS.get(status, Error)(msg)
+
+    @property
+    def device_name(self):
+        return _c["device_name"](self._ptr).decode()
+
+    def synchronize(self):
+        """Waits for every launch of the context (and reports a device error)."""
+        _check(_c["sync"](self._ptr), self._ptr)
+
+    @property
+    def cuda_stream(self):
+        """The CUstream kern's CUDA work goes to, as an int (None off CUDA)."""
+        return _c["cuda_stream"](self._live()) if self.device == "cuda" else None
+
+    def _kern_stream(self):
+        import torch
+        if self._torch_stream is None:
+            self._torch_stream = torch.cuda.ExternalStream(self.cuda_stream)
+        return self._torch_stream
+
+    def _before_torch_call(self):
+        """PyTorch CUDA tensors used in place: their pending work first (kern's stream waits
+        for PyTorch's current one; sync=True waits on the host)."""
+        import torch
+        if self.sync:
+            torch.cuda.current_stream().synchronize()
+        else:
+            self._kern_stream().wait_stream(torch.cuda.current_stream())
+
+    def _after_call(self, used_torch, cuda_torch=()):
+        """A GPU call's end: wait (sync=True) or order PyTorch's stream after kern's, and
+        keep PyTorch's allocator from reusing the tensors' memory before kern is done."""
+        if self.sync:
+            self.synchronize()
+        elif used_torch:
+            import torch
+            ks = self._kern_stream()
+            for v in cuda_torch:
+                v.record_stream(ks)
+            torch.cuda.current_stream().wait_stream(ks)
+
+    def release(self):
+        """Frees the context with its modules and buffers (also at garbage collection)."""
+        if getattr(self, "_ptr", None):
+            for o in list(self._objects):
+                o._forget()
+            self._objects = weakref.WeakSet()
+            _c["ctx_release"](self._ptr)
+            self._ptr = None
+
+    def __del__(self):
+        self.release()
+
+    def _live(self):
+        if not self._ptr:
+            raise ArgumentError("the context was released")
+        return self._ptr
+
+    def __repr__(self):
+        return "kern.Context(%r)" % self.device
+
+
+_default = {}
+_default_lock = threading.Lock()
+
+
+def context(device="cpu"):
+    """The default context of a device, created on first use."""
+    with _default_lock:
+        if device not in _default:
+            _default[device] = Context(device)
+        return _default[device]
+
+
+def synchronize(device="cpu"):
+    context(device).synchronize()

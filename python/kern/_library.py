@@ -1,0 +1,123 @@
+"""The C library under the package: loading libkern-jit (kern/_config.py or KERN_LIBRARY),
+the C API's constants and structures, the prototypes of the functions the package calls
+(`_c`), the PyCapsule calls of the DLPack exchange, and version()."""
+
+import ctypes
+import os
+
+try:
+    from . import _config
+    _LIBRARY = _config.LIBRARY
+except ImportError:  # the source tree (no _config.py): KERN_LIBRARY names the library
+    _LIBRARY = None
+
+# PyDLL, not CDLL: the GIL stays held during calls, because the runtime may call a DLPack
+# deleter (NumPy's touches Python objects) from inside any call that retires memory.
+
+_path = os.environ.get("KERN_LIBRARY", _LIBRARY)
+if not _path:
+    raise ImportError("kern: no library: set KERN_LIBRARY to libkern-jit.so.0 (the build tree's "
+                      "package, PYTHONPATH=build/python, knows where it is)")
+_lib = ctypes.PyDLL(_path)
+
+_BOOL, _I32, _U32, _I64, _F32, _F64 = 1, 2, 3, 4, 5, 6
+_DTYPES = {_BOOL: "bool", _I32: "int32", _U32: "uint32", _I64: "int64", _F32: "float32",
+           _F64: "float64"}
+_KERN_NAMES = {_BOOL: "bool", _I32: "i32", _U32: "u32", _I64: "i64", _F32: "f32",
+               _F64: "f64"}
+_BACKENDS = {"cpu": 0, "cuda": 1, "vulkan": 3}
+_ARG_BUFFER, _ARG_SCALAR = 1, 2
+_MAX_DIMS = 4
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [("backend", ctypes.c_int), ("debug", ctypes.c_bool), ("threads", ctypes.c_int),
+                ("ad_stack_size", ctypes.c_int64)]
+
+
+class _ParamInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("is_array", ctypes.c_bool), ("dtype", ctypes.c_int),
+                ("rank", ctypes.c_int), ("nograd", ctypes.c_bool)]
+
+
+class _ArgValue(ctypes.Union):
+    _fields_ = [("buffer", ctypes.c_void_p), ("b", ctypes.c_bool), ("i32", ctypes.c_int32),
+                ("u32", ctypes.c_uint32), ("i64", ctypes.c_int64), ("f32", ctypes.c_float),
+                ("f64", ctypes.c_double)]
+
+
+class _Arg(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("dtype", ctypes.c_int), ("u", _ArgValue)]
+
+
+def _fn(name, res, *args):
+    f = getattr(_lib, name)
+    f.restype = res
+    f.argtypes = list(args)
+    return f
+
+
+_vp, _int, _st = ctypes.c_void_p, ctypes.c_int, ctypes.c_int
+_pvp = ctypes.POINTER(ctypes.c_void_p)
+_i64p = ctypes.POINTER(ctypes.c_int64)
+_c = {
+    "version": _fn("kern_version", _int, ctypes.POINTER(ctypes.c_char_p)),
+    "ctx_create": _fn("kern_context_create", _st, ctypes.POINTER(_Options), _pvp),
+    "ctx_release": _fn("kern_context_release", None, _vp),
+    "last_error": _fn("kern_context_last_error", ctypes.c_char_p, _vp),
+    "device_name": _fn("kern_context_device_name", ctypes.c_char_p, _vp),
+    "cuda_stream": _fn("kern_context_cuda_stream", _vp, _vp),
+    "sync": _fn("kern_sync", _st, _vp),
+    "buf_create": _fn("kern_buffer_create", _st, _vp, _int, _int, _i64p, _vp, _pvp),
+    "buf_wrap": _fn("kern_buffer_wrap", _st, _vp, _int, _int, _i64p, _vp, _vp, _vp, _pvp),
+    "buf_read": _fn("kern_buffer_read", _st, _vp, _vp, ctypes.c_size_t),
+    "buf_write": _fn("kern_buffer_write", _st, _vp, _vp, ctypes.c_size_t),
+    "buf_release": _fn("kern_buffer_release", None, _vp),
+    "buf_pointer": _fn("kern_buffer_pointer", _vp, _vp),
+    "from_dlpack": _fn("kern_buffer_from_dlpack", _st, _vp, _vp, _pvp),
+    "to_dlpack": _fn("kern_buffer_to_dlpack", _st, _vp, _pvp),
+    "mod_load": _fn("kern_module_load_file", _st, _vp, ctypes.c_char_p, _pvp),
+    "mod_source": _fn("kern_module_from_source", _st, _vp, ctypes.c_char_p, ctypes.c_size_t,
+                      ctypes.c_char_p, _pvp),
+    "mod_file": _fn("kern_module_from_file_source", _st, _vp, ctypes.c_char_p, _pvp),
+    "mod_release": _fn("kern_module_release", None, _vp),
+    "mod_count": _fn("kern_module_kernel_count", _int, _vp),
+    "mod_name": _fn("kern_module_kernel_name", ctypes.c_char_p, _vp, _int),
+    "find": _fn("kern_kernel_find", _st, _vp, ctypes.c_char_p, _pvp),
+    "nparams": _fn("kern_kernel_param_count", _int, _vp),
+    "param": _fn("kern_kernel_param", _st, _vp, _int, ctypes.POINTER(_ParamInfo)),
+    "written": _fn("kern_kernel_param_written", _int, _vp, _int),
+    "launch": _fn("kern_launch", _st, _vp, ctypes.POINTER(_Arg), _int),
+    "tape_create": _fn("kern_tape_create", _st, _vp, _pvp),
+    "tape_destroy": _fn("kern_tape_destroy", None, _vp),
+    "tape_set_grad": _fn("kern_tape_set_grad", _st, _vp, _vp, _vp),
+    "tape_grad": _fn("kern_tape_grad", _st, _vp, _vp, _pvp),
+    "tape_launch": _fn("kern_tape_launch", _st, _vp, _vp, ctypes.POINTER(_Arg), _int),
+    "tape_backward": _fn("kern_tape_backward", _st, _vp),
+    "tape_scalar_grad": _fn("kern_tape_scalar_grad", _st, _vp, _int, _int,
+                            ctypes.POINTER(ctypes.c_double)),
+    "tape_clear": _fn("kern_tape_clear", _st, _vp),
+    "tape_count": _fn("kern_tape_record_count", _int, _vp),
+}
+
+_capsule_get = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_get.restype, _capsule_get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_capsule_rename = ctypes.pythonapi.PyCapsule_SetName
+_capsule_rename.restype, _capsule_rename.argtypes = ctypes.c_int, [ctypes.py_object,
+                                                                    ctypes.c_char_p]
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype, _capsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p,
+                                                                  ctypes.c_char_p,
+                                                                  ctypes.c_void_p]
+
+
+def version():
+    """The library's version string ("0.1.0")."""
+    s = ctypes.c_char_p()
+    _c["version"](ctypes.byref(s))
+    return s.value.decode()
+
+
+def _np():
+    import numpy
+    return numpy

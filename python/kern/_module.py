@@ -1,0 +1,140 @@
+"""Modules and kernels: compile() and load() make a Module; its Kernels are called with
+their parameters (_Param, a parameter's signature), directly or on the current tape."""
+
+import ctypes
+import os
+
+from ._binding import _Bound
+from ._context import context as _default_context
+from ._errors import ArgumentError, NotFoundError, _check
+from ._library import _DTYPES, _F32, _F64, _KERN_NAMES, _c, _np, _ParamInfo
+from ._tape import _current_tape
+
+class _Param:
+    def __init__(self, info):
+        self.name = info.name.decode()
+        self.is_array = bool(info.is_array)
+        self.dtype = info.dtype
+        self.rank = info.rank
+        self.nograd = bool(info.nograd)
+        self.np_dtype = _np().dtype(_DTYPES[self.dtype])
+        self.torch_dtype = "torch." + _DTYPES[self.dtype]
+
+    @property
+    def differentiable(self):
+        return self.dtype in (_F32, _F64) and not self.nograd
+
+    def __repr__(self):
+        t = _KERN_NAMES[self.dtype] + ("[" + "," * (self.rank - 1) + "]" if self.is_array else "")
+        return "%s: %s" % (self.name, t)
+
+
+class Kernel:
+    """A kernel of a module, called with its parameters by position or keyword
+    (`x__grad=` for the parameter `x.grad`). Arrays: NumPy arrays and DLPack tensors are
+    used in place when their dtype, layout and device allow, else copied (with a
+    CopyWarning) and written back; scalars: Python numbers, checked against the type."""
+
+    def __init__(self, module, ptr, name):
+        self.module = module
+        self._ptr = ptr
+        self.name = name
+        n = _c["nparams"](ptr)
+        self.params = []
+        for i in range(n):
+            info = _ParamInfo()
+            _check(_c["param"](ptr, i, ctypes.byref(info)), module.context._ptr)
+            self.params.append(_Param(info))
+            self.params[-1].written = _c["written"](ptr, i) != 0
+        self._index = {p.name: i for i, p in enumerate(self.params)}
+
+    def __call__(self, *args, **kwargs):
+        ctx = self.module.context
+        self.module._live()
+        bound = _Bound(self, args, kwargs)
+        tape = _current_tape()
+        if bound.cuda_torch:
+            ctx._before_torch_call()
+        try:
+            if tape is not None:
+                tape._record(self, bound)
+            else:
+                _check(_c["launch"](self._ptr, bound.c_args, len(self.params)), ctx._ptr)
+            if ctx.device != "cpu":
+                ctx._after_call(bound.used_torch, bound.cuda_torch)  # results visible
+        finally:
+            bound.finish()
+
+    def __repr__(self):
+        return "kern.Kernel(%s(%s))" % (self.name, ", ".join(map(repr, self.params)))
+
+
+class Module:
+    """Kernels compiled together: `mod.simulate`, `mod["simulate.grad"]`, `mod.kernels`."""
+
+    def __init__(self, ctx, ptr):
+        self.context = ctx
+        self._ptr = ptr
+        self._kernels = {}
+        ctx._objects.add(self)
+        self.kernels = [_c["mod_name"](ptr, i).decode() for i in range(_c["mod_count"](ptr))]
+
+    def _live(self):
+        if not self._ptr:
+            raise ArgumentError("the module was released")
+        return self._ptr
+
+    def kernel(self, name):
+        if name not in self._kernels:
+            p = ctypes.c_void_p()
+            _check(_c["find"](self._live(), name.encode(), ctypes.byref(p)), self.context._ptr)
+            self._kernels[name] = Kernel(self, p.value, name)
+        return self._kernels[name]
+
+    def __getitem__(self, name):
+        return self.kernel(name)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self.kernel(name)
+        except NotFoundError as e:
+            raise AttributeError(str(e)) from None
+
+    def release(self):
+        if self._ptr and self.context._ptr:
+            _c["mod_release"](self._ptr)
+        self._ptr = None
+
+    def _forget(self):
+        self._ptr = None
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:
+            pass
+
+
+def compile(source, context=None, name=None):  # noqa: A001 - kern.compile
+    """JIT-compiles a .kern file (a path) or source text into a Module."""
+    ctx = context or _default_context()
+    p = ctypes.c_void_p()
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source and
+                                           source.endswith(".kern")):
+        path = os.fspath(source)
+        _check(_c["mod_file"](ctx._live(), path.encode(), ctypes.byref(p)), ctx._ptr)
+    else:
+        text = source.encode() if isinstance(source, str) else bytes(source)
+        _check(_c["mod_source"](ctx._live(), text, len(text), (name or "<string>").encode(),
+                                ctypes.byref(p)), ctx._ptr)
+    return Module(ctx, p.value)
+
+
+def load(path, context=None):
+    """Loads a module that `kernc build` made (.so for cpu, .kmod for cuda, .vkmod)."""
+    ctx = context or _default_context()
+    p = ctypes.c_void_p()
+    _check(_c["mod_load"](ctx._live(), os.fspath(path).encode(), ctypes.byref(p)), ctx._ptr)
+    return Module(ctx, p.value)
