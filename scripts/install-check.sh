@@ -7,8 +7,8 @@
 #     `pkg-config --cflags --libs kern` (no compiler) loads and runs that module, and says
 #     that it cannot compile source;
 #   - libkern.so and libkern-jit.so export nothing but the kern_ API;
-#   - the installed Python package imports (PYTHONPATH = its site-packages under the
-#     prefix), finds the installed libkern-jit and runs saxpy.
+#   - the installed Python package has every module of python/kern, imports (PYTHONPATH =
+#     its site-packages under the prefix), finds the installed libkern-jit and runs saxpy.
 # The build's prefix is set back afterwards; the temporary prefix is removed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -58,6 +58,9 @@ done
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
     pkg=$(find "$tmp/prefix" -path '*/kern/__init__.py' | head -1)
     [ -n "$pkg" ] || fail "the Python package is not installed"
+    for f in python/kern/*.py; do  # every module of the package (python/kern/meson.build)
+        [ -e "$(dirname "$pkg")/${f##*/}" ] || fail "the installed package lacks ${f##*/}"
+    done
     grep -q "$tmp/prefix" "$(dirname "$pkg")/_config.py" || fail "_config.py names another library"
     PYTHONPATH=$(dirname "$(dirname "$pkg")") /usr/bin/python3 -c '
 import numpy as np, kern, sys
