@@ -18,6 +18,7 @@
 #include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
 #include "../common/context.h"
+#include "../common/env.h"
 #include "../common/util.h"
 #include "../compiler/ast.h"
 #include "../compiler/driver.h"
@@ -223,19 +224,10 @@ static int parse_cli(int argc, char **argv, cli *c) {
                 return usage_error("%s needs a value", "--target");
             c->target = v;
         } else if ((v = opt_value(a, "--simd", argc, argv, &i, &m)) || m) {
-            static const struct {
-                const char *name;
-                int lanes;
-            } simd[] = {{"auto", 0}, {"off", -1}, {"sse", 4}, {"avx2", 8}, {"avx512", 16},
-                        {"4", 4},    {"8", 8},    {"16", 16}, {"32", 32},  {"64", 64}};
-            size_t k = 0;
-            while (v && k < sizeof simd / sizeof *simd && strcmp(v, simd[k].name))
-                k++;
-            if (!v || k == sizeof simd / sizeof *simd)
+            if (!v || !kc_parse_simd(v, &c->opts.simd))
                 return usage_error("--simd takes auto, off, sse, avx2, avx512, 4, 8, 16, 32 or 64 "
                                    "(got '%s')",
                                    v ? v : "");
-            c->opts.simd = simd[k].lanes;
         } else if ((v = opt_value(a, "--arch", argc, argv, &i, &m)) || m) {
             if (!v || !*v)
                 return usage_error("%s needs a value", "--arch");
@@ -477,6 +469,7 @@ static int kernc_main(int argc, char **argv) {
         return command_usage(c.cmd);
     if (rc)
         return rc;
+    kc_options_from_env(&c.opts); /* the environment, once, under the command line's values */
     bool known = !strcmp(c.cmd, "check") || !strcmp(c.cmd, "emit") || !strcmp(c.cmd, "build") ||
                  !strcmp(c.cmd, "run") || !strcmp(c.cmd, "gradcheck");
     if (!known)

@@ -28,10 +28,20 @@ typedef struct kc_options {
     const char *grad_only;  /* KC_GRAD_ALL: only this kernel's gradient (NULL: every one) */
     bool promote_f64;       /* retype f32 to f64 before the gradients (kernc gradcheck) */
     const char *arch;       /* GPU targets: sm_XX / gfxNNN (NULL: the target's default) */
-    const char *libdevice;  /* NVPTX: libdevice.10.bc (NULL: $KERN_LIBDEVICE, CUDA's places) */
-    int simd;               /* CPU: SIMD lanes of parallel tasks: 0 auto ($KERN_SIMD, else the
-                               host's widest vectors), -1 off (scalar), 4 / 8 / 16 */
+    const char *libdevice;  /* NVPTX: libdevice.10.bc (NULL: searched in CUDA's places) */
+    int simd;               /* CPU: SIMD lanes of parallel tasks: 0 auto (the host's widest
+                               vectors), -1 off (scalar), 4 / 8 / 16 / 32 / 64 */
+    int jit_threads;        /* CPU JIT: threads compiling one module's parts (0: online CPUs) */
+    bool scatter_adjoints;  /* neighbour reads keep atomic scatter adjoints (no gather form) */
+    bool no_neighbour_adds; /* CPU: neighbour scatters stay atomic inside a chunk too */
+    bool no_vector_math;    /* CPU SIMD: math lane by lane through libm, not libmvec */
+    bool eager_grads;       /* JIT: every K.grad at once, not at its first lookup */
+    unsigned pass_debug;    /* IR_DEBUG_* (ir/ir.h): print / roundtrip / verify after passes */
+    const char *cuda_home;  /* NVPTX: a CUDA installation searched for libdevice first */
+    const char *lld;        /* AMDGPU: the ld.lld that links code objects (NULL: PATH) */
 } kc_options;
+/* The environment variables behind these fields are read by kc_options_from_env
+ * (common/env.h), at the public API boundary only. */
 
 typedef struct kc_ctx {
     arena mem;       /* diagnostics text, sources, AST */

@@ -129,7 +129,7 @@ static bool build_grads(kc_ctx *ctx, const kern_source *src, ir_module *m) {
                 continue;
         }
         ir_kernel *g = ad_grad_kernel(k, o->ad_stack_size);
-        if (g)
+        if (g && !o->scatter_adjoints)
             ad_gather_kernel(m, g);
     }
     if (!ok)
@@ -148,6 +148,7 @@ ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, si
     ir_module *m = fe_lower(ctx, f);
     if (!m)
         return NULL;
+    m->debug = ctx->opts.pass_debug;
     ir_pass_after(m, "lower", true);
     ir_optimize(m, ctx->opts.opt_level);
     if (ctx->opts.promote_f64 && ad_promote_f64(m))

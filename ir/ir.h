@@ -144,11 +144,15 @@ struct ir_kernel {
     ir_kernel *next;
 };
 
+/* What the pass runner does after each pass (passes/runner.c; KERN_DEBUG). */
+enum { IR_DEBUG_PRINT = 1, IR_DEBUG_ROUNDTRIP = 2, IR_DEBUG_VERIFY = 4 };
+
 struct ir_module {
     arena mem;
     const char *source_path; /* for locations; may be NULL */
     ir_kernel *kernels, *last_kernel;
     uint32_t nkernels;
+    unsigned debug; /* IR_DEBUG_* bits, from kc_options.pass_debug (compiler/driver.c) */
 };
 
 /* ---- Module construction ---------------------------------------------------------- */

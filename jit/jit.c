@@ -11,6 +11,7 @@
 #include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
 #include "../common/context.h"
+#include "../common/env.h"
 #include "../common/util.h"
 #include "../compiler/driver.h"
 #include "../compiler/meta_ir.h"
@@ -142,9 +143,8 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
         cc->opts.ad_stack_size = (uint32_t)o.ad_stack_size;
     /* The primal kernels now; K.grad, for every kernel that passes the global-access check
      * (the others record why in grad_error), the first time one is looked up. */
-    cc->opts.grad = KC_GRAD_CHECK;
-    if (getenv("KERN_JIT_EAGER_GRADS")) /* every gradient now, as before (comparisons) */
-        cc->opts.grad = KC_GRAD_POSSIBLE;
+    kc_options_from_env(&cc->opts); /* the public API's boundary: the environment, once */
+    cc->opts.grad = cc->opts.eager_grads ? KC_GRAD_POSSIBLE : KC_GRAD_CHECK;
     kern_status st = KERN_OK;
     const char *srcname = name ? name : "<source>";
     ir_module *m = kc_compile_source(cc, srcname, source, len);

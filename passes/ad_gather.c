@@ -34,7 +34,8 @@
  * uniform, differing uniform indices, other accesses of the array that are not provably
  * in other rows (an index that differs by a nonzero constant), integer or bool arrays,
  * used old values; per task: loops, adstack ops, an atomic whose old value is used, a load
- * after a write of its array. $KERN_SCATTER_ADJOINTS=1 turns the pass off.
+ * after a write of its array. kc_options.scatter_adjoints (KERN_SCATTER_ADJOINTS=1) turns
+ * the pass off (compiler/driver.c).
  *
  * Where: compiler/driver.c runs it on each gradient kernel right after ad_grad_kernel,
  * before the optimization pipeline (which removes what the recomputations do not need).
@@ -601,9 +602,6 @@ static void gather(ir_module *m, ir_op *task, const group *g) {
 }
 
 bool ad_gather_kernel(ir_module *m, ir_kernel *k) {
-    const char *off = getenv("KERN_SCATTER_ADJOINTS");
-    if (off && *off && strcmp(off, "0"))
-        return false;
     bool changed = false;
     ir_foreach_op(task, k->body) {
         if (task->code != IR_PARALLEL)

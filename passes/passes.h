@@ -58,7 +58,7 @@ const char *ad_task_extent(const ir_kernel *k, const ir_op *task, uint32_t d);
  * in f64. Returns whether anything changed. */
 bool ad_promote_f64(ir_module *m);
 
-/* Called by IR_PASS: verifies/prints/round-trips according to the build and KERN_DEBUG. */
+/* Called by IR_PASS: verifies/prints/round-trips according to the build and m->debug. */
 void ir_pass_after(ir_module *m, const char *name, bool progress);
 
 #define IR_PASS(progress, m, pass)                                                         \

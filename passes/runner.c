@@ -4,14 +4,13 @@
  * After a pass (IR_PASS calls ir_pass_after):
  *   - debug builds (KERN_DEBUG_BUILD) verify the module after every pass that made
  *     progress, and abort with the IR and the errors when it is broken;
- *   - KERN_DEBUG, a comma-separated list read from the environment:
+ *   - the module's debug bits (ir_module.debug, set by the driver from kc_options.pass_debug,
+ *     which kc_options_from_env reads from KERN_DEBUG, a comma-separated list):
  *       print      prints the IR to stderr after every pass that made progress, under a
  *                  header naming the pass;
  *       roundtrip  checks print -> parse -> print after every pass that made progress and
  *                  aborts with the first differing line when the texts differ;
  *       verify     verifies after every pass, also in release builds.
- * The environment is read once per ir_optimize() call (and once per direct call of
- * ir_pass_after()); nothing is cached in process-global state.
  *
  * Pipeline (docs/passes.md): opt level 0 runs nothing; levels 1..3 run fold, simplify,
  * cse, dce in that order, repeated until a round makes no progress, at most
@@ -23,28 +22,6 @@
 #include "passes.h"
 
 enum { OPT_MAX_ROUNDS = 8 };
-
-typedef struct debug_flags {
-    bool print, roundtrip, verify;
-} debug_flags;
-
-static debug_flags read_debug_flags(void) {
-    debug_flags f = {false, false, false};
-    const char *s = getenv("KERN_DEBUG");
-    while (s && *s) {
-        size_t n = strcspn(s, ",");
-        if (n == 5 && strncmp(s, "print", 5) == 0)
-            f.print = true;
-        else if (n == 9 && strncmp(s, "roundtrip", 9) == 0)
-            f.roundtrip = true;
-        else if (n == 6 && strncmp(s, "verify", 6) == 0)
-            f.verify = true;
-        s += n;
-        if (*s == ',')
-            s++;
-    }
-    return f;
-}
 
 /* Reports the first line where the two texts differ, then aborts. */
 static _Noreturn void roundtrip_mismatch(const char *pass, const char *a, const char *b) {
@@ -97,49 +74,36 @@ static void check_roundtrip(ir_module *m, const char *pass) {
     buf_free(&second);
 }
 
-static void after_pass(ir_module *m, const char *name, bool progress, debug_flags f) {
+void ir_pass_after(ir_module *m, const char *name, bool progress) {
+    unsigned f = m->debug;
 #ifdef KERN_DEBUG_BUILD
-    bool verify = progress || f.verify;
+    bool verify = progress || (f & IR_DEBUG_VERIFY);
 #else
-    bool verify = f.verify;
+    bool verify = f & IR_DEBUG_VERIFY;
 #endif
     if (verify)
         ir_verify_or_die(m, name);
     if (!progress)
         return;
-    if (f.print) {
+    if (f & IR_DEBUG_PRINT) {
         kern_buf b = {0};
         ir_print(&b, m, NULL);
         fprintf(stderr, "// ---- IR after %s ----\n%s", name, b.data ? b.data : "");
         buf_free(&b);
     }
-    if (f.roundtrip)
+    if (f & IR_DEBUG_ROUNDTRIP)
         check_roundtrip(m, name);
 }
-
-void ir_pass_after(ir_module *m, const char *name, bool progress) {
-    after_pass(m, name, progress, read_debug_flags());
-}
-
-/* IR_PASS with the flags read once by ir_optimize. */
-#define OPT_PASS(progress, m, pass, flags)                                                 \
-    do {                                                                                   \
-        bool opt_p_ = pass(m);                                                             \
-        after_pass((m), #pass, opt_p_, (flags));                                           \
-        if (opt_p_)                                                                        \
-            (progress) = true;                                                             \
-    } while (0)
 
 void ir_optimize(ir_module *m, int opt_level) {
     if (opt_level <= 0)
         return;
-    debug_flags f = read_debug_flags();
     for (int round = 0; round < OPT_MAX_ROUNDS; round++) {
         bool progress = false;
-        OPT_PASS(progress, m, ir_opt_fold, f);
-        OPT_PASS(progress, m, ir_opt_simplify, f);
-        OPT_PASS(progress, m, ir_opt_cse, f);
-        OPT_PASS(progress, m, ir_opt_dce, f);
+        IR_PASS(progress, m, ir_opt_fold);
+        IR_PASS(progress, m, ir_opt_simplify);
+        IR_PASS(progress, m, ir_opt_cse);
+        IR_PASS(progress, m, ir_opt_dce);
         if (!progress)
             break;
     }

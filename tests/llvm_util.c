@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/env.h"
 #include "../compiler/meta_ir.h"
 
 /* ---- compiling and running ---------------------------------------------------------- */
@@ -21,6 +22,7 @@ prog build(const char *src, int opt, bool debug) {
     p.ctx->opts.opt_level = opt;
     p.ctx->opts.debug = debug;
     p.ctx->opts.simd = build_simd;
+    kc_options_from_env(&p.ctx->opts); /* KERN_SIMD of CI's scalar and sse runs */
     p.m = kc_compile_source(p.ctx, "test.kern", src, strlen(src));
     if (!p.m) {
         diag_print_all(stderr, &p.ctx->diags);

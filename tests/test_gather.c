@@ -15,9 +15,9 @@
 
 /* K.grad's IR text, with the gather form (scatter = false) or the scatter form. */
 static char *grad_ir(const char *src, const char *kernel, bool scatter) {
-    setenv("KERN_SCATTER_ADJOINTS", scatter ? "1" : "0", 1);
     kc_ctx *c = kc_ctx_new();
     c->opts.grad = KC_GRAD_ALL;
+    c->opts.scatter_adjoints = scatter;
     ir_module *m = kc_compile_source(c, "g.kern", src, strlen(src));
     cr_assert(m, "does not compile:\n%s", src);
     kern_buf out = {0};

@@ -156,7 +156,7 @@ Test(jit_parts, parts_and_their_symbols) {
     cr_assert(m);
     int32_t lanes[2] = {0, 0};
     for (int threads = 1; threads <= 2; threads++) {
-        setenv("KERN_JIT_THREADS", threads == 1 ? "1" : "2", 1);
+        c->opts.jit_threads = threads;
         char err[1024] = "";
         llvm_jit *j = llvm_jit_compile(m, &c->opts, err, sizeof err);
         cr_assert(j, "%s", err);
@@ -180,7 +180,6 @@ Test(jit_parts, parts_and_their_symbols) {
         lanes[threads - 1] = l ? *l : 1;
         llvm_jit_free(j);
     }
-    unsetenv("KERN_JIT_THREADS");
     cr_expect(lanes[0] == 4 && lanes[1] == 4, "two.grad's lanes: %d in one part, %d in two",
               lanes[0], lanes[1]);
     ir_module_free(m);

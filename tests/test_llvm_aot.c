@@ -326,9 +326,9 @@ Test(llvm_aot, neighbour_scatters_skip_atomics_inside_the_chunk) {
         "        u[t, i] = c + 0.25 * (u[t - 1, i - 1] - 2.0 * c + u[t - 1, i + 1]);\n"
         "    }\n"
         "}\n";
-    setenv("KERN_SCATTER_ADJOINTS", "1", 1); /* the scatter form (ad_gather.c makes a gather) */
     for (int debug = 0; debug < 2; debug++) {
         kc_ctx *ctx = kc_ctx_new();
+        ctx->opts.scatter_adjoints = true; /* the scatter form (ad_gather.c makes a gather) */
         ctx->opts.opt_level = 0;
         ctx->opts.debug = debug;
         ctx->opts.grad = KC_GRAD_ALL;

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/env.h"
 #include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
 #include "../common/util.h"
@@ -351,6 +352,7 @@ Test(nvptx, libdevice_search_names_the_places) {
     char *saved = old ? strdup(old) : NULL;
     setenv("KERN_LIBDEVICE", "/nowhere/ld.bc", 1);
     kc_ctx *cc = kc_ctx_new();
+    kc_options_from_env(&cc->opts); /* what kernc and the JIT do at their boundary */
     ir_module *m = compile(cc, "kernel k(a: f64[]) { for i in 0..len(a) { a[i] = exp(a[i]); } }");
     char err[1024] = "";
     cr_expect_null(llvm_emit_ptx(m, &cc->opts, err, sizeof err));

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/env.h"
 #include "../passes/passes.h"
 #include "golden.h"
 
@@ -845,7 +846,7 @@ static bool break_module(ir_module *m) {
 Test(passes, kern_debug_verify_aborts_on_broken_ir, .signal = SIGABRT) {
     fx f = fx_new();
     keep(&f, f.p[P_X]);
-    setenv("KERN_DEBUG", "verify", 1);
+    f.m->debug = IR_DEBUG_VERIFY;
     bool progress = false;
     IR_PASS(progress, f.m, break_module);
     cr_assert_fail("the runner did not abort (progress %d)", progress);
@@ -855,11 +856,10 @@ Test(passes, kern_debug_print_names_the_pass, .init = cr_redirect_stderr) {
     fx f = fx_new();
     ir_value *two = ci(&f, ty_i32(), 2), *three = ci(&f, ty_i32(), 3);
     bin(&f, IR_ADD, two, three);
-    setenv("KERN_DEBUG", "print,roundtrip", 1);
+    f.m->debug = kc_parse_pass_debug("print,roundtrip");
     bool progress = false;
     IR_PASS(progress, f.m, ir_opt_fold);
     IR_PASS(progress, f.m, ir_opt_cse); /* nothing to merge: prints nothing */
-    unsetenv("KERN_DEBUG");
     cr_assert(progress);
     fflush(stderr);
     FILE *err = cr_get_redirected_stderr();

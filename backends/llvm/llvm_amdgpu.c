@@ -228,29 +228,6 @@ char *llvm_emit_amdgpu_ir(const ir_module *m, const kc_options *o, char *err, si
     return amdgpu_output(m, o, 2, &len, err, errlen);
 }
 
-/* ld.lld: $KERN_LLD, ld.lld-19 or ld.lld on PATH, LLVM 19's own directory. */
-static bool find_lld(char *path, size_t size) {
-    const char *env = getenv("KERN_LLD");
-    if (env && *env) {
-        snprintf(path, size, "%s", env);
-        return access(path, X_OK) == 0;
-    }
-    const char *names[] = {"ld.lld-19", "ld.lld"};
-    const char *p = getenv("PATH");
-    for (size_t n = 0; n < 2; n++) {
-        for (const char *d = p; d && *d;) {
-            const char *e = strchr(d, ':');
-            size_t dl = e ? (size_t)(e - d) : strlen(d);
-            snprintf(path, size, "%.*s/%s", (int)dl, d, names[n]);
-            if (dl && access(path, X_OK) == 0)
-                return true;
-            d = e ? e + 1 : NULL;
-        }
-    }
-    snprintf(path, size, "/usr/lib/llvm-19/bin/ld.lld");
-    return access(path, X_OK) == 0;
-}
-
 static bool write_file(const char *path, const char *data, size_t len) {
     FILE *f = fopen(path, "wb");
     if (!f)
@@ -261,11 +238,9 @@ static bool write_file(const char *path, const char *data, size_t len) {
 
 char *llvm_emit_hsaco(const ir_module *m, const kc_options *o, size_t *len, char *err,
                       size_t errlen) {
-    char lld[4096];
-    if (!find_lld(lld, sizeof lld)) {
-        llvm_errf(err, errlen,
-                  "ld.lld not found (it links AMDGPU code objects): set $KERN_LLD, or install "
-                  "lld-19");
+    if (o->lld && access(o->lld, X_OK) != 0) {
+        llvm_errf(err, errlen, "cannot run the linker '%s' (KERN_LLD): %s", o->lld,
+                  strerror(errno));
         return NULL;
     }
     size_t olen = 0;
@@ -290,14 +265,30 @@ char *llvm_emit_hsaco(const ir_module *m, const kc_options *o, size_t *len, char
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         posix_spawn_file_actions_adddup2(&fa, 1, 2);
-        char *argv[] = {lld, "-shared", "-o", so, in, NULL};
+        /* o->lld, else ld.lld-19 or ld.lld on PATH (posix_spawnp searches it), else LLVM
+         * 19's own directory */
+        const char *names[] = {"ld.lld-19", "ld.lld", "/usr/lib/llvm-19/bin/ld.lld"};
+        const char *lld = NULL;
         pid_t pid;
-        int st = -1;
-        if (posix_spawn(&pid, lld, &fa, NULL, argv, environ) == 0 && waitpid(pid, &st, 0) == pid)
+        int st = -1, spawned = ENOENT;
+        for (size_t n = 0; n < 3 && spawned == ENOENT; n++) {
+            lld = o->lld ? o->lld : names[n];
+            char *argv[] = {(char *)lld, "-shared", "-o", so, in, NULL};
+            spawned = posix_spawnp(&pid, lld, &fa, NULL, argv, environ);
+            if (o->lld)
+                break;
+        }
+        if (spawned == 0 && waitpid(pid, &st, 0) == pid)
             st = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
         posix_spawn_file_actions_destroy(&fa);
         size_t n = 0;
-        if (st == 0 && (out = kern_read_file(so, &n)) != NULL) {
+        if (spawned == ENOENT && !o->lld) {
+            llvm_errf(err, errlen,
+                      "ld.lld not found (it links AMDGPU code objects): set $KERN_LLD, or "
+                      "install lld-19");
+        } else if (spawned != 0) {
+            llvm_errf(err, errlen, "cannot run the linker '%s': %s", lld, strerror(spawned));
+        } else if (st == 0 && (out = kern_read_file(so, &n)) != NULL) {
             *len = n;
         } else {
             char *text = kern_read_file(log, &n);

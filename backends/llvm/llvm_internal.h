@@ -95,6 +95,7 @@ struct llvm_emitter {
     LLVMValueRef mask;  /* <W x i1>: the lanes that run the current code */
     llvm_valmap vary;   /* the task's varying values (keys only) */
     llvm_valmap linear; /* varying values equal to the parallel index plus a uniform */
+    bool vary_changed;  /* the analysis of vary, linear and ad_vary grew in this round */
     bool *ad_vary;      /* per adstack: depths differ between lanes (pushed under a mask) */
     LLVMValueRef sink;  /* 8 bytes (entry-block alloca): where lanes that are off load and store */
     bool plain_loop;    /* the scalar task's work-item loop is not to be vectorized either */

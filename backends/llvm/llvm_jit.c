@@ -143,9 +143,9 @@ static int heavier_first(const void *a, const void *b) {
 }
 
 /* How many parts to compile m in (1 .. MAX_PARTS), and each task's part: the largest
- * task first into the part with the fewest ops so far. $KERN_JIT_THREADS caps the parts
+ * task first into the part with the fewest ops so far. o->jit_threads caps the parts
  * (default: the online CPUs). */
-static unsigned plan_parts(const ir_module *m, unsigned **part_of) {
+static unsigned plan_parts(const ir_module *m, const kc_options *o, unsigned **part_of) {
     *part_of = NULL;
     unsigned ntasks = 0;
     ir_foreach_kernel(k, m) {
@@ -155,23 +155,8 @@ static unsigned plan_parts(const ir_module *m, unsigned **part_of) {
         }
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *e = getenv("KERN_JIT_THREADS");
-    if (e && *e) {
-        char *end;
-        long n = strtol(e, &end, 10);
-        static _Atomic bool warned;
-        if (*end || n < 1) {
-            if (!warned) { /* once per process: a misspelt value is not silently ignored */
-                warned = true;
-                fprintf(stderr,
-                        "kern: warning: KERN_JIT_THREADS='%s' is not a positive number; using "
-                        "the online CPUs\n",
-                        e);
-            }
-        } else {
-            cpus = n;
-        }
-    }
+    if (o->jit_threads > 0)
+        cpus = o->jit_threads;
     unsigned nparts = cpus < 1 ? 1 : cpus > MAX_PARTS ? MAX_PARTS : (unsigned)cpus;
     if (nparts > ntasks)
         nparts = ntasks;
@@ -282,7 +267,7 @@ llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, s
     double t0 = now_s();
     llvm_init_native();
     unsigned *part_of;
-    unsigned nparts = plan_parts(m, &part_of);
+    unsigned nparts = plan_parts(m, o, &part_of);
     jit_part parts[MAX_PARTS];
     memset(parts, 0, sizeof parts);
     for (unsigned i = 0; i < nparts; i++) {

@@ -236,20 +236,18 @@ static bool uses_libdevice(LLVMModuleRef mod) {
 /* Finds libdevice.10.bc; on failure writes the places searched into err. */
 static bool find_libdevice(const kc_options *o, char *path, size_t size, char *err, size_t errlen) {
     kern_buf tried = {0};
-    const char *env_home = getenv("CUDA_HOME"), *env_path = getenv("CUDA_PATH");
-    const char *explicit_ = o->libdevice ? o->libdevice : getenv("KERN_LIBDEVICE");
+    const char *explicit_ = o->libdevice;
     if (explicit_ && *explicit_) {
         if (access(explicit_, R_OK) == 0) {
             snprintf(path, size, "%s", explicit_);
             return true;
         }
-        llvm_errf(err, errlen, "libdevice not found: cannot read '%s' (%s)", explicit_,
-                  o->libdevice ? "--libdevice" : "$KERN_LIBDEVICE");
+        llvm_errf(err, errlen, "libdevice not found: cannot read '%s' (--libdevice or "
+                  "$KERN_LIBDEVICE)", explicit_);
         return false;
     }
     const char *roots[] = {
-        env_home,   env_path, "/usr/local/cuda", "/usr/lib/cuda", "/usr/lib/nvidia-cuda-toolkit",
-        "/opt/cuda"};
+        o->cuda_home, "/usr/local/cuda", "/usr/lib/cuda", "/usr/lib/nvidia-cuda-toolkit", "/opt/cuda"};
     for (size_t i = 0; i < sizeof roots / sizeof *roots; i++) {
         if (!roots[i] || !*roots[i])
             continue;

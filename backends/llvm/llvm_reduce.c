@@ -237,7 +237,7 @@ static void nb_collect(llvm_emitter *em, const ir_region *r, const ir_value *arr
 
 void llvm_neighbour_begin(llvm_emitter *em, const ir_op *task, LLVMValueRef from, LLVMValueRef to) {
     em->nnb = 0;
-    if (task->code != IR_PARALLEL || em->checks || getenv("KERN_NO_NEIGHBOUR_ADDS"))
+    if (task->code != IR_PARALLEL || em->checks || em->opts->no_neighbour_adds)
         return;
     const ir_region *body = task->regions[0];
     const ir_value *i0 = body->args[0];

@@ -58,7 +58,6 @@
  * sqrt, floor, ceil, round, fma, fabs are vector instructions. */
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +66,8 @@
 
 /* ---- the host's vectors and the vector math library --------------------------------- */
 
+/* Facts of the machine, the same for every compile: set once (pthread_once), then only
+ * read, by any thread. Whether a compile uses libmvec is its own option (no_vector_math). */
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
 static unsigned host_bits; /* the widest vector registers: 128, 256 or 512 */
 static void *mvec_lib;     /* libmvec.so.1, or NULL */
@@ -80,8 +81,7 @@ static void host_init(void) {
         host_bits = 512;
     else if (f && strstr(f, "+avx2"))
         host_bits = 256;
-    if (!getenv("KERN_NO_LIBMVEC"))
-        mvec_lib = dlopen("libmvec.so.1", RTLD_NOW | RTLD_LOCAL);
+    mvec_lib = dlopen("libmvec.so.1", RTLD_NOW | RTLD_LOCAL);
 #endif
     LLVMDisposeMessage(f);
 }
@@ -93,34 +93,6 @@ void *llvm_simd_vector_math_address(const char *name) {
     return mvec_lib ? dlsym(mvec_lib, name) : NULL;
 }
 
-/* $KERN_SIMD or o->simd: -1 off, 0 the host's width, else lanes. */
-static int wanted_lanes(const kc_options *o) {
-    if (o->simd)
-        return o->simd;
-    const char *e = getenv("KERN_SIMD");
-    if (!e || !*e || !strcmp(e, "auto"))
-        return 0;
-    if (!strcmp(e, "off") || !strcmp(e, "0") || !strcmp(e, "scalar"))
-        return -1;
-    if (!strcmp(e, "sse") || !strcmp(e, "neon") || !strcmp(e, "4"))
-        return 4;
-    if (!strcmp(e, "avx2") || !strcmp(e, "8"))
-        return 8;
-    if (!strcmp(e, "avx512") || !strcmp(e, "16"))
-        return 16;
-    if (!strcmp(e, "32") || !strcmp(e, "64"))
-        return atoi(e);
-    static _Atomic bool warned;
-    if (!warned) { /* once per process: a misspelt value is not silently ignored */
-        warned = true;
-        fprintf(stderr,
-                "kern: warning: KERN_SIMD='%s' is not one of off, sse, avx2, avx512, auto, 4, 8, "
-                "16, 32, 64; using auto\n",
-                e);
-    }
-    return 0;
-}
-
 /* ---- uniformity analysis ------------------------------------------------------------ */
 
 static bool is_v(const llvm_emitter *em, const ir_value *v) { return llvm_map_has(&em->vary, v); }
@@ -128,19 +100,17 @@ static bool is_lin(const llvm_emitter *em, const ir_value *v) {
     return llvm_map_has(&em->linear, v);
 }
 
-static bool changed;
-
 static void set_v(llvm_emitter *em, const ir_value *v) {
     if (!is_v(em, v)) {
         llvm_map_put(&em->vary, v, NULL);
-        changed = true;
+        em->vary_changed = true;
     }
 }
 
 static void set_lin(llvm_emitter *em, const ir_value *v) {
     if (!is_lin(em, v)) {
         llvm_map_put(&em->linear, v, NULL);
-        changed = true;
+        em->vary_changed = true;
     }
 }
 
@@ -166,7 +136,7 @@ static void mark_ad(llvm_emitter *em, const ir_op *op, bool cv) {
     uint32_t s = (uint32_t)op->imm.i;
     if (cv && s < em->kernel->nadstacks && !em->ad_vary[s]) {
         em->ad_vary[s] = true;
-        changed = true;
+        em->vary_changed = true;
     }
 }
 
@@ -392,9 +362,9 @@ static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) 
     set_v(em, body->args[vd]);
     set_lin(em, body->args[vd]);
     do {
-        changed = false;
+        em->vary_changed = false;
         analyze(em, body, false);
-    } while (changed);
+    } while (em->vary_changed);
     if (memory_bound_loop(em, body)) {
         *why = "a loop over each item's own elements (gathers, no vector math): the scalar "
                "loop vectorizes better";
@@ -422,7 +392,7 @@ enum { SIMD_WIDE_OPS = 64 };
 unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) {
     pthread_once(&host_once, host_init);
     em->plain_loop = false;
-    int want = wanted_lanes(em->opts);
+    int want = em->opts->simd;
     if (task->code != IR_PARALLEL) {
         *why = "a serial task";
         return 0;
@@ -624,7 +594,7 @@ LLVMValueRef llvm_simd_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) 
         char isa;
         unsigned bits;
     } isas[] = {{'e', 512}, {'d', 256}, {'b', 128}};
-    for (size_t i = 0; mvec_lib && i < sizeof isas / sizeof *isas; i++) {
+    for (size_t i = 0; mvec_lib && !em->opts->no_vector_math && i < sizeof isas / sizeof *isas; i++) {
         unsigned n = isas[i].bits / ebits;
         if (isas[i].bits > host_bits || n > w || w % n)
             continue;
