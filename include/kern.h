@@ -336,9 +336,10 @@ kern_status kern_launch(kern_kernel *k, const kern_arg *args, int nargs);
  *
  * While capturing, kern_launch checks and sizes each launch and records it with its
  * arguments (buffers by identity, scalars by value), but runs nothing. A graph keeps what
- * it uses alive and in place (runtime contract 9): its buffers and modules are freed only
- * with the graph, even when released before, and the adstack heap keeps its address: while
- * a graph lives, a launch that would need a larger heap fails with a message saying so.
+ * it uses alive and in place (runtime contract 9, docs/runtime-contracts.md): its buffers
+ * and modules are freed only with the graph, even when released before, and the adstack
+ * heap keeps its address: while a graph lives, a launch that would need a larger heap
+ * fails with a message saying so.
  * A replay whose loop bounds outgrow the captured capacities (the contents of a count
  * array changed) fails with the adstack overflow error, never writing past the heap.
  * Device errors of a replay are reported as for launches, naming the captured kernel. */

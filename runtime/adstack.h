@@ -1,5 +1,5 @@
 /* adstack.h - per-launch sizing of the adstack heap (runtime contracts 1, 2, 4 and 8 of
- * docs/architecture.md), shared by every device.
+ * docs/runtime-contracts.md), shared by every device.
  *
  * Before each launch of a kernel with adstacks (a gradient kernel) the runtime
  *   1. evaluates each adstack's SizeExpr with the launch's arguments (rt_adstack_args,

@@ -1,5 +1,5 @@
 /* context.c - contexts, messages, enum names, and the collection of completed launches
- * (device errors: runtime contract 7). See kern.h and rt.h. */
+ * (device errors: runtime contract 7, docs/runtime-contracts.md). See kern.h and rt.h. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

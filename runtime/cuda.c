@@ -16,11 +16,11 @@
  *   resident threads: SMs x max threads per SM), then an event: the completion point.
  *   poll queries the events of the submissions in flight, oldest first, without
  *   blocking (cuEventQuery); wait synchronizes on one event; sync on the stream.
- * - Error records (runtime contract 7): a pool of kern_err_records in host memory mapped
- *   into the device (cuMemHostAlloc with DEVICEMAP); each launch takes one, zeroed before
- *   the launch, and when its point has passed the record is copied into the launch's
- *   rt_launch.err and returned to the pool. When every record is in flight, a launch
- *   waits for the oldest submission.
+ * - Error records (runtime contract 7, docs/runtime-contracts.md): a pool of
+ *   kern_err_records in host memory mapped into the device (cuMemHostAlloc with
+ *   DEVICEMAP); each launch takes one, zeroed before the launch, and when its point has
+ *   passed the record is copied into the launch's rt_launch.err and returned to the pool.
+ *   When every record is in flight, a launch waits for the oldest submission.
  * - Adstacks are slot-major (rt_device.ad_slot_major); ad_slots is the resident threads,
  *   or max_items rounded up to whole blocks when that is fewer.
  * A driver call that fails with anything but "not ready" while polling marks the device
@@ -98,8 +98,8 @@ enum {
       (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
        void **, void **))
 
-/* Graphs (contract 9), through stream capture; optional: a driver without them has no
- * device graphs (graph_build says so). */
+/* Graphs (runtime contract 9, docs/runtime-contracts.md), through stream capture;
+ * optional: a driver without them has no device graphs (graph_build says so). */
 #define CUDA_GRAPH_API(X)                                                                  \
     X(cuStreamBeginCapture_v2, CUresult, (CUstream, int))                                  \
     X(cuStreamEndCapture, CUresult, (CUstream, CUgraph *))                                 \

@@ -132,11 +132,12 @@ typedef struct rt_device_ops {
     kern_status (*size_adstack)(rt_device *d, const void *kernel, const kern_meta_kernel *mk, int s,
                                 const rt_launch_arg *args, int64_t res[4], char *err,
                                 size_t errlen);
-    /* Graphs (contract 9): builds a device graph of n launches in order, in *nsets copies
-     * (their err fields unused: copy c has a record per launch, records[c * n + i], whose
-     * host address goes to *recs; a replay of copy c reuses its records, so copies let
-     * replays overlap), replays copy `set` after the work submitted so far (one completion
-     * point), frees it. NULL graph_build: the runtime replays launch by launch. */
+    /* Graphs (runtime contract 9, docs/runtime-contracts.md): builds a device graph of n
+     * launches in order, in *nsets copies (their err fields unused: copy c has a record
+     * per launch, records[c * n + i], whose host address goes to *recs; a replay of copy
+     * c reuses its records, so copies let replays overlap), replays copy `set` after the
+     * work submitted so far (one completion point), frees it. NULL graph_build: the
+     * runtime replays launch by launch. */
     kern_status (*graph_build)(rt_device *d, const rt_launch *ls, int n, void **graph, int *nsets,
                                kern_err_record **recs, char *err, size_t errlen);
     kern_status (*graph_launch)(rt_device *d, void *graph, int set, uint64_t *point, char *err,

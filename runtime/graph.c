@@ -1,5 +1,5 @@
 /* graph.c - graphs: launches captured once and replayed many times (include/kern.h,
- * runtime contract 9 of docs/architecture.md).
+ * runtime contract 9 of docs/runtime-contracts.md).
  *
  * Capture: kern_graph_begin sets ctx->capture; kern_launch then checks and sizes each
  * launch as usual (the adstack heap is reserved for it) and hands it to rt_graph_record,

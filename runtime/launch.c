@@ -130,8 +130,9 @@ static kern_status sized_keep(rt_sized *z, const kern_arg *args, const rt_launch
 }
 
 /* The capacities of k's adstacks whose SizeExprs read device memory, from the device's
- * sizer kernels (runtime contract 3), or from the last sizing when no argument changed
- * since; known[s] = RT_ADSTACK_UNKNOWN for the stacks the host evaluates. */
+ * sizer kernels (runtime contract 3, docs/runtime-contracts.md), or from the last sizing
+ * when no argument changed since; known[s] = RT_ADSTACK_UNKNOWN for the stacks the host
+ * evaluates. */
 static kern_status size_on_device(kern_kernel *k, const kern_arg *args, const rt_launch_arg *la,
                                   int64_t *known) {
     kern_context *ctx = k->mod->ctx;

@@ -1,7 +1,7 @@
 /* retire.h - the retirement queue: device memory released while in flight.
  *
- * Runtime contracts 5 and 6 (docs/architecture.md): memory that a submission in flight may
- * still use (a buffer the user released right after a launch, a superseded heap) is not
+ * Runtime contracts 5 and 6 (docs/runtime-contracts.md): memory that a submission in
+ * flight may still use (a buffer the user released right after a launch, a superseded heap) is not
  * freed but retired with the completion point of the last submission that used it, and
  * freed once that point has passed. rt_retire_poll frees what has passed without blocking
  * (the runtime calls it at each launch); rt_retire_drain, after a full drain of the device,

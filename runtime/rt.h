@@ -129,7 +129,8 @@ typedef struct rt_orphans {
 } rt_orphans;
 
 /* A device sizer's result for one adstack of a kernel, kept while the arguments it read
- * are unchanged (runtime contract 3: no round trip when nothing was written). */
+ * are unchanged (runtime contract 3 of docs/runtime-contracts.md: no round trip when
+ * nothing was written). */
 typedef struct rt_sized {
     bool valid;
     int64_t value;

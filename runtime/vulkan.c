@@ -20,14 +20,14 @@
  *   timeline semaphore with the launch's completion point; poll reads the semaphore
  *   (vkGetSemaphoreCounterValue), wait blocks on it (vkWaitSemaphores). When a job's point
  *   has passed, its error record is copied into the launch's rt_launch.err and the job is
- *   free again (contracts 5-7).
+ *   free again (runtime contracts 5-7, docs/runtime-contracts.md).
  * - Adstacks are slot-major; ad_slots is the resident threads (a fixed number of groups
  *   per device kind), or max_items rounded up to whole groups when fewer. Capacities that
  *   read device arrays are evaluated on the host after copying those arrays back
  *   (size_adstack).
- * - Graphs (contract 9): the captured launches recorded once into a command buffer, in four
- *   copies with their own launch blocks, descriptor sets and error records (host
- *   visible); a replay submits a copy, re-recording nothing.
+ * - Graphs (runtime contract 9): the captured launches recorded once into a command
+ *   buffer, in four copies with their own launch blocks, descriptor sets and error
+ *   records (host visible); a replay submits a copy, re-recording nothing.
  * - Validation: $KERN_VULKAN_VALIDATION=1 enables VK_LAYER_KHRONOS_validation and counts
  *   every message it prints (rt_vulkan_validation_messages); =fatal also aborts the process
  *   on the first one (CI: a test that provokes a message crashes and fails). */

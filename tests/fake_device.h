@@ -6,10 +6,11 @@
  * the fake completes up to the point waited for, and counts the wait). When a launch's
  * point passes the fake writes the error record the test set for it (fake_set_error), as
  * a GPU would have written it during the launch, so a record is observable only after
- * completion (runtime contract 7). Memory is host memory (calloc) so the tests can look
- * at it, and every free is remembered. Adstacks are slot-major or slot slices (a flag);
- * ad_slots follows docs/gpu-abi.md: min(resident, max_items rounded up to blocks of
- * `block`), the resident threads when max_items is unknown; slot slices: resident.
+ * completion (runtime contract 7, docs/runtime-contracts.md). Memory is host memory
+ * (calloc) so the tests can look at it, and every free is remembered. Adstacks are
+ * slot-major or slot slices (a flag); ad_slots follows docs/gpu-abi.md: min(resident,
+ * max_items rounded up to blocks of `block`), the resident threads when max_items is
+ * unknown; slot slices: resident.
  * Code of any kind is accepted (a HOST provider is released with the module); a kernel
  * handle is its metadata. */
 #ifndef KERN_TEST_FAKE_DEVICE_H

@@ -5,7 +5,7 @@
  * flight, retirement of released buffers and superseded heaps until their launches
  * complete, the bounded retirement queue, extents that read arrays (waiting for their
  * writers on host memory, the full grid otherwise), and device error records observed
- * only after completion (runtime contracts 1, 4, 5, 6, 7).
+ * only after completion (runtime contracts 1, 4, 5, 6, 7 of docs/runtime-contracts.md).
  *
  * Expected offsets, slot counts and heap sizes are worked out by hand (in the comments)
  * from docs/gpu-abi.md and docs/runtime.md, not taken from the code under test. */

@@ -1,8 +1,8 @@
-/* test_graph.c - graphs (include/kern.h, runtime contract 9) on the device of
- * KERN_TEST_BACKEND: a captured forward + backward step replays with the results of the
- * same launches made eagerly; what a graph uses stays alive and in place (released buffers
- * and modules, the adstack heap, which may not grow while a graph lives); device errors of
- * a replay name the kernel and line; misuse gets clear errors. */
+/* test_graph.c - graphs (include/kern.h, runtime contract 9 of docs/runtime-contracts.md)
+ * on the device of KERN_TEST_BACKEND: a captured forward + backward step replays with the
+ * results of the same launches made eagerly; what a graph uses stays alive and in place
+ * (released buffers and modules, the adstack heap, which may not grow while a graph
+ * lives); device errors of a replay name the kernel and line; misuse gets clear errors. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
 /* test_stress.c - many launches whose buffers are released right after launching, with
- * adstack heaps that must grow on the way (runtime contracts 4 to 6), on the device of
- * KERN_TEST_BACKEND (the CPU by default). Every launch's buffers are released before the
- * launch is known to have completed, so they are retired, not freed; the retirement queue
- * must stay bounded, the heap must grow only by doubling, and sampled results must match a
- * plain C loop. KERN_STRESS_LAUNCHES sets the number of launches (default 3000; the GPU
- * run uses 100000). */
+ * adstack heaps that must grow on the way (runtime contracts 4 to 6 of
+ * docs/runtime-contracts.md), on the device of KERN_TEST_BACKEND (the CPU by default).
+ * Every launch's buffers are released before the launch is known to have completed, so
+ * they are retired, not freed; the retirement queue must stay bounded, the heap must grow
+ * only by doubling, and sampled results must match a plain C loop. KERN_STRESS_LAUNCHES
+ * sets the number of launches (default 3000; the GPU run uses 100000). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>

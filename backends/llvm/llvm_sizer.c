@@ -1,5 +1,5 @@
 /* llvm_sizer.c - sizer kernels: the device path of adstack sizing (runtime contract 3,
- * docs/gpu-abi.md).
+ * docs/runtime-contracts.md; docs/gpu-abi.md).
  *
  * An adstack whose SizeExpr reads array elements ((read P I...), `for j in 0..count[i]`)
  * cannot be sized on the host when the array lives in device memory. For each such
