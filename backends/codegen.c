@@ -76,66 +76,40 @@ static char *amdgpu_emit(const ir_module *m, const kc_options *o, const char *ki
 #endif
 
 static const kc_codegen codegens[] = {
-    {
-        .target = "cpu",
-        .backend = KERN_BACKEND_CPU,
-        .code_kind = KERN_CODE_HOST,
-        .emit_kinds = "llvm",
-        .emit = cpu_emit,
-    },
-    {
-        .target = "cuda",
-        .backend = KERN_BACKEND_CUDA,
-        .code_kind = KERN_CODE_PTX,
-        .emit_kinds = "llvm, ptx",
-        .default_arch = LLVM_NVPTX_DEFAULT_ARCH,
-        .arch_valid = llvm_nvptx_arch_valid,
-        .emit = cuda_emit,
-        .code = cuda_code,
-    },
-    {
-        .target = "vulkan",
-        .backend = KERN_BACKEND_VULKAN,
-        .code_kind = KERN_CODE_SPIRV,
-        .emit_kinds = "spirv, spirv-asm, msl",
-        .binary_kinds = "spirv",
-        .emit = vulkan_emit,
-        .code = vulkan_code,
-    },
+    {.t = &kern_target_cpu, .emit = cpu_emit, .object = llvm_emit_object},
+    {.t = &kern_target_cuda, .arch_valid = llvm_nvptx_arch_valid, .emit = cuda_emit,
+     .code = cuda_code},
+    {.t = &kern_target_vulkan, .emit = vulkan_emit, .code = vulkan_code},
 #ifdef KERN_HAVE_AMDGPU
-    {
-        .target = "amdgpu",
-        .backend = KERN_BACKEND_AMDGPU,
-        .code_kind = KERN_CODE_HSACO,
-        .emit_kinds = "llvm, amdgcn",
-        .default_arch = LLVM_AMDGPU_DEFAULT_ARCH,
-        .arch_valid = llvm_amdgpu_arch_valid,
-        .emit = amdgpu_emit,
-        .code = llvm_emit_hsaco,
-    },
+    {.t = &kern_target_amdgpu, .arch_valid = llvm_amdgpu_arch_valid, .emit = amdgpu_emit,
+     .code = llvm_emit_hsaco},
 #endif
 };
 
+enum { NCODEGENS = sizeof codegens / sizeof *codegens };
+
 const kc_codegen *kc_codegen_find(const char *target) {
-    for (size_t i = 0; target && i < sizeof codegens / sizeof *codegens; i++)
-        if (!strcmp(codegens[i].target, target))
+    for (size_t i = 0; target && i < NCODEGENS; i++)
+        if (!strcmp(codegens[i].t->name, target))
             return &codegens[i];
     return NULL;
 }
 
 const kc_codegen *kc_codegen_for_backend(int backend) {
-    for (size_t i = 0; i < sizeof codegens / sizeof *codegens; i++)
-        if (codegens[i].backend == backend)
+    for (size_t i = 0; i < NCODEGENS; i++)
+        if ((int)codegens[i].t->backend == backend)
             return &codegens[i];
     return NULL;
 }
 
-const char *kc_codegen_targets(void) {
-#ifdef KERN_HAVE_AMDGPU
-    return "cpu, cuda, vulkan, amdgpu";
-#else
-    return "cpu, cuda, vulkan";
-#endif
+char *kc_codegen_targets(char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NCODEGENS && len < size; i++) {
+        int w = snprintf(buf + len, size - len, "%s%s", i ? ", " : "", codegens[i].t->name);
+        len += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
 }
 
 bool kc_write_module_file(const char *path, const char *target, const char *meta, size_t metalen,

@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "../backends/codegen.h"
-#include "../backends/llvm/llvm_backend.h"
 #include "../common/context.h"
 #include "../common/env.h"
+#include "../common/target.h"
 #include "../common/util.h"
 #include "../compiler/ast.h"
 #include "../compiler/driver.h"
@@ -76,11 +76,29 @@ static void usage(FILE *f) {
           "                                  $KERN_SIMD, else the host's widest vectors, 1 to\n"
           "                                  4 of them per task),\n"
           "                                  off, sse (4), avx2 (8), avx512 (16), 4 .. 64\n"
-          "  --target=T                      cpu (default), cuda, vulkan (run, gradcheck:\n"
-          "                                  $KERN_VULKAN_DEVICE picks the device), amdgpu\n"
-          "  --arch=A                        GPU architecture (cuda: sm_NN, "
-          "default " LLVM_NVPTX_DEFAULT_ARCH ")\n"
-          "  --libdevice=PATH                CUDA's libdevice.10.bc (default: $KERN_LIBDEVICE,\n"
+          "  --target=T                      the target (default cpu; run and gradcheck: a\n"
+          "                                  target with a device, $KERN_VULKAN_DEVICE picks\n"
+          "                                  Vulkan's); the targets and their --emit kinds:\n",
+          f);
+    /* the targets, their code and architectures: the registry's (common/target.h) */
+    size_t n;
+    const kern_target *const *t = kern_target_list(&n);
+    char arches[256] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        const kc_codegen *cg = kc_codegen_find(t[i]->name);
+        fprintf(f, "                                    %-7s %s\n", t[i]->name, t[i]->about);
+        if (cg)
+            fprintf(f, "                                            --emit: %s\n",
+                    t[i]->emit_kinds);
+        else if (*t[i]->emit_kinds)
+            fprintf(f, "                                            (not in this build)\n");
+        if (cg && t[i]->default_arch && len < sizeof arches)
+            len += (size_t)snprintf(arches + len, sizeof arches - len, "%s%s: default %s",
+                                    len ? ", " : "", t[i]->name, t[i]->default_arch);
+    }
+    fprintf(f, "  --arch=A                        GPU architecture (%s)\n", arches);
+    fputs("  --libdevice=PATH                CUDA's libdevice.10.bc (default: $KERN_LIBDEVICE,\n"
           "                                  then the CUDA install locations)\n"
           "\n"
           "  --help, --version               COMMAND --help: the options of one command\n"
@@ -96,12 +114,14 @@ static const struct {
               "  parse and type-check FILE.kern; print every diagnostic (exit 1 on an error)\n"},
     {"emit", "usage: kernc emit FILE.kern --emit=WHAT [-o OUT] [--kernel NAME] [--target=T]\n"
              "       [--arch=A] [compiler options]\n"
-             "  WHAT: ast, ir, ir-grad, llvm, ptx, amdgcn\n"
+             "  WHAT: ast, ir, ir-grad, or the code of a target: llvm (cpu, or --target's),\n"
+             "        ptx (cuda), amdgcn (amdgpu), spirv, spirv-asm, msl (vulkan; kernc --help\n"
+             "        lists every target's)\n"
              "  -o OUT         write to OUT (default: standard output)\n"
              "  --kernel NAME  only this kernel (ast: or func; ir: K.grad is ir-grad)\n"},
     {"build", "usage: kernc build FILE.kern [--target=T] -o OUT [--arch=A] [compiler options]\n"
-              "  an ahead-of-time module: cpu (the default) a shared object, cuda and amdgpu a\n"
-              "  module file; kernels whose K.grad cannot be built are named, with why\n"},
+              "  an ahead-of-time module: cpu (the default) a shared object, cuda, vulkan and\n"
+              "  amdgpu a module file; kernels whose K.grad cannot be built are named, with why\n"},
     {"run", "usage: kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
             "       [--target=T] [--threads N] [--time] [--no-checks]\n"
             "       [--steps N --step-arg NAME] [compiler options]\n"
@@ -138,6 +158,23 @@ static int command_usage(const char *cmd) {
         }
     usage(stdout);
     return 0;
+}
+
+/* Every --emit kind: the compiler's stages, then each target's code once, in the
+ * registry's order ("ast, ir, ir-grad, llvm, ptx, ..."); into buf, returned. */
+static char *emit_kinds(char *buf, size_t size) {
+    size_t n, len = (size_t)snprintf(buf, size, "ast, ir, ir-grad");
+    const kern_target *const *t = kern_target_list(&n);
+    for (size_t i = 0; i < n; i++)
+        for (const char *k = t[i]->emit_kinds; *k && len < size; k += strspn(k, ", ")) {
+            char word[32];
+            size_t w = strcspn(k, ",");
+            snprintf(word, sizeof word, "%.*s", (int)w, k);
+            k += w;
+            if (kern_target_of_emit(word) == t[i]) /* llvm: cpu's, listed once */
+                len += (size_t)snprintf(buf + len, size - len, ", %s", word);
+        }
+    return buf;
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -317,14 +354,11 @@ static int parse_cli(int argc, char **argv, cli *c) {
             return usage_error("unknown option '%s'", a);
         }
     }
-    static const char *targets[] = {"cpu", "cuda", "amdgpu", "vulkan", "metal"};
-    if (c->target) {
-        bool ok = false;
-        for (size_t t = 0; t < sizeof targets / sizeof *targets; t++)
-            ok |= !strcmp(c->target, targets[t]);
-        if (!ok)
-            return usage_error("unknown target '%s' (targets: cpu, cuda, amdgpu, vulkan, metal)",
-                               c->target);
+    if (c->target && !kern_target_find(c->target)) {
+        char names[128], msg[256];
+        snprintf(msg, sizeof msg, "unknown target '%%s' (targets: %s)",
+                 kern_target_names(0, names, sizeof names));
+        return usage_error(msg, c->target);
     }
     return 0;
 }
@@ -439,9 +473,10 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         if (m)
             ir_module_free(m);
     } else {
-        return usage_error("unknown --emit kind '%s' (ast, ir, ir-grad, llvm, ptx, amdgcn, "
-                           "spirv, spirv-asm, msl)",
-                           c->emit);
+        char kinds[256], msg[320];
+        snprintf(msg, sizeof msg, "unknown --emit kind '%%s' (%s)",
+                 emit_kinds(kinds, sizeof kinds));
+        return usage_error(msg, c->emit);
     }
     diag_print_all(stderr, &ctx->diags);
     if (rc == 0)
@@ -515,16 +550,11 @@ static int kernc_main(int argc, char **argv) {
             return usage_error("build: unexpected argument '%s'", c.positional[0]);
         return kernc_cmd_build(c.file, c.target, c.out, &c.opts);
     }
-    if (!strcmp(c.cmd, "emit") && c.emit &&
-        (!strcmp(c.emit, "llvm") || !strcmp(c.emit, "ptx") || !strcmp(c.emit, "amdgcn") ||
-         !strcmp(c.emit, "spirv") || !strcmp(c.emit, "spirv-asm") || !strcmp(c.emit, "msl"))) {
-        /* code of a target: --emit=ptx is CUDA's, amdgcn AMDGPU's, spirv and spirv-asm
-         * Vulkan's; llvm the --target's (cpu) */
-        const char *target = c.target                                                 ? c.target
-                             : !strcmp(c.emit, "ptx")                                 ? "cuda"
-                             : !strcmp(c.emit, "amdgcn")                              ? "amdgpu"
-                             : !strncmp(c.emit, "spirv", 5) || !strcmp(c.emit, "msl") ? "vulkan"
-                                                                                      : "cpu";
+    const kern_target *owner = c.emit ? kern_target_of_emit(c.emit) : NULL;
+    if (!strcmp(c.cmd, "emit") && owner) {
+        /* code of a target: the --target's, else the first target whose emit kinds have
+         * it (the registry's order: llvm is cpu's, ptx cuda's, spirv vulkan's) */
+        const char *target = c.target ? c.target : owner->name;
         if (c.npositional)
             return usage_error("emit: unexpected argument '%s'", c.positional[0]);
         if (c.kernel && is_grad_name(c.kernel)) { /* the code of K.grad too */

@@ -51,19 +51,20 @@ static int fail(int status, const char *fmt, ...) {
 /* The code generator of target (NULL: cpu), checking o->arch against it; NULL after
  * printing why. */
 static const kc_codegen *codegen_of(const char *target, const kc_options *o, int *rc) {
-    const kc_codegen *cg = kc_codegen_find(target ? target : "cpu");
+    const kc_codegen *cg = kc_codegen_find(target ? target : kern_target_cpu.name);
     if (!cg) {
+        char names[128];
         *rc = fail(KERNC_EXIT_USAGE, "target '%s' is not available in this version of kernc (%s)",
-                   target, kc_codegen_targets());
+                   target, kc_codegen_targets(names, sizeof names));
         return NULL;
     }
     if (o->arch && !cg->arch_valid) {
-        *rc = fail(KERNC_EXIT_USAGE, "--arch: target %s takes no architecture", cg->target);
+        *rc = fail(KERNC_EXIT_USAGE, "--arch: target %s takes no architecture", cg->t->name);
         return NULL;
     }
     if (o->arch && !cg->arch_valid(o->arch)) {
         *rc = fail(KERNC_EXIT_USAGE, "--arch: '%s' is not an architecture of target %s (e.g. %s)",
-                   o->arch, cg->target, cg->default_arch);
+                   o->arch, cg->t->name, cg->t->default_arch);
         return NULL;
     }
     return cg;
@@ -399,7 +400,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
         goto cleanup;
     }
     kern_context_options o = kern_context_options_default();
-    o.backend = (kern_backend)cg->backend;
+    o.backend = (kern_backend)cg->t->backend;
     o.debug = a->opts.debug;
     o.ad_stack_size = a->opts.ad_stack_size;
     o.threads = a->threads;
@@ -625,13 +626,13 @@ static int build_gpu(const kc_codegen *cg, const ir_module *m, const kc_options 
     size_t len = 0;
     char *code = cg->code(m, o, &len, err, sizeof err);
     if (!code)
-        return fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->target, err);
+        return fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->t->name, err);
     kern_meta *meta = kc_meta_from_ir(m);
     kern_buf text = {0};
     kern_meta_print(&text, meta);
     kern_meta_free(meta);
     int rc = 0;
-    if (!kc_write_module_file(out, cg->target, text.data ? text.data : "", text.len, code, len, err,
+    if (!kc_write_module_file(out, cg->t->name, text.data ? text.data : "", text.len, code, len, err,
                               sizeof err))
         rc = fail(KERNC_EXIT_IO, "%s", err);
     buf_free(&text);
@@ -671,7 +672,7 @@ static int link_shared(const char *ccdrv, const char *so, const char *obj, const
 int kernc_cmd_build(const char *file, const char *target, const char *out, const kc_options *o) {
     int rc = 0;
     if (!target)
-        target = "cpu"; /* the one target that needs no device to load the module */
+        target = kern_target_cpu.name; /* the one target that needs no device to load */
     const kc_codegen *cg = codegen_of(target, o, &rc);
     if (!cg)
         return rc;
@@ -710,7 +711,7 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
     kern_buf text = {0};
     kern_meta_print(&text, meta);
     kern_meta_free(meta);
-    if (!llvm_emit_object(m, o, obj, err, sizeof err)) {
+    if (!cg->object(m, o, obj, err, sizeof err)) {
         rc = fail(KERNC_EXIT_USER, "code generation failed: %s", err);
     } else if (!write_meta_asm(asmf, text.data ? text.data : "", text.len)) {
         rc = fail(KERNC_EXIT_IO, "cannot write '%s'", asmf);
@@ -769,7 +770,7 @@ static int emit_binary(const kc_codegen *cg, const ir_module *m, const kc_option
     size_t len = 0;
     char *code = cg->code(m, o, &len, err, sizeof err);
     if (!code)
-        return fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->target, err);
+        return fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->t->name, err);
     int rc = kernc_write_output(out, code, len);
     free(code);
     return rc;
@@ -781,9 +782,9 @@ int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, 
     const kc_codegen *cg = codegen_of(target, o, &rc);
     if (!cg)
         return rc;
-    if (!strstr(cg->emit_kinds, kind)) /* "llvm, ptx" */
+    if (!kern_target_list_has(cg->t->emit_kinds, kind))
         return fail(KERNC_EXIT_USAGE, "--emit=%s is not code of target %s (it has: %s)", kind,
-                    cg->target, cg->emit_kinds);
+                    cg->t->name, cg->t->emit_kinds);
     kc_ctx *cc = NULL;
     ir_module *m = compile_file(file, o, &cc, &rc);
     if (!m) {
@@ -791,7 +792,7 @@ int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, 
         return rc;
     }
     char err[2048] = "";
-    if (cg->binary_kinds && strstr(cg->binary_kinds, kind)) {
+    if (kern_target_list_has(cg->t->binary_kinds, kind)) {
         rc = emit_binary(cg, m, o, out);
         ir_module_free(m);
         kc_ctx_free(cc);
@@ -799,7 +800,7 @@ int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, 
     }
     char *text = cg->emit(m, o, kind, err, sizeof err);
     if (!text) {
-        rc = fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->target, err);
+        rc = fail(KERNC_EXIT_USER, "code generation for %s failed: %s", cg->t->name, err);
     } else {
         rc = kernc_write_output(out, text, strlen(text));
     }
@@ -825,7 +826,7 @@ int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o) {
         return fail(KERNC_EXIT_IO, "cannot read '%s': %s", a->file, strerror(errno));
     gradcheck_options go = *o;
     go.copts = a->opts;
-    go.backend = cg->backend;
+    go.backend = cg->t->backend;
     gradcheck_result res;
     gradcheck_status st = gradcheck_source(a->file, text, len, a->kernel, a->bindings, a->nbindings,
                                            &go, &res, stderr);

@@ -100,13 +100,31 @@ typedef enum kern_backend {
 
 /* "cpu", "cuda", "amdgpu", "vulkan", "metal"; NULL for an invalid value. */
 const char *kern_backend_name(kern_backend b);
+/* Whether this runtime has a device for b (kern_context_create may still fail: no driver,
+ * no GPU). A program lists the backends with kern_backend_name(0, 1, ...) until NULL. */
+bool kern_backend_available(kern_backend b);
 
+/* The Khronos validation layer under a Vulkan context. */
+typedef enum kern_validation {
+    KERN_VALIDATION_OFF = 0,
+    KERN_VALIDATION_ON = 1,   /* messages are counted and printed */
+    KERN_VALIDATION_FATAL = 2 /* a message also fails the launch (CI's tests) */
+} kern_validation;
+
+/* kern_context_options_default() is where the runtime reads its environment variables
+ * (docs/runtime.md, "The environment"); every one has a field here. */
 typedef struct kern_context_options {
-    kern_backend backend;  /* KERN_BACKEND_CPU by default, or KERN_BACKEND_CUDA (device 0) */
+    kern_backend backend;  /* KERN_BACKEND_CPU by default, KERN_BACKEND_CUDA, KERN_BACKEND_VULKAN */
     bool debug;            /* JIT modules compile with bounds, division and shift checks */
     int threads;           /* CPU worker threads including the caller; 0 = online CPUs */
     int64_t ad_stack_size; /* default adstack capacity for JIT modules: 0 = the default (1024),
                             * else 1 to 2^31 (larger is KERN_ERR_ARGUMENT) */
+    int device;            /* the backend's device N (0 .. count - 1), or -1 (the default):
+                            * CUDA's device 0; Vulkan's $KERN_VULKAN_DEVICE, else the first
+                            * discrete GPU, integrated, virtual, then CPU device */
+    kern_validation validation; /* Vulkan ($KERN_VULKAN_VALIDATION: 1 on, fatal) */
+    bool staging;          /* Vulkan: copies always go through a staging buffer, never through
+                            * mapped device memory ($KERN_VULKAN_STAGING=1; for tests) */
 } kern_context_options;
 
 typedef struct kern_context kern_context;

@@ -41,6 +41,14 @@ static char *diagnostics_text(const kc_ctx *cc) {
     return text;
 }
 
+static kern_status no_codegen(kern_context *ctx, kern_backend b) {
+    char names[128];
+    return rt_error(ctx, KERN_ERR_UNSUPPORTED,
+                    "the JIT has no code generator for the %s backend (it has: %s)",
+                    kern_backend_name(b) ? kern_backend_name(b) : "?",
+                    kc_codegen_targets(names, sizeof names));
+}
+
 kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_options *o,
                                const char *name, kern_module **out) {
     if (!ctx)
@@ -51,18 +59,15 @@ kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_o
     kern_context_options co = kern_context_get_options(ctx);
     const kc_codegen *cg = kc_codegen_for_backend(co.backend);
     if (!cg)
-        return rt_error(ctx, KERN_ERR_UNSUPPORTED,
-                        "the JIT has no code generator for the %s backend (it has: %s)",
-                        kern_backend_name(co.backend) ? kern_backend_name(co.backend) : "?",
-                        kc_codegen_targets());
+        return no_codegen(ctx, co.backend);
     char err[2048] = "";
     if (cg->code) { /* a GPU: the device loads the image */
         size_t len = 0;
         char *code = cg->code(m, o, &len, err, sizeof err);
         if (!code)
             return rt_error(ctx, KERN_ERR_COMPILE, "compilation of %s for %s failed: %s",
-                            name ? name : "<source>", cg->target, err);
-        kern_code_image img = {.kind = (kern_code_kind)cg->code_kind, .bytes = code, .len = len};
+                            name ? name : "<source>", cg->t->name, err);
+        kern_code_image img = {.kind = (kern_code_kind)cg->t->code_kind, .bytes = code, .len = len};
         kern_status s = rt_module_create(ctx, kc_meta_from_ir(m), img, out);
         free(code);
         return s;
@@ -133,10 +138,7 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_module_from_source: source is NULL");
     kern_context_options o = kern_context_get_options(ctx);
     if (!kc_codegen_for_backend(o.backend))
-        return rt_error(ctx, KERN_ERR_UNSUPPORTED,
-                        "the JIT has no code generator for the %s backend (it has: %s)",
-                        kern_backend_name(o.backend) ? kern_backend_name(o.backend) : "?",
-                        kc_codegen_targets());
+        return no_codegen(ctx, o.backend);
     kc_ctx *cc = kc_ctx_new();
     cc->opts.debug = o.debug;
     if (o.ad_stack_size > 0)

@@ -255,12 +255,14 @@ kern_status rt_buffer_wrap(kern_context *ctx, const char *fn, kern_dtype dtype, 
     kern_status s = check_shape(ctx, fn, dtype, rank, shape, &count, &bytes);
     if (s != KERN_OK)
         return s;
-    const char *dev = ctx->dev->ops->name;
-    if (strcmp(dev, "cpu") != 0 && strcmp(dev, "cuda") != 0)
+    if (!(rt_device_caps(ctx->dev) & KERN_TARGET_POINTERS)) {
+        char names[128];
         return rt_error(ctx, KERN_ERR_UNSUPPORTED,
-                        "%s: the %s device cannot use memory it did not allocate (cpu and cuda "
-                        "can)",
-                        fn, dev);
+                        "%s: the %s device cannot use memory it did not allocate (%s can)", fn,
+                        ctx->dev->ops->name,
+                        kern_target_names(KERN_TARGET_DEVICE | KERN_TARGET_POINTERS, names,
+                                          sizeof names));
+    }
     if (!data && bytes)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: data is NULL", fn);
     if ((uintptr_t)data % kern_dtype_size(dtype) != 0)
@@ -296,8 +298,7 @@ kern_status kern_buffer_wrap(kern_context *ctx, kern_dtype dtype, int rank, cons
 void *kern_buffer_pointer(const kern_buffer *b) {
     if (!b || !rt_handle_check(b, RT_H_BUFFER, "kern_buffer_pointer"))
         return NULL;
-    const char *dev = b->ctx->dev->ops->name;
-    return !strcmp(dev, "cpu") || !strcmp(dev, "cuda") ? b->mem : NULL;
+    return rt_device_caps(b->ctx->dev) & KERN_TARGET_POINTERS ? b->mem : NULL;
 }
 
 bool kern_buffer_is_wrapped(const kern_buffer *b) {

@@ -62,14 +62,13 @@ size_t kern_dtype_size(kern_dtype t) {
 }
 
 const char *kern_backend_name(kern_backend b) {
-    switch (b) {
-    case KERN_BACKEND_CPU: return "cpu";
-    case KERN_BACKEND_CUDA: return "cuda";
-    case KERN_BACKEND_AMDGPU: return "amdgpu";
-    case KERN_BACKEND_VULKAN: return "vulkan";
-    case KERN_BACKEND_METAL: return "metal";
-    }
-    return NULL;
+    const kern_target *t = kern_target_of_backend(b);
+    return t ? t->name : NULL;
+}
+
+bool kern_backend_available(kern_backend b) {
+    const kern_target *t = kern_target_of_backend(b);
+    return t && (t->caps & KERN_TARGET_DEVICE);
 }
 
 kern_dtype rt_dtype_of(const kern_type *t) {
@@ -233,9 +232,47 @@ kern_status rt_collect(kern_context *ctx, bool report) {
 
 /* ---- contexts ---------------------------------------------------------------------- */
 
+/* A set variable other than "" and "0". */
+static bool env_on(const char *name) {
+    const char *e = getenv(name);
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 kern_context_options kern_context_options_default(void) {
-    kern_context_options o = {KERN_BACKEND_CPU, false, 0, 0};
+    /* the runtime's environment, read here and in kern_context_create only */
+    const char *v = getenv("KERN_VULKAN_VALIDATION");
+    kern_context_options o = {
+        .backend = KERN_BACKEND_CPU,
+        .device = -1,
+        .validation = !env_on("KERN_VULKAN_VALIDATION") ? KERN_VALIDATION_OFF
+                      : !strcmp(v, "fatal")              ? KERN_VALIDATION_FATAL
+                                                         : KERN_VALIDATION_ON,
+        .staging = env_on("KERN_VULKAN_STAGING"),
+    };
     return o;
+}
+
+/* The device of o->backend: o->device, else (-1) the backend's own choice; a Vulkan
+ * context's default is $KERN_VULKAN_DEVICE when it is set. */
+static kern_status device_ordinal(kern_context *ctx, int *ordinal) {
+    *ordinal = ctx->opts.device;
+    if (*ordinal < -1)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "device %d is out of range (-1 for the default, "
+                        "or 0 to the number of devices - 1)", *ordinal);
+    const char *env = getenv("KERN_VULKAN_DEVICE");
+    if (*ordinal == -1 && ctx->opts.backend == KERN_BACKEND_VULKAN && env && *env) {
+        char *end;
+        long n = strtol(env, &end, 10);
+        if (*end || n < 0 || n > 1000)
+            return rt_error(ctx, KERN_ERR_ARGUMENT,
+                            "cannot create the vulkan device: KERN_VULKAN_DEVICE='%s' is not a "
+                            "device number",
+                            env);
+        *ordinal = (int)n;
+    }
+    if (*ordinal == -1 && ctx->opts.backend == KERN_BACKEND_CUDA)
+        *ordinal = 0;
+    return KERN_OK;
 }
 
 kern_status kern_context_create(const kern_context_options *opts, kern_context **out) {
@@ -256,12 +293,12 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
     const char *bname = kern_backend_name(ctx->opts.backend);
     if (!bname)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "invalid backend %d", (int)ctx->opts.backend);
-    if (ctx->opts.backend != KERN_BACKEND_CPU && ctx->opts.backend != KERN_BACKEND_CUDA &&
-        ctx->opts.backend != KERN_BACKEND_VULKAN)
+    if (!kern_backend_available(ctx->opts.backend)) {
+        char names[128];
         return rt_error(ctx, KERN_ERR_UNSUPPORTED,
-                        "backend '%s' is not available in this runtime (only 'cpu', 'cuda' and "
-                        "'vulkan' are)",
-                        bname);
+                        "backend '%s' is not available in this runtime (it has: %s)", bname,
+                        kern_target_names(KERN_TARGET_DEVICE, names, sizeof names));
+    }
     if (ctx->opts.threads < 0 || ctx->opts.threads > RT_MAX_THREADS)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "thread count %d is out of range (0 to %d)",
                         ctx->opts.threads, RT_MAX_THREADS);
@@ -271,15 +308,19 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
                         "entries, as kernc's --ad-stack-size)",
                         (long long)ctx->opts.ad_stack_size);
     char err[512];
-    kern_status s;
+    int ordinal;
+    kern_status s = device_ordinal(ctx, &ordinal);
+    if (s != KERN_OK)
+        return s;
     if (ctx->opts.backend == KERN_BACKEND_CUDA) {
-        s = rt_cuda_device_create(NULL, 0, &ctx->dev, err, sizeof err);
+        s = rt_cuda_device_create(NULL, ordinal, &ctx->dev, err, sizeof err);
         if (s != KERN_OK)
             return rt_error(ctx, s, "cannot create the cuda device: %s", err);
         return KERN_OK;
     }
     if (ctx->opts.backend == KERN_BACKEND_VULKAN) {
-        s = rt_vulkan_device_create(NULL, -1, &ctx->dev, err, sizeof err);
+        rt_vulkan_params vp = {ordinal, ctx->opts.validation, ctx->opts.staging};
+        s = rt_vulkan_device_create(NULL, &vp, &ctx->dev, err, sizeof err);
         if (s != KERN_OK)
             return rt_error(ctx, s, "cannot create the vulkan device: %s", err);
         return KERN_OK;

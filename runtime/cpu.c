@@ -163,6 +163,7 @@ static int64_t cpu_ad_slots(rt_device *d, int64_t max_items) {
 
 static const rt_device_ops cpu_ops = {
     .name = "cpu",
+    .target = &kern_target_cpu,
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .free = cpu_free,

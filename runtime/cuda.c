@@ -182,8 +182,10 @@ static void cu_err(const cuda_api *api, CUresult r, const char *what, char *err,
 
 static cuda_device *cuda_of(rt_device *d) { return (cuda_device *)d; }
 
+static const rt_device_ops cuda_ops;
+
 void *rt_cuda_stream(rt_device *d) {
-    return d && !strcmp(d->ops->name, "cuda") ? (void *)cuda_of(d)->stream : NULL;
+    return d && d->ops == &cuda_ops ? (void *)cuda_of(d)->stream : NULL;
 }
 
 static kern_status cuda_current(cuda_device *c, char *err, size_t errlen) {
@@ -309,10 +311,10 @@ static kern_status cuda_load_code(rt_device *d, const kern_code_image *img, void
     cuda_device *c = cuda_of(d);
     *code = NULL;
     if (img->kind != KERN_CODE_PTX) {
-        snprintf(err, errlen, "the module holds %s for %s; the context's device is cuda (%s)",
-                 kern_code_kind_name(img->kind), img->kind == KERN_CODE_HOST ? "cpu" : "amdgpu",
-                 c->name);
-        return KERN_ERR_UNSUPPORTED;
+        kern_status s = rt_code_refused(d, img, err, errlen);
+        size_t n = strlen(err);
+        snprintf(err + n, errlen - n, " (%s)", c->name);
+        return s;
     }
     kern_status s = cuda_current(c, err, errlen);
     if (s != KERN_OK)
@@ -767,6 +769,7 @@ static kern_status cuda_graph_launch(rt_device *d, void *graph, int set, uint64_
 
 static const rt_device_ops cuda_ops = {
     .name = "cuda",
+    .target = &kern_target_cuda,
     .destroy = cuda_destroy,
     .alloc = cuda_alloc,
     .free = cuda_free,

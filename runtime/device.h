@@ -87,6 +87,9 @@ typedef struct rt_launch {
 
 typedef struct rt_device_ops {
     const char *name;
+    /* Its entry in the target registry (common/target.h): what its memory allows
+     * (rt_device_caps); NULL for the tests' fake devices, which have no capability. */
+    const struct kern_target *target;
     void (*destroy)(rt_device *d);
     /* bytes may be 0 (a valid, distinct handle is still returned). */
     kern_status (*alloc)(rt_device *d, size_t bytes, void **mem, char *err, size_t errlen);
@@ -154,6 +157,10 @@ struct rt_device {
     char desc[320]; /* for kern_context_device_name: "cpu (8 threads)", "cuda: NAME (sm_90, ...)" */
 };
 
+/* A device's answer to a code image of another kind: KERN_ERR_UNSUPPORTED, and in err "the
+ * module holds PTX for cuda; the context's device is cpu" (the registry's names). */
+kern_status rt_code_refused(const rt_device *d, const kern_code_image *img, char *err,
+                            size_t errlen);
 /* KERN_CODE_HOST code for devices that run host functions (cpu.c, the tests' fakes): the
  * code object keeps the provider; a kernel handle is an rt_host_kernel. */
 typedef struct rt_host_kernel {
@@ -181,12 +188,17 @@ kern_status rt_cuda_device_create(const char *driver, int ordinal, rt_device **o
 /* The CUstream the CUDA device d submits to (NULL for another device). */
 void *rt_cuda_stream(rt_device *d);
 
-/* The Vulkan device (vulkan.c): device `ordinal` (-1: $KERN_VULKAN_DEVICE, else the most
- * capable) of the loader `loader` (NULL: "libvulkan.so.1"), opened with dlopen.
+/* The Vulkan device (vulkan.c): device p->ordinal (-1: the most capable) of the loader
+ * `loader` (NULL: "libvulkan.so.1"), opened with dlopen.
  * KERN_ERR_UNSUPPORTED when the loader cannot be opened or there is no Vulkan 1.2 device
  * with timeline semaphores; the message says which. */
-kern_status rt_vulkan_device_create(const char *loader, int ordinal, rt_device **out, char *err,
-                                    size_t errlen);
+typedef struct rt_vulkan_params {
+    int ordinal;                /* -1: the first discrete GPU, integrated, virtual, CPU */
+    kern_validation validation; /* the Khronos layer (kern_context_options) */
+    bool staging;               /* copies never map device memory */
+} rt_vulkan_params;
+kern_status rt_vulkan_device_create(const char *loader, const rt_vulkan_params *p,
+                                    rt_device **out, char *err, size_t errlen);
 /* With $KERN_VULKAN_VALIDATION=1: the number of warnings and errors the validation layer
  * reported so far on device d (a Vulkan device), and (first not NULL) the first one. */
 int rt_vulkan_validation_messages(const rt_device *d, const char **first);
@@ -194,5 +206,10 @@ int rt_vulkan_validation_messages(const rt_device *d, const char **first);
  * feature that SPIR-V capability `capability` needs (docs/spirv-abi.md's table), so
  * load_code refuses modules that declare it. Other capabilities are ignored. */
 void rt_vulkan_device_forget(rt_device *d, uint32_t capability);
+
+/* The KERN_TARGET_* capabilities of d's target (0 for a device without one). */
+static inline unsigned rt_device_caps(const rt_device *d) {
+    return d->ops->target ? d->ops->target->caps : 0;
+}
 
 #endif

@@ -67,10 +67,15 @@ kern_status kern_buffer_from_dlpack(kern_context *ctx, void *managed_tensor, ker
     DLManagedTensor *mt = managed_tensor;
     const DLTensor *t = &mt->dl_tensor;
     const char *dev = ctx->dev->ops->name;
-    bool host = t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost;
-    if (!strcmp(dev, "cpu")    ? !host
-        : !strcmp(dev, "cuda") ? t->device.device_type != kDLCUDA || t->device.device_id != 0
-                               : true)
+    /* the registry's DLPack device of the context's target: host memory (kDLCPU, which
+     * also takes pinned kDLCUDAHost memory) or device 0's (kDLCUDA) */
+    int home = rt_device_caps(ctx->dev) & KERN_TARGET_DLPACK ? ctx->dev->ops->target->dlpack_device
+                                                              : 0;
+    bool usable = home == kDLCPU ? t->device.device_type == kDLCPU ||
+                                       t->device.device_type == kDLCUDAHost
+                                 : home != 0 && (int)t->device.device_type == home &&
+                                       t->device.device_id == 0;
+    if (!usable)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "%s: a tensor on DLPack device %d:%d cannot be used in place by the %s "
                         "device (cpu takes kDLCPU memory, cuda takes kDLCUDA memory of device 0)",
@@ -124,23 +129,21 @@ kern_status kern_buffer_to_dlpack(kern_buffer *b, void **managed_tensor) {
     if (!managed_tensor)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_buffer_to_dlpack: out is NULL");
     *managed_tensor = NULL;
-    const char *dev = ctx->dev->ops->name;
-    DLDevice where;
-    if (!strcmp(dev, "cpu"))
-        where = (DLDevice){kDLCPU, 0};
-    else if (!strcmp(dev, "cuda"))
-        where = (DLDevice){kDLCUDA, 0};
-    else
+    if (!(rt_device_caps(ctx->dev) & KERN_TARGET_DLPACK)) {
+        char names[128];
         return rt_error(ctx, KERN_ERR_UNSUPPORTED,
-                        "kern_buffer_to_dlpack: the %s device's memory cannot be shared (cpu and "
-                        "cuda can)",
-                        dev);
+                        "kern_buffer_to_dlpack: the %s device's memory cannot be shared (%s can)",
+                        ctx->dev->ops->name,
+                        kern_target_names(KERN_TARGET_DEVICE | KERN_TARGET_DLPACK, names,
+                                          sizeof names));
+    }
+    DLDevice where = {(DLDeviceType)ctx->dev->ops->target->dlpack_device, 0};
     /* the consumer reads the memory on its own stream: the launches that use it first */
     char err[512];
     if (b->last_use > ctx->dev->ops->poll(ctx->dev)) {
         kern_status s = ctx->dev->ops->wait(ctx->dev, b->last_use, err, sizeof err);
         if (s != KERN_OK)
-            return rt_error(ctx, s, "device %s: %s", dev, err);
+            return rt_error(ctx, s, "device %s: %s", ctx->dev->ops->name, err);
     }
     view *v = calloc(1, sizeof *v);
     if (!v)

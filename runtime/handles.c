@@ -30,6 +30,12 @@ typedef struct entry {
 
 #define TOMBSTONE ((const void *)1)
 
+/* Process-wide on purpose, the one registry of the runtime: a handle may reach any call
+ * (a buffer of one context passed with another, a pointer that never was a handle), so
+ * it is looked up in one table of every context's handles, under one lock. The mode is
+ * decided once per process, before the first handle exists (KERN_RUNTIME_CHECKS, read by
+ * the pthread_once below: a context created later cannot turn it on for handles that
+ * were never entered). */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static bool checks;

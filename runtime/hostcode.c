@@ -13,34 +13,23 @@
 #include "device.h"
 
 const char *kern_code_kind_name(kern_code_kind k) {
-    switch (k) {
-    case KERN_CODE_HOST: return "host code";
-    case KERN_CODE_PTX: return "PTX";
-    case KERN_CODE_HSACO: return "an HSACO code object";
-    case KERN_CODE_SPIRV: return "SPIR-V";
-    }
-    return "code of unknown kind";
+    const kern_target *t = kern_target_of_code(k);
+    return t ? t->code_name : "code of unknown kind";
 }
 
-/* "cpu", "cuda", "amdgpu": the target a code kind is built for. */
-static const char *kind_target(kern_code_kind k) {
-    switch (k) {
-    case KERN_CODE_HOST: return "cpu";
-    case KERN_CODE_PTX: return "cuda";
-    case KERN_CODE_HSACO: return "amdgpu";
-    case KERN_CODE_SPIRV: return "vulkan";
-    }
-    return "?";
+kern_status rt_code_refused(const rt_device *d, const kern_code_image *img, char *err,
+                            size_t errlen) {
+    const kern_target *t = kern_target_of_code(img->kind);
+    snprintf(err, errlen, "the module holds %s for %s; the context's device is %s",
+             kern_code_kind_name(img->kind), t ? t->name : "?", d->ops->name);
+    return KERN_ERR_UNSUPPORTED;
 }
 
 kern_status rt_host_load_code(rt_device *d, const kern_code_image *img, void **code, char *err,
                               size_t errlen) {
     *code = NULL;
-    if (img->kind != KERN_CODE_HOST) {
-        snprintf(err, errlen, "the module holds %s for %s; the context's device is %s",
-                 kern_code_kind_name(img->kind), kind_target(img->kind), d->ops->name);
-        return KERN_ERR_UNSUPPORTED;
-    }
+    if (img->kind != KERN_CODE_HOST)
+        return rt_code_refused(d, img, err, errlen);
     kern_code_provider *p = malloc(sizeof *p);
     if (!p) {
         snprintf(err, errlen, "out of host memory for a module's code");

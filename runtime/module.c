@@ -238,17 +238,15 @@ static kern_status load_container(kern_context *ctx, const char *path, const cha
     if (!rt_modfile_parse(data, size, &mf, err, sizeof err))
         return rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module file: %s", path, err);
     kern_code_image img = {.bytes = mf.code, .len = mf.code_len};
-    if (strcmp(mf.target, "cuda") == 0)
-        img.kind = KERN_CODE_PTX;
-    else if (strcmp(mf.target, "amdgpu") == 0)
-        img.kind = KERN_CODE_HSACO;
-    else if (strcmp(mf.target, "vulkan") == 0)
-        img.kind = KERN_CODE_SPIRV;
-    else
+    const kern_target *t = kern_target_find(mf.target);
+    if (!t || !(t->caps & KERN_TARGET_AOT_CONTAINER)) {
+        char names[128];
         return rt_error(ctx, KERN_ERR_FORMAT,
-                        "'%s': a module for target '%s', which this runtime does not know "
-                        "(cuda, amdgpu, vulkan)",
-                        path, mf.target);
+                        "'%s': a module for target '%s', which this runtime does not know (%s)",
+                        path, mf.target,
+                        kern_target_names(KERN_TARGET_AOT_CONTAINER, names, sizeof names));
+    }
+    img.kind = (kern_code_kind)t->code_kind;
     if (mf.meta_len > RT_MAX_META_SIZE)
         return rt_error(ctx, KERN_ERR_FORMAT, "'%s': corrupt module metadata (size %zu)", path,
                         mf.meta_len);

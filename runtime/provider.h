@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 
+#include "../common/target.h" /* kern_code_kind */
 #include "../include/kern.h"
 #include "meta.h"
 
@@ -30,13 +31,6 @@ typedef struct kern_code_provider {
     void *(*lookup)(void *user, const char *symbol); /* NULL when absent */
     void (*release)(void *user);                     /* may be NULL */
 } kern_code_provider;
-
-typedef enum kern_code_kind {
-    KERN_CODE_HOST = 0,
-    KERN_CODE_PTX = 1,
-    KERN_CODE_HSACO = 2,
-    KERN_CODE_SPIRV = 3
-} kern_code_kind;
 
 typedef struct kern_code_image {
     kern_code_kind kind;

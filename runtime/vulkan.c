@@ -4,14 +4,15 @@
  * and vkGetDeviceProcAddr (the headers are only used for the types: VK_NO_PROTOTYPES).
  *
  * - Device: the first physical device of the most capable kind (discrete, integrated,
- *   virtual, CPU), or number $KERN_VULKAN_DEVICE; one compute queue. The optional
+ *   virtual, CPU), or number kern_context_options.device ($KERN_VULKAN_DEVICE); one compute queue. The optional
  *   features of docs/spirv-abi.md are enabled when the device has them; a module that
  *   needs one it lacks is refused with its name (load_code scans OpCapability).
  * - Memory: one VkBuffer and VkDeviceMemory per allocation (at least 4 bytes, so 0-byte
  *   buffers stay distinct), device-local when possible. When that memory is also host
  *   visible and coherent (lavapipe, resizable BAR) copies are memcpy; otherwise through a
  *   host-visible staging buffer and a transfer submission that is waited for
- *   ($KERN_VULKAN_STAGING=1 forces that path, to test it where all memory is visible).
+ *   (kern_context_options.staging, $KERN_VULKAN_STAGING=1, forces that path, to test it where
+ *   all memory is visible).
  * - Launches: a job per launch (reused once its point has passed): a command buffer, a
  *   descriptor pool with the launch's one set, a host-visible buffer holding the launch
  *   block (binding 0) and one for the error record (binding 1). The command buffer starts
@@ -28,7 +29,7 @@
  * - Graphs (runtime contract 9): the captured launches recorded once into a command
  *   buffer, in four copies with their own launch blocks, descriptor sets and error
  *   records (host visible); a replay submits a copy, re-recording nothing.
- * - Validation: $KERN_VULKAN_VALIDATION=1 enables VK_LAYER_KHRONOS_validation and counts
+ * - Validation: kern_context_options.validation ($KERN_VULKAN_VALIDATION=1) enables VK_LAYER_KHRONOS_validation and counts
  *   every message it prints (rt_vulkan_validation_messages); =fatal also aborts the process
  *   on the first one (CI: a test that provokes a message crashes and fails). */
 #define VK_NO_PROTOTYPES
@@ -164,7 +165,7 @@ typedef struct vk_device {
     bool has_f64, has_i64, has_i8, has_8bit, has_i64atomics, has_f32add;
     bool has_sg_basic, has_sg_vote, has_sg_arith; /* subgroup operations in compute shaders */
     bool has_shared_f32add; /* float atomic add on workgroup memory (block copies) */
-    bool force_staging;     /* $KERN_VULKAN_STAGING: never map device-local memory */
+    bool force_staging;     /* options' staging: never map device-local memory */
     VkDeviceSize max_alloc; /* maxMemoryAllocationSize */
     int64_t resident_groups;
     vk_job *inflight, *inflight_tail, *free_jobs;
@@ -653,14 +654,8 @@ static kern_status vk_load_code(rt_device *d, const kern_code_image *img, void *
                                 size_t errlen) {
     vk_device *v = vk_of(d);
     *out = NULL;
-    if (img->kind != KERN_CODE_SPIRV) {
-        snprintf(err, errlen, "the module holds %s for %s; the context's device is vulkan",
-                 kern_code_kind_name(img->kind),
-                 img->kind == KERN_CODE_HOST  ? "cpu"
-                 : img->kind == KERN_CODE_PTX ? "cuda"
-                                              : "amdgpu");
-        return KERN_ERR_UNSUPPORTED;
-    }
+    if (img->kind != KERN_CODE_SPIRV)
+        return rt_code_refused(d, img, err, errlen);
     if (!img->bytes || img->len < 20 || img->len % 4 != 0) {
         snprintf(err, errlen,
                  "malformed SPIR-V: %zu bytes (a module is at least 20 bytes, a "
@@ -1251,6 +1246,7 @@ static void vk_destroy(rt_device *d) {
 
 static const rt_device_ops vk_ops = {
     .name = "vulkan",
+    .target = &kern_target_vulkan,
     .destroy = vk_destroy,
     .alloc = vk_alloc,
     .free = vk_free,
@@ -1303,11 +1299,6 @@ int rt_vulkan_validation_messages(const rt_device *d, const char **first) {
     return atomic_load(&((vk_device *)v)->validation_messages);
 }
 
-static bool env_on(const char *name) {
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0") != 0;
-}
-
 static int kind_rank(VkPhysicalDeviceType t) {
     switch (t) {
     case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
@@ -1318,11 +1309,11 @@ static int kind_rank(VkPhysicalDeviceType t) {
     }
 }
 
-static kern_status create_instance(vk_device *v, char *err, size_t errlen) {
+static kern_status create_instance(vk_device *v, kern_validation validation, char *err,
+                                   size_t errlen) {
     vk_api *a = &v->api;
-    bool validate = env_on("KERN_VULKAN_VALIDATION");
-    const char *mode = getenv("KERN_VULKAN_VALIDATION");
-    v->validation_fatal = mode && !strcmp(mode, "fatal");
+    bool validate = validation != KERN_VALIDATION_OFF;
+    v->validation_fatal = validation == KERN_VALIDATION_FATAL;
     const char *layer = "VK_LAYER_KHRONOS_validation";
     const char *ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
     if (validate) {
@@ -1336,7 +1327,7 @@ static kern_status create_instance(vk_device *v, char *err, size_t errlen) {
         free(lp);
         if (!found) {
             snprintf(err, errlen,
-                     "KERN_VULKAN_VALIDATION is set but the layer %s is not installed "
+                     "validation is on (KERN_VULKAN_VALIDATION) but the layer %s is not installed "
                      "(Debian: vulkan-validationlayers)",
                      layer);
             return KERN_ERR_UNSUPPORTED;
@@ -1414,7 +1405,7 @@ static kern_status pick_device(vk_device *v, int ordinal, char *err, size_t errl
         free(pd);
         if (ordinal >= 0)
             snprintf(err, errlen,
-                     "KERN_VULKAN_DEVICE=%d: there are %u devices (0 to %u), or it is "
+                     "device %d: there are %u devices (0 to %u), or it is "
                      "older than Vulkan 1.2",
                      ordinal, n, n - 1);
         else
@@ -1551,8 +1542,8 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     return mem_create(v, 256, false, &v->dummy, err, errlen);
 }
 
-kern_status rt_vulkan_device_create(const char *loader, int ordinal, rt_device **out, char *err,
-                                    size_t errlen) {
+kern_status rt_vulkan_device_create(const char *loader, const rt_vulkan_params *p,
+                                    rt_device **out, char *err, size_t errlen) {
     *out = NULL;
     vk_device *v = calloc(1, sizeof *v);
     if (!v) {
@@ -1562,7 +1553,7 @@ kern_status rt_vulkan_device_create(const char *loader, int ordinal, rt_device *
     v->base.ops = &vk_ops;
     v->base.host_memory = false;
     v->base.ad_slot_major = true;
-    v->force_staging = env_on("KERN_VULKAN_STAGING");
+    v->force_staging = p->staging;
     const char *lib = loader ? loader : "libvulkan.so.1";
     v->api.lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!v->api.lib) {
@@ -1588,21 +1579,10 @@ kern_status rt_vulkan_device_create(const char *loader, int ordinal, rt_device *
             s = KERN_ERR_UNSUPPORTED;
         }
     }
-    const char *env = getenv("KERN_VULKAN_DEVICE");
-    if (s == KERN_OK && ordinal < 0 && env && *env) {
-        char *end;
-        long o = strtol(env, &end, 10);
-        if (*end || o < 0 || o > 1000) {
-            snprintf(err, errlen, "KERN_VULKAN_DEVICE='%s' is not a device number", env);
-            s = KERN_ERR_ARGUMENT;
-        } else {
-            ordinal = (int)o;
-        }
-    }
     if (s == KERN_OK)
-        s = create_instance(v, err, errlen);
+        s = create_instance(v, p->validation, err, errlen);
     if (s == KERN_OK)
-        s = pick_device(v, ordinal, err, errlen);
+        s = pick_device(v, p->ordinal, err, errlen);
     if (s == KERN_OK)
         s = create_device(v, err, errlen);
     if (s != KERN_OK) {

@@ -289,7 +289,9 @@ Test(nvptx, arch_validation) {
     cc->opts.arch = NULL;
     char *ptx = llvm_emit_ptx(m, &cc->opts, err, sizeof err);
     cr_assert(ptx, "%s", err);
-    cr_expect(strstr(ptx, ".target " LLVM_NVPTX_DEFAULT_ARCH));
+    char want[64];
+    snprintf(want, sizeof want, ".target %s", kern_target_cuda.default_arch);
+    cr_expect(strstr(ptx, want), "%s", want);
     free(ptx);
     ir_module_free(m);
     kc_ctx_free(cc);
@@ -371,11 +373,56 @@ Test(nvptx, codegen_table) {
     const kc_codegen *cpu = kc_codegen_find("cpu"), *cuda = kc_codegen_find("cuda");
     cr_assert(cpu && cuda);
     cr_expect_null(kc_codegen_find("metal"));
-    cr_expect_str_eq(kc_codegen_find("vulkan")->target, "vulkan");
+    cr_expect_eq(kc_codegen_find("vulkan")->t, &kern_target_vulkan);
     cr_expect_null(kc_codegen_find(NULL));
     cr_expect_null(cpu->code);
+    cr_expect(cpu->object);
     cr_expect(cuda->code && cuda->arch_valid);
-    cr_expect_eq(kc_codegen_for_backend(cuda->backend), cuda);
+    cr_expect_eq(kc_codegen_for_backend(cuda->t->backend), cuda);
+    char names[128];
+    cr_expect_str_eq(kc_codegen_targets(names, sizeof names),
+                     kc_codegen_find("amdgpu") ? "cpu, cuda, vulkan, amdgpu" : "cpu, cuda, vulkan");
+}
+
+/* The target registry (common/target.h): every lookup agrees with the entries, emit kinds
+ * are matched as words, and the tables keyed by it cover what they must. */
+Test(nvptx, target_registry) {
+    size_t n;
+    const kern_target *const *t = kern_target_list(&n);
+    cr_assert_eq(n, 5);
+    for (size_t i = 0; i < n; i++) {
+        cr_expect_eq(kern_target_find(t[i]->name), t[i], "%s", t[i]->name);
+        cr_expect_eq(kern_target_of_backend(t[i]->backend), t[i], "%s", t[i]->name);
+        cr_expect_str_eq(kern_backend_name(t[i]->backend), t[i]->name);
+        if (t[i]->code_kind != KERN_CODE_NONE)
+            cr_expect_eq(kern_target_of_code(t[i]->code_kind), t[i], "%s", t[i]->name);
+        /* a target whose device the runtime has must be one the JIT compiles for */
+        if (t[i]->caps & KERN_TARGET_DEVICE)
+            cr_expect(kc_codegen_for_backend(t[i]->backend), "%s has no codegen", t[i]->name);
+        /* DLPack needs a DLPack device type */
+        cr_expect_eq(!!(t[i]->caps & KERN_TARGET_DLPACK), t[i]->dlpack_device != 0, "%s",
+                     t[i]->name);
+    }
+    cr_expect_null(kern_target_find("CPU"));
+    cr_expect_null(kern_target_of_backend((kern_backend)5));
+    cr_expect_null(kern_target_of_code(KERN_CODE_NONE));
+    cr_expect_eq(kern_target_of_emit("llvm"), &kern_target_cpu);
+    cr_expect_eq(kern_target_of_emit("ptx"), &kern_target_cuda);
+    cr_expect_eq(kern_target_of_emit("amdgcn"), &kern_target_amdgpu);
+    cr_expect_eq(kern_target_of_emit("spirv-asm"), &kern_target_vulkan);
+    cr_expect_eq(kern_target_of_emit("msl"), &kern_target_vulkan);
+    /* words, not substrings: "asm" is no kind (it once matched inside "spirv-asm") */
+    cr_expect_null(kern_target_of_emit("asm"));
+    cr_expect_null(kern_target_of_emit("spirv-"));
+    cr_expect_null(kern_target_of_emit(""));
+    cr_expect(kern_target_list_has("spirv, spirv-asm, msl", "spirv"));
+    cr_expect(!kern_target_list_has("spirv, spirv-asm, msl", "spir"));
+    char names[128];
+    cr_expect_str_eq(kern_target_names(0, names, sizeof names), "cpu, cuda, amdgpu, vulkan, metal");
+    cr_expect_str_eq(kern_target_names(KERN_TARGET_DEVICE, names, sizeof names),
+                     "cpu, cuda, vulkan");
+    cr_expect_str_eq(kern_target_names(KERN_TARGET_DLPACK, names, sizeof names), "cpu, cuda");
+    cr_expect_str_eq(kern_target_names(0, names, 8), "cpu, cu"); /* truncated, terminated */
 }
 
 /* The metadata carries each parallel task's extents (what the CUDA device sizes its grid

@@ -266,8 +266,13 @@ Test(runtime, context_options) {
     cr_assert_eq(kern_context_create(&o, &bad), KERN_ERR_UNSUPPORTED);
     cr_assert_not_null(bad);
     cr_assert_str_eq(kern_context_last_error(bad),
-                     "backend 'metal' is not available in this runtime (only 'cpu', 'cuda' and "
-                     "'vulkan' are)");
+                     "backend 'metal' is not available in this runtime (it has: cpu, cuda, "
+                     "vulkan)");
+    /* the registry's answer, as the Python package reads it */
+    cr_expect(kern_backend_available(KERN_BACKEND_CPU) && kern_backend_available(KERN_BACKEND_CUDA) &&
+              kern_backend_available(KERN_BACKEND_VULKAN));
+    cr_expect(!kern_backend_available(KERN_BACKEND_METAL) &&
+              !kern_backend_available(KERN_BACKEND_AMDGPU) && !kern_backend_available(99));
     cr_assert_str_eq(kern_context_device_name(bad), "");
     /* a failed context refuses work */
     kern_buffer *b = NULL;

@@ -102,12 +102,19 @@ static void validation_on(void) {
     setenv("KERN_VULKAN_VALIDATION", "1", 0); /* on, unless the environment says */
 }
 
+/* The device parameters a default context would have (the environment's validation). */
+static rt_vulkan_params default_params(int ordinal) {
+    kern_context_options o = kern_context_options_default();
+    return (rt_vulkan_params){ordinal, o.validation, o.staging};
+}
+
 /* The Vulkan device, or a skip with the reason. */
 static rt_device *device_or_skip(void) {
     validation_on();
     rt_device *d = NULL;
     char err[512];
-    kern_status s = rt_vulkan_device_create(NULL, -1, &d, err, sizeof err);
+    rt_vulkan_params p = default_params(-1);
+    kern_status s = rt_vulkan_device_create(NULL, &p, &d, err, sizeof err);
     if (s != KERN_OK) {
         fprintf(stderr, "vulkan: no Vulkan device here (%s): the test is skipped\n", err);
         cr_skip_test("no Vulkan device");
@@ -221,25 +228,40 @@ Test(vulkan, creation_and_description) {
 
     char err[512];
     rt_device *none = NULL;
+    rt_vulkan_params p = default_params(-1);
     kern_status s =
-        rt_vulkan_device_create("libkern-no-such-vulkan.so.1", -1, &none, err, sizeof err);
+        rt_vulkan_device_create("libkern-no-such-vulkan.so.1", &p, &none, err, sizeof err);
     cr_expect_eq(s, KERN_ERR_UNSUPPORTED);
     cr_expect(!none);
     cr_expect(strstr(err, "Vulkan loader not found") && strstr(err, "libkern-no-such-vulkan"), "%s",
               err);
-    s = rt_vulkan_device_create(NULL, 999, &none, err, sizeof err);
+    p = default_params(999);
+    s = rt_vulkan_device_create(NULL, &p, &none, err, sizeof err);
     cr_expect_eq(s, KERN_ERR_UNSUPPORTED, "%s", kern_status_name(s));
     cr_expect(strstr(err, "999"), "%s", err);
 
-    /* $KERN_VULKAN_DEVICE: a number picks that device; anything else is refused */
-    setenv("KERN_VULKAN_DEVICE", "0", 1);
-    s = rt_vulkan_device_create(NULL, -1, &none, err, sizeof err);
-    cr_expect_eq(s, KERN_OK, "%s", err);
-    if (none)
-        none->ops->destroy(none);
-    setenv("KERN_VULKAN_DEVICE", "first", 1);
+    /* the options' device, and $KERN_VULKAN_DEVICE when it is -1: a number picks that
+     * device; anything else is refused */
     kern_context_options o = kern_context_options_default();
     o.backend = KERN_BACKEND_VULKAN;
+    o.device = 999;
+    s = kern_context_create(&o, &ctx);
+    cr_expect_eq(s, KERN_ERR_UNSUPPORTED, "%s", kern_status_name(s));
+    cr_expect(strstr(kern_context_last_error(ctx), "device 999"), "%s",
+              kern_context_last_error(ctx));
+    kern_context_release(ctx);
+    o.device = -2;
+    cr_expect_eq(kern_context_create(&o, &ctx), KERN_ERR_ARGUMENT);
+    kern_context_release(ctx);
+    o.device = 0;
+    cr_expect_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_context_release(ctx);
+    o.device = -1;
+    setenv("KERN_VULKAN_DEVICE", "0", 1);
+    s = kern_context_create(&o, &ctx);
+    cr_expect_eq(s, KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_context_release(ctx);
+    setenv("KERN_VULKAN_DEVICE", "first", 1);
     s = kern_context_create(&o, &ctx);
     cr_expect_eq(s, KERN_ERR_ARGUMENT, "%s", kern_status_name(s));
     cr_expect(strstr(kern_context_last_error(ctx), "KERN_VULKAN_DEVICE='first'"), "%s",

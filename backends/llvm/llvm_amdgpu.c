@@ -156,7 +156,7 @@ bool llvm_amdgpu_arch_valid(const char *arch) {
 
 static LLVMTargetMachineRef amdgpu_machine(const kc_options *o, char *err, size_t errlen) {
     pthread_once(&amdgpu_once, init_amdgpu_once);
-    const char *arch = o->arch ? o->arch : LLVM_AMDGPU_DEFAULT_ARCH;
+    const char *arch = o->arch ? o->arch : kern_target_amdgpu.default_arch;
     if (!llvm_amdgpu_arch_valid(arch)) {
         llvm_errf(err, errlen, "unknown AMD GPU architecture '%s' (expected gfxNNN, e.g. gfx90a)",
                   arch);

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../../common/target.h" /* the default architectures */
 #include "../../common/context.h"
 #include "../../ir/ir.h"
 
@@ -62,10 +63,9 @@ char *llvm_emit_text(const ir_module *m, const kc_options *o, char *err, size_t 
 
 /* ---- NVPTX (llvm_nvptx.c; docs/gpu-abi.md) ----------------------------------------- */
 
-#define LLVM_NVPTX_DEFAULT_ARCH "sm_75"
 /* Whether arch names a CUDA architecture (sm_NN, sm_NNa). */
 bool llvm_nvptx_arch_valid(const char *arch);
-/* The PTX of every kernel of m for o->arch (NULL: LLVM_NVPTX_DEFAULT_ARCH), malloc'd, or
+/* The PTX of every kernel of m for o->arch (NULL: kern_target_cuda.default_arch), malloc'd, or
  * NULL with a message (an unknown arch, libdevice missing where math needs it). */
 char *llvm_emit_ptx(const ir_module *m, const kc_options *o, char *err, size_t errlen);
 /* The optimized NVPTX LLVM IR (--emit=llvm --target=cuda), malloc'd, or NULL. */
@@ -73,7 +73,6 @@ char *llvm_emit_nvptx_ir(const ir_module *m, const kc_options *o, char *err, siz
 
 /* ---- AMDGPU (llvm_amdgpu.c; docs/gpu-abi.md) ---------------------------------------- */
 
-#define LLVM_AMDGPU_DEFAULT_ARCH "gfx90a"
 /* Whether arch names an AMD GPU architecture (gfxNNN, hexadecimal digits). */
 bool llvm_amdgpu_arch_valid(const char *arch);
 /* --emit=amdgcn: the assembly of every kernel of m, malloc'd, or NULL with a message (a

@@ -332,7 +332,7 @@ bool llvm_nvptx_arch_valid(const char *arch) {
 
 static LLVMTargetMachineRef nvptx_machine(const kc_options *o, char *err, size_t errlen) {
     pthread_once(&nvptx_once, init_nvptx_once);
-    const char *arch = o->arch ? o->arch : LLVM_NVPTX_DEFAULT_ARCH;
+    const char *arch = o->arch ? o->arch : kern_target_cuda.default_arch;
     if (!llvm_nvptx_arch_valid(arch)) {
         llvm_errf(err, errlen, "unknown CUDA architecture '%s' (expected sm_NN, e.g. sm_90)", arch);
         return NULL;

@@ -29,8 +29,10 @@ class Context:
         self.sync = bool(sync)
         self._torch_stream = None
         if device not in _BACKENDS:
-            raise ArgumentError("unknown device %r (cpu, cuda, vulkan)" % (device,))
-        opts = _Options(_BACKENDS[device], bool(debug), int(threads), int(ad_stack_size))
+            raise ArgumentError("unknown device %r (%s)" % (device, ", ".join(_BACKENDS)))
+        opts = _c["ctx_defaults"]()  # the runtime's defaults and its environment
+        opts.backend, opts.debug = _BACKENDS[device], bool(debug)
+        opts.threads, opts.ad_stack_size = int(threads), int(ad_stack_size)
         p = ctypes.c_void_p()
         status = _c["ctx_create"](ctypes.byref(opts), ctypes.byref(p))
         self._ptr = p.value

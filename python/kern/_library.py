@@ -25,14 +25,15 @@ _DTYPES = {_BOOL: "bool", _I32: "int32", _U32: "uint32", _I64: "int64", _F32: "f
            _F64: "float64"}
 _KERN_NAMES = {_BOOL: "bool", _I32: "i32", _U32: "u32", _I64: "i64", _F32: "f32",
                _F64: "f64"}
-_BACKENDS = {"cpu": 0, "cuda": 1, "vulkan": 3}
 _ARG_BUFFER, _ARG_SCALAR = 1, 2
 _MAX_DIMS = 4
 
 
 class _Options(ctypes.Structure):
+    """kern_context_options (include/kern.h), field for field."""
     _fields_ = [("backend", ctypes.c_int), ("debug", ctypes.c_bool), ("threads", ctypes.c_int),
-                ("ad_stack_size", ctypes.c_int64)]
+                ("ad_stack_size", ctypes.c_int64), ("device", ctypes.c_int),
+                ("validation", ctypes.c_int), ("staging", ctypes.c_bool)]
 
 
 class _ParamInfo(ctypes.Structure):
@@ -62,6 +63,7 @@ _pvp = ctypes.POINTER(ctypes.c_void_p)
 _i64p = ctypes.POINTER(ctypes.c_int64)
 _c = {
     "version": _fn("kern_version", _int, ctypes.POINTER(ctypes.c_char_p)),
+    "ctx_defaults": _fn("kern_context_options_default", _Options),
     "ctx_create": _fn("kern_context_create", _st, ctypes.POINTER(_Options), _pvp),
     "ctx_release": _fn("kern_context_release", None, _vp),
     "last_error": _fn("kern_context_last_error", ctypes.c_char_p, _vp),
@@ -99,6 +101,23 @@ _c = {
     "tape_clear": _fn("kern_tape_clear", _st, _vp),
     "tape_count": _fn("kern_tape_record_count", _int, _vp),
 }
+
+
+
+def _backends():
+    """{name: kern_backend} of the backends the runtime has a device for, from the C
+    library's target registry (kern_backend_name, kern_backend_available)."""
+    name = _fn("kern_backend_name", ctypes.c_char_p, _int)
+    available = _fn("kern_backend_available", ctypes.c_bool, _int)
+    found, b = {}, 0
+    while name(b) is not None:
+        if available(b):
+            found[name(b).decode()] = b
+        b += 1
+    return found
+
+
+_BACKENDS = _backends()
 
 _capsule_get = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_get.restype, _capsule_get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]

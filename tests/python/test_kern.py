@@ -509,3 +509,12 @@ def test_python_examples_run(script):
         line = [ln for ln in r.stdout.splitlines() if ln.startswith("max |dx0 - torch|")][0]
         a, b = [float(t.rstrip(",")) for t in line.split() if t[0].isdigit()]
         assert a < 1e-5 and b < 1e-5, line
+
+
+def test_devices_come_from_the_target_registry():
+    # the runtime's registry (kern_backend_name, kern_backend_available), not a list of the
+    # package's own: the backends with a device, and nothing else
+    from kern import _library
+    assert _library._BACKENDS == {"cpu": 0, "cuda": 1, "vulkan": 3}
+    with pytest.raises(kern.ArgumentError, match=r"unknown device 'metal' \(cpu, cuda, vulkan\)"):
+        kern.Context("metal")
