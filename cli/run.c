@@ -30,7 +30,7 @@ extern char **environ;
 #include "../backends/llvm/llvm_backend.h"
 #include "../common/outfile.h"
 #include "../compiler/driver.h"
-#include "../compiler/meta_ir.h"
+#include "../backends/meta_ir.h"
 #include "../include/kern.h"
 #include "../jit/jit.h"
 #include "../runtime/meta.h"

@@ -14,10 +14,9 @@
 #include "../common/env.h"
 #include "../common/util.h"
 #include "../compiler/driver.h"
-#include "../compiler/meta_ir.h"
+#include "../backends/meta_ir.h"
 #include "../include/kern.h"
 #include "../runtime/provider.h"
-#include "../runtime/rt.h"
 #include "jit.h"
 
 static void *jit_lookup(void *user, const char *symbol) {
@@ -129,7 +128,7 @@ static kern_status build_grad(kern_context *ctx, void *p, const char *grad, kern
 
 kern_status kern_module_from_source(kern_context *ctx, const char *source, size_t len,
                                     const char *name, kern_module **out) {
-    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_module_from_source"))
+    if (!ctx || !rt_context_check(ctx, "kern_module_from_source"))
         return KERN_ERR_ARGUMENT;
     if (!out)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_module_from_source: out is NULL");
@@ -187,7 +186,7 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
 }
 
 kern_status kern_module_from_file_source(kern_context *ctx, const char *path, kern_module **out) {
-    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_module_from_file_source"))
+    if (!ctx || !rt_context_check(ctx, "kern_module_from_file_source"))
         return KERN_ERR_ARGUMENT;
     if (!path || !out)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_module_from_file_source: %s is NULL",

@@ -247,3 +247,7 @@ void rt_leave(kern_context *ctx) {
     if (--ctx->depth == 0)
         __atomic_store_n(&ctx->owner, 0, __ATOMIC_RELEASE);
 }
+
+bool rt_context_check(const kern_context *ctx, const char *fn) {
+    return rt_handle_check(ctx, RT_H_CONTEXT, fn);
+}

@@ -56,4 +56,15 @@ kern_status rt_module_create(kern_context *ctx, kern_meta *meta, kern_code_image
 kern_status rt_error(kern_context *ctx, kern_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Makes m's gradients lazy: listed now (the kernels without grad_error), each built by
+ * build on its first kern_kernel_find. Takes state (freed with m, or now on failure). */
+kern_status rt_module_set_lazy_grads(kern_module *m,
+                                     kern_status (*build)(kern_context *, void *, const char *,
+                                                          kern_module **),
+                                     void (*free_state)(void *), void *state);
+
+/* Whether ctx is a live context (checked mode, KERN_RUNTIME_CHECKS; always true off it),
+ * said on stderr when not: the check every public entry point makes on its context. */
+bool rt_context_check(const kern_context *ctx, const char *fn);
+
 #endif

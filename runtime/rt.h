@@ -158,12 +158,6 @@ typedef struct rt_lazy_grads {
     int nnames;
 } rt_lazy_grads;
 
-/* Makes m's gradients lazy: listed now (the kernels without grad_error), each built by
- * build on its first kern_kernel_find. Takes state (freed with m, or now on failure). */
-kern_status rt_module_set_lazy_grads(kern_module *m,
-                                     kern_status (*build)(kern_context *, void *, const char *,
-                                                          kern_module **),
-                                     void (*free_state)(void *), void *state);
 
 struct kern_module {
     rt_list link;

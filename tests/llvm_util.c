@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../common/env.h"
-#include "../compiler/meta_ir.h"
+#include "../backends/meta_ir.h"
 
 /* ---- compiling and running ---------------------------------------------------------- */
 

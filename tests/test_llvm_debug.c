@@ -14,7 +14,7 @@
 
 #include "../backends/llvm/llvm_backend.h"
 #include "../compiler/driver.h"
-#include "../compiler/meta_ir.h"
+#include "../backends/meta_ir.h"
 #include "../runtime/abi.h"
 #include "../runtime/meta.h"
 #include "llvm_util.h"

@@ -28,7 +28,7 @@
 #include "../backends/llvm/llvm_backend.h"
 #include "../common/util.h"
 #include "../compiler/driver.h"
-#include "../compiler/meta_ir.h"
+#include "../backends/meta_ir.h"
 #include "../runtime/meta.h"
 #include "golden.h"
 

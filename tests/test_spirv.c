@@ -23,7 +23,7 @@
 #include "../backends/spirv/spv_emit.h"
 #include "../common/util.h"
 #include "../compiler/driver.h"
-#include "../compiler/meta_ir.h"
+#include "../backends/meta_ir.h"
 #include "../include/kern.h"
 #include "../runtime/device.h"
 #include "../runtime/meta.h"
