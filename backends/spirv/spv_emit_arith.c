@@ -1,0 +1,331 @@
+/* spv_emit_arith.c - the SPIR-V of the scalar ops: integer and float arithmetic, bitwise
+ * ops, shifts, comparisons, min/max, sign, casts, constants and float math, with the
+ * semantics of backends/llvm/llvm_emit_ops.c (division by -1 and by zero defined, shift
+ * amounts masked, float -> integer casts saturating).
+ *
+ * f64 math: GLSL.std.450's transcendental functions take 16- and 32-bit floats only; f64 sin,
+ * exp, ... call kern's own SPIR-V functions (spv_math64.c). */
+#include <math.h>
+#include <string.h>
+
+#include "../../runtime/abi.h"
+#include "spv_emit_priv.h"
+
+/* ---- arithmetic ------------------------------------------------------------------------- */
+
+static uint32_t int_const(spv_emitter *em, const kern_type *t, int64_t v) {
+    return is_i64(t) ? cu64(em, (uint64_t)v) : cu32(em, (uint32_t)v);
+}
+
+static uint32_t emit_divrem(spv_emitter *em, const ir_op *op, uint32_t a, uint32_t b) {
+    const kern_type *t = op->operands[0]->type;
+    uint32_t ty = spv_reg_type(em, t);
+    bool div = op->code == IR_DIV;
+    if (ty_is_float(t))
+        return spv_op2(&em->b, SpvOpFDiv, ty, a, b);
+    uint32_t zero = int_const(em, t, 0), one = int_const(em, t, 1), m1 = int_const(em, t, -1);
+    uint32_t is0 = spv_op2(&em->b, SpvOpIEqual, em->t_bool, b, zero);
+    spv_guard g = {0};
+    if (em->checks) {
+        spv_guard_add(em, &g, spv_op1(&em->b, SpvOpLogicalNot, em->t_bool, is0),
+                      KERN_DEVERR_DIV_ZERO, cu32(em, 0), spv_to_u64(em, a, t),
+                      spv_to_u64(em, b, t));
+        spv_guard_begin(em, &g, op);
+    }
+    uint32_t r;
+    if (t->kind == TY_U32) {
+        uint32_t d = spv_op3(&em->b, SpvOpSelect, ty, is0, one, b);
+        r = spv_op2(&em->b, div ? SpvOpUDiv : SpvOpUMod, ty, a, d);
+    } else {
+        uint32_t ism1 = spv_op2(&em->b, SpvOpIEqual, em->t_bool, b, m1);
+        uint32_t bad = spv_op2(&em->b, SpvOpLogicalOr, em->t_bool, is0, ism1);
+        uint32_t d = spv_op3(&em->b, SpvOpSelect, ty, bad, one, b);
+        if (div)
+            r = spv_op3(&em->b, SpvOpSelect, ty, ism1, spv_op2(&em->b, SpvOpISub, ty, zero, a),
+                        spv_op2(&em->b, SpvOpSDiv, ty, a, d));
+        else
+            r = spv_op3(&em->b, SpvOpSelect, ty, ism1, zero, spv_op2(&em->b, SpvOpSRem, ty, a, d));
+    }
+    return spv_guard_end(em, &g, r, zero, ty);
+}
+
+static uint32_t emit_shift(spv_emitter *em, const ir_op *op, uint32_t a, uint32_t b) {
+    const kern_type *t = op->operands[0]->type;
+    uint32_t ty = spv_reg_type(em, t);
+    int bits = is_i64(t) ? 64 : 32;
+    spv_guard g = {0};
+    if (em->checks) {
+        spv_guard_add(
+            em, &g, spv_op2(&em->b, SpvOpULessThan, em->t_bool, b, int_const(em, t, bits)),
+            KERN_DEVERR_SHIFT, cu32(em, 0), spv_to_u64(em, b, t), cu64(em, (uint64_t)bits));
+        spv_guard_begin(em, &g, op);
+    }
+    uint32_t amt = spv_op2(&em->b, SpvOpBitwiseAnd, ty, b, int_const(em, t, bits - 1));
+    SpvOp o = op->code == IR_SHL  ? SpvOpShiftLeftLogical
+              : t->kind == TY_U32 ? SpvOpShiftRightLogical
+                                  : SpvOpShiftRightArithmetic;
+    uint32_t r = spv_op2(&em->b, o, ty, a, amt);
+    return spv_guard_end(em, &g, r, int_const(em, t, 0), ty);
+}
+
+uint32_t spv_emit_compare(spv_emitter *em, ir_opcode code, const kern_type *t, uint32_t a,
+                          uint32_t b) {
+    SpvOp o;
+    if (ty_is_float(t)) {
+        switch (code) {
+        case IR_EQ: o = SpvOpFOrdEqual; break;
+        case IR_NE: o = SpvOpFUnordNotEqual; break;
+        case IR_LT: o = SpvOpFOrdLessThan; break;
+        case IR_LE: o = SpvOpFOrdLessThanEqual; break;
+        case IR_GT: o = SpvOpFOrdGreaterThan; break;
+        case IR_GE: o = SpvOpFOrdGreaterThanEqual; break;
+        default: kern_unreachable("not a comparison");
+        }
+    } else if (t->kind == TY_BOOL) {
+        o = code == IR_EQ ? SpvOpLogicalEqual : SpvOpLogicalNotEqual;
+        if (code != IR_EQ && code != IR_NE) { /* false < true: compare as integers */
+            uint32_t ia = spv_to_u64(em, a, t), ib = spv_to_u64(em, b, t);
+            return spv_emit_compare(em, code, ty_i64(), ia, ib);
+        }
+    } else {
+        bool u = t->kind == TY_U32;
+        switch (code) {
+        case IR_EQ: o = SpvOpIEqual; break;
+        case IR_NE: o = SpvOpINotEqual; break;
+        case IR_LT: o = u ? SpvOpULessThan : SpvOpSLessThan; break;
+        case IR_LE: o = u ? SpvOpULessThanEqual : SpvOpSLessThanEqual; break;
+        case IR_GT: o = u ? SpvOpUGreaterThan : SpvOpSGreaterThan; break;
+        case IR_GE: o = u ? SpvOpUGreaterThanEqual : SpvOpSGreaterThanEqual; break;
+        default: kern_unreachable("not a comparison");
+        }
+    }
+    return spv_op2(&em->b, o, em->t_bool, a, b);
+}
+
+/* b < a ? b : a (min), b > a ? b : a (max): operand 0 on ties and when a is NaN */
+static uint32_t emit_minmax(spv_emitter *em, bool is_min, const kern_type *t, uint32_t a,
+                            uint32_t b) {
+    uint32_t c = spv_emit_compare(em, is_min ? IR_LT : IR_GT, t, b, a);
+    return spv_op3(&em->b, SpvOpSelect, spv_reg_type(em, t), c, b, a);
+}
+
+static uint32_t fconst(spv_emitter *em, const kern_type *t, double v) {
+    return t->kind == TY_F32 ? spv_const_f32(&em->b, (float)v) : spv_const_f64(&em->b, v);
+}
+
+static uint32_t emit_sign(spv_emitter *em, const kern_type *t, uint32_t a) {
+    uint32_t ty = spv_reg_type(em, t);
+    if (ty_is_float(t)) { /* -0.0 and NaN keep themselves */
+        uint32_t z = fconst(em, t, 0.0);
+        uint32_t gt = spv_op2(&em->b, SpvOpFOrdGreaterThan, em->t_bool, a, z);
+        uint32_t lt = spv_op2(&em->b, SpvOpFOrdLessThan, em->t_bool, a, z);
+        uint32_t r = spv_op3(&em->b, SpvOpSelect, ty, lt, fconst(em, t, -1.0), a);
+        return spv_op3(&em->b, SpvOpSelect, ty, gt, fconst(em, t, 1.0), r);
+    }
+    uint32_t z = int_const(em, t, 0), one = int_const(em, t, 1);
+    if (t->kind == TY_U32)
+        return spv_op3(&em->b, SpvOpSelect, ty, spv_op2(&em->b, SpvOpINotEqual, em->t_bool, a, z),
+                       one, z);
+    uint32_t gt = spv_op3(&em->b, SpvOpSelect, ty,
+                          spv_op2(&em->b, SpvOpSGreaterThan, em->t_bool, a, z), one, z);
+    uint32_t lt =
+        spv_op3(&em->b, SpvOpSelect, ty, spv_op2(&em->b, SpvOpSLessThan, em->t_bool, a, z), one, z);
+    return spv_op2(&em->b, SpvOpISub, ty, gt, lt);
+}
+
+/* float -> integer, saturating (NaN gives 0), as llvm.fpto[su]i.sat */
+static uint32_t emit_fptoint(spv_emitter *em, const kern_type *from, const kern_type *to,
+                             uint32_t v) {
+    bool f32 = from->kind == TY_F32;
+    uint32_t ft = spv_reg_type(em, from), it = spv_reg_type(em, to);
+    double lo, top; /* the range; top = 2^bits (2^31, 2^32, 2^63) is out of it */
+    uint64_t maxv, minv;
+    if (to->kind == TY_U32) {
+        lo = 0.0, top = 4294967296.0, maxv = 0xffffffffu, minv = 0;
+    } else if (to->kind == TY_I32) {
+        lo = -2147483648.0, top = 2147483648.0, maxv = 0x7fffffff, minv = 0x80000000u;
+    } else {
+        lo = -9223372036854775808.0, top = 9223372036854775808.0, maxv = 0x7fffffffffffffffull,
+        minv = 0x8000000000000000ull;
+    }
+    /* the largest value of the float type below top: exact, and in range */
+    double hi = f32 ? (double)nextafterf((float)top, 0.0f) : nextafter(top, 0.0);
+    uint32_t flo = fconst(em, from, lo), fhi = fconst(em, from, hi);
+    uint32_t args[3] = {v, flo, fhi};
+    uint32_t c = spv_ext(&em->b, ft, GLSLstd450FClamp, args, 3);
+    uint32_t r = spv_op1(&em->b, to->kind == TY_U32 ? SpvOpConvertFToU : SpvOpConvertFToS, it, c);
+    uint32_t big = spv_op2(&em->b, SpvOpFOrdGreaterThanEqual, em->t_bool, v, fconst(em, from, top));
+    uint32_t small = spv_op2(&em->b, SpvOpFOrdLessThanEqual, em->t_bool, v, flo);
+    uint32_t nan = spv_op1(&em->b, SpvOpIsNan, em->t_bool, v);
+    r = spv_op3(&em->b, SpvOpSelect, it, small, int_const(em, to, (int64_t)minv), r);
+    r = spv_op3(&em->b, SpvOpSelect, it, big, int_const(em, to, (int64_t)maxv), r);
+    return spv_op3(&em->b, SpvOpSelect, it, nan, int_const(em, to, 0), r);
+}
+
+static uint32_t emit_cast(spv_emitter *em, const kern_type *from, const kern_type *to, uint32_t v) {
+    uint32_t rt = spv_reg_type(em, to);
+    if (from == to)
+        return v;
+    if (ty_is_float(from)) {
+        if (ty_is_float(to))
+            return spv_op1(&em->b, SpvOpFConvert, rt, v);
+        if (to->kind == TY_BOOL)
+            return spv_op2(&em->b, SpvOpFUnordNotEqual, em->t_bool, v, fconst(em, from, 0.0));
+        return emit_fptoint(em, from, to, v);
+    }
+    if (from->kind == TY_BOOL) {
+        if (ty_is_float(to))
+            return spv_op3(&em->b, SpvOpSelect, rt, v, fconst(em, to, 1.0), fconst(em, to, 0.0));
+        return spv_op3(&em->b, SpvOpSelect, rt, v, int_const(em, to, 1), int_const(em, to, 0));
+    }
+    if (ty_is_float(to))
+        return spv_op1(&em->b, from->kind == TY_U32 ? SpvOpConvertUToF : SpvOpConvertSToF, rt, v);
+    if (to->kind == TY_BOOL)
+        return spv_op2(&em->b, SpvOpINotEqual, em->t_bool, v, int_const(em, from, 0));
+    int fw = is_i64(from) ? 64 : 32, tw = is_i64(to) ? 64 : 32;
+    if (fw == tw)
+        return v; /* i32 <-> u32: the same bits */
+    if (fw > tw)
+        return spv_op1(&em->b, SpvOpUConvert, rt, v);
+    return spv_op1(&em->b, from->kind == TY_I32 ? SpvOpSConvert : SpvOpUConvert, rt, v);
+}
+
+static uint32_t emit_const(spv_emitter *em, const ir_op *op) {
+    const kern_type *t = op->results[0]->type;
+    switch (t->kind) {
+    case TY_BOOL: return spv_const_bool(&em->b, op->imm.i != 0);
+    case TY_F32: {
+        float f = (float)op->imm.f;
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        return spv_const_bits(&em->b, em->t_f32, 32, bits);
+    }
+    case TY_F64: return spv_const_f64(&em->b, op->imm.f);
+    default: return int_const(em, t, op->imm.i);
+    }
+}
+
+/* round half away from zero: t = trunc(x); t + sign(x) where |x - t| >= 0.5 (exact) */
+static uint32_t emit_round(spv_emitter *em, const kern_type *t, uint32_t x) {
+    uint32_t ty = spv_reg_type(em, t);
+    uint32_t tr = spv_ext(&em->b, ty, GLSLstd450Trunc, &x, 1);
+    uint32_t diff = spv_op2(&em->b, SpvOpFSub, ty, x, tr);
+    uint32_t ad = spv_ext(&em->b, ty, GLSLstd450FAbs, &diff, 1);
+    uint32_t up = spv_op2(&em->b, SpvOpFOrdGreaterThanEqual, em->t_bool, ad, fconst(em, t, 0.5));
+    uint32_t sg = spv_ext(&em->b, ty, GLSLstd450FSign, &x, 1);
+    uint32_t bumped = spv_op2(&em->b, SpvOpFAdd, ty, tr, sg);
+    return spv_op3(&em->b, SpvOpSelect, ty, up, bumped, tr);
+}
+
+static uint32_t emit_float_math(spv_emitter *em, const ir_op *op, const uint32_t *x) {
+    const kern_type *t = op->operands[0]->type;
+    uint32_t ty = spv_reg_type(em, t);
+    bool f64 = t->kind == TY_F64;
+    enum GLSLstd450 g;
+    switch (op->code) {
+    case IR_SQRT: return spv_ext(&em->b, ty, GLSLstd450Sqrt, x, 1);
+    case IR_RSQRT:
+        return spv_op2(&em->b, SpvOpFDiv, ty, fconst(em, t, 1.0),
+                       spv_ext(&em->b, ty, GLSLstd450Sqrt, x, 1));
+    case IR_FLOOR: return spv_ext(&em->b, ty, GLSLstd450Floor, x, 1);
+    case IR_CEIL: return spv_ext(&em->b, ty, GLSLstd450Ceil, x, 1);
+    case IR_ROUND: return emit_round(em, t, x[0]);
+    case IR_FMA: return spv_ext(&em->b, ty, GLSLstd450Fma, x, 3);
+    case IR_SIN: g = GLSLstd450Sin; break;
+    case IR_COS: g = GLSLstd450Cos; break;
+    case IR_TAN: g = GLSLstd450Tan; break;
+    case IR_ASIN: g = GLSLstd450Asin; break;
+    case IR_ACOS: g = GLSLstd450Acos; break;
+    case IR_ATAN: g = GLSLstd450Atan; break;
+    case IR_SINH: g = GLSLstd450Sinh; break;
+    case IR_COSH: g = GLSLstd450Cosh; break;
+    case IR_TANH: g = GLSLstd450Tanh; break;
+    case IR_EXP: g = GLSLstd450Exp; break;
+    case IR_EXP2: g = GLSLstd450Exp2; break;
+    case IR_LOG: g = GLSLstd450Log; break;
+    case IR_LOG2: g = GLSLstd450Log2; break;
+    case IR_ATAN2: g = GLSLstd450Atan2; break;
+    case IR_POW: g = GLSLstd450Pow; break;
+    default: kern_unreachable("SPIR-V backend: not a float math op");
+    }
+    if (f64) /* GLSL.std.450 has these for 16- and 32-bit floats only */
+        return spv_math64_call(&em->b, &em->m64, op->code, x);
+    return spv_ext(&em->b, ty, g, x, op->code == IR_ATAN2 || op->code == IR_POW ? 2 : 1);
+}
+
+/* ---- simple ops ------------------------------------------------------------------------- */
+
+void spv_emit_simple(spv_emitter *em, const ir_op *op) {
+    const kern_type *t = op->noperands ? op->operands[0]->type : NULL;
+    bool fl = t && ty_is_float(t);
+    uint32_t x[3] = {0, 0, 0}, r = 0;
+    switch (op->code) {
+    case IR_CONST: r = emit_const(em, op); break;
+    case IR_DIM: {
+        int p = param_of(em, op->operands[0]);
+        r = spv_op1(&em->b, SpvOpUConvert, em->t_u32, em->shape[p][op->imm.i]);
+        break;
+    }
+    case IR_LOAD:
+    case IR_STORE:
+    case IR_ATOMIC_ADD:
+    case IR_ATOMIC_SUB:
+    case IR_ATOMIC_MIN:
+    case IR_ATOMIC_MAX:
+    case IR_ATOMIC_XCHG: r = spv_emit_access(em, op); break;
+    default: {
+        kern_assert(op->noperands <= 3);
+        for (uint32_t i = 0; i < op->noperands; i++)
+            x[i] = val(em, op->operands[i]);
+        uint32_t ty = op->nresults ? spv_reg_type(em, op->results[0]->type) : 0;
+        bool bl = t && t->kind == TY_BOOL;
+        switch (op->code) {
+        case IR_CAST: r = emit_cast(em, t, op->results[0]->type, x[0]); break;
+        case IR_ADD: r = spv_op2(&em->b, fl ? SpvOpFAdd : SpvOpIAdd, ty, x[0], x[1]); break;
+        case IR_SUB: r = spv_op2(&em->b, fl ? SpvOpFSub : SpvOpISub, ty, x[0], x[1]); break;
+        case IR_MUL: r = spv_op2(&em->b, fl ? SpvOpFMul : SpvOpIMul, ty, x[0], x[1]); break;
+        case IR_DIV:
+        case IR_REM: r = emit_divrem(em, op, x[0], x[1]); break;
+        case IR_NEG: r = spv_op1(&em->b, fl ? SpvOpFNegate : SpvOpSNegate, ty, x[0]); break;
+        case IR_AND:
+            r = spv_op2(&em->b, bl ? SpvOpLogicalAnd : SpvOpBitwiseAnd, ty, x[0], x[1]);
+            break;
+        case IR_OR:
+            r = spv_op2(&em->b, bl ? SpvOpLogicalOr : SpvOpBitwiseOr, ty, x[0], x[1]);
+            break;
+        case IR_XOR:
+            r = spv_op2(&em->b, bl ? SpvOpLogicalNotEqual : SpvOpBitwiseXor, ty, x[0], x[1]);
+            break;
+        case IR_NOT: r = spv_op1(&em->b, bl ? SpvOpLogicalNot : SpvOpNot, ty, x[0]); break;
+        case IR_SHL:
+        case IR_SHR: r = emit_shift(em, op, x[0], x[1]); break;
+        case IR_EQ:
+        case IR_NE:
+        case IR_LT:
+        case IR_LE:
+        case IR_GT:
+        case IR_GE: r = spv_emit_compare(em, op->code, t, x[0], x[1]); break;
+        case IR_SELECT: r = spv_op3(&em->b, SpvOpSelect, ty, x[0], x[1], x[2]); break;
+        case IR_ABS:
+            if (fl)
+                r = spv_ext(&em->b, ty, GLSLstd450FAbs, x, 1);
+            else if (t->kind == TY_U32)
+                r = x[0];
+            else /* INT_MIN wraps: select(x < 0, -x, x) */
+                r = spv_op3(&em->b, SpvOpSelect, ty,
+                            spv_op2(&em->b, SpvOpSLessThan, em->t_bool, x[0], int_const(em, t, 0)),
+                            spv_op1(&em->b, SpvOpSNegate, ty, x[0]), x[0]);
+            break;
+        case IR_SIGN: r = emit_sign(em, t, x[0]); break;
+        case IR_MIN: r = emit_minmax(em, true, t, x[0], x[1]); break;
+        case IR_MAX: r = emit_minmax(em, false, t, x[0], x[1]); break;
+        case IR_CLAMP:
+            r = emit_minmax(em, true, t, emit_minmax(em, false, t, x[0], x[1]), x[2]);
+            break;
+        default: r = emit_float_math(em, op, x); break;
+        }
+    }
+    }
+    if (op->nresults)
+        set_val(em, op->results[0], r);
+}

@@ -1,0 +1,188 @@
+/* spv_emit_ctrl.c - structured control flow in SPIR-V: regions, if, for and while, and
+ * the u64 strided loops of the task level (spv_emit.c, spv_emit_adds.c).
+ *
+ * Control flow is written block by block in the order of the IR, so every block follows
+ * its dominators:
+ *   if     header: OpSelectionMerge, OpBranchConditional; then blocks, else blocks; merge
+ *          block with OpPhi of the yields;
+ *   for    header: OpPhi (index, carried), OpLoopMerge, OpBranchConditional (i < hi) to the
+ *          body or the merge; body blocks; the continue block (i + 1) back to the header.
+ *          The header's OpPhi operands from the continue block are patched once the body
+ *          has been emitted. With IR_FOR_EARLY_EXIT the body's end branches on "go on" to
+ *          the continue block or the merge (a break), and the merge block has OpPhis;
+ *   while  header: OpPhi, OpLoopMerge, OpBranch to the before region; its condition
+ *          branches to the after region or the merge (a break); the after region's end goes
+ *          to the continue block, which goes back to the header. */
+#include <stdlib.h>
+
+#include "spv_emit_priv.h"
+
+static uint32_t *tmp_ids(uint32_t n) {
+    uint32_t *a = calloc(n ? n : 1, sizeof *a);
+    if (!a)
+        kern_oom(n * sizeof *a);
+    return a;
+}
+
+static void emit_if(spv_emitter *em, const ir_op *op) {
+    uint32_t n = op->nresults;
+    uint32_t l_then = spv_id(&em->b), l_else = spv_id(&em->b), l_merge = spv_id(&em->b);
+    selection_merge(em, l_merge);
+    branch_cond(em, val(em, op->operands[0]), l_then, l_else);
+    uint32_t *vt = tmp_ids(n), *ve = tmp_ids(n);
+    label(em, l_then);
+    const ir_op *y = spv_emit_region(em, op->regions[0]);
+    for (uint32_t i = 0; i < n; i++)
+        vt[i] = val(em, y->operands[i]);
+    uint32_t end_then = em->cur;
+    branch(em, l_merge);
+    label(em, l_else);
+    y = spv_emit_region(em, op->regions[1]);
+    for (uint32_t i = 0; i < n; i++)
+        ve[i] = val(em, y->operands[i]);
+    uint32_t end_else = em->cur;
+    branch(em, l_merge);
+    label(em, l_merge);
+    for (uint32_t i = 0; i < n; i++)
+        set_val(em, op->results[i],
+                phi2(em, spv_reg_type(em, op->results[i]->type), vt[i], end_then, ve[i], end_else));
+    free(vt);
+    free(ve);
+}
+
+/* Loop headers: one OpPhi per carried value with the entry value; the operands from the
+ * continue block are patched in later (the returned word positions). */
+static uint32_t header_phi(spv_emitter *em, uint32_t type, uint32_t init, uint32_t pre,
+                           uint32_t l_cont, uint32_t *patch_at) {
+    *patch_at = spv_here(&em->b) + 5;
+    return phi2(em, type, init, pre, 0, l_cont);
+}
+
+static void emit_for(spv_emitter *em, const ir_op *op) {
+    bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0;
+    uint32_t n = op->nresults;
+    const ir_region *body = op->regions[0];
+    const kern_type *it = op->operands[0]->type;
+    uint32_t ity = spv_reg_type(em, it);
+    uint32_t lo = val(em, op->operands[0]), hi = val(em, op->operands[1]);
+    uint32_t pre = em->cur;
+    uint32_t l_head = spv_id(&em->b), l_body = spv_id(&em->b), l_cont = spv_id(&em->b),
+             l_merge = spv_id(&em->b);
+    branch(em, l_head);
+    label(em, l_head);
+    uint32_t i_at, *at = tmp_ids(n), *carried = tmp_ids(n), *next = tmp_ids(n);
+    uint32_t iphi = header_phi(em, ity, lo, pre, l_cont, &i_at);
+    for (uint32_t k = 0; k < n; k++)
+        carried[k] = header_phi(em, spv_reg_type(em, op->results[k]->type),
+                                val(em, op->operands[2 + k]), pre, l_cont, &at[k]);
+    uint32_t less =
+        spv_op2(&em->b, it->kind == TY_U32 ? SpvOpULessThan : SpvOpSLessThan, em->t_bool, iphi, hi);
+    spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
+    branch_cond(em, less, l_body, l_merge);
+    label(em, l_body);
+    set_val(em, body->args[0], iphi);
+    for (uint32_t k = 0; k < n; k++)
+        set_val(em, body->args[1 + k], carried[k]);
+    const ir_op *y = spv_emit_region(em, body);
+    for (uint32_t k = 0; k < n; k++)
+        next[k] = val(em, y->operands[(early ? 1 : 0) + k]);
+    uint32_t body_end = em->cur;
+    if (early)
+        branch_cond(em, val(em, y->operands[0]), l_cont, l_merge);
+    else
+        branch(em, l_cont);
+    label(em, l_cont);
+    uint32_t inext = spv_op2(&em->b, SpvOpIAdd, ity, iphi, is_i64(it) ? cu64(em, 1) : cu32(em, 1));
+    branch(em, l_head);
+    spv_patch(&em->b, i_at, inext);
+    for (uint32_t k = 0; k < n; k++)
+        spv_patch(&em->b, at[k], next[k]);
+    label(em, l_merge);
+    for (uint32_t k = 0; k < n; k++)
+        set_val(em, op->results[k],
+                early ? phi2(em, spv_reg_type(em, op->results[k]->type), carried[k], l_head,
+                             next[k], body_end)
+                      : carried[k]);
+    free(at);
+    free(carried);
+    free(next);
+}
+
+static void emit_while(spv_emitter *em, const ir_op *op) {
+    const ir_region *before = op->regions[0], *after = op->regions[1];
+    uint32_t ninit = op->noperands;
+    uint32_t pre = em->cur;
+    uint32_t l_head = spv_id(&em->b), l_before = spv_id(&em->b), l_after = spv_id(&em->b),
+             l_cont = spv_id(&em->b), l_merge = spv_id(&em->b);
+    branch(em, l_head);
+    label(em, l_head);
+    uint32_t *at = tmp_ids(ninit);
+    for (uint32_t k = 0; k < ninit; k++)
+        set_val(em, before->args[k],
+                header_phi(em, spv_reg_type(em, op->operands[k]->type), val(em, op->operands[k]),
+                           pre, l_cont, &at[k]));
+    spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
+    branch(em, l_before);
+    label(em, l_before);
+    const ir_op *cond = spv_emit_region(em, before);
+    for (uint32_t k = 0; k < op->nresults; k++) {
+        uint32_t v = val(em, cond->operands[1 + k]);
+        set_val(em, after->args[k], v);
+        set_val(em, op->results[k], v);
+    }
+    branch_cond(em, val(em, cond->operands[0]), l_after, l_merge);
+    label(em, l_after);
+    const ir_op *y = spv_emit_region(em, after);
+    uint32_t *next = tmp_ids(ninit);
+    for (uint32_t k = 0; k < ninit; k++)
+        next[k] = val(em, y->operands[k]);
+    branch(em, l_cont);
+    label(em, l_cont);
+    branch(em, l_head);
+    for (uint32_t k = 0; k < ninit; k++)
+        spv_patch(&em->b, at[k], next[k]);
+    label(em, l_merge);
+    free(at);
+    free(next);
+}
+
+const ir_op *spv_emit_region(spv_emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        switch (op->code) {
+        case IR_YIELD:
+        case IR_CONDITION: return op;
+        case IR_IF: emit_if(em, op); break;
+        case IR_FOR: emit_for(em, op); break;
+        case IR_WHILE: emit_while(em, op); break;
+        case IR_ADPUSH: spv_emit_adpush(em, op); break;
+        case IR_ADPOP: spv_emit_adpop(em, op); break;
+        case IR_PARALLEL:
+        case IR_SERIAL: kern_unreachable("SPIR-V backend: a task inside a region");
+        default: spv_emit_simple(em, op); break;
+        }
+    }
+    return NULL;
+}
+
+uint32_t spv_strided_begin(spv_emitter *em, uint32_t start, uint32_t end, spv_strided *st) {
+    uint32_t pre = em->cur, l_body = spv_id(&em->b);
+    st->l_head = spv_id(&em->b);
+    st->l_cont = spv_id(&em->b);
+    st->l_merge = spv_id(&em->b);
+    branch(em, st->l_head);
+    label(em, st->l_head);
+    uint32_t i = header_phi(em, u64t(em), start, pre, st->l_cont, &st->at);
+    uint32_t more = spv_op2(&em->b, SpvOpULessThan, em->t_bool, i, end);
+    spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, st->l_merge, st->l_cont, SpvLoopControlMaskNone);
+    branch_cond(em, more, l_body, st->l_merge);
+    label(em, l_body);
+    return i;
+}
+
+void spv_strided_end(spv_emitter *em, const spv_strided *st, uint32_t i, uint32_t step) {
+    branch(em, st->l_cont);
+    label(em, st->l_cont);
+    spv_patch(&em->b, st->at, spv_op2(&em->b, SpvOpIAdd, u64t(em), i, step));
+    branch(em, st->l_head);
+    label(em, st->l_merge);
+}

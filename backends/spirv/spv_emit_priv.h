@@ -1,0 +1,202 @@
+/* spv_emit_priv.h - what the files of the SPIR-V emitter share (not an API: spv_emit.h is).
+ *
+ *   spv_emit.c        the module: the value map, register types, the launch block, one
+ *                     GLCompute entry point per task, kc_spirv_emit
+ *   spv_emit_ctrl.c   structured control flow: regions, if, for, while, strided loops
+ *   spv_emit_arith.c  scalar ops: arithmetic, comparisons, casts, constants, float math
+ *   spv_emit_mem.c    storage buffers, array loads, stores and atomics, adstack push and pop
+ *   spv_emit_adds.c   f32 adds whose old value nobody reads: combined per subgroup, and
+ *                     summed per workgroup in block copies
+ *   spv_emit_check.c  debug checks (guards) and the error record's helper functions
+ *
+ * The one-line helpers every file uses (labels, branches, phis, constants) are static
+ * inline here; everything else is static in the file that uses it. */
+#ifndef KERN_SPV_EMIT_PRIV_H
+#define KERN_SPV_EMIT_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spv_builder.h"
+#include "spv_emit.h"
+#include "spv_math64.h"
+
+/* ---- the emitter's state ---------------------------------------------------------------- */
+
+/* An ir_value -> SPIR-V id map (open addressing on the pointer; spv_emit.c). */
+typedef struct spv_valmap {
+    const ir_value **keys;
+    uint32_t *vals;
+    size_t cap, len;
+} spv_valmap;
+
+enum { MAX_IFACE = 64, KERN_SPV_BLOCK_COPIES = 2, KERN_SPV_BLOCK_ELEMS = 2048 };
+
+/* The state of emitting one module. */
+typedef struct spv_emitter {
+    spv_builder b;
+    const kc_options *opts;
+    char *err;
+    size_t errlen;
+    bool failed;
+    uint32_t t_void, t_bool, t_u32, t_u64, t_f32, t_f64;
+    /* module-wide globals and helpers (0 until used) */
+    uint32_t v_gid, v_nwg;        /* GlobalInvocationId, NumWorkgroups */
+    uint32_t v_err, t_err;        /* binding 1 and its struct */
+    uint32_t v_heap[3];           /* bindings 2, 3, 4: the heap as u8, u32, u64 */
+    uint32_t fn_error, fn_ovf;    /* record_error, adstack_overflow */
+    uint32_t arr_struct[2][3][2]; /* per (float?, 8/32/64 bits index, -) the Block struct */
+    spv_math64 m64;               /* the f64 functions the module calls */
+    /* per kernel */
+    const ir_kernel *kernel;
+    uint32_t v_block;
+    uint32_t *block_member; /* per parameter: its first member in the launch block */
+    uint32_t *block_type;   /* per member: its type */
+    uint32_t nmembers;
+    uint32_t *v_arr, *v_alias; /* per parameter: the array's variable and its integer alias */
+    /* per entry point */
+    spv_valmap map;
+    spv_valmap used; /* the values some op of the current task uses */
+    uint32_t iface[MAX_IFACE];
+    int niface;
+    uint32_t (*shape)[KERN_MAX_RANK];      /* per parameter: extents (u64) */
+    uint32_t *ad_depth, *ad_base, *ad_cap; /* per adstack */
+    /* block copies (a parallel task): f32 arrays it only adds into, summed per workgroup in
+     * shared memory when they fit (blk_on, uniform), then added to the array once */
+    int nblk;
+    int blk_param[KERN_SPV_BLOCK_COPIES];
+    uint32_t blk_var[KERN_SPV_BLOCK_COPIES]; /* Workgroup f32[KERN_SPV_BLOCK_ELEMS] */
+    uint32_t blk_on[KERN_SPV_BLOCK_COPIES];  /* bool */
+    uint32_t blk_n[KERN_SPV_BLOCK_COPIES];   /* the array's elements (u64) */
+    uint32_t v_lid;                          /* LocalInvocationId */
+    uint32_t ad_slots;
+    bool checks;
+    uint32_t cur; /* the current block's label */
+} spv_emitter;
+
+void spv_map_put(spv_valmap *m, const ir_value *v, uint32_t id);
+/* The id of v; v must have been emitted. */
+uint32_t spv_map_get(const spv_valmap *m, const ir_value *v);
+
+/* The debug checks of one operation (spv_emit_check.c): spv_guard_add per check, then
+ * spv_guard_begin opens the selection under which the operation runs and spv_guard_end
+ * closes it. A zeroed spv_guard has no checks, and then the three emit nothing. */
+typedef struct spv_guard {
+    uint32_t ok;              /* bool: every check passed (0: no checks) */
+    uint32_t code, dim, a, b; /* the first failing check's record (selected) */
+    uint32_t l_merge, l_pre;
+} spv_guard;
+
+/* A loop i = start, start + step, ... while i < end (u64): spv_strided_begin opens it
+ * and positions in its body (returning i), spv_strided_end closes it after the body. */
+typedef struct spv_strided {
+    uint32_t l_head, l_cont, l_merge, at;
+} spv_strided;
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+/* The id of an emitted value, and setting it. */
+static inline uint32_t val(spv_emitter *em, const ir_value *v) { return spv_map_get(&em->map, v); }
+static inline void set_val(spv_emitter *em, const ir_value *v, uint32_t id) {
+    spv_map_put(&em->map, v, id);
+}
+
+/* Starts block l. */
+static inline uint32_t label(spv_emitter *em, uint32_t l) {
+    spv_label(&em->b, l);
+    em->cur = l;
+    return l;
+}
+
+static inline void branch(spv_emitter *em, uint32_t to) {
+    spv_instv(&em->b.funcs, SpvOpBranch, 1, to);
+}
+
+static inline void branch_cond(spv_emitter *em, uint32_t c, uint32_t t, uint32_t f) {
+    spv_instv(&em->b.funcs, SpvOpBranchConditional, 3, c, t, f);
+}
+
+static inline void selection_merge(spv_emitter *em, uint32_t merge) {
+    spv_instv(&em->b.funcs, SpvOpSelectionMerge, 2, merge, SpvSelectionControlMaskNone);
+}
+
+static inline uint32_t phi2(spv_emitter *em, uint32_t type, uint32_t a, uint32_t la, uint32_t c,
+                            uint32_t lc) {
+    uint32_t ops[4] = {a, la, c, lc};
+    return spv_op(&em->b, SpvOpPhi, type, ops, 4);
+}
+
+static inline uint32_t u64t(spv_emitter *em) { return spv_type_uint(&em->b, 64); }
+static inline uint32_t cu32(spv_emitter *em, uint32_t v) { return spv_const_u32(&em->b, v); }
+static inline uint32_t cu64(spv_emitter *em, uint64_t v) { return spv_const_u64(&em->b, v); }
+static inline uint32_t atomic_scope(spv_emitter *em) { return cu32(em, SpvScopeDevice); }
+static inline uint32_t relaxed(spv_emitter *em) { return cu32(em, SpvMemorySemanticsMaskNone); }
+static inline bool is_i64(const kern_type *t) { return t->kind == TY_I64; }
+
+static inline int param_of(spv_emitter *em, const ir_value *a) {
+    kern_assert(!a->def && a->region == em->kernel->body);
+    return (int)a->index;
+}
+
+/* ---- spv_emit.c ------------------------------------------------------------------------- */
+
+/* Adds a global variable to the interface of the entry point being emitted. */
+void spv_use_global(spv_emitter *em, uint32_t id);
+/* Whether some op of the current task uses v. */
+bool spv_value_used(const spv_emitter *em, const ir_value *v);
+/* The SPIR-V type of a register of scalar type t. */
+uint32_t spv_reg_type(spv_emitter *em, const kern_type *t);
+/* v of integer or bool type t widened to u64 (sign-extended for i32). */
+uint32_t spv_to_u64(spv_emitter *em, uint32_t v, const kern_type *t);
+/* OpFunction of a void function id of type fnty; spv_function_end returns and closes it. */
+void spv_function_begin(spv_emitter *em, uint32_t id, uint32_t fnty);
+void spv_function_end(spv_emitter *em);
+/* An Input variable of the u32 vector built-in bi. */
+uint32_t spv_builtin_var(spv_emitter *em, SpvBuiltIn bi);
+
+/* ---- spv_emit_ctrl.c -------------------------------------------------------------------- */
+
+/* Emits the ops of r up to its terminator, which it returns (yield or condition; NULL when
+ * r has none). */
+const ir_op *spv_emit_region(spv_emitter *em, const ir_region *r);
+uint32_t spv_strided_begin(spv_emitter *em, uint32_t start, uint32_t end, spv_strided *st);
+void spv_strided_end(spv_emitter *em, const spv_strided *st, uint32_t i, uint32_t step);
+
+/* ---- spv_emit_arith.c ------------------------------------------------------------------- */
+
+/* An op that is neither control flow nor an adstack op: its result is set in the map. */
+void spv_emit_simple(spv_emitter *em, const ir_op *op);
+/* The bool of comparison code (IR_EQ ... IR_GE) of a and b of type t. */
+uint32_t spv_emit_compare(spv_emitter *em, ir_opcode code, const kern_type *t, uint32_t a,
+                          uint32_t b);
+
+/* ---- spv_emit_mem.c --------------------------------------------------------------------- */
+
+/* A load, store or atomic of an array element; returns its result (0 for a store). */
+uint32_t spv_emit_access(spv_emitter *em, const ir_op *op);
+/* A pointer to element lin of array parameter p (as_int: through its integer alias). */
+uint32_t spv_element_ptr(spv_emitter *em, int p, bool as_int, uint32_t lin);
+void spv_emit_adpush(spv_emitter *em, const ir_op *op);
+void spv_emit_adpop(spv_emitter *em, const ir_op *op);
+
+/* ---- spv_emit_adds.c -------------------------------------------------------------------- */
+
+void spv_block_copies_begin(spv_emitter *em, const ir_op *task);
+void spv_block_copies_end(spv_emitter *em);
+int spv_block_copy_of(const spv_emitter *em, int p);
+void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v);
+void spv_emit_block_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v);
+
+/* ---- spv_emit_check.c ------------------------------------------------------------------- */
+
+void spv_guard_add(spv_emitter *em, spv_guard *g, uint32_t cond, uint32_t code, uint32_t dim,
+                   uint32_t a64, uint32_t b64);
+void spv_guard_begin(spv_emitter *em, spv_guard *g, const ir_op *op);
+uint32_t spv_guard_end(spv_emitter *em, spv_guard *g, uint32_t v, uint32_t zero, uint32_t type);
+/* A call of adstack_overflow(line, col, cap, depth). */
+void spv_call_overflow(spv_emitter *em, kern_loc loc, uint32_t cap, uint32_t depth);
+/* The bodies of record_error and adstack_overflow, when called (after the entry points). */
+void spv_emit_helpers(spv_emitter *em);
+
+#endif
