@@ -62,6 +62,15 @@ typedef struct ir_opinfo {
 
 extern const ir_opinfo ir_opinfos[IR__COUNT]; /* const table generated from ops.def */
 static inline const ir_opinfo *ir_info(ir_opcode c) { return &ir_opinfos[c]; }
+/* An atomic read-modify-write of an array element (its result is the old value). */
+static inline bool ir_is_atomic(ir_opcode c) {
+    return c == IR_ATOMIC_ADD || c == IR_ATOMIC_SUB || c == IR_ATOMIC_MIN || c == IR_ATOMIC_MAX ||
+           c == IR_ATOMIC_XCHG;
+}
+/* An access of an array element: operands array, indices..., (value). */
+static inline bool ir_is_access(ir_opcode c) {
+    return c == IR_LOAD || c == IR_STORE || ir_is_atomic(c);
+}
 /* Opcode by its text name; IR__COUNT when unknown. */
 ir_opcode ir_opcode_lookup(const char *name, int len);
 

@@ -56,16 +56,6 @@ typedef struct checker {
     uint32_t nacc, cap;
 } checker;
 
-static bool is_atomic(ir_opcode c) {
-    switch (c) {
-    case IR_ATOMIC_ADD:
-    case IR_ATOMIC_SUB:
-    case IR_ATOMIC_MIN:
-    case IR_ATOMIC_MAX:
-    case IR_ATOMIC_XCHG: return true;
-    default: return false;
-    }
-}
 
 static bool is_loop(const ir_op *op) { return op && (op->code == IR_FOR || op->code == IR_WHILE); }
 
@@ -110,13 +100,13 @@ static void collect_op(checker *c, const ir_op *op, const ir_op *task, const ir_
     /* A used atomic result makes that atomic a read as well. Uses follow definitions. */
     for (uint32_t i = 0; i < op->noperands; i++) {
         const ir_op *d = op->operands[i]->def;
-        if (d && is_atomic(d->code)) {
+        if (d && ir_is_atomic(d->code)) {
             access *a = find_access(c, d);
             if (a)
                 a->read = true;
         }
     }
-    if (op->code == IR_LOAD || op->code == IR_STORE || is_atomic(op->code))
+    if (op->code == IR_LOAD || op->code == IR_STORE || ir_is_atomic(op->code))
         add_access(c, op, task, root, order);
     for (uint32_t i = 0; i < op->nregions; i++)
         collect_region(c, op->regions[i], task, root, order);
@@ -156,19 +146,17 @@ static void split_index(const ir_value *v, const ir_value **base, int64_t *off) 
 }
 
 /* Whether v has one value in every thread and iteration of k: a parameter, a value of
- * the kernel body's top level, or a pure computation of such values. */
-static bool uniform(const ir_kernel *k, const ir_value *v, int depth) {
-    if (!v->def)
-        return v->region == k->body;
-    const ir_op *d = v->def;
-    if (d->parent == k->body)
-        return true;
-    if (depth <= 0 || !(ir_info(d->code)->flags & OPF_PURE) || d->nregions)
-        return false;
-    for (uint32_t i = 0; i < d->noperands; i++)
-        if (!uniform(k, d->operands[i], depth - 1))
-            return false;
-    return true;
+ * the kernel body's top level, or a pure computation of such values (ir_uniform_in over the
+ * body of the task that holds v). */
+static bool uniform(const ir_kernel *k, const ir_value *v) {
+    const ir_region *task_body = NULL;
+    for (const ir_region *r = v->def ? v->def->parent : v->region; r && r != k->body;
+         r = r->parent ? r->parent->parent : NULL)
+        task_body = r;
+    ir_uniform_memo memo = {0};
+    bool u = !task_body || ir_uniform_in(v, task_body, &memo);
+    ir_uniform_memo_free(&memo);
+    return u;
 }
 
 /* Whether a and b are the same value: the same SSA value, or the same pure computation
@@ -204,7 +192,7 @@ static bool disjoint(const ir_kernel *k, const access *r, const access *w) {
             continue;
         if (!br && !bw)
             return true;
-        if (br && bw && same_value(br, bw, AD_CHECK_DEPTH) && uniform(k, br, AD_CHECK_DEPTH))
+        if (br && bw && same_value(br, bw, AD_CHECK_DEPTH) && uniform(k, br))
             return true;
     }
     return false;

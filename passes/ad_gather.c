@@ -113,12 +113,7 @@ static void vmap_free(vmap *m) {
 
 /* ---- analysis ----------------------------------------------------------------------- */
 
-static bool is_access(ir_opcode c) {
-    return c == IR_LOAD || c == IR_STORE || c == IR_ATOMIC_ADD || c == IR_ATOMIC_SUB ||
-           c == IR_ATOMIC_MIN || c == IR_ATOMIC_MAX || c == IR_ATOMIC_XCHG;
-}
 
-static bool is_atomic(ir_opcode c) { return is_access(c) && c != IR_LOAD && c != IR_STORE; }
 
 static bool const_int(const ir_value *v, int64_t *c) {
     if (!v->def || v->def->code != IR_CONST || !ty_is_int(v->type))
@@ -127,30 +122,10 @@ static bool const_int(const ir_value *v, int64_t *c) {
     return true;
 }
 
-/* Whether v is the same for every item of the task whose body is `body`: defined outside
- * it, or computed inside it by pure ops from such values. memo caches the answers (a
- * non-NULL entry: uniform; the value itself: not), so shared subexpressions are visited
- * once. */
-static ir_value uniform_yes; /* the memo's mark for "uniform" */
-
-static bool uniform(const ir_value *v, const ir_region *body, vmap *memo) {
-    bool inside = false;
-    for (const ir_region *r = v->def ? v->def->parent : v->region; r && !inside;
-         r = r->parent ? r->parent->parent : NULL)
-        inside = r == body;
-    if (!inside)
-        return true;
-    const ir_op *d = v->def;
-    if (!d || d->nregions || d->code == IR_LOAD || is_atomic(d->code) || d->code == IR_ADPOP)
-        return false;
-    ir_value *seen = vmap_get(memo, (ir_value *)v);
-    if (seen != v)
-        return seen == &uniform_yes;
-    bool u = true;
-    for (uint32_t i = 0; i < d->noperands && u; i++)
-        u = uniform(d->operands[i], body, memo);
-    vmap_put(memo, v, u ? (ir_value *)&uniform_yes : NULL);
-    return u;
+/* Whether v is the same for every item of the task whose body is `body`, so that the
+ * gather task can recompute it (passes/divergence.c). */
+static bool uniform(const ir_value *v, const ir_region *body, ir_uniform_memo *memo) {
+    return ir_uniform_in(v, body, memo);
 }
 
 /* d and c when v is body->args[d] + c (or - c', or args[d] itself). */
@@ -225,7 +200,8 @@ typedef struct group {
 
 /* The shape of op's indices for g (fills dim_of/uni at the first op); false when op does
  * not fit. */
-static bool fits(group *g, const ir_op *op, const ir_region *body, int64_t *off, vmap *memo) {
+static bool fits(group *g, const ir_op *op, const ir_region *body, int64_t *off,
+                 ir_uniform_memo *memo) {
     int rank = op->operands[0]->type->rank;
     uint32_t nd = body->nargs;
     bool seen[KERN_MAX_RANK] = {false};
@@ -261,8 +237,8 @@ static bool fits(group *g, const ir_op *op, const ir_region *body, int64_t *off,
 
 typedef struct scan {
     const ir_region *body;
-    vmap uses;           /* every value an op of the body uses (keys) */
-    vmap memo;           /* uniform()'s answers */
+    ir_valset uses;      /* every value an op of the body uses */
+    ir_uniform_memo memo; /* uniform()'s answers */
     bool ok;             /* the task can be transformed at all */
     const ir_op **order; /* every op of the body in program order */
     size_t n, cap;
@@ -276,7 +252,7 @@ static void collect_ops(scan *s, const ir_region *r) {
         if (op->noperands > 16 || op->nresults > 30) /* clone_op's fixed arrays */
             s->ok = false;
         for (uint32_t i = 0; i < op->noperands; i++)
-            vmap_put(&s->uses, op->operands[i], NULL);
+            ir_valset_add(&s->uses, op->operands[i]);
         if (s->n == s->cap) {
             s->cap = s->cap ? 2 * s->cap : 64;
             s->order = realloc(s->order, s->cap * sizeof *s->order);
@@ -289,7 +265,7 @@ static void collect_ops(scan *s, const ir_region *r) {
     }
 }
 
-static bool used(const scan *s, ir_value *v) { return vmap_get(&s->uses, v) != v; }
+static bool used(const scan *s, ir_value *v) { return ir_valset_has(&s->uses, v); }
 
 /* The arrays written so far on a path (a small set). */
 typedef struct wset {
@@ -319,11 +295,11 @@ static void wset_add(wset *w, const ir_value *x) {
  * count). */
 static bool path_fits(const scan *s, const ir_region *r, wset *w) {
     ir_foreach_op(op, r) {
-        if (is_atomic(op->code) && used(s, op->results[0]))
+        if (ir_is_atomic(op->code) && used(s, op->results[0]))
             return false;
         if (op->code == IR_LOAD && wset_has(w, op->operands[0]))
             return false;
-        if (is_access(op->code) && op->code != IR_LOAD)
+        if (ir_is_access(op->code) && op->code != IR_LOAD)
             wset_add(w, op->operands[0]);
         if (op->code == IR_IF) {
             wset e = *w;
@@ -346,7 +322,7 @@ static bool task_fits(const scan *s) {
 
 /* Builds g from the atomics on `array` in the body; false when the array does not
  * qualify. */
-static bool build_group(group *g, ir_value *array, const scan *s) {
+static bool build_group(group *g, ir_value *array, scan *s) {
     memset(g, 0, sizeof *g);
     g->array = array;
     if (!ty_is_float(array->type->elem))
@@ -355,7 +331,7 @@ static bool build_group(group *g, ir_value *array, const scan *s) {
         const ir_op *op = s->order[i];
         if ((op->code != IR_ATOMIC_ADD && op->code != IR_ATOMIC_SUB) || op->operands[0] != array)
             continue;
-        if (g->nops == MAX_GROUP || !fits(g, op, s->body, g->off[g->nops], (vmap *)&s->memo))
+        if (g->nops == MAX_GROUP || !fits(g, op, s->body, g->off[g->nops], &s->memo))
             return false;
         g->ops[g->nops++] = op;
     }
@@ -368,7 +344,7 @@ static bool build_group(group *g, ir_value *array, const scan *s) {
     /* every other access of the array must be in another row */
     for (size_t i = 0; i < s->n; i++) {
         const ir_op *op = s->order[i];
-        if (!is_access(op->code) || op->operands[0] != array)
+        if (!ir_is_access(op->code) || op->operands[0] != array)
             continue;
         bool mine = false;
         for (int k = 0; k < g->nops; k++)
@@ -477,7 +453,7 @@ static const ir_op *clone_region(cloner *c, ir_builder *b, const ir_region *r, i
                 *touched = ir_const_bool(b, true);
                 break;
             }
-            if (is_atomic(op->code))
+            if (ir_is_atomic(op->code))
                 break; /* another array's: the original task keeps it */
             clone_op(c, b, op, 0, NULL);
             break;
@@ -624,13 +600,13 @@ bool ad_gather_kernel(ir_module *m, ir_kernel *k) {
                 changed = true;
                 /* the body changed: scan it again for the next array */
                 s.n = 0;
-                vmap_free(&s.uses);
+                ir_valset_clear(&s.uses);
                 collect_ops(&s, s.body);
             }
         }
         free(s.order);
-        vmap_free(&s.uses);
-        vmap_free(&s.memo);
+        ir_valset_free(&s.uses);
+        ir_uniform_memo_free(&s.memo);
     }
     return changed;
 }

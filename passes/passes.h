@@ -1,9 +1,9 @@
-/* passes.h - every IR pass, one per file, and the pass runner.
+/* passes.h - every IR pass, one per file, the analyses they share, and the pass runner.
  *
  * A pass has one entry point `bool ir_opt_NAME(ir_module *m)` that returns whether it
  * changed anything. IR_PASS runs a pass and, in debug builds (KERN_DEBUG_BUILD) or when
- * KERN_DEBUG asks for it, verifies after any pass that made progress. The environment
- * variable KERN_DEBUG is a comma-separated list:
+ * the module's debug bits ask for it (ir_module.debug, from KERN_DEBUG), verifies after any
+ * pass that made progress:
  *   print      print the IR to stderr after every pass that made progress
  *   roundtrip  check print -> parse -> print after every pass that made progress
  *   verify     verify after every pass, also in release builds */
@@ -13,6 +13,7 @@
 #include <stdbool.h>
 
 #include "../ir/ir.h"
+#include "../ir/valset.h"
 
 bool ir_opt_fold(ir_module *m);     /* constant folding */
 bool ir_opt_simplify(ir_module *m); /* algebraic identities, if -> select, dead branches */
@@ -21,6 +22,43 @@ bool ir_opt_dce(ir_module *m);      /* dead pure ops, unused loop-carried values
 /* atomics on elements private to one thread -> load/update/store; runs once, after the
  * gradient kernels are built (compiler/driver.c), not in ir_optimize */
 bool ir_opt_private_atomics(ir_module *m);
+
+/* ---- Analyses: divergence (passes/divergence.c) ------------------------------------- */
+
+/* What ir_uniform_in has already decided (zeroed: nothing; freed by the caller). */
+typedef struct ir_uniform_memo {
+    ir_valset yes, no;
+} ir_uniform_memo;
+/* Whether v is the same in every execution of region scope (each work item of a task body,
+ * each iteration of a loop body): defined outside scope, or computed inside it by pure
+ * ops without regions from such values, so that it can be recomputed anywhere in scope. */
+bool ir_uniform_in(const ir_value *v, const ir_region *scope, ir_uniform_memo *memo);
+void ir_uniform_memo_free(ir_uniform_memo *memo);
+
+/* The divergence of a parallel task along its innermost index (zeroed before the first
+ * ir_divergence_task, which may be called again for another task; ir_divergence_free). */
+typedef struct ir_divergence {
+    const ir_kernel *kernel;
+    ir_valset varying; /* values that differ between work items */
+    ir_valset linear;  /* varying values equal to the innermost index plus a uniform value */
+    bool *ad_varying;  /* per adstack of the kernel: its depth differs between work items */
+    bool changed;      /* the fixpoint's flag (this analysis's own, never shared) */
+} ir_divergence;
+void ir_divergence_task(ir_divergence *d, const ir_kernel *k, const ir_op *task);
+void ir_divergence_free(ir_divergence *d);
+static inline bool ir_div_varying(const ir_divergence *d, const ir_value *v) {
+    return ir_valset_has(&d->varying, v);
+}
+static inline bool ir_div_linear(const ir_divergence *d, const ir_value *v) {
+    return ir_valset_has(&d->linear, v);
+}
+/* A load, store or atomic at an index that differs between work items. */
+bool ir_div_access_varying(const ir_divergence *d, const ir_op *access);
+/* A for or while loop whose trip count differs between work items (a varying bound,
+ * early exit or condition): its body runs under a mask in SIMD code. */
+bool ir_div_loop_divergent(const ir_divergence *d, const ir_op *loop);
+/* r's yield or condition, or NULL. */
+const ir_op *ir_region_terminator(const ir_region *r);
 
 /* ---- Reverse mode (docs/autodiff.md) ------------------------------------------------ */
 
@@ -39,7 +77,8 @@ ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size);
 /* Gather-form adjoints of neighbour reads in gradient kernel k (passes/ad_gather.c): the
  * atomic adds of a parallel task into an adjoint array at the parallel indices plus
  * constants become a new task before it that gathers each element's adds by
- * recomputation. Returns whether it changed k. Off with $KERN_SCATTER_ADJOINTS=1. */
+ * recomputation. Returns whether it changed k. The driver skips it under
+ * kc_options.scatter_adjoints (KERN_SCATTER_ADJOINTS=1). */
 bool ad_gather_kernel(ir_module *m, ir_kernel *k);
 
 /* The SizeExpr of loop op `loop` (FOR or WHILE) of primal kernel k (passes/ad_size.c): an

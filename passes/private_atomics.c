@@ -36,10 +36,6 @@ typedef struct scan {
     bool private;
 } scan;
 
-static bool is_access(ir_opcode c) {
-    return c == IR_LOAD || c == IR_STORE || c == IR_ATOMIC_ADD || c == IR_ATOMIC_SUB ||
-           c == IR_ATOMIC_MIN || c == IR_ATOMIC_MAX || c == IR_ATOMIC_XCHG;
-}
 
 /* Whether access op holds every parallel index in the dimensions fixed by the first
  * access seen (which fixes them). */
@@ -62,7 +58,7 @@ static bool owned(const ir_op *op, scan *s) {
 
 static void check_accesses(const ir_region *r, scan *s) {
     ir_foreach_op(op, r) {
-        if (is_access(op->code) && op->operands[0] == s->array && !owned(op, s))
+        if (ir_is_access(op->code) && op->operands[0] == s->array && !owned(op, s))
             s->private = false;
         for (uint32_t i = 0; i < op->nregions && s->private; i++)
             check_accesses(op->regions[i], s);
@@ -118,7 +114,7 @@ static bool rewrite_region(ir_module *m, ir_region *r, const ir_op *task, verdic
     ir_foreach_op_safe(op, next, r) {
         for (uint32_t i = 0; i < op->nregions; i++)
             changed |= rewrite_region(m, op->regions[i], task, vd, sub);
-        if (!is_access(op->code) || op->code == IR_LOAD || op->code == IR_STORE)
+        if (!ir_is_access(op->code) || op->code == IR_LOAD || op->code == IR_STORE)
             continue;
         if (!array_private(vd, task, op->operands[0]))
             continue;

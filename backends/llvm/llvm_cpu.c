@@ -282,10 +282,7 @@ static void emit_lanes(llvm_emitter *em, unsigned lanes) {
 static unsigned task_lanes(llvm_emitter *em, const ir_op *task) {
     const char *why = NULL;
     em->checks = em->opts->debug;
-    unsigned w = llvm_simd_lanes(em, task, &why);
-    free(em->ad_vary);
-    em->ad_vary = NULL;
-    return w;
+    return llvm_simd_lanes(em, task, &why);
 }
 
 LLVMModuleRef llvm_cpu_emit_part(LLVMContextRef ctx, const ir_module *m, const kc_options *o,

@@ -441,8 +441,7 @@ LLVMModuleRef llvm_emitter_fini(llvm_emitter *em) {
     free(em->map.vals);
     free(em->used.keys);
     free(em->used.vals);
-    llvm_map_free(&em->vary);
-    llvm_map_free(&em->linear);
+    ir_divergence_free(&em->div);
     llvm_reduce_free(em);
     llvm_neighbour_free(em);
     return em->mod;

@@ -26,6 +26,7 @@
 
 #include "../../common/context.h"
 #include "../../ir/ir.h"
+#include "../../passes/passes.h"
 
 /* An ir_value -> LLVMValueRef map (open addressing on the pointer), reset per function. */
 typedef struct llvm_valmap {
@@ -93,10 +94,8 @@ struct llvm_emitter {
     unsigned simd_w;    /* lanes of the task being emitted (0: the scalar path) */
     bool vec_ops;       /* llvm_val splats uniform operands; llvm_reg_type gives vectors */
     LLVMValueRef mask;  /* <W x i1>: the lanes that run the current code */
-    llvm_valmap vary;   /* the task's varying values (keys only) */
-    llvm_valmap linear; /* varying values equal to the parallel index plus a uniform */
-    bool vary_changed;  /* the analysis of vary, linear and ad_vary grew in this round */
-    bool *ad_vary;      /* per adstack: depths differ between lanes (pushed under a mask) */
+    ir_divergence div;  /* the task's divergence (passes/divergence.c): its varying values,
+                           linear ones and adstacks whose depths differ between lanes */
     LLVMValueRef sink;  /* 8 bytes (entry-block alloca): where lanes that are off load and store */
     bool plain_loop;    /* the scalar task's work-item loop is not to be vectorized either */
 };

@@ -1,7 +1,7 @@
 /* llvm_reduce.c - atomic adds into one element, accumulated per call of a task function.
  *
  * In a parallel task, `s[0] += v` (an atomic add or sub whose old value is unused) at
- * indices that are uniform (the same for every work item: parameters, top-level values
+ * indices that are the same for every work item and known before it (parameters, top-level values
  * and constants)
  * is a reduction. Every work item of a chunk hitting the element with an atomic is slow
  * (on x86 a float atomic add is a compare-exchange loop) and, from several threads, a
@@ -21,8 +21,10 @@
 
 /* The same value for every work item, and available where the task function ends: a
  * parameter, a top-level value (computed at the function's entry), or a constant (an
- * LLVM constant wherever it is emitted). */
-static bool is_uniform(const llvm_emitter *em, const ir_value *v) {
+ * LLVM constant wherever it is emitted). Stronger than uniformity (ir_uniform_in, which
+ * also admits pure computations inside the body: those are emitted per item, inside the
+ * item loop, and do not dominate the function's end). */
+static bool available_at_end(const llvm_emitter *em, const ir_value *v) {
     const ir_op *d = v->def;
     if (!d)
         return v->region == em->kernel->body;
@@ -49,21 +51,17 @@ static bool reducible_shape(const llvm_emitter *em, const ir_op *op, const ir_re
     if (op->operands[0]->type->elem->kind == TY_BOOL)
         return false;
     for (uint32_t i = 1; i + 1 < op->noperands; i++)
-        if (!is_uniform(em, op->operands[i]))
+        if (!available_at_end(em, op->operands[i]))
             return false;
     return !used_in(body, op->results[0]);
 }
 
-static bool is_access(ir_opcode c) {
-    return c == IR_LOAD || c == IR_STORE || c == IR_ATOMIC_ADD || c == IR_ATOMIC_SUB ||
-           c == IR_ATOMIC_MIN || c == IR_ATOMIC_MAX || c == IR_ATOMIC_XCHG;
-}
 
 /* Whether every access of `array` in r is reducible. */
 static bool only_reductions(const llvm_emitter *em, const ir_region *r, const ir_value *array,
                             const ir_region *body) {
     ir_foreach_op(op, r) {
-        if (is_access(op->code) && op->operands[0] == array && !reducible_shape(em, op, body))
+        if (ir_is_access(op->code) && op->operands[0] == array && !reducible_shape(em, op, body))
             return false;
         for (uint32_t i = 0; i < op->nregions; i++)
             if (!only_reductions(em, op->regions[i], array, body))
@@ -191,7 +189,7 @@ static bool offset_of(const ir_value *v, const ir_value *i0, int64_t *c) {
 static bool neighbour_accesses(const ir_region *r, const ir_value *array, const ir_value *i0,
                                uint32_t d, const ir_region *body, int64_t *k, int *atomics) {
     ir_foreach_op(op, r) {
-        if (is_access(op->code) && op->operands[0] == array) {
+        if (ir_is_access(op->code) && op->operands[0] == array) {
             int64_t c;
             if (!offset_of(op->operands[1 + d], i0, &c))
                 return false;

@@ -95,145 +95,13 @@ void *llvm_simd_vector_math_address(const char *name) {
 
 /* ---- uniformity analysis ------------------------------------------------------------ */
 
-static bool is_v(const llvm_emitter *em, const ir_value *v) { return llvm_map_has(&em->vary, v); }
-static bool is_lin(const llvm_emitter *em, const ir_value *v) {
-    return llvm_map_has(&em->linear, v);
+static bool is_v(const llvm_emitter *em, const ir_value *v) { return ir_div_varying(&em->div, v); }
+static bool is_lin(const llvm_emitter *em, const ir_value *v) { return ir_div_linear(&em->div, v); }
+static bool masked_loop(const llvm_emitter *em, const ir_op *op) {
+    return ir_div_loop_divergent(&em->div, op);
 }
-
-static void set_v(llvm_emitter *em, const ir_value *v) {
-    if (!is_v(em, v)) {
-        llvm_map_put(&em->vary, v, NULL);
-        em->vary_changed = true;
-    }
-}
-
-static void set_lin(llvm_emitter *em, const ir_value *v) {
-    if (!is_lin(em, v)) {
-        llvm_map_put(&em->linear, v, NULL);
-        em->vary_changed = true;
-    }
-}
-
-static const ir_op *term_of(const ir_region *r) {
-    const ir_op *t = r->last;
-    return t && (t->code == IR_YIELD || t->code == IR_CONDITION) ? t : NULL;
-}
-
-static bool is_atomic(ir_opcode c) {
-    return c == IR_ATOMIC_ADD || c == IR_ATOMIC_SUB || c == IR_ATOMIC_MIN || c == IR_ATOMIC_MAX ||
-           c == IR_ATOMIC_XCHG;
-}
-
 static bool any_index_varying(const llvm_emitter *em, const ir_op *op) {
-    int rank = op->operands[0]->type->rank;
-    for (int d = 0; d < rank; d++)
-        if (is_v(em, op->operands[1 + d]))
-            return true;
-    return false;
-}
-
-static void mark_ad(llvm_emitter *em, const ir_op *op, bool cv) {
-    uint32_t s = (uint32_t)op->imm.i;
-    if (cv && s < em->kernel->nadstacks && !em->ad_vary[s]) {
-        em->ad_vary[s] = true;
-        em->vary_changed = true;
-    }
-}
-
-static bool masked_for(const llvm_emitter *em, const ir_op *op) {
-    const ir_op *y = term_of(op->regions[0]);
-    return is_v(em, op->operands[0]) || is_v(em, op->operands[1]) ||
-           ((op->attr & IR_FOR_EARLY_EXIT) && y && is_v(em, y->operands[0]));
-}
-
-static bool masked_while(const llvm_emitter *em, const ir_op *op) {
-    const ir_op *c = term_of(op->regions[0]);
-    return c && is_v(em, c->operands[0]);
-}
-
-/* One pass over r; cv: r runs under a varying mask. */
-static void analyze(llvm_emitter *em, const ir_region *r, bool cv) {
-    ir_foreach_op(op, r) {
-        switch (op->code) {
-        case IR_CONST:
-        case IR_DIM:
-        case IR_YIELD:
-        case IR_CONDITION:
-        case IR_STORE: break;
-        case IR_LOAD:
-            if (any_index_varying(em, op))
-                set_v(em, op->results[0]);
-            break;
-        case IR_ADPUSH: mark_ad(em, op, cv); break;
-        case IR_ADPOP:
-            mark_ad(em, op, cv);
-            set_v(em, op->results[0]);
-            break;
-        case IR_IF: {
-            bool c = is_v(em, op->operands[0]);
-            analyze(em, op->regions[0], cv || c);
-            analyze(em, op->regions[1], cv || c);
-            const ir_op *yt = term_of(op->regions[0]), *ye = term_of(op->regions[1]);
-            for (uint32_t k = 0; k < op->nresults; k++)
-                if (c || (yt && is_v(em, yt->operands[k])) || (ye && is_v(em, ye->operands[k])))
-                    set_v(em, op->results[k]);
-            break;
-        }
-        case IR_FOR: {
-            const ir_region *body = op->regions[0];
-            bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0, masked = masked_for(em, op);
-            const ir_op *y = term_of(body);
-            if (is_v(em, op->operands[0]) || is_v(em, op->operands[1]))
-                set_v(em, body->args[0]);
-            for (uint32_t k = 0; k < op->nresults; k++)
-                if (masked || is_v(em, op->operands[2 + k]) ||
-                    (y && is_v(em, y->operands[(early ? 1 : 0) + k]))) {
-                    set_v(em, body->args[1 + k]);
-                    set_v(em, op->results[k]);
-                }
-            analyze(em, body, cv || masked);
-            break;
-        }
-        case IR_WHILE: {
-            const ir_region *before = op->regions[0], *after = op->regions[1];
-            bool masked = masked_while(em, op);
-            const ir_op *c = term_of(before), *y = term_of(after);
-            for (uint32_t k = 0; k < op->noperands; k++)
-                if (masked || is_v(em, op->operands[k]) || (y && is_v(em, y->operands[k])))
-                    set_v(em, before->args[k]);
-            for (uint32_t k = 0; k < op->nresults; k++)
-                if (masked || (c && is_v(em, c->operands[1 + k]))) {
-                    set_v(em, after->args[k]);
-                    set_v(em, op->results[k]);
-                }
-            analyze(em, before, cv || masked);
-            analyze(em, after, cv || masked);
-            break;
-        }
-        default:
-            if (is_atomic(op->code)) {
-                set_v(em, op->results[0]);
-                break;
-            }
-            for (uint32_t i = 0; i < op->noperands; i++)
-                if (is_v(em, op->operands[i]))
-                    for (uint32_t k = 0; k < op->nresults; k++)
-                        set_v(em, op->results[k]);
-            if (op->nresults != 1)
-                break;
-            if (op->code == IR_ADD &&
-                ((is_lin(em, op->operands[0]) && !is_v(em, op->operands[1])) ||
-                 (is_lin(em, op->operands[1]) && !is_v(em, op->operands[0]))))
-                set_lin(em, op->results[0]);
-            else if (op->code == IR_SUB && is_lin(em, op->operands[0]) &&
-                     !is_v(em, op->operands[1]))
-                set_lin(em, op->results[0]);
-            else if (op->code == IR_CAST && is_lin(em, op->operands[0]) &&
-                     ty_is_int(op->results[0]->type) && op->operands[0]->type->kind != TY_BOOL)
-                set_lin(em, op->results[0]);
-            break;
-        }
-    }
+    return ir_div_access_varying(&em->div, op);
 }
 
 static bool is_math(ir_opcode c) {
@@ -318,8 +186,8 @@ static int contiguous_accesses(const llvm_emitter *em, const ir_region *r) {
 /* A loop whose trip count differs between lanes (a varying bound, break or condition). */
 static bool divergent_loop(const llvm_emitter *em, const ir_region *r) {
     ir_foreach_op(op, r) {
-        if ((op->code == IR_FOR && masked_for(em, op)) ||
-            (op->code == IR_WHILE && masked_while(em, op)))
+        if ((op->code == IR_FOR && masked_loop(em, op)) ||
+            (op->code == IR_WHILE && masked_loop(em, op)))
             return true;
         for (uint32_t i = 0; i < op->nregions; i++)
             if (divergent_loop(em, op->regions[i]))
@@ -332,8 +200,8 @@ static bool divergent_loop(const llvm_emitter *em, const ir_region *r) {
  * math. */
 static bool uniform_loop(const llvm_emitter *em, const ir_region *r, bool math) {
     ir_foreach_op(op, r) {
-        bool uniform = (op->code == IR_FOR && !masked_for(em, op)) ||
-                       (op->code == IR_WHILE && !masked_while(em, op));
+        bool uniform = (op->code == IR_FOR && !masked_loop(em, op)) ||
+                       (op->code == IR_WHILE && !masked_loop(em, op));
         if (uniform) {
             int gathers = 0, nmath = 0;
             for (uint32_t i = 0; i < op->nregions; i++)
@@ -348,28 +216,14 @@ static bool uniform_loop(const llvm_emitter *em, const ir_region *r, bool math) 
     return false;
 }
 
-/* The uniformity analysis of the task (em->vary, em->linear, em->ad_vary), and whether
- * SIMD suits it (*why says why not). */
+/* The divergence of the task (em->div, passes/divergence.c), and whether SIMD suits it
+ * (*why says why not). */
 static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) {
     const ir_region *body = task->regions[0];
-    uint32_t vd = body->nargs - 1;
-    llvm_map_clear(&em->vary);
-    llvm_map_clear(&em->linear);
-    free(em->ad_vary);
-    em->ad_vary = calloc(em->kernel->nadstacks + 1, sizeof *em->ad_vary);
-    if (!em->ad_vary)
-        kern_oom(em->kernel->nadstacks + 1);
-    set_v(em, body->args[vd]);
-    set_lin(em, body->args[vd]);
-    do {
-        em->vary_changed = false;
-        analyze(em, body, false);
-    } while (em->vary_changed);
+    ir_divergence_task(&em->div, em->kernel, task);
     if (memory_bound_loop(em, body)) {
         *why = "a loop over each item's own elements (gathers, no vector math): the scalar "
                "loop vectorizes better";
-        free(em->ad_vary);
-        em->ad_vary = NULL;
         return false;
     }
     int gathers = 0, math = 0;
@@ -379,8 +233,6 @@ static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) 
          * (and LLVM's loop vectorizer would only add a copy of the loop for a stride of 1) */
         *why = "no contiguous access and no vector math: nothing for vectors to do";
         em->plain_loop = true;
-        free(em->ad_vary);
-        em->ad_vary = NULL;
         return false;
     }
     return true;
@@ -829,7 +681,7 @@ static bool vatomic_sum(llvm_emitter *em, const ir_op *op) {
 static void vad_reset(llvm_emitter *em) {
     for (uint32_t s = 0; s < em->kernel->nadstacks; s++)
         LLVMBuildStore(em->b,
-                       em->ad_vary[s] ? LLVMConstNull(vty(em, em->t_i64))
+                       em->div.ad_varying[s] ? LLVMConstNull(vty(em, em->t_i64))
                                       : LLVMConstInt(em->t_i64, 0, 0),
                        em->ad_depth[s]);
 }
@@ -853,7 +705,7 @@ static void vpush(llvm_emitter *em, const ir_op *op) {
     LLVMValueRef cap = em->ad_cap[s];
     LLVMBasicBlockRef bb_ovf = llvm_new_block(em, "ad.overflow"),
                       bb_cont = llvm_new_block(em, "ad.pushed");
-    if (!em->ad_vary[s]) {
+    if (!em->div.ad_varying[s]) {
         LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
         LLVMValueRef d1 = LLVMBuildAdd(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
         LLVMBasicBlockRef bb_store = llvm_new_block(em, "ad.push");
@@ -904,7 +756,7 @@ static void vpop(llvm_emitter *em, const ir_op *op) {
     LLVMTypeRef mt = llvm_mem_type(em, st->type), vt = vty(em, mt);
     unsigned align = (unsigned)ty_size(st->type);
     LLVMValueRef cap = em->ad_cap[s], r;
-    if (!em->ad_vary[s]) {
+    if (!em->div.ad_varying[s]) {
         LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
         LLVMValueRef d1 = LLVMBuildSub(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
         LLVMBuildStore(em->b, d1, em->ad_depth[s]);
@@ -997,7 +849,7 @@ static bool flat_region(const llvm_emitter *em, const ir_region *r) {
                 return false;
             break;
         default:
-            if (is_atomic(op->code) || is_math(op->code))
+            if (ir_is_atomic(op->code) || is_math(op->code))
                 return false;
             break;
         }
@@ -1062,7 +914,7 @@ static LLVMValueRef index_next(llvm_emitter *em, const kern_type *it, LLVMValueR
 }
 
 static void vfor(llvm_emitter *em, const ir_op *op) {
-    bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0, masked = masked_for(em, op);
+    bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0, masked = masked_loop(em, op);
     uint32_t n = op->nresults;
     const ir_region *body = op->regions[0];
     const kern_type *it = op->operands[0]->type;
@@ -1144,7 +996,7 @@ static void vfor(llvm_emitter *em, const ir_op *op) {
 static void vwhile(llvm_emitter *em, const ir_op *op) {
     const ir_region *before = op->regions[0], *after = op->regions[1];
     uint32_t ninit = op->noperands, nres = op->nresults;
-    bool masked = masked_while(em, op);
+    bool masked = masked_loop(em, op);
     LLVMValueRef m0 = em->mask;
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
     LLVMBasicBlockRef bb_before = llvm_new_block(em, "while.before"),
@@ -1259,7 +1111,7 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
         case IR_PARALLEL:
         case IR_SERIAL: kern_unreachable("LLVM backend: a task inside a region");
         default:
-            if (is_atomic(op->code)) {
+            if (ir_is_atomic(op->code)) {
                 if (!vatomic_sum(em, op))
                     scalarize(em, op);
             } else if (op->nresults && is_v(em, op->results[0])) {
@@ -1403,7 +1255,7 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
     const ir_kernel *k = em->kernel;
     em->simd_w = w;
     em->sink = NULL;
-    bool *ad_vary = em->ad_vary; /* llvm_simd_lanes analyzed the task */
+    const bool *ad_vary = em->div.ad_varying; /* llvm_simd_lanes analyzed the task */
     llvm_find_uses(em, body);
 
     /* per-lane depth counters: vector allocas at the top of the entry block */
@@ -1420,6 +1272,4 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
     em->simd_w = 0;
     em->sink = NULL;
     em->mask = NULL;
-    em->ad_vary = NULL;
-    free(ad_vary);
 }
