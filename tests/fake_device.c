@@ -10,6 +10,7 @@ static void fake_destroy(rt_device *d) { (void)d; /* the test frees it (fake_dev
 static kern_status fake_alloc(rt_device *d, size_t bytes, void **mem, char *err, size_t errlen) {
     fake_device *f = (fake_device *)d;
     if (f->fail_alloc_over && bytes > f->fail_alloc_over) {
+        f->failed_allocs++;
         snprintf(err, errlen, "fake: no room for %zu bytes", bytes);
         return KERN_ERR_OUT_OF_MEMORY;
     }
@@ -99,7 +100,9 @@ static kern_status fake_launch(rt_device *d, const rt_launch *l, uint64_t *point
         return KERN_ERR_INTERNAL;
     }
     fake_launch_rec *r = &f->launches[f->nlaunch++];
+    kern_err_record result = r->result; /* fake_set_error may come before the launch */
     memset(r, 0, sizeof *r);
+    r->result = result;
     *point = ++d->submitted;
     r->point = *point;
     r->name = l->name;
@@ -166,25 +169,6 @@ static int64_t fake_ad_slots(rt_device *d, int64_t max_items) {
     return rounded < f->resident ? rounded : f->resident;
 }
 
-static const rt_device_ops fake_ops = {
-    .name = "fake",
-    .destroy = fake_destroy,
-    .alloc = fake_alloc,
-    .free = fake_free,
-    .zero = fake_zero,
-    .copy_in = fake_copy_in,
-    .copy_out = fake_copy_out,
-    .load_code = fake_load_code,
-    .get_kernel = fake_get_kernel,
-    .free_kernel = fake_free_kernel,
-    .unload_code = fake_unload_code,
-    .launch = fake_launch,
-    .poll = fake_poll,
-    .wait = fake_wait,
-    .sync = fake_sync,
-    .ad_slots = fake_ad_slots,
-};
-
 static kern_status fake_size_adstack(rt_device *d, const void *kernel, const kern_meta_kernel *mk,
                                      int s, const rt_launch_arg *args, int64_t res[4], char *err,
                                      size_t errlen) {
@@ -205,24 +189,29 @@ static kern_status fake_size_adstack(rt_device *d, const void *kernel, const ker
     return KERN_OK;
 }
 
-static rt_device_ops fake_sizer_ops; /* fake_ops and size_adstack */
+/* The ops every fake has (designated initializers); the sizer's table adds size_adstack. */
+#define FAKE_OPS                                                                                  \
+    .name = "fake", .destroy = fake_destroy, .alloc = fake_alloc, .free = fake_free,              \
+    .zero = fake_zero, .copy_in = fake_copy_in, .copy_out = fake_copy_out,                        \
+    .load_code = fake_load_code, .get_kernel = fake_get_kernel, .free_kernel = fake_free_kernel,  \
+    .unload_code = fake_unload_code, .launch = fake_launch, .poll = fake_poll, .wait = fake_wait, \
+    .sync = fake_sync, .ad_slots = fake_ad_slots
 
-void fake_device_use_sizer(fake_device *f) {
-    fake_sizer_ops = fake_ops;
-    fake_sizer_ops.size_adstack = fake_size_adstack;
-    f->base.ops = &fake_sizer_ops;
-    f->base.host_memory = false;
-}
+static const rt_device_ops fake_ops = {FAKE_OPS};
+static const rt_device_ops fake_sizer_ops = {FAKE_OPS, .size_adstack = fake_size_adstack};
 
-fake_device *fake_device_new(bool slot_major, int64_t resident) {
+fake_device *fake_device_new(fake_device_config cfg) {
+    if (cfg.sizer && cfg.host_memory)
+        return NULL; /* the host evaluates sizes on a device whose memory it reads */
     fake_device *f = calloc(1, sizeof *f);
     if (!f)
         return NULL;
-    f->base.ops = &fake_ops;
-    f->base.host_memory = true;
-    f->base.ad_slot_major = slot_major;
-    f->resident = resident;
-    f->block = 256;
+    f->base.ops = cfg.sizer ? &fake_sizer_ops : &fake_ops;
+    f->base.host_memory = cfg.host_memory;
+    f->base.ad_slot_major = cfg.slot_major;
+    f->resident = cfg.resident > 0 ? cfg.resident : 1;
+    f->block = cfg.block > 0 ? cfg.block : 256;
+    f->fail_alloc_over = cfg.fail_alloc_over;
     return f;
 }
 
@@ -242,7 +231,7 @@ kern_context *fake_context(fake_device *f) {
 }
 
 void fake_set_error(fake_device *f, int i, kern_err_record rec) {
-    if (i >= 0 && i < f->nlaunch)
+    if (i >= 0 && i < FAKE_MAX_LAUNCHES)
         f->launches[i].result = rec;
 }
 

@@ -21,6 +21,7 @@
 #include "../runtime/meta.h"
 #include "../runtime/provider.h"
 #include "../runtime/rt.h"
+#include "fake_device.h"
 #include "test_backend.h"
 
 /* ---- metadata ----------------------------------------------------------------------- */
@@ -324,88 +325,59 @@ Test(adstack_rt, heap_size_overflow) {
                           "1073741824 threads does not fit in the address space");
 }
 
-/* ---- heap growth on a device whose allocations can be made to fail ------------------ */
-
-typedef struct lim_dev {
-    rt_device base;
-    size_t limit; /* allocations above this fail */
-    int allocs, frees, failed;
-    size_t sizes[32];
-} lim_dev;
-
-static kern_status lim_alloc(rt_device *d, size_t bytes, void **mem, char *e, size_t el) {
-    lim_dev *l = (lim_dev *)d;
-    if (bytes > l->limit) {
-        l->failed++;
-        snprintf(e, el, "no room for %zu bytes", bytes);
-        return KERN_ERR_OUT_OF_MEMORY;
-    }
-    *mem = malloc(bytes ? bytes : 1);
-    l->sizes[l->allocs++ % 32] = bytes;
-    return KERN_OK;
-}
-static void lim_free(rt_device *d, void *mem) {
-    ((lim_dev *)d)->frees++;
-    free(mem);
-}
-static uint64_t lim_poll(rt_device *d) { return d->submitted; }
-static kern_status lim_wait(rt_device *d, uint64_t p, char *e, size_t el) { return KERN_OK; }
-static const rt_device_ops lim_ops = {
-    .name = "lim", .alloc = lim_alloc, .free = lim_free, .poll = lim_poll, .wait = lim_wait};
+/* ---- heap growth on the fake device with an allocation limit ------------------------ */
 
 Test(adstack_rt, heap_reuse_doubling_exact_retry_and_oom) {
-    lim_dev d = {.base = {.ops = &lim_ops}, .limit = 1000};
+    fake_device *f = fake_device_new((fake_device_config){.fail_alloc_over = 1000});
+    cr_assert_not_null(f);
+    rt_device *d = &f->base;
     rt_retire_queue q;
     rt_retire_init(&q, 4);
     rt_adstack_heap h = {0};
     char err[512];
-    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 100, 50, 2, err, sizeof err),
-                 KERN_OK);
+    cr_assert_eq(rt_adstack_reserve(&h, d, &q, "k.grad", 100, 50, 2, err, sizeof err), KERN_OK);
     cr_assert_eq(h.bytes, 100);
     cr_assert_eq(h.allocs, 1);
     void *first = h.mem;
     /* same or smaller: reused */
-    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 100, 50, 2, err, sizeof err),
-                 KERN_OK);
-    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 60, 30, 2, err, sizeof err),
-                 KERN_OK);
+    cr_assert_eq(rt_adstack_reserve(&h, d, &q, "k.grad", 100, 50, 2, err, sizeof err), KERN_OK);
+    cr_assert_eq(rt_adstack_reserve(&h, d, &q, "k.grad", 60, 30, 2, err, sizeof err), KERN_OK);
     cr_assert_eq(h.allocs, 1);
     cr_assert_eq(h.mem, first);
     /* a little more: doubled */
-    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 150, 75, 2, err, sizeof err),
-                 KERN_OK);
+    cr_assert_eq(rt_adstack_reserve(&h, d, &q, "k.grad", 150, 75, 2, err, sizeof err), KERN_OK);
     cr_assert_eq(h.bytes, 200);
     cr_assert_eq(h.allocs, 2);
-    cr_assert_eq(d.frees, 1, "the superseded heap had no launch in flight: freed at once");
+    cr_assert_eq(f->frees, 1, "the superseded heap had no launch in flight: freed at once");
     /* much more: exactly what is needed */
-    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 700, 350, 2, err, sizeof err),
-                 KERN_OK);
+    cr_assert_eq(rt_adstack_reserve(&h, d, &q, "k.grad", 700, 350, 2, err, sizeof err), KERN_OK);
     cr_assert_eq(h.bytes, 700);
     /* a heap in flight is retired, not freed */
     h.last_use = 5;
-    d.base.submitted = 4;
+    d->submitted = 5;
+    fake_complete(f, 4); /* point 5 has not passed */
     /* doubled (1400) exceeds the limit: the exact 800 is tried and works */
-    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 800, 400, 2, err, sizeof err),
-                 KERN_OK);
+    cr_assert_eq(rt_adstack_reserve(&h, d, &q, "k.grad", 800, 400, 2, err, sizeof err), KERN_OK);
     cr_assert_eq(h.bytes, 800);
-    cr_assert_eq(d.failed, 1);
-    cr_assert_eq(d.frees, 2);
+    cr_assert_eq(f->failed_allocs, 1);
+    cr_assert_eq(f->frees, 2);
     cr_assert_eq(q.len, 1, "the 700-byte heap waits in the retirement queue");
-    d.base.submitted = 5;
-    rt_retire_poll(&q, &d.base);
+    fake_complete(f, 5);
+    rt_retire_poll(&q, d);
     cr_assert_eq(q.len, 0);
-    cr_assert_eq(d.frees, 3);
+    cr_assert_eq(f->frees, 3);
     /* neither fits: out of memory, the old heap stays */
     void *keep = h.mem;
-    cr_assert_eq(rt_adstack_reserve(&h, &d.base, &q, "k.grad", 5000, 2500, 2, err, sizeof err),
+    cr_assert_eq(rt_adstack_reserve(&h, d, &q, "k.grad", 5000, 2500, 2, err, sizeof err),
                  KERN_ERR_OUT_OF_MEMORY);
     cr_assert_str_eq(err, "kernel 'k.grad': cannot allocate the adstack heap: 5000 bytes (2500 "
-                          "bytes per thread x 2 threads): no room for 5000 bytes");
+                          "bytes per thread x 2 threads): fake: no room for 5000 bytes");
     cr_assert_eq(h.mem, keep);
     cr_assert_eq(h.bytes, 800);
-    rt_adstack_heap_fini(&h, &d.base);
-    rt_retire_fini(&q, &d.base);
-    cr_assert_eq(d.frees, d.allocs);
+    rt_adstack_heap_fini(&h, d);
+    rt_retire_fini(&q, d);
+    cr_assert_eq(f->frees, f->allocs);
+    fake_device_free(f);
 }
 
 /* ---- launches through the API with hand-written kernels ----------------------------- */

@@ -54,7 +54,8 @@ static void *no_lookup(void *user, const char *sym) { return NULL; }
 
 static void env_init(env *e, bool slot_major, int64_t resident) {
     memset(e, 0, sizeof *e);
-    e->f = fake_device_new(slot_major, resident);
+    e->f = fake_device_new(
+        (fake_device_config){.host_memory = true, .slot_major = slot_major, .resident = resident});
     cr_assert_not_null(e->f);
     e->ctx = fake_context(e->f);
     cr_assert_not_null(e->ctx);
@@ -369,8 +370,9 @@ static const char sizer_meta[] = "kern-meta 1\n"
 /* A capacity that reads device memory is sized by the device's sizer, once while its
  * arrays stay unchanged, again after kern_buffer_write or a launch that writes them. */
 Test(device_fake, device_sizing_runs_only_when_bounds_may_have_changed) {
-    fake_device *f = fake_device_new(true, 4096);
-    fake_device_use_sizer(f);
+    fake_device *f =
+        fake_device_new((fake_device_config){.slot_major = true, .resident = 4096, .sizer = true});
+    cr_assert_not_null(f);
     kern_context *ctx = fake_context(f);
     char err[512];
     kern_meta *meta = kern_meta_parse(sizer_meta, strlen(sizer_meta), err, sizeof err);

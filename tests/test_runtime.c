@@ -2,7 +2,7 @@
  * modules from a hand-written code provider and from AOT shared objects, launches
  * compared with plain C loops, argument checking, device-error reporting, the worker
  * pool's chunking, the retirement queue, and the asynchronous paths of the API through a
- * fake device that completes work only when the test says so.
+ * fake device that completes work only when the test says so (tests/fake_device.h).
  *
  * Expected messages are written out in full here, from docs/runtime.md, not taken from
  * the code under test. */
@@ -21,6 +21,7 @@
 #include "../runtime/provider.h"
 #include "../runtime/retire.h"
 #include "../runtime/rt.h"
+#include "fake_device.h"
 
 #ifndef KERN_SOURCE_ROOT
 #define KERN_SOURCE_ROOT "."
@@ -1083,116 +1084,29 @@ Test(runtime, module_code_belongs_to_the_device) {
     kern_context_release(ctx);
 }
 
-/* ---- a fake asynchronous device ----------------------------------------------------- */
+/* ---- the fake asynchronous device (tests/fake_device.h) ----------------------------- */
 
-typedef struct fake_dev {
-    rt_device base;
-    uint64_t completed;
-    int allocs, frees, waits;
-    void *freed[64];
-    int nfreed;
-    /* launches: the error record to fill at completion */
-    kern_err_record *recs[128];
-    kern_err_record fail_with[128];
-    uint64_t points[128];
-    int nlaunch;
-} fake_dev;
-
-static void fake_complete(fake_dev *f, uint64_t point) {
-    if (point > f->completed)
-        f->completed = point;
-    for (int i = 0; i < f->nlaunch; i++)
-        if (f->recs[i] && f->points[i] <= f->completed) {
-            *f->recs[i] = f->fail_with[i];
-            f->recs[i] = NULL;
-        }
-}
-
-static void fake_destroy(rt_device *d) { (void)d; }
-static kern_status fake_alloc(rt_device *d, size_t bytes, void **mem, char *e, size_t el) {
-    ((fake_dev *)d)->allocs++;
-    *mem = calloc(1, bytes ? bytes : 1);
-    return KERN_OK;
-}
-static void fake_free(rt_device *d, void *mem) {
-    fake_dev *f = (fake_dev *)d;
-    f->frees++;
-    if (f->nfreed < 64)
-        f->freed[f->nfreed++] = mem;
-    free(mem);
-}
-static kern_status fake_zero(rt_device *d, void *m, size_t o, size_t n, char *e, size_t el) {
-    memset((char *)m + o, 0, n);
-    return KERN_OK;
-}
-static kern_status fake_in(rt_device *d, void *m, size_t o, const void *s, size_t n, char *e,
-                           size_t el) {
-    memcpy((char *)m + o, s, n);
-    return KERN_OK;
-}
-static kern_status fake_out(rt_device *d, void *dst, const void *m, size_t o, size_t n, char *e,
-                            size_t el) {
-    memcpy(dst, (const char *)m + o, n);
-    return KERN_OK;
-}
-static kern_status fake_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *e,
-                               size_t el) {
-    fake_dev *f = (fake_dev *)d;
-    *point = ++d->submitted;
-    f->recs[f->nlaunch] = l->err;
-    f->points[f->nlaunch] = *point;
-    f->nlaunch++;
-    return KERN_OK;
-}
-static uint64_t fake_poll(rt_device *d) { return ((fake_dev *)d)->completed; }
-static kern_status fake_wait(rt_device *d, uint64_t point, char *e, size_t el) {
-    fake_dev *f = (fake_dev *)d;
-    f->waits++;
-    fake_complete(f, point);
-    return KERN_OK;
-}
-static kern_status fake_sync(rt_device *d, char *e, size_t el) {
-    fake_complete((fake_dev *)d, d->submitted);
-    return KERN_OK;
-}
-static const rt_device_ops fake_ops = {
-    .name = "fake",
-    .destroy = fake_destroy,
-    .alloc = fake_alloc,
-    .free = fake_free,
-    .zero = fake_zero,
-    .copy_in = fake_in,
-    .copy_out = fake_out,
-    .load_code = rt_host_load_code,
-    .get_kernel = rt_host_get_kernel,
-    .free_kernel = rt_host_free_kernel,
-    .unload_code = rt_host_unload_code,
-    .launch = fake_launch,
-    .poll = fake_poll,
-    .wait = fake_wait,
-    .sync = fake_sync,
-};
-
-static bool was_freed(const fake_dev *f, const void *mem) {
-    for (int i = 0; i < f->nfreed; i++)
-        if (f->freed[i] == mem)
-            return true;
-    return false;
+/* The fake as these tests use it: memory the runtime does not read, one adstack slot. */
+static fake_device *new_fake(void) {
+    fake_device *f = fake_device_new((fake_device_config){.resident = 1});
+    cr_assert_not_null(f);
+    return f;
 }
 
 Test(runtime, retire_queue_unit) {
-    fake_dev f = {.base = {&fake_ops, 0}};
-    rt_device *d = &f.base;
+    fake_device *f = new_fake();
+    rt_device *d = &f->base;
+    d->submitted = 12; /* the points up to 12 were submitted */
     rt_retire_queue q;
     rt_retire_init(&q, 4);
     char err[128];
     void *m[8];
     for (int i = 0; i < 8; i++)
-        m[i] = malloc(8);
+        cr_assert_eq(d->ops->alloc(d, 8, &m[i], err, sizeof err), KERN_OK);
     /* a point that has passed: freed at once */
-    f.completed = 3;
+    fake_complete(f, 3);
     cr_assert_eq(rt_retire_push(&q, d, m[0], 3, err, sizeof err), KERN_OK);
-    cr_assert(was_freed(&f, m[0]));
+    cr_assert(fake_was_freed(f, m[0]));
     cr_assert_eq(q.len, 0);
     /* out of order points; polling frees exactly what has passed, keeping the rest */
     rt_retire_push(&q, d, m[1], 9, err, sizeof err);
@@ -1201,47 +1115,48 @@ Test(runtime, retire_queue_unit) {
     cr_assert_eq(q.len, 3);
     rt_retire_poll(&q, d);
     cr_assert_eq(q.len, 3);
-    f.completed = 6;
+    fake_complete(f, 6);
     rt_retire_poll(&q, d);
     cr_assert_eq(q.len, 2);
-    cr_assert(was_freed(&f, m[2]));
-    cr_assert(!was_freed(&f, m[1]) && !was_freed(&f, m[3]));
+    cr_assert(fake_was_freed(f, m[2]));
+    cr_assert(!fake_was_freed(f, m[1]) && !fake_was_freed(f, m[3]));
     cr_assert_eq(q.items[0].mem, m[1], "the order of what stays is kept");
-    cr_assert_eq(f.waits, 0, "polling never blocks");
+    cr_assert_eq(f->waits, 0, "polling never blocks");
     /* beyond the depth: wait for the oldest only */
     rt_retire_push(&q, d, m[4], 10, err, sizeof err);
     rt_retire_push(&q, d, m[5], 11, err, sizeof err);
     cr_assert_eq(q.len, 4);
-    cr_assert_eq(f.waits, 0);
+    cr_assert_eq(f->waits, 0);
     rt_retire_push(&q, d, m[6], 12, err, sizeof err);
-    cr_assert_eq(f.waits, 1);
-    cr_assert_eq(f.completed, 9, "waited for the oldest entry's point, no further");
-    cr_assert(was_freed(&f, m[1]));
-    cr_assert(was_freed(&f, m[3]), "point 7 passed with 9");
+    cr_assert_eq(f->waits, 1);
+    cr_assert_eq(f->completed, 9, "waited for the oldest entry's point, no further");
+    cr_assert(fake_was_freed(f, m[1]));
+    cr_assert(fake_was_freed(f, m[3]), "point 7 passed with 9");
     cr_assert_eq(q.len, 3);
     cr_assert_eq(q.waits, 1);
     /* a drain frees everything */
-    fake_sync(d, err, sizeof err);
+    cr_assert_eq(d->ops->sync(d, err, sizeof err), KERN_OK);
     rt_retire_drain(&q, d);
     cr_assert_eq(q.len, 0);
-    cr_assert(was_freed(&f, m[4]) && was_freed(&f, m[5]) && was_freed(&f, m[6]));
+    cr_assert(fake_was_freed(f, m[4]) && fake_was_freed(f, m[5]) && fake_was_freed(f, m[6]));
+    d->submitted = 100; /* a later submission */
     rt_retire_push(&q, d, m[7], 100, err, sizeof err);
     rt_retire_fini(&q, d); /* frees what is left */
-    cr_assert(was_freed(&f, m[7]));
-    cr_assert_eq(f.frees, 8);
+    cr_assert(fake_was_freed(f, m[7]));
+    cr_assert_eq(f->frees, 8);
+    fake_device_free(f);
 }
 
-static kern_context *make_fake_ctx(fake_dev *f) {
-    kern_context *ctx = make_ctx(1);
-    ctx->dev->ops->destroy(ctx->dev);
-    f->base.ops = &fake_ops;
-    ctx->dev = &f->base;
+static kern_context *new_fake_ctx(fake_device **f) {
+    *f = new_fake();
+    kern_context *ctx = fake_context(*f);
+    cr_assert_not_null(ctx);
     return ctx;
 }
 
 Test(runtime, async_release_retires_until_completion) {
-    fake_dev f = {0};
-    kern_context *ctx = make_fake_ctx(&f);
+    fake_device *f;
+    kern_context *ctx = new_fake_ctx(&f);
     test_provider tp = {0};
     kern_module *m = make_module(ctx, &tp);
     kern_buffer *x = buf1(ctx, KERN_F32, 8, NULL), *y = buf1(ctx, KERN_F32, 8, NULL);
@@ -1250,37 +1165,38 @@ Test(runtime, async_release_retires_until_completion) {
     cr_assert_eq(kern_launch(find(m, "saxpy"), a, 3), KERN_OK);
     cr_assert_eq(ctx->npending, 1);
     kern_buffer_release(x); /* in flight: retired, not freed */
-    cr_assert(!was_freed(&f, xmem));
+    cr_assert(!fake_was_freed(f, xmem));
     cr_assert_eq(ctx->retired.len, 1);
-    cr_assert_eq(f.waits, 0);
+    cr_assert_eq(f->waits, 0);
     /* completion, then the next launch's poll frees it */
-    fake_complete(&f, 1);
+    fake_complete(f, 1);
     kern_buffer *x2 = buf1(ctx, KERN_F32, 8, NULL);
     a[1] = kern_arg_buffer(x2);
     cr_assert_eq(kern_launch(find(m, "saxpy"), a, 3), KERN_OK);
-    cr_assert(was_freed(&f, xmem));
+    cr_assert(fake_was_freed(f, xmem));
     cr_assert_eq(ctx->retired.len, 0);
     /* a read waits for the buffer's last launch */
     float back[8];
     cr_assert_eq(kern_buffer_read(y, back, sizeof back), KERN_OK);
-    cr_assert_eq(f.waits, 1);
-    cr_assert_eq(f.completed, 2);
+    cr_assert_eq(f->waits, 1);
+    cr_assert_eq(f->completed, 2);
     /* released after completion: freed at once */
     kern_buffer_release(y);
-    cr_assert(was_freed(&f, ymem));
+    cr_assert(fake_was_freed(f, ymem));
     /* a write waits for the buffer's last launch too */
     a[2] = kern_arg_buffer(x2);
     cr_assert_eq(kern_launch(find(m, "saxpy"), a, 3), KERN_OK);
-    cr_assert_eq(f.completed, 2);
+    cr_assert_eq(f->completed, 2);
     cr_assert_eq(kern_buffer_write(x2, back, sizeof back), KERN_OK);
-    cr_assert_eq(f.waits, 2);
-    cr_assert_eq(f.completed, 3);
+    cr_assert_eq(f->waits, 2);
+    cr_assert_eq(f->completed, 3);
     kern_context_release(ctx);
+    fake_device_free(f);
 }
 
 Test(runtime, async_retirement_is_bounded) {
-    fake_dev f = {0};
-    kern_context *ctx = make_fake_ctx(&f);
+    fake_device *f;
+    kern_context *ctx = new_fake_ctx(&f);
     test_provider tp = {0};
     kern_module *m = make_module(ctx, &tp);
     kern_kernel *k = find(m, "simulate.grad");
@@ -1295,20 +1211,21 @@ Test(runtime, async_retirement_is_bounded) {
     void *first = bs[0]->mem, *second = bs[1]->mem;
     for (int i = 0; i < RT_RETIRE_DEPTH; i++)
         kern_buffer_release(bs[i]);
-    cr_assert_eq(f.waits, 0);
+    cr_assert_eq(f->waits, 0);
     cr_assert_eq(ctx->retired.len, RT_RETIRE_DEPTH);
     kern_buffer_release(bs[RT_RETIRE_DEPTH]);
-    cr_assert_eq(f.waits, 1);
-    cr_assert_eq(f.completed, 1, "waited for the oldest launch only");
-    cr_assert(was_freed(&f, first));
-    cr_assert(!was_freed(&f, second));
+    cr_assert_eq(f->waits, 1);
+    cr_assert_eq(f->completed, 1, "waited for the oldest launch only");
+    cr_assert(fake_was_freed(f, first));
+    cr_assert(!fake_was_freed(f, second));
     cr_assert_eq(ctx->retired.len, RT_RETIRE_DEPTH);
     cr_assert_eq(kern_sync(ctx), KERN_OK);
     cr_assert_eq(ctx->retired.len, 0, "a sync drains the queue");
     kern_context_release(ctx);
+    fake_device_free(f);
 
-    fake_dev g = {0};
-    ctx = make_fake_ctx(&g);
+    fake_device *g;
+    ctx = new_fake_ctx(&g);
     m = make_module(ctx, &tp);
     k = find(m, "simulate.grad");
     for (int i = 0; i <= RT_RETIRE_DEPTH; i++) {
@@ -1320,23 +1237,24 @@ Test(runtime, async_retirement_is_bounded) {
     /* 60 launches in flight; release 60 in-flight buffers and 5 idle ones */
     for (int i = 0; i <= RT_RETIRE_DEPTH; i++)
         kern_buffer_release(bs[i]);
-    cr_assert_eq(g.waits, 0, "the queue never grew past its depth");
+    cr_assert_eq(g->waits, 0, "the queue never grew past its depth");
     cr_assert_eq(ctx->retired.len, 60);
     cr_assert_eq(kern_sync(ctx), KERN_OK);
     cr_assert_eq(ctx->retired.len, 0, "a sync drains the queue");
     kern_context_release(ctx);
+    fake_device_free(g);
 }
 
 Test(runtime, async_device_error_reported_once_by_observer) {
-    fake_dev f = {0};
-    kern_context *ctx = make_fake_ctx(&f);
+    fake_device *f;
+    kern_context *ctx = new_fake_ctx(&f);
     test_provider tp = {0};
     kern_module *m = make_module(ctx, &tp);
     kern_buffer *x = buf1(ctx, KERN_F32, 5, NULL);
     kern_arg a[1] = {kern_arg_buffer(x)};
     /* launch 1 will fail, launch 2 too; neither call sees it (not complete yet) */
-    f.fail_with[0] = (kern_err_record){KERN_DEVERR_BOUNDS, 7, 9, 0, 5, 5};
-    f.fail_with[1] = (kern_err_record){KERN_DEVERR_DIV_ZERO, 3, 14, 0, 0, 0};
+    fake_set_error(f, 0, (kern_err_record){KERN_DEVERR_BOUNDS, 7, 9, 0, 5, 5});
+    fake_set_error(f, 1, (kern_err_record){KERN_DEVERR_DIV_ZERO, 3, 14, 0, 0, 0});
     cr_assert_eq(kern_launch(find(m, "oob"), a, 1), KERN_OK);
     cr_assert_eq(kern_launch(find(m, "oob"), a, 1), KERN_OK);
     cr_assert_eq(kern_sync(ctx), KERN_ERR_DEVICE);
@@ -1346,23 +1264,24 @@ Test(runtime, async_device_error_reported_once_by_observer) {
     cr_assert_eq(kern_sync(ctx), KERN_OK);
     cr_assert_eq(ctx->npending, 0);
     /* an error observed by a later launch: that launch is not submitted */
-    f.fail_with[2] = (kern_err_record){KERN_DEVERR_SHIFT, 4, 2, 0, 33, 32};
+    fake_set_error(f, 2, (kern_err_record){KERN_DEVERR_SHIFT, 4, 2, 0, 33, 32});
     cr_assert_eq(kern_launch(find(m, "oob"), a, 1), KERN_OK);
-    fake_complete(&f, 3);
-    uint64_t before = f.base.submitted;
+    fake_complete(f, 3);
+    uint64_t before = f->base.submitted;
     cr_assert_eq(kern_launch(find(m, "simulate.grad"), a, 1), KERN_ERR_DEVICE);
     cr_assert_str_eq(kern_context_last_error(ctx),
                      "kernel 'oob' (tests/fake.kern:4:2): shift by 33 >= 32 bits (observed "
                      "before launching 'simulate.grad', which was not launched)");
-    cr_assert_eq(f.base.submitted, before);
+    cr_assert_eq(f->base.submitted, before);
     /* an error observed by a release (which returns nothing) is reported by the next call */
-    f.fail_with[3] = (kern_err_record){KERN_DEVERR_DIV_ZERO, 3, 14, 0, 0, 0};
+    fake_set_error(f, 3, (kern_err_record){KERN_DEVERR_DIV_ZERO, 3, 14, 0, 0, 0});
     cr_assert_eq(kern_launch(find(m, "oob"), a, 1), KERN_OK);
     kern_module_release(m); /* waits for the module's launches and collects them */
     cr_assert_eq(kern_sync(ctx), KERN_ERR_DEVICE);
     cr_assert_str_eq(kern_context_last_error(ctx),
                      "kernel 'oob' (tests/fake.kern:3:14): integer division by zero");
     kern_context_release(ctx);
+    fake_device_free(f);
 }
 
 /* ---- AOT shared objects ------------------------------------------------------------- */
