@@ -12,8 +12,8 @@ bool kc_parse_simd(const char *s, int *lanes) {
     static const struct {
         const char *name;
         int lanes;
-    } names[] = {{"auto", 0}, {"off", -1}, {"scalar", -1}, {"0", -1},   {"sse", 4},
-                 {"neon", 4}, {"4", 4},    {"avx2", 8},    {"8", 8},    {"avx512", 16},
+    } names[] = {{"auto", 0}, {"off", -1}, {"scalar", -1}, {"0", -1}, {"sse", 4},
+                 {"neon", 4}, {"4", 4},    {"avx2", 8},    {"8", 8},  {"avx512", 16},
                  {"16", 16},  {"32", 32},  {"64", 64}};
     for (size_t i = 0; s && i < sizeof names / sizeof *names; i++)
         if (!strcmp(s, names[i].name)) {

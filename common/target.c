@@ -25,8 +25,8 @@ const kern_target kern_target_cuda = {
     .emit_kinds = "llvm, ptx",
     .binary_kinds = "",
     .default_arch = "sm_75",
-    .caps = KERN_TARGET_DEVICE | KERN_TARGET_POINTERS | KERN_TARGET_DLPACK |
-            KERN_TARGET_AOT_CONTAINER,
+    .caps =
+        KERN_TARGET_DEVICE | KERN_TARGET_POINTERS | KERN_TARGET_DLPACK | KERN_TARGET_AOT_CONTAINER,
     .dlpack_device = 2, /* kDLCUDA */
 };
 

@@ -51,8 +51,8 @@ typedef struct kern_target {
 } kern_target;
 
 /* The entries, for tables that point at them (backends/codegen.c, the devices' ops). */
-extern const kern_target kern_target_cpu, kern_target_cuda, kern_target_amdgpu,
-    kern_target_vulkan, kern_target_metal;
+extern const kern_target kern_target_cpu, kern_target_cuda, kern_target_amdgpu, kern_target_vulkan,
+    kern_target_metal;
 
 /* Every target, in the order of kern_backend (cpu first). */
 const kern_target *const *kern_target_list(size_t *n);

@@ -82,7 +82,6 @@ const ir_op *ir_region_terminator(const ir_region *r) {
     return t && (t->code == IR_YIELD || t->code == IR_CONDITION) ? t : NULL;
 }
 
-
 bool ir_div_access_varying(const ir_divergence *d, const ir_op *access) {
     int rank = access->operands[0]->type->rank;
     for (int i = 0; i < rank; i++)
@@ -141,8 +140,7 @@ static void analyze(ir_divergence *d, const ir_region *r, bool cv) {
         }
         case IR_FOR: {
             const ir_region *body = op->regions[0];
-            bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0,
-                 masked = ir_div_loop_divergent(d, op);
+            bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0, masked = ir_div_loop_divergent(d, op);
             const ir_op *y = ir_region_terminator(body);
             if (ir_div_varying(d, op->operands[0]) || ir_div_varying(d, op->operands[1]))
                 set_v(d, body->args[0]);

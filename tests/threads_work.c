@@ -77,10 +77,10 @@ typedef struct job {
     char failed[256]; /* "" or what went wrong first */
 } job;
 
-#define FAIL(j, ...)                                                                       \
-    do {                                                                                   \
-        if (!(j)->failed[0])                                                               \
-            snprintf((j)->failed, sizeof (j)->failed, __VA_ARGS__);                        \
+#define FAIL(j, ...)                                               \
+    do {                                                           \
+        if (!(j)->failed[0])                                       \
+            snprintf((j)->failed, sizeof(j)->failed, __VA_ARGS__); \
     } while (0)
 
 static kern_buffer *buffer(kern_context *ctx, job *j, const float *data) {
@@ -140,7 +140,7 @@ static void run_context(job *j) {
         float out[N], dx0[N], b[N], da[N];
         kern_arg sim[4] = {kern_arg_buffer(bx0), kern_arg_buffer(bw), kern_arg_buffer(bout),
                            kern_arg_i32(T)};
-        kern_arg sim_grad[7] = {kern_arg_buffer(bx0), kern_arg_buffer(bw), kern_arg_buffer(bout),
+        kern_arg sim_grad[7] = {kern_arg_buffer(bx0), kern_arg_buffer(bw),  kern_arg_buffer(bout),
                                 kern_arg_i32(T),      kern_arg_buffer(gx0), kern_arg_buffer(gw),
                                 kern_arg_buffer(gout)};
         kern_arg rag[2] = {kern_arg_buffer(ba), kern_arg_buffer(bb)};
@@ -200,9 +200,7 @@ static bool run_threads(void *(*body)(void *), char *msg, size_t msglen) {
     return true;
 }
 
-bool threads_contexts(char *msg, size_t msglen) {
-    return run_threads(context_thread, msg, msglen);
-}
+bool threads_contexts(char *msg, size_t msglen) { return run_threads(context_thread, msg, msglen); }
 
 /* The compiler's own API on 4 threads, each with its compiler context and other SIMD
  * lanes (scalar, 4, 8, the host's): the same module, every gradient, the JIT in 2 parts. */

@@ -1,0 +1,939 @@
+/* llvm_simd_emit.c - the code of a task that runs SIMD across work items (llvm_simd.c says
+ * which tasks, and how many lanes W): uniform values stay scalars, varying ones are
+ * <W x T> vectors (the task's divergence, passes/divergence.c).
+ *
+ * Masks. The current mask (em->mask) holds the lanes that run the code being emitted.
+ * Code runs only when at least one lane of the mask is on: the chunk's vectors start at
+ * an item of the chunk, a branch of a varying `if` is entered only when a lane takes it,
+ * a masked loop iterates while a lane is on. So a uniform op (a load at a uniform
+ * address) runs only where the scalar program runs it too. Pure ops compute every lane
+ * (they cannot fault: divisions are guarded as in the scalar path); loads, stores,
+ * gathers and scatters are masked.
+ *   if (varying c)   then under mask & c, else under mask & !c, each skipped when no
+ *                    lane takes it; results select(c, then, else);
+ *   for (masked)     the active lanes: mask, then active & i < hi (& "go on" with a
+ *                    break); carried values of inactive lanes are kept by selects; the
+ *                    loop runs while a lane is active;
+ *   while (masked)   the same, with the results captured per lane when its condition
+ *                    fails.
+ *
+ * Atomics: an add/sub whose old value is unused at a uniform element adds the masked
+ * lanes' sum (one atomic per vector; per chunk where llvm_reduce.c accumulates it).
+ * Others run lane by lane in lane order (a loop over the mask's lanes running the scalar
+ * code: atomics, neighbour adds, stores of varying values to uniform elements).
+ *
+ * Adstacks: per lane, laid out so that entry k of lane l is entry k * W + l of the
+ * worker's slice (the runtime sizes slices for W lanes: the module exports
+ * `kern_<K>__lanes`, runtime/adstack.c). A stack whose pushes and pops all happen under
+ * uniform control keeps one depth for all lanes: a push or pop is one vector store or
+ * load. Otherwise each lane has its own depth and pushes and pops are masked scatters
+ * and gathers. Overflows are checked per lane and recorded as in the scalar path. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "llvm_simd.h"
+
+/* ---- vector helpers ----------------------------------------------------------------- */
+
+static LLVMTypeRef vty(llvm_emitter *em, LLVMTypeRef s) { return LLVMVectorType(s, em->simd_w); }
+
+static bool is_vec(LLVMValueRef x) {
+    return x && LLVMGetTypeKind(LLVMTypeOf(x)) == LLVMVectorTypeKind;
+}
+
+static LLVMValueRef splat(llvm_emitter *em, LLVMValueRef x) {
+    LLVMTypeRef vt = vty(em, LLVMTypeOf(x));
+    LLVMValueRef one =
+        LLVMBuildInsertElement(em->b, LLVMGetPoison(vt), x, LLVMConstInt(em->t_i32, 0, 0), "");
+    return LLVMBuildShuffleVector(em->b, one, LLVMGetPoison(vt), LLVMConstNull(vty(em, em->t_i32)),
+                                  "");
+}
+
+/* v as a vector (a uniform value splatted). */
+static LLVMValueRef vec(llvm_emitter *em, const ir_value *v) {
+    LLVMValueRef x = llvm_val(em, v);
+    return is_vec(x) ? x : splat(em, x);
+}
+
+/* v as the analysis says it is: a vector when varying, else the scalar. */
+static LLVMValueRef as_marked(llvm_emitter *em, const ir_value *v, bool varying) {
+    if (varying)
+        return vec(em, v);
+    LLVMValueRef x = llvm_val(em, v);
+    kern_assert(!is_vec(x));
+    return x;
+}
+
+static LLVMValueRef call_intr(llvm_emitter *em, const char *name, LLVMTypeRef *types, size_t ntypes,
+                              LLVMValueRef *args, unsigned nargs) {
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    kern_assert(id != 0);
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, types, ntypes);
+    LLVMTypeRef fty = LLVMIntrinsicGetType(em->ctx, id, types, ntypes);
+    return LLVMBuildCall2(em->b, fty, fn, args, nargs, "");
+}
+
+/* Whether a lane of mask m is on. */
+static LLVMValueRef any_on(llvm_emitter *em, LLVMValueRef m) {
+    LLVMTypeRef t = LLVMTypeOf(m);
+    return call_intr(em, "llvm.vector.reduce.or", &t, 1, &m, 1);
+}
+
+static LLVMValueRef lane_ids(llvm_emitter *em, LLVMTypeRef elem) {
+    LLVMValueRef c[64];
+    for (unsigned l = 0; l < em->simd_w; l++)
+        c[l] = LLVMConstInt(elem, l, 0);
+    return LLVMConstVector(c, em->simd_w);
+}
+
+static const ir_op *vregion(llvm_emitter *em, const ir_region *r);
+
+/* ---- lane by lane ------------------------------------------------------------------- */
+
+/* Runs op's scalar code for each lane of the mask, in lane order: the vector operands'
+ * lanes are mapped to op's operands for the time of the scalar code. */
+static void scalarize(llvm_emitter *em, const ir_op *op) {
+    uint32_t n = op->noperands;
+    LLVMValueRef saved[8];
+    kern_assert(n <= 8);
+    for (uint32_t i = 0; i < n; i++)
+        saved[i] = llvm_val(em, op->operands[i]);
+    LLVMTypeRef rt = NULL;
+    if (op->nresults) {
+        bool vo = em->vec_ops;
+        em->vec_ops = true;
+        rt = llvm_reg_type(em, op->results[0]->type);
+        em->vec_ops = vo;
+    }
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), loop = llvm_new_block(em, "lane"),
+                      run = llvm_new_block(em, "lane.run"), next = llvm_new_block(em, "lane.next"),
+                      exit = llvm_new_block(em, "lane.exit");
+    LLVMBuildBr(em->b, loop);
+    LLVMPositionBuilderAtEnd(em->b, loop);
+    LLVMValueRef l = LLVMBuildPhi(em->b, em->t_i32, "l");
+    LLVMValueRef zero = LLVMConstInt(em->t_i32, 0, 0);
+    LLVMAddIncoming(l, &zero, &pre, 1);
+    LLVMValueRef acc = NULL;
+    if (rt) {
+        acc = LLVMBuildPhi(em->b, rt, "");
+        LLVMValueRef z = LLVMConstNull(rt);
+        LLVMAddIncoming(acc, &z, &pre, 1);
+    }
+    LLVMBuildCondBr(em->b, LLVMBuildExtractElement(em->b, em->mask, l, ""), run, next);
+
+    LLVMPositionBuilderAtEnd(em->b, run);
+    for (uint32_t i = 0; i < n; i++)
+        if (is_vec(saved[i]))
+            llvm_set_val(em, op->operands[i], LLVMBuildExtractElement(em->b, saved[i], l, ""));
+    llvm_emit_simple_op(em, op);
+    LLVMValueRef acc_run = NULL;
+    if (rt)
+        acc_run = LLVMBuildInsertElement(em->b, acc, llvm_val(em, op->results[0]), l, "");
+    for (uint32_t i = 0; i < n; i++)
+        llvm_set_val(em, op->operands[i], saved[i]);
+    LLVMBasicBlockRef run_end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, next);
+
+    LLVMPositionBuilderAtEnd(em->b, next);
+    LLVMValueRef acc_next = NULL;
+    if (rt) {
+        acc_next = LLVMBuildPhi(em->b, rt, "");
+        LLVMValueRef in[2] = {acc, acc_run};
+        LLVMBasicBlockRef from[2] = {loop, run_end};
+        LLVMAddIncoming(acc_next, in, from, 2);
+        LLVMAddIncoming(acc, &acc_next, &next, 1);
+    }
+    LLVMValueRef l1 = LLVMBuildAdd(em->b, l, LLVMConstInt(em->t_i32, 1, 0), "");
+    LLVMAddIncoming(l, &l1, &next, 1);
+    LLVMBuildCondBr(
+        em->b, LLVMBuildICmp(em->b, LLVMIntULT, l1, LLVMConstInt(em->t_i32, em->simd_w, 0), ""),
+        loop, exit);
+    LLVMPositionBuilderAtEnd(em->b, exit);
+    if (rt)
+        llvm_set_val(em, op->results[0], acc_next);
+}
+
+/* ---- arrays ------------------------------------------------------------------------- */
+
+static int param_index(const llvm_emitter *em, const ir_value *a) {
+    kern_assert(!a->def && a->region == em->kernel->body);
+    return (int)a->index;
+}
+
+/* The element address of lane 0 (contiguous: the last index linear, the others
+ * uniform), or NULL; else *lin_v: every lane's element number. */
+static LLVMValueRef access_addr(llvm_emitter *em, const ir_op *op, LLVMValueRef *ptrs) {
+    int p = param_index(em, op->operands[0]);
+    const kern_type *at = op->operands[0]->type;
+    LLVMTypeRef mt = llvm_mem_type(em, at->elem);
+    bool contiguous = is_lin(em, op->operands[at->rank]);
+    for (int d = 0; d + 1 < at->rank; d++)
+        if (is_v(em, op->operands[1 + d]))
+            contiguous = false;
+    LLVMValueRef lin = NULL;
+    for (int d = 0; d < at->rank; d++) {
+        const ir_value *iv = op->operands[1 + d];
+        LLVMValueRef i, n = em->arr_shape[p][d];
+        if (contiguous) {
+            i = llvm_val(em, iv);
+            if (is_vec(i))
+                i = LLVMBuildExtractElement(em->b, i, LLVMConstInt(em->t_i32, 0, 0), "");
+            i = llvm_to_i64(em, i, iv->type);
+        } else {
+            i = llvm_to_i64(em, vec(em, iv), iv->type);
+            n = splat(em, n);
+        }
+        lin = d == 0 ? i : LLVMBuildAdd(em->b, LLVMBuildMul(em->b, lin, n, ""), i, "");
+    }
+    /* no inbounds: lanes that are off may address anything */
+    LLVMValueRef ptr = LLVMBuildGEP2(em->b, mt, em->arr_data[p], &lin, 1, "");
+    if (contiguous) {
+        *ptrs = NULL;
+        return ptr;
+    }
+    *ptrs = ptr;
+    return NULL;
+}
+
+/* Without AVX-512, LLVM expands masked gathers and scatters into a branch and a block
+ * per lane (W of them, 16 or 32: much code to compile, and branches to predict). kern
+ * emits them as straight-line code instead: lane l loads or stores at ptrs[l] when it is
+ * on, else at em->sink, a word of the task's frame that nothing reads: lanes that are
+ * off load garbage from it (the result masks it out) and store garbage into it. */
+static bool own_gathers(void) { return llvm_simd_host_bits() < 512; }
+
+/* The address of lane l: ptrs[l] when the lane is on, else the sink. */
+static LLVMValueRef lane_addr(llvm_emitter *em, LLVMValueRef ptrs, LLVMValueRef mask,
+                              LLVMValueRef l) {
+    LLVMValueRef p = LLVMBuildExtractElement(em->b, ptrs, l, "");
+    LLVMValueRef on = LLVMIsConstant(mask)
+                          ? LLVMGetAggregateElement(mask, (unsigned)LLVMConstIntGetZExtValue(l))
+                          : NULL;
+    if (on && LLVMIsAConstantInt(on) && LLVMConstIntGetZExtValue(on))
+        return p; /* a lane that is always on */
+    if (!em->sink) {
+        LLVMBuilderRef eb = llvm_entry_builder(em);
+        em->sink = LLVMBuildAlloca(eb, em->t_i64, "sink");
+        LLVMSetAlignment(em->sink, 8);
+        /* the slot's address escapes (a volatile store of it into itself): otherwise SROA
+         * turns the stores at select(on, p, sink) back into a branch per lane */
+        LLVMValueRef st = LLVMBuildStore(eb, em->sink, em->sink);
+        LLVMSetVolatile(st, 1);
+        LLVMDisposeBuilder(eb);
+    }
+    return LLVMBuildSelect(em->b, LLVMBuildExtractElement(em->b, mask, l, ""), p, em->sink, "");
+}
+
+/* Lane l of the result: *ptrs[l] for every lane of mask, else 0. */
+static LLVMValueRef gather(llvm_emitter *em, LLVMTypeRef vt, LLVMValueRef ptrs, LLVMValueRef mask,
+                           unsigned align) {
+    if (!own_gathers()) {
+        LLVMTypeRef types[2] = {vt, vty(em, em->t_ptr)};
+        LLVMValueRef args[4] = {ptrs, LLVMConstInt(em->t_i32, align, 0), mask, LLVMConstNull(vt)};
+        return call_intr(em, "llvm.masked.gather", types, 2, args, 4);
+    }
+    LLVMTypeRef et = LLVMGetElementType(vt);
+    LLVMValueRef r = LLVMConstNull(vt);
+    for (unsigned i = 0; i < em->simd_w; i++) {
+        LLVMValueRef l = LLVMConstInt(em->t_i32, i, 0);
+        LLVMValueRef x = LLVMBuildLoad2(em->b, et, lane_addr(em, ptrs, mask, l), "");
+        LLVMSetAlignment(x, align);
+        r = LLVMBuildInsertElement(em->b, r, x, l, "");
+    }
+    /* lanes that are off read the sink: zero them as the masked gather does */
+    return LLVMBuildSelect(em->b, mask, r, LLVMConstNull(vt), "");
+}
+
+/* Stores lane l of v at ptrs[l] for every lane of mask, in lane order. */
+static void scatter(llvm_emitter *em, LLVMValueRef v, LLVMValueRef ptrs, LLVMValueRef mask,
+                    unsigned align) {
+    if (!own_gathers()) {
+        LLVMTypeRef types[2] = {LLVMTypeOf(v), vty(em, em->t_ptr)};
+        LLVMValueRef args[4] = {v, ptrs, LLVMConstInt(em->t_i32, align, 0), mask};
+        call_intr(em, "llvm.masked.scatter", types, 2, args, 4);
+        return;
+    }
+    for (unsigned i = 0; i < em->simd_w; i++) {
+        LLVMValueRef l = LLVMConstInt(em->t_i32, i, 0);
+        LLVMValueRef x = LLVMBuildStore(em->b, LLVMBuildExtractElement(em->b, v, l, ""),
+                                        lane_addr(em, ptrs, mask, l));
+        LLVMSetAlignment(x, align);
+    }
+}
+
+static void vload(llvm_emitter *em, const ir_op *op) {
+    const kern_type *et = op->operands[0]->type->elem;
+    LLVMTypeRef mt = llvm_mem_type(em, et), vt = vty(em, mt);
+    LLVMValueRef align = LLVMConstInt(em->t_i32, ty_size(et), 0), ptrs;
+    LLVMValueRef ptr = access_addr(em, op, &ptrs), r;
+    if (ptr) {
+        LLVMTypeRef types[2] = {vt, em->t_ptr};
+        LLVMValueRef args[4] = {ptr, align, em->mask, LLVMConstNull(vt)};
+        r = call_intr(em, "llvm.masked.load", types, 2, args, 4);
+    } else {
+        r = gather(em, vt, ptrs, em->mask, (unsigned)ty_size(et));
+    }
+    if (et->kind == TY_BOOL)
+        r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(vt), "");
+    llvm_set_val(em, op->results[0], r);
+}
+
+static void vstore(llvm_emitter *em, const ir_op *op) {
+    const kern_type *et = op->operands[0]->type->elem;
+    LLVMTypeRef mt = llvm_mem_type(em, et), vt = vty(em, mt);
+    LLVMValueRef align = LLVMConstInt(em->t_i32, ty_size(et), 0), ptrs;
+    LLVMValueRef v = vec(em, op->operands[op->noperands - 1]);
+    if (et->kind == TY_BOOL)
+        v = LLVMBuildZExt(em->b, v, vt, "");
+    LLVMValueRef ptr = access_addr(em, op, &ptrs);
+    if (ptr && LLVMIsConstant(em->mask)) {
+        LLVMTypeRef types[2] = {vt, em->t_ptr};
+        LLVMValueRef args[4] = {v, ptr, align, em->mask};
+        call_intr(em, "llvm.masked.store", types, 2, args, 4);
+    } else if (ptr) {
+        /* a plain store when every lane is on (masked stores are slow on some CPUs) */
+        LLVMValueRef m = em->mask;
+        LLVMTypeRef mt8 = LLVMIntTypeInContext(em->ctx, em->simd_w);
+        LLVMValueRef all = LLVMBuildICmp(em->b, LLVMIntEQ, LLVMBuildBitCast(em->b, m, mt8, ""),
+                                         LLVMConstAllOnes(mt8), "");
+        LLVMBasicBlockRef full = llvm_new_block(em, "st.full"),
+                          part = llvm_new_block(em, "st.part"),
+                          done = llvm_new_block(em, "st.done");
+        LLVMBuildCondBr(em->b, all, full, part);
+        LLVMPositionBuilderAtEnd(em->b, full);
+        LLVMSetAlignment(LLVMBuildStore(em->b, v, ptr), (unsigned)ty_size(et));
+        LLVMBuildBr(em->b, done);
+        LLVMPositionBuilderAtEnd(em->b, part);
+        LLVMTypeRef types[2] = {vt, em->t_ptr};
+        LLVMValueRef args[4] = {v, ptr, align, m};
+        call_intr(em, "llvm.masked.store", types, 2, args, 4);
+        LLVMBuildBr(em->b, done);
+        LLVMPositionBuilderAtEnd(em->b, done);
+    } else {
+        scatter(em, v, ptrs, em->mask, (unsigned)ty_size(et));
+    }
+}
+
+/* An atomic add/sub whose old value is unused, at a uniform element: the masked lanes'
+ * sum, added by the scalar code (one atomic, or the chunk's accumulator). */
+static bool vatomic_sum(llvm_emitter *em, const ir_op *op) {
+    const kern_type *et = op->operands[0]->type->elem;
+    if ((op->code != IR_ATOMIC_ADD && op->code != IR_ATOMIC_SUB) || et->kind == TY_BOOL ||
+        any_index_varying(em, op) || llvm_value_used(em, op->results[0]))
+        return false;
+    const ir_value *val = op->operands[op->noperands - 1];
+    LLVMValueRef saved = llvm_val(em, val), v = vec(em, val);
+    LLVMTypeRef vt = LLVMTypeOf(v);
+    v = LLVMBuildSelect(em->b, em->mask, v, LLVMConstNull(vt), "");
+    LLVMValueRef sum;
+    if (ty_is_float(et)) {
+        LLVMValueRef args[2] = {llvm_const_real(LLVMGetElementType(vt), -0.0), v};
+        sum = call_intr(em, "llvm.vector.reduce.fadd", &vt, 1, args, 2);
+        LLVMSetFastMathFlags(sum, LLVMFastMathAllowReassoc);
+    } else {
+        sum = call_intr(em, "llvm.vector.reduce.add", &vt, 1, &v, 1);
+    }
+    llvm_set_val(em, val, sum);
+    llvm_emit_simple_op(em, op);
+    llvm_set_val(em, val, saved);
+    llvm_set_val(em, op->results[0], LLVMGetPoison(vt));
+    return true;
+}
+
+/* ---- adstacks ----------------------------------------------------------------------- */
+
+static void vad_reset(llvm_emitter *em) {
+    for (uint32_t s = 0; s < em->kernel->nadstacks; s++)
+        LLVMBuildStore(em->b,
+                       em->div.ad_varying[s] ? LLVMConstNull(vty(em, em->t_i64))
+                                             : LLVMConstInt(em->t_i64, 0, 0),
+                       em->ad_depth[s]);
+}
+
+/* Element numbers d * W + lane of every lane (d: <W x i64>). */
+static LLVMValueRef ad_slots(llvm_emitter *em, LLVMValueRef d) {
+    LLVMValueRef w = splat(em, LLVMConstInt(em->t_i64, em->simd_w, 0));
+    return LLVMBuildAdd(em->b, LLVMBuildMul(em->b, d, w, ""), lane_ids(em, em->t_i64), "");
+}
+
+static void vpush(llvm_emitter *em, const ir_op *op) {
+    uint32_t s = (uint32_t)op->imm.i;
+    const ir_adstack *st = &em->kernel->adstacks[s];
+    LLVMTypeRef mt = llvm_mem_type(em, st->type), vt = vty(em, mt);
+    unsigned align = (unsigned)ty_size(st->type);
+    LLVMValueRef v = vec(em, op->operands[0]);
+    if (st->type->kind == TY_BOOL)
+        v = LLVMBuildZExt(em->b, v, vt, "");
+    kern_loc loc = op->loc.line ? op->loc : st->loc;
+    LLVMValueRef ofn = llvm_adstack_overflow_fn(em);
+    LLVMValueRef cap = em->ad_cap[s];
+    LLVMBasicBlockRef bb_ovf = llvm_new_block(em, "ad.overflow"),
+                      bb_cont = llvm_new_block(em, "ad.pushed");
+    if (!em->div.ad_varying[s]) {
+        LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
+        LLVMValueRef d1 = LLVMBuildAdd(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
+        LLVMBasicBlockRef bb_store = llvm_new_block(em, "ad.push");
+        llvm_likely_first(em, LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntULT, d, cap, ""),
+                                              bb_store, bb_ovf));
+        LLVMPositionBuilderAtEnd(em->b, bb_store);
+        LLVMValueRef e = LLVMBuildMul(em->b, d, LLVMConstInt(em->t_i64, em->simd_w, 0), "");
+        LLVMValueRef p = LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &e, 1, "");
+        LLVMSetAlignment(LLVMBuildStore(em->b, v, p), align);
+        LLVMBuildBr(em->b, bb_cont);
+        LLVMPositionBuilderAtEnd(em->b, bb_ovf);
+        LLVMValueRef args[5] = {em->err, LLVMConstInt(em->t_i32, loc.line, 0),
+                                LLVMConstInt(em->t_i32, loc.col, 0), cap, d1};
+        LLVMBuildCall2(em->b, LLVMGlobalGetValueType(ofn), ofn, args, 5, "");
+        LLVMBuildBr(em->b, bb_cont);
+        LLVMPositionBuilderAtEnd(em->b, bb_cont);
+        LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+        return;
+    }
+    LLVMTypeRef dt = vty(em, em->t_i64);
+    LLVMValueRef d = LLVMBuildLoad2(em->b, dt, em->ad_depth[s], "ad.d");
+    LLVMValueRef ok = LLVMBuildICmp(em->b, LLVMIntULT, d, splat(em, cap), "");
+    LLVMValueRef good = LLVMBuildAnd(em->b, em->mask, ok, "");
+    LLVMValueRef bad = LLVMBuildAnd(em->b, em->mask, LLVMBuildNot(em->b, ok, ""), "");
+    LLVMValueRef d1 = LLVMBuildAdd(em->b, d, LLVMBuildZExt(em->b, em->mask, dt, ""), "");
+    LLVMBasicBlockRef bb_store = llvm_new_block(em, "ad.push");
+    llvm_likely_first(
+        em, LLVMBuildCondBr(em->b, LLVMBuildNot(em->b, any_on(em, bad), ""), bb_store, bb_ovf));
+    LLVMPositionBuilderAtEnd(em->b, bb_ovf);
+    LLVMValueRef deep = LLVMBuildSelect(em->b, bad, d1, LLVMConstNull(dt), "");
+    LLVMValueRef args[5] = {em->err, LLVMConstInt(em->t_i32, loc.line, 0),
+                            LLVMConstInt(em->t_i32, loc.col, 0), cap,
+                            call_intr(em, "llvm.vector.reduce.umax", &dt, 1, &deep, 1)};
+    LLVMBuildCall2(em->b, LLVMGlobalGetValueType(ofn), ofn, args, 5, "");
+    LLVMBuildBr(em->b, bb_store);
+    LLVMPositionBuilderAtEnd(em->b, bb_store);
+    LLVMValueRef e = ad_slots(em, d);
+    LLVMValueRef ptrs = LLVMBuildGEP2(em->b, mt, em->ad_base[s], &e, 1, "");
+    scatter(em, v, ptrs, good, align);
+    LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+    LLVMBuildBr(em->b, bb_cont);
+    LLVMPositionBuilderAtEnd(em->b, bb_cont);
+}
+
+static void vpop(llvm_emitter *em, const ir_op *op) {
+    uint32_t s = (uint32_t)op->imm.i;
+    const ir_adstack *st = &em->kernel->adstacks[s];
+    LLVMTypeRef mt = llvm_mem_type(em, st->type), vt = vty(em, mt);
+    unsigned align = (unsigned)ty_size(st->type);
+    LLVMValueRef cap = em->ad_cap[s], r;
+    if (!em->div.ad_varying[s]) {
+        LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
+        LLVMValueRef d1 = LLVMBuildSub(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
+        LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+        LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), bb_load = llvm_new_block(em, "ad.pop"),
+                          bb_cont = llvm_new_block(em, "ad.popped");
+        llvm_likely_first(em, LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntULT, d1, cap, ""),
+                                              bb_load, bb_cont));
+        LLVMPositionBuilderAtEnd(em->b, bb_load);
+        LLVMValueRef e = LLVMBuildMul(em->b, d1, LLVMConstInt(em->t_i64, em->simd_w, 0), "");
+        LLVMValueRef v = LLVMBuildLoad2(
+            em->b, vt, LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &e, 1, ""), "");
+        LLVMSetAlignment(v, align);
+        LLVMBuildBr(em->b, bb_cont);
+        LLVMPositionBuilderAtEnd(em->b, bb_cont);
+        r = LLVMBuildPhi(em->b, vt, "");
+        LLVMValueRef in[2] = {v, LLVMConstNull(vt)};
+        LLVMBasicBlockRef from[2] = {bb_load, pre};
+        LLVMAddIncoming(r, in, from, 2);
+    } else {
+        LLVMTypeRef dt = vty(em, em->t_i64);
+        LLVMValueRef d = LLVMBuildLoad2(em->b, dt, em->ad_depth[s], "ad.d");
+        LLVMValueRef d1 = LLVMBuildSub(em->b, d, LLVMBuildZExt(em->b, em->mask, dt, ""), "");
+        LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+        LLVMValueRef good = LLVMBuildAnd(
+            em->b, em->mask, LLVMBuildICmp(em->b, LLVMIntULT, d1, splat(em, cap), ""), "");
+        LLVMValueRef e = ad_slots(em, d1);
+        LLVMValueRef ptrs = LLVMBuildGEP2(em->b, mt, em->ad_base[s], &e, 1, "");
+        r = gather(em, vt, ptrs, good, align);
+    }
+    if (st->type->kind == TY_BOOL)
+        r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(vt), "");
+    llvm_set_val(em, op->results[0], r);
+}
+
+/* ---- control flow ------------------------------------------------------------------- */
+
+static LLVMValueRef *tmp(uint32_t n) {
+    LLVMValueRef *a = calloc(n ? n : 1, sizeof *a);
+    if (!a)
+        kern_oom(n * sizeof *a);
+    return a;
+}
+
+static void vif_uniform(llvm_emitter *em, const ir_op *op) {
+    uint32_t n = op->nresults;
+    LLVMBasicBlockRef bb_then = llvm_new_block(em, "then"), bb_else = llvm_new_block(em, "else"),
+                      bb_merge = llvm_new_block(em, "endif");
+    LLVMBuildCondBr(em->b, llvm_val(em, op->operands[0]), bb_then, bb_else);
+    LLVMValueRef *v[2] = {tmp(n), tmp(n)};
+    LLVMBasicBlockRef ends[2];
+    LLVMBasicBlockRef starts[2] = {bb_then, bb_else};
+    for (int b = 0; b < 2; b++) {
+        LLVMPositionBuilderAtEnd(em->b, starts[b]);
+        const ir_op *t = vregion(em, op->regions[b]);
+        for (uint32_t k = 0; k < n; k++)
+            v[b][k] = as_marked(em, t->operands[k], is_v(em, op->results[k]));
+        ends[b] = LLVMGetInsertBlock(em->b);
+        LLVMBuildBr(em->b, bb_merge);
+    }
+    LLVMPositionBuilderAtEnd(em->b, bb_merge);
+    for (uint32_t k = 0; k < n; k++) {
+        LLVMValueRef phi = LLVMBuildPhi(em->b, LLVMTypeOf(v[0][k]), "");
+        LLVMValueRef in[2] = {v[0][k], v[1][k]};
+        LLVMAddIncoming(phi, in, ends, 2);
+        llvm_set_val(em, op->results[k], phi);
+    }
+    free(v[0]);
+    free(v[1]);
+}
+
+/* Regions of at most this many ops (nested ones included) that are flat run without a
+ * branch around them. */
+enum { FLAT_OPS = 24 };
+
+/* Whether r may run with no lane on: no loops, stores, atomics, adstack operations or
+ * vector math (work or side effects that a branch should skip), and no loads at uniform
+ * indices (the scalar program makes them only where a lane runs: a guard such as
+ * `if i > 0 { a[k - 1] }` keeps an out-of-bounds one from happening). Loads at varying
+ * indices are masked. */
+static bool flat_region(const llvm_emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        switch (op->code) {
+        case IR_FOR:
+        case IR_WHILE:
+        case IR_STORE:
+        case IR_ADPUSH:
+        case IR_ADPOP: return false;
+        case IR_LOAD:
+            if (!any_index_varying(em, op))
+                return false;
+            break;
+        default:
+            if (ir_is_atomic(op->code) || llvm_simd_is_math_op(op->code))
+                return false;
+            break;
+        }
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (!flat_region(em, op->regions[i]))
+                return false;
+    }
+    return true;
+}
+
+/* An `if` on a varying condition: each region under its lanes, skipped by a branch when
+ * no lane takes it, unless both regions are small and flat (straight-line code then,
+ * fewer blocks to compile and no branch to mispredict). */
+static void vif_masked(llvm_emitter *em, const ir_op *op) {
+    uint32_t n = op->nresults;
+    LLVMValueRef m0 = em->mask, c = vec(em, op->operands[0]);
+    LLVMValueRef masks[2] = {LLVMBuildAnd(em->b, m0, c, ""),
+                             LLVMBuildAnd(em->b, m0, LLVMBuildNot(em->b, c, ""), "")};
+    LLVMValueRef *res[2] = {tmp(n), tmp(n)};
+    bool flat = llvm_count_ops(op->regions[0]) + llvm_count_ops(op->regions[1]) <= FLAT_OPS &&
+                flat_region(em, op->regions[0]) && flat_region(em, op->regions[1]);
+    for (int b = 0; b < 2 && flat; b++) {
+        em->mask = masks[b];
+        const ir_op *t = vregion(em, op->regions[b]);
+        for (uint32_t k = 0; k < n; k++)
+            res[b][k] = vec(em, t->operands[k]);
+        em->mask = m0;
+    }
+    for (int b = 0; b < 2 && !flat; b++) {
+        LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b),
+                          run = llvm_new_block(em, b ? "else" : "then"),
+                          join = llvm_new_block(em, b ? "endelse" : "endthen");
+        LLVMBuildCondBr(em->b, any_on(em, masks[b]), run, join);
+        LLVMPositionBuilderAtEnd(em->b, run);
+        em->mask = masks[b];
+        const ir_op *t = vregion(em, op->regions[b]);
+        LLVMValueRef *vals = tmp(n);
+        for (uint32_t k = 0; k < n; k++)
+            vals[k] = vec(em, t->operands[k]);
+        LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+        LLVMBuildBr(em->b, join);
+        LLVMPositionBuilderAtEnd(em->b, join);
+        for (uint32_t k = 0; k < n; k++) {
+            res[b][k] = LLVMBuildPhi(em->b, LLVMTypeOf(vals[k]), "");
+            LLVMValueRef in[2] = {vals[k], LLVMConstNull(LLVMTypeOf(vals[k]))};
+            LLVMBasicBlockRef from[2] = {end, pre};
+            LLVMAddIncoming(res[b][k], in, from, 2);
+        }
+        free(vals);
+        em->mask = m0;
+    }
+    for (uint32_t k = 0; k < n; k++)
+        llvm_set_val(em, op->results[k], LLVMBuildSelect(em->b, c, res[0][k], res[1][k], ""));
+    free(res[0]);
+    free(res[1]);
+}
+
+static LLVMValueRef index_next(llvm_emitter *em, const kern_type *it, LLVMValueRef i) {
+    if (!is_vec(i))
+        return llvm_index_next(em, it, i);
+    return LLVMBuildAdd(em->b, i, llvm_const_int(LLVMTypeOf(i), 1), "");
+}
+
+static void vfor(llvm_emitter *em, const ir_op *op) {
+    bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0, masked = masked_loop(em, op);
+    uint32_t n = op->nresults;
+    const ir_region *body = op->regions[0];
+    const kern_type *it = op->operands[0]->type;
+    bool vi = is_v(em, body->args[0]);
+    LLVMValueRef lo = as_marked(em, op->operands[0], vi), hi = as_marked(em, op->operands[1], vi);
+    LLVMValueRef m0 = em->mask;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
+    LLVMBasicBlockRef bb_head = llvm_new_block(em, "for.head"),
+                      bb_body = llvm_new_block(em, "for.body"),
+                      bb_exit = llvm_new_block(em, "for.exit");
+    LLVMBuildBr(em->b, bb_head);
+
+    LLVMPositionBuilderAtEnd(em->b, bb_head);
+    LLVMValueRef iphi = LLVMBuildPhi(em->b, LLVMTypeOf(lo), "i");
+    LLVMAddIncoming(iphi, &lo, &pre, 1);
+    LLVMValueRef *carried = tmp(n), *next = tmp(n);
+    for (uint32_t k = 0; k < n; k++) {
+        LLVMValueRef init = as_marked(em, op->operands[2 + k], is_v(em, op->results[k]));
+        carried[k] = LLVMBuildPhi(em->b, LLVMTypeOf(init), "");
+        LLVMAddIncoming(carried[k], &init, &pre, 1);
+    }
+    LLVMValueRef act = NULL, a = NULL;
+    if (masked) {
+        act = LLVMBuildPhi(em->b, LLVMTypeOf(m0), "active");
+        LLVMAddIncoming(act, &m0, &pre, 1);
+    }
+    LLVMValueRef inb = llvm_index_less(em, it, iphi, hi);
+    if (masked) {
+        a = LLVMBuildAnd(em->b, act, is_vec(inb) ? inb : splat(em, inb), "");
+        LLVMBuildCondBr(em->b, any_on(em, a), bb_body, bb_exit);
+    } else {
+        LLVMBuildCondBr(em->b, inb, bb_body, bb_exit);
+    }
+
+    LLVMPositionBuilderAtEnd(em->b, bb_body);
+    if (masked)
+        em->mask = a;
+    llvm_set_val(em, body->args[0], iphi);
+    for (uint32_t k = 0; k < n; k++)
+        llvm_set_val(em, body->args[1 + k], carried[k]);
+    const ir_op *y = vregion(em, body);
+    for (uint32_t k = 0; k < n; k++) {
+        next[k] = as_marked(em, y->operands[(early ? 1 : 0) + k], is_v(em, op->results[k]));
+        if (masked)
+            next[k] = LLVMBuildSelect(em->b, a, next[k], carried[k], "");
+    }
+    LLVMValueRef inext = index_next(em, it, iphi);
+    LLVMValueRef act_next = NULL;
+    if (masked)
+        act_next = early ? LLVMBuildAnd(em->b, a, vec(em, y->operands[0]), "") : a;
+    LLVMBasicBlockRef body_end = LLVMGetInsertBlock(em->b);
+    if (early && !masked)
+        LLVMBuildCondBr(em->b, llvm_val(em, y->operands[0]), bb_head, bb_exit);
+    else
+        LLVMBuildBr(em->b, bb_head);
+    LLVMAddIncoming(iphi, &inext, &body_end, 1);
+    if (masked)
+        LLVMAddIncoming(act, &act_next, &body_end, 1);
+    for (uint32_t k = 0; k < n; k++)
+        LLVMAddIncoming(carried[k], &next[k], &body_end, 1);
+    em->mask = m0;
+
+    LLVMPositionBuilderAtEnd(em->b, bb_exit);
+    for (uint32_t k = 0; k < n; k++) {
+        if (!early || masked) {
+            llvm_set_val(em, op->results[k], carried[k]); /* the header dominates the exit */
+            continue;
+        }
+        LLVMValueRef phi = LLVMBuildPhi(em->b, LLVMTypeOf(carried[k]), "");
+        LLVMValueRef in[2] = {carried[k], next[k]};
+        LLVMBasicBlockRef from[2] = {bb_head, body_end};
+        LLVMAddIncoming(phi, in, from, 2);
+        llvm_set_val(em, op->results[k], phi);
+    }
+    free(carried);
+    free(next);
+}
+
+static void vwhile(llvm_emitter *em, const ir_op *op) {
+    const ir_region *before = op->regions[0], *after = op->regions[1];
+    uint32_t ninit = op->noperands, nres = op->nresults;
+    bool masked = masked_loop(em, op);
+    LLVMValueRef m0 = em->mask;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
+    LLVMBasicBlockRef bb_before = llvm_new_block(em, "while.before"),
+                      bb_after = llvm_new_block(em, "while.after"),
+                      bb_exit = llvm_new_block(em, "while.exit");
+    LLVMBuildBr(em->b, bb_before);
+
+    LLVMPositionBuilderAtEnd(em->b, bb_before);
+    LLVMValueRef *carried = tmp(ninit), *res = tmp(nres), *res_next = tmp(nres);
+    for (uint32_t k = 0; k < ninit; k++) {
+        LLVMValueRef init = as_marked(em, op->operands[k], is_v(em, before->args[k]));
+        carried[k] = LLVMBuildPhi(em->b, LLVMTypeOf(init), "");
+        LLVMAddIncoming(carried[k], &init, &pre, 1);
+        llvm_set_val(em, before->args[k], carried[k]);
+    }
+    LLVMValueRef act = NULL;
+    if (masked) {
+        act = LLVMBuildPhi(em->b, LLVMTypeOf(m0), "active");
+        LLVMAddIncoming(act, &m0, &pre, 1);
+        em->mask = act;
+        for (uint32_t k = 0; k < nres; k++) {
+            em->vec_ops = true;
+            LLVMTypeRef t = llvm_reg_type(em, op->results[k]->type);
+            em->vec_ops = false;
+            res[k] = LLVMBuildPhi(em->b, t, "");
+            LLVMValueRef z = LLVMConstNull(t);
+            LLVMAddIncoming(res[k], &z, &pre, 1);
+        }
+    }
+    const ir_op *cond = vregion(em, before);
+    LLVMValueRef go;
+    if (masked) {
+        LLVMValueRef c = vec(em, cond->operands[0]);
+        LLVMValueRef cont = LLVMBuildAnd(em->b, em->mask, c, "");
+        LLVMValueRef stop = LLVMBuildAnd(em->b, em->mask, LLVMBuildNot(em->b, c, ""), "");
+        for (uint32_t k = 0; k < nres; k++) {
+            LLVMValueRef f = vec(em, cond->operands[1 + k]);
+            res_next[k] = LLVMBuildSelect(em->b, stop, f, res[k], "");
+            llvm_set_val(em, after->args[k], f);
+            llvm_set_val(em, op->results[k], res_next[k]);
+        }
+        go = any_on(em, cont);
+        em->mask = cont;
+        LLVMBuildCondBr(em->b, go, bb_after, bb_exit);
+        LLVMPositionBuilderAtEnd(em->b, bb_after);
+        const ir_op *y = vregion(em, after);
+        LLVMValueRef *next = tmp(ninit);
+        for (uint32_t k = 0; k < ninit; k++)
+            next[k] = as_marked(em, y->operands[k], true);
+        LLVMBasicBlockRef after_end = LLVMGetInsertBlock(em->b);
+        LLVMBuildBr(em->b, bb_before);
+        for (uint32_t k = 0; k < ninit; k++)
+            LLVMAddIncoming(carried[k], &next[k], &after_end, 1);
+        LLVMAddIncoming(act, &cont, &after_end, 1);
+        for (uint32_t k = 0; k < nres; k++)
+            LLVMAddIncoming(res[k], &res_next[k], &after_end, 1);
+        free(next);
+    } else {
+        for (uint32_t k = 0; k < nres; k++) {
+            LLVMValueRef v = as_marked(em, cond->operands[1 + k], is_v(em, op->results[k]));
+            llvm_set_val(em, after->args[k], v);
+            llvm_set_val(em, op->results[k], v);
+        }
+        LLVMBuildCondBr(em->b, llvm_val(em, cond->operands[0]), bb_after, bb_exit);
+        LLVMPositionBuilderAtEnd(em->b, bb_after);
+        const ir_op *y = vregion(em, after);
+        LLVMValueRef *next = tmp(ninit);
+        for (uint32_t k = 0; k < ninit; k++)
+            next[k] = as_marked(em, y->operands[k], is_v(em, before->args[k]));
+        LLVMBasicBlockRef after_end = LLVMGetInsertBlock(em->b);
+        LLVMBuildBr(em->b, bb_before);
+        for (uint32_t k = 0; k < ninit; k++)
+            LLVMAddIncoming(carried[k], &next[k], &after_end, 1);
+        free(next);
+    }
+    em->mask = m0;
+    LLVMPositionBuilderAtEnd(em->b, bb_exit);
+    free(carried);
+    free(res);
+    free(res_next);
+}
+
+static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        switch (op->code) {
+        case IR_YIELD:
+        case IR_CONDITION: return op;
+        case IR_IF:
+            if (is_v(em, op->operands[0]))
+                vif_masked(em, op);
+            else
+                vif_uniform(em, op);
+            break;
+        case IR_FOR: vfor(em, op); break;
+        case IR_WHILE: vwhile(em, op); break;
+        case IR_ADPUSH: vpush(em, op); break;
+        case IR_ADPOP: vpop(em, op); break;
+        case IR_LOAD:
+            if (is_v(em, op->results[0]))
+                vload(em, op);
+            else
+                llvm_emit_simple_op(em, op);
+            break;
+        case IR_STORE:
+            if (any_index_varying(em, op))
+                vstore(em, op);
+            else if (is_v(em, op->operands[op->noperands - 1]))
+                scalarize(em, op); /* the last lane on stores */
+            else
+                llvm_emit_simple_op(em, op);
+            break;
+        case IR_PARALLEL:
+        case IR_SERIAL: kern_unreachable("LLVM backend: a task inside a region");
+        default:
+            if (ir_is_atomic(op->code)) {
+                if (!vatomic_sum(em, op))
+                    scalarize(em, op);
+            } else if (op->nresults && is_v(em, op->results[0])) {
+                em->vec_ops = true;
+                llvm_emit_simple_op(em, op);
+                em->vec_ops = false;
+            } else {
+                llvm_emit_simple_op(em, op);
+            }
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* ---- the task ----------------------------------------------------------------------- */
+
+/* Bodies of at most SIMD_TWICE_OPS ops (nested ones included), or SIMD_TWICE_FLAT_OPS
+ * when they hold no loop, are emitted twice (full vectors and a masked last one). */
+enum { SIMD_TWICE_OPS = 16, SIMD_TWICE_FLAT_OPS = 48 };
+
+/* Whether r holds a loop. */
+static bool has_loop(const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_FOR || op->code == IR_WHILE)
+            return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (has_loop(op->regions[i]))
+                return true;
+    }
+    return false;
+}
+
+/* The work items b, b + 1, ..., b + W - 1 (i64 numbers of dimension 0's index) under
+ * `mask`. */
+static void emit_vector_items(llvm_emitter *em, const ir_region *body, uint32_t vd,
+                              const kern_type *it, LLVMValueRef b, LLVMValueRef mask) {
+    LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "lanes");
+    em->mask = mask;
+    LLVMValueRef idx = lanes;
+    if (it->kind != TY_I64)
+        idx = LLVMBuildTrunc(em->b, lanes, vty(em, em->t_i32), "");
+    llvm_set_val(em, body->args[vd], idx);
+    vad_reset(em);
+    vregion(em, body);
+}
+
+/* The work items of the innermost dimension vd from `from` to `to` (its index type), W
+ * at a time, under the mask of the items that exist. Small bodies are emitted twice:
+ * full vectors with an all-on mask (LLVM makes their masked accesses plain ones), then at
+ * most one masked vector of the last items; larger ones once, under the mask, where a
+ * contiguous store checks at run time whether every lane is on (masked stores are slow
+ * on some CPUs). In a straight-line body of up to 48 ops the masks cost about 20% (the
+ * mass-spring K); in a loop they are small beside the loop's work, and emitting a large
+ * body twice doubles the JIT's time. */
+static void emit_vector_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, LLVMValueRef from,
+                             LLVMValueRef to) {
+    const ir_region *body = task->regions[0];
+    const kern_type *it = task->operands[2 * vd]->type;
+    unsigned w = em->simd_w;
+    uint32_t ops = llvm_count_ops(body);
+    bool twice = ops <= SIMD_TWICE_OPS || (ops <= SIMD_TWICE_FLAT_OPS && !has_loop(body));
+    LLVMValueRef f64 = llvm_to_i64(em, from, it), t64 = llvm_to_i64(em, to, it);
+    LLVMValueRef wc = LLVMConstInt(em->t_i64, w, 0);
+    /* twice: a full vector starts at <= last; once: every vector starts below to */
+    LLVMValueRef last = twice ? LLVMBuildSub(em->b, t64, wc, "") : NULL;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "simd.head"),
+                      bb = llvm_new_block(em, "simd.body"), tail = llvm_new_block(em, "simd.tail"),
+                      exit = llvm_new_block(em, "simd.exit");
+    LLVMBuildBr(em->b, head);
+    LLVMPositionBuilderAtEnd(em->b, head);
+    LLVMValueRef b = LLVMBuildPhi(em->b, em->t_i64, "item");
+    LLVMAddIncoming(b, &f64, &pre, 1);
+    LLVMBuildCondBr(em->b,
+                    twice ? LLVMBuildICmp(em->b, LLVMIntSLE, b, last, "")
+                          : LLVMBuildICmp(em->b, LLVMIntSLT, b, t64, ""),
+                    bb, twice ? tail : exit);
+
+    LLVMPositionBuilderAtEnd(em->b, bb);
+    LLVMValueRef mask;
+    if (twice) {
+        LLVMValueRef on[64];
+        for (unsigned l = 0; l < w; l++)
+            on[l] = LLVMConstInt(em->t_i1, 1, 0);
+        mask = LLVMConstVector(on, w);
+    } else {
+        LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "");
+        mask = LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask");
+    }
+    emit_vector_items(em, body, vd, it, b, mask);
+    LLVMValueRef b1 = LLVMBuildAdd(em->b, b, wc, "");
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, head);
+    LLVMAddIncoming(b, &b1, &end, 1);
+
+    LLVMPositionBuilderAtEnd(em->b, tail);
+    if (twice) {
+        LLVMBasicBlockRef rest = llvm_new_block(em, "simd.rest");
+        LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, b, t64, ""), rest, exit);
+        LLVMPositionBuilderAtEnd(em->b, rest);
+        LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "");
+        emit_vector_items(em, body, vd, it, b,
+                          LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask"));
+    }
+    LLVMBuildBr(em->b, exit);
+    LLVMPositionBuilderAtEnd(em->b, exit);
+}
+
+/* The scalar loop over dimension d of the task (the outer dimensions), from `from` to
+ * `to`; the innermost dimension is the vector loop. */
+static void emit_outer_dim(llvm_emitter *em, const ir_op *task, uint32_t d, LLVMValueRef from,
+                           LLVMValueRef to) {
+    const ir_region *body = task->regions[0];
+    uint32_t vd = body->nargs - 1;
+    if (d == vd) {
+        emit_vector_loop(em, task, vd, from, to);
+        return;
+    }
+    const kern_type *it = task->operands[2 * d]->type;
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "par.head"),
+                      bb = llvm_new_block(em, "par.body"), exit = llvm_new_block(em, "par.exit");
+    LLVMBuildBr(em->b, head);
+    LLVMPositionBuilderAtEnd(em->b, head);
+    LLVMValueRef i = LLVMBuildPhi(em->b, LLVMTypeOf(from), "idx");
+    LLVMAddIncoming(i, &from, &pre, 1);
+    LLVMBuildCondBr(em->b, llvm_index_less(em, it, i, to), bb, exit);
+    LLVMPositionBuilderAtEnd(em->b, bb);
+    llvm_set_val(em, body->args[d], i);
+    emit_outer_dim(em, task, d + 1, llvm_val(em, task->operands[2 * d + 2]),
+                   llvm_val(em, task->operands[2 * d + 3]));
+    LLVMValueRef next = llvm_index_next(em, it, i);
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, head);
+    LLVMAddIncoming(i, &next, &end, 1);
+    LLVMPositionBuilderAtEnd(em->b, exit);
+}
+
+void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMValueRef from,
+                         LLVMValueRef to) {
+    const ir_region *body = task->regions[0];
+    const ir_kernel *k = em->kernel;
+    em->simd_w = w;
+    em->sink = NULL;
+    const bool *ad_vary = em->div.ad_varying; /* llvm_simd_lanes analyzed the task */
+    llvm_find_uses(em, body);
+
+    /* per-lane depth counters: vector allocas at the top of the entry block */
+    if (k->nadstacks) {
+        LLVMBuilderRef eb = llvm_entry_builder(em);
+        for (uint32_t s = 0; s < k->nadstacks; s++)
+            if (ad_vary[s])
+                em->ad_depth[s] = LLVMBuildAlloca(eb, vty(em, em->t_i64), "ad.depths");
+        LLVMDisposeBuilder(eb);
+    }
+
+    emit_outer_dim(em, task, 0, from, to);
+
+    em->simd_w = 0;
+    em->sink = NULL;
+    em->mask = NULL;
+}
