@@ -27,7 +27,7 @@
 #include <llvm-c/DebugInfo.h>
 #include <llvm-c/Target.h>
 
-#include "llvm_internal.h"
+#include "llvm_cpu.h"
 
 /* ---- host target machine ------------------------------------------------------------ */
 
@@ -149,7 +149,7 @@ static void emit_parallel_dim(llvm_emitter *em, const ir_op *task, uint32_t d, L
     LLVMValueRef next = llvm_index_next(em, it, i);
     LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
     LLVMValueRef br = LLVMBuildBr(em->b, head);
-    if (em->plain_loop && d + 1 == body->nargs)
+    if (llvm_cpu(em)->plain_loop && d + 1 == body->nargs)
         no_vectorize(em, br);
     LLVMAddIncoming(i, &next, &end, 1);
     LLVMPositionBuilderAtEnd(em->b, exit);
@@ -285,10 +285,36 @@ static unsigned task_lanes(llvm_emitter *em, const ir_op *task) {
     return llvm_simd_lanes(em, task, &why);
 }
 
+/* Float math in SIMD code: the vector math library (llvm_simd.c), except what LLVM lowers
+ * to instructions or inline vector code itself; scalar code keeps the generic mapping. */
+static LLVMValueRef cpu_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) {
+    if (!em->vec_ops)
+        return NULL;
+    switch (op->code) {
+    case IR_SQRT:
+    case IR_FLOOR:
+    case IR_CEIL:
+    case IR_ROUND:
+    case IR_RSQRT:
+    case IR_FMA: return NULL;
+    default: return llvm_simd_math(em, op, x);
+    }
+}
+
+/* Neighbour adds inside the chunk (llvm_reduce.c). */
+static bool cpu_atomic_add(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef v,
+                           unsigned align) {
+    return llvm_cpu(em)->nnb && llvm_neighbour_emit(em, op, ptr, v, align);
+}
+
+static const llvm_target_hooks cpu_hooks = {.math = cpu_math, .atomic_add = cpu_atomic_add};
+
 LLVMModuleRef llvm_cpu_emit_part(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
                                  const unsigned *part_of, unsigned part) {
     llvm_emitter em;
-    llvm_emitter_init(&em, ctx, m, o, NULL);
+    llvm_cpu_state cpu = {0};
+    llvm_emitter_init(&em, ctx, m, o, &cpu_hooks);
+    em.target = &cpu;
     unsigned n = 0; /* tasks of the module so far */
     ir_foreach_kernel(k, m) {
         llvm_kernel_begin(&em, k);
@@ -312,7 +338,10 @@ LLVMModuleRef llvm_cpu_emit_part(LLVMContextRef ctx, const ir_module *m, const k
             emit_lanes(&em, lanes);
         llvm_kernel_end(&em);
     }
-    return llvm_emitter_fini(&em);
+    LLVMModuleRef mod = llvm_emitter_fini(&em);
+    ir_divergence_free(&cpu.div);
+    llvm_neighbour_free(&cpu);
+    return mod;
 }
 
 LLVMModuleRef llvm_cpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o) {

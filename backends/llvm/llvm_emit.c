@@ -441,8 +441,6 @@ LLVMModuleRef llvm_emitter_fini(llvm_emitter *em) {
     free(em->map.vals);
     free(em->used.keys);
     free(em->used.vals);
-    ir_divergence_free(&em->div);
     llvm_reduce_free(em);
-    llvm_neighbour_free(em);
     return em->mod;
 }

@@ -387,17 +387,7 @@ static LLVMValueRef emit_float_math(llvm_emitter *em, const ir_op *op, LLVMValue
         if (r)
             return r;
     }
-    if (em->vec_ops) {
-        switch (op->code) { /* instructions or vector intrinsics LLVM lowers inline */
-        case IR_SQRT:
-        case IR_FLOOR:
-        case IR_CEIL:
-        case IR_ROUND:
-        case IR_RSQRT:
-        case IR_FMA: break;
-        default: return llvm_simd_math(em, op, x);
-        }
-    }
+
     switch (op->code) {
     case IR_SIN: return unary_intrinsic(em, "llvm.sin", x[0]);
     case IR_COS: return unary_intrinsic(em, "llvm.cos", x[0]);
@@ -535,8 +525,8 @@ static LLVMValueRef emit_access(llvm_emitter *em, const ir_op *op) {
     case IR_ATOMIC_XCHG: rmw = LLVMAtomicRMWBinOpXchg; break;
     default: kern_unreachable("LLVM backend: not an array access");
     }
-    if (fl && (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) && em->nnb &&
-        llvm_neighbour_emit(em, op, ptr, v, align))
+    if (fl && (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) && em->hooks->atomic_add &&
+        em->hooks->atomic_add(em, op, ptr, v, align))
         return guard_end(em, &g, LLVMGetPoison(mt));
     if (fl && (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) && em->hooks->atomic_fadd &&
         !llvm_value_used(em, op->results[0])) {

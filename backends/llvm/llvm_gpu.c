@@ -117,9 +117,7 @@ static bool is_fadd_unused(llvm_emitter *em, const ir_op *op) {
  * *any: there is one. */
 static bool only_fadds(llvm_emitter *em, const ir_region *r, const ir_value *a, bool *any) {
     ir_foreach_op(op, r) {
-        bool access = op->code == IR_LOAD || op->code == IR_STORE || op->code == IR_ATOMIC_ADD ||
-                      op->code == IR_ATOMIC_SUB || op->code == IR_ATOMIC_MIN ||
-                      op->code == IR_ATOMIC_MAX || op->code == IR_ATOMIC_XCHG || op->code == IR_DIM;
+        bool access = ir_is_access(op->code) || op->code == IR_DIM;
         if (access && op->operands[0] == a) {
             if (op->code == IR_DIM)
                 continue;
@@ -134,20 +132,33 @@ static bool only_fadds(llvm_emitter *em, const ir_region *r, const ir_value *a, 
     return true;
 }
 
+/* The GPU target's own state in the emitter (em->target): arrays whose float atomic adds
+ * accumulate in a block copy. */
+typedef struct gpu_blocks {
+    int nblk;
+    int blk_param[BLK_MAX];          /* the array parameter */
+    LLVMValueRef blk_mem[BLK_MAX];   /* its block copy (shared memory) */
+    LLVMValueRef blk_on[BLK_MAX];    /* i1: the array fits its copy (uniform over the grid) */
+    LLVMValueRef blk_count[BLK_MAX]; /* its elements (i64) */
+} gpu_blocks;
+
+static gpu_blocks *blocks_of(const llvm_emitter *em) { return (gpu_blocks *)em->target; }
+
 /* for (j = tib; j < n; j += bs) body(j): the loop of the block's threads over a copy */
 typedef void (*blk_body)(llvm_emitter *em, int b, LLVMValueRef j);
 
 static void block_loop(llvm_emitter *em, const llvm_gpu_target *gt, int b, blk_body body) {
     LLVMBasicBlockRef on = llvm_new_block(em, "blk.on"), head = llvm_new_block(em, "blk.head"),
                       bb = llvm_new_block(em, "blk.body"), done = llvm_new_block(em, "blk.done");
-    LLVMBuildCondBr(em->b, em->blk_on[b], on, done);
+    LLVMBuildCondBr(em->b, blocks_of(em)->blk_on[b], on, done);
     LLVMPositionBuilderAtEnd(em->b, on);
     LLVMValueRef from = gt->block_index(em), step = gt->block_size(em);
     LLVMBuildBr(em->b, head);
     LLVMPositionBuilderAtEnd(em->b, head);
     LLVMValueRef j = LLVMBuildPhi(em->b, em->t_i64, "j");
     LLVMAddIncoming(j, &from, &on, 1);
-    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, j, em->blk_count[b], ""), bb, done);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, j, blocks_of(em)->blk_count[b], ""), bb,
+                    done);
     LLVMPositionBuilderAtEnd(em->b, bb);
     body(em, b, j);
     LLVMValueRef next = LLVMBuildNSWAdd(em->b, j, step, "");
@@ -158,23 +169,24 @@ static void block_loop(llvm_emitter *em, const llvm_gpu_target *gt, int b, blk_b
 }
 
 static LLVMTypeRef blk_elem(llvm_emitter *em, int b) {
-    return llvm_mem_type(em, em->kernel->params[em->blk_param[b]].type->elem);
+    return llvm_mem_type(em, em->kernel->params[blocks_of(em)->blk_param[b]].type->elem);
 }
 
 static void blk_zero(llvm_emitter *em, int b, LLVMValueRef j) {
     LLVMTypeRef et = blk_elem(em, b);
     LLVMBuildStore(em->b, LLVMConstNull(et),
-                   LLVMBuildInBoundsGEP2(em->b, et, em->blk_mem[b], &j, 1, ""));
+                   LLVMBuildInBoundsGEP2(em->b, et, blocks_of(em)->blk_mem[b], &j, 1, ""));
 }
 
 static void blk_flush(llvm_emitter *em, int b, LLVMValueRef j) {
     LLVMTypeRef et = blk_elem(em, b);
-    LLVMValueRef v =
-        LLVMBuildLoad2(em->b, et, LLVMBuildInBoundsGEP2(em->b, et, em->blk_mem[b], &j, 1, ""), "");
+    LLVMValueRef v = LLVMBuildLoad2(
+        em->b, et, LLVMBuildInBoundsGEP2(em->b, et, blocks_of(em)->blk_mem[b], &j, 1, ""), "");
     LLVMBasicBlockRef add = llvm_new_block(em, "blk.add"), next = llvm_new_block(em, "blk.next");
     LLVMBuildCondBr(em->b, LLVMBuildFCmp(em->b, LLVMRealUNE, v, LLVMConstNull(et), ""), add, next);
     LLVMPositionBuilderAtEnd(em->b, add);
-    LLVMValueRef g = LLVMBuildInBoundsGEP2(em->b, et, em->arr_data[em->blk_param[b]], &j, 1, "");
+    LLVMValueRef g =
+        LLVMBuildInBoundsGEP2(em->b, et, em->arr_data[blocks_of(em)->blk_param[b]], &j, 1, "");
     LLVMValueRef r =
         LLVMBuildAtomicRMW(em->b, LLVMAtomicRMWBinOpFAdd, g, v, LLVMAtomicOrderingMonotonic, 0);
     LLVMSetAlignment(r, et == em->t_f64 ? 8 : 4);
@@ -184,12 +196,12 @@ static void blk_flush(llvm_emitter *em, int b, LLVMValueRef j) {
 
 /* Chooses the arrays of a parallel task that get block copies and zeroes the copies. */
 static void block_copies_begin(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op *task) {
-    em->nblk = 0;
+    blocks_of(em)->nblk = 0;
     if (!gt->barrier || task->code != IR_PARALLEL)
         return;
     const ir_kernel *k = em->kernel;
     int bytes = 0;
-    for (uint32_t i = 0; i < k->nparams && em->nblk < BLK_MAX; i++) {
+    for (uint32_t i = 0; i < k->nparams && blocks_of(em)->nblk < BLK_MAX; i++) {
         const kern_type *t = k->params[i].type;
         bool any = false;
         if (!ty_is_array(t) || !ty_is_float(t->elem) ||
@@ -199,34 +211,34 @@ static void block_copies_begin(llvm_emitter *em, const llvm_gpu_target *gt, cons
         if (bytes + size > BLK_BYTES)
             break;
         bytes += size;
-        int b = em->nblk++;
-        em->blk_param[b] = (int)i;
+        int b = blocks_of(em)->nblk++;
+        blocks_of(em)->blk_param[b] = (int)i;
         LLVMTypeRef at = LLVMArrayType2(llvm_mem_type(em, t->elem), BLK_ELEMS);
         LLVMValueRef g = LLVMAddGlobalInAddressSpace(em->mod, at, "kern.block", 3);
         LLVMSetInitializer(g, LLVMGetUndef(at));
         LLVMSetLinkage(g, LLVMInternalLinkage);
         LLVMSetAlignment(g, 8);
-        em->blk_mem[b] = g;
+        blocks_of(em)->blk_mem[b] = g;
         LLVMValueRef n = em->arr_shape[i][0];
         for (int d = 1; d < t->rank; d++)
             n = LLVMBuildMul(em->b, n, em->arr_shape[i][d], "");
-        em->blk_count[b] = n;
-        em->blk_on[b] =
+        blocks_of(em)->blk_count[b] = n;
+        blocks_of(em)->blk_on[b] =
             LLVMBuildICmp(em->b, LLVMIntULE, n, LLVMConstInt(em->t_i64, BLK_ELEMS, 0), "blk.fits");
     }
-    for (int b = 0; b < em->nblk; b++)
+    for (int b = 0; b < blocks_of(em)->nblk; b++)
         block_loop(em, gt, b, blk_zero);
-    if (em->nblk)
+    if (blocks_of(em)->nblk)
         gt->barrier(em);
 }
 
 static void block_copies_end(llvm_emitter *em, const llvm_gpu_target *gt) {
-    if (!em->nblk)
+    if (!blocks_of(em)->nblk)
         return;
     gt->barrier(em);
-    for (int b = 0; b < em->nblk; b++)
+    for (int b = 0; b < blocks_of(em)->nblk; b++)
         block_loop(em, gt, b, blk_flush);
-    em->nblk = 0;
+    blocks_of(em)->nblk = 0;
 }
 
 bool llvm_gpu_block_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef lin,
@@ -235,19 +247,20 @@ bool llvm_gpu_block_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LL
                                              unsigned align)) {
     /* (global_fadd takes a pointer in any address space) */
     int b = -1;
-    for (int i = 0; i < em->nblk; i++)
-        if (em->kernel->body->args[em->blk_param[i]] == op->operands[0])
+    for (int i = 0; i < blocks_of(em)->nblk; i++)
+        if (em->kernel->body->args[blocks_of(em)->blk_param[i]] == op->operands[0])
             b = i;
     if (b < 0 || !lin)
         return false;
     LLVMBasicBlockRef shared = llvm_new_block(em, "blk.shared"),
                       global = llvm_new_block(em, "blk.global"),
                       done = llvm_new_block(em, "blk.added");
-    LLVMBuildCondBr(em->b, em->blk_on[b], shared, global);
+    LLVMBuildCondBr(em->b, blocks_of(em)->blk_on[b], shared, global);
     LLVMPositionBuilderAtEnd(em->b, shared);
     /* the target's add (combined per warp where the lanes agree) into the block copy */
-    global_fadd(em, LLVMBuildInBoundsGEP2(em->b, blk_elem(em, b), em->blk_mem[b], &lin, 1, ""), v,
-                align);
+    global_fadd(
+        em, LLVMBuildInBoundsGEP2(em->b, blk_elem(em, b), blocks_of(em)->blk_mem[b], &lin, 1, ""),
+        v, align);
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, global);
     global_fadd(em, ptr, v, align);
@@ -351,7 +364,9 @@ static void emit_sizers(llvm_emitter *em, const llvm_gpu_target *gt) {
 LLVMModuleRef llvm_gpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,
                                    const llvm_gpu_target *gt) {
     llvm_emitter em;
+    gpu_blocks blocks = {0};
     llvm_emitter_init(&em, ctx, m, o, &gt->hooks);
+    em.target = &blocks;
     ir_foreach_kernel(k, m) {
         llvm_kernel_begin(&em, k);
         int t = 0;

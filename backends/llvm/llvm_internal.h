@@ -47,6 +47,10 @@ typedef struct llvm_target_hooks {
      * the generic atomicrmw. */
     bool (*atomic_fadd)(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef lin,
                         LLVMValueRef v, unsigned align);
+    /* Emits the float atomic add or sub op of v at ptr itself (the CPU: neighbour adds
+     * inside the chunk, without an atomic); false: the generic path. */
+    bool (*atomic_add)(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef v,
+                       unsigned align);
 } llvm_target_hooks;
 
 /* The state of emitting one module. */
@@ -73,31 +77,15 @@ struct llvm_emitter {
     LLVMValueRef *ad_base;  /* per adstack: the address of this work item's entry 0 */
     LLVMValueRef *ad_cap;   /* per adstack: its capacity in entries (i64) */
     LLVMValueRef ad_step;   /* entries between entry k and k + 1 (i64; NULL: 1) */
-    /* GPUs: arrays whose float atomic adds accumulate in a block copy (llvm_gpu.c) */
-    int nblk;
-    int blk_param[4];          /* the array parameter */
-    LLVMValueRef blk_mem[4];   /* its block copy (shared memory) */
-    LLVMValueRef blk_on[4];    /* i1: the array fits its copy (uniform over the grid) */
-    LLVMValueRef blk_count[4]; /* its elements (i64) */
+    void *target;           /* the target's own state, read by its files and hooks only: the CPU's
+                     llvm_cpu_state (llvm_cpu.h), the GPUs' block copies (llvm_gpu.c) */
     /* per parallel task function: atomic adds accumulated locally (llvm_reduce.c) */
     const ir_op **red_ops;
     LLVMValueRef *red_acc; /* per such op: its accumulator (entry-block alloca) */
     uint32_t nred, capred;
-    /* CPU parallel task functions: neighbour scatters added without atomics inside the
-     * chunk (llvm_reduce.c) */
-    const ir_op **nb_ops;
-    uint32_t *nb_dim; /* per such op: the dimension addressed with i0 + c */
-    int64_t *nb_k;    /* per such op: the largest |c| of its array */
-    uint32_t nnb, capnb;
-    LLVMValueRef nb_from, nb_to; /* the chunk's items of dimension 0 (i64) */
-    /* CPU parallel task functions run with SIMD across work items (llvm_simd.c) */
-    unsigned simd_w;    /* lanes of the task being emitted (0: the scalar path) */
-    bool vec_ops;       /* llvm_val splats uniform operands; llvm_reg_type gives vectors */
-    LLVMValueRef mask;  /* <W x i1>: the lanes that run the current code */
-    ir_divergence div;  /* the task's divergence (passes/divergence.c): its varying values,
-                           linear ones and adstacks whose depths differ between lanes */
-    LLVMValueRef sink;  /* 8 bytes (entry-block alloca): where lanes that are off load and store */
-    bool plain_loop;    /* the scalar task's work-item loop is not to be vectorized either */
+    /* vector registers (the CPU's SIMD across work items, llvm_simd*.c) */
+    unsigned simd_w; /* lanes of the task being emitted (0: the scalar path) */
+    bool vec_ops;    /* llvm_val splats uniform operands; llvm_reg_type gives vectors */
 };
 
 /* ---- llvm_emit.c ---- */
@@ -179,33 +167,6 @@ bool llvm_reduce_emit(llvm_emitter *em, const ir_op *op);
 /* At the end of the task function: one atomic per accumulator. */
 void llvm_reduce_end(llvm_emitter *em);
 void llvm_reduce_free(llvm_emitter *em);
-/* CPU task functions, after the uniform values, with the chunk's bounds of dimension 0:
- * finds the float atomic adds/subs into arrays addressed with i0 + c in one dimension
- * (nothing in debug builds or with $KERN_NO_NEIGHBOUR_ADDS). */
-void llvm_neighbour_begin(llvm_emitter *em, const ir_op *task, LLVMValueRef from, LLVMValueRef to);
-/* Emits op (one of those) as a plain add inside the chunk, atomic near its ends; false
- * when op is not one of them. */
-bool llvm_neighbour_emit(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef v,
-                         unsigned align);
-void llvm_neighbour_end(llvm_emitter *em);
-void llvm_neighbour_free(llvm_emitter *em);
-
-/* ---- llvm_simd.c ---- */
-/* The lanes a CPU parallel task runs with (0: the scalar path); *why says why not when
- * 0 (a static string). Decided from o->simd, $KERN_SIMD and the host's vector ISA. Sets
- * em->plain_loop when vectors have nothing to do in the task at all. */
-unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why);
-/* Emits the work items of task from `from` to `to` (index type of dimension 0) W at a
- * time, after llvm_simd_lanes said W. */
-void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMValueRef from,
-                         LLVMValueRef to);
-/* The vector value of a float math op (x: vector operands), through the vector math
- * library where it has the function, else lane by lane. */
-LLVMValueRef llvm_simd_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x);
-/* The name of a vector math function for `base` (e.g. "sinf") on n lanes and nargs
- * vector arguments, or NULL when the library lacks it; the JIT resolves such names. */
-bool llvm_simd_is_vector_math(const char *name);
-void *llvm_simd_vector_math_address(const char *name);
 
 /* ---- llvm_adstack.c ---- */
 /* In the entry block of a task body: the depth counters. The target's ABI then sets

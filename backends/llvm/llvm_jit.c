@@ -29,7 +29,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "llvm_backend.h"
-#include "llvm_internal.h"
+#include "llvm_cpu.h" /* the vector math library */
 
 struct llvm_jit {
     LLVMOrcLLJITRef jit;

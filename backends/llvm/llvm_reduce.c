@@ -17,7 +17,7 @@
  * Integer adds are exact either way. */
 #include <stdlib.h>
 
-#include "llvm_internal.h"
+#include "llvm_cpu.h"
 
 /* The same value for every work item, and available where the task function ends: a
  * parameter, a top-level value (computed at the function's entry), or a constant (an
@@ -55,7 +55,6 @@ static bool reducible_shape(const llvm_emitter *em, const ir_op *op, const ir_re
             return false;
     return !used_in(body, op->results[0]);
 }
-
 
 /* Whether every access of `array` in r is reducible. */
 static bool only_reductions(const llvm_emitter *em, const ir_region *r, const ir_value *array,
@@ -209,17 +208,20 @@ static bool neighbour_accesses(const ir_region *r, const ir_value *array, const 
 }
 
 static void nb_add(llvm_emitter *em, const ir_op *op, uint32_t d, int64_t k) {
-    if (em->nnb == em->capnb) {
-        em->capnb = em->capnb ? 2 * em->capnb : 8;
-        em->nb_ops = realloc(em->nb_ops, em->capnb * sizeof *em->nb_ops);
-        em->nb_dim = realloc(em->nb_dim, em->capnb * sizeof *em->nb_dim);
-        em->nb_k = realloc(em->nb_k, em->capnb * sizeof *em->nb_k);
-        if (!em->nb_ops || !em->nb_dim || !em->nb_k)
-            kern_oom(em->capnb * sizeof(void *));
+    if (llvm_cpu(em)->nnb == llvm_cpu(em)->capnb) {
+        llvm_cpu(em)->capnb = llvm_cpu(em)->capnb ? 2 * llvm_cpu(em)->capnb : 8;
+        llvm_cpu(em)->nb_ops =
+            realloc(llvm_cpu(em)->nb_ops, llvm_cpu(em)->capnb * sizeof *llvm_cpu(em)->nb_ops);
+        llvm_cpu(em)->nb_dim =
+            realloc(llvm_cpu(em)->nb_dim, llvm_cpu(em)->capnb * sizeof *llvm_cpu(em)->nb_dim);
+        llvm_cpu(em)->nb_k =
+            realloc(llvm_cpu(em)->nb_k, llvm_cpu(em)->capnb * sizeof *llvm_cpu(em)->nb_k);
+        if (!llvm_cpu(em)->nb_ops || !llvm_cpu(em)->nb_dim || !llvm_cpu(em)->nb_k)
+            kern_oom(llvm_cpu(em)->capnb * sizeof(void *));
     }
-    em->nb_ops[em->nnb] = op;
-    em->nb_dim[em->nnb] = d;
-    em->nb_k[em->nnb++] = k;
+    llvm_cpu(em)->nb_ops[llvm_cpu(em)->nnb] = op;
+    llvm_cpu(em)->nb_dim[llvm_cpu(em)->nnb] = d;
+    llvm_cpu(em)->nb_k[llvm_cpu(em)->nnb++] = k;
 }
 
 static void nb_collect(llvm_emitter *em, const ir_region *r, const ir_value *array, uint32_t d,
@@ -234,7 +236,7 @@ static void nb_collect(llvm_emitter *em, const ir_region *r, const ir_value *arr
 }
 
 void llvm_neighbour_begin(llvm_emitter *em, const ir_op *task, LLVMValueRef from, LLVMValueRef to) {
-    em->nnb = 0;
+    llvm_cpu(em)->nnb = 0;
     if (task->code != IR_PARALLEL || em->checks || em->opts->no_neighbour_adds)
         return;
     const ir_region *body = task->regions[0];
@@ -254,22 +256,25 @@ void llvm_neighbour_begin(llvm_emitter *em, const ir_op *task, LLVMValueRef from
         }
     }
     const kern_type *it = task->operands[0]->type;
-    em->nb_from = llvm_to_i64(em, from, it);
-    em->nb_to = llvm_to_i64(em, to, it);
+    llvm_cpu(em)->nb_from = llvm_to_i64(em, from, it);
+    llvm_cpu(em)->nb_to = llvm_to_i64(em, to, it);
 }
 
 bool llvm_neighbour_emit(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef v,
                          unsigned align) {
-    for (uint32_t n = 0; n < em->nnb; n++) {
-        if (em->nb_ops[n] != op)
+    for (uint32_t n = 0; n < llvm_cpu(em)->nnb; n++) {
+        if (llvm_cpu(em)->nb_ops[n] != op)
             continue;
-        const ir_value *iv = op->operands[1 + em->nb_dim[n]];
+        const ir_value *iv = op->operands[1 + llvm_cpu(em)->nb_dim[n]];
         LLVMValueRef e = llvm_to_i64(em, llvm_val(em, iv), iv->type);
-        LLVMValueRef k = LLVMConstInt(em->t_i64, (unsigned long long)em->nb_k[n], 0);
-        LLVMValueRef inside = LLVMBuildAnd(
-            em->b, LLVMBuildICmp(em->b, LLVMIntSGE, e, LLVMBuildAdd(em->b, em->nb_from, k, ""), ""),
-            LLVMBuildICmp(em->b, LLVMIntSLT, e, LLVMBuildSub(em->b, em->nb_to, k, ""), ""),
-            "nb.inside");
+        LLVMValueRef k = LLVMConstInt(em->t_i64, (unsigned long long)llvm_cpu(em)->nb_k[n], 0);
+        LLVMValueRef inside =
+            LLVMBuildAnd(em->b,
+                         LLVMBuildICmp(em->b, LLVMIntSGE, e,
+                                       LLVMBuildAdd(em->b, llvm_cpu(em)->nb_from, k, ""), ""),
+                         LLVMBuildICmp(em->b, LLVMIntSLT, e,
+                                       LLVMBuildSub(em->b, llvm_cpu(em)->nb_to, k, ""), ""),
+                         "nb.inside");
         LLVMBasicBlockRef plain = llvm_new_block(em, "nb.plain"),
                           atomic = llvm_new_block(em, "nb.atomic"),
                           join = llvm_new_block(em, "nb.join");
@@ -294,14 +299,14 @@ bool llvm_neighbour_emit(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LL
     return false;
 }
 
-void llvm_neighbour_end(llvm_emitter *em) { em->nnb = 0; }
+void llvm_neighbour_end(llvm_emitter *em) { llvm_cpu(em)->nnb = 0; }
 
-void llvm_neighbour_free(llvm_emitter *em) {
-    free(em->nb_ops);
-    free(em->nb_dim);
-    free(em->nb_k);
-    em->nb_ops = NULL;
-    em->nb_dim = NULL;
-    em->nb_k = NULL;
-    em->nnb = em->capnb = 0;
+void llvm_neighbour_free(llvm_cpu_state *cpu) {
+    free(cpu->nb_ops);
+    free(cpu->nb_dim);
+    free(cpu->nb_k);
+    cpu->nb_ops = NULL;
+    cpu->nb_dim = NULL;
+    cpu->nb_k = NULL;
+    cpu->nnb = cpu->capnb = 0;
 }

@@ -37,8 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "llvm_internal.h"
-
 #include "llvm_simd.h"
 
 /* ---- the host's vectors and the vector math library --------------------------------- */
@@ -193,7 +191,7 @@ static bool uniform_loop(const llvm_emitter *em, const ir_region *r, bool math) 
  * (*why says why not). */
 static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) {
     const ir_region *body = task->regions[0];
-    ir_divergence_task(&em->div, em->kernel, task);
+    ir_divergence_task(&llvm_cpu(em)->div, em->kernel, task);
     if (memory_bound_loop(em, body)) {
         *why = "a loop over each item's own elements (gathers, no vector math): the scalar "
                "loop vectorizes better";
@@ -205,7 +203,7 @@ static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) 
         /* a border copy dst[i, 0] = src[i, 0]: lanes would only load and store one by one
          * (and LLVM's loop vectorizer would only add a copy of the loop for a stride of 1) */
         *why = "no contiguous access and no vector math: nothing for vectors to do";
-        em->plain_loop = true;
+        llvm_cpu(em)->plain_loop = true;
         return false;
     }
     return true;
@@ -216,7 +214,7 @@ enum { SIMD_WIDE_OPS = 64 };
 
 unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) {
     pthread_once(&host_once, host_init);
-    em->plain_loop = false;
+    llvm_cpu(em)->plain_loop = false;
     int want = em->opts->simd;
     if (task->code != IR_PARALLEL) {
         *why = "a serial task";

@@ -5,19 +5,19 @@
 #ifndef KERN_LLVM_SIMD_H
 #define KERN_LLVM_SIMD_H
 
-#include "llvm_internal.h"
+#include "llvm_cpu.h"
 
 static inline bool is_v(const llvm_emitter *em, const ir_value *v) {
-    return ir_div_varying(&em->div, v);
+    return ir_div_varying(&llvm_cpu(em)->div, v);
 }
 static inline bool is_lin(const llvm_emitter *em, const ir_value *v) {
-    return ir_div_linear(&em->div, v);
+    return ir_div_linear(&llvm_cpu(em)->div, v);
 }
 static inline bool masked_loop(const llvm_emitter *em, const ir_op *op) {
-    return ir_div_loop_divergent(&em->div, op);
+    return ir_div_loop_divergent(&llvm_cpu(em)->div, op);
 }
 static inline bool any_index_varying(const llvm_emitter *em, const ir_op *op) {
-    return ir_div_access_varying(&em->div, op);
+    return ir_div_access_varying(&llvm_cpu(em)->div, op);
 }
 
 /* A math op that runs through the vector math library (sin, exp, pow, ...). */

@@ -2,7 +2,7 @@
  * which tasks, and how many lanes W): uniform values stay scalars, varying ones are
  * <W x T> vectors (the task's divergence, passes/divergence.c).
  *
- * Masks. The current mask (em->mask) holds the lanes that run the code being emitted.
+ * Masks. The current mask (llvm_cpu(em)->mask) holds the lanes that run the code being emitted.
  * Code runs only when at least one lane of the mask is on: the chunk's vectors start at
  * an item of the chunk, a branch of a varying `if` is entered only when a lane takes it,
  * a masked loop iterates while a lane is on. So a uniform op (a load at a uniform
@@ -119,7 +119,7 @@ static void scalarize(llvm_emitter *em, const ir_op *op) {
         LLVMValueRef z = LLVMConstNull(rt);
         LLVMAddIncoming(acc, &z, &pre, 1);
     }
-    LLVMBuildCondBr(em->b, LLVMBuildExtractElement(em->b, em->mask, l, ""), run, next);
+    LLVMBuildCondBr(em->b, LLVMBuildExtractElement(em->b, llvm_cpu(em)->mask, l, ""), run, next);
 
     LLVMPositionBuilderAtEnd(em->b, run);
     for (uint32_t i = 0; i < n; i++)
@@ -198,7 +198,7 @@ static LLVMValueRef access_addr(llvm_emitter *em, const ir_op *op, LLVMValueRef 
 /* Without AVX-512, LLVM expands masked gathers and scatters into a branch and a block
  * per lane (W of them, 16 or 32: much code to compile, and branches to predict). kern
  * emits them as straight-line code instead: lane l loads or stores at ptrs[l] when it is
- * on, else at em->sink, a word of the task's frame that nothing reads: lanes that are
+ * on, else at llvm_cpu(em)->sink, a word of the task's frame that nothing reads: lanes that are
  * off load garbage from it (the result masks it out) and store garbage into it. */
 static bool own_gathers(void) { return llvm_simd_host_bits() < 512; }
 
@@ -211,17 +211,18 @@ static LLVMValueRef lane_addr(llvm_emitter *em, LLVMValueRef ptrs, LLVMValueRef 
                           : NULL;
     if (on && LLVMIsAConstantInt(on) && LLVMConstIntGetZExtValue(on))
         return p; /* a lane that is always on */
-    if (!em->sink) {
+    if (!llvm_cpu(em)->sink) {
         LLVMBuilderRef eb = llvm_entry_builder(em);
-        em->sink = LLVMBuildAlloca(eb, em->t_i64, "sink");
-        LLVMSetAlignment(em->sink, 8);
+        llvm_cpu(em)->sink = LLVMBuildAlloca(eb, em->t_i64, "sink");
+        LLVMSetAlignment(llvm_cpu(em)->sink, 8);
         /* the slot's address escapes (a volatile store of it into itself): otherwise SROA
          * turns the stores at select(on, p, sink) back into a branch per lane */
-        LLVMValueRef st = LLVMBuildStore(eb, em->sink, em->sink);
+        LLVMValueRef st = LLVMBuildStore(eb, llvm_cpu(em)->sink, llvm_cpu(em)->sink);
         LLVMSetVolatile(st, 1);
         LLVMDisposeBuilder(eb);
     }
-    return LLVMBuildSelect(em->b, LLVMBuildExtractElement(em->b, mask, l, ""), p, em->sink, "");
+    return LLVMBuildSelect(em->b, LLVMBuildExtractElement(em->b, mask, l, ""), p,
+                           llvm_cpu(em)->sink, "");
 }
 
 /* Lane l of the result: *ptrs[l] for every lane of mask, else 0. */
@@ -268,10 +269,10 @@ static void vload(llvm_emitter *em, const ir_op *op) {
     LLVMValueRef ptr = access_addr(em, op, &ptrs), r;
     if (ptr) {
         LLVMTypeRef types[2] = {vt, em->t_ptr};
-        LLVMValueRef args[4] = {ptr, align, em->mask, LLVMConstNull(vt)};
+        LLVMValueRef args[4] = {ptr, align, llvm_cpu(em)->mask, LLVMConstNull(vt)};
         r = call_intr(em, "llvm.masked.load", types, 2, args, 4);
     } else {
-        r = gather(em, vt, ptrs, em->mask, (unsigned)ty_size(et));
+        r = gather(em, vt, ptrs, llvm_cpu(em)->mask, (unsigned)ty_size(et));
     }
     if (et->kind == TY_BOOL)
         r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(vt), "");
@@ -286,13 +287,13 @@ static void vstore(llvm_emitter *em, const ir_op *op) {
     if (et->kind == TY_BOOL)
         v = LLVMBuildZExt(em->b, v, vt, "");
     LLVMValueRef ptr = access_addr(em, op, &ptrs);
-    if (ptr && LLVMIsConstant(em->mask)) {
+    if (ptr && LLVMIsConstant(llvm_cpu(em)->mask)) {
         LLVMTypeRef types[2] = {vt, em->t_ptr};
-        LLVMValueRef args[4] = {v, ptr, align, em->mask};
+        LLVMValueRef args[4] = {v, ptr, align, llvm_cpu(em)->mask};
         call_intr(em, "llvm.masked.store", types, 2, args, 4);
     } else if (ptr) {
         /* a plain store when every lane is on (masked stores are slow on some CPUs) */
-        LLVMValueRef m = em->mask;
+        LLVMValueRef m = llvm_cpu(em)->mask;
         LLVMTypeRef mt8 = LLVMIntTypeInContext(em->ctx, em->simd_w);
         LLVMValueRef all = LLVMBuildICmp(em->b, LLVMIntEQ, LLVMBuildBitCast(em->b, m, mt8, ""),
                                          LLVMConstAllOnes(mt8), "");
@@ -310,7 +311,7 @@ static void vstore(llvm_emitter *em, const ir_op *op) {
         LLVMBuildBr(em->b, done);
         LLVMPositionBuilderAtEnd(em->b, done);
     } else {
-        scatter(em, v, ptrs, em->mask, (unsigned)ty_size(et));
+        scatter(em, v, ptrs, llvm_cpu(em)->mask, (unsigned)ty_size(et));
     }
 }
 
@@ -324,7 +325,7 @@ static bool vatomic_sum(llvm_emitter *em, const ir_op *op) {
     const ir_value *val = op->operands[op->noperands - 1];
     LLVMValueRef saved = llvm_val(em, val), v = vec(em, val);
     LLVMTypeRef vt = LLVMTypeOf(v);
-    v = LLVMBuildSelect(em->b, em->mask, v, LLVMConstNull(vt), "");
+    v = LLVMBuildSelect(em->b, llvm_cpu(em)->mask, v, LLVMConstNull(vt), "");
     LLVMValueRef sum;
     if (ty_is_float(et)) {
         LLVMValueRef args[2] = {llvm_const_real(LLVMGetElementType(vt), -0.0), v};
@@ -345,8 +346,8 @@ static bool vatomic_sum(llvm_emitter *em, const ir_op *op) {
 static void vad_reset(llvm_emitter *em) {
     for (uint32_t s = 0; s < em->kernel->nadstacks; s++)
         LLVMBuildStore(em->b,
-                       em->div.ad_varying[s] ? LLVMConstNull(vty(em, em->t_i64))
-                                             : LLVMConstInt(em->t_i64, 0, 0),
+                       llvm_cpu(em)->div.ad_varying[s] ? LLVMConstNull(vty(em, em->t_i64))
+                                                       : LLVMConstInt(em->t_i64, 0, 0),
                        em->ad_depth[s]);
 }
 
@@ -369,7 +370,7 @@ static void vpush(llvm_emitter *em, const ir_op *op) {
     LLVMValueRef cap = em->ad_cap[s];
     LLVMBasicBlockRef bb_ovf = llvm_new_block(em, "ad.overflow"),
                       bb_cont = llvm_new_block(em, "ad.pushed");
-    if (!em->div.ad_varying[s]) {
+    if (!llvm_cpu(em)->div.ad_varying[s]) {
         LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
         LLVMValueRef d1 = LLVMBuildAdd(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
         LLVMBasicBlockRef bb_store = llvm_new_block(em, "ad.push");
@@ -392,9 +393,9 @@ static void vpush(llvm_emitter *em, const ir_op *op) {
     LLVMTypeRef dt = vty(em, em->t_i64);
     LLVMValueRef d = LLVMBuildLoad2(em->b, dt, em->ad_depth[s], "ad.d");
     LLVMValueRef ok = LLVMBuildICmp(em->b, LLVMIntULT, d, splat(em, cap), "");
-    LLVMValueRef good = LLVMBuildAnd(em->b, em->mask, ok, "");
-    LLVMValueRef bad = LLVMBuildAnd(em->b, em->mask, LLVMBuildNot(em->b, ok, ""), "");
-    LLVMValueRef d1 = LLVMBuildAdd(em->b, d, LLVMBuildZExt(em->b, em->mask, dt, ""), "");
+    LLVMValueRef good = LLVMBuildAnd(em->b, llvm_cpu(em)->mask, ok, "");
+    LLVMValueRef bad = LLVMBuildAnd(em->b, llvm_cpu(em)->mask, LLVMBuildNot(em->b, ok, ""), "");
+    LLVMValueRef d1 = LLVMBuildAdd(em->b, d, LLVMBuildZExt(em->b, llvm_cpu(em)->mask, dt, ""), "");
     LLVMBasicBlockRef bb_store = llvm_new_block(em, "ad.push");
     llvm_likely_first(
         em, LLVMBuildCondBr(em->b, LLVMBuildNot(em->b, any_on(em, bad), ""), bb_store, bb_ovf));
@@ -420,7 +421,7 @@ static void vpop(llvm_emitter *em, const ir_op *op) {
     LLVMTypeRef mt = llvm_mem_type(em, st->type), vt = vty(em, mt);
     unsigned align = (unsigned)ty_size(st->type);
     LLVMValueRef cap = em->ad_cap[s], r;
-    if (!em->div.ad_varying[s]) {
+    if (!llvm_cpu(em)->div.ad_varying[s]) {
         LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
         LLVMValueRef d1 = LLVMBuildSub(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
         LLVMBuildStore(em->b, d1, em->ad_depth[s]);
@@ -442,10 +443,12 @@ static void vpop(llvm_emitter *em, const ir_op *op) {
     } else {
         LLVMTypeRef dt = vty(em, em->t_i64);
         LLVMValueRef d = LLVMBuildLoad2(em->b, dt, em->ad_depth[s], "ad.d");
-        LLVMValueRef d1 = LLVMBuildSub(em->b, d, LLVMBuildZExt(em->b, em->mask, dt, ""), "");
+        LLVMValueRef d1 =
+            LLVMBuildSub(em->b, d, LLVMBuildZExt(em->b, llvm_cpu(em)->mask, dt, ""), "");
         LLVMBuildStore(em->b, d1, em->ad_depth[s]);
-        LLVMValueRef good = LLVMBuildAnd(
-            em->b, em->mask, LLVMBuildICmp(em->b, LLVMIntULT, d1, splat(em, cap), ""), "");
+        LLVMValueRef good =
+            LLVMBuildAnd(em->b, llvm_cpu(em)->mask,
+                         LLVMBuildICmp(em->b, LLVMIntULT, d1, splat(em, cap), ""), "");
         LLVMValueRef e = ad_slots(em, d1);
         LLVMValueRef ptrs = LLVMBuildGEP2(em->b, mt, em->ad_base[s], &e, 1, "");
         r = gather(em, vt, ptrs, good, align);
@@ -529,18 +532,18 @@ static bool flat_region(const llvm_emitter *em, const ir_region *r) {
  * fewer blocks to compile and no branch to mispredict). */
 static void vif_masked(llvm_emitter *em, const ir_op *op) {
     uint32_t n = op->nresults;
-    LLVMValueRef m0 = em->mask, c = vec(em, op->operands[0]);
+    LLVMValueRef m0 = llvm_cpu(em)->mask, c = vec(em, op->operands[0]);
     LLVMValueRef masks[2] = {LLVMBuildAnd(em->b, m0, c, ""),
                              LLVMBuildAnd(em->b, m0, LLVMBuildNot(em->b, c, ""), "")};
     LLVMValueRef *res[2] = {tmp(n), tmp(n)};
     bool flat = llvm_count_ops(op->regions[0]) + llvm_count_ops(op->regions[1]) <= FLAT_OPS &&
                 flat_region(em, op->regions[0]) && flat_region(em, op->regions[1]);
     for (int b = 0; b < 2 && flat; b++) {
-        em->mask = masks[b];
+        llvm_cpu(em)->mask = masks[b];
         const ir_op *t = vregion(em, op->regions[b]);
         for (uint32_t k = 0; k < n; k++)
             res[b][k] = vec(em, t->operands[k]);
-        em->mask = m0;
+        llvm_cpu(em)->mask = m0;
     }
     for (int b = 0; b < 2 && !flat; b++) {
         LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b),
@@ -548,7 +551,7 @@ static void vif_masked(llvm_emitter *em, const ir_op *op) {
                           join = llvm_new_block(em, b ? "endelse" : "endthen");
         LLVMBuildCondBr(em->b, any_on(em, masks[b]), run, join);
         LLVMPositionBuilderAtEnd(em->b, run);
-        em->mask = masks[b];
+        llvm_cpu(em)->mask = masks[b];
         const ir_op *t = vregion(em, op->regions[b]);
         LLVMValueRef *vals = tmp(n);
         for (uint32_t k = 0; k < n; k++)
@@ -563,7 +566,7 @@ static void vif_masked(llvm_emitter *em, const ir_op *op) {
             LLVMAddIncoming(res[b][k], in, from, 2);
         }
         free(vals);
-        em->mask = m0;
+        llvm_cpu(em)->mask = m0;
     }
     for (uint32_t k = 0; k < n; k++)
         llvm_set_val(em, op->results[k], LLVMBuildSelect(em->b, c, res[0][k], res[1][k], ""));
@@ -584,7 +587,7 @@ static void vfor(llvm_emitter *em, const ir_op *op) {
     const kern_type *it = op->operands[0]->type;
     bool vi = is_v(em, body->args[0]);
     LLVMValueRef lo = as_marked(em, op->operands[0], vi), hi = as_marked(em, op->operands[1], vi);
-    LLVMValueRef m0 = em->mask;
+    LLVMValueRef m0 = llvm_cpu(em)->mask;
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
     LLVMBasicBlockRef bb_head = llvm_new_block(em, "for.head"),
                       bb_body = llvm_new_block(em, "for.body"),
@@ -615,7 +618,7 @@ static void vfor(llvm_emitter *em, const ir_op *op) {
 
     LLVMPositionBuilderAtEnd(em->b, bb_body);
     if (masked)
-        em->mask = a;
+        llvm_cpu(em)->mask = a;
     llvm_set_val(em, body->args[0], iphi);
     for (uint32_t k = 0; k < n; k++)
         llvm_set_val(em, body->args[1 + k], carried[k]);
@@ -639,7 +642,7 @@ static void vfor(llvm_emitter *em, const ir_op *op) {
         LLVMAddIncoming(act, &act_next, &body_end, 1);
     for (uint32_t k = 0; k < n; k++)
         LLVMAddIncoming(carried[k], &next[k], &body_end, 1);
-    em->mask = m0;
+    llvm_cpu(em)->mask = m0;
 
     LLVMPositionBuilderAtEnd(em->b, bb_exit);
     for (uint32_t k = 0; k < n; k++) {
@@ -661,7 +664,7 @@ static void vwhile(llvm_emitter *em, const ir_op *op) {
     const ir_region *before = op->regions[0], *after = op->regions[1];
     uint32_t ninit = op->noperands, nres = op->nresults;
     bool masked = masked_loop(em, op);
-    LLVMValueRef m0 = em->mask;
+    LLVMValueRef m0 = llvm_cpu(em)->mask;
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
     LLVMBasicBlockRef bb_before = llvm_new_block(em, "while.before"),
                       bb_after = llvm_new_block(em, "while.after"),
@@ -680,7 +683,7 @@ static void vwhile(llvm_emitter *em, const ir_op *op) {
     if (masked) {
         act = LLVMBuildPhi(em->b, LLVMTypeOf(m0), "active");
         LLVMAddIncoming(act, &m0, &pre, 1);
-        em->mask = act;
+        llvm_cpu(em)->mask = act;
         for (uint32_t k = 0; k < nres; k++) {
             em->vec_ops = true;
             LLVMTypeRef t = llvm_reg_type(em, op->results[k]->type);
@@ -694,8 +697,8 @@ static void vwhile(llvm_emitter *em, const ir_op *op) {
     LLVMValueRef go;
     if (masked) {
         LLVMValueRef c = vec(em, cond->operands[0]);
-        LLVMValueRef cont = LLVMBuildAnd(em->b, em->mask, c, "");
-        LLVMValueRef stop = LLVMBuildAnd(em->b, em->mask, LLVMBuildNot(em->b, c, ""), "");
+        LLVMValueRef cont = LLVMBuildAnd(em->b, llvm_cpu(em)->mask, c, "");
+        LLVMValueRef stop = LLVMBuildAnd(em->b, llvm_cpu(em)->mask, LLVMBuildNot(em->b, c, ""), "");
         for (uint32_t k = 0; k < nres; k++) {
             LLVMValueRef f = vec(em, cond->operands[1 + k]);
             res_next[k] = LLVMBuildSelect(em->b, stop, f, res[k], "");
@@ -703,7 +706,7 @@ static void vwhile(llvm_emitter *em, const ir_op *op) {
             llvm_set_val(em, op->results[k], res_next[k]);
         }
         go = any_on(em, cont);
-        em->mask = cont;
+        llvm_cpu(em)->mask = cont;
         LLVMBuildCondBr(em->b, go, bb_after, bb_exit);
         LLVMPositionBuilderAtEnd(em->b, bb_after);
         const ir_op *y = vregion(em, after);
@@ -736,7 +739,7 @@ static void vwhile(llvm_emitter *em, const ir_op *op) {
             LLVMAddIncoming(carried[k], &next[k], &after_end, 1);
         free(next);
     }
-    em->mask = m0;
+    llvm_cpu(em)->mask = m0;
     LLVMPositionBuilderAtEnd(em->b, bb_exit);
     free(carried);
     free(res);
@@ -814,7 +817,7 @@ static bool has_loop(const ir_region *r) {
 static void emit_vector_items(llvm_emitter *em, const ir_region *body, uint32_t vd,
                               const kern_type *it, LLVMValueRef b, LLVMValueRef mask) {
     LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "lanes");
-    em->mask = mask;
+    llvm_cpu(em)->mask = mask;
     LLVMValueRef idx = lanes;
     if (it->kind != TY_I64)
         idx = LLVMBuildTrunc(em->b, lanes, vty(em, em->t_i32), "");
@@ -918,8 +921,8 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
     const ir_region *body = task->regions[0];
     const ir_kernel *k = em->kernel;
     em->simd_w = w;
-    em->sink = NULL;
-    const bool *ad_vary = em->div.ad_varying; /* llvm_simd_lanes analyzed the task */
+    llvm_cpu(em)->sink = NULL;
+    const bool *ad_vary = llvm_cpu(em)->div.ad_varying; /* llvm_simd_lanes analyzed the task */
     llvm_find_uses(em, body);
 
     /* per-lane depth counters: vector allocas at the top of the entry block */
@@ -934,6 +937,6 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
     emit_outer_dim(em, task, 0, from, to);
 
     em->simd_w = 0;
-    em->sink = NULL;
-    em->mask = NULL;
+    llvm_cpu(em)->sink = NULL;
+    llvm_cpu(em)->mask = NULL;
 }
