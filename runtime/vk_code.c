@@ -1,0 +1,225 @@
+/* vk_code.c - code on the Vulkan device (vulkan.c): SPIR-V modules, refused with the
+ * feature's name when they declare a capability the device lacks (vk_features: the optional
+ * features of docs/spirv-abi.md that vk_instance.c enables), and kernels: a descriptor set
+ * layout and, per task, a compute pipeline of the module's entry point. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/spvblock.h"
+#include "vk_internal.h"
+
+typedef struct vk_code {
+    VkShaderModule module;
+    size_t nwords;
+    uint32_t *words; /* kept for the entry-point check */
+} vk_code;
+
+const vk_feature vk_features[] = {
+    {10, "64-bit floats (shaderFloat64)", offsetof(vk_device, has_f64)},
+    {11, "64-bit integers (shaderInt64)", offsetof(vk_device, has_i64)},
+    {39, "8-bit integers (shaderInt8)", offsetof(vk_device, has_i8)},
+    {4448, "8-bit storage buffers (storageBuffer8BitAccess)", offsetof(vk_device, has_8bit)},
+    {12, "64-bit atomics (shaderBufferInt64Atomics)", offsetof(vk_device, has_i64atomics)},
+    {6033, "float atomic add (shaderBufferFloat32AtomicAdd)", offsetof(vk_device, has_f32add)},
+    {61, "subgroup operations in compute shaders", offsetof(vk_device, has_sg_basic)},
+    {62, "subgroup vote operations", offsetof(vk_device, has_sg_vote)},
+    {63, "subgroup arithmetic operations", offsetof(vk_device, has_sg_arith)},
+};
+
+const size_t vk_nfeatures = sizeof vk_features / sizeof *vk_features;
+
+kern_status vk_load_code(rt_device *d, const kern_code_image *img, void **out, char *err,
+                         size_t errlen) {
+    vk_device *v = vk_of(d);
+    *out = NULL;
+    if (img->kind != KERN_CODE_SPIRV)
+        return rt_code_refused(d, img, err, errlen);
+    if (!img->bytes || img->len < 20 || img->len % 4 != 0) {
+        snprintf(err, errlen,
+                 "malformed SPIR-V: %zu bytes (a module is at least 20 bytes, a "
+                 "multiple of 4)",
+                 img->len);
+        return KERN_ERR_FORMAT;
+    }
+    size_t n = img->len / 4;
+    uint32_t *w = malloc(img->len);
+    if (!w) {
+        snprintf(err, errlen, "out of host memory");
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    memcpy(w, img->bytes, img->len);
+    if (w[0] != 0x07230203u) {
+        snprintf(err, errlen, "malformed SPIR-V: bad magic number 0x%08x", w[0]);
+        free(w);
+        return KERN_ERR_FORMAT;
+    }
+    for (size_t i = 5; i < n;) { /* the instructions: refuse what the device lacks */
+        uint32_t len = w[i] >> 16, op = w[i] & 0xffffu;
+        if (len == 0 || i + len > n) {
+            free(w);
+            snprintf(err, errlen,
+                     "malformed SPIR-V: an instruction at word %zu overruns the module", i);
+            return KERN_ERR_FORMAT;
+        }
+        if (op == 59 /* OpVariable */ && len >= 4 && w[i + 3] == 4 /* Workgroup */ &&
+            !v->has_shared_f32add) {
+            free(w);
+            snprintf(err, errlen,
+                     "the module needs float atomic add on workgroup memory "
+                     "(shaderSharedFloat32AtomicAdd), which %s lacks",
+                     v->props.deviceName);
+            return KERN_ERR_UNSUPPORTED;
+        }
+        if (op == 17 /* OpCapability */ && len == 2) {
+            for (size_t f = 0; f < vk_nfeatures; f++)
+                if (vk_features[f].cap == w[i + 1] && !*(bool *)((char *)v + vk_features[f].has)) {
+                    free(w);
+                    snprintf(err, errlen, "the module needs %s, which %s lacks",
+                             vk_features[f].what, v->props.deviceName);
+                    return KERN_ERR_UNSUPPORTED;
+                }
+        }
+        i += len;
+    }
+    vk_code *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(w);
+        snprintf(err, errlen, "out of host memory");
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    VkShaderModuleCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = img->len, .pCode = w};
+    VkResult r = v->api.vkCreateShaderModule(v->dev, &ci, NULL, &c->module);
+    if (r != VK_SUCCESS) {
+        free(w);
+        free(c);
+        return vk_fail(r, "vkCreateShaderModule", err, errlen);
+    }
+    c->words = w;
+    c->nwords = n;
+    *out = c;
+    return KERN_OK;
+}
+
+void vk_unload_code(rt_device *d, void *code) {
+    vk_code *c = code;
+    vk_of(d)->api.vkDestroyShaderModule(vk_of(d)->dev, c->module, NULL);
+    free(c->words);
+    free(c);
+}
+
+/* Whether the module declares an entry point named name. */
+static bool has_entry(const vk_code *c, const char *name) {
+    for (size_t i = 5; i < c->nwords;) {
+        uint32_t len = c->words[i] >> 16, op = c->words[i] & 0xffffu;
+        if (len == 0)
+            break;
+        if (op == 15 /* OpEntryPoint */ && len > 3 && i + len <= c->nwords) {
+            const char *s = (const char *)&c->words[i + 3];
+            size_t maxlen = (len - 3) * 4;
+            if (strnlen(s, maxlen) < maxlen && !strcmp(s, name))
+                return true;
+        }
+        i += len;
+    }
+    return false;
+}
+
+void vk_free_kernel(rt_device *d, void *handle) {
+    vk_device *v = vk_of(d);
+    vk_kernel *k = handle;
+    if (!k)
+        return;
+    for (int t = 0; t < k->ntasks; t++)
+        if (k->pipes && k->pipes[t])
+            v->api.vkDestroyPipeline(v->dev, k->pipes[t], NULL);
+    if (k->layout)
+        v->api.vkDestroyPipelineLayout(v->dev, k->layout, NULL);
+    if (k->dsl)
+        v->api.vkDestroyDescriptorSetLayout(v->dev, k->dsl, NULL);
+    free(k->pipes);
+    free(k->off);
+    free(k);
+}
+
+kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, void **out,
+                          char *err, size_t errlen) {
+    vk_device *v = vk_of(d);
+    vk_code *c = code;
+    vk_kernel *k = calloc(1, sizeof *k);
+    VkDescriptorSetLayoutBinding *b = calloc((size_t)mk->nparams + 5, sizeof *b);
+    const kern_type **pt = calloc((size_t)mk->nparams + 1, sizeof *pt);
+    if (k)
+        k->off = calloc((size_t)mk->nparams + 1 + 2 * (size_t)mk->nadstacks, sizeof *k->off);
+    if (k)
+        k->pipes = calloc((size_t)mk->ntasks + 1, sizeof *k->pipes);
+    kern_status s = KERN_OK;
+    if (!k || !b || !pt || !k->off || !k->pipes) {
+        snprintf(err, errlen, "out of host memory");
+        s = KERN_ERR_OUT_OF_MEMORY;
+        goto done;
+    }
+    uint32_t nb = 0;
+    for (uint32_t i = 0; i < 5 + (uint32_t)mk->nparams; i++) {
+        if (i >= KERN_SPV_BIND_PARAM0 && !ty_is_array(mk->params[i - KERN_SPV_BIND_PARAM0].type))
+            continue;
+        b[nb++] = (VkDescriptorSetLayoutBinding){
+            .binding = i,
+            .descriptorType = i == KERN_SPV_BIND_BLOCK ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER_DYNAMIC
+                                                       : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .descriptorCount = 1,
+            .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    }
+    k->nbindings = nb;
+    for (int p = 0; p < mk->nparams; p++)
+        pt[p] = mk->params[p].type;
+    k->block_size = kern_spv_block_layout(pt, mk->nparams, mk->nadstacks, k->off);
+    VkDescriptorSetLayoutCreateInfo li = {.sType =
+                                              VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                          .bindingCount = nb,
+                                          .pBindings = b};
+    VkResult r = v->api.vkCreateDescriptorSetLayout(v->dev, &li, NULL, &k->dsl);
+    if (r != VK_SUCCESS) {
+        s = vk_fail(r, "vkCreateDescriptorSetLayout", err, errlen);
+        goto done;
+    }
+    VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                      .setLayoutCount = 1,
+                                      .pSetLayouts = &k->dsl};
+    if ((r = v->api.vkCreatePipelineLayout(v->dev, &pli, NULL, &k->layout)) != VK_SUCCESS) {
+        s = vk_fail(r, "vkCreatePipelineLayout", err, errlen);
+        goto done;
+    }
+    k->ntasks = mk->ntasks;
+    for (int t = 0; t < mk->ntasks; t++) {
+        char sym[1024];
+        kern_meta_symbol(sym, sizeof sym, mk->name, t, false);
+        if (!has_entry(c, sym)) {
+            snprintf(err, errlen, "kernel '%s', task %d: missing symbol '%s'", mk->name, t, sym);
+            s = KERN_ERR_FORMAT;
+            goto done;
+        }
+        VkComputePipelineCreateInfo ci = {
+            .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                      .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                      .module = c->module,
+                      .pName = sym},
+            .layout = k->layout};
+        r = v->api.vkCreateComputePipelines(v->dev, v->cache, 1, &ci, NULL, &k->pipes[t]);
+        if (r != VK_SUCCESS) {
+            s = vk_fail(r, "vkCreateComputePipelines", err, errlen);
+            goto done;
+        }
+    }
+done:
+    free(b);
+    free(pt);
+    if (s != KERN_OK) {
+        vk_free_kernel(d, k);
+        k = NULL;
+    }
+    *out = k;
+    return s;
+}
