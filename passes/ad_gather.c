@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "opt_util.h"
 #include "passes.h"
 
 enum { MAX_OFFSET = 64, MAX_GROUP = 64 };
@@ -115,12 +116,6 @@ static void vmap_free(vmap *m) {
 
 
 
-static bool const_int(const ir_value *v, int64_t *c) {
-    if (!v->def || v->def->code != IR_CONST || !ty_is_int(v->type))
-        return false;
-    *c = v->def->imm.i;
-    return true;
-}
 
 /* Whether v is the same for every item of the task whose body is `body`, so that the
  * gather task can recompute it (passes/divergence.c). */
@@ -134,11 +129,11 @@ static bool neighbour(const ir_value *v, const ir_region *body, uint32_t *d, int
     int64_t k = 0;
     const ir_op *op = v->def;
     if (op && op->noperands == 2 && (op->code == IR_ADD || op->code == IR_SUB)) {
-        if (const_int(op->operands[1], &k)) {
+        if (opt_const_int(op->operands[1], &k)) {
             base = op->operands[0];
             if (op->code == IR_SUB)
                 k = -k;
-        } else if (op->code == IR_ADD && const_int(op->operands[0], &k)) {
+        } else if (op->code == IR_ADD && opt_const_int(op->operands[0], &k)) {
             base = op->operands[1];
         }
     }
@@ -173,16 +168,16 @@ static bool same_value(const ir_value *a, const ir_value *b, int depth) {
  * constant, or both are different constants). */
 static bool differ(const ir_value *a, const ir_value *b) {
     int64_t x, y;
-    if (const_int(a, &x) && const_int(b, &y))
+    if (opt_const_int(a, &x) && opt_const_int(b, &y))
         return x != y;
     for (int s = 0; s < 2; s++) {
         const ir_value *p = s ? b : a, *q = s ? a : b;
         const ir_op *op = p->def;
         if (op && op->noperands == 2 && (op->code == IR_ADD || op->code == IR_SUB) &&
-            same_value(op->operands[0], q, 0) && const_int(op->operands[1], &x) && x != 0)
+            same_value(op->operands[0], q, 0) && opt_const_int(op->operands[1], &x) && x != 0)
             return true;
         if (op && op->code == IR_ADD && op->noperands == 2 && same_value(op->operands[1], q, 0) &&
-            const_int(op->operands[0], &x) && x != 0)
+            opt_const_int(op->operands[0], &x) && x != 0)
             return true;
     }
     return false;

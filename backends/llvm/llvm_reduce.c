@@ -17,6 +17,7 @@
  * Integer adds are exact either way. */
 #include <stdlib.h>
 
+#include "../../passes/opt_util.h"
 #include "llvm_cpu.h"
 
 /* The same value for every work item, and available where the task function ends: a
@@ -157,12 +158,6 @@ void llvm_reduce_free(llvm_emitter *em) {
 
 enum { NB_MAX_OFFSET = 64 };
 
-static bool const_int(const ir_value *v, int64_t *k) {
-    if (!v->def || v->def->code != IR_CONST || !ty_is_int(v->type))
-        return false;
-    *k = v->def->imm.i;
-    return true;
-}
 
 /* c when v is i0 + c or i0 - c' for a constant within NB_MAX_OFFSET. */
 static bool offset_of(const ir_value *v, const ir_value *i0, int64_t *c) {
@@ -174,9 +169,9 @@ static bool offset_of(const ir_value *v, const ir_value *i0, int64_t *c) {
     int64_t k;
     if (!d || d->noperands != 2 || (d->code != IR_ADD && d->code != IR_SUB))
         return false;
-    if (d->operands[0] == i0 && const_int(d->operands[1], &k))
+    if (d->operands[0] == i0 && opt_const_int(d->operands[1], &k))
         *c = d->code == IR_ADD ? k : -k;
-    else if (d->code == IR_ADD && d->operands[1] == i0 && const_int(d->operands[0], &k))
+    else if (d->code == IR_ADD && d->operands[1] == i0 && opt_const_int(d->operands[0], &k))
         *c = k;
     else
         return false;
