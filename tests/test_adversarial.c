@@ -616,7 +616,10 @@ Test(adversarial, sources) { run_table(source_cases, sizeof source_cases / sizeo
 /* ---- bindings: arguments on the command line ------------------------------------------ */
 
 #define RUN_B "run s.kern simulate x0=x0.npy w=w.npy out=out.npy "
-#define NPY(expr, file) "/usr/bin/python3 -c 'import numpy as np; np.save(\"" file "\", " expr ")'"
+/* NumPy's own writer ($KERN_TEST_PYTHON: the GPU machine's /usr/bin/python3 has no NumPy) */
+#define NPY(expr, file)                                                                    \
+    "\"${KERN_TEST_PYTHON:-/usr/bin/python3}\" -c 'import numpy as np; np.save(\"" file    \
+    "\", " expr ")'"
 
 static const cli_case binding_cases[] = {
     {"a missing scalar", NULL, RUN_B, 1, "parameter 'steps: i32' of kernel 'simulate' is not bound",

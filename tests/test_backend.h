@@ -5,6 +5,8 @@
 #ifndef KERN_TEST_BACKEND_H
 #define KERN_TEST_BACKEND_H
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +19,26 @@ static inline kern_backend kern_test_backend(void) {
     if (b && !strcmp(b, "vulkan"))
         return KERN_BACKEND_VULKAN;
     return KERN_BACKEND_CPU;
+}
+
+/* A Vulkan context for the Vulkan device's own tests: the Khronos validation layer on
+ * unless $KERN_VULKAN_VALIDATION says otherwise; where the layer is not installed (the GPU
+ * machine) and the environment did not ask for it, without it, said on stderr. The
+ * status is kern_context_create's; *ctx must be released either way. */
+static inline kern_status kern_test_vulkan_context(kern_context **ctx) {
+    kern_context_options o = kern_context_options_default();
+    o.backend = KERN_BACKEND_VULKAN;
+    bool asked = getenv("KERN_VULKAN_VALIDATION") != NULL;
+    if (!asked)
+        o.validation = KERN_VALIDATION_ON;
+    kern_status s = kern_context_create(&o, ctx);
+    if (s != KERN_OK && !asked && strstr(kern_context_last_error(*ctx), "is not installed")) {
+        fprintf(stderr, "vulkan: %s: testing without validation\n", kern_context_last_error(*ctx));
+        kern_context_release(*ctx);
+        o.validation = KERN_VALIDATION_OFF;
+        s = kern_context_create(&o, ctx);
+    }
+    return s;
 }
 
 #endif

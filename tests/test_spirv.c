@@ -29,6 +29,7 @@
 #include "../runtime/meta.h"
 #include "../runtime/rt.h"
 #include "golden.h"
+#include "test_backend.h"
 
 #ifndef KERN_SOURCE_ROOT
 #define KERN_SOURCE_ROOT "."
@@ -134,11 +135,8 @@ Test(spirv, corpus_debug_validates) { corpus(true); }
 /* ---- vulkan: on a device -------------------------------------------------------------------- */
 
 static kern_context *vk_context(void) {
-    setenv("KERN_VULKAN_VALIDATION", "1", 0); /* on, unless the environment says */
-    kern_context_options o = kern_context_options_default();
-    o.backend = KERN_BACKEND_VULKAN;
     kern_context *ctx = NULL;
-    kern_status s = kern_context_create(&o, &ctx);
+    kern_status s = kern_test_vulkan_context(&ctx);
     if (s != KERN_OK) {
         fprintf(stderr, "vulkan: no Vulkan device here (%s): the test is skipped\n",
                 kern_context_last_error(ctx));
