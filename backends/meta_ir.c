@@ -69,6 +69,7 @@ static void fill_kernel(kern_meta_kernel *mk, const ir_kernel *k) {
     mk->ntasks = ntasks;
     mk->tasks = zalloc((size_t)ntasks, sizeof *mk->tasks);
     int t = 0;
+    uint32_t ext = 0; /* the lowering's record of the extents (ir_kernel.extents) */
     ir_foreach_op(op, k->body) {
         if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
             continue;
@@ -78,8 +79,12 @@ static void fill_kernel(kern_meta_kernel *mk, const ir_kernel *k) {
         mt->line = op->loc.line;
         mt->col = op->loc.col;
         /* the work items per dimension, for the GPU grid sized on the host */
+        uint32_t base = ext;
+        ext += (uint32_t)mt->ndims;
         for (int d = 0; d < mt->ndims && d < KERN_META_MAX_TASK_DIMS; d++) {
-            const char *e = ad_task_extent(k, op, (uint32_t)d);
+            const char *e = k->extents && base + (uint32_t)d < k->nextents
+                                ? k->extents[base + (uint32_t)d]
+                                : ad_task_extent(k, op, (uint32_t)d);
             mt->extent[d] = e ? dup_str(e) : NULL;
         }
     }

@@ -459,8 +459,10 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         }
     } else if (!strcmp(c->emit, "ir-grad") ||
                (!strcmp(c->emit, "ir") && c->kernel && is_grad_name(c->kernel))) {
+        ctx->opts.keep_rules = ctx->opts.opt_level == 0; /* -O0: the lowering as it is */
         rc = emit_ir_grad(c, ctx, l, &out); /* --emit=ir --kernel K.grad: the same */
     } else if (!strcmp(c->emit, "ir")) {
+        ctx->opts.keep_rules = ctx->opts.opt_level == 0;
         ir_module *m = kc_compile_source(ctx, c->file, l->text, l->len);
         if (!m) {
             rc = EXIT_USER;

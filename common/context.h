@@ -37,6 +37,9 @@ typedef struct kc_options {
     bool no_vector_math;    /* CPU SIMD: math lane by lane through libm, not libmvec */
     bool eager_grads;       /* JIT: every K.grad at once, not at its first lookup */
     unsigned pass_debug;    /* IR_DEBUG_* (ir/ir.h): print / roundtrip / verify after passes */
+    bool keep_rules;        /* kc_compile_source stops before ir_lower_semantics: the IR keeps
+                               the language's rules in its plain ops (kernc emit --emit=ir
+                               -O0, the interpreter's tests); no backend takes such IR */
     const char *cuda_home;  /* NVPTX: a CUDA installation searched for libdevice first */
     const char *lld;        /* AMDGPU: the ld.lld that links code objects (NULL: PATH) */
 } kc_options;

@@ -162,5 +162,16 @@ ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, si
         IR_PASS(progress, m, ir_opt_private_atomics);
         (void)progress;
     }
+    if (!ctx->opts.keep_rules) {
+        ir_lower_semantics(m, ctx->opts.debug);
+        ir_pass_after(m, "ir_lower_semantics", true);
+        if (ctx->opts.opt_level > 0) { /* constant divisors and counts, shared compares */
+            bool progress = false;
+            IR_PASS(progress, m, ir_opt_fold);
+            IR_PASS(progress, m, ir_opt_cse);
+            IR_PASS(progress, m, ir_opt_dce);
+            (void)progress;
+        }
+    }
     return m;
 }

@@ -23,6 +23,8 @@
  * allocated when the first poison appears, so runs without one pay a pointer test per op. */
 #include "interp.h"
 
+#include "../runtime/abi.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -679,6 +681,25 @@ static bool exec_parallel(interp *I, const ir_op *op) {
     }
 }
 
+/* A debug check of lowered IR (passes/lower_semantics.c): the run stops with the error. */
+static bool exec_check(interp *I, const ir_op *op) {
+    if (!check_defined(I, op, op->operands[0], "the condition"))
+        return false;
+    if (V(op->operands[0]).i)
+        return true;
+    int64_t a = V(op->operands[1]).i, b = V(op->operands[2]).i;
+    switch (op->imm.i) {
+    case KERN_DEVERR_DIV_ZERO:
+        return fail(I, op, "integer division by zero (dividend %" PRId64 ")", a);
+    case KERN_DEVERR_SHIFT:
+        return fail(I, op, "shift count %" PRId64 " is out of range (0 to %" PRId64 ")", a,
+                    b - 1);
+    default:
+        return fail(I, op, "check %" PRId64 " failed (%" PRId64 ", %" PRId64 ")", op->imm.i, a,
+                    b);
+    }
+}
+
 static bool exec_op(interp *I, const ir_op *op) {
     if (++I->nops > I->max_ops)
         return fail(I, op, "the run exceeded its limit of %" PRIu64 " ops", I->max_ops);
@@ -714,6 +735,7 @@ static bool exec_op(interp *I, const ir_op *op) {
     case IR_SERIAL: reset_stacks(I); return exec_region(I, op->regions[0]);
     case IR_ADPUSH: return exec_adpush(I, op);
     case IR_ADPOP: return exec_adpop(I, op);
+    case IR_CHECK: return exec_check(I, op);
     case IR_YIELD:
     case IR_CONDITION: return true; /* read by the op that owns the region */
     default:

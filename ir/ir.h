@@ -150,6 +150,9 @@ struct ir_kernel {
     uint32_t nadstacks, capadstacks;
     const char *grad_error; /* primal kernels: why K.grad was not built (NULL: it was, or
                                was not asked for) */
+    const char **extents;   /* after ir_lower_semantics: ad_task_extent of each dimension of
+                               each parallel task, in order, computed before the lowering */
+    uint32_t nextents;
     ir_kernel *next;
 };
 
@@ -162,6 +165,8 @@ struct ir_module {
     ir_kernel *kernels, *last_kernel;
     uint32_t nkernels;
     unsigned debug; /* IR_DEBUG_* bits, from kc_options.pass_debug (compiler/driver.c) */
+    bool lowered;   /* ir_lower_semantics has run: div/rem/shl/shr divide and shift safely,
+                       no min/max/clamp/sign is left (what every emitter requires) */
 };
 
 /* ---- Module construction ---------------------------------------------------------- */

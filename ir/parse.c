@@ -744,6 +744,13 @@ static void parse_header(parser *p, ir_opcode code, header *h, uint32_t line) {
         }
         h->dim = parse_u32(p, "an adstack number");
         break;
+    case IR_CHECK:
+        while (p->tok.kind == TK_VALUE) {
+            vl_push(p, &h->ops, parse_use(p));
+            expect_punct(p, ',', "before the error code");
+        }
+        h->dim = parse_u32(p, "an error code");
+        break;
     case IR_LOAD:
         vl_push(p, &h->ops, parse_use(p));
         parse_index(p, &h->ops);
@@ -881,7 +888,7 @@ static void parse_op(parser *p, ir_region *r) {
     ir_append(r, op);
     if (code == IR_CONST)
         set_const(p, op, &h.lit, nres ? types[0] : NULL);
-    if (code == IR_DIM || code == IR_ADPUSH || code == IR_ADPOP)
+    if (code == IR_DIM || code == IR_ADPUSH || code == IR_ADPOP || code == IR_CHECK)
         op->imm.i = h.dim;
     if (h.early_exit)
         op->attr |= IR_FOR_EARLY_EXIT;

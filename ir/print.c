@@ -178,7 +178,7 @@ static void put_operands(printer *p, const ir_op *op, bool canonical) {
             buf_putc(p->out, ' ');
         put_list(p, o, n);
         if (op->code == IR_DIM || op->code == IR_CONST || op->code == IR_ADPUSH ||
-            op->code == IR_ADPOP)
+            op->code == IR_ADPOP || op->code == IR_CHECK)
             buf_printf(p->out, "%s%lld", n ? ", " : " ", (long long)op->imm.i);
         return;
     }
@@ -193,7 +193,8 @@ static void put_operands(printer *p, const ir_op *op, bool canonical) {
         break;
     case IR_DIM:
     case IR_ADPUSH:
-    case IR_ADPOP: /* operands, then imm.i: the dimension / the adstack */
+    case IR_ADPOP:
+    case IR_CHECK: /* operands, then imm.i: the dimension / the adstack / the error code */
         buf_putc(p->out, ' ');
         if (n) {
             put_list(p, o, n);

@@ -458,6 +458,16 @@ static void check_types(verifier *v, const ir_op *op) {
     case IR_ATOMIC_XCHG: check_array_op(v, op); break;
     case IR_ADPUSH:
     case IR_ADPOP: check_adstack_op(v, op); break;
+    case IR_CHECK:
+        if (!is_bool(otype(op, 0)))
+            operr(v, op, "the condition has type %s, expected bool", tname(otype(op, 0)));
+        if (otype(op, 1) != ty_i64() || otype(op, 2) != ty_i64())
+            operr(v, op, "the recorded values have types %s and %s, expected i64",
+                  tname(otype(op, 1)), tname(otype(op, 2)));
+        if (op->imm.i <= 0 || op->imm.i > INT32_MAX)
+            operr(v, op, "error code %lld, expected a positive 32-bit code",
+                  (long long)op->imm.i);
+        break;
     case IR_IF: check_if(v, op); break;
     case IR_FOR: check_for(v, op); break;
     case IR_WHILE: check_while(v, op); break;
@@ -577,8 +587,8 @@ static void verify_op(verifier *v, const ir_op *op, const ir_op *owner, int dept
                   "stand in a parallel or serial body (at any depth)",
                   opname(op));
     } else if (top && !(in->flags & OPF_TERM) && !(in->flags & OPF_PURE) && !task &&
-               op->code != IR_LOAD)
-        /* a load may: the bound of a parallel for read from an array (`for i in 0..c[0]`),
+               op->code != IR_LOAD && op->code != IR_CHECK)
+        /* a check may (the debug check of a top-level division or shift); a load may: the bound of a parallel for read from an array (`for i in 0..c[0]`),
          * evaluated once before the task's first iteration like every top-level value
          * (each backend recomputes a task's top-level values when the task starts) */
         operr(v, op,

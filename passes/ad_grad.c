@@ -794,6 +794,7 @@ static void grad_task(ad_ctx *a, ir_op *task) {
 
 ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size) {
     ir_module *m = k->module;
+    kern_assert(!m->lowered); /* the rules see plain ops: ir_lower_semantics runs after */
     uint32_t ngrad = 0;
     for (uint32_t i = 0; i < k->nparams; i++) {
         const kern_type *t = k->params[i].type;

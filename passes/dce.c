@@ -146,6 +146,7 @@ static bool is_root(const ir_op *op) {
     case IR_ATOMIC_MAX: case IR_ATOMIC_XCHG: case IR_WHILE: case IR_PARALLEL: case IR_SERIAL:
     /* an unused adpop still pops: pushes and pops of a work item must stay balanced */
     case IR_ADPUSH: case IR_ADPOP:
+    case IR_CHECK: /* records an error */
         return true;
     case IR_CONST: case IR_LOAD: case IR_IF: case IR_FOR: case IR_YIELD: case IR_CONDITION:
         return false;

@@ -23,6 +23,12 @@ bool ir_opt_dce(ir_module *m);      /* dead pure ops, unused loop-carried values
  * gradient kernels are built (compiler/driver.c), not in ir_optimize */
 bool ir_opt_private_atomics(ir_module *m);
 
+/* The language's rules for integer div/rem, shifts, min/max/clamp and sign, written once as
+ * plain IR (passes/lower_semantics.c), with `check` ops for the debug checks of division by
+ * zero and shift counts when checks. The last step of kc_compile_source; sets
+ * ir_module.lowered, which every emitter requires. */
+bool ir_lower_semantics(ir_module *m, bool checks);
+
 /* ---- Analyses: divergence (passes/divergence.c) ------------------------------------- */
 
 /* What ir_uniform_in has already decided (zeroed: nothing; freed by the caller). */

@@ -106,6 +106,7 @@ Test(golden, lowering) {
         char *src = golden_read("ir", names[i], &len);
         kc_ctx *ctx = kc_ctx_new();
         ctx->opts.opt_level = 0;
+        ctx->opts.keep_rules = true; /* as kernc emit --emit=ir -O0 */
         ir_module *m = kc_compile_source(ctx, names[i], src, len);
         if (!m) {
             fprintf(stderr, "golden ir/%s: does not compile\n", names[i]);

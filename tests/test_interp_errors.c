@@ -331,3 +331,34 @@ Test(interp_errors, error_ir_that_does_not_verify) {
     cr_expect(!strncmp(err, "the IR does not verify: 4:2: @t: 'add'", 38), "got '%s'", err);
     ir_module_free(m);
 }
+
+/* Lowered IR in checked mode (passes/lower_semantics.c, as kernc gradcheck runs it): the
+ * interpreter stops at the `check` op before the division, with its location; a shift's
+ * check names the count. */
+Test(interp_errors, lowered_checks_stop_the_run) {
+    kc_ctx *ctx = kc_ctx_new();
+    ctx->opts.debug = true;
+    ir_module *m = kc_compile_source(ctx, "dz", divmod_src, strlen(divmod_src));
+    cr_assert(m && m->lowered);
+    ir_interp_arg in[4] = {arr(TY_I32, 1, 3, 0, 0), arr(TY_I32, 1, 3, 0, 0),
+                           arr(TY_U32, 1, 0, 0, 0), arr(TY_I64, 1, 2, 0, 0)};
+    I32(in[0])[1] = 7;
+    I32(in[1])[0] = 1, I32(in[1])[1] = 0, I32(in[1])[2] = 2;
+    I64(in[3])[1] = 1;
+    char err[256];
+    cr_expect(!ir_interp_run(m, "dz", in, 4, err, sizeof err));
+    cr_expect_str_eq(err, "3:21: @dz: integer division by zero (dividend 7)");
+    free_args(in, 4);
+    ir_module_free(m);
+    static const char sh[] = "kernel sh(a: i32[], s: i32) {\n"
+                             "    for i in 0..len(a) { a[i] = a[i] << s; }\n"
+                             "}\n";
+    m = kc_compile_source(ctx, "sh", sh, strlen(sh));
+    cr_assert(m);
+    ir_interp_arg in2[2] = {arr(TY_I32, 1, 2, 0, 0), ir_interp_int(TY_I32, -1)};
+    cr_expect(!ir_interp_run(m, "sh", in2, 2, err, sizeof err));
+    cr_expect_str_eq(err, "2:38: @sh: shift count -1 is out of range (0 to 31)");
+    free_args(in2, 2);
+    ir_module_free(m);
+    kc_ctx_free(ctx);
+}

@@ -13,6 +13,7 @@
 
 #include "../backends/llvm/llvm_backend.h"
 #include "../compiler/driver.h"
+#include "../passes/passes.h"
 #include "../backends/meta_ir.h"
 #include "../runtime/abi.h"
 #include "../runtime/meta.h"
@@ -32,6 +33,8 @@ static llvm_jit *jit_ir(ir_module *m, int opt, bool debug) {
     /* these tests lay slices out by hand for the scalar ABI (runtime/abi.h: one item's
      * stacks per slice); SIMD adstacks are tested through the runtime (test_simd.c) */
     o.simd = -1;
+    if (!m->lowered) /* IR built by hand: the rules lowered as kc_compile_source does */
+        ir_lower_semantics(m, debug);
     char err[1024];
     llvm_jit *j = llvm_jit_compile(m, &o, err, sizeof err);
     cr_assert(j, "JIT failed: %s", err);
@@ -430,6 +433,7 @@ Test(llvm_adstack, adstack_release_code_checked_counters_promoted) {
     kc_options_default(&o);
     o.opt_level = 2;
     o.debug = false;
+    ir_lower_semantics(m, false);
     char err[512];
     char *text = llvm_emit_text(m, &o, err, sizeof err);
     cr_assert(text, "%s", err);

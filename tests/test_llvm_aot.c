@@ -14,6 +14,7 @@
 
 #include "../backends/llvm/llvm_backend.h"
 #include "../compiler/driver.h"
+#include "../passes/passes.h"
 #include "../backends/meta_ir.h"
 #include "../runtime/abi.h"
 #include "../runtime/meta.h"
@@ -133,6 +134,7 @@ static ir_module *parse_ir(kc_ctx *c, const char *text) {
         diag_print_all(stderr, &c->diags);
     cr_assert(m);
     cr_assert(ir_verify(m, &c->diags));
+    ir_lower_semantics(m, c->opts.debug); /* as kc_compile_source ends */
     return m;
 }
 

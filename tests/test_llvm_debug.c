@@ -97,8 +97,11 @@ Test(llvm_debug, debug_div_zero_and_shift) {
     kern_err_record e = run(&p, "ds", args, 4);
     cr_assert_eq(e.code, KERN_DEVERR_DIV_ZERO);
     cr_expect(e.line == 3 && e.col == 21, "at %u:%u", e.line, e.col);
-    cr_expect(q[0] == 3 && q[1] == 0 && q[2] == 3 && q[3] == 0, "a failed division yields 0");
-    cr_expect(s[0] == 14 && s[1] == 32 && s[2] == 0 && s[3] == 80, "a failed shift yields 0");
+    /* the checked arithmetic goes on with the release results (passes/lower_semantics.c) */
+    cr_expect(q[0] == 3 && q[1] == 8 && q[2] == 3 && q[3] == 10,
+              "a failed division divides by 1");
+    cr_expect(s[0] == 14 && s[1] == 32 && s[2] == 9 && s[3] == 80,
+              "a failed shift masks its count");
 
     /* no division error: the shift's error is recorded */
     b[1] = b[3] = 1;

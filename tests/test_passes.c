@@ -3,7 +3,8 @@
  * Two kinds of tests:
  *   - golden files: tests/golden/passes/NAME.ir is an input module in the IR text form;
  *     NAME.fold.out, NAME.simplify.out, NAME.cse.out, NAME.dce.out hold the expected text
- *     after that single pass, NAME.opt.out after ir_optimize(m, 2). Every expectation was
+ *     after that single pass, NAME.opt.out after ir_optimize(m, 2), NAME.lower.out and
+ *     NAME.checked.out after ir_lower_semantics without and with checks. Every expectation was
  *     written by hand; UPDATE=1 rewrites them from the current output (review the diff).
  *     The verifier must accept the module after each pass.
  *   - builder tests: IR built with ir/builder, one pass run, specific results checked
@@ -773,10 +774,14 @@ static bool opt2(ir_module *m) {
     return true;
 }
 
+static bool lower(ir_module *m) { return ir_lower_semantics(m, false); }
+static bool lower_checked(ir_module *m) { return ir_lower_semantics(m, true); }
+
 static const golden_pass GOLDEN_PASSES[] = {
     {".fold.out", ir_opt_fold}, {".simplify.out", ir_opt_simplify},
     {".cse.out", ir_opt_cse},   {".dce.out", ir_opt_dce},
     {".opt.out", opt2},         {".private.out", ir_opt_private_atomics},
+    {".lower.out", lower},      {".checked.out", lower_checked},
 };
 
 Test(passes, golden) {

@@ -711,6 +711,7 @@ static char *capacity_of(const char *body, int which) {
     char src[2048];
     snprintf(src, sizeof src, SIG "%s\n}\n", body);
     kc_ctx *ctx = kc_ctx_new();
+    ctx->opts.keep_rules = true; /* the IR the gradient pass reads the capacities from */
     ir_module *m = kc_compile_source(ctx, "t.kern", src, strlen(src));
     if (!m)
         diag_print_all(stderr, &ctx->diags);

@@ -419,6 +419,7 @@ static const llvm_target_hooks no_hooks = {0};
 
 void llvm_emitter_init(llvm_emitter *em, LLVMContextRef ctx, const ir_module *m,
                        const kc_options *o, const llvm_target_hooks *hooks) {
+    kern_assert(m->lowered); /* kc_compile_source, or ir_lower_semantics for IR made by hand */
     memset(em, 0, sizeof *em);
     em->ctx = ctx;
     em->opts = o;

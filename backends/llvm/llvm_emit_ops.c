@@ -4,31 +4,28 @@
  * i32 (u32 picks the unsigned division, remainder, shift, comparison and conversions);
  * i64, f32 (float), f64 (double). Integer arithmetic wraps (no nsw/nuw).
  *
- * Defined results where LLVM would have undefined behaviour, in every build:
- *   - signed division and remainder by -1 are computed as 0 - a and 0 (INT_MIN / -1 wraps
- *     to INT_MIN instead of trapping);
- *   - in release builds an integer division or remainder by zero divides by 1 instead
- *     (the language leaves it undefined; this keeps x86's idiv from killing the process);
- *   - shift amounts are masked to the bit width (x86's own behaviour);
- *   - float -> integer casts saturate (llvm.fptosi.sat / fptoui.sat; NaN gives 0).
+ * The module is lowered (passes/lower_semantics.c): integer division and remainder get a
+ * divisor that is never 0 or -1 where LLVM would trap, shift counts come masked, min, max,
+ * clamp and sign are selects already, and the debug checks of divisions and shifts are
+ * `check` ops; each maps to one instruction here. What stays here: float -> integer casts
+ * saturate (llvm.fptosi.sat / fptoui.sat; NaN gives 0), one instruction on most targets.
  *
  * Math: LLVM intrinsics where LLVM 19 has them (sin cos exp exp2 log log2 sqrt fabs floor
  * ceil round pow fma abs), libm otherwise (tan asin acos atan sinh cosh tanh atan2 and
- * their f64 forms); rsqrt is 1 / sqrt. min/max are `b < a ? b : a` / `b > a ? b : a`
- * (operand 0 on ties and when a is NaN), clamp is min(max(x, lo), hi).
+ * their f64 forms); rsqrt is 1 / sqrt.
  *
  * Arrays: the element of a[i0, .., ik] is at data + ((i0 * n1 + i1) * n2 + i2)..., in
  * 64-bit arithmetic, indices sign-extended (u32: zero-extended). Atomics are monotonic
  * read-modify-writes returning the old value (the runtime's barrier between tasks is what
  * orders them with the rest); float add/sub are atomicrmw fadd/fsub, float min/max a
- * compare-exchange loop with the ties rule above, integer min/max atomicrmw (u)min/(u)max,
+ * compare-exchange loop with min's rule (`v < old`: the element on ties and NaN), integer min/max atomicrmw (u)min/(u)max,
  * atomic_xchg (made by autodiff) atomicrmw xchg on any element type (bool as its byte).
  *
- * Debug mode (kc_options.debug, in task bodies): every index is checked 0 <= i < n, every
- * integer division and remainder against zero, every shift amount against the width. On a
+ * Debug mode (kc_options.debug, in task bodies): every index is checked 0 <= i < n, and
+ * each `check` op (the lowering's checks of divisions and shifts) tests its condition. On a
  * failure the module's helper `kern.record_error` writes the record (first error wins by
- * cmpxchg of code 0 -> code) and the operation is skipped: a load, an atomic, a division
- * or a shift yields 0, a store is dropped. */
+ * cmpxchg of code 0 -> code); a failed access is skipped (a load or an atomic yields 0, a
+ * store is dropped), while a checked division or shift goes on with the release result. */
 #include <string.h>
 
 #include "../../runtime/abi.h"
@@ -89,7 +86,6 @@ LLVMValueRef llvm_const_real(LLVMTypeRef t, double v) {
     return LLVMConstReal(t, v);
 }
 
-static LLVMValueRef cint(LLVMTypeRef t, long long v) { return llvm_const_int(t, v); }
 
 static LLVMValueRef call_intrinsic(llvm_emitter *em, const char *name, LLVMTypeRef *types,
                                    size_t ntypes, LLVMValueRef *args, unsigned nargs) {
@@ -226,53 +222,33 @@ static LLVMValueRef guard_end(llvm_emitter *em, guard *g, LLVMValueRef v) {
 
 /* ---- arithmetic --------------------------------------------------------------------- */
 
+/* div/rem and shifts of lowered IR (passes/lower_semantics.c): the divisor is never 0 or
+ * -1 where the language would trap, and the count is masked. */
 static LLVMValueRef emit_divrem(llvm_emitter *em, const ir_op *op, LLVMValueRef a, LLVMValueRef b) {
     const kern_type *t = op->operands[0]->type;
     bool div = op->code == IR_DIV;
     if (ty_is_float(t))
         return LLVMBuildFDiv(em->b, a, b, "");
-    LLVMTypeRef ty = LLVMTypeOf(a);
-    LLVMValueRef zero = LLVMConstNull(ty), one = cint(ty, 1), m1 = cint(ty, -1);
-    guard g = {0};
-    LLVMValueRef is0 = LLVMBuildICmp(em->b, LLVMIntEQ, b, zero, "");
-    if (em->checks)
-        guard_check(em, &g, op, LLVMBuildNot(em->b, is0, ""), KERN_DEVERR_DIV_ZERO, 0,
-                    llvm_to_i64(em, a, t), llvm_to_i64(em, b, t));
-    LLVMValueRef r;
-    if (t->kind == TY_U32) {
-        LLVMValueRef d = em->checks ? b : LLVMBuildSelect(em->b, is0, one, b, "");
-        r = div ? LLVMBuildUDiv(em->b, a, d, "") : LLVMBuildURem(em->b, a, d, "");
-    } else {
-        LLVMValueRef ism1 = LLVMBuildICmp(em->b, LLVMIntEQ, b, m1, "");
-        LLVMValueRef bad = em->checks ? ism1 : LLVMBuildOr(em->b, is0, ism1, "");
-        LLVMValueRef d = LLVMBuildSelect(em->b, bad, one, b, "");
-        if (div)
-            r = LLVMBuildSelect(em->b, ism1, LLVMBuildSub(em->b, zero, a, ""),
-                                LLVMBuildSDiv(em->b, a, d, ""), "");
-        else
-            r = LLVMBuildSelect(em->b, ism1, zero, LLVMBuildSRem(em->b, a, d, ""), "");
-    }
-    return guard_end(em, &g, r);
+    if (t->kind == TY_U32)
+        return div ? LLVMBuildUDiv(em->b, a, b, "") : LLVMBuildURem(em->b, a, b, "");
+    return div ? LLVMBuildSDiv(em->b, a, b, "") : LLVMBuildSRem(em->b, a, b, "");
 }
 
 static LLVMValueRef emit_shift(llvm_emitter *em, const ir_op *op, LLVMValueRef a, LLVMValueRef b) {
-    const kern_type *t = op->operands[0]->type;
-    LLVMTypeRef ty = LLVMTypeOf(a);
-    int bits = t->kind == TY_I64 ? 64 : 32;
-    guard g = {0};
-    if (em->checks)
-        guard_check(em, &g, op, LLVMBuildICmp(em->b, LLVMIntULT, b, cint(ty, bits), ""),
-                    KERN_DEVERR_SHIFT, 0, llvm_to_i64(em, b, t),
-                    LLVMConstInt(em->t_i64, (unsigned)bits, 0));
-    LLVMValueRef amt = LLVMBuildAnd(em->b, b, cint(ty, bits - 1), "");
-    LLVMValueRef r;
     if (op->code == IR_SHL)
-        r = LLVMBuildShl(em->b, a, amt, "");
-    else if (t->kind == TY_U32)
-        r = LLVMBuildLShr(em->b, a, amt, "");
-    else
-        r = LLVMBuildAShr(em->b, a, amt, "");
-    return guard_end(em, &g, r);
+        return LLVMBuildShl(em->b, a, b, "");
+    return op->operands[0]->type->kind == TY_U32 ? LLVMBuildLShr(em->b, a, b, "")
+                                                 : LLVMBuildAShr(em->b, a, b, "");
+}
+
+/* A `check` (lowered debug check): records the error when operand 0 is false; nothing in
+ * functions without an error record (the CPU's count functions). */
+static void emit_check(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) {
+    if (!em->checks)
+        return;
+    guard g = {0};
+    guard_check(em, &g, op, x[0], (int)op->imm.i, 0, x[1], x[2]);
+    guard_end(em, &g, NULL);
 }
 
 static LLVMValueRef emit_compare(llvm_emitter *em, ir_opcode code, const kern_type *t,
@@ -302,31 +278,6 @@ static LLVMValueRef emit_compare(llvm_emitter *em, ir_opcode code, const kern_ty
     default: kern_unreachable("not a comparison");
     }
     return LLVMBuildICmp(em->b, p, a, b, "");
-}
-
-/* b < a ? b : a (min) and b > a ? b : a (max): operand 0 on ties */
-static LLVMValueRef emit_minmax(llvm_emitter *em, bool is_min, const kern_type *t, LLVMValueRef a,
-                                LLVMValueRef b) {
-    LLVMValueRef c = emit_compare(em, is_min ? IR_LT : IR_GT, t, b, a);
-    return LLVMBuildSelect(em->b, c, b, a, "");
-}
-
-static LLVMValueRef emit_sign(llvm_emitter *em, const kern_type *t, LLVMValueRef a) {
-    LLVMTypeRef ty = LLVMTypeOf(a);
-    if (ty_is_float(t)) {
-        LLVMValueRef z = LLVMConstNull(ty);
-        LLVMValueRef gt = LLVMBuildFCmp(em->b, LLVMRealOGT, a, z, "");
-        LLVMValueRef lt = LLVMBuildFCmp(em->b, LLVMRealOLT, a, z, "");
-        /* -0.0 and NaN keep themselves */
-        LLVMValueRef r = LLVMBuildSelect(em->b, lt, llvm_const_real(ty, -1.0), a, "");
-        return LLVMBuildSelect(em->b, gt, llvm_const_real(ty, 1.0), r, "");
-    }
-    LLVMValueRef z = LLVMConstNull(ty);
-    if (t->kind == TY_U32)
-        return LLVMBuildZExt(em->b, LLVMBuildICmp(em->b, LLVMIntNE, a, z, ""), ty, "");
-    LLVMValueRef gt = LLVMBuildZExt(em->b, LLVMBuildICmp(em->b, LLVMIntSGT, a, z, ""), ty, "");
-    LLVMValueRef lt = LLVMBuildZExt(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, a, z, ""), ty, "");
-    return LLVMBuildSub(em->b, gt, lt, "");
 }
 
 static LLVMValueRef emit_cast(llvm_emitter *em, const kern_type *from, const kern_type *to,
@@ -611,12 +562,11 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
                 r = call_intrinsic(em, "llvm.abs", &ty, 1, args, 2);
             }
             break;
-        case IR_SIGN: r = emit_sign(em, t, x[0]); break;
-        case IR_MIN: r = emit_minmax(em, true, t, x[0], x[1]); break;
-        case IR_MAX: r = emit_minmax(em, false, t, x[0], x[1]); break;
-        case IR_CLAMP:
-            r = emit_minmax(em, true, t, emit_minmax(em, false, t, x[0], x[1]), x[2]);
-            break;
+        case IR_CHECK: emit_check(em, op, x); return;
+        case IR_SIGN:
+        case IR_MIN:
+        case IR_MAX:
+        case IR_CLAMP: kern_unreachable("LLVM backend: lowered by ir_lower_semantics");
         default: r = emit_float_math(em, op, x); break;
         }
     }

@@ -510,7 +510,8 @@ static bool flat_region(const llvm_emitter *em, const ir_region *r) {
         case IR_WHILE:
         case IR_STORE:
         case IR_ADPUSH:
-        case IR_ADPOP: return false;
+        case IR_ADPOP:
+        case IR_CHECK: return false;
         case IR_LOAD:
             if (!any_index_varying(em, op))
                 return false;
@@ -777,6 +778,7 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
             break;
         case IR_PARALLEL:
         case IR_SERIAL: kern_unreachable("LLVM backend: a task inside a region");
+        case IR_CHECK: kern_unreachable("LLVM backend: debug checks run on the scalar path");
         default:
             if (ir_is_atomic(op->code)) {
                 if (!vatomic_sum(em, op))

@@ -382,6 +382,7 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
 
 uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords, char *err,
                         size_t errlen) {
+    kern_assert(m->lowered); /* kc_compile_source, or ir_lower_semantics for IR made by hand */
     spv_emitter em;
     memset(&em, 0, sizeof em);
     em.opts = o;

@@ -1,7 +1,9 @@
 /* spv_emit_arith.c - the SPIR-V of the scalar ops: integer and float arithmetic, bitwise
- * ops, shifts, comparisons, min/max, sign, casts, constants and float math, with the
- * semantics of backends/llvm/llvm_emit_ops.c (division by -1 and by zero defined, shift
- * amounts masked, float -> integer casts saturating).
+ * ops, shifts, comparisons, casts, constants, float math and `check`. The module is lowered
+ * (passes/lower_semantics.c): division, shifts, min/max/clamp/sign and the debug checks of
+ * divisions and shifts come as plain ops. What stays here: float -> integer casts saturate
+ * as backends/llvm/llvm_emit_ops.c's llvm.fptosi.sat does (emulated with a clamp and
+ * selects), and round is half away from zero.
  *
  * f64 math: GLSL.std.450's transcendental functions take 16- and 32-bit floats only; f64 sin,
  * exp, ... call kern's own SPIR-V functions (spv_math64.c). */
@@ -17,55 +19,34 @@ static uint32_t int_const(spv_emitter *em, const kern_type *t, int64_t v) {
     return is_i64(t) ? cu64(em, (uint64_t)v) : cu32(em, (uint32_t)v);
 }
 
+/* div/rem and shifts of lowered IR (passes/lower_semantics.c): the divisor is never 0 or
+ * -1 where the language would trap, and the count is masked. */
 static uint32_t emit_divrem(spv_emitter *em, const ir_op *op, uint32_t a, uint32_t b) {
     const kern_type *t = op->operands[0]->type;
     uint32_t ty = spv_reg_type(em, t);
-    bool div = op->code == IR_DIV;
-    if (ty_is_float(t))
-        return spv_op2(&em->b, SpvOpFDiv, ty, a, b);
-    uint32_t zero = int_const(em, t, 0), one = int_const(em, t, 1), m1 = int_const(em, t, -1);
-    uint32_t is0 = spv_op2(&em->b, SpvOpIEqual, em->t_bool, b, zero);
-    spv_guard g = {0};
-    if (em->checks) {
-        spv_guard_add(em, &g, spv_op1(&em->b, SpvOpLogicalNot, em->t_bool, is0),
-                      KERN_DEVERR_DIV_ZERO, cu32(em, 0), spv_to_u64(em, a, t),
-                      spv_to_u64(em, b, t));
-        spv_guard_begin(em, &g, op);
-    }
-    uint32_t r;
-    if (t->kind == TY_U32) {
-        uint32_t d = spv_op3(&em->b, SpvOpSelect, ty, is0, one, b);
-        r = spv_op2(&em->b, div ? SpvOpUDiv : SpvOpUMod, ty, a, d);
-    } else {
-        uint32_t ism1 = spv_op2(&em->b, SpvOpIEqual, em->t_bool, b, m1);
-        uint32_t bad = spv_op2(&em->b, SpvOpLogicalOr, em->t_bool, is0, ism1);
-        uint32_t d = spv_op3(&em->b, SpvOpSelect, ty, bad, one, b);
-        if (div)
-            r = spv_op3(&em->b, SpvOpSelect, ty, ism1, spv_op2(&em->b, SpvOpISub, ty, zero, a),
-                        spv_op2(&em->b, SpvOpSDiv, ty, a, d));
-        else
-            r = spv_op3(&em->b, SpvOpSelect, ty, ism1, zero, spv_op2(&em->b, SpvOpSRem, ty, a, d));
-    }
-    return spv_guard_end(em, &g, r, zero, ty);
+    bool div = op->code == IR_DIV, u = t->kind == TY_U32;
+    SpvOp o = ty_is_float(t) ? SpvOpFDiv
+              : div          ? (u ? SpvOpUDiv : SpvOpSDiv)
+                             : (u ? SpvOpUMod : SpvOpSRem);
+    return spv_op2(&em->b, o, ty, a, b);
 }
 
 static uint32_t emit_shift(spv_emitter *em, const ir_op *op, uint32_t a, uint32_t b) {
     const kern_type *t = op->operands[0]->type;
-    uint32_t ty = spv_reg_type(em, t);
-    int bits = is_i64(t) ? 64 : 32;
-    spv_guard g = {0};
-    if (em->checks) {
-        spv_guard_add(
-            em, &g, spv_op2(&em->b, SpvOpULessThan, em->t_bool, b, int_const(em, t, bits)),
-            KERN_DEVERR_SHIFT, cu32(em, 0), spv_to_u64(em, b, t), cu64(em, (uint64_t)bits));
-        spv_guard_begin(em, &g, op);
-    }
-    uint32_t amt = spv_op2(&em->b, SpvOpBitwiseAnd, ty, b, int_const(em, t, bits - 1));
     SpvOp o = op->code == IR_SHL  ? SpvOpShiftLeftLogical
               : t->kind == TY_U32 ? SpvOpShiftRightLogical
                                   : SpvOpShiftRightArithmetic;
-    uint32_t r = spv_op2(&em->b, o, ty, a, amt);
-    return spv_guard_end(em, &g, r, int_const(em, t, 0), ty);
+    return spv_op2(&em->b, o, spv_reg_type(em, t), a, b);
+}
+
+/* A `check` (lowered debug check): records the error when operand 0 is false. */
+static void emit_check(spv_emitter *em, const ir_op *op, const uint32_t *x) {
+    if (!em->checks)
+        return;
+    spv_guard g = {0};
+    spv_guard_add(em, &g, x[0], (uint32_t)op->imm.i, cu32(em, 0), x[1], x[2]);
+    spv_guard_begin(em, &g, op);
+    spv_guard_end(em, &g, 0, 0, 0);
 }
 
 uint32_t spv_emit_compare(spv_emitter *em, ir_opcode code, const kern_type *t, uint32_t a,
@@ -102,35 +83,8 @@ uint32_t spv_emit_compare(spv_emitter *em, ir_opcode code, const kern_type *t, u
     return spv_op2(&em->b, o, em->t_bool, a, b);
 }
 
-/* b < a ? b : a (min), b > a ? b : a (max): operand 0 on ties and when a is NaN */
-static uint32_t emit_minmax(spv_emitter *em, bool is_min, const kern_type *t, uint32_t a,
-                            uint32_t b) {
-    uint32_t c = spv_emit_compare(em, is_min ? IR_LT : IR_GT, t, b, a);
-    return spv_op3(&em->b, SpvOpSelect, spv_reg_type(em, t), c, b, a);
-}
-
 static uint32_t fconst(spv_emitter *em, const kern_type *t, double v) {
     return t->kind == TY_F32 ? spv_const_f32(&em->b, (float)v) : spv_const_f64(&em->b, v);
-}
-
-static uint32_t emit_sign(spv_emitter *em, const kern_type *t, uint32_t a) {
-    uint32_t ty = spv_reg_type(em, t);
-    if (ty_is_float(t)) { /* -0.0 and NaN keep themselves */
-        uint32_t z = fconst(em, t, 0.0);
-        uint32_t gt = spv_op2(&em->b, SpvOpFOrdGreaterThan, em->t_bool, a, z);
-        uint32_t lt = spv_op2(&em->b, SpvOpFOrdLessThan, em->t_bool, a, z);
-        uint32_t r = spv_op3(&em->b, SpvOpSelect, ty, lt, fconst(em, t, -1.0), a);
-        return spv_op3(&em->b, SpvOpSelect, ty, gt, fconst(em, t, 1.0), r);
-    }
-    uint32_t z = int_const(em, t, 0), one = int_const(em, t, 1);
-    if (t->kind == TY_U32)
-        return spv_op3(&em->b, SpvOpSelect, ty, spv_op2(&em->b, SpvOpINotEqual, em->t_bool, a, z),
-                       one, z);
-    uint32_t gt = spv_op3(&em->b, SpvOpSelect, ty,
-                          spv_op2(&em->b, SpvOpSGreaterThan, em->t_bool, a, z), one, z);
-    uint32_t lt =
-        spv_op3(&em->b, SpvOpSelect, ty, spv_op2(&em->b, SpvOpSLessThan, em->t_bool, a, z), one, z);
-    return spv_op2(&em->b, SpvOpISub, ty, gt, lt);
 }
 
 /* float -> integer, saturating (NaN gives 0), as llvm.fpto[su]i.sat */
@@ -316,12 +270,11 @@ void spv_emit_simple(spv_emitter *em, const ir_op *op) {
                             spv_op2(&em->b, SpvOpSLessThan, em->t_bool, x[0], int_const(em, t, 0)),
                             spv_op1(&em->b, SpvOpSNegate, ty, x[0]), x[0]);
             break;
-        case IR_SIGN: r = emit_sign(em, t, x[0]); break;
-        case IR_MIN: r = emit_minmax(em, true, t, x[0], x[1]); break;
-        case IR_MAX: r = emit_minmax(em, false, t, x[0], x[1]); break;
-        case IR_CLAMP:
-            r = emit_minmax(em, true, t, emit_minmax(em, false, t, x[0], x[1]), x[2]);
-            break;
+        case IR_CHECK: emit_check(em, op, x); break;
+        case IR_SIGN:
+        case IR_MIN:
+        case IR_MAX:
+        case IR_CLAMP: kern_unreachable("SPIR-V backend: lowered by ir_lower_semantics");
         default: r = emit_float_math(em, op, x); break;
         }
     }
