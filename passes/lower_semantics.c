@@ -14,7 +14,7 @@
  *                      themselves); i32/i64: cast(a > 0) - cast(a < 0); u32: cast(a != 0).
  * In checked mode (kc_options.debug) a `check` op stands before a division (ok: b != 0,
  * record a, b as i64: KERN_DEVERR_DIV_ZERO) and before a shift (ok: 0 <= b < bits, record
- * the count and the width: KERN_KERN_DEVERR_SHIFT); every emitter maps it to its "record an
+ * the count and the width: KERN_DEVERR_SHIFT); every emitter maps it to its "record an
  * error" path. The arithmetic after it is the release one, so nothing is skipped: a failed
  * division or shift yields what a release build computes. Checks stand at the top level
  * too: each backend recomputes top-level values in its task functions, where the record
