@@ -143,6 +143,8 @@ bool kern_outfile_open(kern_outfile *o, const char *path, char *err, size_t errl
         free(target);
         return fail(err, errlen, "write", path, ENOMEM);
     }
+    /* process-wide on purpose, and atomic: two threads writing next to the same file must
+     * not pick the same temporary name */
     static unsigned counter;
     for (int attempt = 0; attempt < 100 && o->fd < 0; attempt++) {
         snprintf(tmp, n, "%s.kern-tmp-%ld-%u", target, (long)getpid(),
