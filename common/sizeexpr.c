@@ -65,6 +65,14 @@ sz_expr *sz_maxover(arena *a, int var, sz_expr *lo, sz_expr *hi, sz_expr *body) 
     return e;
 }
 
+sz_expr *sz_copy(arena *a, const sz_expr *e) {
+    sz_expr *r = sz_node(a, e->op, e->v, e->nkids);
+    r->d = e->d;
+    for (int i = 0; i < e->nkids; i++)
+        r->kids[i] = sz_copy(a, e->kids[i]);
+    return r;
+}
+
 /* ---- Text form --------------------------------------------------------------------- */
 
 static const char *const sz_names[] = {

@@ -3,8 +3,10 @@
  * The compiler (passes/ad_size.c) derives, for every loop whose carried values the
  * reverse sweep needs, an upper bound on the number of pushes one thread makes: the
  * loop's trip count, maximized over the ranges of the enclosing loop and parallel
- * indices. It is stored as text in the IR (ir_adstack.cap) and in the module metadata,
- * and the runtime evaluates it per launch without the compiler (runtime/adstack.c).
+ * indices. The compiler hands it on as a tree: in the IR (ir_adstack.cap, printed and
+ * parsed as the text form below), to the metadata (backends/meta_ir.c, which also writes
+ * the text that module files carry) and to the GPU sizer kernels (llvm_sizer.c). The
+ * runtime evaluates it per launch without the compiler (runtime/adstack.c).
  *
  * Text form (an s-expression; single spaces, no other whitespace):
  *   E := INT                       a constant (decimal, may be negative)
@@ -67,6 +69,8 @@ sz_expr *sz_dim(arena *a, int param, int dim);
 sz_expr *sz_read(arena *a, int param, sz_expr *const *idx, int nidx);
 sz_expr *sz_bin(arena *a, sz_op op, sz_expr *x, sz_expr *y); /* ADD..MAX */
 sz_expr *sz_maxover(arena *a, int var, sz_expr *lo, sz_expr *hi, sz_expr *body);
+/* A deep copy of e in arena a. */
+sz_expr *sz_copy(arena *a, const sz_expr *e);
 
 /* Appends the text form. */
 void sz_print(kern_buf *out, const sz_expr *e);
