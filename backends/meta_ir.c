@@ -1,7 +1,9 @@
 /* meta_ir.c - module metadata from the IR: what the runtime needs to know about a
- * compiled module (kernels, parameters, tasks, adstacks with their SizeExpr text,
- * grad_error, locations, the extents of parallel tasks) without the compiler. The SizeExprs are parsed and checked by
- * the runtime when it makes the module (kern_meta_check_adstacks).
+ * compiled module (kernels, parameters, tasks, adstacks with their SizeExprs, grad_error,
+ * locations, the extents of parallel tasks) without the compiler. Each SizeExpr goes in
+ * twice: as a tree copied into the metadata's arena (kern_meta.mem; a JIT module is used
+ * without parsing anything) and as its text form, for module files and messages. The
+ * runtime checks the trees' leaves when it makes the module (kern_meta_check_adstacks).
  * The task numbering is the backends' (runtime/abi.h): the t-th parallel or serial op of
  * the kernel body is task t. */
 #include <stdlib.h>
@@ -51,7 +53,16 @@ static bool writes(const ir_region *r, const ir_value *p) {
     return false;
 }
 
-static void fill_kernel(kern_meta_kernel *mk, const ir_kernel *k) {
+/* The text form of e, malloc'd. */
+static char *sz_text(const sz_expr *e) {
+    kern_buf b = {0};
+    sz_print(&b, e);
+    char *t = dup_str(b.data);
+    buf_free(&b);
+    return t;
+}
+
+static void fill_kernel(kern_meta *meta, kern_meta_kernel *mk, const ir_kernel *k) {
     mk->name = dup_str(k->name);
     mk->line = k->loc.line;
     mk->col = k->loc.col;
@@ -82,10 +93,14 @@ static void fill_kernel(kern_meta_kernel *mk, const ir_kernel *k) {
         uint32_t base = ext;
         ext += (uint32_t)mt->ndims;
         for (int d = 0; d < mt->ndims && d < KERN_META_MAX_TASK_DIMS; d++) {
-            const char *e = k->extents && base + (uint32_t)d < k->nextents
-                                ? k->extents[base + (uint32_t)d]
-                                : ad_task_extent(k, op, (uint32_t)d);
-            mt->extent[d] = e ? dup_str(e) : NULL;
+            /* the lowering's record (computed before min/max/div were lowered), else now */
+            const sz_expr *recorded = k->extents && base + (uint32_t)d < k->nextents
+                                          ? k->extents[base + (uint32_t)d]
+                                          : NULL;
+            mt->extent_expr[d] = !k->extents ? ad_task_extent(k, op, (uint32_t)d, &meta->mem)
+                                 : recorded  ? sz_copy(&meta->mem, recorded)
+                                             : NULL;
+            mt->extent[d] = mt->extent_expr[d] ? sz_text(mt->extent_expr[d]) : NULL;
         }
     }
     mk->nadstacks = (int)k->nadstacks;
@@ -94,7 +109,8 @@ static void fill_kernel(kern_meta_kernel *mk, const ir_kernel *k) {
         mk->adstacks[i].type = k->adstacks[i].type;
         mk->adstacks[i].line = k->adstacks[i].loc.line;
         mk->adstacks[i].col = k->adstacks[i].loc.col;
-        mk->adstacks[i].cap = dup_str(k->adstacks[i].cap);
+        mk->adstacks[i].expr = sz_copy(&meta->mem, k->adstacks[i].cap);
+        mk->adstacks[i].cap = sz_text(k->adstacks[i].cap);
     }
     mk->grad_error = k->grad_error ? one_line(k->grad_error) : NULL;
 }
@@ -105,6 +121,6 @@ kern_meta *kc_meta_from_ir(const ir_module *m) {
     meta->nkernels = (int)m->nkernels;
     meta->kernels = zalloc(m->nkernels, sizeof *meta->kernels);
     int i = 0;
-    ir_foreach_kernel(k, m) fill_kernel(&meta->kernels[i++], k);
+    ir_foreach_kernel(k, m) fill_kernel(meta, &meta->kernels[i++], k);
     return meta;
 }

@@ -5,15 +5,19 @@
  *
  * Evaluation works on intervals [lo, hi]: every leaf is a point, and a result stays a
  * point (exact) unless a maxover had to fall back to interval arithmetic. A maxover
- * over a non-empty range [a, b) of points picks one of three strategies by the shape of
- * its body in its variable v:
- *   - v reaches the index of a read (directly, or through the range of a nested maxover):
- *     scan every v in [a, b) (the sizer's reduction; exact);
- *   - the body is convex in v (affine: v not under min/div/read, nor multiplied by a
- *     v-dependent value; max of convex parts; nested maxovers whose range does not
- *     depend on v): its maximum is at an endpoint, so evaluate at a and b - 1 (exact);
- *   - otherwise bind v to the interval [a, b - 1] and evaluate the body once (an upper
- *     bound).
+ * over a non-empty range [a, b) of points is evaluated by the rule sz_maxover_rule gives
+ * it from the shape of its body in its variable v (the GPU sizer kernels follow the same
+ * rule, llvm_sizer.c):
+ *   - SCAN: v reaches the index of a read (directly, or through the range of a nested
+ *     maxover): scan every v in [a, b) (the sizer's reduction; exact);
+ *   - POINT: the body does not depend on v: evaluate it at a;
+ *   - ENDPOINTS: the body is convex in v (affine: v not under min/div/read, nor
+ *     multiplied by a v-dependent value; max of convex parts; nested maxovers whose range
+ *     does not depend on v): its maximum is at an endpoint, so evaluate at a and b - 1;
+ *   - PIECEWISE: convex between the points where a nested range turns empty: evaluate at
+ *     the endpoints and on both sides of each such point (exact);
+ *   - OTHER: scan a short range; otherwise bind v to the interval [a, b - 1] and evaluate
+ *     the body once (an upper bound).
  * Every operation is checked for int64 overflow. */
 #include "sizeexpr.h"
 
@@ -63,6 +67,14 @@ sz_expr *sz_maxover(arena *a, int var, sz_expr *lo, sz_expr *hi, sz_expr *body) 
     e->kids[1] = hi;
     e->kids[2] = body;
     return e;
+}
+
+sz_expr *sz_copy(arena *a, const sz_expr *e) {
+    sz_expr *r = sz_node(a, e->op, e->v, e->nkids);
+    r->d = e->d;
+    for (int i = 0; i < e->nkids; i++)
+        r->kids[i] = sz_copy(a, e->kids[i]);
+    return r;
 }
 
 /* ---- Text form --------------------------------------------------------------------- */
@@ -494,6 +506,21 @@ static sz_shape shape(const sz_expr *e, const int64_t *vars, int n) {
     }
 }
 
+sz_rule sz_maxover_rule(const sz_expr *m) {
+    kern_assert(m->op == SZ_MAXOVER);
+    const sz_expr *body = m->kids[2];
+    if (reads_through(body, m->v))
+        return SZ_RULE_SCAN;
+    switch (shape(body, &m->v, 1)) {
+    case SH_CONST: return SZ_RULE_POINT;
+    case SH_AFFINE:
+    case SH_CONVEX: return SZ_RULE_ENDPOINTS;
+    case SH_PIECEWISE: return SZ_RULE_PIECEWISE;
+    case SH_OTHER: break;
+    }
+    return SZ_RULE_OTHER;
+}
+
 /* ---- Evaluation -------------------------------------------------------------------- */
 
 typedef struct sz_iv {
@@ -738,19 +765,14 @@ static bool eval_maxover(sz_eval_ctx *c, const sz_expr *e, sz_iv *out) {
     if (lo.lo != lo.hi || hi.lo != hi.hi) /* the range is only known as intervals */
         return eval_span(c, e, lo.lo, hi.hi - 1, lo.hi >= hi.lo, out, true);
     int64_t a = lo.lo, b = hi.lo;
-    const sz_expr *body = e->kids[2];
-    if (reads_through(body, e->v))
-        return eval_scan(c, e, a, b, true, out);
-    switch (shape(body, &e->v, 1)) {
-    case SH_CONST:
-        return eval_at(c, e, a, out, true);
-    case SH_AFFINE:
-    case SH_CONVEX:
-        return eval_at(c, e, a, out, true) && eval_at(c, e, b - 1, out, false);
-    case SH_PIECEWISE: {
+    switch (sz_maxover_rule(e)) {
+    case SZ_RULE_SCAN: return eval_scan(c, e, a, b, true, out);
+    case SZ_RULE_POINT: return eval_at(c, e, a, out, true);
+    case SZ_RULE_ENDPOINTS: return eval_at(c, e, a, out, true) && eval_at(c, e, b - 1, out, false);
+    case SZ_RULE_PIECEWISE: {
         int64_t cand[SZ_MAX_CANDIDATES];
         int ncand = 0;
-        if (piecewise_points(c, e, body, a, b, cand, &ncand)) {
+        if (piecewise_points(c, e, e->kids[2], a, b, cand, &ncand)) {
             bool ok = eval_at(c, e, a, out, true) && eval_at(c, e, b - 1, out, false);
             for (int i = 0; ok && i < ncand; i++)
                 ok = eval_at(c, e, cand[i], out, false);
@@ -760,8 +782,7 @@ static bool eval_maxover(sz_eval_ctx *c, const sz_expr *e, sz_iv *out) {
             return false;
         break;
     }
-    case SH_OTHER:
-        break;
+    case SZ_RULE_OTHER: break;
     }
     if (b - a <= SZ_SMALL_SCAN && c->work <= SZ_WORK_BUDGET)
         return eval_scan(c, e, a, b, false, out);

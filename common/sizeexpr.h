@@ -3,8 +3,10 @@
  * The compiler (passes/ad_size.c) derives, for every loop whose carried values the
  * reverse sweep needs, an upper bound on the number of pushes one thread makes: the
  * loop's trip count, maximized over the ranges of the enclosing loop and parallel
- * indices. It is stored as text in the IR (ir_adstack.cap) and in the module metadata,
- * and the runtime evaluates it per launch without the compiler (runtime/adstack.c).
+ * indices. The compiler hands it on as a tree: in the IR (ir_adstack.cap, printed and
+ * parsed as the text form below), to the metadata (backends/meta_ir.c, which also writes
+ * the text that module files carry) and to the GPU sizer kernels (llvm_sizer.c). The
+ * runtime evaluates it per launch without the compiler (runtime/adstack.c).
  *
  * Text form (an s-expression; single spaces, no other whitespace):
  *   E := INT                       a constant (decimal, may be negative)
@@ -21,10 +23,13 @@
  *   (maxover v0 0 (dim 0 0) (max 0 (read 0 v0)))
  *
  * Evaluation (sz_eval) is exact for the forms the compiler produces: a maxover whose body
- * is affine in its variable is evaluated at the range's endpoints, one whose body reads
- * an array through the variable scans the range (that is the sizer's reduction), any
- * other body is evaluated over the range by interval arithmetic (an upper bound). Every
- * result is checked for int64 overflow. */
+ * is convex in its variable is evaluated at the range's endpoints, one whose body reads
+ * an array through the variable scans the range (that is the sizer's reduction), a
+ * triangular nest at a few points; any other body is scanned over a short range and
+ * bounded by interval arithmetic over a long one (an upper bound). Which of these applies
+ * is decided once, by sz_maxover_rule, for both sz_eval and the GPU sizer kernels
+ * (backends/llvm/llvm_sizer.c); tests/test_sizer.c runs the two against each other.
+ * Every result is checked for int64 overflow. */
 #ifndef KERN_SIZEEXPR_H
 #define KERN_SIZEEXPR_H
 
@@ -67,6 +72,8 @@ sz_expr *sz_dim(arena *a, int param, int dim);
 sz_expr *sz_read(arena *a, int param, sz_expr *const *idx, int nidx);
 sz_expr *sz_bin(arena *a, sz_op op, sz_expr *x, sz_expr *y); /* ADD..MAX */
 sz_expr *sz_maxover(arena *a, int var, sz_expr *lo, sz_expr *hi, sz_expr *body);
+/* A deep copy of e in arena a. */
+sz_expr *sz_copy(arena *a, const sz_expr *e);
 
 /* Appends the text form. */
 void sz_print(kern_buf *out, const sz_expr *e);
@@ -87,6 +94,21 @@ typedef struct sz_arg {
  * data), on division by zero, or when the value overflows int64. */
 bool sz_eval(const sz_expr *e, const sz_arg *args, int nargs, int64_t *out, char *err,
              size_t errlen);
+/* How a maxover over a non-empty range [a, b) is evaluated, decided from the tree alone.
+ * One decision for the host evaluator (sz_eval) and the GPU sizer kernels
+ * (backends/llvm/llvm_sizer.c), so that the two cannot choose differently: */
+typedef enum sz_rule {
+    SZ_RULE_POINT,     /* the body does not depend on the variable: the body at a */
+    SZ_RULE_ENDPOINTS, /* convex in the variable: the larger of the body at a and b - 1 */
+    SZ_RULE_SCAN,      /* the variable reaches a read's index: the body at every point */
+    SZ_RULE_PIECEWISE, /* convex between the points where a nested range (affine in the
+                        * variable) turns empty: the host evaluates the endpoints and both
+                        * sides of each such point, the sizer scans */
+    SZ_RULE_OTHER,     /* anything else: the host scans a short range and bounds a long
+                        * one by interval arithmetic, the sizer scans */
+} sz_rule;
+sz_rule sz_maxover_rule(const sz_expr *maxover);
+
 /* Whether e reads array elements (then evaluation needs the data on the host, or a sizer
  * kernel on the device). */
 bool sz_reads_memory(const sz_expr *e);

@@ -87,7 +87,7 @@ ir_kernel *ir_kernel_find(const ir_module *m, const char *name) {
     return NULL;
 }
 
-uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const char *cap,
+uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const sz_expr *cap,
                                kern_loc loc) {
     kern_assert(k && type && ty_is_scalar(type) && cap);
     if (k->nadstacks == k->capadstacks) {
@@ -99,7 +99,7 @@ uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const char *
         k->capadstacks = n;
     }
     k->adstacks[k->nadstacks] =
-        (ir_adstack){.type = type, .cap = arena_strdup(&k->module->mem, cap), .loc = loc};
+        (ir_adstack){.type = type, .cap = sz_copy(&k->module->mem, cap), .loc = loc};
     return k->nadstacks++;
 }
 

@@ -31,6 +31,7 @@
 
 #include "../common/arena.h"
 #include "../common/diag.h"
+#include "../common/sizeexpr.h"
 #include "../common/types.h"
 #include "../common/util.h"
 
@@ -135,7 +136,8 @@ typedef struct ir_param {
  * Text form (docs/ir.md), first in the kernel body: adstack TYPE "SIZEEXPR" LOC */
 typedef struct ir_adstack {
     const kern_type *type; /* a scalar type */
-    const char *cap;       /* capacity in entries: SizeExpr text (common/sizeexpr.h) */
+    const sz_expr *cap;    /* capacity in entries: a SizeExpr (common/sizeexpr.h) in the
+                            * module's arena; prints as its text form */
     kern_loc loc;          /* the loop it belongs to (for overflow errors) */
 } ir_adstack;
 
@@ -150,7 +152,7 @@ struct ir_kernel {
     uint32_t nadstacks, capadstacks;
     const char *grad_error; /* primal kernels: why K.grad was not built (NULL: it was, or
                                was not asked for) */
-    const char **extents;   /* after ir_lower_semantics: ad_task_extent of each dimension of
+    sz_expr **extents;      /* after ir_lower_semantics: ad_task_extent of each dimension of
                                each parallel task, in order, computed before the lowering */
     uint32_t nextents;
     ir_kernel *next;
@@ -176,8 +178,9 @@ void ir_module_free(ir_module *m);
 ir_kernel *ir_kernel_new(ir_module *m, const char *name, kern_loc loc, const ir_param *params,
                          uint32_t nparams);
 ir_kernel *ir_kernel_find(const ir_module *m, const char *name);
-/* Appends an adstack to k's table and returns its index. cap is copied. */
-uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const char *cap,
+/* Appends an adstack to k's table and returns its index. cap is copied into the
+ * module's arena. */
+uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const sz_expr *cap,
                                kern_loc loc);
 
 /* Creates a detached op with room for the given operands, results (typed) and regions

@@ -970,7 +970,7 @@ static ir_param parse_param(parser *p, token *name) {
 }
 
 /* adstack := 'adstack' type STRING [loc]
- * The capacity is kept as written: its SizeExpr grammar is not checked here. */
+ * The string is the capacity's SizeExpr text (common/sizeexpr.h), parsed into a tree. */
 static void parse_adstack(parser *p, ir_kernel *k) {
     next(p); /* 'adstack' */
     kern_loc tloc = p->tok.loc;
@@ -980,9 +980,10 @@ static void parse_adstack(parser *p, ir_kernel *k) {
     if (p->tok.kind != TK_STRING)
         fail_at(p, p->tok.loc, "expected the adstack's capacity as a string, found %s",
                 tok_desc(p));
-    const char *cap = p->tok.s;
-    if (strlen(cap) != p->tok.len)
-        fail_at(p, p->tok.loc, "an adstack capacity cannot hold a NUL byte");
+    char msg[256];
+    const sz_expr *cap = sz_parse(&p->scratch, p->tok.s, p->tok.len, msg, sizeof msg);
+    if (!cap)
+        fail_at(p, p->tok.loc, "bad adstack capacity: %s", msg);
     next(p);
     kern_loc loc = parse_opt_loc(p);
     if (p->tok.kind != TK_EOF && p->tok.loc.line == p->prev_line && !is_punct(p, '}'))

@@ -398,15 +398,20 @@ static void print_region(printer *p, const ir_region *r, int indent) {
 
 /* ---- Kernels and modules ---------------------------------------------------------- */
 
-/* adstack TYPE "CAP" [LOC]; a missing capacity prints as <null> (the parser refuses it). */
+/* adstack TYPE "CAP" [LOC], CAP the SizeExpr's text form; a missing capacity prints as
+ * <null> (the parser refuses it). */
 static void print_adstack(printer *p, const ir_adstack *a) {
     buf_puts(p->out, "  adstack ");
     put_type(p, a->type);
     buf_putc(p->out, ' ');
-    if (a->cap)
-        put_quoted(p->out, a->cap);
-    else
+    if (a->cap) {
+        kern_buf text = {0};
+        sz_print(&text, a->cap);
+        put_quoted(p->out, text.data);
+        buf_free(&text);
+    } else {
         buf_puts(p->out, "<null>");
+    }
     put_loc(p, a->loc);
     buf_putc(p->out, '\n');
 }

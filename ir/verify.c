@@ -668,8 +668,9 @@ static void verify_region(verifier *v, const ir_region *r, const ir_op *owner, u
     pop_scope(v, mark);
 }
 
-/* Each adstack holds a scalar type and has a capacity (its SizeExpr text, whose grammar
- * common/sizeexpr.c judges, not the verifier). Errors carry the adstack's location. */
+/* Each adstack holds a scalar type and has a capacity (a SizeExpr tree, well formed by
+ * construction; the runtime checks its leaves against the parameters when it makes the
+ * module, kern_meta_check_adstacks). Errors carry the adstack's location. */
 static void check_adstack_table(verifier *v, const ir_kernel *k) {
     if (k->nadstacks && !k->adstacks) {
         vkerr(v, k, "%u adstacks but no adstack table", k->nadstacks);

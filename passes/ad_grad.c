@@ -243,14 +243,11 @@ static ad_loop *loop_record(ad_ctx *a, ir_op *loop, ir_region *carried_in) {
     L->stacks = ARENA_ARRAY(&a->m->mem, uint32_t, L->ncarried + 1);
     L->step = ARENA_ARRAY(&a->m->mem, ir_value *, L->ncarried + 1);
     L->neg = ARENA_ARRAY(&a->m->mem, bool, L->ncarried + 1);
-    const char *cap = NULL;
-    char buf[32];
-    if (loop->code == IR_FOR)
-        cap = ad_loop_capacity(a->pk, loop);
-    if (!cap) { /* while, or bounds the analysis cannot follow: the default capacity */
-        snprintf(buf, sizeof buf, "%llu", (unsigned long long)a->ad_stack_size + 1);
-        cap = buf;
-    }
+    arena scratch; /* the capacity, until the adstacks copy it */
+    arena_init(&scratch);
+    sz_expr *cap = loop->code == IR_FOR ? ad_loop_capacity(a->pk, loop, &scratch) : NULL;
+    if (!cap) /* while, or bounds the analysis cannot follow: the default capacity */
+        cap = sz_const(&scratch, (int64_t)a->ad_stack_size + 1);
     for (uint32_t i = 0; i < L->ncarried; i++) {
         ir_value *arg = carried_in->args[first + i];
         /* the value the next iteration gets, in terms of this iteration's */
@@ -271,6 +268,7 @@ static ad_loop *loop_record(ad_ctx *a, ir_op *loop, ir_region *carried_in) {
         else
             L->stacks[i] = ir_kernel_add_adstack(a->gk, arg->type, cap, loop->loc);
     }
+    arena_free(&scratch);
     a->loops[loop->id] = L;
     return L;
 }

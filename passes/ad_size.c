@@ -22,7 +22,8 @@
  * Variables are numbered from the outermost maxover, v0. A while loop gives NULL.
  *
  * Values are computed as mathematical integers: a bound whose computation wraps around
- * in the kernel's integer type is not modeled. Reads the kernel only. */
+ * in the kernel's integer type is not modeled. Reads the kernel only; the tree goes to
+ * the caller's arena as a tree (the IR's adstack table, the metadata), never as text. */
 #include <string.h>
 
 #include "passes.h"
@@ -418,35 +419,29 @@ static sz_expr *capacity(sizer *s, const ir_op *loop, const ir_value *lov, const
     return renumber(s, e, map);
 }
 
-/* capacity() of the range lo..hi of op, as text in the module's arena (NULL: none). */
-static const char *capacity_text(const ir_kernel *k, const ir_op *op, const ir_value *lo,
-                                 const ir_value *hi) {
+/* capacity() of the range lo..hi of op, copied into arena out (NULL: none). */
+static sz_expr *capacity_in(const ir_kernel *k, const ir_op *op, const ir_value *lo,
+                            const ir_value *hi, arena *out) {
     arena scratch;
     arena_init(&scratch);
     sizer s = {.k = k, .a = &scratch};
     sz_expr *e = capacity(&s, op, lo, hi);
-    const char *text = NULL;
-    if (e) {
-        kern_buf b = {0};
-        sz_print(&b, e);
-        text = arena_strdup(&k->module->mem, b.data);
-        buf_free(&b);
-    }
+    sz_expr *r = e ? sz_copy(out, e) : NULL;
     arena_free(&scratch);
-    return text;
+    return r;
 }
 
-const char *ad_loop_capacity(const ir_kernel *k, const ir_op *loop) {
+sz_expr *ad_loop_capacity(const ir_kernel *k, const ir_op *loop, arena *out) {
     if (loop->code == IR_WHILE)
         return NULL;
     if (loop->code != IR_FOR)
         kern_unreachable("ad_loop_capacity: not a loop");
-    return capacity_text(k, loop, loop->operands[0], loop->operands[1]);
+    return capacity_in(k, loop, loop->operands[0], loop->operands[1], out);
 }
 
-const char *ad_task_extent(const ir_kernel *k, const ir_op *task, uint32_t d) {
+sz_expr *ad_task_extent(const ir_kernel *k, const ir_op *task, uint32_t d, arena *out) {
     if (task->code != IR_PARALLEL || 2 * d + 1 >= task->noperands)
         kern_unreachable("ad_task_extent: not a dimension of a parallel task");
     /* the ranges of a task are uniform: no enclosing index to maximize over */
-    return capacity_text(k, task, task->operands[2 * d], task->operands[2 * d + 1]);
+    return capacity_in(k, task, task->operands[2 * d], task->operands[2 * d + 1], out);
 }

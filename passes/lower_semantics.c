@@ -144,7 +144,7 @@ static void record_extents(ir_module *m, ir_kernel *k) {
     ir_foreach_op(op, k->body) {
         if (op->code == IR_PARALLEL)
             for (uint32_t d = 0; d < op->noperands / 2; d++)
-                k->extents[i++] = ad_task_extent(k, op, d);
+                k->extents[i++] = ad_task_extent(k, op, d, &m->mem);
     }
 }
 

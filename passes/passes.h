@@ -89,14 +89,14 @@ bool ad_gather_kernel(ir_module *m, ir_kernel *k);
 
 /* The SizeExpr of loop op `loop` (FOR or WHILE) of primal kernel k (passes/ad_size.c): an
  * upper bound on its trip count in one execution, maximized over the ranges of the
- * parallel and serial loop indices it depends on, as text (common/sizeexpr.h) in the
- * module's arena. NULL when it cannot be bounded (a while loop; a bound computed from
- * floats or loop-carried values). */
-const char *ad_loop_capacity(const ir_kernel *k, const ir_op *loop);
-/* The number of indices of dimension d of a parallel task, max(0, hi - lo), as SizeExpr
- * text in the module's arena, so that the runtime can size a GPU grid on the host
- * (docs/gpu-abi.md); NULL when the range cannot be expressed (a bound from floats, say). */
-const char *ad_task_extent(const ir_kernel *k, const ir_op *task, uint32_t d);
+ * parallel and serial loop indices it depends on, as a tree (common/sizeexpr.h) in arena
+ * out. NULL when it cannot be bounded (a while loop; a bound computed from floats or
+ * loop-carried values). */
+sz_expr *ad_loop_capacity(const ir_kernel *k, const ir_op *loop, arena *out);
+/* The number of indices of dimension d of a parallel task, max(0, hi - lo), as a SizeExpr
+ * in arena out, so that the runtime can size a GPU grid on the host (docs/gpu-abi.md);
+ * NULL when the range cannot be expressed (a bound from floats, say). */
+sz_expr *ad_task_extent(const ir_kernel *k, const ir_op *task, uint32_t d, arena *out);
 
 /* Retypes every f32 of m (parameters, values, consts, adstacks) to f64 and removes the
  * casts that become identities (passes/ad_promote.c): kernc gradcheck runs K and K.grad

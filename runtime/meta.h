@@ -20,7 +20,9 @@
  * COL the loop's location, SIZEEXPR the capacity in the text form of common/sizeexpr.h)
  * and graderror (a primal kernel whose K.grad was not built: why) follow its kernel line
  * in that order. The parser parses every SizeExpr and checks its leaves against the
- * kernel's parameters (kern_meta_check_adstacks).
+ * kernel's parameters (kern_meta_check_adstacks). Metadata that the compiler builds in
+ * memory (backends/meta_ir.c) carries the trees already (kern_meta_adstack.expr,
+ * kern_meta_task.extent_expr) besides their text; only their leaves are checked.
  *
  * A parallel task's `extent` lines (D = 0 .. NDIMS-1 in order) give the number of work
  * items along each dimension (hi - lo of its range; a negative value counts as 0) as a
@@ -54,7 +56,8 @@ typedef struct kern_meta_task {
     int ndims; /* parallel: 1..8; serial: 0 */
     uint32_t line, col;
     /* parallel: per dimension d < ndims, the work items along d as SizeExpr text (NULL =
-     * unknown) and parsed (in kern_meta.mem; NULL until parsed or when unknown) */
+     * unknown) and its tree (in kern_meta.mem: from the compiler, or parsed; NULL until
+     * parsed or when unknown) */
     char *extent[KERN_META_MAX_TASK_DIMS];
     sz_expr *extent_expr[KERN_META_MAX_TASK_DIMS];
 } kern_meta_task;
@@ -63,7 +66,8 @@ typedef struct kern_meta_adstack {
     const kern_type *type; /* a scalar type: the element */
     uint32_t line, col;    /* the loop it belongs to */
     char *cap;             /* SizeExpr text */
-    sz_expr *expr;         /* cap parsed (in kern_meta.mem); NULL until parsed */
+    sz_expr *expr;         /* the tree of cap (in kern_meta.mem): from the compiler, or
+                            * parsed from cap; NULL until parsed */
 } kern_meta_adstack;
 
 typedef struct kern_meta_kernel {
@@ -93,8 +97,8 @@ typedef struct kern_meta {
 kern_meta *kern_meta_parse(const char *text, size_t len, char *err, size_t errlen);
 void kern_meta_print(kern_buf *out, const kern_meta *m);
 void kern_meta_free(kern_meta *m);
-/* Parses every adstack's SizeExpr and every task extent that is not parsed yet (metadata
- * built in memory by the compiler) and checks its leaves against the kernel's
+/* Parses every adstack's SizeExpr and every task extent that has no tree yet (metadata
+ * read from text) and checks its leaves against the kernel's
  * parameters: (param P) a scalar integer or bool parameter, (dim P D) an array parameter
  * with D below its rank, (read P I...) an integer array parameter read with one index
  * per dimension. Also checks each task's NDIMS (parallel 1..8, serial 0) and that no

@@ -544,12 +544,33 @@ Test(ir, walk_survives_removal) {
     ir_module_free(x.m);
 }
 
+/* A SizeExpr parsed from text into m's arena (test input). */
+static const sz_expr *sz_text_in(ir_module *m, const char *text) {
+    char err[256];
+    const sz_expr *e = sz_parse(&m->mem, text, strlen(text), err, sizeof err);
+    cr_assert_not_null(e, "%s: %s", text, err);
+    return e;
+}
+
+/* The text form of e, in a static buffer. */
+static const char *sz_str(const sz_expr *e) {
+    static char out[256];
+    kern_buf b = {0};
+    sz_print(&b, e);
+    snprintf(out, sizeof out, "%s", b.data);
+    buf_free(&b);
+    return out;
+}
+
 /* The adstack table prints first in the body, the ops as docs/ir.md writes them, and the
  * text parses back to the same table and ops. */
 Test(ir, adstacks_build_print_and_parse) {
     kfx x = kfx_new();
-    cr_assert_eq(ir_kernel_add_adstack(x.k, ty_f32(), "(param 3)", (kern_loc){4, 5}), 0);
-    cr_assert_eq(ir_kernel_add_adstack(x.k, ty_bool(), "(max 0 \"q\")", (kern_loc){0, 0}), 1);
+    cr_assert_eq(
+        ir_kernel_add_adstack(x.k, ty_f32(), sz_text_in(x.m, "(param 3)"), (kern_loc){4, 5}), 0);
+    cr_assert_eq(ir_kernel_add_adstack(x.k, ty_bool(), sz_text_in(x.m, "(max 0 (dim 7 0))"),
+                                       (kern_loc){0, 0}),
+                 1);
     x.b.loc = (kern_loc){6, 7};
     ir_adpush(&x.b, 1, x.bo);
     ir_adpush(&x.b, 0, x.f);
@@ -568,7 +589,7 @@ Test(ir, adstacks_build_print_and_parse) {
         "kernel @t(%a2: f32[,], %f: f32, %d: f64, %i: i32, %l: i64, %u: u32, %bo: bool, "
         "%ib: bool[]) {\n"
         "  adstack f32 \"(param 3)\" !4:5\n"
-        "  adstack bool \"(max 0 \\22q\\22)\"\n"
+        "  adstack bool \"(max 0 (dim 7 0))\"\n"
         "  serial {\n"
         "    adpush %bo, 1 !6:7\n"
         "    adpush %f, 0 !6:7\n"
@@ -584,11 +605,11 @@ Test(ir, adstacks_build_print_and_parse) {
     ir_kernel *k = p.m->kernels;
     cr_assert_eq(k->nadstacks, 2);
     cr_assert_eq(k->adstacks[0].type, ty_f32());
-    cr_assert_str_eq(k->adstacks[0].cap, "(param 3)");
+    cr_assert_str_eq(sz_str(k->adstacks[0].cap), "(param 3)");
     cr_assert_eq(k->adstacks[0].loc.line, 4);
     cr_assert_eq(k->adstacks[0].loc.col, 5);
     cr_assert_eq(k->adstacks[1].type, ty_bool());
-    cr_assert_str_eq(k->adstacks[1].cap, "(max 0 \"q\")");
+    cr_assert_str_eq(sz_str(k->adstacks[1].cap), "(max 0 (dim 7 0))");
     ir_op *pop = k->body->first->regions[0]->first->next->next;
     cr_assert_eq(pop->code, IR_ADPOP);
     cr_assert_eq(pop->imm.i, 0);
@@ -606,8 +627,8 @@ Test(ir, adstacks_build_print_and_parse) {
 /* A table the text cannot express (built in C) is reported at the adstack's location. */
 Test(ir, adstack_table_errors_built_in_c) {
     kfx x = kfx_new();
-    ir_kernel_add_adstack(x.k, ty_f32(), "1", (kern_loc){3, 4});
-    ir_kernel_add_adstack(x.k, ty_i32(), "2", (kern_loc){5, 6});
+    ir_kernel_add_adstack(x.k, ty_f32(), sz_text_in(x.m, "1"), (kern_loc){3, 4});
+    ir_kernel_add_adstack(x.k, ty_i32(), sz_text_in(x.m, "2"), (kern_loc){5, 6});
     x.k->adstacks[0].type = ty_array(ty_f32(), 1);
     x.k->adstacks[1].cap = NULL;
     char *errs = verify_text(x.m);
@@ -816,6 +837,11 @@ static const bad_text bad_texts[] = {
     {"kernel @k() {\n  adstack f32 (param 0)\n}\n",
      "2:15: expected the adstack's capacity as a string, found '('"},
     {"kernel @k() {\n  adstack \"1\"\n}\n", "2:11: expected a type, found a string"},
+    {"kernel @k() {\n  adstack f32 \"(param 0\"\n}\n",
+     "2:15: bad adstack capacity: SizeExpr offset 8: expected ')', found the end of the text"},
+    {"kernel @k() {\n  adstack f32 \"(max 0 v1)\"\n}\n",
+     "2:15: bad adstack capacity: SizeExpr offset 7: variable v1 is not bound by an enclosing "
+     "maxover"},
     {"kernel @k() {\n  adstack f32 \"1\" !3\n}\n", "3:1: expected ':' between line and column"},
     {"kernel @k() {\n  adstack f32 \"1\" \"2\"\n}\n",
      "2:19: expected the end of the line after 'adstack', found a string"},

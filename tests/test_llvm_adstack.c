@@ -110,7 +110,7 @@ static ir_module *build_lifo(bool serial) {
         ps[3 + k] = (ir_param){names[k], ty_array(ty_scalar(ALL_KINDS[k]), 1), false, LOC(1, 4)};
     ir_kernel *kn = ir_kernel_new(m, "lifo", LOC(1, 1), ps, 3 + NKINDS);
     for (int k = 0; k < NKINDS; k++)
-        ir_kernel_add_adstack(kn, ty_scalar(ALL_KINDS[k]), "(param 1)", LOC(6, 5));
+        ir_kernel_add_adstack(kn, ty_scalar(ALL_KINDS[k]), sz_param(&m->mem, 1), LOC(6, 5));
     ir_value *items = kn->body->args[0], *n = kn->body->args[1];
     ir_builder top = ir_builder_at_end(m, kn->body);
     ir_value *zero = ir_const_int(&top, ty_i32(), 0);
@@ -232,7 +232,7 @@ Test(llvm_adstack, adstack_reset_per_item) {
         ir_param ps[2] = {{"items", ty_i32(), false, LOC(1, 1)},
                           {"out", ty_array(ty_f32(), 2), false, LOC(1, 2)}};
         ir_kernel *kn = ir_kernel_new(m, "reset", LOC(1, 1), ps, 2);
-        uint32_t s = ir_kernel_add_adstack(kn, ty_f32(), "3", LOC(3, 5));
+        uint32_t s = ir_kernel_add_adstack(kn, ty_f32(), sz_const(&m->mem, 3), LOC(3, 5));
         ir_builder top = ir_builder_at_end(m, kn->body);
         ir_value *zero = ir_const_int(&top, ty_i32(), 0), *two = ir_const_int(&top, ty_i32(), 2);
         ir_value *bounds[4] = {zero, kn->body->args[0], zero, two}; /* 2-D: items x 2 */
@@ -288,7 +288,7 @@ static ir_module *build_overflow(void) {
                       {"npush", ty_i32(), false, LOC(1, 2)},
                       {"out", ty_array(ty_i64(), 1), false, LOC(1, 3)}};
     ir_kernel *kn = ir_kernel_new(m, "ovf", LOC(1, 1), ps, 3);
-    uint32_t s = ir_kernel_add_adstack(kn, ty_i64(), "(param 1)", LOC(12, 5));
+    uint32_t s = ir_kernel_add_adstack(kn, ty_i64(), sz_param(&m->mem, 1), LOC(12, 5));
     ir_value *items = kn->body->args[0], *np = kn->body->args[1], *out = kn->body->args[2];
     ir_builder top = ir_builder_at_end(m, kn->body);
     ir_value *zero = ir_const_int(&top, ty_i32(), 0);

@@ -721,12 +721,16 @@ static char *capacity_of(const char *body, int which) {
     find_ctx f = {.want = which};
     ir_walk(k->body, which < 0 ? find_while : find_for, &f);
     cr_assert_not_null(f.found, "loop %d not found in:\n%s", which, src);
-    const char *cap = ad_loop_capacity(k, f.found);
+    arena a;
+    arena_init(&a);
+    const sz_expr *cap = ad_loop_capacity(k, f.found, &a);
     char *r = NULL;
     if (cap) {
-        r = malloc(strlen(cap) + 1);
-        memcpy(r, cap, strlen(cap) + 1);
+        kern_buf b = {0};
+        sz_print(&b, cap);
+        r = b.data; /* malloc'd: the caller frees it */
     }
+    arena_free(&a);
     ir_module_free(m);
     kc_ctx_free(ctx);
     return r;
@@ -824,16 +828,13 @@ static void extents_of(const char *src, const sz_arg *args, int nargs, int64_t *
     cr_assert_not_null(f.found);
     cr_assert_eq((int)f.found->regions[0]->nargs, nd);
     for (int d = 0; d < nd; d++) {
-        const char *text = ad_task_extent(k, f.found, (uint32_t)d);
-        out[d] = -1;
-        if (!text)
-            continue;
         arena a;
         arena_init(&a);
+        const sz_expr *e = ad_task_extent(k, f.found, (uint32_t)d, &a);
+        out[d] = -1;
         char err[256];
-        sz_expr *e = sz_parse(&a, text, strlen(text), err, sizeof err);
-        cr_assert_not_null(e, "%s: %s", text, err);
-        cr_assert(sz_eval(e, args, nargs, &out[d], err, sizeof err), "%s: %s", text, err);
+        if (e)
+            cr_assert(sz_eval(e, args, nargs, &out[d], err, sizeof err), "extent %d: %s", d, err);
         arena_free(&a);
     }
     ir_module_free(m);

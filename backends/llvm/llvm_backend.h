@@ -43,6 +43,13 @@ typedef struct llvm_jit_times {
     unsigned parts;
 } llvm_jit_times;
 llvm_jit_times llvm_jit_get_times(const llvm_jit *j);
+/* The GPU sizer kernels of every adstack of m (backends/llvm/llvm_sizer.c) compiled for
+ * the host, so that tests can run them against the host evaluator (tests/test_sizer.c):
+ *   void kern_<K>__s<s>(const int64_t *slots)
+ * takes the sizer's parameters (docs/gpu-abi.md: the kernel's, then res) from consecutive
+ * 8-byte slots; the grid is the i64 globals kern_sizer_tid and kern_sizer_nthreads
+ * (llvm_sizer_host.c). Returns NULL with a message on failure. */
+llvm_jit *llvm_jit_host_sizers(const ir_module *m, const kc_options *o, char *err, size_t errlen);
 void llvm_jit_free(llvm_jit *j);
 
 /* ---- Ahead of time ---------------------------------------------------------------- */

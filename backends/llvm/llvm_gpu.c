@@ -347,18 +347,9 @@ static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op 
 /* A sizer kernel for every adstack whose capacity reads array elements (llvm_sizer.c). */
 static void emit_sizers(llvm_emitter *em, const llvm_gpu_target *gt) {
     const ir_kernel *k = em->kernel;
-    for (uint32_t s = 0; s < k->nadstacks; s++) {
-        arena a;
-        arena_init(&a);
-        char err[256];
-        const char *cap = k->adstacks[s].cap;
-        sz_expr *e = cap ? sz_parse(&a, cap, strlen(cap), err, sizeof err) : NULL;
-        if (!e && cap)
-            kern_unreachable("GPU backend: an adstack capacity that does not parse");
-        if (e && sz_reads_memory(e))
-            llvm_gpu_emit_sizer(em, gt, s, e);
-        arena_free(&a);
-    }
+    for (uint32_t s = 0; s < k->nadstacks; s++)
+        if (sz_reads_memory(k->adstacks[s].cap))
+            llvm_gpu_emit_sizer(em, gt, s, k->adstacks[s].cap);
 }
 
 LLVMModuleRef llvm_gpu_emit_module(LLVMContextRef ctx, const ir_module *m, const kc_options *o,

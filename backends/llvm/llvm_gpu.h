@@ -45,4 +45,8 @@ struct sz_expr;
 void llvm_gpu_emit_sizer(llvm_emitter *em, const llvm_gpu_target *gt, uint32_t s,
                          const struct sz_expr *e);
 
+/* Every adstack's sizer of m, with a trampoline each, for the host CPU (llvm_sizer_host.c;
+ * unoptimized, not verified). */
+LLVMModuleRef llvm_host_sizers(LLVMContextRef ctx, const ir_module *m, const kc_options *o);
+
 #endif

@@ -13,7 +13,8 @@
  * has not loaded libm by itself), libmvec's vector functions, and the process (memset,
  * memcpy and anything else that LLVM's lowering calls). llvm_jit_compile looks up a task
  * symbol of every part, so that every object is linked, and an unresolved symbol
- * reported, before it returns. */
+ * reported, before it returns. llvm_jit_host_sizers loads the GPU sizer kernels built for
+ * the host (llvm_sizer_host.c) the same way, as one part. */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -30,6 +31,7 @@
 
 #include "llvm_backend.h"
 #include "llvm_cpu.h" /* the vector math library */
+#include "llvm_gpu.h"
 
 struct llvm_jit {
     LLVMOrcLLJITRef jit;
@@ -60,10 +62,11 @@ static bool take_error(LLVMErrorRef e, const char *what, char *err, size_t errle
     X(cos)                                                                                         \
     X(tanf)                                                                                        \
     X(tan)                                                                                         \
-    X(asinf) X(asin) X(acosf) X(acos) X(atanf) X(atan) X(sinhf) X(sinh) X(coshf) X(cosh) X(tanhf)  \
-        X(tanh) X(atan2f) X(atan2) X(expf) X(exp) X(exp2f) X(exp2) X(logf) X(log) X(log2f) X(log2) \
-            X(powf) X(pow) X(fmaf) X(fma) X(roundf) X(round) X(floorf) X(floor) X(ceilf) X(ceil)   \
-                X(sqrtf) X(sqrt)
+    X(asinf)                                                                                       \
+    X(asin) X(acosf) X(acos) X(atanf) X(atan) X(sinhf) X(sinh) X(coshf) X(cosh) X(tanhf) X(tanh)   \
+        X(atan2f) X(atan2) X(expf) X(exp) X(exp2f) X(exp2) X(logf) X(log) X(log2f) X(log2) X(powf) \
+            X(pow) X(fmaf) X(fma) X(roundf) X(round) X(floorf) X(floor) X(ceilf) X(ceil) X(sqrtf)  \
+                X(sqrt)
 
 static void define_libm(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef jd) {
     struct {
@@ -88,30 +91,42 @@ static void define_libm(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef jd) {
         LLVMConsumeError(e);
 }
 
-/* The vector math functions (libmvec, llvm_simd.c) the module calls, as absolute symbols. */
-static void define_vector_math(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef jd, LLVMModuleRef mod) {
+/* The vector math functions (libmvec, llvm_simd.c) the modules call, as absolute symbols,
+ * each defined once however many parts call it (a second definition of a name is an
+ * error, and its unit would have to be disposed of). */
+static void define_vector_math(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef jd,
+                               const LLVMModuleRef *mods, unsigned nmods) {
     LLVMOrcCSymbolMapPair pairs[64];
+    const char *names[64];
     size_t n = 0;
-    for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
-        size_t len;
-        const char *name = LLVMGetValueName2(f, &len);
-        if (!LLVMIsDeclaration(f) || !llvm_simd_is_vector_math(name) || n == 64)
-            continue;
-        void *addr = llvm_simd_vector_math_address(name);
-        if (!addr)
-            continue; /* the lookup reports it */
-        pairs[n].Name = LLVMOrcLLJITMangleAndIntern(jit, name);
-        pairs[n].Sym.Address = (LLVMOrcJITTargetAddress)(uintptr_t)addr;
-        pairs[n].Sym.Flags.GenericFlags =
-            LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
-        pairs[n].Sym.Flags.TargetFlags = 0;
-        n++;
-    }
+    for (unsigned m = 0; m < nmods; m++)
+        for (LLVMValueRef f = LLVMGetFirstFunction(mods[m]); f; f = LLVMGetNextFunction(f)) {
+            size_t len;
+            const char *name = LLVMGetValueName2(f, &len);
+            if (!LLVMIsDeclaration(f) || !llvm_simd_is_vector_math(name) || n == 64)
+                continue;
+            bool seen = false;
+            for (size_t k = 0; k < n && !seen; k++)
+                seen = !strcmp(names[k], name);
+            void *addr = seen ? NULL : llvm_simd_vector_math_address(name);
+            if (!addr)
+                continue; /* defined already, or the lookup reports it */
+            names[n] = name;
+            pairs[n].Name = LLVMOrcLLJITMangleAndIntern(jit, name);
+            pairs[n].Sym.Address = (LLVMOrcJITTargetAddress)(uintptr_t)addr;
+            pairs[n].Sym.Flags.GenericFlags =
+                LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
+            pairs[n].Sym.Flags.TargetFlags = 0;
+            n++;
+        }
     if (!n)
         return;
-    LLVMErrorRef e = LLVMOrcJITDylibDefine(jd, LLVMOrcAbsoluteSymbols(pairs, n));
-    if (e)
+    LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, n);
+    LLVMErrorRef e = LLVMOrcJITDylibDefine(jd, mu);
+    if (e) { /* not consumed on failure */
         LLVMConsumeError(e);
+        LLVMOrcDisposeMaterializationUnit(mu);
+    }
 }
 
 /* ---- parts compiled on several threads --------------------------------------------- */
@@ -263,36 +278,9 @@ static void free_parts(jit_part *parts, unsigned n) {
     }
 }
 
-llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
-    double t0 = now_s();
-    llvm_init_native();
-    unsigned *part_of;
-    unsigned nparts = plan_parts(m, o, &part_of);
-    jit_part parts[MAX_PARTS];
-    memset(parts, 0, sizeof parts);
-    for (unsigned i = 0; i < nparts; i++) {
-        parts[i].o = o;
-        parts[i].ctx = LLVMContextCreate();
-        parts[i].mod = llvm_cpu_emit_part(parts[i].ctx, m, o, part_of, i);
-        part_first_symbol(m, part_of, i, parts[i].first, sizeof parts[i].first);
-    }
-    free(part_of);
-    double t1 = now_s();
-    compile_parts(parts, nparts);
-    double t2 = now_s();
-    llvm_jit_times times = {.emit_s = t1 - t0, .parts = nparts};
-    for (unsigned i = 0; i < nparts; i++) {
-        if (!parts[i].obj) {
-            llvm_errf(err, errlen, "%s", parts[i].err);
-            free_parts(parts, nparts);
-            return NULL;
-        }
-        if (parts[i].opt_s + parts[i].codegen_s > times.opt_s + times.codegen_s) {
-            times.opt_s = parts[i].opt_s; /* the longest part's */
-            times.codegen_s = parts[i].codegen_s;
-        }
-    }
-
+/* Loads the compiled parts into a new LLJIT and links them; frees the parts either way. */
+static llvm_jit *load_parts(jit_part *parts, unsigned nparts, const kc_options *o, char *err,
+                            size_t errlen) {
     LLVMTargetMachineRef tm = llvm_host_target_machine(o->opt_level, LLVMRelocPIC, err, errlen);
     if (!tm) {
         free_parts(parts, nparts);
@@ -308,8 +296,10 @@ llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, s
     }
     LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(jit);
     define_libm(jit, jd);
+    LLVMModuleRef mods[MAX_PARTS];
     for (unsigned i = 0; i < nparts; i++)
-        define_vector_math(jit, jd, parts[i].mod);
+        mods[i] = parts[i].mod;
+    define_vector_math(jit, jd, mods, nparts);
     LLVMOrcDefinitionGeneratorRef gen = NULL;
     LLVMErrorRef e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
         &gen, LLVMOrcLLJITGetGlobalPrefix(jit), NULL, NULL);
@@ -341,11 +331,64 @@ llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, s
         llvm_jit_free(j);
         return NULL;
     }
+    return j;
+}
+
+llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
+    double t0 = now_s();
+    llvm_init_native();
+    unsigned *part_of;
+    unsigned nparts = plan_parts(m, o, &part_of);
+    jit_part parts[MAX_PARTS];
+    memset(parts, 0, sizeof parts);
+    for (unsigned i = 0; i < nparts; i++) {
+        parts[i].o = o;
+        parts[i].ctx = LLVMContextCreate();
+        parts[i].mod = llvm_cpu_emit_part(parts[i].ctx, m, o, part_of, i);
+        part_first_symbol(m, part_of, i, parts[i].first, sizeof parts[i].first);
+    }
+    free(part_of);
+    double t1 = now_s();
+    compile_parts(parts, nparts);
+    double t2 = now_s();
+    llvm_jit_times times = {.emit_s = t1 - t0, .parts = nparts};
+    for (unsigned i = 0; i < nparts; i++) {
+        if (!parts[i].obj) {
+            llvm_errf(err, errlen, "%s", parts[i].err);
+            free_parts(parts, nparts);
+            return NULL;
+        }
+        if (parts[i].opt_s + parts[i].codegen_s > times.opt_s + times.codegen_s) {
+            times.opt_s = parts[i].opt_s; /* the longest part's */
+            times.codegen_s = parts[i].codegen_s;
+        }
+    }
+
+    llvm_jit *j = load_parts(parts, nparts, o, err, errlen);
+    if (!j)
+        return NULL;
     double t3 = now_s();
     times.codegen_s += t3 - t2; /* and linking */
     times.total_s = t3 - t0;
     j->times = times;
     return j;
+}
+
+llvm_jit *llvm_jit_host_sizers(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
+    llvm_init_native();
+    jit_part part = {.o = o, .ctx = LLVMContextCreate()};
+    part.mod = llvm_host_sizers(part.ctx, m, o);
+    ir_foreach_kernel(k, m) {
+        if (k->nadstacks && !part.first[0]) /* linked at once, like a task */
+            llvm_sizer_symbol(part.first, sizeof part.first, k->name, 0);
+    }
+    compile_part(&part);
+    if (!part.obj) {
+        llvm_errf(err, errlen, "%s", part.err);
+        free_parts(&part, 1);
+        return NULL;
+    }
+    return load_parts(&part, 1, o, err, errlen);
 }
 
 void *llvm_jit_lookup(llvm_jit *j, const char *sym) {

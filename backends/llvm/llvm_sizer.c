@@ -9,17 +9,25 @@
  * Parameters: the kernel's parameters as in docs/gpu-abi.md (arrays: data pointer and
  * extents; scalars by value), then `ptr res`, four i64 the runtime sets to
  * {INT64_MIN, 0, 0, 0} before the launch:
- *   res[0]  the value, raised with an atomic max (INT64_MIN: nothing evaluated, which
- *           only happens when the outermost range is empty, and then the value is 0);
+ *   res[0]  the value, raised with an atomic max (INT64_MIN: nothing evaluated, when the
+ *           outermost range is empty and the value is 0, or a value of INT64_MIN; the
+ *           runtime counts a negative capacity as 0 either way);
  *   res[1]  0, or the first error (compare-and-swap from 0): 1 a read out of bounds
  *           (res[2] = the parameter, res[3] = the index), 2 a division by zero, 3 an int64
  *           overflow;
- * Evaluation is exact: when the expression is a maxover, its range is split over the
- * grid (a grid-stride loop, each thread folding a local maximum, then one atomic max);
- * nested maxovers are loops in each thread; anything else is evaluated by thread 0. The
- * host evaluator (common/sizeexpr.c) computes the same maxima, except where it falls back
- * to interval bounds (an upper bound), so a device size is never larger than a host one.
- * Nested maxovers cost the product of their ranges. */
+ * Each maxover is evaluated by the rule that the host evaluator uses for it, the one
+ * decision of sz_maxover_rule (common/sizeexpr.c): the body at the range's first point
+ * (SZ_RULE_POINT), the larger of the body at its first and last point
+ * (SZ_RULE_ENDPOINTS), or a loop over every point (SZ_RULE_SCAN; also SZ_RULE_PIECEWISE
+ * and SZ_RULE_OTHER, where the host finds the same maximum from a few points, or scans a
+ * short range and bounds a long one by interval arithmetic). When the expression is a
+ * maxover whose rule visits every point, its range is split over the grid (a grid-stride
+ * loop, each thread folding a local maximum, then one atomic max); anything else is
+ * evaluated by thread 0. So the sizes agree with the host's exactly, except that a host
+ * interval bound (SZ_RULE_OTHER over more than 4096 points) may be larger than the
+ * sizer's exact maximum. tests/test_sizer.c runs these kernels on the CPU against sz_eval
+ * for every capacity of the gradient corpus and the test sources. Nested scanning
+ * maxovers cost the product of their ranges. */
 #include <stdlib.h>
 
 #include "../../common/sizeexpr.h"
@@ -76,12 +84,29 @@ static LLVMValueRef arith(sizer_em *s, const char *intr, LLVMValueRef x, LLVMVal
 
 static LLVMValueRef eval(sizer_em *s, const sz_expr *e);
 
-/* The maximum of body over [lo, hi) in one thread, from `from` with step `step`; returns
- * INT64_MIN when it ran no iteration. */
+/* The body of maxover e with its variable bound to x. */
+static LLVMValueRef body_at(sizer_em *s, const sz_expr *e, LLVMValueRef x) {
+    kern_assert(e->v >= 0 && e->v < MAX_VARS);
+    LLVMValueRef saved = s->vars[e->v];
+    s->vars[e->v] = x;
+    LLVMValueRef r = eval(s, e->kids[2]);
+    s->vars[e->v] = saved;
+    return r;
+}
+
+/* Whether the rule of maxover e visits every point of its range (then the sizer's
+ * outermost maxover splits its range over the grid). */
+static bool scans(const sz_expr *e) {
+    sz_rule r = sz_maxover_rule(e);
+    return r != SZ_RULE_POINT && r != SZ_RULE_ENDPOINTS;
+}
+
+/* The maximum of body over [lo, hi) in one thread, from `from` with step `step`; INT64_MIN
+ * when it ran no iteration, which callers tell by from < hi, not by the value (a body may
+ * be INT64_MIN). */
 static LLVMValueRef fold_max(sizer_em *s, const sz_expr *e, LLVMValueRef from, LLVMValueRef hi,
                              LLVMValueRef step) {
     llvm_emitter *em = s->em;
-    kern_assert(e->v >= 0 && e->v < MAX_VARS);
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "sz.head"),
                       body = llvm_new_block(em, "sz.body"), exit = llvm_new_block(em, "sz.exit");
     LLVMBuildBr(em->b, head);
@@ -93,10 +118,7 @@ static LLVMValueRef fold_max(sizer_em *s, const sz_expr *e, LLVMValueRef from, L
     LLVMAddIncoming(m, &init, &pre, 1);
     LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, i, hi, ""), body, exit);
     LLVMPositionBuilderAtEnd(em->b, body);
-    LLVMValueRef saved = s->vars[e->v];
-    s->vars[e->v] = i;
-    LLVMValueRef x = eval(s, e->kids[2]);
-    s->vars[e->v] = saved;
+    LLVMValueRef x = body_at(s, e, i);
     LLVMValueRef m2 = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSGT, x, m, ""), x, m, "");
     LLVMValueRef next = LLVMBuildAdd(em->b, i, step, ""); /* i < hi <= INT64_MAX - step */
     LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
@@ -105,6 +127,21 @@ static LLVMValueRef fold_max(sizer_em *s, const sz_expr *e, LLVMValueRef from, L
     LLVMAddIncoming(m, &m2, &end, 1);
     LLVMPositionBuilderAtEnd(em->b, exit);
     return m;
+}
+
+/* Ends the current block with a branch to done and returns, in done, v when control came
+ * from here and 0 when it came from `skipped` (which branches to done itself). */
+static LLVMValueRef merge_or_zero(sizer_em *s, LLVMValueRef v, LLVMBasicBlockRef skipped,
+                                  LLVMBasicBlockRef done) {
+    llvm_emitter *em = s->em;
+    LLVMBasicBlockRef here = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, done);
+    LLVMPositionBuilderAtEnd(em->b, done);
+    LLVMValueRef phi = LLVMBuildPhi(em->b, em->t_i64, "");
+    LLVMValueRef in[2] = {v, c64(em, 0)};
+    LLVMBasicBlockRef from[2] = {here, skipped};
+    LLVMAddIncoming(phi, in, from, 2);
+    return phi;
 }
 
 static LLVMValueRef eval_read(sizer_em *s, const sz_expr *e) {
@@ -141,13 +178,31 @@ static LLVMValueRef eval_read(sizer_em *s, const sz_expr *e) {
         v = LLVMBuildZExt(em->b, v, em->t_i64, "");
         break;
     }
-    LLVMBuildBr(em->b, done);
-    LLVMPositionBuilderAtEnd(em->b, done);
-    LLVMValueRef phi = LLVMBuildPhi(em->b, em->t_i64, "");
-    LLVMValueRef in[2] = {v, c64(em, 0)};
-    LLVMBasicBlockRef from[2] = {rd, pre};
-    LLVMAddIncoming(phi, in, from, 2);
-    return phi;
+    return merge_or_zero(s, v, pre, done);
+}
+
+/* A maxover by its rule (sz_maxover_rule, the host evaluator's): the body at lo, the
+ * larger of the body at lo and hi - 1, or every point; 0 for an empty range, where the
+ * body is not evaluated. */
+static LLVMValueRef eval_maxover(sizer_em *s, const sz_expr *e) {
+    llvm_emitter *em = s->em;
+    LLVMValueRef lo = eval(s, e->kids[0]), hi = eval(s, e->kids[1]);
+    sz_rule rule = sz_maxover_rule(e);
+    if (rule != SZ_RULE_POINT && rule != SZ_RULE_ENDPOINTS) {
+        LLVMValueRef m = fold_max(s, e, lo, hi, c64(em, 1));
+        return LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, lo, hi, ""), m, c64(em, 0),
+                               "");
+    }
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), some = llvm_new_block(em, "sz.some"),
+                      done = llvm_new_block(em, "sz.maxdone");
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, lo, hi, ""), some, done);
+    LLVMPositionBuilderAtEnd(em->b, some);
+    LLVMValueRef m = body_at(s, e, lo);
+    if (rule == SZ_RULE_ENDPOINTS) {
+        LLVMValueRef last = body_at(s, e, LLVMBuildSub(em->b, hi, c64(em, 1), "")); /* hi > lo */
+        m = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSGT, last, m, ""), last, m, "");
+    }
+    return merge_or_zero(s, m, pre, done);
 }
 
 static LLVMValueRef eval(sizer_em *s, const sz_expr *e) {
@@ -187,13 +242,7 @@ static LLVMValueRef eval(sizer_em *s, const sz_expr *e) {
         return e->op == SZ_MIN ? LLVMBuildSelect(em->b, lt, x, y, "")
                                : LLVMBuildSelect(em->b, lt, y, x, "");
     }
-    case SZ_MAXOVER: {
-        LLVMValueRef lo = eval(s, e->kids[0]), hi = eval(s, e->kids[1]);
-        LLVMValueRef m = fold_max(s, e, lo, hi, c64(em, 1));
-        /* an empty range is 0 */
-        return LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, m, c64(em, INT64_MIN), ""),
-                               c64(em, 0), m, "");
-    }
+    case SZ_MAXOVER: return eval_maxover(s, e);
     }
     kern_unreachable("sizer: bad SizeExpr node");
 }
@@ -213,13 +262,12 @@ void llvm_gpu_emit_sizer(llvm_emitter *em, const llvm_gpu_target *gt, uint32_t s
     unsigned abi = llvm_gpu_bind_params(em, fn);
     sizer_em s = {.em = em, .res = LLVMGetParam(fn, abi)};
     LLVMValueRef w = gt->thread_index(em), nthreads = gt->thread_count(em);
-    if (e->op == SZ_MAXOVER) { /* the range over the grid */
+    if (e->op == SZ_MAXOVER && scans(e)) { /* the range over the grid */
         LLVMValueRef lo = eval(&s, e->kids[0]), hi = eval(&s, e->kids[1]);
         LLVMValueRef from = arith(&s, "llvm.sadd.with.overflow", lo, w);
         LLVMValueRef m = fold_max(&s, e, from, hi, nthreads);
         LLVMBasicBlockRef any = llvm_new_block(em, "sz.any"), done = llvm_new_block(em, "sz.done");
-        LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntNE, m, c64(em, INT64_MIN), ""), any,
-                        done);
+        LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, from, hi, ""), any, done);
         LLVMPositionBuilderAtEnd(em->b, any);
         atomic_max_res(&s, m);
         LLVMBuildBr(em->b, done);
