@@ -331,8 +331,14 @@ int cuda_case_error_record(char *msg, size_t len) {
                  kern_context_last_error(e.ctx), want);
         CHECK(kern_sync(e.ctx)); /* reported once */
     }
-    /* many launches in flight: more than the record pool holds, every error counted */
-    kern_arg sa[3] = {kern_arg_f32(1), kern_arg_buffer(b), kern_arg_buffer(b)};
+    /* many launches in flight: more than the record pool holds, every error counted; each
+     * over 2^24 elements, so that the queue is still busy when the next oob launch returns
+     * (over 5 elements an H200 kept pace with the launches, and the oob launch returned
+     * its own error) */
+    int64_t nbig = (int64_t)1 << 24;
+    kern_buffer *big = NULL;
+    CHECK(kern_buffer_create(e.ctx, KERN_F32, 1, &nbig, NULL, &big));
+    kern_arg sa[3] = {kern_arg_f32(1), kern_arg_buffer(big), kern_arg_buffer(big)};
     for (int i = 0; i < 1500; i++)
         CHECK(kern_launch(kernel(&e, "saxpy"), sa, 3));
     CHECK(kern_launch(kernel(&e, "oob"), a, 1));
