@@ -557,3 +557,104 @@ Test(vulkan, adjoint_sums_in_workgroup_memory_and_global) {
     no_validation_messages(ctx);
     kern_context_release(ctx);
 }
+
+/* ---- wide launch blocks (issue 23: the builder once aborted at 64 struct members) ----- */
+
+/* "kernel k(x: f32[], s0: f32, ..., s<n-1>: f32) { x[i] = x[i] * 0.5 + s0 + ... }", the
+ * sum over the first 100 scalars at most (an expression is at most 1000 levels deep) */
+static char *scalars_source(int n) {
+    kern_buf b = {0};
+    buf_printf(&b, "kernel k(x: f32[]");
+    for (int i = 0; i < n; i++)
+        buf_printf(&b, ", s%d: f32", i);
+    buf_printf(&b, ") { for i in 0..len(x) { x[i] = x[i] * 0.5");
+    for (int i = 0; i < n && i < 100; i++)
+        buf_printf(&b, " + s%d", i);
+    buf_printf(&b, "; } }\n");
+    return b.data;
+}
+
+/* The SPIR-V of src (with every gradient the global-access check allows), or NULL with err. */
+static uint32_t *spirv_of(const char *src, size_t *n, char *err, size_t errlen) {
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts.grad = KC_GRAD_POSSIBLE;
+    ir_module *m = kc_compile_source(cc, "wide.kern", src, strlen(src));
+    if (!m)
+        diag_print_all(stderr, &cc->diags);
+    cr_assert(m, "does not compile");
+    uint32_t *w = kc_spirv_emit(m, &cc->opts, n, err, errlen);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+    return w;
+}
+
+Test(spirv, wide_launch_blocks) {
+    char err[1024] = "";
+    size_t n = 0;
+    /* 62 scalars: 64 members with x's extent and the heap's */
+    char *src = scalars_source(62);
+    uint32_t *w = spirv_of(src, &n, err, sizeof err);
+    cr_assert(w, "62 scalars: %s", err);
+    cr_expect(kc_spirv_validate(w, n, err, sizeof err), "62 scalars: %s", err);
+    free(w);
+    free(src);
+    /* a gradient with 30 adstacks (two members each) */
+    kern_buf b = {0};
+    buf_printf(&b, "kernel w(x: f32[], out: f32[], n: i32) {\n  for i in 0..len(x) {\n"
+                   "    var y = x[i];\n");
+    for (int l = 0; l < 30; l++)
+        buf_printf(&b, "    var k%d = 0;\n    while k%d < n { y = sin(y) * 0.9 + 0.1; k%d += 1; }\n",
+                   l, l, l);
+    buf_printf(&b, "    out[i] = y;\n  }\n}\n");
+    w = spirv_of(b.data, &n, err, sizeof err);
+    cr_assert(w, "30 while loops: %s", err);
+    cr_expect(kc_spirv_validate(w, n, err, sizeof err), "30 while loops: %s", err);
+    free(w);
+    buf_free(&b);
+    /* past SPIR-V's limit of 16383 members: a compile error naming the kernel */
+    src = scalars_source(16400);
+    w = spirv_of(src, &n, err, sizeof err);
+    cr_expect_null(w);
+    cr_expect(strstr(err, "kernel 'k'") && strstr(err, "16383"), "%s", err);
+    free(w);
+    free(src);
+}
+
+Test(vulkan, sixty_two_scalars_against_c) {
+    kern_context *ctx = vk_context();
+    if (!ctx)
+        cr_skip_test("no Vulkan device");
+    char *src = scalars_source(62);
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "wide.kern", &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    free(src);
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "k", &k), KERN_OK);
+    enum { N = 37 };
+    float x[N], want[N];
+    double sum = 0;
+    kern_arg args[63];
+    for (int i = 0; i < 62; i++) {
+        float s = (float)(0.25 * i - 3.0);
+        args[1 + i] = kern_arg_f32(s);
+        sum += s;
+    }
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)(0.1 * i - 1.0);
+        want[i] = (float)(x[i] * 0.5 + sum);
+    }
+    int64_t shape[1] = {N};
+    kern_buffer *bx;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, shape, x, &bx), KERN_OK);
+    args[0] = kern_arg_buffer(bx);
+    cr_assert_eq(kern_launch(k, args, 63), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_buffer_read(bx, x, sizeof x), KERN_OK);
+    for (int i = 0; i < N; i++) /* the GPU adds in the source's order, like this loop */
+        cr_expect(fabsf(x[i] - want[i]) <= 1e-4f * fmaxf(1.0f, fabsf(want[i])),
+                  "x[%d] = %.7g, want %.7g", i, (double)x[i], (double)want[i]);
+    no_validation_messages(ctx);
+    kern_buffer_release(bx);
+    kern_module_release(m);
+    kern_context_release(ctx);
+}

@@ -249,11 +249,15 @@ uint32_t spv_type_rtarray(spv_builder *b, uint32_t elem, uint32_t stride) {
 uint32_t spv_type_struct(spv_builder *b, const uint32_t *members, const uint32_t *offsets, size_t n,
                          bool block) {
     uint32_t id = spv_id(b);
-    uint32_t ops[64];
-    kern_assert(n < 64);
+    /* any number of members: a launch block has one per scalar parameter, array extent
+     * and adstack (a kernel of 62 scalars, a K.grad of 30 while loops) */
+    uint32_t *ops = malloc((n + 1) * sizeof *ops);
+    if (!ops)
+        kern_oom((n + 1) * sizeof *ops);
     ops[0] = id;
     memcpy(ops + 1, members, n * sizeof *members);
     spv_inst(&b->globals, SpvOpTypeStruct, ops, n + 1);
+    free(ops);
     for (size_t i = 0; i < n; i++)
         spv_member_decorate(b, id, (uint32_t)i, SpvDecorationOffset, &offsets[i], 1);
     if (block)

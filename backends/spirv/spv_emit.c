@@ -380,9 +380,25 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
               1);
 }
 
+/* SPIR-V's universal limit on the members of a structure (the launch block is one). */
+enum { SPV_MAX_MEMBERS = 16383 };
+
 uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords, char *err,
                         size_t errlen) {
     kern_assert(m->lowered); /* kc_compile_source, or ir_lower_semantics for IR made by hand */
+    ir_foreach_kernel(k, m) {
+        size_t nm = 1 + 2 * (size_t)k->nadstacks; /* kernel_begin's launch block */
+        for (uint32_t p = 0; p < k->nparams; p++)
+            nm += ty_is_array(k->params[p].type) ? (size_t)k->params[p].type->rank : 1;
+        if (nm > SPV_MAX_MEMBERS) {
+            snprintf(err, errlen,
+                     "kernel '%s' needs a launch block of %zu members (one per scalar "
+                     "parameter, array dimension and two per adstack), more than the %d a "
+                     "SPIR-V structure holds",
+                     k->name, nm, SPV_MAX_MEMBERS);
+            return NULL;
+        }
+    }
     spv_emitter em;
     memset(&em, 0, sizeof em);
     em.opts = o;
