@@ -13,6 +13,7 @@
 
 #include "../backends/llvm/llvm_backend.h"
 #include "../backends/llvm/llvm_internal.h"
+#include "../common/env.h"
 #include "../common/util.h"
 #include "../compiler/driver.h"
 #include "../include/kern.h"
@@ -272,4 +273,35 @@ Test(jit_parts, concurrent_compiles) {
         cr_expect_eq(jobs[j].bad, 0,
                      "thread %d: %d element(s) off the reference (-1: a call failed)", j,
                      jobs[j].bad);
+}
+
+/* The environment is read at the boundary only (common/env.c): each variable lands in its
+ * kc_options field, a value the caller set first wins, and a bad value keeps the default. */
+Test(jit_parts, environment_read_into_options) {
+    setenv("KERN_SIMD", "sse", 1);
+    setenv("KERN_JIT_THREADS", "3", 1);
+    setenv("KERN_SCATTER_ADJOINTS", "1", 1);
+    setenv("KERN_NO_NEIGHBOUR_ADDS", "0", 1);
+    setenv("KERN_DEBUG", "print,verify", 1);
+    kc_options o;
+    kc_options_default(&o);
+    kc_options_from_env(&o);
+    cr_expect_eq(o.simd, 4);
+    cr_expect_eq(o.jit_threads, 3);
+    cr_expect(o.scatter_adjoints);
+    cr_expect(!o.no_neighbour_adds, "\"0\" is off");
+    cr_expect_eq(o.pass_debug, (unsigned)(IR_DEBUG_PRINT | IR_DEBUG_VERIFY));
+    kc_options_default(&o);
+    o.simd = 8; /* kernc --simd=avx2 */
+    setenv("KERN_JIT_THREADS", "none", 1);
+    kc_options_from_env(&o);
+    cr_expect_eq(o.simd, 8, "the command line's value wins");
+    cr_expect_eq(o.jit_threads, 0, "a bad value keeps the default");
+    int lanes = 99;
+    cr_expect(!kc_parse_simd("avx3", &lanes) && lanes == 99);
+    cr_expect(kc_parse_simd("off", &lanes) && lanes == -1);
+    const char *vars[] = {"KERN_SIMD", "KERN_JIT_THREADS", "KERN_SCATTER_ADJOINTS",
+                          "KERN_NO_NEIGHBOUR_ADDS", "KERN_DEBUG"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        unsetenv(vars[i]);
 }
