@@ -5,21 +5,48 @@
 
 #include "util.h"
 
+#define SCALAR(k, nm) \
+    { .kind = k, .name = nm }
+
 static const kern_type scalars[KERN_NUM_SCALARS + 1] = {
-    {TY_VOID, 0, NULL, "void"}, {TY_BOOL, 0, NULL, "bool"}, {TY_I32, 0, NULL, "i32"},
-    {TY_U32, 0, NULL, "u32"},   {TY_I64, 0, NULL, "i64"},   {TY_F32, 0, NULL, "f32"},
-    {TY_F64, 0, NULL, "f64"},
+    SCALAR(TY_VOID, "void"), SCALAR(TY_BOOL, "bool"), SCALAR(TY_I32, "i32"), SCALAR(TY_U32, "u32"),
+    SCALAR(TY_I64, "i64"),   SCALAR(TY_F32, "f32"),   SCALAR(TY_F64, "f64"),
 };
 
-#define ARR(k, n)                                                                          \
-    {TY_ARRAY, 1, &scalars[k], n "[]"}, {TY_ARRAY, 2, &scalars[k], n "[,]"},               \
-        {TY_ARRAY, 3, &scalars[k], n "[,,]"}, {                                            \
-        TY_ARRAY, 4, &scalars[k], n "[,,,]"                                                \
-    }
+#define ARRAY(r, e, nm) \
+    { .kind = TY_ARRAY, .rank = r, .elem = e, .name = nm }
+#define ARR(e, n) \
+    ARRAY(1, e, n "[]"), ARRAY(2, e, n "[,]"), ARRAY(3, e, n "[,,]"), ARRAY(4, e, n "[,,,]")
 
 static const kern_type arrays[KERN_NUM_SCALARS][KERN_MAX_RANK] = {
-    {ARR(TY_BOOL, "bool")}, {ARR(TY_I32, "i32")}, {ARR(TY_U32, "u32")},
-    {ARR(TY_I64, "i64")},   {ARR(TY_F32, "f32")}, {ARR(TY_F64, "f64")},
+    {ARR(&scalars[TY_BOOL], "bool")}, {ARR(&scalars[TY_I32], "i32")},
+    {ARR(&scalars[TY_U32], "u32")},   {ARR(&scalars[TY_I64], "i64")},
+    {ARR(&scalars[TY_F32], "f32")},   {ARR(&scalars[TY_F64], "f64")},
+};
+
+/* The vector, matrix and quaternion types, and their arrays (ranks 1..4). */
+#define VECTOR(k, e, nm, cnt, q) \
+    { .kind = k, .elem = &scalars[e], .name = nm, .n = cnt, .quat = q }
+enum { NUM_VECTORS = 17 };
+static const kern_type vectors[NUM_VECTORS] = {
+    VECTOR(TY_VEC, TY_F32, "vec2", 2, false),  VECTOR(TY_VEC, TY_F32, "vec3", 3, false),
+    VECTOR(TY_VEC, TY_F32, "vec4", 4, false),  VECTOR(TY_VEC, TY_F64, "dvec2", 2, false),
+    VECTOR(TY_VEC, TY_F64, "dvec3", 3, false), VECTOR(TY_VEC, TY_F64, "dvec4", 4, false),
+    VECTOR(TY_VEC, TY_I32, "ivec2", 2, false), VECTOR(TY_VEC, TY_I32, "ivec3", 3, false),
+    VECTOR(TY_VEC, TY_I32, "ivec4", 4, false), VECTOR(TY_MAT, TY_F32, "mat2", 2, false),
+    VECTOR(TY_MAT, TY_F32, "mat3", 3, false),  VECTOR(TY_MAT, TY_F32, "mat4", 4, false),
+    VECTOR(TY_MAT, TY_F64, "dmat2", 2, false), VECTOR(TY_MAT, TY_F64, "dmat3", 3, false),
+    VECTOR(TY_MAT, TY_F64, "dmat4", 4, false), VECTOR(TY_VEC, TY_F32, "quat", 4, true),
+    VECTOR(TY_VEC, TY_F64, "dquat", 4, true),
+};
+
+static const kern_type vector_arrays[NUM_VECTORS][KERN_MAX_RANK] = {
+    {ARR(&vectors[0], "vec2")},   {ARR(&vectors[1], "vec3")},   {ARR(&vectors[2], "vec4")},
+    {ARR(&vectors[3], "dvec2")},  {ARR(&vectors[4], "dvec3")},  {ARR(&vectors[5], "dvec4")},
+    {ARR(&vectors[6], "ivec2")},  {ARR(&vectors[7], "ivec3")},  {ARR(&vectors[8], "ivec4")},
+    {ARR(&vectors[9], "mat2")},   {ARR(&vectors[10], "mat3")},  {ARR(&vectors[11], "mat4")},
+    {ARR(&vectors[12], "dmat2")}, {ARR(&vectors[13], "dmat3")}, {ARR(&vectors[14], "dmat4")},
+    {ARR(&vectors[15], "quat")},  {ARR(&vectors[16], "dquat")},
 };
 
 const kern_type *ty_void(void) { return &scalars[TY_VOID]; }
@@ -38,6 +65,63 @@ const kern_type *ty_scalar(kern_tykind kind) {
 const kern_type *ty_array(const kern_type *elem, int rank) {
     kern_assert(ty_is_scalar(elem) && rank >= 1 && rank <= KERN_MAX_RANK);
     return &arrays[elem->kind - TY_BOOL][rank - 1];
+}
+
+const kern_type *ty_array_of(const kern_type *elem, int rank) {
+    kern_assert(rank >= 1 && rank <= KERN_MAX_RANK);
+    if (ty_is_scalar(elem))
+        return ty_array(elem, rank);
+    if (elem->kind == TY_STRUCT)
+        return &elem->arrays[rank - 1];
+    kern_assert(elem >= vectors && elem < vectors + NUM_VECTORS);
+    return &vector_arrays[elem - vectors][rank - 1];
+}
+
+static const kern_type *find_vector(kern_tykind kind, const kern_type *elem, int n, bool quat) {
+    for (int i = 0; i < NUM_VECTORS; i++)
+        if (vectors[i].kind == kind && vectors[i].elem == elem && vectors[i].n == n &&
+            vectors[i].quat == quat)
+            return &vectors[i];
+    return NULL;
+}
+
+const kern_type *ty_vec(const kern_type *elem, int n) {
+    return find_vector(TY_VEC, elem, n, false);
+}
+const kern_type *ty_mat(const kern_type *elem, int n) {
+    return find_vector(TY_MAT, elem, n, false);
+}
+const kern_type *ty_quat(const kern_type *elem) { return find_vector(TY_VEC, elem, 4, true); }
+
+const kern_type *ty_vector_named(const char *name, int len) {
+    for (int i = 0; i < NUM_VECTORS; i++)
+        if ((int)strlen(vectors[i].name) == len && !memcmp(vectors[i].name, name, (size_t)len))
+            return &vectors[i];
+    return NULL;
+}
+
+int ty_leaves(const kern_type *t) {
+    switch (t->kind) {
+    case TY_VEC: return t->n;
+    case TY_MAT: return t->n * t->n;
+    case TY_STRUCT:
+    case TY_LOCAL: return t->leaves;
+    default: return 1;
+    }
+}
+
+const kern_type *ty_leaf_type(const kern_type *t, int i) {
+    switch (t->kind) {
+    case TY_VEC:
+    case TY_MAT: return t->elem;
+    case TY_LOCAL: return ty_leaf_type(t->elem, i % ty_leaves(t->elem));
+    case TY_STRUCT:
+        for (int f = t->nfields - 1; f >= 0; f--)
+            if (i >= t->fields[f].leaf)
+                return ty_leaf_type(t->fields[f].type, i - t->fields[f].leaf);
+        kern_unreachable("leaf of an empty struct");
+    default: return t;
+    }
 }
 
 const kern_type *ty_parse(const char *s, int len) {

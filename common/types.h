@@ -17,16 +17,46 @@ typedef enum kern_tykind {
     TY_F32,
     TY_F64,
     TY_ARRAY,
+    /* Version 1 value types (docs/reference.md section 11). The IR never sees them: the
+     * frontend's lowering (compiler/lower_agg.c) splits a value into its scalar leaves and
+     * an array of them into an array of its component type with trailing dimensions. */
+    TY_VEC,    /* vec2..4, dvec2..4, ivec2..4, quat, dquat: n components of elem */
+    TY_MAT,    /* mat2..4, dmat2..4: n x n of elem, row-major */
+    TY_STRUCT, /* a user struct: fields */
+    TY_LOCAL,  /* a local array of fixed extents dims[0..rank) of elem */
+    TY_NAMED,  /* the parser's placeholder for a struct name (sema resolves it) */
 } kern_tykind;
 
 enum { KERN_MAX_RANK = 4, KERN_NUM_SCALARS = 6 };
 
+typedef struct kern_field kern_field;
+
 typedef struct kern_type {
     kern_tykind kind;
-    uint8_t rank;                 /* 1..4 for arrays, 0 otherwise */
-    const struct kern_type *elem; /* element type of an array; NULL otherwise */
-    const char *name;             /* "f32", "f32[]", "i32[,]", "void" */
+    uint8_t rank;                 /* 1..4 for arrays and local arrays, 0 otherwise */
+    const struct kern_type *elem; /* element type of an array; the component type of a
+                                     vector or matrix; NULL otherwise */
+    const char *name;             /* "f32", "f32[]", "i32[,]", "void", "vec3", "P[]" */
+    uint8_t n;                    /* TY_VEC: components; TY_MAT: rows (= columns) */
+    bool quat;                    /* TY_VEC: a quaternion (x, y, z, w) */
+    const kern_field *fields;     /* TY_STRUCT: in declared order */
+    int nfields;
+    int leaves;                   /* TY_STRUCT, TY_LOCAL: scalar leaves of one value */
+    int size, align;              /* TY_STRUCT: bytes and alignment of the C layout */
+    const struct kern_type *arrays; /* TY_STRUCT: its array types, ranks 1..4 */
+    int dims[4];                  /* TY_LOCAL: the extents */
+    const void *pending;          /* parser placeholders (TY_LOCAL): the extents' fe_expr
+                                     array until sema resolves the type */
 } kern_type;
+
+/* A field of a struct: its leaves start at leaf `leaf` of the struct's leaves, its bytes
+ * at `offset` of the C layout. */
+struct kern_field {
+    const char *name;
+    const kern_type *type;
+    int leaf;
+    int offset;
+};
 
 const kern_type *ty_void(void);
 const kern_type *ty_bool(void);
@@ -39,6 +69,26 @@ const kern_type *ty_f64(void);
 const kern_type *ty_scalar(kern_tykind kind);
 /* elem must be a scalar type; 1 <= rank <= 4. */
 const kern_type *ty_array(const kern_type *elem, int rank);
+/* An array of a scalar, vector, matrix or struct type (structs: from t->arrays). */
+const kern_type *ty_array_of(const kern_type *elem, int rank);
+/* The vector and matrix types: kind TY_VEC or TY_MAT, elem f32, f64 (or i32 for vectors),
+ * n 2..4; NULL when there is no such type. */
+const kern_type *ty_vec(const kern_type *elem, int n);
+const kern_type *ty_mat(const kern_type *elem, int n);
+const kern_type *ty_quat(const kern_type *elem);
+/* The vector or matrix type called name ("vec3", "dmat2", "quat"); NULL if none. */
+const kern_type *ty_vector_named(const char *name, int len);
+/* Scalar leaves of one value of t (1 for a scalar). */
+int ty_leaves(const kern_type *t);
+/* The scalar type of leaf i of a value of t. */
+const kern_type *ty_leaf_type(const kern_type *t, int i);
+/* A value type made of scalars, vectors, matrices, structs or local arrays. */
+static inline bool ty_is_value(const kern_type *t) {
+    return (t->kind >= TY_BOOL && t->kind <= TY_F64) || (t->kind >= TY_VEC && t->kind <= TY_LOCAL);
+}
+static inline bool ty_is_aggregate(const kern_type *t) {
+    return t->kind >= TY_VEC && t->kind <= TY_LOCAL;
+}
 /* Parses "f32", "i64[,]" and so on; NULL if not a type name. */
 const kern_type *ty_parse(const char *s, int len);
 

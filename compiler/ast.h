@@ -33,7 +33,14 @@ typedef enum fe_expr_kind {
     EX_COND,    /* cond ? a : b */
     EX_CALL,    /* name(args): func call or builtin (len, sin, atomic_add, select, ...) */
     EX_CAST,    /* f32(x), i32(x), ...: to is the target scalar type */
-    EX_INDEX,   /* name[idx, ...] */
+    EX_INDEX,   /* name[idx, ...]: an array parameter's element, a local array's element, a
+                   vector's component, a matrix's row or element */
+    /* version 1 (docs/reference.md section 11) */
+    EX_MEMBER,    /* base.field: a vector component (x y z w) or a struct field */
+    EX_ELEM,      /* base[idx, ...] on a value that is not a name: v(...)[k], m[i][j] */
+    EX_CONSTRUCT, /* vec3(...), mat3(...), quat(...): cons.to is the type */
+    EX_STRUCTLIT, /* Name { field: value, ... } */
+    EX_ARRAYLIT,  /* [a, b, ...]: a local array */
 } fe_expr_kind;
 
 typedef enum fe_unop { UN_NEG, UN_NOT, UN_BITNOT } fe_unop; /* - ! ~ */
@@ -55,6 +62,11 @@ typedef enum fe_builtin {
     BI_ROUND, BI_SIGN,
     /* binary and ternary math */
     BI_ATAN2, BI_POW, BI_MIN, BI_MAX, BI_FMA, BI_CLAMP, BI_SELECT,
+    /* vectors, matrices and quaternions (version 1, section 11.1); not reserved: a func of
+     * the program with one of these names is what its calls mean */
+    BI_DOT, BI_CROSS, BI_LENGTH, BI_LENGTH_SQ, BI_NORMALIZE, BI_OUTER, BI_TRANSPOSE,
+    BI_DETERMINANT, BI_INVERSE, BI_TRACE, BI_DIAG, BI_IDENTITY2, BI_IDENTITY3, BI_IDENTITY4,
+    BI_QUAT_ROTATE, BI_QUAT_FROM_AXIS_ANGLE, BI_QUAT_TO_MAT3, BI_CONJUGATE, BI_CMUL,
     /* atomics: first argument is an indexed array element */
     BI_ATOMIC_ADD, BI_ATOMIC_SUB, BI_ATOMIC_MIN, BI_ATOMIC_MAX,
     BI__COUNT
@@ -98,6 +110,23 @@ struct fe_expr {
             fe_expr **idx;
             int nidx;
         } index;                                                 /* EX_INDEX */
+        struct {
+            fe_expr *base;
+            const char *field;
+            kern_loc field_loc;
+            int index; /* by sema: the component, or the field of the struct */
+        } member;                                                /* EX_MEMBER */
+        struct { fe_expr *base; fe_expr **idx; int nidx; } elem; /* EX_ELEM */
+        struct { const kern_type *to; fe_expr **args; int nargs; } cons; /* EX_CONSTRUCT */
+        struct {
+            const char *name;
+            kern_loc name_loc;
+            const char **fields;
+            kern_loc *field_locs;
+            fe_expr **values;
+            int n;
+        } slit;                                                  /* EX_STRUCTLIT */
+        struct { fe_expr **elems; int n; } alit;                 /* EX_ARRAYLIT */
     };
 };
 
@@ -112,6 +141,8 @@ typedef enum fe_sym_kind {
 
 struct fe_sym {
     fe_sym_kind kind;
+    fe_sym **leaves;     /* lowering's scratch for a value of a version-1 type: one scalar
+                            symbol per leaf (compiler/lower_agg.c) */
     const char *name;
     const kern_type *type;
     kern_loc loc;
@@ -159,7 +190,8 @@ struct fe_stmt {
             const char *name;
             kern_loc name_loc;
             const kern_type *declared; /* NULL when no ': type' was written */
-            fe_expr *init;
+            fe_expr *init;             /* NULL: `var a: T;`, zero (local arrays, vectors,
+                                          matrices and structs) */
             fe_sym *sym; /* by sema */
         } decl; /* ST_LET, ST_VAR */
         struct {
@@ -192,7 +224,14 @@ typedef struct fe_param {
     fe_sym *sym; /* by sema */
 } fe_param;
 
-typedef enum fe_item_kind { IT_CONST, IT_FUNC, IT_KERNEL } fe_item_kind;
+typedef enum fe_item_kind { IT_CONST, IT_FUNC, IT_KERNEL, IT_STRUCT } fe_item_kind;
+
+/* A field of a struct item, as written. */
+typedef struct fe_field {
+    const char *name;
+    kern_loc loc;
+    const kern_type *type;
+} fe_field;
 
 struct fe_item {
     fe_item_kind kind;
@@ -209,6 +248,10 @@ struct fe_item {
     const kern_type *ret;      /* IT_FUNC: return type, ty_void() when none */
     fe_stmt *body;             /* ST_BLOCK */
     int ntasks;                /* IT_KERNEL, by sema: number of tasks */
+    /* IT_STRUCT */
+    fe_field *fields;
+    int nfields;
+    kern_type *stype;          /* by sema: the struct type */
 };
 
 typedef struct fe_file {
@@ -234,5 +277,11 @@ const char *fe_unop_text(fe_unop op);     /* "-", "!", "~" */
 const char *fe_assign_text(fe_assign_op op); /* "=", "+=", ... */
 const char *fe_builtin_name(fe_builtin b); /* "sin", "atomic_add", ... */
 fe_builtin fe_builtin_lookup(const char *name); /* BI_NONE when not a builtin */
+/* A builtin of version 1, whose name a func of the program may take. */
+static inline bool fe_builtin_overridable(fe_builtin b) { return b >= BI_DOT && b <= BI_CMUL; }
+/* The subexpressions of e, in evaluation order (at most FE_MAX_KIDS are written to kids;
+ * the count is returned). For an EX_INDEX, the indices; for a call, the arguments. */
+enum { FE_MAX_KIDS = 4 };
+int fe_expr_kids(const fe_expr *e, const fe_expr **kids, int cap);
 
 #endif

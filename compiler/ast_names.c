@@ -29,6 +29,13 @@ static const char *const builtin_names[] = {
     [BI_FLOOR] = "floor", [BI_CEIL] = "ceil",   [BI_ROUND] = "round", [BI_SIGN] = "sign",
     [BI_ATAN2] = "atan2", [BI_POW] = "pow",     [BI_MIN] = "min",     [BI_MAX] = "max",
     [BI_FMA] = "fma",     [BI_CLAMP] = "clamp", [BI_SELECT] = "select",
+    [BI_DOT] = "dot", [BI_CROSS] = "cross", [BI_LENGTH] = "length", [BI_LENGTH_SQ] = "length_sq",
+    [BI_NORMALIZE] = "normalize", [BI_OUTER] = "outer", [BI_TRANSPOSE] = "transpose",
+    [BI_DETERMINANT] = "determinant", [BI_INVERSE] = "inverse", [BI_TRACE] = "trace",
+    [BI_DIAG] = "diag", [BI_IDENTITY2] = "identity2", [BI_IDENTITY3] = "identity3",
+    [BI_IDENTITY4] = "identity4", [BI_QUAT_ROTATE] = "quat_rotate",
+    [BI_QUAT_FROM_AXIS_ANGLE] = "quat_from_axis_angle", [BI_QUAT_TO_MAT3] = "quat_to_mat3",
+    [BI_CONJUGATE] = "conjugate", [BI_CMUL] = "cmul",
     [BI_ATOMIC_ADD] = "atomic_add", [BI_ATOMIC_SUB] = "atomic_sub",
     [BI_ATOMIC_MIN] = "atomic_min", [BI_ATOMIC_MAX] = "atomic_max",
 };
@@ -51,4 +58,59 @@ fe_builtin fe_builtin_lookup(const char *name) {
         if (strcmp(builtin_names[b], name) == 0)
             return (fe_builtin)b;
     return BI_NONE;
+}
+
+int fe_expr_kids(const fe_expr *e, const fe_expr **kids, int cap) {
+    int n = 0;
+#define KID(x)                                                                             \
+    do {                                                                                   \
+        if (n < cap)                                                                       \
+            kids[n] = (x);                                                                 \
+        n++;                                                                               \
+    } while (0)
+    switch (e->kind) {
+    case EX_INT:
+    case EX_FLOAT:
+    case EX_BOOL:
+    case EX_NAME: break;
+    case EX_UNARY: KID(e->unary.arg); break;
+    case EX_BINARY:
+        KID(e->binary.lhs);
+        KID(e->binary.rhs);
+        break;
+    case EX_COND:
+        KID(e->cond.cond);
+        KID(e->cond.a);
+        KID(e->cond.b);
+        break;
+    case EX_CALL:
+        for (int i = 0; i < e->call.nargs; i++)
+            KID(e->call.args[i]);
+        break;
+    case EX_CAST: KID(e->cast.arg); break;
+    case EX_INDEX:
+        for (int i = 0; i < e->index.nidx; i++)
+            KID(e->index.idx[i]);
+        break;
+    case EX_MEMBER: KID(e->member.base); break;
+    case EX_ELEM:
+        KID(e->elem.base);
+        for (int i = 0; i < e->elem.nidx; i++)
+            KID(e->elem.idx[i]);
+        break;
+    case EX_CONSTRUCT:
+        for (int i = 0; i < e->cons.nargs; i++)
+            KID(e->cons.args[i]);
+        break;
+    case EX_STRUCTLIT:
+        for (int i = 0; i < e->slit.n; i++)
+            KID(e->slit.values[i]);
+        break;
+    case EX_ARRAYLIT:
+        for (int i = 0; i < e->alit.n; i++)
+            KID(e->alit.elems[i]);
+        break;
+    }
+#undef KID
+    return n;
 }

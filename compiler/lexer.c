@@ -286,6 +286,8 @@ static fe_tok_kind keyword(const char *s, size_t n) {
     for (int k = TK_CONST; k <= TK_F64; k++)
         if (strlen(tok_names[k]) == n && memcmp(tok_names[k], s, n) == 0)
             return (fe_tok_kind)k;
+    if (ty_vector_named(s, (int)n))
+        return TK_VTYPE;
     return TK_IDENT;
 }
 
@@ -297,7 +299,8 @@ static fe_tok_kind lex_operator(const fe_lexer *lx, int *n) {
     case '.':
         if (c1 == '.')
             return TK_DOTDOT;
-        break;
+        *n = 1;
+        return TK_DOT;
     case '-':
         if (c1 == '>')
             return TK_ARROW;

@@ -52,6 +52,7 @@
     X(TK_TRUE, "true")                                                                     \
     X(TK_FALSE, "false")                                                                   \
     X(TK_NOGRAD, "nograd")                                                                 \
+    X(TK_STRUCT, "struct")                                                                 \
     /* type names, in kern_tykind order */                                                 \
     X(TK_BOOL, "bool")                                                                     \
     X(TK_I32, "i32")                                                                       \
@@ -59,6 +60,7 @@
     X(TK_I64, "i64")                                                                       \
     X(TK_F32, "f32")                                                                       \
     X(TK_F64, "f64")                                                                       \
+    X(TK_VTYPE, "vector or matrix type") /* vec3, dmat2, quat, ...: ty_vector_named */      \
     /* punctuation and operators */                                                        \
     X(TK_LPAREN, "(")                                                                      \
     X(TK_RPAREN, ")")                                                                      \
@@ -71,6 +73,7 @@
     X(TK_COLON, ":")                                                                       \
     X(TK_QUESTION, "?")                                                                    \
     X(TK_DOTDOT, "..")                                                                     \
+    X(TK_DOT, ".")                                                                         \
     X(TK_ARROW, "->")                                                                      \
     X(TK_PLUS, "+")                                                                        \
     X(TK_MINUS, "-")                                                                       \

@@ -48,9 +48,21 @@ static bool syms_has(const lw_syms *s, const fe_sym *x) {
 
 static void syms_free(lw_syms *s) { free(s->data); }
 
+/* Adds x, or the leaf symbols of a variable of a version-1 type. */
+static void syms_add_value(lw *L, lw_syms *s, fe_sym *x) {
+    if (!x->type || !ty_is_aggregate(x->type)) {
+        syms_add(s, x);
+        return;
+    }
+    fe_sym **leaves = lw_leaf_syms(L, x);
+    for (int i = 0; i < ty_leaves(x->type); i++)
+        syms_add(s, leaves[i]);
+}
+
 /* ---- Analysis: what a statement assigns and may escape through ---------------------- */
 
 typedef struct lw_scan {
+    lw *L;
     lw_syms assigned, declared;
     const lw_loop *target; /* loop that a break/continue outside nested loops targets */
     const lw_func *func;
@@ -69,11 +81,13 @@ static void scan_stmt(lw_scan *s, const fe_stmt *st, bool nested_loop) {
         return;
     switch (st->kind) {
     case ST_LET:
-    case ST_VAR: syms_add(&s->declared, st->decl.sym); break;
-    case ST_ASSIGN:
-        if (st->assign.target->kind == EX_NAME)
-            syms_add(&s->assigned, st->assign.target->name.sym);
+    case ST_VAR: syms_add_value(s->L, &s->declared, st->decl.sym); break;
+    case ST_ASSIGN: {
+        fe_sym *root = lw_assign_root(st);
+        if (root)
+            syms_add_value(s->L, &s->assigned, root);
         break;
+    }
     case ST_IF:
         scan_stmt(s, st->if_.then, nested_loop);
         scan_stmt(s, st->if_.els, nested_loop);
@@ -101,7 +115,7 @@ static void scan_stmt(lw_scan *s, const fe_stmt *st, bool nested_loop) {
             s->ret = true;
             syms_add(&s->assigned, s->func->ret);
             if (s->func->retval)
-                syms_add(&s->assigned, s->func->retval);
+                syms_add_value(s->L, &s->assigned, s->func->retval);
         }
         break;
     case ST_EXPR: break;
@@ -113,6 +127,7 @@ static void scan_stmt(lw_scan *s, const fe_stmt *st, bool nested_loop) {
  * they assign (assigned minus declared). */
 static void scan(lw *L, fe_stmt *const *list, int n, lw_scan *s, lw_syms *carried) {
     memset(s, 0, sizeof *s);
+    s->L = L;
     s->target = L->loop;
     s->func = L->func;
     scan_list(s, list, n, false);
@@ -268,6 +283,10 @@ static ir_opcode assign_code(fe_assign_op op) {
 static void lower_assign(lw *L, const fe_stmt *st) {
     const fe_expr *t = st->assign.target;
     fe_assign_op op = st->assign.op;
+    if (lw_assign_is_agg(st)) {
+        lw_assign_agg(L, st);
+        return;
+    }
     if (t->kind == EX_NAME) {
         ir_value *v = lw_expr(L, st->assign.value);
         if (op != AS_SET) {
@@ -511,7 +530,12 @@ static void lower_while(lw *L, const fe_stmt *st) {
 static void lower_stmt(lw *L, const fe_stmt *st) {
     switch (st->kind) {
     case ST_LET:
-    case ST_VAR: lw_set(st->decl.sym, lw_expr(L, st->decl.init)); return;
+    case ST_VAR:
+        if (ty_is_aggregate(st->decl.sym->type))
+            lw_decl_agg(L, st);
+        else
+            lw_set(st->decl.sym, lw_expr(L, st->decl.init));
+        return;
     case ST_ASSIGN: lower_assign(L, st); return;
     case ST_IF: lower_if(L, st); return;
     case ST_FOR: lower_serial_for(L, st, 0); return;
@@ -525,8 +549,17 @@ static void lower_stmt(lw *L, const fe_stmt *st) {
         lw_set(L->loop->cont, ir_const_bool(&L->b, true));
         return;
     case ST_RETURN:
-        if (st->ret.value)
+        if (st->ret.value && ty_is_aggregate(L->func->retval->type)) {
+            fe_sym **leaves = lw_leaf_syms(L, L->func->retval);
+            int n = ty_leaves(L->func->retval->type);
+            ir_value **v = kern_xmalloc(sizeof(ir_value *) * (size_t)n);
+            lw_agg(L, st->ret.value, v);
+            for (int i = 0; i < n; i++)
+                lw_set(leaves[i], v[i]);
+            free(v);
+        } else if (st->ret.value) {
             lw_set(L->func->retval, lw_expr(L, st->ret.value));
+        }
         L->b.loc = st->loc;
         lw_set(L->func->ret, ir_const_bool(&L->b, true));
         return;
@@ -577,7 +610,7 @@ static void lower_kernel(lw *L, const fe_item *k) {
     ir_param *params = ARENA_ARRAY(&L->m->mem, ir_param, k->nparams ? k->nparams : 1);
     for (int i = 0; i < k->nparams; i++) {
         params[i].name = arena_strdup(&L->m->mem, k->params[i].name);
-        params[i].type = k->params[i].type;
+        params[i].type = lw_ir_type(k->params[i].type);
         params[i].nograd = k->params[i].nograd;
         params[i].loc = k->params[i].loc;
     }

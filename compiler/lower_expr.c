@@ -46,7 +46,27 @@ bool lw_expr_is_safe(const fe_expr *e) {
             if (!lw_expr_is_safe(e->call.args[i]))
                 return false;
         return true;
-    case EX_INDEX: return false;
+    case EX_INDEX:
+        if (!e->index.sym || ty_is_array(e->index.sym->type))
+            return false;
+        for (int i = 0; i < e->index.nidx; i++)
+            if (!lw_expr_is_safe(e->index.idx[i]))
+                return false;
+        return true;
+    case EX_MEMBER:
+    case EX_ELEM:
+    case EX_CONSTRUCT:
+    case EX_STRUCTLIT:
+    case EX_ARRAYLIT: {
+        const fe_expr *k[64];
+        int n = fe_expr_kids(e, k, 64);
+        if (n > 64)
+            return false;
+        for (int i = 0; i < n; i++)
+            if (!lw_expr_is_safe(k[i]))
+                return false;
+        return true;
+    }
     }
     return false;
 }
@@ -166,20 +186,35 @@ static ir_opcode builtin_code(fe_builtin b) {
     }
 }
 
-/* Inlines a func call: binds the parameters to the arguments, lowers the body with a
- * fresh return flag, and returns the value the body returned (NULL for a void func). */
-static ir_value *lower_func_call(lw *L, const fe_expr *e) {
+/* Binds func parameter p to the argument's leaves. */
+static void bind_param(lw *L, fe_sym *p, ir_value *const *v) {
+    if (!ty_is_aggregate(p->type)) {
+        lw_set(p, v[0]);
+        return;
+    }
+    fe_sym **leaves = lw_leaf_syms(L, p);
+    for (int i = 0; i < ty_leaves(p->type); i++)
+        lw_set(leaves[i], v[i]);
+}
+
+int lw_call_func(lw *L, const fe_expr *e, ir_value **out) {
     fe_item *fn = e->call.func;
-    ir_value *args[64];
-    ir_value **argv = e->call.nargs <= 64 ? args : kern_xmalloc(sizeof(ir_value *) * (size_t)e->call.nargs);
+    int total = 0;
     for (int i = 0; i < e->call.nargs; i++)
-        argv[i] = lw_expr(L, e->call.args[i]);
+        total += ty_is_array(fn->params[i].type) ? 1 : ty_leaves(fn->params[i].type);
+    ir_value **argv = kern_xmalloc(sizeof(ir_value *) * (size_t)(total + 1));
+    int k = 0;
+    for (int i = 0; i < e->call.nargs; i++)
+        k += ty_is_array(fn->params[i].type) ? (argv[k] = lw_expr(L, e->call.args[i]), 1)
+                                             : lw_agg(L, e->call.args[i], argv + k);
     /* Bind after all arguments are evaluated: an argument may itself call the same func
      * (f(f(x))), which rebinds the parameters while it runs. */
-    for (int i = 0; i < fn->nparams; i++)
-        lw_set(fn->params[i].sym, argv[i]);
-    if (argv != args)
-        free(argv);
+    k = 0;
+    for (int i = 0; i < fn->nparams; i++) {
+        bind_param(L, fn->params[i].sym, argv + k);
+        k += ty_is_array(fn->params[i].type) ? 1 : ty_leaves(fn->params[i].type);
+    }
+    free(argv);
     lw_func F = {0};
     F.outer = L->func;
     F.ret = ARENA_NEW(&L->ctx->mem, fe_sym);
@@ -195,7 +230,14 @@ static ir_value *lower_func_call(lw *L, const fe_expr *e) {
         F.retval->name = "retval";
         F.retval->type = fn->ret;
         F.retval->is_mutable = true;
-        lw_set(F.retval, lw_zero(L, fn->ret));
+        if (ty_is_aggregate(fn->ret)) {
+            ir_value **z = kern_xmalloc(sizeof(ir_value *) * (size_t)ty_leaves(fn->ret));
+            lw_zero_leaves(L, fn->ret, z);
+            bind_param(L, F.retval, z);
+            free(z);
+        } else {
+            lw_set(F.retval, lw_zero(L, fn->ret));
+        }
     }
     lw_loop *saved_loop = L->loop;
     L->loop = NULL; /* break/continue never cross a func boundary */
@@ -205,14 +247,27 @@ static ir_value *lower_func_call(lw *L, const fe_expr *e) {
     L->inline_depth--;
     L->func = F.outer;
     L->loop = saved_loop;
-    return F.retval ? lw_get(F.retval) : NULL;
+    if (!F.retval)
+        return 0;
+    if (!ty_is_aggregate(fn->ret)) {
+        out[0] = lw_get(F.retval);
+        return 1;
+    }
+    int n = ty_leaves(fn->ret);
+    for (int i = 0; i < n; i++)
+        out[i] = lw_get(F.retval->leaves[i]);
+    return n;
 }
 
 static ir_value *lower_call(lw *L, const fe_expr *e) {
     fe_builtin bi = e->call.builtin;
     fe_expr *const *a = e->call.args;
     switch (bi) {
-    case BI_NONE: return lower_func_call(L, e);
+    case BI_NONE: {
+        ir_value *v = NULL;
+        lw_call_func(L, e, &v);
+        return v;
+    }
     case BI_LEN:
     case BI_SHAPE: {
         ir_value *arr = lw_get(a[0]->name.sym);
@@ -253,6 +308,8 @@ ir_value *lw_expr(lw *L, const fe_expr *e) {
         L->b.loc = e->loc;
         return lower_const(L, &e->cval);
     }
+    if (lw_is_agg_expr(e))
+        return lw_agg_scalar(L, e);
     switch (e->kind) {
     case EX_INT:
     case EX_BOOL:
@@ -293,6 +350,11 @@ ir_value *lw_expr(lw *L, const fe_expr *e) {
         L->b.loc = e->loc;
         return ir_load(&L->b, lw_get(e->index.sym), idx, (uint32_t)e->index.nidx);
     }
+    case EX_MEMBER:
+    case EX_ELEM:
+    case EX_CONSTRUCT:
+    case EX_STRUCTLIT:
+    case EX_ARRAYLIT: break; /* lw_agg */
     }
     kern_unreachable("expression kind");
 }

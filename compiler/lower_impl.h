@@ -43,6 +43,28 @@ ir_value *lw_expr(lw *L, const fe_expr *e);
 bool lw_expr_is_safe(const fe_expr *e);
 ir_value *lw_zero(lw *L, const kern_type *t);
 
+/* lower_agg.c: the version-1 value types, as lists of scalar leaves. */
+/* Lowers e to its leaves (ty_leaves(e->type) of them: one for a scalar); returns the count. */
+int lw_agg(lw *L, const fe_expr *e, ir_value **out);
+ir_value *lw_agg_scalar(lw *L, const fe_expr *e);
+/* Whether e needs lw_agg: its type or an operand's is a vector, matrix, struct or local
+ * array, or it selects a part of one. */
+bool lw_is_agg_expr(const fe_expr *e);
+/* The scalar symbols holding the leaves of variable s (made on first use). */
+fe_sym **lw_leaf_syms(lw *L, fe_sym *s);
+/* The IR type of a kernel parameter of type t (docs/reference.md, memory layout). */
+const kern_type *lw_ir_type(const kern_type *t);
+void lw_zero_leaves(lw *L, const kern_type *t, ir_value **out);
+void lw_decl_agg(lw *L, const fe_stmt *st);
+/* An assignment to a part or to a whole value of a version-1 type, and its lowering. */
+bool lw_assign_is_agg(const fe_stmt *st);
+void lw_assign_agg(lw *L, const fe_stmt *st);
+/* The variable an assignment changes a part of (NULL: memory). */
+fe_sym *lw_assign_root(const fe_stmt *st);
+/* lower_expr.c: inlines a func call; writes the leaves of its value, returns their count
+ * (0 for a void func). */
+int lw_call_func(lw *L, const fe_expr *e, ir_value **out);
+
 /* lower.c: used by the expression lowering to inline a func body. */
 void lw_func_body(lw *L, const fe_stmt *body);
 

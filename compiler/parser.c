@@ -58,7 +58,9 @@ static bool accept(parser *p, fe_tok_kind k) {
     return true;
 }
 
-static bool is_item_kw(fe_tok_kind k) { return k == TK_CONST || k == TK_FUNC || k == TK_KERNEL; }
+static bool is_item_kw(fe_tok_kind k) {
+    return k == TK_CONST || k == TK_FUNC || k == TK_KERNEL || k == TK_STRUCT;
+}
 static bool is_type_kw(fe_tok_kind k) { return k >= TK_BOOL && k <= TK_F64; }
 
 static bool is_stmt_kw(fe_tok_kind k) {
@@ -74,7 +76,8 @@ static bool is_stmt_kw(fe_tok_kind k) {
 static bool starts_expr(fe_tok_kind k) {
     switch (k) {
     case TK_IDENT: case TK_INT: case TK_FLOAT: case TK_TRUE: case TK_FALSE:
-    case TK_LPAREN: case TK_MINUS: case TK_BANG: case TK_TILDE:
+    case TK_LPAREN: case TK_MINUS: case TK_BANG: case TK_TILDE: case TK_VTYPE:
+    case TK_LBRACKET:
         return true;
     default:
         return is_type_kw(k);
@@ -232,13 +235,27 @@ static bool set_height(parser *p, const fe_expr *e, int child_max) {
 
 /* ---- Types ------------------------------------------------------------------------ */
 
-/* type   := scalar | scalar '[' ','* ']'
+/* type   := base | base '[' ','* ']' | base '[' expr (',' expr)* ']'
+ * base   := scalar | vector_or_matrix_type | IDENT        -- IDENT: a struct
  * scalar := 'f32' | 'f64' | 'i32' | 'u32' | 'i64' | 'bool'
- * Array types are parsed everywhere and rejected where only scalars are allowed. */
+ * `T[]`, `T[,]`: an array parameter; `T[16]`, `T[4, 4]`: a local array of constant extents
+ * (sema checks where each may appear). A struct name is a TY_NAMED placeholder and the
+ * extents of a local array stay expressions (TY_LOCAL with `pending`) until sema resolves
+ * them. Array types are parsed everywhere and rejected where only values are allowed. */
+static fe_expr *parse_expr(parser *p);
+
 static const kern_type *parse_type(parser *p, bool allow_array) {
     const kern_type *t = fe_tok_scalar(p->tok.kind);
-    if (!t) {
-        syntax_error(p, "expected a type (f32, f64, i32, u32, i64 or bool), found %s", found(p));
+    if (at(p, TK_VTYPE)) {
+        t = ty_vector_named(p->tok.text, (int)p->tok.len);
+    } else if (at(p, TK_IDENT)) {
+        kern_type *named = ARENA_NEW(&p->ctx->mem, kern_type);
+        named->kind = TY_NAMED;
+        named->name = tok_str(p);
+        t = named;
+    } else if (!t) {
+        syntax_error(p, "expected a type (f32, f64, i32, u32, i64, bool, a vector or matrix type "
+                        "or a struct), found %s", found(p));
         return ty_f32();
     }
     advance(p);
@@ -246,6 +263,30 @@ static const kern_type *parse_type(parser *p, bool allow_array) {
         return t;
     kern_loc open = p->tok.loc;
     advance(p);
+    if (!at(p, TK_COMMA) && !at(p, TK_RBRACKET)) {
+        /* a local array: T[n, ...] */
+        kern_type *loc = ARENA_NEW(&p->ctx->mem, kern_type);
+        fe_expr **dims = ARENA_ARRAY(&p->ctx->mem, fe_expr *, KERN_MAX_RANK);
+        int rank = 0;
+        do {
+            fe_expr *d = parse_expr(p);
+            if (rank < KERN_MAX_RANK)
+                dims[rank] = d;
+            rank++;
+        } while (accept(p, TK_COMMA));
+        if (!expect(p, TK_RBRACKET, "to close the extents of the local array type"))
+            return t;
+        if (rank > KERN_MAX_RANK) {
+            report(p, open, "a local array has at most %d dimensions, found %d", KERN_MAX_RANK, rank);
+            rank = KERN_MAX_RANK;
+        }
+        loc->kind = TY_LOCAL;
+        loc->rank = (uint8_t)rank;
+        loc->elem = t;
+        loc->name = arena_printf(&p->ctx->mem, "%s[...]", t->name);
+        loc->pending = dims;
+        return loc;
+    }
     int rank = 1;
     while (accept(p, TK_COMMA))
         rank++;
@@ -255,7 +296,17 @@ static const kern_type *parse_type(parser *p, bool allow_array) {
         report(p, open, "array rank %d is too large (the largest is %d)", rank, KERN_MAX_RANK);
         rank = KERN_MAX_RANK;
     }
-    const kern_type *arr = ty_array(t, rank);
+    const kern_type *arr;
+    if (t->kind == TY_NAMED) {
+        kern_type *a = ARENA_NEW(&p->ctx->mem, kern_type);
+        a->kind = TY_ARRAY;
+        a->rank = (uint8_t)rank;
+        a->elem = t;
+        a->name = arena_printf(&p->ctx->mem, "%s[%.*s]", t->name, rank - 1, ",,,");
+        arr = a;
+    } else {
+        arr = ty_array_of(t, rank);
+    }
     if (!allow_array) {
         report(p, open, "array type '%s' is not allowed here; only parameters can be arrays", arr->name);
         return t;
@@ -264,8 +315,6 @@ static const kern_type *parse_type(parser *p, bool allow_array) {
 }
 
 /* ---- Expressions ------------------------------------------------------------------ */
-
-static fe_expr *parse_expr(parser *p);
 
 /* Enters one level of expression recursion; false (reported) when too deep. */
 static bool enter_expr(parser *p) {
@@ -294,6 +343,102 @@ static int parse_args(parser *p, fe_expr ***args, int *nargs, const char *name) 
         syntax_error(p, "expected ',' or ')' in the call to '%s', found %s", name, found(p));
     *args = (fe_expr **)to_arena(p, &v, nargs);
     return hmax;
+}
+
+/* Whether the '{' after a name opens a struct literal: `Name { field: ...`. Looks at the
+ * raw text after the '{' (an identifier, then ':'), skipping spaces and comments, so that
+ * `if ok { x = 1; }` stays a block and no token is lexed twice. */
+static bool struct_literal_follows(const parser *p) {
+    const char *c = p->lx.p, *end = p->lx.end;
+    int seen = 0; /* 0: before the name, 1: after it */
+    while (c < end) {
+        if (*c == ' ' || *c == '\t' || *c == '\n' || *c == '\r' || *c == '\f' || *c == '\v') {
+            c++;
+        } else if (c + 1 < end && c[0] == '/' && c[1] == '/') {
+            while (c < end && *c != '\n')
+                c++;
+        } else if (c + 1 < end && c[0] == '/' && c[1] == '*') {
+            const char *close = NULL;
+            for (const char *q = c + 2; q + 1 < end; q++)
+                if (q[0] == '*' && q[1] == '/') {
+                    close = q;
+                    break;
+                }
+            if (!close)
+                return false;
+            c = close + 2;
+        } else if (seen == 0) {
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '_'))
+                return false;
+            while (c < end && ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                               (*c >= '0' && *c <= '9') || *c == '_'))
+                c++;
+            seen = 1;
+        } else {
+            return *c == ':';
+        }
+    }
+    return false;
+}
+
+/* struct_lit := IDENT '{' IDENT ':' expr (',' IDENT ':' expr)* ','? '}'   (at the '{') */
+static fe_expr *parse_struct_literal(parser *p, const char *name, kern_loc loc) {
+    fe_expr *e = new_expr(p, EX_STRUCTLIT, loc);
+    e->slit.name = name;
+    e->slit.name_loc = loc;
+    kern_ptrvec names = {0}, values = {0}, locs = {0};
+    int h = 0;
+    advance(p); /* { */
+    while (at(p, TK_IDENT)) {
+        kern_loc *fl = ARENA_NEW(&p->ctx->mem, kern_loc);
+        *fl = p->tok.loc;
+        ptrvec_push(&names, (void *)tok_str(p));
+        ptrvec_push(&locs, fl);
+        advance(p);
+        if (!expect(p, TK_COLON, "after the field name in a struct literal"))
+            break;
+        ptrvec_push(&values, parse_expr(p));
+        if (p->h > h)
+            h = p->h;
+        if (!accept(p, TK_COMMA))
+            break;
+    }
+    if (!p->panic && !accept(p, TK_RBRACE))
+        syntax_error(p, "expected a field name or '}' in the literal of struct '%s', found %s",
+                     name, found(p));
+    int n = 0;
+    e->slit.fields = (const char **)to_arena(p, &names, &n);
+    e->slit.values = (fe_expr **)to_arena(p, &values, &e->slit.n);
+    kern_loc **lp = (kern_loc **)to_arena(p, &locs, &n);
+    if (e->slit.n > n)
+        e->slit.n = n;
+    e->slit.field_locs = ARENA_ARRAY(&p->ctx->mem, kern_loc, n ? n : 1);
+    for (int i = 0; i < n; i++)
+        e->slit.field_locs[i] = *lp[i];
+    set_height(p, e, h);
+    return e;
+}
+
+/* array_lit := '[' expr (',' expr)* ','? ']' */
+static fe_expr *parse_array_literal(parser *p) {
+    fe_expr *e = new_expr(p, EX_ARRAYLIT, p->tok.loc);
+    kern_ptrvec v = {0};
+    int h = 0;
+    advance(p); /* [ */
+    while (!at(p, TK_RBRACKET)) {
+        ptrvec_push(&v, parse_expr(p));
+        if (p->h > h)
+            h = p->h;
+        if (!accept(p, TK_COMMA))
+            break;
+    }
+    if (!accept(p, TK_RBRACKET))
+        syntax_error(p, "expected ',' or ']' in an array literal, found %s", found(p));
+    e->alit.elems = (fe_expr **)to_arena(p, &v, &e->alit.n);
+    if (e->alit.n == 0 && !p->panic)
+        report(p, e->loc, "an array literal needs at least one element");
+    set_height(p, e, h);
+    return e;
 }
 
 /* primary := INT | FLOAT | 'true' | 'false' | IDENT | '(' expr ')'
@@ -331,9 +476,25 @@ static fe_expr *parse_primary(parser *p) {
         p->h = h;
         return e;
     }
+    case TK_LBRACKET: return parse_array_literal(p);
+    case TK_VTYPE: {
+        e = new_expr(p, EX_CONSTRUCT, t.loc);
+        e->cons.to = ty_vector_named(t.text, (int)t.len);
+        advance(p);
+        if (!at(p, TK_LPAREN)) {
+            syntax_error(p, "expected '(' after type name '%s' (a value is written %s(...)), "
+                            "found %s", e->cons.to->name, e->cons.to->name, found(p));
+            return error_expr(p);
+        }
+        int h = parse_args(p, &e->cons.args, &e->cons.nargs, e->cons.to->name);
+        set_height(p, e, h);
+        return e;
+    }
     case TK_IDENT: {
         const char *name = tok_str(p);
         advance(p);
+        if (at(p, TK_LBRACE) && struct_literal_follows(p))
+            return parse_struct_literal(p, name, t.loc);
         if (at(p, TK_LPAREN)) {
             e = new_expr(p, EX_CALL, t.loc);
             e->call.name = name;
@@ -391,17 +552,50 @@ static fe_expr *parse_primary(parser *p) {
     return error_expr(p);
 }
 
-/* postfix := primary        -- calls and indexing apply to names only, inside primary */
+/* postfix := primary ('.' IDENT | '[' expr (',' expr)* ']')*
+ * Calls and the first indexing of a name are part of primary; what follows selects a
+ * component, a row or a field of the value (v.x, m[i][j], ps[i].vel.x, f(x)[1]). */
 static fe_expr *parse_postfix(parser *p) {
     fe_expr *e = parse_primary(p);
     if (p->panic || e->kind == EX_INT || e->kind == EX_FLOAT || e->kind == EX_BOOL)
         return e;
-    /* a[i][j], f(x)[i], (a)[i], f(x)(y): clearer than "expected ';'" */
-    if (at(p, TK_LBRACKET))
-        syntax_error(p, "only an array name can be indexed (an element of a 2-D array is "
-                        "written a[i, j]), found '['");
-    else if (at(p, TK_LPAREN))
+    int h = p->h;
+    for (;;) {
+        if (at(p, TK_DOT)) {
+            fe_expr *m = new_expr(p, EX_MEMBER, p->tok.loc);
+            advance(p);
+            m->member.base = e;
+            m->member.field_loc = p->tok.loc;
+            if (!at(p, TK_IDENT)) {
+                syntax_error(p, "expected a component or field name after '.', found %s", found(p));
+                return e;
+            }
+            m->member.field = tok_str(p);
+            advance(p);
+            e = m;
+        } else if (at(p, TK_LBRACKET)) {
+            fe_expr *x = new_expr(p, EX_ELEM, p->tok.loc);
+            x->elem.base = e;
+            kern_ptrvec v = {0};
+            advance(p);
+            do {
+                ptrvec_push(&v, parse_expr(p));
+                if (p->h > h)
+                    h = p->h;
+            } while (accept(p, TK_COMMA));
+            if (!accept(p, TK_RBRACKET))
+                syntax_error(p, "expected ',' or ']' in an index, found %s", found(p));
+            x->elem.idx = (fe_expr **)to_arena(p, &v, &x->elem.nidx);
+            e = x;
+        } else {
+            break;
+        }
+        if (!set_height(p, e, h++))
+            return e;
+    }
+    if (at(p, TK_LPAREN))
         syntax_error(p, "only a func or builtin name can be called, found '('");
+    p->h = h;
     return e;
 }
 
@@ -585,6 +779,10 @@ static fe_stmt *parse_decl(parser *p) {
     }
     if (accept(p, TK_COLON))
         s->decl.declared = parse_type(p, false);
+    if (s->kind == ST_VAR && s->decl.declared && at(p, TK_SEMI)) {
+        advance(p); /* var a: f32[16];  zero-initialized (sema checks the type allows it) */
+        return s;
+    }
     if (!accept(p, TK_ASSIGN))
         syntax_error(p, "expected '=' in the declaration of '%s', found %s", s->decl.name, found(p));
     s->decl.init = parse_expr(p);
@@ -699,9 +897,9 @@ static fe_stmt *parse_simple(parser *p) {
     s->assign.op = op;
     s->assign.op_loc = p->tok.loc;
     s->assign.target = e;
-    if (e->kind != EX_NAME && e->kind != EX_INDEX)
-        report(p, start_loc(e), "cannot assign to this expression (only a variable or an array "
-                                "element can be assigned)");
+    if (e->kind != EX_NAME && e->kind != EX_INDEX && e->kind != EX_MEMBER && e->kind != EX_ELEM)
+        report(p, start_loc(e), "cannot assign to this expression (only a variable, an array "
+                                "element, a component or a field can be assigned)");
     advance(p);
     s->assign.value = parse_expr(p);
     expect(p, TK_SEMI, "after statement");
@@ -770,6 +968,52 @@ static fe_item *parse_const(parser *p) {
     it->init = parse_expr(p);
     if (!accept(p, TK_SEMI))
         syntax_error(p, "expected ';' after the value of '%s', found %s", it->name, found(p));
+    return it;
+}
+
+/* struct := 'struct' IDENT '{' field (',' field)* ','? '}'
+ * field  := IDENT ':' type */
+static fe_item *parse_struct(parser *p) {
+    fe_item *it = ARENA_NEW(&p->ctx->mem, fe_item);
+    it->kind = IT_STRUCT;
+    it->loc = p->tok.loc;
+    advance(p);
+    it->name = MISSING;
+    it->name_loc = p->tok.loc;
+    it->ret = ty_void();
+    if (at(p, TK_IDENT)) {
+        it->name = tok_str(p);
+        advance(p);
+    } else {
+        syntax_error(p, "expected a name after 'struct', found %s", found(p));
+        return it;
+    }
+    if (!expect(p, TK_LBRACE, "after the name of the struct"))
+        return it;
+    kern_ptrvec v = {0};
+    while (at(p, TK_IDENT)) {
+        fe_field *f = ARENA_NEW(&p->ctx->mem, fe_field);
+        f->name = tok_str(p);
+        f->loc = p->tok.loc;
+        advance(p);
+        if (!expect(p, TK_COLON, "after the field name"))
+            break;
+        f->type = parse_type(p, false);
+        ptrvec_push(&v, f);
+        if (!accept(p, TK_COMMA))
+            break;
+    }
+    if (!p->panic && !accept(p, TK_RBRACE))
+        syntax_error(p, "expected a field (name: type) or '}' in struct '%s', found %s", it->name,
+                     found(p));
+    int n = 0;
+    fe_field **fs = (fe_field **)to_arena(p, &v, &n);
+    it->fields = ARENA_ARRAY(&p->ctx->mem, fe_field, n ? n : 1);
+    for (int i = 0; i < n; i++)
+        it->fields[i] = *fs[i];
+    it->nfields = n;
+    if (n == 0 && !p->panic)
+        report(p, it->name_loc, "struct '%s' needs at least one field", it->name);
     return it;
 }
 
@@ -871,11 +1115,12 @@ fe_file *fe_parse(kc_ctx *ctx, const kern_source *src) {
     while (!at(&p, TK_EOF)) {
         switch (p.tok.kind) {
         case TK_CONST: ptrvec_push(&items, parse_const(&p)); break;
+        case TK_STRUCT: ptrvec_push(&items, parse_struct(&p)); break;
         case TK_FUNC:
         case TK_KERNEL: ptrvec_push(&items, parse_func(&p)); break;
         case TK_ERROR: advance(&p); break; /* reported by the lexer */
         default:
-            syntax_error(&p, "expected 'const', 'func' or 'kernel', found %s", found(&p));
+            syntax_error(&p, "expected 'const', 'struct', 'func' or 'kernel', found %s", found(&p));
             break;
         }
         if (p.panic) {

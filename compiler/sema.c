@@ -348,18 +348,83 @@ static void check_block(fe_sema *s, fe_stmt *blk) {
 static void check_decl(fe_sema *s, fe_stmt *st, bool top) {
     const kern_type *t = st->decl.declared;
     if (t) {
-        if (st->decl.init)
+        t = st->decl.declared = fe_sema_type(s, t, st->decl.name_loc);
+        if (t && st->decl.init && st->decl.init->kind == EX_ARRAYLIT) {
+            if (!fe_sema_expr(s, &st->decl.init, t, 0) || !fe_sema_convert(s, &st->decl.init, t))
+                st->decl.init->type = NULL;
+        } else if (t && st->decl.init) {
             fe_sema_expect(s, &st->decl.init, t);
+        } else if (t && !ty_is_aggregate(t)) {
+            fe_sema_error(s, st->decl.name_loc,
+                          "var '%s' of type %s needs an initial value (= ...); only local arrays, "
+                          "vectors, matrices and structs start at zero",
+                          st->decl.name, t->name);
+        }
     } else {
         t = fe_sema_value(s, &st->decl.init, NULL);
     }
     fe_sym *y = declare(s, SYM_LOCAL, st->decl.name, st->decl.name_loc, t);
+    if (t && (ty_is_array(t) || t->kind == TY_VOID)) {
+        fe_sema_error(s, st->decl.name_loc, "a local cannot have type %s", t->name);
+        y->type = NULL;
+    }
     y->is_mutable = st->kind == ST_VAR;
     y->decl = st;
     st->decl.sym = y;
     if (top && s->fn && s->fn->kind == IT_KERNEL && st->kind == ST_LET && t &&
         fe_sema_is_uniform(st->decl.init))
         y->is_uniform = true;
+}
+
+/* A component, field or element target: its root is an array parameter's element, or a
+ * var (not a let, parameter or loop variable). Reports and returns false otherwise. */
+static bool assignable_part(fe_sema *s, const fe_expr *tg) {
+    const fe_expr *e = tg;
+    while (e->kind == EX_MEMBER || e->kind == EX_ELEM)
+        e = e->kind == EX_MEMBER ? e->member.base : e->elem.base;
+    const fe_sym *y = e->kind == EX_INDEX ? e->index.sym : e->kind == EX_NAME ? e->name.sym : NULL;
+    if (e->kind != EX_INDEX && e->kind != EX_NAME) {
+        fe_sema_error(s, fe_sema_first_loc(tg), "cannot assign to a part of a computed value; "
+                                                "assign it to a var first");
+        return false;
+    }
+    if (!y || !y->type)
+        return false;
+    if (ty_is_array(y->type))
+        return true;
+    if (y->kind == SYM_LOCAL && y->is_mutable)
+        return true;
+    fe_sema_error(s, e->loc,
+                  y->kind == SYM_LOCAL ? "cannot assign to a part of '%s'; it is declared with let "
+                                         "(use var for a mutable local)"
+                                       : "cannot assign to a part of '%s'; it is immutable (copy "
+                                         "it into a var first)",
+                  y->name);
+    return false;
+}
+
+/* t op= v on a vector or matrix target: the value is one of the target's type or a scalar
+ * (broadcast), and t op v must have the target's type (m *= n is the matrix product). */
+static void check_compound_aggregate(fe_sema *s, fe_stmt *st, const kern_type *tt) {
+    const kern_type *vt = fe_sema_expr(s, &st->assign.value, tt, 0);
+    if (!vt)
+        return;
+    if (!(tt->kind == TY_VEC || tt->kind == TY_MAT) || !ty_is_number(tt->elem)) {
+        fe_sema_error(s, st->assign.op_loc, "'%s' needs a number, vector or matrix target, got %s",
+                      fe_assign_text(st->assign.op), tt->name);
+        return;
+    }
+    static const fe_binop ops[] = {[AS_ADD] = BIN_ADD, [AS_SUB] = BIN_SUB, [AS_MUL] = BIN_MUL,
+                                   [AS_DIV] = BIN_DIV};
+    fe_expr bin = {.kind = EX_BINARY, .loc = st->assign.op_loc};
+    bin.binary.op = ops[st->assign.op];
+    bin.binary.lhs = st->assign.target;
+    bin.binary.rhs = st->assign.value;
+    const kern_type *r = fe_sema_agg_binary(s, &bin);
+    st->assign.value = bin.binary.rhs; /* a converted scalar */
+    if (r && r != tt)
+        fe_sema_error(s, st->assign.op_loc, "'%s' of a %s by a %s gives a %s, not the target's type",
+                      fe_assign_text(st->assign.op), tt->name, vt->name, r->name);
 }
 
 static void check_assign(fe_sema *s, fe_stmt *st) {
@@ -402,10 +467,16 @@ static void check_assign(fe_sema *s, fe_stmt *st) {
                 break;
             }
         }
-    } else if (tg->kind == EX_INDEX) {
+    } else if (tg->kind == EX_INDEX || tg->kind == EX_MEMBER || tg->kind == EX_ELEM) {
         tt = fe_sema_expr(s, &st->assign.target, NULL, 0);
+        if (tt && !assignable_part(s, st->assign.target))
+            tt = NULL;
     } else {
         fe_sema_error(s, tg->loc, "cannot assign to this expression");
+    }
+    if (tt && ty_is_aggregate(tt) && st->assign.op != AS_SET) {
+        check_compound_aggregate(s, st, tt);
+        return;
     }
     if (tt && st->assign.op != AS_SET && !ty_is_number(tt)) {
         fe_sema_error(s, st->assign.op_loc, "'%s' needs a number target, got %s",
@@ -686,13 +757,61 @@ static bool never_falls_through(const fe_stmt *st) {
 
 /* ---- Bodies ------------------------------------------------------------------------- */
 
+/* What a kernel parameter may be (docs/reference.md section 11): the IR passes a vector,
+ * matrix or struct (and an array of them) as an array of one component type with trailing
+ * dimensions, so every leaf has one type, and the whole fits in KERN_MAX_RANK dimensions. */
+static void check_kernel_param(fe_sema *s, fe_param *p) {
+    const kern_type *t = p->type, *e = ty_is_array(t) ? t->elem : t;
+    if (t->kind == TY_LOCAL) {
+        fe_sema_error(s, p->loc, "kernel parameter '%s' cannot be a local array (%s); use an "
+                                 "array parameter",
+                      p->name, t->name);
+        p->type = NULL;
+        return;
+    }
+    if (!ty_is_aggregate(e))
+        return;
+    const kern_type *leaf = ty_leaf_type(e, 0);
+    for (int i = 1; i < ty_leaves(e); i++)
+        if (ty_leaf_type(e, i) != leaf) {
+            fe_sema_error(s, p->loc,
+                          "kernel parameter '%s' of type %s: a struct passed to a kernel must "
+                          "hold one scalar type (it has %s and %s); use separate arrays",
+                          p->name, t->name, leaf->name, ty_leaf_type(e, i)->name);
+            p->type = NULL;
+            return;
+        }
+    if (leaf->kind == TY_BOOL) {
+        fe_sema_error(s, p->loc, "kernel parameter '%s' of type %s holds bools; use i32 fields",
+                      p->name, t->name);
+        p->type = NULL;
+        return;
+    }
+    int trailing = e->kind == TY_MAT ? 2 : 1;
+    int rank = (ty_is_array(t) ? t->rank : 0) + trailing;
+    if (rank > KERN_MAX_RANK) {
+        fe_sema_error(s, p->loc,
+                      "kernel parameter '%s' of type %s has %d dimensions in memory (%d for the "
+                      "%s); the most is %d",
+                      p->name, t->name, rank, trailing, e->name, KERN_MAX_RANK);
+        p->type = NULL;
+    }
+}
+
 static void declare_params(fe_sema *s, fe_item *it) {
+    if (it->ret)
+        it->ret = fe_sema_type(s, it->ret, it->name_loc);
     for (int i = 0; i < it->nparams; i++) {
         fe_param *p = &it->params[i];
+        p->type = fe_sema_type(s, p->type, p->loc);
+        if (p->type && it->kind == IT_KERNEL)
+            check_kernel_param(s, p);
         if (p->name && find_local(s, p->name, 0))
             fe_sema_error(s, p->loc, "duplicate parameter '%s'", p->name);
         if (p->nograd && p->type) {
             const kern_type *e = ty_is_array(p->type) ? p->type->elem : p->type;
+            if (ty_is_aggregate(e))
+                e = ty_leaf_type(e, 0);
             if (!ty_is_float(e))
                 fe_sema_error(s, p->loc,
                               "nograd on parameter '%s' of type %s; only f32 and f64 "
@@ -859,7 +978,8 @@ bool fe_check(kc_ctx *ctx, fe_file *file) {
         if (first != it)
             fe_sema_error(s, it->name_loc, "duplicate definition of '%s' (a %s at line %u)",
                           it->name, item_kind_name(first->kind), first->name_loc.line);
-        if (it->kind == IT_FUNC && fe_builtin_lookup(it->name) != BI_NONE)
+        if (it->kind == IT_FUNC && fe_builtin_lookup(it->name) != BI_NONE &&
+            !fe_builtin_overridable(fe_builtin_lookup(it->name)))
             fe_sema_error(s, it->name_loc, "func '%s' has the name of a builtin", it->name);
         /* the symbols of K.grad are those of a kernel named K__grad (runtime/abi.h writes
          * '.' as "__"): such a kernel beside K would run in K.grad's place */
@@ -875,12 +995,14 @@ bool fe_check(kc_ctx *ctx, fe_file *file) {
             free(base);
         }
     }
-    /* (2) consts, (3) bodies */
+    /* (2) structs, consts, (3) bodies */
+    fe_sema_build_structs(s);
     for (int i = 0; i < n; i++)
         if (file->items[i] && file->items[i]->kind == IT_CONST)
             fe_sema_resolve_const(s, file->items[i], file->items[i]->name_loc);
     for (int i = 0; i < n; i++)
-        if (file->items[i] && file->items[i]->kind != IT_CONST)
+        if (file->items[i] && file->items[i]->kind != IT_CONST &&
+            file->items[i]->kind != IT_STRUCT)
             check_body(s, file->items[i]);
     /* (4) the call graph: recursion, then (on a graph without cycles) the inline limits */
     int before_calls = ctx->diags.errors;

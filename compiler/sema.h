@@ -143,6 +143,37 @@ kern_loc fe_sema_first_loc(const fe_expr *e);
  * or func calls). */
 bool fe_sema_is_uniform(const fe_expr *e);
 
+/* Whether e names memory: an element of an array parameter, or a component or field of
+ * one (the place an atomic updates). */
+bool fe_sema_is_memory(const fe_expr *e);
+
+/* ---- sema_agg.c: version-1 value types ------------------------------------------- */
+
+/* Resolves the parser's placeholders in t (struct names, local array extents); NULL after
+ * a reported error. */
+const kern_type *fe_sema_type(fe_sema *s, const kern_type *t, kern_loc loc);
+/* Builds every struct type (before anything uses them). */
+void fe_sema_build_structs(fe_sema *s);
+bool fe_sema_same_type(const kern_type *a, const kern_type *b);
+bool fe_sema_is_aggregate(const kern_type *t);
+const kern_type *fe_sema_local_type(fe_sema *s, const kern_type *elem, int rank,
+                                    const int *dims, kern_loc loc);
+/* The type of a value of type t indexed with n checked indices; NULL after an error. */
+const kern_type *fe_sema_index_value(fe_sema *s, kern_loc loc, const kern_type *t,
+                                     fe_expr **idx, int n);
+const kern_type *fe_sema_check_member(fe_sema *s, fe_expr *e);
+const kern_type *fe_sema_check_elem(fe_sema *s, fe_expr *e);
+const kern_type *fe_sema_check_construct(fe_sema *s, fe_expr *e);
+const kern_type *fe_sema_check_structlit(fe_sema *s, fe_expr *e);
+const kern_type *fe_sema_check_arraylit(fe_sema *s, fe_expr *e, const kern_type *hint);
+/* A binary operator with a vector, matrix or struct operand (both checked). */
+const kern_type *fe_sema_agg_binary(fe_sema *s, fe_expr *e);
+const kern_type *fe_sema_agg_neg(fe_sema *s, fe_expr *e);
+/* A component-wise builtin call whose checked arguments include a vector or matrix. */
+const kern_type *fe_sema_agg_componentwise(fe_sema *s, fe_expr *e, bool floats_only);
+/* dot, cross, length, ... (BI_DOT..BI_CMUL). */
+const kern_type *fe_sema_vector_builtin(fe_sema *s, fe_expr *e);
+
 /* ---- sema_fold.c: constant folding ------------------------------------------------- */
 
 typedef enum fe_fold_status {

@@ -23,8 +23,8 @@
 
 #include "sema.h"
 
-const kern_type fe_untyped_int = {TY_I64, 0, NULL, "integer literal"};
-const kern_type fe_untyped_float = {TY_F64, 0, NULL, "float literal"};
+const kern_type fe_untyped_int = {.kind = TY_I64, .name = "integer literal"};
+const kern_type fe_untyped_float = {.kind = TY_F64, .name = "float literal"};
 
 /* ---- Helpers ------------------------------------------------------------------------ */
 
@@ -163,6 +163,10 @@ bool fe_sema_convert(fe_sema *s, fe_expr **slot, const kern_type *to) {
         return fe_sema_resolve(s, slot, to);
     if (e->type == to)
         return true;
+    if (ty_is_aggregate(to) && fe_sema_same_type(e->type, to)) {
+        e->type = to;
+        return true;
+    }
     if (!ty_is_scalar(e->type) || !ty_is_scalar(to)) {
         fe_sema_error(s, fe_sema_first_loc(e), "expected a value of type %s, got %s", to->name, e->type->name);
         return false;
@@ -322,6 +326,8 @@ static const kern_type *check_unary(fe_sema *s, fe_expr *e, const kern_type *hin
     t = fe_sema_expr(s, arg, hint, 0);
     if (!t)
         return NULL;
+    if (ty_is_aggregate(t))
+        return fe_sema_agg_neg(s, e);
     if (fe_is_untyped(t)) {
         fe_value v;
         if (e->unary.op == UN_NEG && fe_fold_ideal_unary(UN_NEG, (*arg)->cval, &v) == FOLD_OK) {
@@ -430,6 +436,8 @@ static const kern_type *check_binary(fe_sema *s, fe_expr *e, const kern_type *hi
     const kern_type *rt = fe_sema_expr(s, rp, cmp || shift ? NULL : hint, 0);
     if (!lt || !rt)
         return cmp ? ty_bool() : NULL;
+    if (ty_is_aggregate(lt) || ty_is_aggregate(rt))
+        return fe_sema_agg_binary(s, e);
     ops_class k;
     switch (op) {
     case BIN_EQ:
@@ -472,12 +480,24 @@ static const kern_type *check_binary(fe_sema *s, fe_expr *e, const kern_type *hi
     return cmp ? ty_bool() : t;
 }
 
+/* Two operands of which one is a vector, matrix, struct or local array: one type. */
+static const kern_type *same_value_type(fe_sema *s, fe_expr **a, fe_expr **b, const char *what) {
+    if (fe_sema_same_type((*a)->type, (*b)->type))
+        return (*a)->type;
+    char x[80], y[80];
+    fe_sema_error(s, fe_sema_first_loc(*b), "%s must have one type, got %s and %s", what,
+                  type_desc(*a, x, sizeof x), type_desc(*b, y, sizeof y));
+    return NULL;
+}
+
 static const kern_type *check_cond_expr(fe_sema *s, fe_expr *e, const kern_type *hint) {
     fe_sema_cond(s, &e->cond.cond, "condition of '?:'");
     const kern_type *at = fe_sema_expr(s, &e->cond.a, hint, 0);
     const kern_type *bt = fe_sema_expr(s, &e->cond.b, hint, 0);
     if (!at || !bt)
         return NULL;
+    if (ty_is_aggregate(at) || ty_is_aggregate(bt))
+        return same_value_type(s, &e->cond.a, &e->cond.b, "branches of '?:'");
     fe_expr **ops[2] = {&e->cond.a, &e->cond.b};
     const kern_type *t = unify(s, ops, 2, OPS_SCALAR, hint, "branches of '?:'", true);
     if (!t)
@@ -536,6 +556,23 @@ static const kern_type *check_index(fe_sema *s, fe_expr *e) {
     e->index.sym = sym;
     const kern_type *at = sym ? sym->type : NULL;
     bool ok = at != NULL;
+    if (at && (at->kind == TY_VEC || at->kind == TY_MAT || at->kind == TY_LOCAL)) {
+        for (int i = 0; i < e->index.nidx; i++) {
+            fe_expr **ip = &e->index.idx[i];
+            const kern_type *t = fe_sema_expr(s, ip, NULL, 0);
+            if (!t)
+                ok = false;
+            else if (t == &fe_untyped_int)
+                ok &= fe_sema_resolve(s, ip, ty_i32());
+            else if (fe_is_untyped(t) || !ty_is_int(t)) {
+                char buf[80];
+                fe_sema_error(s, fe_sema_first_loc(*ip), "an index must be an integer, got %s",
+                              type_desc(*ip, buf, sizeof buf));
+                ok = false;
+            }
+        }
+        return ok ? fe_sema_index_value(s, e->loc, at, e->index.idx, e->index.nidx) : NULL;
+    }
     if (at && !ty_is_array(at)) {
         fe_sema_error(s, e->loc, "'%s' is not an array; it has type %s", name, at->name);
         ok = false;
@@ -558,6 +595,22 @@ static const kern_type *check_index(fe_sema *s, fe_expr *e) {
         }
     }
     return ok ? at->elem : NULL;
+}
+
+bool fe_sema_is_memory(const fe_expr *e) {
+    for (;;) {
+        if (e->kind == EX_MEMBER)
+            e = e->member.base;
+        else if (e->kind == EX_ELEM)
+            e = e->elem.base;
+        else
+            break;
+    }
+    if (e->kind != EX_INDEX)
+        return false;
+    if (!e->index.sym) /* unchecked yet: resolve like check_index will */
+        return true;
+    return ty_is_array(e->index.sym->type);
 }
 
 /* ---- Calls -------------------------------------------------------------------------- */
@@ -610,7 +663,7 @@ static const kern_type *check_shape(fe_sema *s, fe_expr *e) {
     fe_expr **a = e->call.args;
     char buf[80];
     const kern_type *at = fe_sema_expr(s, &a[0], NULL, SX_ARRAY_OK);
-    if (at && !ty_is_array(at)) {
+    if (at && at->kind != TY_LOCAL && !ty_is_array(at)) {
         fe_sema_error(s, fe_sema_first_loc(a[0]), "first argument of 'shape' must be an array, got %s",
                       type_desc(a[0], buf, sizeof buf));
         at = NULL;
@@ -629,11 +682,16 @@ static const kern_type *check_shape(fe_sema *s, fe_expr *e) {
         if (dt != ty_i32())
             a[1] = make_cast(s, a[1], ty_i32()); /* value checked just below */
         int64_t d = a[1]->cval.i;
+        if (at && at->kind == TY_LOCAL && d >= 0 && d < at->rank) {
+            e->is_const = true;
+            e->cval = fe_value_int(ty_i32(), at->dims[d]);
+        }
         if (at && (d < 0 || d >= at->rank))
             fe_sema_error(s, fe_sema_first_loc(a[1]),
                           "dimension %lld is out of range for '%s' of type %s (rank %d: "
                           "dimensions 0 to %d)",
-                          (long long)d, a[0]->name.name, at->name, at->rank, at->rank - 1);
+                          (long long)d, a[0]->kind == EX_NAME ? a[0]->name.name : "?", at->name,
+                          at->rank, at->rank - 1);
     }
     return ty_i32();
 }
@@ -641,16 +699,42 @@ static const kern_type *check_shape(fe_sema *s, fe_expr *e) {
 static const kern_type *check_atomic(fe_sema *s, fe_expr *e) {
     fe_expr **a = e->call.args;
     const char *name = e->call.name;
-    if (a[0]->kind != EX_INDEX) {
+    if (!fe_sema_is_memory(a[0])) {
         fe_sema_error(s, fe_sema_first_loc(a[0]), "first argument of '%s' must be an array element, such as a[i]",
                       name);
         check_args_loosely(s, e);
         return NULL;
     }
     const kern_type *et = fe_sema_expr(s, &a[0], NULL, 0);
+    if (et && !fe_sema_is_memory(a[0])) {
+        fe_sema_error(s, fe_sema_first_loc(a[0]),
+                      "first argument of '%s' must be an element of an array parameter, not a "
+                      "local value",
+                      name);
+        fe_sema_value(s, &a[1], NULL);
+        return NULL;
+    }
     if (et && et->kind == TY_BOOL) {
         fe_sema_error(s, fe_sema_first_loc(a[0]), "'%s' needs an element of a number array, got bool", name);
         et = NULL;
+    }
+    if (et && ty_is_aggregate(et)) {
+        if (!(et->kind == TY_VEC || et->kind == TY_MAT) ||
+            (e->call.builtin != BI_ATOMIC_ADD && e->call.builtin != BI_ATOMIC_SUB)) {
+            fe_sema_error(s, fe_sema_first_loc(a[0]),
+                          "'%s' needs a number element (or a vector or matrix for atomic_add and "
+                          "atomic_sub), got %s",
+                          name, et->name);
+            fe_sema_value(s, &a[1], NULL);
+            return NULL;
+        }
+        if (fe_sema_expr(s, &a[1], et, 0) && !ty_is_aggregate(a[1]->type)) {
+            char buf[80];
+            fe_sema_error(s, fe_sema_first_loc(a[1]), "'%s' of a %s element needs a %s, got %s",
+                          name, et->name, et->name, type_desc(a[1], buf, sizeof buf));
+            return NULL;
+        }
+        return a[1]->type && fe_sema_convert(s, &a[1], et) ? et : NULL;
     }
     if (et)
         fe_sema_expect(s, &a[1], et);
@@ -675,7 +759,10 @@ static const kern_type *check_builtin(fe_sema *s, fe_expr *e, const kern_type *h
     switch (b) {
     case BI_LEN: {
         const kern_type *t = fe_sema_expr(s, &a[0], NULL, SX_ARRAY_OK);
-        if (t && !ty_is_array(t))
+        if (t && t->kind == TY_LOCAL) {
+            e->is_const = true;
+            e->cval = fe_value_int(ty_i32(), t->dims[0]);
+        } else if (t && !ty_is_array(t))
             fe_sema_error(s, fe_sema_first_loc(a[0]), "argument of 'len' must be an array, got %s",
                           type_desc(a[0], buf, sizeof buf));
         return ty_i32();
@@ -691,6 +778,8 @@ static const kern_type *check_builtin(fe_sema *s, fe_expr *e, const kern_type *h
         const kern_type *bt = fe_sema_expr(s, &a[2], hint, 0);
         if (!at || !bt)
             return NULL;
+        if (ty_is_aggregate(at) || ty_is_aggregate(bt))
+            return same_value_type(s, &a[1], &a[2], "second and third arguments of 'select'");
         fe_expr **ops[2] = {&a[1], &a[2]};
         const kern_type *t =
             unify(s, ops, 2, OPS_SCALAR, hint, "second and third arguments of 'select'", true);
@@ -713,6 +802,9 @@ static const kern_type *check_builtin(fe_sema *s, fe_expr *e, const kern_type *h
     }
     if (bad)
         return NULL;
+    for (int i = 0; i < want; i++)
+        if (ty_is_aggregate(a[i]->type))
+            return fe_sema_agg_componentwise(s, e, k == OPS_FLOAT);
     const kern_type *t = unify(s, ops, want, k, hint, what, want > 1);
     if (t)
         fold_builtin(e);
@@ -723,14 +815,22 @@ static const kern_type *check_call(fe_sema *s, fe_expr *e, const kern_type *hint
     const char *name = e->call.name;
     e->call.builtin = fe_builtin_lookup(name);
     e->call.func = NULL;
+    fe_item *it = fe_sema_find_item(s, name);
+    if (fe_builtin_overridable(e->call.builtin) && it && it->kind == IT_FUNC)
+        e->call.builtin = BI_NONE; /* a func of the program takes a version-1 builtin's name */
+    if (fe_builtin_overridable(e->call.builtin))
+        return fe_sema_vector_builtin(s, e);
     if (e->call.builtin != BI_NONE)
         return check_builtin(s, e, hint);
-    fe_item *it = fe_sema_find_item(s, name);
     if (!it || it->kind != IT_FUNC) {
         if (it && it->kind == IT_KERNEL)
             fe_sema_error(s, e->call.name_loc,
                           "cannot call kernel '%s'; kernels are launched from the host, only "
                           "funcs can be called",
+                          name);
+        else if (it && it->kind == IT_STRUCT)
+            fe_sema_error(s, e->call.name_loc,
+                          "'%s' is a struct, not a function; write %s { field: value, ... }", name,
                           name);
         else if (it)
             fe_sema_error(s, e->call.name_loc, "'%s' is a const, not a function", name);
@@ -837,6 +937,11 @@ static const kern_type *sema_expr(fe_sema *s, fe_expr **slot, const kern_type *h
     case EX_CALL: t = check_call(s, e, hint); break;
     case EX_CAST: t = check_cast(s, e); break;
     case EX_INDEX: t = check_index(s, e); break;
+    case EX_MEMBER: t = fe_sema_check_member(s, e); break;
+    case EX_ELEM: t = fe_sema_check_elem(s, e); break;
+    case EX_CONSTRUCT: t = fe_sema_check_construct(s, e); break;
+    case EX_STRUCTLIT: t = fe_sema_check_structlit(s, e); break;
+    case EX_ARRAYLIT: t = fe_sema_check_arraylit(s, e, hint); break;
     }
     if (t && t->kind == TY_VOID && !(flags & SX_VOID_OK)) {
         fe_sema_error(s, e->loc, "func '%s' returns no value, so its call cannot be used as a value",
@@ -898,7 +1003,27 @@ bool fe_sema_is_uniform(const fe_expr *e) {
         return fe_sema_is_uniform(e->cond.cond) && fe_sema_is_uniform(e->cond.a) &&
                fe_sema_is_uniform(e->cond.b);
     case EX_CAST: return fe_sema_is_uniform(e->cast.arg);
-    case EX_INDEX: return false; /* memory may change between tasks */
+    case EX_INDEX: /* memory may change between tasks */
+        if (!e->index.sym || ty_is_array(e->index.sym->type))
+            return false;
+        for (int i = 0; i < e->index.nidx; i++)
+            if (!fe_sema_is_uniform(e->index.idx[i]))
+                return false;
+        return e->index.sym->kind == SYM_PARAM || e->index.sym->is_uniform;
+    case EX_MEMBER:
+    case EX_ELEM:
+    case EX_CONSTRUCT:
+    case EX_STRUCTLIT:
+    case EX_ARRAYLIT: {
+        const fe_expr *k[64];
+        int n = fe_expr_kids(e, k, 64);
+        if (n > 64)
+            return false;
+        for (int i = 0; i < n; i++)
+            if (!fe_sema_is_uniform(k[i]))
+                return false;
+        return true;
+    }
     case EX_CALL:
         switch (e->call.builtin) {
         case BI_LEN:

@@ -475,9 +475,9 @@ Test(parser, error_types) {
 }
 
 Test(parser, error_items) {
-    expect_errors("let x = 1;", "1:1: expected 'const', 'func' or 'kernel', found 'let'\n");
+    expect_errors("let x = 1;", "1:1: expected 'const', 'struct', 'func' or 'kernel', found 'let'\n");
     expect_errors("kernel k() { x = 1; } }",
-                  "1:23: expected 'const', 'func' or 'kernel', found '}'\n");
+                  "1:23: expected 'const', 'struct', 'func' or 'kernel', found '}'\n");
     expect_errors(
         "kernel k() -> f32 { }",
         "1:12: a kernel cannot return a value (it writes its results to array parameters)\n");
