@@ -72,6 +72,12 @@ static void fill_kernel(kern_meta *meta, kern_meta_kernel *mk, const ir_kernel *
         mk->params[i].name = dup_str(k->params[i].name);
         mk->params[i].type = k->params[i].type;
         mk->params[i].nograd = k->params[i].nograd;
+        if (k->params[i].view && k->params[i].ntail > 0) {
+            mk->params[i].view = dup_str(k->params[i].view);
+            mk->params[i].ntail = k->params[i].ntail;
+            mk->params[i].tail[0] = k->params[i].tail[0];
+            mk->params[i].tail[1] = k->params[i].tail[1];
+        }
         mk->params[i].readonly =
             ty_is_array(k->params[i].type) && !writes(k->body, k->body->args[i]);
     }

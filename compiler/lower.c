@@ -611,6 +611,7 @@ static void lower_kernel(lw *L, const fe_item *k) {
     for (int i = 0; i < k->nparams; i++) {
         params[i].name = arena_strdup(&L->m->mem, k->params[i].name);
         params[i].type = lw_ir_type(k->params[i].type);
+        lw_param_view(L, k->params[i].type, &params[i]);
         params[i].nograd = k->params[i].nograd;
         params[i].loc = k->params[i].loc;
     }

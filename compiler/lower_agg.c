@@ -37,6 +37,39 @@ const kern_type *lw_ir_type(const kern_type *t) {
     return t;
 }
 
+static void view_name(kern_buf *b, const kern_type *t) {
+    if (ty_is_array(t)) {
+        view_name(b, t->elem);
+        buf_printf(b, "[%.*s]", t->rank - 1, ",,,");
+    } else if (t->kind == TY_STRUCT) {
+        buf_printf(b, "%s{", t->name);
+        for (int i = 0; i < t->nfields; i++) {
+            buf_printf(b, "%s%s:", i ? "," : "", t->fields[i].name);
+            view_name(b, t->fields[i].type);
+        }
+        buf_puts(b, "}");
+    } else {
+        buf_puts(b, t->name);
+    }
+}
+
+void lw_param_view(lw *L, const kern_type *t, ir_param *p) {
+    const kern_type *e = ty_is_array(t) ? t->elem : t;
+    if (!ty_is_aggregate(e))
+        return;
+    kern_buf b = {0};
+    view_name(&b, t);
+    p->view = arena_strdup(&L->m->mem, b.data);
+    buf_free(&b);
+    if (e->kind == TY_MAT) {
+        p->ntail = 2;
+        p->tail[0] = p->tail[1] = e->n;
+    } else {
+        p->ntail = 1;
+        p->tail[0] = ty_leaves(e);
+    }
+}
+
 fe_sym **lw_leaf_syms(lw *L, fe_sym *s) {
     if (s->leaves)
         return s->leaves;

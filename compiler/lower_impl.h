@@ -54,6 +54,8 @@ bool lw_is_agg_expr(const fe_expr *e);
 fe_sym **lw_leaf_syms(lw *L, fe_sym *s);
 /* The IR type of a kernel parameter of type t (docs/reference.md, memory layout). */
 const kern_type *lw_ir_type(const kern_type *t);
+/* Sets p's view and trailing extents for a parameter of declared type t. */
+void lw_param_view(lw *L, const kern_type *t, ir_param *p);
 void lw_zero_leaves(lw *L, const kern_type *t, ir_value **out);
 void lw_decl_agg(lw *L, const fe_stmt *st);
 /* An assignment to a part or to a whole value of a version-1 type, and its lowering. */

@@ -577,8 +577,13 @@ static const kern_type *check_index(fe_sema *s, fe_expr *e) {
         fe_sema_error(s, e->loc, "'%s' is not an array; it has type %s", name, at->name);
         ok = false;
     } else if (at && e->index.nidx != at->rank) {
-        fe_sema_error(s, e->loc, "array '%s' has rank %d (%s) but is indexed with %d index%s",
-                      name, at->rank, at->name, e->index.nidx, e->index.nidx == 1 ? "" : "es");
+        fe_sema_error(s, e->loc, "array '%s' has rank %d (%s) but is indexed with %d index%s%s",
+                      name, at->rank, at->name, e->index.nidx, e->index.nidx == 1 ? "" : "es",
+                      e->index.nidx < at->rank ? arena_printf(s->mem, "; an element is written "
+                                                                      "%s[%.*s]",
+                                                              name, 3 * at->rank - 2,
+                                                              "i, j, k, l")
+                                               : "");
         ok = false;
     }
     char buf[80];

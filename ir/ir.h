@@ -129,6 +129,13 @@ typedef struct ir_param {
     const kern_type *type;
     bool nograd;
     kern_loc loc;
+    /* A parameter of a version-1 type (docs/reference.md section 11), whose IR type is an
+     * array of its component type: the declared type ("vec3[]", "P{pos:vec3,m:f32}[]")
+     * and the extents of its trailing dimensions, which the runtime checks at launch.
+     * NULL and 0 for other parameters. Not part of the IR's text form. */
+    const char *view;
+    uint8_t ntail;
+    int32_t tail[2];
 } ir_param;
 
 /* An adstack of a gradient kernel: a per-thread stack of one scalar type that the

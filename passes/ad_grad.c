@@ -811,7 +811,10 @@ ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size) {
         ps[np++] = (ir_param){.name = arena_printf(&m->mem, "%s.grad", k->params[i].name),
                               .type = ty_is_array(t) ? t : ty_array(t, 1),
                               .nograd = false,
-                              .loc = k->params[i].loc};
+                              .loc = k->params[i].loc,
+                              .view = k->params[i].view,
+                              .ntail = k->params[i].ntail,
+                              .tail = {k->params[i].tail[0], k->params[i].tail[1]}};
     }
     ad_ctx A = {.m = m, .pk = k, .ad_stack_size = ad_stack_size}, *a = &A;
     a->gk = ir_kernel_new(m, arena_printf(&m->mem, "%s.grad", k->name), k->loc, ps, np);

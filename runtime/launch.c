@@ -25,7 +25,7 @@ static kern_status arg_error(kern_kernel *k, const kern_meta_param *p, const cha
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     return rt_error(k->mod->ctx, KERN_ERR_ARGUMENT, "kernel '%s', parameter '%s' (%s): %s",
-                    k->meta->name, p->name, p->type->name, what);
+                    k->meta->name, p->name, p->view ? p->view : p->type->name, what);
 }
 
 static kern_status check_arg(kern_kernel *k, int i, const kern_arg *a, rt_launch_arg *out) {
@@ -52,6 +52,21 @@ static kern_status check_arg(kern_kernel *k, int i, const kern_arg *a, rt_launch
                              kern_dtype_name(want));
         if (b->rank != p->type->rank)
             return arg_error(k, p, "buffer rank is %d, expected %d", b->rank, p->type->rank);
+        for (int j = 0; j < p->ntail; j++) {
+            int d = b->rank - p->ntail + j;
+            if (b->shape[d] != p->tail[j]) {
+                char need[48];
+                if (p->ntail == 2)
+                    snprintf(need, sizeof need, "two extents are %lld x %lld",
+                             (long long)p->tail[0], (long long)p->tail[1]);
+                else
+                    snprintf(need, sizeof need, "extent is %lld", (long long)p->tail[0]);
+                return arg_error(k, p,
+                                 "a %s is passed as an array whose last %s; dimension %d of the "
+                                 "buffer is %lld",
+                                 p->view, need, d, (long long)b->shape[d]);
+            }
+        }
         out->is_array = true;
         out->mem = b->mem;
         memcpy(out->shape, b->shape, sizeof out->shape);

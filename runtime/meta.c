@@ -147,8 +147,10 @@ void kern_meta_free(kern_meta *m) {
         return;
     for (int k = 0; k < m->nkernels; k++) {
         kern_meta_kernel *kk = &m->kernels[k];
-        for (int i = 0; i < kk->nparams; i++)
+        for (int i = 0; i < kk->nparams; i++) {
             free(kk->params[i].name);
+            free(kk->params[i].view);
+        }
         free(kk->params);
         for (int i = 0; i < kk->ntasks; i++)
             for (int d = 0; d < KERN_META_MAX_TASK_DIMS; d++)
@@ -166,6 +168,40 @@ void kern_meta_free(kern_meta *m) {
     free(m);
 }
 
+/* VIEW TAIL: the declared type (no spaces) and the trailing extents, "3" or "3x3", which
+ * must be within the array's rank. */
+static bool parse_view(meta_parser *ps, kern_meta_param *p) {
+    const meta_field *v = &ps->f[5], *t = &ps->f[6];
+    if (!ty_is_array(p->type))
+        return fail(ps, "param '%s': a VIEW needs an array type, not %s", p->name, p->type->name);
+    int n = 0;
+    int64_t tail[2] = {0, 0};
+    for (int i = 0; i < t->len;) {
+        if (n == 2)
+            return fail(ps, "param '%s': TAIL '%.*s' has more than 2 extents", p->name, t->len, t->s);
+        int64_t x = 0;
+        int start = i;
+        while (i < t->len && t->s[i] >= '0' && t->s[i] <= '9' && x < 1000000)
+            x = x * 10 + (t->s[i++] - '0');
+        if (i == start || x < 1 || x >= 1000000 || (i < t->len && t->s[i] != 'x'))
+            return fail(ps, "param '%s': bad TAIL '%.*s' (extents like 3 or 3x3)", p->name, t->len,
+                        t->s);
+        tail[n++] = x;
+        if (i < t->len && ++i == t->len)
+            return fail(ps, "param '%s': bad TAIL '%.*s'", p->name, t->len, t->s);
+    }
+    if (n == 0 || n > p->type->rank)
+        return fail(ps, "param '%s': TAIL '%.*s' does not fit rank %d", p->name, t->len, t->s,
+                    p->type->rank);
+    p->view = dup_field(v);
+    if (!p->view)
+        return fail(ps, "out of memory");
+    p->ntail = n;
+    p->tail[0] = tail[0];
+    p->tail[1] = tail[1];
+    return true;
+}
+
 static bool parse_param(meta_parser *ps, kern_meta_kernel *k, int i) {
     bool eof;
     if (!next_line(ps, &eof))
@@ -174,8 +210,8 @@ static bool parse_param(meta_parser *ps, kern_meta_kernel *k, int i) {
     if (!field_is(&ps->f[0], "param"))
         return fail(ps, "expected param %d of %d of kernel '%s', found '%.*s'", i + 1, k->nparams,
                     k->name, ps->f[0].len, ps->f[0].s);
-    if (ps->nf != 4 && ps->nf != 5)
-        return fail(ps, "param: expected 'param NAME TYPE NOGRAD [WRITTEN]'");
+    if (ps->nf != 4 && ps->nf != 5 && ps->nf != 7)
+        return fail(ps, "param: expected 'param NAME TYPE NOGRAD [WRITTEN [VIEW TAIL]]'");
     if (!is_name(&ps->f[1]))
         return fail(ps, "param: bad name '%.*s'", ps->f[1].len, ps->f[1].s);
     const kern_type *t = ty_parse(ps->f[2].s, ps->f[2].len);
@@ -206,7 +242,7 @@ static bool parse_param(meta_parser *ps, kern_meta_kernel *k, int i) {
         return fail(ps, "out of memory");
     p->type = t;
     p->nograd = nograd;
-    return true;
+    return ps->nf == 7 ? parse_view(ps, p) : true;
 }
 
 static bool raw_line(meta_parser *ps, const char *prefix, const char **s, const char **e,
@@ -530,8 +566,16 @@ void kern_meta_print(kern_buf *out, const kern_meta *m) {
         for (int i = 0; i < kk->nparams; i++) {
             const kern_meta_param *p = &kk->params[i];
             /* WRITTEN is printed only as 0: absent means the kernel may write it */
-            buf_printf(out, "param %s %s %d%s\n", p->name, p->type->name, p->nograd ? 1 : 0,
-                       p->readonly ? " 0" : "");
+            if (p->view && p->ntail > 0) {
+                buf_printf(out, "param %s %s %d %d %s %lld", p->name, p->type->name,
+                           p->nograd ? 1 : 0, p->readonly ? 0 : 1, p->view, (long long)p->tail[0]);
+                if (p->ntail > 1)
+                    buf_printf(out, "x%lld", (long long)p->tail[1]);
+                buf_puts(out, "\n");
+            } else {
+                buf_printf(out, "param %s %s %d%s\n", p->name, p->type->name, p->nograd ? 1 : 0,
+                           p->readonly ? " 0" : "");
+            }
         }
         for (int i = 0; i < kk->ntasks; i++) {
             const kern_meta_task *t = &kk->tasks[i];

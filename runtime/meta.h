@@ -47,6 +47,10 @@ typedef struct kern_meta_param {
     bool nograd;
     bool readonly; /* an array the kernel never stores to or updates (WRITTEN 0); false when
                       it may, or when the metadata does not say */
+    char *view;    /* a parameter of a vector, matrix or struct type: its declared type, and
+                      the extents its last ntail dimensions must have (NULL, 0 otherwise) */
+    int ntail;
+    int64_t tail[2];
 } kern_meta_param;
 
 enum { KERN_META_MAX_TASK_DIMS = 8 };

@@ -151,11 +151,11 @@ static kern_loc L(uint32_t line, uint32_t col) { return (kern_loc){line, col}; }
 static ir_module *build_simulate(void) {
     ir_module *m = ir_module_new("examples/simulate.kern");
     ir_param ps[] = {
-        {"x0", ty_array(ty_f32(), 1), false, L(9, 17)},
-        {"w", ty_array(ty_f32(), 1), false, L(9, 30)},
-        {"out", ty_array(ty_f32(), 1), false, L(9, 42)},
-        {"steps", ty_i32(), false, L(9, 56)},
-        {"k", ty_f32(), true, L(9, 68)},
+        {.name = "x0", .type = ty_array(ty_f32(), 1), .nograd = false, .loc = L(9, 17)},
+        {.name = "w", .type = ty_array(ty_f32(), 1), .nograd = false, .loc = L(9, 30)},
+        {.name = "out", .type = ty_array(ty_f32(), 1), .nograd = false, .loc = L(9, 42)},
+        {.name = "steps", .type = ty_i32(), .nograd = false, .loc = L(9, 56)},
+        {.name = "k", .type = ty_f32(), .nograd = true, .loc = L(9, 68)},
     };
     ir_kernel *k = ir_kernel_new(m, "simulate", L(9, 1), ps, 5);
     ir_value *x0 = k->body->args[0], *w = k->body->args[1], *out = k->body->args[2],
@@ -251,7 +251,7 @@ Test(ir, builder_prints_expected_text) {
 /* Control flow through the builder: while, if with results, early-exit for, 2-D parallel. */
 Test(ir, builder_control_flow_prints_expected_text) {
     ir_module *m = ir_module_new(NULL);
-    ir_param ps[] = {{"a", ty_array(ty_i64(), 2), false, {0, 0}}, {"n", ty_i64(), false, {0, 0}}};
+    ir_param ps[] = {{.name = "a", .type = ty_array(ty_i64(), 2), .nograd = false, .loc = {0, 0}}, {.name = "n", .type = ty_i64(), .nograd = false, .loc = {0, 0}}};
     ir_kernel *k = ir_kernel_new(m, "cf", L(1, 1), ps, 2);
     ir_value *a = k->body->args[0], *n = k->body->args[1];
     ir_builder top = ir_builder_at_end(m, k->body);
@@ -336,14 +336,14 @@ static kfx kfx_new(void) {
     kfx x;
     x.m = ir_module_new(NULL);
     ir_param ps[] = {
-        {"a2", ty_array(ty_f32(), 2), false, {0, 0}},
-        {"f", ty_f32(), false, {0, 0}},
-        {"d", ty_f64(), false, {0, 0}},
-        {"i", ty_i32(), false, {0, 0}},
-        {"l", ty_i64(), false, {0, 0}},
-        {"u", ty_u32(), false, {0, 0}},
-        {"bo", ty_bool(), false, {0, 0}},
-        {"ib", ty_array(ty_bool(), 1), false, {0, 0}},
+        {.name = "a2", .type = ty_array(ty_f32(), 2), .nograd = false, .loc = {0, 0}},
+        {.name = "f", .type = ty_f32(), .nograd = false, .loc = {0, 0}},
+        {.name = "d", .type = ty_f64(), .nograd = false, .loc = {0, 0}},
+        {.name = "i", .type = ty_i32(), .nograd = false, .loc = {0, 0}},
+        {.name = "l", .type = ty_i64(), .nograd = false, .loc = {0, 0}},
+        {.name = "u", .type = ty_u32(), .nograd = false, .loc = {0, 0}},
+        {.name = "bo", .type = ty_bool(), .nograd = false, .loc = {0, 0}},
+        {.name = "ib", .type = ty_array(ty_bool(), 1), .nograd = false, .loc = {0, 0}},
     };
     x.k = ir_kernel_new(x.m, "t", (kern_loc){0, 0}, ps, 8);
     ir_value **a = x.k->body->args;

@@ -235,7 +235,7 @@ Test(lexer, eof_repeats) {
 Test(lexer, unexpected_characters) {
     expect_error("a $ b", "1:3: unexpected character '$'\n", "id:a error id:b eof");
     expect_error("a @#$ b", "1:3: unexpected character '@'\n", "id:a error id:b eof");
-    expect_error("x.y", "1:2: unexpected character '.'\n", "id:x error id:y eof");
+    expect_error("x`y", "1:2: unexpected character '`'\n", "id:x error id:y eof");
     expect_error("\"str\"", "1:1: unexpected character '\"'\n1:5: unexpected character '\"'\n",
                  "error id:str error eof");
     expect_error("a\x01"

@@ -436,7 +436,8 @@ Test(parser, error_missing_expression) {
 
 Test(parser, error_bad_assignment_target) {
     const char *msg =
-        "cannot assign to this expression (only a variable or an array element can be assigned)";
+        "cannot assign to this expression (only a variable, an array element, a component or a "
+        "field can be assigned)";
     char want[256];
     snprintf(want, sizeof want, "1:14: %s\n", msg);
     expect_errors("kernel k() { a + b = 1; }", want);
@@ -462,12 +463,11 @@ Test(parser, error_closers) {
 Test(parser, error_types) {
     expect_errors("kernel k(a: f32[,,,,]) { }",
                   "1:16: array rank 5 is too large (the largest is 4)\n");
-    expect_errors("kernel k(x: vec3) { }",
-                  "1:13: expected a type (f32, f64, i32, u32, i64 or bool), found 'vec3'\n");
-    expect_errors(
-        "kernel k(a: f32[3]) { }",
-        "1:17: expected ']' to close the array type (array types are written f32[], f32[,], "
-        "...), found '3'\n");
+    expect_errors("kernel k(x: 3) { }",
+                  "1:13: expected a type (f32, f64, i32, u32, i64, bool, a vector or matrix type "
+                  "or a struct), found '3'\n");
+    expect_errors("kernel k(a: f32[3) { }",
+                  "1:18: expected ']' to close the extents of the local array type, found ')'\n");
     expect_errors("kernel k() { let x: f32[] = 1; }",
                   "1:24: array type 'f32[]' is not allowed here; only parameters can be arrays\n");
     expect_errors("func f() -> f32[] { }",
@@ -517,10 +517,8 @@ Test(parser, error_statements) {
 }
 
 Test(parser, error_postfix_and_casts) {
-    expect_errors(
-        "kernel k() { let x = a[i][j]; }",
-        "1:26: only an array name can be indexed (an element of a 2-D array is written a[i, j]), "
-        "found '['\n");
+    expect_errors("kernel k() { let x = v.(y); }",
+                  "1:24: expected a component or field name after '.', found '('\n");
     expect_errors("kernel k() { x = f(x)(y); }",
                   "1:22: only a func or builtin name can be called, found '('\n");
     expect_errors("kernel k() { x = f32(1, 2); }",
@@ -559,7 +557,8 @@ Test(parser, recovery_reports_each_error_once) {
                   "3:12: expected expression, found ';'\n"
                   "4:8: expected expression, found '{'\n"
                   "6:12: expected ':' after parameter name 'x', found 'f32'\n"
-                  "7:13: expected a type (f32, f64, i32, u32, i64 or bool), found '{'\n");
+                  "7:13: expected a type (f32, f64, i32, u32, i64, bool, a vector or matrix type or a "
+                  "struct), found '{'\n");
 }
 
 Test(parser, recovery_keeps_later_items) {

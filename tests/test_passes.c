@@ -40,16 +40,16 @@ static fx fx_new(void) {
     memset(&f, 0, sizeof f);
     f.m = ir_module_new("test.kern");
     ir_param ps[P_COUNT] = {
-        {"of", ty_array(ty_f32(), 1), false, {1, 1}},
-        {"od", ty_array(ty_f64(), 1), false, {1, 1}},
-        {"oi", ty_array(ty_i32(), 1), false, {1, 1}},
-        {"ou", ty_array(ty_u32(), 1), false, {1, 1}},
-        {"ol", ty_array(ty_i64(), 1), false, {1, 1}},
-        {"ob", ty_array(ty_bool(), 1), false, {1, 1}},
-        {"x", ty_f32(), false, {1, 1}},
-        {"y", ty_f64(), false, {1, 1}},
-        {"n", ty_i32(), false, {1, 1}},
-        {"u", ty_u32(), false, {1, 1}},
+        {.name = "of", .type = ty_array(ty_f32(), 1), .nograd = false, .loc = {1, 1}},
+        {.name = "od", .type = ty_array(ty_f64(), 1), .nograd = false, .loc = {1, 1}},
+        {.name = "oi", .type = ty_array(ty_i32(), 1), .nograd = false, .loc = {1, 1}},
+        {.name = "ou", .type = ty_array(ty_u32(), 1), .nograd = false, .loc = {1, 1}},
+        {.name = "ol", .type = ty_array(ty_i64(), 1), .nograd = false, .loc = {1, 1}},
+        {.name = "ob", .type = ty_array(ty_bool(), 1), .nograd = false, .loc = {1, 1}},
+        {.name = "x", .type = ty_f32(), .nograd = false, .loc = {1, 1}},
+        {.name = "y", .type = ty_f64(), .nograd = false, .loc = {1, 1}},
+        {.name = "n", .type = ty_i32(), .nograd = false, .loc = {1, 1}},
+        {.name = "u", .type = ty_u32(), .nograd = false, .loc = {1, 1}},
     };
     f.k = ir_kernel_new(f.m, "k", (kern_loc){1, 1}, ps, P_COUNT);
     for (int i = 0; i < P_COUNT; i++)
