@@ -36,7 +36,7 @@ typedef enum fe_expr_kind {
     EX_INDEX,   /* name[idx, ...] */
 } fe_expr_kind;
 
-typedef enum fe_unop { UN_NEG, UN_NOT, UN_BITNOT } fe_unop; /* - ! ~ */
+typedef enum fe_unop { UN_NEG, UN_NOT, UN_BITNOT, UN_PLUS } fe_unop; /* - ! ~ + */
 
 typedef enum fe_binop {
     BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_REM,
@@ -55,6 +55,10 @@ typedef enum fe_builtin {
     BI_ROUND, BI_SIGN,
     /* binary and ternary math */
     BI_ATAN2, BI_POW, BI_MIN, BI_MAX, BI_FMA, BI_CLAMP, BI_SELECT,
+    /* version 1 (language.md 11.5): not reserved, a func or const of that name wins */
+    BI_LOG10, BI_LOG1P, BI_EXPM1, BI_CBRT, BI_TRUNC, BI_RINT, BI_FRAC, BI_ERF, BI_ERFC,
+    BI_HYPOT, BI_COPYSIGN, BI_LERP, BI_STEP, BI_SMOOTHSTEP, BI_ISNAN, BI_ISINF, BI_ISFINITE,
+    BI_STOP_GRADIENT,
     /* atomics: first argument is an indexed array element */
     BI_ATOMIC_ADD, BI_ATOMIC_SUB, BI_ATOMIC_MIN, BI_ATOMIC_MAX,
     BI__COUNT
@@ -234,5 +238,8 @@ const char *fe_unop_text(fe_unop op);     /* "-", "!", "~" */
 const char *fe_assign_text(fe_assign_op op); /* "=", "+=", ... */
 const char *fe_builtin_name(fe_builtin b); /* "sin", "atomic_add", ... */
 fe_builtin fe_builtin_lookup(const char *name); /* BI_NONE when not a builtin */
+/* Is b a reserved builtin (version 0)? A program's func or const may take the name of
+ * the others (language.md section 11). */
+bool fe_builtin_reserved(fe_builtin b);
 
 #endif

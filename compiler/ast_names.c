@@ -13,7 +13,8 @@ static const char *const binop_text[] = {
     [BIN_GE] = ">=",  [BIN_AND] = "&&", [BIN_OR] = "||",
 };
 
-static const char *const unop_text[] = {[UN_NEG] = "-", [UN_NOT] = "!", [UN_BITNOT] = "~"};
+static const char *const unop_text[] = {
+    [UN_NEG] = "-", [UN_NOT] = "!", [UN_BITNOT] = "~", [UN_PLUS] = "+"};
 
 static const char *const assign_text[] = {
     [AS_SET] = "=", [AS_ADD] = "+=", [AS_SUB] = "-=", [AS_MUL] = "*=", [AS_DIV] = "/=",
@@ -29,6 +30,12 @@ static const char *const builtin_names[] = {
     [BI_FLOOR] = "floor", [BI_CEIL] = "ceil",   [BI_ROUND] = "round", [BI_SIGN] = "sign",
     [BI_ATAN2] = "atan2", [BI_POW] = "pow",     [BI_MIN] = "min",     [BI_MAX] = "max",
     [BI_FMA] = "fma",     [BI_CLAMP] = "clamp", [BI_SELECT] = "select",
+    [BI_LOG10] = "log10", [BI_LOG1P] = "log1p", [BI_EXPM1] = "expm1", [BI_CBRT] = "cbrt",
+    [BI_TRUNC] = "trunc", [BI_RINT] = "rint",   [BI_FRAC] = "frac",   [BI_ERF] = "erf",
+    [BI_ERFC] = "erfc",   [BI_HYPOT] = "hypot", [BI_COPYSIGN] = "copysign",
+    [BI_LERP] = "lerp",   [BI_STEP] = "step",   [BI_SMOOTHSTEP] = "smoothstep",
+    [BI_ISNAN] = "isnan", [BI_ISINF] = "isinf", [BI_ISFINITE] = "isfinite",
+    [BI_STOP_GRADIENT] = "stop_gradient",
     [BI_ATOMIC_ADD] = "atomic_add", [BI_ATOMIC_SUB] = "atomic_sub",
     [BI_ATOMIC_MIN] = "atomic_min", [BI_ATOMIC_MAX] = "atomic_max",
 };
@@ -51,4 +58,8 @@ fe_builtin fe_builtin_lookup(const char *name) {
         if (strcmp(builtin_names[b], name) == 0)
             return (fe_builtin)b;
     return BI_NONE;
+}
+
+bool fe_builtin_reserved(fe_builtin b) {
+    return b != BI_NONE && (b < BI_LOG10 || b > BI_STOP_GRADIENT);
 }
