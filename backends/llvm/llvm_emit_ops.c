@@ -542,7 +542,7 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
         case IR_MUL:
             r = fl ? LLVMBuildFMul(em->b, x[0], x[1], "") : LLVMBuildMul(em->b, x[0], x[1], "");
             break;
-        case IR_DIV:
+        case IR_DIV: r = emit_divrem(em, op, x[0], x[1]); break;
         case IR_REM: r = fl ? emit_float_math(em, op, x) : emit_divrem(em, op, x[0], x[1]); break;
         case IR_NEG: r = fl ? LLVMBuildFNeg(em->b, x[0], "") : LLVMBuildNeg(em->b, x[0], ""); break;
         case IR_AND: r = LLVMBuildAnd(em->b, x[0], x[1], ""); break;
