@@ -182,8 +182,15 @@ static ir_value *lower_sugar(lw *L, fe_builtin bi, ir_value *const *v) {
     ir_builder *b = &L->b;
     const kern_type *t = v[0]->type;
     switch (bi) {
-    case BI_LOG10: /* log(x) / ln 10: about 1 ulp more than log's error */
-        return ir_binop(b, IR_MUL, ir_unop(b, IR_LOG, v[0]), ir_const_float(b, t, 1.0 / M_LN10));
+    case BI_LOG10: { /* log(x) / ln 10, as log1p(x - 1) (exact) near 1, where a GPU's log has
+                      * only an absolute error bound */
+        ir_value *x = v[0], *one = ir_const_float(b, t, 1.0);
+        ir_value *near1 = ir_binop(b, IR_AND, ir_binop(b, IR_GE, x, ir_const_float(b, t, 0.5)),
+                                   ir_binop(b, IR_LE, x, ir_const_float(b, t, 2.0)));
+        ir_value *ln = ir_select(b, near1, ir_unop(b, IR_LOG1P, ir_binop(b, IR_SUB, x, one)),
+                                 ir_unop(b, IR_LOG, x));
+        return ir_binop(b, IR_MUL, ln, ir_const_float(b, t, 1.0 / M_LN10));
+    }
     case BI_FRAC: return ir_binop(b, IR_SUB, v[0], ir_unop(b, IR_FLOOR, v[0]));
     case BI_LERP: /* a + (b - a) * t */
         return ir_binop(b, IR_ADD, v[0],

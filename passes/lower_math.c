@@ -23,8 +23,8 @@
  *          mpmath at 40 digits; the method of Shepherd and Laframboise, "Chebyshev
  *          approximation of (1 + 2x) exp(x^2) erfc x in 0 <= x < inf", Math. Comp. 36,
  *          1981), and exp(-x^2) as exp(-h^2) exp(-l (x + h)) with x = h + l split so that
- *          h^2 is exact (Veltkamp); x < 0: 2 - erfc(-x). Within 4 ulp (relative, also
- *          deep in the tail).
+ *          h^2 is exact (Veltkamp); x < 0: 2 - erfc(-x); |x| < 1/2: 1 - erf(x). Within 4
+ *          ulp (relative, also deep in the tail).
  *   erf    |x| < 1/2: the Taylor series x sum (-1)^n 2 x^2n / (sqrt(pi) n! (2n + 1)) (13
  *          terms for f64, 7 for f32); elsewhere sign(x) (1 - erfc(|x|)). Within 2 ulp.
  *   stopgrad  its operand: autodiff is over.
@@ -99,8 +99,8 @@ static ir_value *lower_cbrt(mb *m, ir_value *x) {
     ir_value *step = dv(m, sub(m, dv(m, a, mul(m, y, y)), y), k(m, 3.0));
     ir_value *finite =
         ir_binop(m->b, IR_AND, cmp(m, IR_GT, a, k(m, 0.0)), cmp(m, IR_LT, a, k(m, INFINITY)));
-    ir_value *r = sel(m, finite, add(m, y, step), y);
-    return ir_binop(m->b, IR_COPYSIGN, r, x);
+    /* 0, inf and NaN are their own cube roots (pow of a NaN is not NaN on every GPU) */
+    return sel(m, finite, ir_binop(m->b, IR_COPYSIGN, add(m, y, step), x), x);
 }
 
 static ir_value *lower_hypot(mb *m, ir_value *x, ir_value *y) {
@@ -163,8 +163,6 @@ static ir_value *lower_erf(mb *m, ir_value *x, bool complement) {
     ir_value *a = un(m, IR_ABS, x);
     ir_value *e = erfc_pos(m, a);
     ir_value *neg = cmp(m, IR_LT, x, k(m, 0.0));
-    if (complement)
-        return sel(m, neg, sub(m, k(m, 2.0), e), e);
     double c[13]; /* 2 / sqrt(pi) (-1)^n / (n! (2n + 1)) */
     int n = m->f64 ? 13 : 7;
     double f = 2.0 / sqrt(M_PI);
@@ -173,8 +171,11 @@ static ir_value *lower_erf(mb *m, ir_value *x, bool complement) {
         f = -f / (i + 1);
     }
     ir_value *series = mul(m, x, horner(m, mul(m, x, x), c, n));
+    ir_value *small = cmp(m, IR_LT, a, k(m, 0.5));
+    if (complement) /* 1 - erf(x) near 0: erf is at most 0.53 there, nothing cancels */
+        return sel(m, small, sub(m, k(m, 1.0), series), sel(m, neg, sub(m, k(m, 2.0), e), e));
     ir_value *wide = ir_binop(m->b, IR_COPYSIGN, sub(m, k(m, 1.0), e), x);
-    return sel(m, cmp(m, IR_LT, a, k(m, 0.5)), series, wide);
+    return sel(m, small, series, wide);
 }
 
 ir_value *lower_math_op(ir_builder *b, ir_op *op) {

@@ -185,6 +185,23 @@ static uint32_t emit_copysign(spv_emitter *em, const kern_type *t, const uint32_
     return spv_op1(&em->b, SpvOpBitcast, ty, bits);
 }
 
+/* f64 rint (half to even) from exact ops: lavapipe's f64 RoundEven rounds 3.5 to 3.
+ * t = trunc(x); t + sign(x) where |x - t| > 0.5, or = 0.5 and t is odd. */
+static uint32_t emit_rint64(spv_emitter *em, const kern_type *t, uint32_t x) {
+    uint32_t ty = spv_reg_type(em, t), bt = em->t_bool;
+    uint32_t tr = spv_ext(&em->b, ty, GLSLstd450Trunc, &x, 1);
+    uint32_t diff = spv_op2(&em->b, SpvOpFSub, ty, x, tr);
+    uint32_t ad = spv_ext(&em->b, ty, GLSLstd450FAbs, &diff, 1);
+    uint32_t h = spv_op2(&em->b, SpvOpFMul, ty, tr, fconst(em, t, 0.5));
+    uint32_t odd = spv_op2(&em->b, SpvOpFUnordNotEqual, bt, h, spv_ext(&em->b, ty, GLSLstd450Trunc, &h, 1));
+    uint32_t half = spv_op2(&em->b, SpvOpFOrdEqual, bt, ad, fconst(em, t, 0.5));
+    uint32_t up = spv_op2(&em->b, SpvOpLogicalOr, bt,
+                          spv_op2(&em->b, SpvOpFOrdGreaterThan, bt, ad, fconst(em, t, 0.5)),
+                          spv_op2(&em->b, SpvOpLogicalAnd, bt, half, odd));
+    uint32_t sg = spv_ext(&em->b, ty, GLSLstd450FSign, &x, 1);
+    return spv_op3(&em->b, SpvOpSelect, ty, up, spv_op2(&em->b, SpvOpFAdd, ty, tr, sg), tr);
+}
+
 static uint32_t emit_float_math(spv_emitter *em, const ir_op *op, const uint32_t *x) {
     const kern_type *t = op->operands[0]->type;
     uint32_t ty = spv_reg_type(em, t);
@@ -199,7 +216,7 @@ static uint32_t emit_float_math(spv_emitter *em, const ir_op *op, const uint32_t
     case IR_CEIL: return spv_ext(&em->b, ty, GLSLstd450Ceil, x, 1);
     case IR_ROUND: return emit_round(em, t, x[0]);
     case IR_TRUNC: return spv_ext(&em->b, ty, GLSLstd450Trunc, x, 1);
-    case IR_RINT: return spv_ext(&em->b, ty, GLSLstd450RoundEven, x, 1);
+    case IR_RINT: return f64 ? emit_rint64(em, t, x[0]) : spv_ext(&em->b, ty, GLSLstd450RoundEven, x, 1);
     case IR_COPYSIGN: return emit_copysign(em, t, x);
     case IR_FMA: return spv_ext(&em->b, ty, GLSLstd450Fma, x, 3);
     case IR_SIN: g = GLSLstd450Sin; break;
