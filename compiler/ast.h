@@ -43,7 +43,7 @@ typedef enum fe_expr_kind {
     EX_ARRAYLIT,  /* [a, b, ...]: a local array */
 } fe_expr_kind;
 
-typedef enum fe_unop { UN_NEG, UN_NOT, UN_BITNOT } fe_unop; /* - ! ~ */
+typedef enum fe_unop { UN_NEG, UN_NOT, UN_BITNOT, UN_PLUS } fe_unop; /* - ! ~ + */
 
 typedef enum fe_binop {
     BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_REM,
@@ -62,6 +62,10 @@ typedef enum fe_builtin {
     BI_ROUND, BI_SIGN,
     /* binary and ternary math */
     BI_ATAN2, BI_POW, BI_MIN, BI_MAX, BI_FMA, BI_CLAMP, BI_SELECT,
+    /* version 1 (language.md 11.5): not reserved, a func or const of that name wins */
+    BI_LOG10, BI_LOG1P, BI_EXPM1, BI_CBRT, BI_TRUNC, BI_RINT, BI_FRAC, BI_ERF, BI_ERFC,
+    BI_HYPOT, BI_COPYSIGN, BI_LERP, BI_STEP, BI_SMOOTHSTEP, BI_ISNAN, BI_ISINF, BI_ISFINITE,
+    BI_STOP_GRADIENT,
     /* vectors, matrices and quaternions (version 1, section 11.1); not reserved: a func of
      * the program with one of these names is what its calls mean */
     BI_DOT, BI_CROSS, BI_LENGTH, BI_LENGTH_SQ, BI_NORMALIZE, BI_OUTER, BI_TRANSPOSE,
@@ -283,5 +287,8 @@ static inline bool fe_builtin_overridable(fe_builtin b) { return b >= BI_DOT && 
  * the count is returned). For an EX_INDEX, the indices; for a call, the arguments. */
 enum { FE_MAX_KIDS = 4 };
 int fe_expr_kids(const fe_expr *e, const fe_expr **kids, int cap);
+/* Is b a reserved builtin (version 0)? A program's func or const may take the name of
+ * the others (language.md section 11). */
+bool fe_builtin_reserved(fe_builtin b);
 
 #endif

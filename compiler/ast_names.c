@@ -13,7 +13,8 @@ static const char *const binop_text[] = {
     [BIN_GE] = ">=",  [BIN_AND] = "&&", [BIN_OR] = "||",
 };
 
-static const char *const unop_text[] = {[UN_NEG] = "-", [UN_NOT] = "!", [UN_BITNOT] = "~"};
+static const char *const unop_text[] = {
+    [UN_NEG] = "-", [UN_NOT] = "!", [UN_BITNOT] = "~", [UN_PLUS] = "+"};
 
 static const char *const assign_text[] = {
     [AS_SET] = "=", [AS_ADD] = "+=", [AS_SUB] = "-=", [AS_MUL] = "*=", [AS_DIV] = "/=",
@@ -29,6 +30,12 @@ static const char *const builtin_names[] = {
     [BI_FLOOR] = "floor", [BI_CEIL] = "ceil",   [BI_ROUND] = "round", [BI_SIGN] = "sign",
     [BI_ATAN2] = "atan2", [BI_POW] = "pow",     [BI_MIN] = "min",     [BI_MAX] = "max",
     [BI_FMA] = "fma",     [BI_CLAMP] = "clamp", [BI_SELECT] = "select",
+    [BI_LOG10] = "log10", [BI_LOG1P] = "log1p", [BI_EXPM1] = "expm1", [BI_CBRT] = "cbrt",
+    [BI_TRUNC] = "trunc", [BI_RINT] = "rint",   [BI_FRAC] = "frac",   [BI_ERF] = "erf",
+    [BI_ERFC] = "erfc",   [BI_HYPOT] = "hypot", [BI_COPYSIGN] = "copysign",
+    [BI_LERP] = "lerp",   [BI_STEP] = "step",   [BI_SMOOTHSTEP] = "smoothstep",
+    [BI_ISNAN] = "isnan", [BI_ISINF] = "isinf", [BI_ISFINITE] = "isfinite",
+    [BI_STOP_GRADIENT] = "stop_gradient",
     [BI_DOT] = "dot", [BI_CROSS] = "cross", [BI_LENGTH] = "length", [BI_LENGTH_SQ] = "length_sq",
     [BI_NORMALIZE] = "normalize", [BI_OUTER] = "outer", [BI_TRANSPOSE] = "transpose",
     [BI_DETERMINANT] = "determinant", [BI_INVERSE] = "inverse", [BI_TRACE] = "trace",
@@ -113,4 +120,8 @@ int fe_expr_kids(const fe_expr *e, const fe_expr **kids, int cap) {
     }
 #undef KID
     return n;
+}
+
+bool fe_builtin_reserved(fe_builtin b) {
+    return b != BI_NONE && (b < BI_LOG10 || b > BI_CMUL);
 }

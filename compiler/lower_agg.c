@@ -500,38 +500,6 @@ static void cross3(lw *L, ir_value *const *a, ir_value *const *b, ir_value **out
     }
 }
 
-static ir_opcode math_code(fe_builtin b) {
-    switch (b) {
-    case BI_SIN: return IR_SIN;
-    case BI_COS: return IR_COS;
-    case BI_TAN: return IR_TAN;
-    case BI_ASIN: return IR_ASIN;
-    case BI_ACOS: return IR_ACOS;
-    case BI_ATAN: return IR_ATAN;
-    case BI_SINH: return IR_SINH;
-    case BI_COSH: return IR_COSH;
-    case BI_TANH: return IR_TANH;
-    case BI_EXP: return IR_EXP;
-    case BI_EXP2: return IR_EXP2;
-    case BI_LOG: return IR_LOG;
-    case BI_LOG2: return IR_LOG2;
-    case BI_SQRT: return IR_SQRT;
-    case BI_RSQRT: return IR_RSQRT;
-    case BI_ABS: return IR_ABS;
-    case BI_FLOOR: return IR_FLOOR;
-    case BI_CEIL: return IR_CEIL;
-    case BI_ROUND: return IR_ROUND;
-    case BI_SIGN: return IR_SIGN;
-    case BI_ATAN2: return IR_ATAN2;
-    case BI_POW: return IR_POW;
-    case BI_MIN: return IR_MIN;
-    case BI_MAX: return IR_MAX;
-    case BI_FMA: return IR_FMA;
-    case BI_CLAMP: return IR_CLAMP;
-    default: kern_unreachable("component-wise builtin");
-    }
-}
-
 static int vector_builtin(lw *L, const fe_expr *e, ir_value **out) {
     fe_builtin bi = e->call.builtin;
     ir_value *a[16], *b[16];
@@ -656,14 +624,11 @@ static int componentwise(lw *L, const fe_expr *e, ir_value **out) {
         lw_agg(L, e->call.args[i], args[i]);
     }
     L->b.loc = e->loc;
-    ir_opcode code = math_code(e->call.builtin);
     for (int l = 0; l < n; l++) {
         ir_value *v[3];
         for (int i = 0; i < na; i++)
             v[i] = args[i][agg[i] ? l : 0];
-        out[l] = na == 1   ? ir_unop(&L->b, code, v[0])
-                 : na == 2 ? ir_binop(&L->b, code, v[0], v[1])
-                           : ir_triop(&L->b, code, v[0], v[1], v[2]);
+        out[l] = lw_scalar_builtin(L, e->call.builtin, v, na);
     }
     return n;
 }

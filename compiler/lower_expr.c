@@ -5,6 +5,7 @@
  * conditional operator become IF ops with results, unless the lazily evaluated operands
  * are safe to evaluate anyway (lw_expr_is_safe), in which case they become AND / OR /
  * SELECT. Func calls are inlined (lower.c's lw_func_body). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,11 +179,61 @@ static ir_opcode builtin_code(fe_builtin b) {
     case BI_MAX: return IR_MAX;
     case BI_FMA: return IR_FMA;
     case BI_CLAMP: return IR_CLAMP;
+    case BI_LOG1P: return IR_LOG1P;
+    case BI_EXPM1: return IR_EXPM1;
+    case BI_CBRT: return IR_CBRT;
+    case BI_TRUNC: return IR_TRUNC;
+    case BI_RINT: return IR_RINT;
+    case BI_ERF: return IR_ERF;
+    case BI_ERFC: return IR_ERFC;
+    case BI_HYPOT: return IR_HYPOT;
+    case BI_COPYSIGN: return IR_COPYSIGN;
     case BI_ATOMIC_ADD: return IR_ATOMIC_ADD;
     case BI_ATOMIC_SUB: return IR_ATOMIC_SUB;
     case BI_ATOMIC_MIN: return IR_ATOMIC_MIN;
     case BI_ATOMIC_MAX: return IR_ATOMIC_MAX;
     default: kern_unreachable("builtin without an op");
+    }
+}
+
+/* The builtins of language.md section 11.5 that need no op of their own, built from
+ * existing ops (their gradients follow from those ops' rules); NULL for the others. */
+static ir_value *lower_sugar(lw *L, fe_builtin bi, ir_value *const *v) {
+    ir_builder *b = &L->b;
+    const kern_type *t = v[0]->type;
+    switch (bi) {
+    case BI_LOG10: { /* log(x) / ln 10, as log1p(x - 1) (exact) near 1, where a GPU's log has
+                      * only an absolute error bound */
+        ir_value *x = v[0], *one = ir_const_float(b, t, 1.0);
+        ir_value *near1 = ir_binop(b, IR_AND, ir_binop(b, IR_GE, x, ir_const_float(b, t, 0.5)),
+                                   ir_binop(b, IR_LE, x, ir_const_float(b, t, 2.0)));
+        ir_value *ln = ir_select(b, near1, ir_unop(b, IR_LOG1P, ir_binop(b, IR_SUB, x, one)),
+                                 ir_unop(b, IR_LOG, x));
+        return ir_binop(b, IR_MUL, ln, ir_const_float(b, t, 1.0 / M_LN10));
+    }
+    case BI_FRAC: return ir_binop(b, IR_SUB, v[0], ir_unop(b, IR_FLOOR, v[0]));
+    case BI_LERP: /* a + (b - a) * t */
+        return ir_binop(b, IR_ADD, v[0],
+                        ir_binop(b, IR_MUL, ir_binop(b, IR_SUB, v[1], v[0]), v[2]));
+    case BI_STEP: /* step(edge, x): 0 below the edge, 1 at and above it (and for NaN) */
+        return ir_select(b, ir_binop(b, IR_LT, v[1], v[0]), ir_const_float(b, t, 0.0),
+                         ir_const_float(b, t, 1.0));
+    case BI_SMOOTHSTEP: { /* u = clamp((x - e0) / (e1 - e0), 0, 1); u * u * (3 - 2 u) */
+        ir_value *d =
+            ir_binop(b, IR_DIV, ir_binop(b, IR_SUB, v[2], v[0]), ir_binop(b, IR_SUB, v[1], v[0]));
+        ir_value *u =
+            ir_triop(b, IR_CLAMP, d, ir_const_float(b, t, 0.0), ir_const_float(b, t, 1.0));
+        ir_value *p = ir_binop(b, IR_SUB, ir_const_float(b, t, 3.0),
+                               ir_binop(b, IR_MUL, ir_const_float(b, t, 2.0), u));
+        return ir_binop(b, IR_MUL, ir_binop(b, IR_MUL, u, u), p);
+    }
+    case BI_ISNAN: return ir_binop(b, IR_NE, v[0], v[0]);
+    case BI_ISINF:
+    case BI_ISFINITE:
+        return ir_binop(b, bi == BI_ISINF ? IR_EQ : IR_LT, ir_unop(b, IR_ABS, v[0]),
+                        ir_const_float(b, t, INFINITY));
+    case BI_STOP_GRADIENT: return ty_is_float(t) ? ir_unop(b, IR_STOPGRAD, v[0]) : v[0];
+    default: return NULL;
     }
 }
 
@@ -295,8 +346,15 @@ static ir_value *lower_call(lw *L, const fe_expr *e) {
     for (int i = 0; i < e->call.nargs; i++)
         v[i] = lw_expr(L, a[i]);
     L->b.loc = e->loc;
+    return lw_scalar_builtin(L, bi, v, e->call.nargs);
+}
+
+ir_value *lw_scalar_builtin(lw *L, fe_builtin bi, ir_value *const *v, int n) {
+    ir_value *sugar = lower_sugar(L, bi, v);
+    if (sugar)
+        return sugar;
     ir_opcode code = builtin_code(bi);
-    switch (e->call.nargs) {
+    switch (n) {
     case 1: return ir_unop(&L->b, code, v[0]);
     case 2: return ir_binop(&L->b, code, v[0], v[1]);
     default: return ir_triop(&L->b, code, v[0], v[1], v[2]);
@@ -331,6 +389,8 @@ ir_value *lw_expr(lw *L, const fe_expr *e) {
     }
     case EX_UNARY: {
         ir_value *v = lw_expr(L, e->unary.arg);
+        if (e->unary.op == UN_PLUS)
+            return v;
         L->b.loc = e->loc;
         return ir_unop(&L->b, e->unary.op == UN_NEG ? IR_NEG : IR_NOT, v);
     }

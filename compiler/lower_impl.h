@@ -66,6 +66,8 @@ fe_sym *lw_assign_root(const fe_stmt *st);
 /* lower_expr.c: inlines a func call; writes the leaves of its value, returns their count
  * (0 for a void func). */
 int lw_call_func(lw *L, const fe_expr *e, ir_value **out);
+/* A math builtin on scalar operands v[0..n) (an op, or built from ops). */
+ir_value *lw_scalar_builtin(lw *L, fe_builtin bi, ir_value *const *v, int n);
 
 /* lower.c: used by the expression lowering to inline a func body. */
 void lw_func_body(lw *L, const fe_stmt *body);

@@ -76,7 +76,7 @@ static bool is_stmt_kw(fe_tok_kind k) {
 static bool starts_expr(fe_tok_kind k) {
     switch (k) {
     case TK_IDENT: case TK_INT: case TK_FLOAT: case TK_TRUE: case TK_FALSE:
-    case TK_LPAREN: case TK_MINUS: case TK_BANG: case TK_TILDE: case TK_VTYPE:
+    case TK_LPAREN: case TK_MINUS: case TK_PLUS: case TK_BANG: case TK_TILDE: case TK_VTYPE:
     case TK_LBRACKET:
         return true;
     default:
@@ -619,6 +619,7 @@ static fe_expr *parse_unary(parser *p) {
     case TK_MINUS: op = UN_NEG; break;
     case TK_BANG: op = UN_NOT; break;
     case TK_TILDE: op = UN_BITNOT; break;
+    case TK_PLUS: op = UN_PLUS; break;
     default:
         e = parse_postfix(p);
         p->expr_nest--;

@@ -978,8 +978,7 @@ bool fe_check(kc_ctx *ctx, fe_file *file) {
         if (first != it)
             fe_sema_error(s, it->name_loc, "duplicate definition of '%s' (a %s at line %u)",
                           it->name, item_kind_name(first->kind), first->name_loc.line);
-        if (it->kind == IT_FUNC && fe_builtin_lookup(it->name) != BI_NONE &&
-            !fe_builtin_overridable(fe_builtin_lookup(it->name)))
+        if (it->kind == IT_FUNC && fe_builtin_reserved(fe_builtin_lookup(it->name)))
             fe_sema_error(s, it->name_loc, "func '%s' has the name of a builtin", it->name);
         /* the symbols of K.grad are those of a kernel named K__grad (runtime/abi.h writes
          * '.' as "__"): such a kernel beside K would run in K.grad's place */

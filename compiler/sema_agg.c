@@ -599,6 +599,12 @@ const kern_type *fe_sema_agg_neg(fe_sema *s, fe_expr *e) {
  * has one type T, scalars take T's component type; the result is T. */
 const kern_type *fe_sema_agg_componentwise(fe_sema *s, fe_expr *e, bool floats_only) {
     const kern_type *T = NULL;
+    fe_builtin b = e->call.builtin;
+    if (b == BI_ISNAN || b == BI_ISINF || b == BI_ISFINITE) {
+        fe_sema_error(s, e->call.name_loc, "'%s' applies to a scalar; test the components",
+                      e->call.name);
+        return NULL;
+    }
     for (int i = 0; i < e->call.nargs; i++) {
         const kern_type *t = e->call.args[i]->type;
         if (!ty_is_aggregate(t))

@@ -323,6 +323,7 @@ static const kern_type *check_unary(fe_sema *s, fe_expr *e, const kern_type *hin
         }
         return ty_bool();
     }
+    bool arith = e->unary.op == UN_NEG || e->unary.op == UN_PLUS; /* numbers, not ~ */
     t = fe_sema_expr(s, arg, hint, 0);
     if (!t)
         return NULL;
@@ -330,7 +331,7 @@ static const kern_type *check_unary(fe_sema *s, fe_expr *e, const kern_type *hin
         return fe_sema_agg_neg(s, e);
     if (fe_is_untyped(t)) {
         fe_value v;
-        if (e->unary.op == UN_NEG && fe_fold_ideal_unary(UN_NEG, (*arg)->cval, &v) == FOLD_OK) {
+        if (arith && fe_fold_ideal_unary(e->unary.op, (*arg)->cval, &v) == FOLD_OK) {
             e->is_const = true;
             e->cval = v;
             return t;
@@ -341,16 +342,15 @@ static const kern_type *check_unary(fe_sema *s, fe_expr *e, const kern_type *hin
             return NULL;
         }
         /* ~ on a literal takes the context's type: ~0 as u32 is 0xffffffff */
-        bool int_hint = hint && (e->unary.op == UN_NEG ? adaptable(t, hint) : ty_is_int(hint));
+        bool int_hint = hint && (arith ? adaptable(t, hint) : ty_is_int(hint));
         if (!fe_sema_resolve(s, arg, int_hint ? hint : untyped_default(t)))
             return NULL;
         t = (*arg)->type;
     }
-    bool ok = e->unary.op == UN_NEG ? ty_is_number(t) : ty_is_int(t);
+    bool ok = arith ? ty_is_number(t) : ty_is_int(t);
     if (!ok) {
         fe_sema_error(s, fe_sema_first_loc(*arg), "operand of '%s' must be %s, got %s",
-                      fe_unop_text(e->unary.op), e->unary.op == UN_NEG ? "a number" : "an integer",
-                      t->name);
+                      fe_unop_text(e->unary.op), arith ? "a number" : "an integer", t->name);
         return NULL;
     }
     fe_value v;
@@ -442,7 +442,6 @@ static const kern_type *check_binary(fe_sema *s, fe_expr *e, const kern_type *hi
     switch (op) {
     case BIN_EQ:
     case BIN_NE: k = OPS_SCALAR; break;
-    case BIN_REM:
     case BIN_BITAND:
     case BIN_BITOR:
     case BIN_BITXOR:
@@ -640,10 +639,15 @@ static int builtin_arity(fe_builtin b) {
     case BI_ATOMIC_ADD:
     case BI_ATOMIC_SUB:
     case BI_ATOMIC_MIN:
-    case BI_ATOMIC_MAX: return 2;
+    case BI_ATOMIC_MAX:
+    case BI_HYPOT:
+    case BI_COPYSIGN:
+    case BI_STEP: return 2;
     case BI_FMA:
     case BI_CLAMP:
-    case BI_SELECT: return 3;
+    case BI_SELECT:
+    case BI_LERP:
+    case BI_SMOOTHSTEP: return 3;
     default: return 1; /* unary math */
     }
 }
@@ -794,10 +798,14 @@ static const kern_type *check_builtin(fe_sema *s, fe_expr *e, const kern_type *h
     }
     default: break;
     }
-    /* math: every operand of one type */
+    /* math: every operand of one type; isnan, isinf and isfinite give a bool */
+    bool test = b == BI_ISNAN || b == BI_ISINF || b == BI_ISFINITE;
     ops_class k = OPS_FLOAT;
-    if (b == BI_ABS || b == BI_SIGN || b == BI_MIN || b == BI_MAX || b == BI_CLAMP)
+    if (b == BI_ABS || b == BI_SIGN || b == BI_MIN || b == BI_MAX || b == BI_CLAMP ||
+        b == BI_STOP_GRADIENT)
         k = OPS_NUMBER;
+    if (test)
+        hint = NULL;
     fe_expr **ops[3];
     bool bad = false;
     for (int i = 0; i < want; i++) {
@@ -806,14 +814,14 @@ static const kern_type *check_builtin(fe_sema *s, fe_expr *e, const kern_type *h
             bad = true;
     }
     if (bad)
-        return NULL;
+        return test ? ty_bool() : NULL;
     for (int i = 0; i < want; i++)
         if (ty_is_aggregate(a[i]->type))
             return fe_sema_agg_componentwise(s, e, k == OPS_FLOAT);
     const kern_type *t = unify(s, ops, want, k, hint, what, want > 1);
     if (t)
         fold_builtin(e);
-    return t;
+    return test ? ty_bool() : t;
 }
 
 static const kern_type *check_call(fe_sema *s, fe_expr *e, const kern_type *hint) {
@@ -821,8 +829,9 @@ static const kern_type *check_call(fe_sema *s, fe_expr *e, const kern_type *hint
     e->call.builtin = fe_builtin_lookup(name);
     e->call.func = NULL;
     fe_item *it = fe_sema_find_item(s, name);
-    if (fe_builtin_overridable(e->call.builtin) && it && it->kind == IT_FUNC)
-        e->call.builtin = BI_NONE; /* a func of the program takes a version-1 builtin's name */
+    if (e->call.builtin != BI_NONE && !fe_builtin_reserved(e->call.builtin) && it &&
+        (it->kind == IT_FUNC || it->kind == IT_CONST))
+        e->call.builtin = BI_NONE; /* the program's own lerp, step, ... (section 11) */
     if (fe_builtin_overridable(e->call.builtin))
         return fe_sema_vector_builtin(s, e);
     if (e->call.builtin != BI_NONE)

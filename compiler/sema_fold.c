@@ -59,6 +59,11 @@ fe_fold_status fe_fold_unary(fe_unop op, fe_value a, fe_value *out) {
         else
             return FOLD_NOT_CONST;
         return FOLD_OK;
+    case UN_PLUS:
+        if (!ty_is_number(t))
+            return FOLD_NOT_CONST;
+        *out = a;
+        return FOLD_OK;
     case UN_NOT:
         if (t->kind != TY_BOOL)
             return FOLD_NOT_CONST;
@@ -143,6 +148,7 @@ static fe_fold_status fold_float(fe_binop op, fe_value a, fe_value b, fe_value *
     case BIN_SUB: *out = fe_value_float(t, a.f - b.f); return FOLD_OK;
     case BIN_MUL: *out = fe_value_float(t, a.f * b.f); return FOLD_OK;
     case BIN_DIV: *out = fe_value_float(t, a.f / b.f); return FOLD_OK;
+    case BIN_REM: *out = fe_value_float(t, fmod(a.f, b.f)); return FOLD_OK; /* exact */
     default: return FOLD_NOT_CONST;
     }
 }
@@ -212,7 +218,9 @@ static double fsign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; }
 static fe_fold_status fold_math1(fe_builtin b, fe_value a, fe_value *out) {
     const kern_type *t = a.type;
     if (ty_is_int(t)) {
-        if (b == BI_ABS)
+        if (b == BI_STOP_GRADIENT)
+            *out = a;
+        else if (b == BI_ABS)
             *out = wrap(t, a.i < 0 ? 0 - (uint64_t)a.i : (uint64_t)a.i);
         else if (b == BI_SIGN)
             *out = fe_value_int(t, a.i > 0 ? 1 : a.i < 0 ? -1 : 0);
@@ -244,6 +252,19 @@ static fe_fold_status fold_math1(fe_builtin b, fe_value a, fe_value *out) {
     case BI_CEIL: r = ceil(x); break;
     case BI_ROUND: r = round(x); break; /* halfway cases away from zero, like C */
     case BI_SIGN: r = fsign(x); break;
+    case BI_LOG10: r = log10(x); break;
+    case BI_LOG1P: r = log1p(x); break;
+    case BI_EXPM1: r = expm1(x); break;
+    case BI_CBRT: r = cbrt(x); break;
+    case BI_TRUNC: r = trunc(x); break;
+    case BI_RINT: r = nearbyint(x); break; /* the default rounding: half to even */
+    case BI_FRAC: r = x - floor(x); break;
+    case BI_ERF: r = erf(x); break;
+    case BI_ERFC: r = erfc(x); break;
+    case BI_STOP_GRADIENT: r = x; break;
+    case BI_ISNAN: *out = fe_value_bool(isnan(x)); return FOLD_OK;
+    case BI_ISINF: *out = fe_value_bool(isinf(x)); return FOLD_OK;
+    case BI_ISFINITE: *out = fe_value_bool(isfinite(x)); return FOLD_OK;
     default: return FOLD_NOT_CONST;
     }
     *out = fe_value_float(t, r);
@@ -257,6 +278,28 @@ static fe_value minmax(bool is_max, fe_value a, fe_value b) {
     return (is_max ? a.i >= b.i : a.i <= b.i) ? a : b;
 }
 
+static double fold_math2(fe_builtin b, double x, double y) {
+    switch (b) {
+    case BI_HYPOT: return hypot(x, y);
+    case BI_COPYSIGN: return copysign(x, y);
+    default: return y < x ? 0.0 : 1.0; /* step(edge, x): 1 at and above the edge */
+    }
+}
+
+/* lerp and smoothstep, as lower_expr.c builds them, rounded to the type at each step. */
+static fe_value fold_math3(fe_builtin b, const fe_value *args) {
+    const kern_type *t = args[0].type;
+    bool f32 = t->kind == TY_F32;
+#define R(v) (f32 ? (double)(float)(v) : (v))
+    double x = args[0].f, y = args[1].f, z = args[2].f;
+    if (b == BI_LERP)
+        return fe_value_float(t, R(x + R(R(y - x) * z)));
+    double u = R(R(z - x) / R(y - x)); /* smoothstep(e0, e1, x) */
+    u = u < 0.0 ? 0.0 : u > 1.0 ? 1.0 : u;
+    return fe_value_float(t, R(R(u * u) * R(3.0 - R(2.0 * u))));
+#undef R
+}
+
 fe_fold_status fe_fold_builtin(fe_builtin b, const fe_value *args, int n, fe_value *out) {
     for (int i = 0; i < n; i++)
         if (!args[i].type || !ty_is_scalar(args[i].type))
@@ -265,7 +308,9 @@ fe_fold_status fe_fold_builtin(fe_builtin b, const fe_value *args, int n, fe_val
     case BI_SIN: case BI_COS: case BI_TAN: case BI_ASIN: case BI_ACOS: case BI_ATAN:
     case BI_SINH: case BI_COSH: case BI_TANH: case BI_EXP: case BI_EXP2: case BI_LOG:
     case BI_LOG2: case BI_SQRT: case BI_RSQRT: case BI_ABS: case BI_FLOOR: case BI_CEIL:
-    case BI_ROUND: case BI_SIGN:
+    case BI_ROUND: case BI_SIGN: case BI_LOG10: case BI_LOG1P: case BI_EXPM1: case BI_CBRT:
+    case BI_TRUNC: case BI_RINT: case BI_FRAC: case BI_ERF: case BI_ERFC: case BI_ISNAN:
+    case BI_ISINF: case BI_ISFINITE: case BI_STOP_GRADIENT:
         if (n != 1)
             return FOLD_NOT_CONST;
         return fold_math1(b, args[0], out);
@@ -275,6 +320,20 @@ fe_fold_status fe_fold_builtin(fe_builtin b, const fe_value *args, int n, fe_val
             return FOLD_NOT_CONST;
         *out = fe_value_float(args[0].type, b == BI_ATAN2 ? atan2(args[0].f, args[1].f)
                                                           : pow(args[0].f, args[1].f));
+        return FOLD_OK;
+    case BI_HYPOT:
+    case BI_COPYSIGN:
+    case BI_STEP:
+        if (n != 2 || !ty_is_float(args[0].type) || args[1].type != args[0].type)
+            return FOLD_NOT_CONST;
+        *out = fe_value_float(args[0].type, fold_math2(b, args[0].f, args[1].f));
+        return FOLD_OK;
+    case BI_LERP:
+    case BI_SMOOTHSTEP:
+        if (n != 3 || !ty_is_float(args[0].type) || args[1].type != args[0].type ||
+            args[2].type != args[0].type)
+            return FOLD_NOT_CONST;
+        *out = fold_math3(b, args);
         return FOLD_OK;
     case BI_MIN:
     case BI_MAX:
@@ -322,6 +381,10 @@ fe_fold_status fe_fold_ideal_unary(fe_unop op, fe_value a, fe_value *out) {
         *out = fe_value_int(ty_i64(), -a.i);
         return FOLD_OK;
     }
+    if (op == UN_PLUS) {
+        *out = a;
+        return FOLD_OK;
+    }
     if (op == UN_BITNOT && !ty_is_float(a.type)) {
         *out = fe_value_int(ty_i64(), ~a.i);
         return FOLD_OK;
@@ -338,6 +401,7 @@ fe_fold_status fe_fold_ideal_binary(fe_binop op, fe_value a, fe_value b, fe_valu
         case BIN_SUB: *out = fe_value_float(ty_f64(), x - y); return FOLD_OK;
         case BIN_MUL: *out = fe_value_float(ty_f64(), x * y); return FOLD_OK;
         case BIN_DIV: *out = fe_value_float(ty_f64(), x / y); return FOLD_OK;
+        case BIN_REM: *out = fe_value_float(ty_f64(), fmod(x, y)); return FOLD_OK;
         default: return FOLD_NOT_CONST;
         }
     }

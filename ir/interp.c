@@ -295,6 +295,17 @@ static float f32_op(ir_opcode code, float a, float b, float c) {
     case IR_FLOOR: return floorf(a);
     case IR_CEIL: return ceilf(a);
     case IR_ROUND: return roundf(a);
+    case IR_REM: return fmodf(a, b);
+    case IR_TRUNC: return truncf(a);
+    case IR_RINT: return nearbyintf(a); /* the default rounding mode: half to even */
+    case IR_ERF: return erff(a);
+    case IR_ERFC: return erfcf(a);
+    case IR_LOG1P: return log1pf(a);
+    case IR_EXPM1: return expm1f(a);
+    case IR_CBRT: return cbrtf(a);
+    case IR_STOPGRAD: return a;
+    case IR_COPYSIGN: return copysignf(a, b);
+    case IR_HYPOT: return hypotf(a, b);
     case IR_ABS: return fabsf(a);
     case IR_SIGN: return a > 0.0f ? 1.0f : a < 0.0f ? -1.0f : a;
     case IR_ATAN2: return atan2f(a, b);
@@ -335,6 +346,17 @@ static double f64_op(ir_opcode code, double a, double b, double c) {
     case IR_FLOOR: return floor(a);
     case IR_CEIL: return ceil(a);
     case IR_ROUND: return round(a);
+    case IR_REM: return fmod(a, b);
+    case IR_TRUNC: return trunc(a);
+    case IR_RINT: return nearbyint(a);
+    case IR_ERF: return erf(a);
+    case IR_ERFC: return erfc(a);
+    case IR_LOG1P: return log1p(a);
+    case IR_EXPM1: return expm1(a);
+    case IR_CBRT: return cbrt(a);
+    case IR_STOPGRAD: return a;
+    case IR_COPYSIGN: return copysign(a, b);
+    case IR_HYPOT: return hypot(a, b);
     case IR_ABS: return fabs(a);
     case IR_SIGN: return a > 0.0 ? 1.0 : a < 0.0 ? -1.0 : a;
     case IR_ATAN2: return atan2(a, b);

@@ -8,7 +8,10 @@
  * max give the whole adjoint to operand 0 on ties, clamp is min(max(x, lo), hi) with the
  * same tie rule, sqrt'(0) = +inf as IEEE arithmetic gives it. pow's partial in the
  * exponent is 0 where the base is not positive (log is undefined there), and its partial
- * in the base is 0 where the exponent is 0.
+ * in the base is 0 where the exponent is 0. Float rem (fmod) passes 1 to the dividend and
+ * -trunc(a / b) to the divisor; trunc, rint and stopgrad (stop_gradient) carry none;
+ * copysign passes +-1 to its first operand only; hypot's partials are a / h and b / h, 0
+ * where h = 0.
  *
  * Runs inside ad_grad.c's reverse sweep: the builder cursor is where the adjoint code
  * goes, after the recomputed primal values. */
@@ -54,7 +57,10 @@ void ad_rule_pure(ad_ctx *a, ir_op *op, ir_value *g) {
     case IR_FLOOR:
     case IR_CEIL:
     case IR_ROUND:
-    case IR_SIGN: return;
+    case IR_TRUNC:
+    case IR_RINT:
+    case IR_SIGN:
+    case IR_STOPGRAD: return; /* stop_gradient: the value, no gradient */
     case IR_CAST:
         if (ty_is_float(x->type))
             ad_accum(a, x, x->type == r->t ? g : ir_cast(r->b, x->type, g));
@@ -98,6 +104,33 @@ void ad_rule_pure(ad_ctx *a, ir_op *op, ir_value *g) {
         ad_accum(a, x, mul(r, mul(r, g, k(r, -0.5)), mul(r, res, mul(r, res, res))));
         return;
     case IR_ABS: ad_accum(a, x, mul(r, g, un(r, IR_SIGN, X))); return;
+    case IR_REM: /* fmod: a - trunc(a / b) * b */
+        ad_accum(a, x, g);
+        ad_accum(a, y, neg(r, mul(r, g, un(r, IR_TRUNC, dv(r, X, Y)))));
+        return;
+    case IR_ERF:
+    case IR_ERFC: { /* erf' = 2 / sqrt(pi) exp(-x^2) = -erfc' */
+        double c = (op->code == IR_ERF ? 2.0 : -2.0) / sqrt(M_PI);
+        ad_accum(a, x, mul(r, mul(r, g, k(r, c)), un(r, IR_EXP, neg(r, mul(r, X, X)))));
+        return;
+    }
+    case IR_LOG1P: ad_accum(a, x, dv(r, g, add(r, k(r, 1.0), X))); return;
+    case IR_EXPM1: ad_accum(a, x, mul(r, g, add(r, res, k(r, 1.0)))); return;
+    case IR_CBRT: /* 1 / (3 cbrt(x)^2): +inf at 0, like sqrt */
+        ad_accum(a, x, dv(r, g, mul(r, k(r, 3.0), mul(r, res, res))));
+        return;
+    case IR_HYPOT: { /* a / h, b / h; 0 at h = 0, as abs'(0) = 0 */
+        ir_value *zero = cmp(r, IR_EQ, res, k(r, 0.0));
+        ad_accum(a, x, sel(r, zero, k(r, 0.0), mul(r, g, dv(r, X, res))));
+        ad_accum(a, y, sel(r, zero, k(r, 0.0), mul(r, g, dv(r, Y, res))));
+        return;
+    }
+    case IR_COPYSIGN: { /* copysign(1, a) * copysign(1, b): +-1 as the signs agree */
+        ir_value *s = mul(r, ir_binop(r->b, IR_COPYSIGN, k(r, 1.0), X),
+                          ir_binop(r->b, IR_COPYSIGN, k(r, 1.0), Y));
+        ad_accum(a, x, mul(r, g, s));
+        return;
+    }
     case IR_ATAN2: { /* atan2(y, x): operand 0 is y */
         ir_value *d = add(r, mul(r, X, X), mul(r, Y, Y));
         ad_accum(a, x, dv(r, mul(r, g, Y), d));

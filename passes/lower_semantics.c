@@ -11,7 +11,11 @@
  *   min / max          select(b < a, b, a) / select(b > a, b, a): operand 0 on ties and
  *                      when a is NaN; clamp(x, lo, hi) is min(max(x, lo), hi);
  *   sign               float: select(a > 0, 1, select(a < 0, -1, a)) (-0.0 and NaN keep
- *                      themselves); i32/i64: cast(a > 0) - cast(a < 0); u32: cast(a != 0).
+ *                      themselves); i32/i64: cast(a > 0) - cast(a < 0); u32: cast(a != 0);
+ *   erf erfc log1p expm1 cbrt hypot
+ *                      accurate expansions into exp, log, pow, sqrt, copysign and
+ *                      arithmetic (lower_math.c, with their error bounds);
+ *   stopgrad           its operand (autodiff, which it was for, is over).
  * In checked mode (kc_options.debug) a `check` op stands before a division (ok: b != 0,
  * record a, b as i64: KERN_DEVERR_DIV_ZERO) and before a shift (ok: 0 <= b < bits, record
  * the count and the width: KERN_DEVERR_SHIFT); every emitter maps it to its "record an
@@ -20,7 +24,9 @@
  * too: each backend recomputes top-level values in its task functions, where the record
  * exists (the CPU's count functions have none and skip them).
  *
- * What stays in the emitters: float division (IEEE), abs (llvm.abs / a select), the bounds
+ * What stays in the emitters: float division (IEEE), float rem (fmod: exact on the CPU and
+ * CUDA; x - y trunc(x / y) where the target's frem is that, see docs/reference.md), trunc,
+ * rint and copysign (an instruction or an intrinsic everywhere), abs (llvm.abs / a select), the bounds
  * checks of loads, stores and atomics (a failed one must skip the access: memory safety,
  * not arithmetic), and float -> integer casts: LLVM's llvm.fptosi.sat is one instruction
  * on most targets where a lowering to clamps, compares and selects would be several, so
@@ -32,7 +38,7 @@
  * (ir_kernel.extents), since ad_task_extent reads min/max/div, which are gone after.
  * Requires a verified module that is not lowered yet; sets ir_module.lowered; the result
  * verifies. */
-#include "passes.h"
+#include "lower_math.h"
 
 #include "../runtime/abi.h"
 
@@ -116,7 +122,7 @@ static ir_value *lower_op(lowerer *L, ir_op *op) {
     case IR_MAX: return minmax(&b, op->code == IR_MIN, o[0], o[1]);
     case IR_CLAMP: return minmax(&b, true, minmax(&b, false, o[0], o[1]), o[2]);
     case IR_SIGN: return lower_sign(&b, o[0]);
-    default: return NULL;
+    default: return lower_math_op(&b, op);
     }
 }
 

@@ -1027,3 +1027,23 @@ Test(grad_kinks, piecewise_constant_builtins_have_zero_gradient) {
     expect_kink("select(a[i] > b[i], a[i], b[i])", 2.0, 1.0, 1.0, 0.0);
     expect_kink("select(a[i] > b[i], a[i], b[i])", 1.0, 2.0, 0.0, 1.0);
 }
+
+Test(grad_kinks, builtins_v1_exact_gradients) {
+    /* stop_gradient: the value passes, the gradient does not (hand-derived) */
+    expect_kink("stop_gradient(a[i] * b[i]) + a[i] * b[i]", 2.0, 3.0, 3.0, 2.0);
+    expect_kink("a[i] * stop_gradient(a[i]) + stop_gradient(b[i])", 3.0, 5.0, 3.0, 0.0);
+    /* float %: 1 to the dividend, -trunc(a / b) to the divisor */
+    expect_kink("a[i] % b[i]", 7.5, 2.0, 1.0, -3.0);
+    expect_kink("a[i] % b[i]", -7.5, 2.0, 1.0, 3.0);
+    expect_kink("a[i] % b[i]", 1.5, -4.0, 1.0, 0.0);
+    /* copysign: +-1 as the signs agree, none to the sign's source */
+    expect_kink("copysign(a[i], b[i])", 2.0, -3.0, -1.0, 0.0);
+    expect_kink("copysign(a[i], b[i])", -2.0, -3.0, 1.0, 0.0);
+    /* hypot: a / h and b / h, 0 at the origin */
+    expect_kink("hypot(a[i], b[i])", -2.0, 0.0, -1.0, 0.0);
+    expect_kink("hypot(a[i], b[i])", 0.0, 0.5, 0.0, 1.0);
+    expect_kink("hypot(a[i], b[i])", 0.0, 0.0, 0.0, 0.0);
+    /* piecewise constant */
+    expect_kink("trunc(a[i]) + rint(b[i]) + step(a[i], b[i])", 1.25, -0.5, 0.0, 0.0);
+    expect_kink("frac(a[i]) + lerp(a[i], b[i], 0.25)", 1.25, -0.5, 1.75, 0.25);
+}

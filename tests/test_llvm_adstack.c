@@ -102,12 +102,12 @@ static ir_value *ad_ir_value(ir_builder *b, kern_tykind k, ir_value *i, ir_value
  * kind, in the order of ALL_KINDS. */
 static ir_module *build_lifo(bool serial) {
     ir_module *m = ir_module_new("lifo.kern");
-    ir_param ps[3 + NKINDS] = {{"items", ty_i32(), false, LOC(1, 1)},
-                               {"n", ty_i32(), false, LOC(1, 2)},
-                               {"unused", ty_i32(), false, LOC(1, 3)}};
+    ir_param ps[3 + NKINDS] = {{.name = "items", .type = ty_i32(), .nograd = false, .loc = LOC(1, 1)},
+                               {.name = "n", .type = ty_i32(), .nograd = false, .loc = LOC(1, 2)},
+                               {.name = "unused", .type = ty_i32(), .nograd = false, .loc = LOC(1, 3)}};
     static const char *names[NKINDS] = {"ob", "oi", "ou", "ol", "of", "od"};
     for (int k = 0; k < NKINDS; k++)
-        ps[3 + k] = (ir_param){names[k], ty_array(ty_scalar(ALL_KINDS[k]), 1), false, LOC(1, 4)};
+        ps[3 + k] = (ir_param){.name = names[k], .type = ty_array(ty_scalar(ALL_KINDS[k]), 1), .nograd = false, .loc = LOC(1, 4)};
     ir_kernel *kn = ir_kernel_new(m, "lifo", LOC(1, 1), ps, 3 + NKINDS);
     for (int k = 0; k < NKINDS; k++)
         ir_kernel_add_adstack(kn, ty_scalar(ALL_KINDS[k]), sz_param(&m->mem, 1), LOC(6, 5));
@@ -229,8 +229,8 @@ Test(llvm_adstack, adstack_lifo_every_type_chunked) {
 Test(llvm_adstack, adstack_reset_per_item) {
     for (int l = 0; l < 2; l++) {
         ir_module *m = ir_module_new("reset.kern");
-        ir_param ps[2] = {{"items", ty_i32(), false, LOC(1, 1)},
-                          {"out", ty_array(ty_f32(), 2), false, LOC(1, 2)}};
+        ir_param ps[2] = {{.name = "items", .type = ty_i32(), .nograd = false, .loc = LOC(1, 1)},
+                          {.name = "out", .type = ty_array(ty_f32(), 2), .nograd = false, .loc = LOC(1, 2)}};
         ir_kernel *kn = ir_kernel_new(m, "reset", LOC(1, 1), ps, 2);
         uint32_t s = ir_kernel_add_adstack(kn, ty_f32(), sz_const(&m->mem, 3), LOC(3, 5));
         ir_builder top = ir_builder_at_end(m, kn->body);
@@ -284,9 +284,9 @@ Test(llvm_adstack, adstack_reset_per_item) {
  * 0..c. One i64 stack. */
 static ir_module *build_overflow(void) {
     ir_module *m = ir_module_new("ovf.kern");
-    ir_param ps[3] = {{"items", ty_i32(), false, LOC(1, 1)},
-                      {"npush", ty_i32(), false, LOC(1, 2)},
-                      {"out", ty_array(ty_i64(), 1), false, LOC(1, 3)}};
+    ir_param ps[3] = {{.name = "items", .type = ty_i32(), .nograd = false, .loc = LOC(1, 1)},
+                      {.name = "npush", .type = ty_i32(), .nograd = false, .loc = LOC(1, 2)},
+                      {.name = "out", .type = ty_array(ty_i64(), 1), .nograd = false, .loc = LOC(1, 3)}};
     ir_kernel *kn = ir_kernel_new(m, "ovf", LOC(1, 1), ps, 3);
     uint32_t s = ir_kernel_add_adstack(kn, ty_i64(), sz_param(&m->mem, 1), LOC(12, 5));
     ir_value *items = kn->body->args[0], *np = kn->body->args[1], *out = kn->body->args[2];
@@ -454,10 +454,10 @@ Test(llvm_adstack, atomic_xchg_threads_i32_f32) {
     for (int l = 0; l < 2; l++) {
         for (int debug = 0; debug < 2; debug++) {
             ir_module *m = ir_module_new("xchg.kern");
-            ir_param ps[4] = {{"ci", ty_array(ty_i32(), 1), false, LOC(1, 1)},
-                              {"cf", ty_array(ty_f32(), 1), false, LOC(1, 2)},
-                              {"oi", ty_array(ty_i32(), 1), false, LOC(1, 3)},
-                              {"of", ty_array(ty_f32(), 1), false, LOC(1, 4)}};
+            ir_param ps[4] = {{.name = "ci", .type = ty_array(ty_i32(), 1), .nograd = false, .loc = LOC(1, 1)},
+                              {.name = "cf", .type = ty_array(ty_f32(), 1), .nograd = false, .loc = LOC(1, 2)},
+                              {.name = "oi", .type = ty_array(ty_i32(), 1), .nograd = false, .loc = LOC(1, 3)},
+                              {.name = "of", .type = ty_array(ty_f32(), 1), .nograd = false, .loc = LOC(1, 4)}};
             ir_kernel *kn = ir_kernel_new(m, "xchg", LOC(1, 1), ps, 4);
             ir_value **a = kn->body->args;
             ir_builder top = ir_builder_at_end(m, kn->body);
@@ -524,10 +524,10 @@ Test(llvm_adstack, atomic_xchg_threads_i32_f32) {
 Test(llvm_adstack, atomic_xchg_bounds_and_types) {
     for (int l = 0; l < 2; l++) {
         ir_module *m = ir_module_new("xchg2.kern");
-        ir_param ps[4] = {{"cl", ty_array(ty_i64(), 1), false, LOC(1, 1)},
-                          {"cd", ty_array(ty_f64(), 1), false, LOC(1, 2)},
-                          {"cb", ty_array(ty_u32(), 1), false, LOC(1, 3)},
-                          {"old", ty_array(ty_f64(), 1), false, LOC(1, 4)}};
+        ir_param ps[4] = {{.name = "cl", .type = ty_array(ty_i64(), 1), .nograd = false, .loc = LOC(1, 1)},
+                          {.name = "cd", .type = ty_array(ty_f64(), 1), .nograd = false, .loc = LOC(1, 2)},
+                          {.name = "cb", .type = ty_array(ty_u32(), 1), .nograd = false, .loc = LOC(1, 3)},
+                          {.name = "old", .type = ty_array(ty_f64(), 1), .nograd = false, .loc = LOC(1, 4)}};
         ir_kernel *kn = ir_kernel_new(m, "x2", LOC(1, 1), ps, 4);
         ir_value **a = kn->body->args;
         ir_builder top = ir_builder_at_end(m, kn->body);

@@ -408,7 +408,9 @@ Test(parser, name_tables) {
     cr_expect_eq(fe_builtin_lookup("exp2"), BI_EXP2);
     cr_expect_eq(fe_builtin_lookup("select"), BI_SELECT);
     cr_expect_eq(fe_builtin_lookup("atomic_sub"), BI_ATOMIC_SUB);
-    cr_expect_eq(fe_builtin_lookup("step"), BI_NONE);
+    cr_expect_eq(fe_builtin_lookup("step"), BI_STEP); /* not reserved: a func may take it */
+    cr_expect(!fe_builtin_reserved(BI_STEP) && fe_builtin_reserved(BI_SIN));
+    cr_expect_eq(fe_builtin_lookup("smooth_step"), BI_NONE);
     cr_expect_eq(fe_builtin_lookup(""), BI_NONE);
     cr_expect_eq(fe_builtin_lookup("Sin"), BI_NONE);
     /* Every builtin's name looks up to itself. */

@@ -691,13 +691,25 @@ static void walk_expr(walk *w, const fe_expr *e) {
         break;
     case EX_INDEX: {
         const fe_sym *y = e->index.sym;
-        if (!y || !ty_is_array(y->type) || y->type->elem != t || y->type->rank != e->index.nidx)
+        if (!y || (ty_is_array(y->type) &&
+                   (y->type->elem != t || y->type->rank != e->index.nidx)))
             BAD(w, e, "index of '%s' badly annotated", e->index.name);
         for (int i = 0; i < e->index.nidx; i++) {
             walk_expr(w, e->index.idx[i]);
             if (!w->err[0] && !ty_is_int(e->index.idx[i]->type))
                 BAD(w, e, "index typed %s", e->index.idx[i]->type->name);
         }
+        break;
+    }
+    case EX_MEMBER:
+    case EX_ELEM:
+    case EX_CONSTRUCT:
+    case EX_STRUCTLIT:
+    case EX_ARRAYLIT: {
+        const fe_expr *k[64];
+        int n = fe_expr_kids(e, k, 64);
+        for (int i = 0; i < n && i < 64; i++)
+            walk_expr(w, (fe_expr *)k[i]);
         break;
     }
     case EX_CALL: {
@@ -886,5 +898,97 @@ Test(sema, examples_check_cleanly) {
         check_contract(path, r.file);
         done(&r);
         free(src);
+    }
+}
+
+/* ---- the builtins of language.md section 11.5 ------------------------------------------ */
+
+static double fold1(fe_builtin b, const kern_type *t, double x) {
+    fe_value v = F(t, x), r;
+    cr_assert_eq(fe_fold_builtin(b, &v, 1, &r), FOLD_OK, "%s", fe_builtin_name(b));
+    return ty_is_float(r.type) ? r.f : (double)r.i;
+}
+
+Test(sema, fold_builtins_v1) {
+    const kern_type *d = ty_f64(), *f = ty_f32();
+    cr_expect_eq(fold1(BI_LOG10, d, 1000.0), log10(1000.0));
+    cr_expect_eq(fold1(BI_LOG1P, d, 1e-20), 1e-20);
+    cr_expect_eq(fold1(BI_EXPM1, d, -1e-20), -1e-20);
+    volatile double m27 = -27.0; /* libm at run time, not the compiler's folding */
+    cr_expect_eq(fold1(BI_CBRT, d, m27), cbrt(m27));
+    cr_expect_eq(fold1(BI_TRUNC, d, -2.7), -2.0);
+    cr_expect_eq(fold1(BI_RINT, d, 2.5), 2.0); /* half to even */
+    cr_expect_eq(fold1(BI_RINT, d, 3.5), 4.0);
+    cr_expect_eq(fold1(BI_FRAC, d, -1.25), 0.75);
+    cr_expect_eq(fold1(BI_ERF, d, 0.5), erf(0.5));
+    cr_expect_eq(fold1(BI_ERFC, f, 2.0), (double)(float)erfc(2.0)); /* rounded to f32 */
+    cr_expect_eq(fold1(BI_STOP_GRADIENT, d, 1.5), 1.5);
+    cr_expect_eq(fold1(BI_ISNAN, d, NAN), 1);
+    cr_expect_eq(fold1(BI_ISINF, d, -INFINITY), 1);
+    cr_expect_eq(fold1(BI_ISFINITE, d, INFINITY), 0);
+    fe_value r, two[2] = {F(d, 3.0), F(d, -4.0)};
+    cr_assert_eq(fe_fold_builtin(BI_HYPOT, two, 2, &r), FOLD_OK);
+    cr_expect_eq(r.f, 5.0);
+    cr_assert_eq(fe_fold_builtin(BI_COPYSIGN, two, 2, &r), FOLD_OK);
+    cr_expect_eq(r.f, -3.0);
+    cr_assert_eq(fe_fold_builtin(BI_STEP, two, 2, &r), FOLD_OK); /* step(3, -4) */
+    cr_expect_eq(r.f, 0.0);
+    fe_value three[3] = {F(d, 1.0), F(d, 3.0), F(d, 0.25)};
+    cr_assert_eq(fe_fold_builtin(BI_LERP, three, 3, &r), FOLD_OK);
+    cr_expect_eq(r.f, 1.5);
+    fe_value ss[3] = {F(d, 0.0), F(d, 2.0), F(d, 1.0)};
+    cr_assert_eq(fe_fold_builtin(BI_SMOOTHSTEP, ss, 3, &r), FOLD_OK);
+    cr_expect_eq(r.f, 0.5);
+    /* float %: fmod, the dividend's sign */
+    cr_assert_eq(fe_fold_binary(BIN_REM, F(d, -7.5), F(d, 2.0), &r), FOLD_OK);
+    cr_expect_eq(r.f, -1.5);
+    cr_assert_eq(fe_fold_ideal_binary(BIN_REM, F(d, 7.5), F(d, -2.0), &r), FOLD_OK);
+    cr_expect_eq(r.f, 1.5);
+    cr_assert_eq(fe_fold_unary(UN_PLUS, F(f, -2.0), &r), FOLD_OK);
+    cr_expect_eq(r.f, -2.0);
+    /* in a program: the initializer of a const folds */
+    checked c = check_ok("const A: f64 = erf(0.5) + 7.5 % 2.0 + +1.0;\n"
+                         "const B: bool = isnan(0.0 / 0.0);\n");
+    fe_item *a = item(&c, "A"), *b = item(&c, "B");
+    cr_expect_eq(a->sym->cval.f, erf(0.5) + 1.5 + 1.0);
+    cr_expect_eq(b->sym->cval.i, 1);
+    done(&c);
+}
+
+Test(sema, builtins_v1_names_are_not_reserved) {
+    /* a func named lerp and a const named step are what the names mean */
+    checked c = check_ok("func lerp(a: f32, b: f32, t: f32) -> f32 { return a * t; }\n"
+                         "const step: f32 = 4.0;\n"
+                         "kernel k(x: f32[]) { for i in 0..len(x) { x[i] = lerp(x[i], 1.0, step); } }\n");
+    done(&c);
+    /* calling the const is an error, as for any const; the old builtins stay reserved */
+    c = check("const step: f32 = 4.0;\nkernel k(x: f32[]) { for i in 0..len(x) { x[i] = step(0.0, x[i]); } }\n");
+    cr_expect_not(c.ok);
+    cr_expect(strstr(c.diags, "'step' is a const, not a function"), "%s", c.diags);
+    done(&c);
+    c = check("func sin(a: f32) -> f32 { return a; }\n");
+    cr_expect(strstr(c.diags, "func 'sin' has the name of a builtin"), "%s", c.diags);
+    done(&c);
+}
+
+Test(sema, builtins_v1_bad_arguments) {
+    static const char *const bad[][2] = {
+        {"isnan(i)", "argument of 'isnan'"},
+        {"erf(true)", "argument of 'erf'"},
+        {"x[i] % true", "operands of '%'"},
+        {"hypot(x[i])", "'hypot' takes 2 arguments, got 1"},
+        {"lerp(x[i], 1.0)", "'lerp' takes 3 arguments, got 2"},
+        {"copysign(x[i], i)", "copysign"},
+        {"+true", "operand of '+' must be a number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char src[256];
+        snprintf(src, sizeof src,
+                 "kernel k(x: f32[], b: bool[]) { for i in 0..len(x) { let v = %s; } }\n",
+                 bad[i][0]);
+        checked c = check(src);
+        cr_expect_not(c.ok, "%s", bad[i][0]);
+        cr_expect(strstr(c.diags, bad[i][1]), "%s: %s", bad[i][0], c.diags);
+        done(&c);
     }
 }

@@ -350,6 +350,13 @@ static LLVMValueRef emit_float_math(llvm_emitter *em, const ir_op *op, LLVMValue
     case IR_FLOOR: return unary_intrinsic(em, "llvm.floor", x[0]);
     case IR_CEIL: return unary_intrinsic(em, "llvm.ceil", x[0]);
     case IR_ROUND: return unary_intrinsic(em, "llvm.round", x[0]); /* half away from zero */
+    case IR_REM: return LLVMBuildFRem(em->b, x[0], x[1], "");      /* C's fmod */
+    case IR_TRUNC: return unary_intrinsic(em, "llvm.trunc", x[0]);
+    case IR_RINT: return unary_intrinsic(em, "llvm.rint", x[0]); /* default mode: to even */
+    case IR_COPYSIGN: {
+        LLVMTypeRef t = LLVMTypeOf(x[0]);
+        return call_intrinsic(em, "llvm.copysign", &t, 1, x, 2);
+    }
     case IR_RSQRT:
         return LLVMBuildFDiv(em->b, llvm_const_real(LLVMTypeOf(x[0]), 1.0),
                              unary_intrinsic(em, "llvm.sqrt", x[0]), "");
@@ -535,8 +542,8 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
         case IR_MUL:
             r = fl ? LLVMBuildFMul(em->b, x[0], x[1], "") : LLVMBuildMul(em->b, x[0], x[1], "");
             break;
-        case IR_DIV:
-        case IR_REM: r = emit_divrem(em, op, x[0], x[1]); break;
+        case IR_DIV: r = emit_divrem(em, op, x[0], x[1]); break;
+        case IR_REM: r = fl ? emit_float_math(em, op, x) : emit_divrem(em, op, x[0], x[1]); break;
         case IR_NEG: r = fl ? LLVMBuildFNeg(em->b, x[0], "") : LLVMBuildNeg(em->b, x[0], ""); break;
         case IR_AND: r = LLVMBuildAnd(em->b, x[0], x[1], ""); break;
         case IR_OR: r = LLVMBuildOr(em->b, x[0], x[1], ""); break;

@@ -194,6 +194,10 @@ static LLVMValueRef nv_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) 
         base = "pow";
         nargs = 2;
         break;
+    case IR_REM: /* fmod, exact (LLVM's frem on NVPTX is x - y trunc(x / y)) */
+        base = "fmod";
+        nargs = 2;
+        break;
     default: return NULL;
     }
     bool f32 = op->operands[0]->type->kind == TY_F32;

@@ -25,7 +25,7 @@ static uint32_t emit_divrem(spv_emitter *em, const ir_op *op, uint32_t a, uint32
     const kern_type *t = op->operands[0]->type;
     uint32_t ty = spv_reg_type(em, t);
     bool div = op->code == IR_DIV, u = t->kind == TY_U32;
-    SpvOp o = ty_is_float(t) ? SpvOpFDiv
+    SpvOp o = ty_is_float(t) ? (div ? SpvOpFDiv : SpvOpFRem) /* FRem: the dividend's sign */
               : div          ? (u ? SpvOpUDiv : SpvOpSDiv)
                              : (u ? SpvOpUMod : SpvOpSRem);
     return spv_op2(&em->b, o, ty, a, b);
@@ -171,6 +171,37 @@ static uint32_t emit_round(spv_emitter *em, const kern_type *t, uint32_t x) {
     return spv_op3(&em->b, SpvOpSelect, ty, up, bumped, tr);
 }
 
+/* copysign(a, b): a's magnitude bits with b's sign bit, on the integer of the same width */
+static uint32_t emit_copysign(spv_emitter *em, const kern_type *t, const uint32_t *x) {
+    bool f64 = t->kind == TY_F64;
+    uint32_t it = f64 ? u64t(em) : em->t_u32, ty = spv_reg_type(em, t);
+    uint32_t sign = f64 ? cu64(em, 1ull << 63) : cu32(em, 1u << 31);
+    uint32_t mag = f64 ? cu64(em, ~(1ull << 63)) : cu32(em, ~(1u << 31));
+    uint32_t a = spv_op1(&em->b, SpvOpBitcast, it, x[0]),
+             b = spv_op1(&em->b, SpvOpBitcast, it, x[1]);
+    uint32_t bits =
+        spv_op2(&em->b, SpvOpBitwiseOr, it, spv_op2(&em->b, SpvOpBitwiseAnd, it, a, mag),
+                spv_op2(&em->b, SpvOpBitwiseAnd, it, b, sign));
+    return spv_op1(&em->b, SpvOpBitcast, ty, bits);
+}
+
+/* f64 rint (half to even) from exact ops: lavapipe's f64 RoundEven rounds 3.5 to 3.
+ * t = trunc(x); t + sign(x) where |x - t| > 0.5, or = 0.5 and t is odd. */
+static uint32_t emit_rint64(spv_emitter *em, const kern_type *t, uint32_t x) {
+    uint32_t ty = spv_reg_type(em, t), bt = em->t_bool;
+    uint32_t tr = spv_ext(&em->b, ty, GLSLstd450Trunc, &x, 1);
+    uint32_t diff = spv_op2(&em->b, SpvOpFSub, ty, x, tr);
+    uint32_t ad = spv_ext(&em->b, ty, GLSLstd450FAbs, &diff, 1);
+    uint32_t h = spv_op2(&em->b, SpvOpFMul, ty, tr, fconst(em, t, 0.5));
+    uint32_t odd = spv_op2(&em->b, SpvOpFUnordNotEqual, bt, h, spv_ext(&em->b, ty, GLSLstd450Trunc, &h, 1));
+    uint32_t half = spv_op2(&em->b, SpvOpFOrdEqual, bt, ad, fconst(em, t, 0.5));
+    uint32_t up = spv_op2(&em->b, SpvOpLogicalOr, bt,
+                          spv_op2(&em->b, SpvOpFOrdGreaterThan, bt, ad, fconst(em, t, 0.5)),
+                          spv_op2(&em->b, SpvOpLogicalAnd, bt, half, odd));
+    uint32_t sg = spv_ext(&em->b, ty, GLSLstd450FSign, &x, 1);
+    return spv_op3(&em->b, SpvOpSelect, ty, up, spv_op2(&em->b, SpvOpFAdd, ty, tr, sg), tr);
+}
+
 static uint32_t emit_float_math(spv_emitter *em, const ir_op *op, const uint32_t *x) {
     const kern_type *t = op->operands[0]->type;
     uint32_t ty = spv_reg_type(em, t);
@@ -184,6 +215,9 @@ static uint32_t emit_float_math(spv_emitter *em, const ir_op *op, const uint32_t
     case IR_FLOOR: return spv_ext(&em->b, ty, GLSLstd450Floor, x, 1);
     case IR_CEIL: return spv_ext(&em->b, ty, GLSLstd450Ceil, x, 1);
     case IR_ROUND: return emit_round(em, t, x[0]);
+    case IR_TRUNC: return spv_ext(&em->b, ty, GLSLstd450Trunc, x, 1);
+    case IR_RINT: return f64 ? emit_rint64(em, t, x[0]) : spv_ext(&em->b, ty, GLSLstd450RoundEven, x, 1);
+    case IR_COPYSIGN: return emit_copysign(em, t, x);
     case IR_FMA: return spv_ext(&em->b, ty, GLSLstd450Fma, x, 3);
     case IR_SIN: g = GLSLstd450Sin; break;
     case IR_COS: g = GLSLstd450Cos; break;
