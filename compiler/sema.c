@@ -351,7 +351,7 @@ static void check_decl(fe_sema *s, fe_stmt *st, bool top) {
         if (st->decl.init)
             fe_sema_expect(s, &st->decl.init, t);
     } else {
-        t = fe_sema_value(s, &st->decl.init, NULL);
+        t = fe_sema_value_flags(s, &st->decl.init, NULL, SX_NARROW_OK);
     }
     fe_sym *y = declare(s, SYM_LOCAL, st->decl.name, st->decl.name_loc, t);
     y->is_mutable = st->kind == ST_VAR;
@@ -403,7 +403,17 @@ static void check_assign(fe_sema *s, fe_stmt *st) {
             }
         }
     } else if (tg->kind == EX_INDEX) {
-        tt = fe_sema_expr(s, &st->assign.target, NULL, 0);
+        tt = fe_sema_expr(s, &st->assign.target, NULL, SX_NARROW_OK);
+        if (tt && ty_is_narrow(tt) && (st->assign.op == AS_ADD || st->assign.op == AS_SUB)) {
+            fe_sema_error(s, st->assign.op_loc,
+                          "'%s' on array '%s' of %s elements is not supported: on an array "
+                          "element it is atomic, and atomics work on i32, u32, i64, u64, f32 "
+                          "and f64 elements; write '%s[...] = %s[...] %c ...' if no two threads "
+                          "update one element",
+                          fe_assign_text(st->assign.op), tg->index.name, tt->name,
+                          tg->index.name, tg->index.name, st->assign.op == AS_ADD ? '+' : '-');
+            tt = NULL;
+        }
     } else {
         fe_sema_error(s, tg->loc, "cannot assign to this expression");
     }
@@ -412,8 +422,8 @@ static void check_assign(fe_sema *s, fe_stmt *st) {
                       fe_assign_text(st->assign.op), tt->name);
         tt = NULL;
     }
-    if (tt)
-        fe_sema_expect(s, &st->assign.value, tt);
+    if (tt) /* a compound update of a u8 or f16 target computes in i32 or f32 */
+        fe_sema_expect(s, &st->assign.value, st->assign.op == AS_SET ? tt : ty_arith(tt));
     else
         fe_sema_value(s, &st->assign.value, hint && ty_is_scalar(hint) ? hint : NULL);
 }
@@ -703,6 +713,11 @@ static void declare_params(fe_sema *s, fe_item *it) {
                                 "nograd has no effect on a func parameter; mark the kernel "
                                 "parameter instead");
         }
+        if (it->kind == IT_KERNEL && p->type && (p->type->kind == TY_F16 || p->type->kind == TY_BF16))
+            fe_sema_error(s, p->loc,
+                          "kernel parameter '%s' has type %s; f16 and bf16 are storage types "
+                          "for arrays (%s[]), pass a scalar as f32",
+                          p->name, p->type->name, p->type->name);
         fe_sym *y = ARENA_NEW(s->mem, fe_sym);
         y->kind = SYM_PARAM;
         y->name = p->name ? p->name : "?";
