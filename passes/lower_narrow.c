@@ -59,8 +59,8 @@ static ir_value *f32_to_f16(ir_builder *b, ir_value *x) {
     ir_value *u = ir_bitcast(b, ty_u32(), x);
     ir_value *sign = bin(b, IR_AND, u, u32c(b, 0x80000000u));
     ir_value *a = bin(b, IR_XOR, u, sign);
-    ir_value *big = ir_select(b, bin(b, IR_GT, a, u32c(b, 0x7f800000)), u32c(b, 0x7e00),
-                              u32c(b, 0x7c00));
+    ir_value *big =
+        ir_select(b, bin(b, IR_GT, a, u32c(b, 0x7f800000)), u32c(b, 0x7e00), u32c(b, 0x7c00));
     ir_value *f = bin(b, IR_ADD, ir_bitcast(b, ty_f32(), a), ir_const_float(b, ty_f32(), 0.5));
     ir_value *small = bin(b, IR_SUB, ir_bitcast(b, ty_u32(), f), u32c(b, 0x3f000000));
     ir_value *odd = bin(b, IR_AND, bin(b, IR_SHR, a, u32c(b, 13)), u32c(b, 1));
@@ -82,7 +82,8 @@ static ir_value *bf16_to_f32(ir_builder *b, ir_value *h) {
 static ir_value *f32_to_bf16(ir_builder *b, ir_value *x) {
     ir_value *u = ir_bitcast(b, ty_u32(), x);
     ir_value *hi = bin(b, IR_SHR, u, u32c(b, 16));
-    ir_value *r = bin(b, IR_ADD, bin(b, IR_ADD, u, u32c(b, 0x7fff)), bin(b, IR_AND, hi, u32c(b, 1)));
+    ir_value *r =
+        bin(b, IR_ADD, bin(b, IR_ADD, u, u32c(b, 0x7fff)), bin(b, IR_AND, hi, u32c(b, 1)));
     r = bin(b, IR_SHR, r, u32c(b, 16));
     ir_value *quiet = bin(b, IR_OR, hi, u32c(b, 0x40));
     return ir_cast(b, u16t(), ir_select(b, bin(b, IR_NE, x, x), quiet, r));
