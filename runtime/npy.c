@@ -302,12 +302,12 @@ static kern_status parse_dict(const char *s, size_t n, npy_err *e, npy_header *h
             if (p.i < p.n && p.s[p.i] == '[')
                 return npy_fail(e, KERN_ERR_FORMAT,
                                 "unsupported dtype: structured arrays are not supported "
-                                "(supported: <f4 <f8 <i4 <u4 <i8 |b1)");
+                                "(supported: <f4 <f8 <f2 <i4 <u4 <i8 <u8 <i2 <u2 |i1 |u1 |b1)");
             if ((st = parse_string(&p, h->descr, sizeof h->descr, &dlen)) != KERN_OK)
                 return st;
             if (dlen >= sizeof h->descr)
                 return npy_fail(e, KERN_ERR_FORMAT,
-                                "unsupported dtype '%s...' (supported: <f4 <f8 <i4 <u4 <i8 "
+                                "unsupported dtype '%s...' (supported: <f4 <f8 <f2 <i4 <u4 <i8 <u8 <i2 <u2 |i1 |u1 "
                                 "|b1)",
                                 h->descr);
         } else if (seen == &h->has_fortran) {
