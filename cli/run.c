@@ -28,6 +28,7 @@ extern char **environ;
 
 #include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
+#include "../common/half.h"
 #include "../common/outfile.h"
 #include "../compiler/driver.h"
 #include "../backends/meta_ir.h"
@@ -88,6 +89,8 @@ bool kernc_parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char *
         }
         *why = "expected true, false, 1 or 0";
         return false;
+    case KERN_I8:
+    case KERN_I16:
     case KERN_I32:
     case KERN_I64: {
         if (!kernc_int_syntax(s)) {
@@ -99,16 +102,24 @@ bool kernc_parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char *
             *why = errno ? "out of range" : "not an integer";
             return false;
         }
-        if (t == KERN_I32 && (v < INT32_MIN || v > INT32_MAX)) {
-            *why = "out of range for i32";
+        long long lo = t == KERN_I8 ? INT8_MIN : t == KERN_I16 ? INT16_MIN : INT32_MIN;
+        long long hi = t == KERN_I8 ? INT8_MAX : t == KERN_I16 ? INT16_MAX : INT32_MAX;
+        if (t != KERN_I64 && (v < lo || v > hi)) {
+            *why = t == KERN_I8 ? "out of range for i8" : t == KERN_I16 ? "out of range for i16" : "out of range for i32";
             return false;
         }
-        *out = t == KERN_I32 ? kern_arg_i32((int32_t)v) : kern_arg_i64((int64_t)v);
+        *out = t == KERN_I8    ? kern_arg_i8((int8_t)v)
+               : t == KERN_I16 ? kern_arg_i16((int16_t)v)
+               : t == KERN_I32 ? kern_arg_i32((int32_t)v)
+                               : kern_arg_i64((int64_t)v);
         return true;
     }
+    case KERN_U8:
+    case KERN_U16:
+    case KERN_U64:
     case KERN_U32: {
         if (s[0] == '-') {
-            *why = "negative value for u32";
+            *why = "negative value for an unsigned type";
             return false;
         }
         if (!kernc_int_syntax(s)) {
@@ -116,11 +127,15 @@ bool kernc_parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char *
             return false;
         }
         unsigned long long v = strtoull(s, &end, 0);
-        if (!*s || *end || errno || v > UINT32_MAX) {
-            *why = (*end || !*s) ? "not an integer" : "out of range for u32";
+        unsigned long long max = t == KERN_U8 ? UINT8_MAX : t == KERN_U16 ? UINT16_MAX : t == KERN_U64 ? UINT64_MAX : UINT32_MAX;
+        if (!*s || *end || errno || v > max) {
+            *why = (*end || !*s) ? "not an integer" : "out of range for the type";
             return false;
         }
-        *out = kern_arg_u32((uint32_t)v);
+        *out = t == KERN_U8    ? kern_arg_u8((uint8_t)v)
+               : t == KERN_U16 ? kern_arg_u16((uint16_t)v)
+               : t == KERN_U64 ? kern_arg_u64((uint64_t)v)
+                               : kern_arg_u32((uint32_t)v);
         return true;
     }
     case KERN_F32:
@@ -137,6 +152,8 @@ bool kernc_parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char *
         *out = t == KERN_F32 ? kern_arg_f32((float)v) : kern_arg_f64(v);
         return true;
     }
+    case KERN_F16:
+    case KERN_BF16: break; /* arrays only */
     }
     *why = "unknown type";
     return false;
@@ -173,6 +190,13 @@ static void print_array(const char *name, kern_buffer *b) {
         case KERN_I64: printf(" %" PRId64, ((int64_t *)data)[i]); break;
         case KERN_F32: printf(" %.9g", (double)((float *)data)[i]); break;
         case KERN_F64: printf(" %.17g", ((double *)data)[i]); break;
+        case KERN_I8: printf(" %d", ((int8_t *)data)[i]); break;
+        case KERN_U8: printf(" %u", ((uint8_t *)data)[i]); break;
+        case KERN_I16: printf(" %d", ((int16_t *)data)[i]); break;
+        case KERN_U16: printf(" %u", ((uint16_t *)data)[i]); break;
+        case KERN_U64: printf(" %" PRIu64, ((uint64_t *)data)[i]); break;
+        case KERN_F16: printf(" %.5g", (double)kern_f16_value(((uint16_t *)data)[i])); break;
+        case KERN_BF16: printf(" %.4g", (double)kern_bf16_value(((uint16_t *)data)[i])); break;
         }
     }
     printf("%s\n", n > 8 ? " ..." : "");
@@ -496,6 +520,8 @@ int kernc_cmd_run(const kernc_run_args *a) {
                                 "%s=%s: %s", p.name, b->value, err));
             continue;
         }
+        if (arr.dtype == KERN_U16 && p.dtype == KERN_BF16)
+            arr.dtype = KERN_BF16; /* NumPy has no bfloat16: <u2 holds its bits */
         if (arr.dtype != p.dtype || arr.rank != p.rank) {
             fprintf(stderr,
                     "kernc: error: %s=%s: the file holds %s with %d dimension%s, but "
@@ -503,7 +529,8 @@ int kernc_cmd_run(const kernc_run_args *a) {
                     p.name, b->value, kern_dtype_name(arr.dtype), arr.rank,
                     arr.rank == 1 ? "" : "s", p.name);
             print_type(stderr, &p);
-            fputc('\n', stderr);
+            fprintf(stderr, " (a .npy file of dtype '%s'%s)\n", kern_npy_descr(p.dtype),
+                    p.dtype == KERN_BF16 ? ", the bits of bfloat16" : "");
             rc = first(rc, KERNC_EXIT_USER);
             kern_npy_free(&arr);
             continue;

@@ -11,6 +11,8 @@
 static const kern_type scalars[KERN_NUM_SCALARS + 1] = {
     SCALAR(TY_VOID, "void"), SCALAR(TY_BOOL, "bool"), SCALAR(TY_I32, "i32"), SCALAR(TY_U32, "u32"),
     SCALAR(TY_I64, "i64"),   SCALAR(TY_F32, "f32"),   SCALAR(TY_F64, "f64"),
+    SCALAR(TY_I8, "i8"),     SCALAR(TY_U8, "u8"),   SCALAR(TY_I16, "i16"), SCALAR(TY_U16, "u16"),
+    SCALAR(TY_U64, "u64"),   SCALAR(TY_F16, "f16"), SCALAR(TY_BF16, "bf16"),
 };
 
 #define ARRAY(r, e, nm) \
@@ -22,6 +24,10 @@ static const kern_type arrays[KERN_NUM_SCALARS][KERN_MAX_RANK] = {
     {ARR(&scalars[TY_BOOL], "bool")}, {ARR(&scalars[TY_I32], "i32")},
     {ARR(&scalars[TY_U32], "u32")},   {ARR(&scalars[TY_I64], "i64")},
     {ARR(&scalars[TY_F32], "f32")},   {ARR(&scalars[TY_F64], "f64")},
+    {ARR(&scalars[TY_I8], "i8")},     {ARR(&scalars[TY_U8], "u8")},
+    {ARR(&scalars[TY_I16], "i16")},   {ARR(&scalars[TY_U16], "u16")},
+    {ARR(&scalars[TY_U64], "u64")},   {ARR(&scalars[TY_F16], "f16")},
+    {ARR(&scalars[TY_BF16], "bf16")},
 };
 
 /* The vector, matrix and quaternion types, and their arrays (ranks 1..4). */
@@ -56,9 +62,12 @@ const kern_type *ty_u32(void) { return &scalars[TY_U32]; }
 const kern_type *ty_i64(void) { return &scalars[TY_I64]; }
 const kern_type *ty_f32(void) { return &scalars[TY_F32]; }
 const kern_type *ty_f64(void) { return &scalars[TY_F64]; }
+const kern_type *ty_u64(void) { return &scalars[TY_U64]; }
+
+bool ty_kind_is_scalar(kern_tykind k) { return k >= TY_BOOL && k <= TY_BF16 && k != TY_ARRAY; }
 
 const kern_type *ty_scalar(kern_tykind kind) {
-    kern_assert(kind >= TY_BOOL && kind <= TY_F64);
+    kern_assert(ty_kind_is_scalar(kind));
     return &scalars[kind];
 }
 
@@ -125,7 +134,7 @@ const kern_type *ty_leaf_type(const kern_type *t, int i) {
 }
 
 const kern_type *ty_parse(const char *s, int len) {
-    for (int k = TY_VOID; k <= TY_F64; k++) {
+    for (int k = TY_VOID; k <= TY_BF16; k++) {
         int n = (int)strlen(scalars[k].name);
         if (len < n || memcmp(s, scalars[k].name, (size_t)n) != 0)
             continue;
@@ -148,11 +157,18 @@ const kern_type *ty_parse(const char *s, int len) {
 
 int ty_size(const kern_type *t) {
     switch (t->kind) {
-    case TY_BOOL: return 1;
+    case TY_BOOL:
+    case TY_I8:
+    case TY_U8: return 1;
+    case TY_I16:
+    case TY_U16:
+    case TY_F16:
+    case TY_BF16: return 2;
     case TY_I32:
     case TY_U32:
     case TY_F32: return 4;
     case TY_I64:
+    case TY_U64:
     case TY_F64: return 8;
     default: kern_unreachable("ty_size of a non-scalar");
     }
@@ -160,7 +176,34 @@ int ty_size(const kern_type *t) {
 
 int ty_bits(const kern_type *t) { return t->kind == TY_BOOL ? 1 : ty_size(t) * 8; }
 
+const kern_type *ty_arith(const kern_type *t) {
+    switch (t->kind) {
+    case TY_I8:
+    case TY_U8:
+    case TY_I16:
+    case TY_U16: return ty_i32();
+    case TY_F16:
+    case TY_BF16: return ty_f32();
+    default: return t;
+    }
+}
+
+/* The position in bool < i32 < u32 < i64 < u64 < f32 < f64 of a promoted type. */
+static int rank(const kern_type *t) {
+    switch (t->kind) {
+    case TY_BOOL: return 0;
+    case TY_I32: return 1;
+    case TY_U32: return 2;
+    case TY_I64: return 3;
+    case TY_U64: return 4;
+    case TY_F32: return 5;
+    case TY_F64: return 6;
+    default: kern_unreachable("rank of a narrow or non-scalar type");
+    }
+}
+
 const kern_type *ty_promote(const kern_type *a, const kern_type *b) {
     kern_assert(ty_is_scalar(a) && ty_is_scalar(b));
-    return a->kind >= b->kind ? a : b;
+    a = ty_arith(a), b = ty_arith(b);
+    return rank(a) >= rank(b) ? a : b;
 }

@@ -21,7 +21,7 @@ static const char *const tok_names[TK__COUNT] = {
 const char *fe_tok_name(fe_tok_kind k) { return k >= 0 && k < TK__COUNT ? tok_names[k] : "?"; }
 
 const kern_type *fe_tok_scalar(fe_tok_kind k) {
-    if (k < TK_BOOL || k > TK_F64)
+    if (k < TK_BOOL || k > TK_BF16)
         return NULL;
     return ty_scalar((kern_tykind)(TY_BOOL + (k - TK_BOOL)));
 }
@@ -283,7 +283,7 @@ static void lex_invalid(fe_lexer *lx, fe_token *t) {
 /* ---- Identifiers, keywords, operators --------------------------------------------- */
 
 static fe_tok_kind keyword(const char *s, size_t n) {
-    for (int k = TK_CONST; k <= TK_F64; k++)
+    for (int k = TK_CONST; k <= TK_BF16; k++)
         if (strlen(tok_names[k]) == n && memcmp(tok_names[k], s, n) == 0)
             return (fe_tok_kind)k;
     if (ty_vector_named(s, (int)n))

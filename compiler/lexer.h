@@ -60,6 +60,13 @@
     X(TK_I64, "i64")                                                                       \
     X(TK_F32, "f32")                                                                       \
     X(TK_F64, "f64")                                                                       \
+    X(TK_I8, "i8")                                                                         \
+    X(TK_U8, "u8")                                                                         \
+    X(TK_I16, "i16")                                                                       \
+    X(TK_U16, "u16")                                                                       \
+    X(TK_U64, "u64")                                                                       \
+    X(TK_F16, "f16")                                                                       \
+    X(TK_BF16, "bf16")                                                                     \
     X(TK_VTYPE, "vector or matrix type") /* vec3, dmat2, quat, ...: ty_vector_named */      \
     /* punctuation and operators */                                                        \
     X(TK_LPAREN, "(")                                                                      \

@@ -293,7 +293,7 @@ static void lower_assign(lw *L, const fe_stmt *st) {
             L->b.loc = st->assign.op_loc;
             v = ir_binop(&L->b, assign_code(op), lw_get(t->name.sym), v);
         }
-        lw_set(t->name.sym, v);
+        lw_bind(L, t->name.sym, v);
         return;
     }
     ir_value *idx[KERN_MAX_RANK];
@@ -310,8 +310,12 @@ static void lower_assign(lw *L, const fe_stmt *st) {
     case AS_SUB: ir_atomic(&L->b, IR_ATOMIC_SUB, arr, idx, n, v); break;
     case AS_MUL:
     case AS_DIV: {
+        const kern_type *et = arr->type->elem; /* u8 or f16: computed in i32 or f32 */
         ir_value *old = ir_load(&L->b, arr, idx, n);
-        ir_store(&L->b, arr, idx, n, ir_binop(&L->b, assign_code(op), old, v));
+        if (ty_is_narrow(et))
+            old = ir_cast(&L->b, ty_arith(et), old);
+        ir_value *nv = ir_binop(&L->b, assign_code(op), old, v);
+        ir_store(&L->b, arr, idx, n, nv->type == et ? nv : ir_cast(&L->b, et, nv));
         break;
     }
     }
@@ -534,7 +538,7 @@ static void lower_stmt(lw *L, const fe_stmt *st) {
         if (ty_is_aggregate(st->decl.sym->type))
             lw_decl_agg(L, st);
         else
-            lw_set(st->decl.sym, lw_expr(L, st->decl.init));
+            lw_bind(L, st->decl.sym, lw_expr(L, st->decl.init));
         return;
     case ST_ASSIGN: lower_assign(L, st); return;
     case ST_IF: lower_if(L, st); return;
@@ -558,7 +562,7 @@ static void lower_stmt(lw *L, const fe_stmt *st) {
                 lw_set(leaves[i], v[i]);
             free(v);
         } else if (st->ret.value) {
-            lw_set(L->func->retval, lw_expr(L, st->ret.value));
+            lw_bind(L, L->func->retval, lw_expr(L, st->ret.value));
         }
         L->b.loc = st->loc;
         lw_set(L->func->ret, ir_const_bool(&L->b, true));
@@ -616,9 +620,11 @@ static void lower_kernel(lw *L, const fe_item *k) {
         params[i].loc = k->params[i].loc;
     }
     ir_kernel *ik = ir_kernel_new(L->m, k->name, k->loc, params, (uint32_t)k->nparams);
-    for (int i = 0; i < k->nparams; i++)
-        lw_set(k->params[i].sym, ik->body->args[i]);
     ir_builder top = ir_builder_at_end(L->m, ik->body);
+    L->b = top; /* a u8 or i16 scalar parameter is widened once, at the top level */
+    for (int i = 0; i < k->nparams; i++)
+        lw_bind(L, k->params[i].sym, ik->body->args[i]);
+    top = L->b;
     fe_stmt *const *stmts = k->body->block.stmts;
     int n = k->body->block.nstmts;
     ir_op *serial = NULL; /* the open serial task */

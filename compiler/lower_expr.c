@@ -12,13 +12,24 @@
 #include "lower_impl.h"
 
 ir_value *lw_zero(lw *L, const kern_type *t) {
+    t = ty_arith(t);
     return ty_is_float(t) ? ir_const_float(&L->b, t, 0.0) : ir_const_int(&L->b, t, 0);
 }
 
+ir_value *lw_local_value(lw *L, const kern_type *t, ir_value *v) {
+    if (!t || !ty_is_narrow(t))
+        return v;
+    if (v->type != t)
+        v = ir_cast(&L->b, t, v);
+    return ir_cast(&L->b, ty_arith(t), v);
+}
+
+/* A constant of a storage type is its value in ty_arith, cast: the IR has no u8 or f16
+ * constants (docs/ir.md). */
 static ir_value *lower_const(lw *L, const fe_value *v) {
-    if (ty_is_float(v->type))
-        return ir_const_float(&L->b, v->type, v->f);
-    return ir_const_int(&L->b, v->type, v->i);
+    const kern_type *t = ty_arith(v->type);
+    ir_value *c = ty_is_float(t) ? ir_const_float(&L->b, t, v->f) : ir_const_int(&L->b, t, v->i);
+    return t == v->type ? c : ir_cast(&L->b, v->type, c);
 }
 
 bool lw_expr_is_safe(const fe_expr *e) {
@@ -240,7 +251,7 @@ static ir_value *lower_sugar(lw *L, fe_builtin bi, ir_value *const *v) {
 /* Binds func parameter p to the argument's leaves. */
 static void bind_param(lw *L, fe_sym *p, ir_value *const *v) {
     if (!ty_is_aggregate(p->type)) {
-        lw_set(p, v[0]);
+        lw_bind(L, p, v[0]);
         return;
     }
     fe_sym **leaves = lw_leaf_syms(L, p);

@@ -74,5 +74,10 @@ void lw_func_body(lw *L, const fe_stmt *body);
 
 static inline ir_value *lw_get(const fe_sym *s) { return (ir_value *)s->lower_value; }
 static inline void lw_set(fe_sym *s, ir_value *v) { s->lower_value = v; }
+/* v as a value of a local of (sema) type t: a local of a storage type (u8, f16...) holds
+ * its value wrapped or rounded, in ty_arith(t) (language.md 11.4). */
+ir_value *lw_local_value(lw *L, const kern_type *t, ir_value *v);
+/* Binds a named local, parameter or return value: lw_set of lw_local_value. */
+static inline void lw_bind(lw *L, fe_sym *s, ir_value *v) { lw_set(s, lw_local_value(L, s->type, v)); }
 
 #endif

@@ -61,7 +61,7 @@ static bool accept(parser *p, fe_tok_kind k) {
 static bool is_item_kw(fe_tok_kind k) {
     return k == TK_CONST || k == TK_FUNC || k == TK_KERNEL || k == TK_STRUCT;
 }
-static bool is_type_kw(fe_tok_kind k) { return k >= TK_BOOL && k <= TK_F64; }
+static bool is_type_kw(fe_tok_kind k) { return k >= TK_BOOL && k <= TK_BF16; }
 
 static bool is_stmt_kw(fe_tok_kind k) {
     switch (k) {

@@ -361,7 +361,7 @@ static void check_decl(fe_sema *s, fe_stmt *st, bool top) {
                           st->decl.name, t->name);
         }
     } else {
-        t = fe_sema_value(s, &st->decl.init, NULL);
+        t = fe_sema_value_flags(s, &st->decl.init, NULL, SX_NARROW_OK);
     }
     fe_sym *y = declare(s, SYM_LOCAL, st->decl.name, st->decl.name_loc, t);
     if (t && (ty_is_array(t) || t->kind == TY_VOID)) {
@@ -468,9 +468,21 @@ static void check_assign(fe_sema *s, fe_stmt *st) {
             }
         }
     } else if (tg->kind == EX_INDEX || tg->kind == EX_MEMBER || tg->kind == EX_ELEM) {
-        tt = fe_sema_expr(s, &st->assign.target, NULL, 0);
+        tt = fe_sema_expr(s, &st->assign.target, NULL, SX_NARROW_OK);
         if (tt && !assignable_part(s, st->assign.target))
             tt = NULL;
+        if (tt && ty_is_narrow(tt) && (st->assign.op == AS_ADD || st->assign.op == AS_SUB) &&
+            fe_sema_is_memory(tg)) {
+            const char *an = tg->kind == EX_INDEX ? tg->index.name : "the array";
+            fe_sema_error(s, st->assign.op_loc,
+                          "'%s' on array '%s' of %s elements is not supported: on an array "
+                          "element it is atomic, and atomics work on i32, u32, i64, u64, f32 "
+                          "and f64 elements; write '%s[...] = %s[...] %c ...' if no two threads "
+                          "update one element",
+                          fe_assign_text(st->assign.op), an, tt->name, an, an,
+                          st->assign.op == AS_ADD ? '+' : '-');
+            tt = NULL;
+        }
     } else {
         fe_sema_error(s, tg->loc, "cannot assign to this expression");
     }
@@ -483,8 +495,8 @@ static void check_assign(fe_sema *s, fe_stmt *st) {
                       fe_assign_text(st->assign.op), tt->name);
         tt = NULL;
     }
-    if (tt)
-        fe_sema_expect(s, &st->assign.value, tt);
+    if (tt) /* a compound update of a u8 or f16 target computes in i32 or f32 */
+        fe_sema_expect(s, &st->assign.value, st->assign.op == AS_SET ? tt : ty_arith(tt));
     else
         fe_sema_value(s, &st->assign.value, hint && ty_is_scalar(hint) ? hint : NULL);
 }
@@ -822,6 +834,11 @@ static void declare_params(fe_sema *s, fe_item *it) {
                                 "nograd has no effect on a func parameter; mark the kernel "
                                 "parameter instead");
         }
+        if (it->kind == IT_KERNEL && p->type && (p->type->kind == TY_F16 || p->type->kind == TY_BF16))
+            fe_sema_error(s, p->loc,
+                          "kernel parameter '%s' has type %s; f16 and bf16 are storage types "
+                          "for arrays (%s[]), pass a scalar as f32",
+                          p->name, p->type->name, p->type->name);
         fe_sym *y = ARENA_NEW(s->mem, fe_sym);
         y->kind = SYM_PARAM;
         y->name = p->name ? p->name : "?";

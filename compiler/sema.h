@@ -112,6 +112,8 @@ const char *fe_sema_suggest(fe_sema *s, const char *name, bool calls);
 enum {
     SX_ARRAY_OK = 1, /* an array name is allowed (len, shape, a func's array argument) */
     SX_VOID_OK = 2,  /* a void func call is allowed (expression statement) */
+    SX_NARROW_OK = 4, /* keep a storage type (u8, f16...): an assignment target, an atomic's
+                         element, a let's inferred type; elsewhere ty_arith of it */
 };
 
 /* Checks *slot and annotates it. The result may be untyped (the caller resolves it);
@@ -123,6 +125,9 @@ const kern_type *fe_sema_expr(fe_sema *s, fe_expr **slot, const kern_type *hint,
 /* fe_sema_expr, then resolves an untyped result to hint when it can take it, else to its
  * default type (i32 / f32). */
 const kern_type *fe_sema_value(fe_sema *s, fe_expr **slot, const kern_type *hint);
+/* fe_sema_value with flags (SX_NARROW_OK for a let's inferred type). */
+const kern_type *fe_sema_value_flags(fe_sema *s, fe_expr **slot, const kern_type *hint,
+                                     unsigned flags);
 /* Checks *slot and converts it implicitly to `to` (widening only). */
 void fe_sema_expect(fe_sema *s, fe_expr **slot, const kern_type *to);
 /* Checks *slot as a condition: it must be bool. what names the context ("if condition"). */

@@ -44,6 +44,11 @@ static bool int_fits(const kern_type *t, int64_t v) {
     case TY_I32: return v >= INT32_MIN && v <= INT32_MAX;
     case TY_U32: return v >= 0 && v <= (int64_t)UINT32_MAX;
     case TY_I64: return true;
+    case TY_U64: return v >= 0;
+    case TY_I8: return v >= INT8_MIN && v <= INT8_MAX;
+    case TY_U8: return v >= 0 && v <= UINT8_MAX;
+    case TY_I16: return v >= INT16_MIN && v <= INT16_MAX;
+    case TY_U16: return v >= 0 && v <= UINT16_MAX;
     default: return false;
     }
 }
@@ -155,6 +160,17 @@ bool fe_sema_resolve(fe_sema *s, fe_expr **slot, const kern_type *to) {
     return ok;
 }
 
+/* Whether from converts to to without a cast: to a wider type in the order of ty_promote,
+ * and to a storage type from its arithmetic type (or one that converts to it): a store
+ * into a u8 or an f16 wraps or rounds, as in C. */
+static bool implicit_ok(const kern_type *from, const kern_type *to) {
+    if (ty_is_narrow(to))
+        return from == to || implicit_ok(from, ty_arith(to));
+    if (ty_is_narrow(from))
+        from = ty_arith(from);
+    return from == to || ty_promote(from, to) == to;
+}
+
 bool fe_sema_convert(fe_sema *s, fe_expr **slot, const kern_type *to) {
     fe_expr *e = *slot;
     if (!e || !e->type || !to)
@@ -171,7 +187,7 @@ bool fe_sema_convert(fe_sema *s, fe_expr **slot, const kern_type *to) {
         fe_sema_error(s, fe_sema_first_loc(e), "expected a value of type %s, got %s", to->name, e->type->name);
         return false;
     }
-    if (e->type->kind < to->kind) {
+    if (implicit_ok(e->type, to)) {
         *slot = make_cast(s, e, to);
         return true;
     }
@@ -714,7 +730,7 @@ static const kern_type *check_atomic(fe_sema *s, fe_expr *e) {
         check_args_loosely(s, e);
         return NULL;
     }
-    const kern_type *et = fe_sema_expr(s, &a[0], NULL, 0);
+    const kern_type *et = fe_sema_expr(s, &a[0], NULL, SX_NARROW_OK);
     if (et && !fe_sema_is_memory(a[0])) {
         fe_sema_error(s, fe_sema_first_loc(a[0]),
                       "first argument of '%s' must be an element of an array parameter, not a "
@@ -725,6 +741,12 @@ static const kern_type *check_atomic(fe_sema *s, fe_expr *e) {
     }
     if (et && et->kind == TY_BOOL) {
         fe_sema_error(s, fe_sema_first_loc(a[0]), "'%s' needs an element of a number array, got bool", name);
+        et = NULL;
+    } else if (et && ty_is_narrow(et)) {
+        fe_sema_error(s, fe_sema_first_loc(a[0]),
+                      "'%s' on array '%s' of %s elements is not supported: atomics work on "
+                      "i32, u32, i64, u64, f32 and f64 elements",
+                      name, a[0]->index.name, et->name);
         et = NULL;
     }
     if (et && ty_is_aggregate(et)) {
@@ -965,11 +987,21 @@ static const kern_type *sema_expr(fe_sema *s, fe_expr **slot, const kern_type *h
     e->type = t;
     if (!t)
         e->is_const = false;
+    if (t && ty_is_narrow(t) && !(flags & SX_NARROW_OK)) {
+        /* language.md 11.4: an expression sees a storage type promoted */
+        *slot = make_cast(s, e, ty_arith(t));
+        t = (*slot)->type;
+    }
     return t;
 }
 
 const kern_type *fe_sema_value(fe_sema *s, fe_expr **slot, const kern_type *hint) {
-    const kern_type *t = fe_sema_expr(s, slot, hint, 0);
+    return fe_sema_value_flags(s, slot, hint, 0);
+}
+
+const kern_type *fe_sema_value_flags(fe_sema *s, fe_expr **slot, const kern_type *hint,
+                                     unsigned flags) {
+    const kern_type *t = fe_sema_expr(s, slot, hint, flags);
     if (t && fe_is_untyped(t)) {
         fe_sema_resolve(s, slot, adaptable(t, hint) ? hint : untyped_default(t));
         t = (*slot)->type;

@@ -18,6 +18,8 @@
 
 #include "sema.h"
 
+#include "../common/half.h"
+
 fe_value fe_value_int(const kern_type *t, int64_t v) {
     fe_value r;
     r.type = t;
@@ -25,7 +27,12 @@ fe_value fe_value_int(const kern_type *t, int64_t v) {
     case TY_BOOL: r.i = v != 0; break;
     case TY_I32: r.i = (int32_t)(uint32_t)(uint64_t)v; break;
     case TY_U32: r.i = (int64_t)(uint32_t)(uint64_t)v; break;
-    case TY_I64: r.i = v; break;
+    case TY_I64:
+    case TY_U64: r.i = v; break; /* u64: the bits */
+    case TY_I8: r.i = (int8_t)(uint8_t)(uint64_t)v; break;
+    case TY_U8: r.i = (uint8_t)(uint64_t)v; break;
+    case TY_I16: r.i = (int16_t)(uint16_t)(uint64_t)v; break;
+    case TY_U16: r.i = (uint16_t)(uint64_t)v; break;
     default: kern_unreachable("fe_value_int of a non-integer type");
     }
     return r;
@@ -38,6 +45,10 @@ fe_value fe_value_float(const kern_type *t, double v) {
         r.f = (double)(float)v;
     else if (t->kind == TY_F64)
         r.f = v;
+    else if (t->kind == TY_F16)
+        r.f = kern_round_f16(v);
+    else if (t->kind == TY_BF16)
+        r.f = kern_round_bf16(v);
     else
         kern_unreachable("fe_value_float of a non-float type");
     return r;
@@ -85,6 +96,9 @@ static fe_fold_status fold_compare(fe_binop op, fe_value a, fe_value b, fe_value
             c = 2;
         else
             c = a.f < b.f ? -1 : a.f > b.f ? 1 : 0;
+    } else if (a.type->kind == TY_U64) {
+        uint64_t x = (uint64_t)a.i, y = (uint64_t)b.i;
+        c = x < y ? -1 : x > y ? 1 : 0;
     } else {
         /* u32 values are zero-extended, so int64 order is their order too */
         c = a.i < b.i ? -1 : a.i > b.i ? 1 : 0;
@@ -120,6 +134,10 @@ static fe_fold_status fold_int(fe_binop op, fe_value a, fe_value b, fe_value *ou
             *out = fe_value_int(t, op == BIN_DIV ? INT64_MIN : 0);
             return FOLD_OK;
         }
+        if (t->kind == TY_U64) {
+            *out = wrap(t, op == BIN_DIV ? x / y : x % y);
+            return FOLD_OK;
+        }
         /* i32 and u32 values fit int64 exactly, so int64 division is theirs */
         *out = wrap(t, (uint64_t)(op == BIN_DIV ? a.i / b.i : a.i % b.i));
         return FOLD_OK;
@@ -129,7 +147,7 @@ static fe_fold_status fold_int(fe_binop op, fe_value a, fe_value b, fe_value *ou
             return FOLD_SHIFT;
         if (op == BIN_SHL)
             *out = wrap(t, x << b.i);
-        else if (t->kind == TY_U32)
+        else if (t->kind == TY_U32 || t->kind == TY_U64)
             *out = wrap(t, x >> b.i); /* zero-extended: a logical shift */
         else /* arithmetic shift of a sign-extended value */
             *out = wrap(t, a.i < 0 ? ~(~x >> b.i) : x >> b.i);
@@ -192,7 +210,16 @@ fe_fold_status fe_fold_cast(const kern_type *to, fe_value a, fe_value *out) {
         return FOLD_OK;
     }
     if (ty_is_float(to)) {
-        *out = fe_value_float(to, ty_is_float(from) ? a.f : (double)a.i);
+        double d = ty_is_float(from)       ? a.f
+                   : from->kind == TY_U64 ? (double)(uint64_t)a.i
+                                          : (double)a.i;
+        if (!ty_is_float(from) && from->kind == TY_U64 && to->kind != TY_F64 &&
+            to->kind != TY_F32)
+            return FOLD_NOT_CONST; /* u64 -> f16/bf16 would round twice; left to run time */
+        if (!ty_is_float(from) && (to->kind == TY_F16 || to->kind == TY_BF16) &&
+            (a.i > (1LL << 53) || a.i < -(1LL << 53)))
+            return FOLD_NOT_CONST;
+        *out = fe_value_float(to, d);
         return FOLD_OK;
     }
     /* to an integer type */
@@ -205,11 +232,16 @@ fe_fold_status fe_fold_cast(const kern_type *to, fe_value a, fe_value *out) {
     switch (to->kind) {
     case TY_I32: lo = -2147483648.0; hi = 2147483648.0; break;
     case TY_U32: lo = 0.0; hi = 4294967296.0; break;
+    case TY_U64: lo = 0.0; hi = 18446744073709551616.0; break;
+    case TY_I8:
+    case TY_U8:
+    case TY_I16:
+    case TY_U16: lo = -2147483648.0; hi = 2147483648.0; break; /* through i32, then wrap */
     default: lo = -9223372036854775808.0; hi = 9223372036854775808.0; break;
     }
     if (isnan(t) || t < lo || t >= hi)
         return FOLD_RANGE;
-    *out = fe_value_int(to, (int64_t)t);
+    *out = fe_value_int(to, to->kind == TY_U64 ? (int64_t)(uint64_t)t : (int64_t)t);
     return FOLD_OK;
 }
 

@@ -79,6 +79,13 @@ typedef enum kern_dtype {
     KERN_I64 = 4,
     KERN_F32 = 5,
     KERN_F64 = 6,
+    KERN_I8 = 7,
+    KERN_U8 = 8,
+    KERN_I16 = 9,
+    KERN_U16 = 10,
+    KERN_U64 = 11,
+    KERN_F16 = 12,  /* IEEE binary16, arrays only; elements are its bits (uint16_t) */
+    KERN_BF16 = 13, /* bfloat16, arrays only; elements are its bits (uint16_t) */
 } kern_dtype;
 
 /* "bool", "i32", ...; NULL for an invalid value. */
@@ -297,6 +304,11 @@ typedef struct kern_arg {
         int64_t i64;
         float f32;
         double f64;
+        int8_t i8;
+        uint8_t u8;
+        int16_t i16;
+        uint16_t u16;
+        uint64_t u64;
     } u;
 } kern_arg;
 
@@ -323,6 +335,31 @@ static inline kern_arg kern_arg_u32(uint32_t v) {
 static inline kern_arg kern_arg_i64(int64_t v) {
     kern_arg a = {KERN_ARG_SCALAR, KERN_I64, {0}};
     a.u.i64 = v;
+    return a;
+}
+static inline kern_arg kern_arg_i8(int8_t v) {
+    kern_arg a = {KERN_ARG_SCALAR, KERN_I8, {0}};
+    a.u.i8 = v;
+    return a;
+}
+static inline kern_arg kern_arg_u8(uint8_t v) {
+    kern_arg a = {KERN_ARG_SCALAR, KERN_U8, {0}};
+    a.u.u8 = v;
+    return a;
+}
+static inline kern_arg kern_arg_i16(int16_t v) {
+    kern_arg a = {KERN_ARG_SCALAR, KERN_I16, {0}};
+    a.u.i16 = v;
+    return a;
+}
+static inline kern_arg kern_arg_u16(uint16_t v) {
+    kern_arg a = {KERN_ARG_SCALAR, KERN_U16, {0}};
+    a.u.u16 = v;
+    return a;
+}
+static inline kern_arg kern_arg_u64(uint64_t v) {
+    kern_arg a = {KERN_ARG_SCALAR, KERN_U64, {0}};
+    a.u.u64 = v;
     return a;
 }
 static inline kern_arg kern_arg_f32(float v) {

@@ -44,7 +44,7 @@ ir_value *ir_const_int(ir_builder *b, const kern_type *t, int64_t v) {
     case TY_BOOL: v = v != 0; break;
     case TY_I32: v = (int32_t)(uint32_t)(uint64_t)v; break;
     case TY_U32: v = (int64_t)(uint32_t)(uint64_t)v; break;
-    default: break;
+    default: break; /* i64; u64 as its bits */
     }
     ir_op *op = ir_build(b, IR_CONST, NULL, 0, &t, 1, 0);
     op->imm.i = v;
@@ -111,6 +111,11 @@ ir_value *ir_triop(ir_builder *b, ir_opcode code, ir_value *x, ir_value *y, ir_v
 ir_value *ir_cast(ir_builder *b, const kern_type *to, ir_value *v) {
     kern_assert(to && ty_is_scalar(to) && v && v->type && ty_is_scalar(v->type));
     return ir_build(b, IR_CAST, &v, 1, &to, 1, 0)->results[0];
+}
+
+ir_value *ir_bitcast(ir_builder *b, const kern_type *to, ir_value *v) {
+    kern_assert(to && ty_is_scalar(to) && v && v->type && ty_size(to) == ty_size(v->type));
+    return ir_build(b, IR_BITCAST, &v, 1, &to, 1, 0)->results[0];
 }
 
 ir_value *ir_select(ir_builder *b, ir_value *c, ir_value *x, ir_value *y) {

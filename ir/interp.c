@@ -23,6 +23,7 @@
  * allocated when the first poison appears, so runs without one pay a pointer test per op. */
 #include "interp.h"
 
+#include "../common/half.h"
 #include "../runtime/abi.h"
 
 #include <inttypes.h>
@@ -195,11 +196,15 @@ static inline int64_t wrap(kern_tykind k, uint64_t v) {
     case TY_BOOL: return (int64_t)(v & 1);
     case TY_I32: return (int32_t)(uint32_t)v;
     case TY_U32: return (int64_t)(uint32_t)v;
-    default: return (int64_t)v;
+    case TY_I8: return (int8_t)(uint8_t)v;
+    case TY_U8: return (uint8_t)v;
+    case TY_I16: return (int16_t)(uint16_t)v;
+    case TY_U16: return (uint16_t)v;
+    default: return (int64_t)v; /* i64, and u64 as its bits */
     }
 }
 
-static int type_bits(kern_tykind k) { return k == TY_I64 ? 64 : k == TY_BOOL ? 1 : 32; }
+static int type_bits(kern_tykind k) { return ty_bits(ty_scalar(k)); }
 
 static const char *kind_name(kern_tykind k) { return ty_scalar(k)->name; }
 
@@ -210,6 +215,24 @@ static bool exec_int(interp *I, const ir_op *op) {
     int64_t c = op->noperands > 2 ? V(op->operands[2]).i : 0;
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
     int64_t r;
+    if (k == TY_U64) { /* the bits in int64: compare unsigned */
+        switch (op->code) {
+        case IR_LT: r = ua < ub; goto done;
+        case IR_LE: r = ua <= ub; goto done;
+        case IR_GT: r = ua > ub; goto done;
+        case IR_GE: r = ua >= ub; goto done;
+        case IR_ABS: r = a; goto done;
+        case IR_SIGN: r = a != 0; goto done;
+        case IR_MIN: r = ub < ua ? b : a; goto done;
+        case IR_MAX: r = ub > ua ? b : a; goto done;
+        case IR_CLAMP: {
+            uint64_t x = ub > ua ? ub : ua;
+            r = (int64_t)((uint64_t)c < x ? (uint64_t)c : x);
+            goto done;
+        }
+        default: break;
+        }
+    }
     switch (op->code) {
     /* canonical values compare as int64 for every type (u32 is zero-extended) */
     case IR_EQ: r = a == b; break;
@@ -231,7 +254,7 @@ static bool exec_int(interp *I, const ir_op *op) {
         const char *what = op->code == IR_DIV ? "division" : "remainder";
         if (b == 0)
             return fail(I, op, "integer %s by zero (%s)", what, kind_name(k));
-        if (k == TY_U32)
+        if (k == TY_U32 || k == TY_U64)
             r = op->code == IR_DIV ? (int64_t)(ua / ub) : (int64_t)(ua % ub);
         else if (b == -1) /* as the backends define it: INT_MIN / -1 wraps to INT_MIN */
             r = op->code == IR_DIV ? wrap(k, 0 - ua) : 0;
@@ -249,7 +272,7 @@ static bool exec_int(interp *I, const ir_op *op) {
                         kind_name(k), bits - 1);
         if (op->code == IR_SHL)
             r = wrap(k, ua << amount);
-        else if (k == TY_U32)
+        else if (k == TY_U32 || k == TY_U64)
             r = (int64_t)(ua >> amount);
         else /* arithmetic shift of the sign-extended value */
             r = a < 0 ? (int64_t) ~(~ua >> amount) : (int64_t)(ua >> amount);
@@ -266,6 +289,7 @@ static bool exec_int(interp *I, const ir_op *op) {
     }
     default: kern_unreachable("integer op without a rule");
     }
+done:
     V(op->results[0]).i = r;
     return true;
 }
@@ -399,36 +423,95 @@ static bool float_fits(kern_tykind k, double d) {
     case TY_I32: return d > -2147483649.0 && d < 2147483648.0;
     case TY_U32: return d > -1.0 && d < 4294967296.0;
     case TY_I64: return d >= -9223372036854775808.0 && d < 9223372036854775808.0;
+    case TY_U64: return d > -1.0 && d < 18446744073709551616.0;
+    case TY_I8:
+    case TY_U8:
+    case TY_I16:
+    case TY_U16: return float_fits(TY_I32, d); /* through i32, then wrapped */
     default: return false;
     }
+}
+
+/* The value of a float of kind k rounded from d. */
+static double round_to(kern_tykind k, double d) {
+    switch (k) {
+    case TY_F32: return (double)(float)d;
+    case TY_F16: return kern_round_f16(d);
+    case TY_BF16: return kern_round_bf16(d);
+    default: return d;
+    }
+}
+
+/* The bits of a scalar value of kind k (bitcast). */
+static uint64_t bits_of(kern_tykind k, ival v) {
+    switch (k) {
+    case TY_F32: {
+        float f = (float)v.f;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        return u;
+    }
+    case TY_F64: {
+        uint64_t u;
+        memcpy(&u, &v.f, 8);
+        return u;
+    }
+    case TY_F16: return kern_f16_bits(v.f);
+    case TY_BF16: return kern_bf16_bits(v.f);
+    default: return (uint64_t)v.i;
+    }
+}
+
+static ival from_bits(kern_tykind k, uint64_t u) {
+    ival v;
+    switch (k) {
+    case TY_F32: {
+        uint32_t w = (uint32_t)u;
+        float f;
+        memcpy(&f, &w, 4);
+        v.f = f;
+        break;
+    }
+    case TY_F64: memcpy(&v.f, &u, 8); break;
+    case TY_F16: v.f = kern_f16_value((uint16_t)u); break;
+    case TY_BF16: v.f = kern_bf16_value((uint16_t)u); break;
+    default: v.i = wrap(k, u); break;
+    }
+    return v;
 }
 
 static bool exec_cast(interp *I, const ir_op *op) {
     kern_tykind from = op->operands[0]->type->kind, to = op->results[0]->type->kind;
     ival v = V(op->operands[0]);
     ival *res = &V(op->results[0]);
-    if (from != TY_F32 && from != TY_F64) {
+    if (op->code == IR_BITCAST) {
+        *res = from_bits(to, bits_of(from, v));
+        return true;
+    }
+    bool tof = ty_is_float(ty_scalar(to));
+    if (!ty_is_float(ty_scalar(from))) {
         if (to == TY_BOOL)
             res->i = v.i != 0;
+        else if (tof && from == TY_U64) /* u64 -> f32 rounds once, from the exact value */
+            res->f = to == TY_F32 ? (double)(float)(uint64_t)v.i : round_to(to, (double)(uint64_t)v.i);
         else if (to == TY_F32)
             res->f = (double)(float)v.i;
-        else if (to == TY_F64)
-            res->f = (double)v.i;
+        else if (tof) /* f64, f16, bf16: i64 beyond 2^53 rounds through f64 (reference.md) */
+            res->f = round_to(to, (double)v.i);
         else
             res->i = wrap(to, (uint64_t)v.i);
         return true;
     }
     if (to == TY_BOOL)
         res->i = v.f != 0.0;
-    else if (to == TY_F32)
-        res->f = (double)(float)v.f;
-    else if (to == TY_F64)
-        res->f = v.f;
+    else if (tof)
+        res->f = round_to(to, v.f);
     else {
         if (!float_fits(to, v.f))
             return make_poison(I, op, "an out-of-range cast (%s %.17g to %s)", kind_name(from), v.f,
                                kind_name(to));
-        res->i = wrap(to, (uint64_t)(int64_t)trunc(v.f));
+        double t = trunc(v.f);
+        res->i = to == TY_U64 ? (int64_t)(uint64_t)t : wrap(to, (uint64_t)(int64_t)t);
     }
     return true;
 }
@@ -468,6 +551,13 @@ static ival elem_read(const ir_interp_arg *a, size_t off) {
     case TY_I64: v.i = ((const int64_t *)a->data)[off]; break;
     case TY_F32: v.f = ((const float *)a->data)[off]; break;
     case TY_F64: v.f = ((const double *)a->data)[off]; break;
+    case TY_I8: v.i = ((const int8_t *)a->data)[off]; break;
+    case TY_U8: v.i = ((const uint8_t *)a->data)[off]; break;
+    case TY_I16: v.i = ((const int16_t *)a->data)[off]; break;
+    case TY_U16: v.i = ((const uint16_t *)a->data)[off]; break;
+    case TY_U64: v.i = (int64_t)((const uint64_t *)a->data)[off]; break;
+    case TY_F16: v.f = kern_f16_value(((const uint16_t *)a->data)[off]); break;
+    case TY_BF16: v.f = kern_bf16_value(((const uint16_t *)a->data)[off]); break;
     default: kern_unreachable("array of a non-scalar element");
     }
     return v;
@@ -481,6 +571,13 @@ static void elem_write(const ir_interp_arg *a, size_t off, ival v) {
     case TY_I64: ((int64_t *)a->data)[off] = v.i; break;
     case TY_F32: ((float *)a->data)[off] = (float)v.f; break;
     case TY_F64: ((double *)a->data)[off] = v.f; break;
+    case TY_I8: ((int8_t *)a->data)[off] = (int8_t)v.i; break;
+    case TY_U8: ((uint8_t *)a->data)[off] = (uint8_t)v.i; break;
+    case TY_I16: ((int16_t *)a->data)[off] = (int16_t)v.i; break;
+    case TY_U16: ((uint16_t *)a->data)[off] = (uint16_t)v.i; break;
+    case TY_U64: ((uint64_t *)a->data)[off] = (uint64_t)v.i; break;
+    case TY_F16: ((uint16_t *)a->data)[off] = kern_f16_bits(v.f); break;
+    case TY_BF16: ((uint16_t *)a->data)[off] = kern_bf16_bits(v.f); break;
     default: kern_unreachable("array of a non-scalar element");
     }
 }
@@ -525,8 +622,12 @@ static bool exec_access(interp *I, const ir_op *op) {
         switch (op->code) {
         case IR_ATOMIC_ADD: nv.i = wrap(k, (uint64_t)o + (uint64_t)v); break;
         case IR_ATOMIC_SUB: nv.i = wrap(k, (uint64_t)o - (uint64_t)v); break;
-        case IR_ATOMIC_MIN: nv.i = v < o ? v : o; break;
-        case IR_ATOMIC_MAX: nv.i = v > o ? v : o; break;
+        case IR_ATOMIC_MIN:
+            nv.i = (k == TY_U64 ? (uint64_t)v < (uint64_t)o : v < o) ? v : o;
+            break;
+        case IR_ATOMIC_MAX:
+            nv.i = (k == TY_U64 ? (uint64_t)v > (uint64_t)o : v > o) ? v : o;
+            break;
         case IR_ATOMIC_XCHG: nv.i = v; break;
         default: kern_unreachable("not an atomic");
         }
@@ -740,7 +841,8 @@ static bool exec_op(interp *I, const ir_op *op) {
         else
             V(op->results[0]).i = op->imm.i;
         return true;
-    case IR_CAST: return exec_cast(I, op);
+    case IR_CAST:
+    case IR_BITCAST: return exec_cast(I, op);
     case IR_SELECT: V(op->results[0]) = V(op->operands[V(op->operands[0]).i ? 1 : 2]); return true;
     case IR_DIM: V(op->results[0]).i = array_of(I, op->operands[0])->shape[op->imm.i]; return true;
     case IR_LOAD:
@@ -800,10 +902,8 @@ static bool bind_args(interp *I, const ir_interp_arg *args, int nargs) {
         if (a->rank != 0 || a->kind != t->kind)
             return fail(I, NULL, "argument %u ('%s': %s) is not a scalar of that type", p, pr->name,
                         t->name);
-        if (t->kind == TY_F32)
-            I->vals[p].f = (double)(float)a->f;
-        else if (t->kind == TY_F64)
-            I->vals[p].f = a->f;
+        if (ty_is_float(t))
+            I->vals[p].f = round_to(t->kind, a->f);
         else {
             if (wrap(t->kind, (uint64_t)a->i) != a->i)
                 return fail(I, NULL, "argument %u ('%s'): %" PRId64 " does not fit in %s", p,

@@ -263,6 +263,7 @@ ir_value *ir_unop(ir_builder *b, ir_opcode code, ir_value *a);
 ir_value *ir_binop(ir_builder *b, ir_opcode code, ir_value *x, ir_value *y);
 ir_value *ir_triop(ir_builder *b, ir_opcode code, ir_value *x, ir_value *y, ir_value *z);
 ir_value *ir_cast(ir_builder *b, const kern_type *to, ir_value *v);
+ir_value *ir_bitcast(ir_builder *b, const kern_type *to, ir_value *v); /* same size */
 ir_value *ir_select(ir_builder *b, ir_value *c, ir_value *x, ir_value *y);
 ir_value *ir_dim(ir_builder *b, ir_value *array, int d);
 ir_value *ir_load(ir_builder *b, ir_value *array, ir_value *const *idx, uint32_t nidx);

@@ -660,10 +660,14 @@ static void set_const(parser *p, ir_op *op, const literal *l, const kern_type *t
     buf[tk->len] = 0;
     char *end;
     errno = 0;
-    long long v = strtoll(buf, &end, 10);
+    long long v;
+    if (t && t->kind == TY_U64 && buf[0] != '-') /* printed unsigned (print.c) */
+        v = (long long)strtoull(buf, &end, 10);
+    else
+        v = strtoll(buf, &end, 10);
     if (*end || end == buf || !(is_digit(buf[0]) || buf[0] == '-'))
         fail_at(p, tk->loc, "expected an integer constant, found '%s'", buf);
-    bool fits = errno == 0;
+    bool fits = errno == 0 && !(t && t->kind == TY_U64 && buf[0] == '-');
     if (t && t->kind == TY_I32)
         fits = fits && v >= INT32_MIN && v <= INT32_MAX;
     else if (t && t->kind == TY_U32)

@@ -165,6 +165,8 @@ static void put_const(printer *p, const ir_op *op) {
         ir_format_float(p->out, t, op->imm.f);
     else if (t && t->kind == TY_BOOL && (op->imm.i == 0 || op->imm.i == 1))
         buf_puts(p->out, op->imm.i ? "true" : "false");
+    else if (t && t->kind == TY_U64)
+        buf_printf(p->out, "%llu", (unsigned long long)op->imm.i);
     else
         buf_printf(p->out, "%lld", (long long)op->imm.i);
 }

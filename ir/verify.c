@@ -155,6 +155,12 @@ static void check_uniform(verifier *v, const ir_op *op) {
         if (otype(op, i) != t0)
             operr(v, op, "operand %u has type %s but operand 0 has %s", i, tname(otype(op, i)),
                   tname(t0));
+    if (ty_is_narrow(t0)) {
+        operr(v, op, "operands of storage type %s: only load, store, cast and bitcast take "
+                     "i8, u8, i16, u16, f16 and bf16 values",
+              tname(t0));
+        return;
+    }
     const char *cls = class_violation(in->flags, t0);
     if (cls)
         operr(v, op, "operands must be of %s type, not %s", cls, tname(t0));
@@ -168,6 +174,11 @@ static void check_const(verifier *v, const ir_op *op) {
     const kern_type *t = rtype(op, 0);
     if (!is_scalar(t)) {
         operr(v, op, "a constant has a scalar type, not %s", tname(t));
+        return;
+    }
+    if (ty_is_narrow(t)) {
+        operr(v, op, "no constants of storage type %s: cast one of type %s", tname(t),
+              tname(ty_arith(t)));
         return;
     }
     int64_t i = op->imm.i;
@@ -229,6 +240,8 @@ static void check_array_op(verifier *v, const ir_op *op) {
               tname(otype(op, op->noperands - 1)), tname(elem));
     if (op->code != IR_LOAD && op->code != IR_STORE && elem->kind == TY_BOOL)
         operr(v, op, "atomics do not apply to bool arrays");
+    else if (op->code != IR_LOAD && op->code != IR_STORE && ty_is_narrow(elem))
+        operr(v, op, "atomics do not apply to %s arrays", elem->name);
     if (op->nresults == 1 && rtype(op, 0) != elem)
         operr(v, op, "result has type %s, expected the element type %s", tname(rtype(op, 0)),
               elem->name);
@@ -428,6 +441,12 @@ static void check_types(verifier *v, const ir_op *op) {
             operr(v, op, "casts a scalar to a scalar, not %s to %s", tname(otype(op, 0)),
                   tname(rtype(op, 0)));
         break;
+    case IR_BITCAST:
+        if (!is_scalar(otype(op, 0)) || !is_scalar(rtype(op, 0)) ||
+            otype(op, 0)->kind == TY_BOOL || ty_size(otype(op, 0)) != ty_size(rtype(op, 0)))
+            operr(v, op, "bitcasts between numbers of one size, not %s to %s",
+                  tname(otype(op, 0)), tname(rtype(op, 0)));
+        break;
     case IR_SELECT:
         if (!is_bool(otype(op, 0)))
             operr(v, op, "the condition has type %s, expected bool", tname(otype(op, 0)));
@@ -437,6 +456,8 @@ static void check_types(verifier *v, const ir_op *op) {
         else if (rtype(op, 0) != otype(op, 1))
             operr(v, op, "result has type %s, expected %s (the arms' type)", tname(rtype(op, 0)),
                   tname(otype(op, 1)));
+        else if (ty_is_narrow(otype(op, 1)))
+            operr(v, op, "select of storage type %s", tname(otype(op, 1)));
         break;
     case IR_DIM: {
         const kern_type *a = otype(op, 0);

@@ -48,8 +48,23 @@ static bool fold_int_cmp(ir_opcode code, int64_t a, int64_t b, bool *out) {
 
 /* Integer/bool op on canonical operands; false when the op must not be folded. */
 static bool fold_int(ir_opcode code, const kern_type *t, const int64_t *v, int64_t *out) {
-    int bits = t->kind == TY_I64 ? 64 : t->kind == TY_BOOL ? 1 : 32;
+    int bits = ty_bits(t);
     bool uns = ty_is_unsigned(t);
+    if (t->kind == TY_U64) { /* the bits in int64: order, sign and abs are unsigned */
+        uint64_t x = (uint64_t)v[0], y = (uint64_t)v[1], z = (uint64_t)v[2];
+        switch (code) {
+        case IR_ABS: *out = v[0]; return true;
+        case IR_SIGN: *out = v[0] != 0; return true;
+        case IR_MIN: *out = (int64_t)(y < x ? y : x); return true;
+        case IR_MAX: *out = (int64_t)(y > x ? y : x); return true;
+        case IR_CLAMP: {
+            uint64_t m = y > x ? y : x;
+            *out = (int64_t)(z < m ? z : m);
+            return true;
+        }
+        default: break;
+        }
+    }
     int64_t smin = t->kind == TY_I64 ? INT64_MIN : INT32_MIN;
     uint64_t a = (uint64_t)v[0], b = (uint64_t)v[1];
     switch (code) {
@@ -240,6 +255,7 @@ static bool float_fits(const kern_type *t, double d) {
     case TY_I32: return d > -2147483649.0 && d < 2147483648.0;
     case TY_U32: return d > -1.0 && d < 4294967296.0;
     case TY_I64: return d >= -9223372036854775808.0 && d < 9223372036854775808.0;
+    case TY_U64: return d > -1.0 && d < 18446744073709551616.0;
     default: return false;
     }
 }
@@ -247,7 +263,8 @@ static bool float_fits(const kern_type *t, double d) {
 static bool fold_cast(ir_op *op) {
     const kern_type *from = op->operands[0]->type, *to = op->results[0]->type;
     ir_op *c = opt_const_op(op->operands[0]);
-    if (!c || !ty_is_scalar(from) || !ty_is_scalar(to))
+    /* a storage type (u8, f16) has no constants: its casts stay (docs/ir.md) */
+    if (!c || !ty_is_scalar(from) || !ty_is_scalar(to) || ty_is_narrow(to))
         return false;
     if (!ty_is_float(from)) {
         int64_t v = c->imm.i;
@@ -255,6 +272,9 @@ static bool fold_cast(ir_op *op) {
             opt_make_const_int(op, v != 0);
         else if (ty_is_int(to))
             opt_make_const_int(op, v);
+        else if (from->kind == TY_U64)
+            opt_make_const_float(op, to->kind == TY_F32 ? (double)(float)(uint64_t)v
+                                                        : (double)(uint64_t)v);
         else if (to->kind == TY_F32)
             opt_make_const_float(op, (double)(float)v);
         else
@@ -269,7 +289,7 @@ static bool fold_cast(ir_op *op) {
     else if (ty_is_int(to)) {
         if (!float_fits(to, d))
             return false;
-        opt_make_const_int(op, (int64_t)trunc(d));
+        opt_make_const_int(op, to->kind == TY_U64 ? (int64_t)(uint64_t)trunc(d) : (int64_t)trunc(d));
     } else if (to->kind == TY_F32)
         opt_make_const_float(op, (double)(float)d);
     else
@@ -306,6 +326,10 @@ static bool fold_op(ir_op *op) {
         if (ty_is_float(at)) {
             if (!fold_float_cmp(op->code, op->operands[0]->def->imm.f,
                                 op->operands[1]->def->imm.f, &r))
+                return false;
+        } else if (at->kind == TY_U64) { /* flipping the sign bit maps unsigned to signed order */
+            if (!fold_int_cmp(op->code, op->operands[0]->def->imm.i ^ INT64_MIN,
+                              op->operands[1]->def->imm.i ^ INT64_MIN, &r))
                 return false;
         } else if (!fold_int_cmp(op->code, op->operands[0]->def->imm.i,
                                  op->operands[1]->def->imm.i, &r))

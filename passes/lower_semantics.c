@@ -77,7 +77,7 @@ static ir_value *lower_divrem(lowerer *L, ir_builder *b, ir_op *op) {
 static ir_value *lower_shift(lowerer *L, ir_builder *b, ir_op *op) {
     ir_value *a = op->operands[0], *n = op->operands[1];
     const kern_type *t = a->type;
-    int bits = t->kind == TY_I64 ? 64 : 32;
+    int bits = ty_bits(t);
     if (L->checks) { /* the count read unsigned: a negative one is out of range */
         ir_value *ok = ir_binop(b, IR_LT, n, cint(b, t, bits));
         if (!ty_is_unsigned(t))
@@ -163,6 +163,7 @@ bool ir_lower_semantics(ir_module *m, bool checks) {
         lower_region(&L, k->body);
     }
     ir_subst_free(&L.subst);
+    ir_lower_narrow(m);
     m->lowered = true;
     return true;
 }

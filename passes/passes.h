@@ -28,6 +28,9 @@ bool ir_opt_private_atomics(ir_module *m);
  * zero and shift counts when checks. The last step of kc_compile_source; sets
  * ir_module.lowered, which every emitter requires. */
 bool ir_lower_semantics(ir_module *m, bool checks);
+/* Casts from and to the storage types (f16, bf16, i8..u16) as integer IR and bitcasts
+ * (passes/lower_narrow.c); run by ir_lower_semantics, last. */
+bool ir_lower_narrow(ir_module *m);
 
 /* ---- Analyses: divergence (passes/divergence.c) ------------------------------------- */
 

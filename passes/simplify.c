@@ -206,7 +206,14 @@ static outcome simplify_op(ir_op *op) {
         return KEPT;
     case IR_MIN:
     case IR_MAX: return x == y ? replace(op, x) : KEPT;
-    case IR_CAST: return x->type == op->results[0]->type ? replace(op, x) : KEPT;
+    case IR_CAST:
+        if (x->type == op->results[0]->type)
+            return replace(op, x);
+        /* u8 -> i32 -> u8 and f16 -> f32 -> f16 give the value back */
+        if ((inner = def_of(x, IR_CAST)) && inner->operands[0]->type == op->results[0]->type &&
+            ty_is_narrow(op->results[0]->type) && x->type == ty_arith(op->results[0]->type))
+            return replace(op, inner->operands[0]);
+        return KEPT;
     case IR_SELECT: return simplify_select(op);
     default: break;
     }

@@ -28,6 +28,11 @@ void rt_adstack_args(const kern_meta_kernel *k, const rt_launch_arg *la, bool ho
         case TY_I32: a->scalar = la[i].scalar.i32; break;
         case TY_U32: a->scalar = la[i].scalar.u32; break;
         case TY_I64: a->scalar = la[i].scalar.i64; break;
+        case TY_I8: a->scalar = la[i].scalar.i8; break;
+        case TY_U8: a->scalar = la[i].scalar.u8; break;
+        case TY_I16: a->scalar = la[i].scalar.i16; break;
+        case TY_U16: a->scalar = la[i].scalar.u16; break;
+        case TY_U64: a->scalar = (int64_t)la[i].scalar.u64; break;
         default: break; /* floats are never SizeExpr leaves */
         }
     }

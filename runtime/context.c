@@ -10,7 +10,8 @@
 
 enum { RT_MAX_THREADS = 1024 };
 
-_Static_assert((int)KERN_BOOL == (int)TY_BOOL && (int)KERN_F64 == (int)TY_F64,
+_Static_assert((int)KERN_BOOL == (int)TY_BOOL && (int)KERN_F64 == (int)TY_F64 &&
+                   (int)KERN_I8 == (int)TY_I8 && (int)KERN_BF16 == (int)TY_BF16,
                "kern_dtype mirrors the scalar kinds of types.h");
 
 /* ---- names ------------------------------------------------------------------------- */
@@ -45,17 +46,31 @@ const char *kern_dtype_name(kern_dtype t) {
     case KERN_I64: return "i64";
     case KERN_F32: return "f32";
     case KERN_F64: return "f64";
+    case KERN_I8: return "i8";
+    case KERN_U8: return "u8";
+    case KERN_I16: return "i16";
+    case KERN_U16: return "u16";
+    case KERN_U64: return "u64";
+    case KERN_F16: return "f16";
+    case KERN_BF16: return "bf16";
     }
     return NULL;
 }
 
 size_t kern_dtype_size(kern_dtype t) {
     switch (t) {
-    case KERN_BOOL: return 1;
+    case KERN_BOOL:
+    case KERN_I8:
+    case KERN_U8: return 1;
+    case KERN_I16:
+    case KERN_U16:
+    case KERN_F16:
+    case KERN_BF16: return 2;
     case KERN_I32:
     case KERN_U32:
     case KERN_F32: return 4;
     case KERN_I64:
+    case KERN_U64:
     case KERN_F64: return 8;
     }
     return 0;

@@ -50,6 +50,11 @@ typedef struct rt_launch_arg {
         int64_t i64;
         float f32;
         double f64;
+        int8_t i8;
+        uint8_t u8;
+        int16_t i16;
+        uint16_t u16;
+        uint64_t u64;
     } scalar;
 } rt_launch_arg;
 

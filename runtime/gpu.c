@@ -58,6 +58,11 @@ kern_status rt_gpu_pack_params(const kern_meta_kernel *mk, const rt_launch_arg *
         case TY_I64: put(out, &a->scalar.i64, 8); break;
         case TY_F32: put(out, &a->scalar.f32, 4); break;
         case TY_F64: put(out, &a->scalar.f64, 8); break;
+        case TY_I8:
+        case TY_U8: put(out, &a->scalar.u8, 1); break;
+        case TY_I16:
+        case TY_U16: put(out, &a->scalar.u16, 2); break;
+        case TY_U64: put(out, &a->scalar.u64, 8); break;
         default:
             snprintf(err, errlen, "kernel '%s', parameter '%s': no GPU parameter for type %s",
                      mk->name, mk->params[i].name, t->name);

@@ -88,6 +88,13 @@ static kern_status check_arg(kern_kernel *k, int i, const kern_arg *a, rt_launch
     case KERN_I64: out->scalar.i64 = a->u.i64; break;
     case KERN_F32: out->scalar.f32 = a->u.f32; break;
     case KERN_F64: out->scalar.f64 = a->u.f64; break;
+    case KERN_I8: out->scalar.i8 = a->u.i8; break;
+    case KERN_U8: out->scalar.u8 = a->u.u8; break;
+    case KERN_I16: out->scalar.i16 = a->u.i16; break;
+    case KERN_U16: out->scalar.u16 = a->u.u16; break;
+    case KERN_U64: out->scalar.u64 = a->u.u64; break;
+    case KERN_F16:
+    case KERN_BF16: return arg_error(k, p, "no scalar parameters of dtype %s", kern_dtype_name(want));
     }
     return KERN_OK;
 }

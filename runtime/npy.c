@@ -32,8 +32,11 @@ static const struct {
     const char *descr;
     kern_dtype dtype;
 } npy_dtypes[] = {
-    {"<f4", KERN_F32}, {"<f8", KERN_F64}, {"<i4", KERN_I32},
-    {"<u4", KERN_U32}, {"<i8", KERN_I64}, {"|b1", KERN_BOOL},
+    {"<f4", KERN_F32}, {"<f8", KERN_F64}, {"<i4", KERN_I32}, {"<u4", KERN_U32},
+    {"<i8", KERN_I64}, {"|b1", KERN_BOOL}, {"|i1", KERN_I8},  {"|u1", KERN_U8},
+    {"<i2", KERN_I16}, {"<u2", KERN_U16},  {"<u8", KERN_U64}, {"<f2", KERN_F16},
+    /* NumPy has no bfloat16: its bits, read back as <u2 (kern_npy_descr only) */
+    {"<u2", KERN_BF16},
 };
 
 const char *kern_npy_descr(kern_dtype dtype) {
@@ -299,12 +302,12 @@ static kern_status parse_dict(const char *s, size_t n, npy_err *e, npy_header *h
             if (p.i < p.n && p.s[p.i] == '[')
                 return npy_fail(e, KERN_ERR_FORMAT,
                                 "unsupported dtype: structured arrays are not supported "
-                                "(supported: <f4 <f8 <i4 <u4 <i8 |b1)");
+                                "(supported: <f4 <f8 <f2 <i4 <u4 <i8 <u8 <i2 <u2 |i1 |u1 |b1)");
             if ((st = parse_string(&p, h->descr, sizeof h->descr, &dlen)) != KERN_OK)
                 return st;
             if (dlen >= sizeof h->descr)
                 return npy_fail(e, KERN_ERR_FORMAT,
-                                "unsupported dtype '%s...' (supported: <f4 <f8 <i4 <u4 <i8 "
+                                "unsupported dtype '%s...' (supported: <f4 <f8 <f2 <i4 <u4 <i8 <u8 <i2 <u2 |i1 |u1 "
                                 "|b1)",
                                 h->descr);
         } else if (seen == &h->has_fortran) {
@@ -337,16 +340,18 @@ static kern_status parse_dict(const char *s, size_t n, npy_err *e, npy_header *h
 static kern_status check_header(const npy_header *h, npy_err *e, kern_npy *out) {
     kern_dtype dtype = 0;
     for (size_t i = 0; i < sizeof npy_dtypes / sizeof npy_dtypes[0]; i++)
-        if (strcmp(h->descr, npy_dtypes[i].descr) == 0)
-            dtype = npy_dtypes[i].dtype;
+        if (!dtype && strcmp(h->descr, npy_dtypes[i].descr) == 0)
+            dtype = npy_dtypes[i].dtype; /* the first: <u2 reads as u16 */
     if (!dtype) {
         if (h->descr[0] == '>')
             return npy_fail(e, KERN_ERR_FORMAT,
                             "big-endian dtype '%s' is not supported (only little-endian: "
-                            "<f4 <f8 <i4 <u4 <i8 |b1)",
+                            "<f4 <f8 <f2 <i4 <u4 <i8 <u8 <i2 <u2 |i1 |u1 |b1)",
                             h->descr);
         return npy_fail(e, KERN_ERR_FORMAT,
-                        "unsupported dtype '%s' (supported: <f4 <f8 <i4 <u4 <i8 |b1)", h->descr);
+                        "unsupported dtype '%s' (supported: <f4 <f8 <f2 <i4 <u4 <i8 <u8 <i2 <u2 "
+                        "|i1 |u1 |b1)",
+                        h->descr);
     }
     if (h->fortran)
         return npy_fail(e, KERN_ERR_FORMAT,

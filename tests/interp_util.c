@@ -28,15 +28,7 @@ float rng_f32(rng *r, float lo, float hi) { return (float)(lo + (hi - lo) * rng_
 
 /* ---- Arguments --------------------------------------------------------------------- */
 
-size_t kind_size(kern_tykind k) {
-    switch (k) {
-    case TY_BOOL: return 1;
-    case TY_I32:
-    case TY_U32:
-    case TY_F32: return 4;
-    default: return 8;
-    }
-}
+size_t kind_size(kern_tykind k) { return (size_t)ty_size(ty_scalar(k)); }
 
 size_t arg_len(const ir_interp_arg *a) {
     if (a->rank == 0)
@@ -119,6 +111,13 @@ double elem_value(const ir_interp_arg *a, size_t i) {
     case TY_U32: return ((const uint32_t *)a->data)[i];
     case TY_I64: return (double)((const int64_t *)a->data)[i];
     case TY_F32: return ((const float *)a->data)[i];
+    case TY_I8: return ((const int8_t *)a->data)[i];
+    case TY_U8: return ((const uint8_t *)a->data)[i];
+    case TY_I16: return ((const int16_t *)a->data)[i];
+    case TY_U16:
+    case TY_F16: /* the bits */
+    case TY_BF16: return ((const uint16_t *)a->data)[i];
+    case TY_U64: return (double)((const uint64_t *)a->data)[i];
     default: return ((const double *)a->data)[i];
     }
 }

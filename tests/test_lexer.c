@@ -148,8 +148,9 @@ Test(lexer, keywords_and_types) {
                   "false nograd eof");
     expect_tokens("f32 f64 i32 u32 i64 bool", "f32 f64 i32 u32 i64 bool eof");
     /* Near misses are identifiers. */
-    expect_tokens("f16 i8 consts _for For letx in_ _", "id:f16 id:i8 id:consts id:_for id:For "
-                                                       "id:letx id:in_ id:_ eof");
+    expect_tokens("i8 u8 i16 u16 u64 f16 bf16", "i8 u8 i16 u16 u64 f16 bf16 eof");
+    expect_tokens("f8 i9 consts _for For letx in_ _", "id:f8 id:i9 id:consts id:_for id:For "
+                                                      "id:letx id:in_ id:_ eof");
     expect_tokens("x_1 _a9 A", "id:x_1 id:_a9 id:A eof");
 }
 

@@ -215,7 +215,7 @@ static void emit_if(llvm_emitter *em, const ir_op *op) {
     free(ve);
 }
 
-static bool is_unsigned(const kern_type *t) { return t->kind == TY_U32; }
+static bool is_unsigned(const kern_type *t) { return ty_is_unsigned(t); }
 
 LLVMValueRef llvm_index_less(llvm_emitter *em, const kern_type *t, LLVMValueRef i,
                              LLVMValueRef hi) {

@@ -36,9 +36,16 @@
 static LLVMTypeRef scalar_reg_type(llvm_emitter *em, const kern_type *t) {
     switch (t->kind) {
     case TY_BOOL: return em->t_i1;
+    case TY_I8:
+    case TY_U8: return em->t_i8;
+    case TY_I16:
+    case TY_U16:
+    case TY_F16: /* f16 and bf16: their bits (passes/lower_narrow.c) */
+    case TY_BF16: return LLVMInt16TypeInContext(LLVMGetTypeContext(em->t_i32));
     case TY_I32:
     case TY_U32: return em->t_i32;
-    case TY_I64: return em->t_i64;
+    case TY_I64:
+    case TY_U64: return em->t_i64;
     case TY_F32: return em->t_f32;
     case TY_F64: return em->t_f64;
     default: kern_unreachable("LLVM backend: not a scalar type");
@@ -55,12 +62,12 @@ LLVMTypeRef llvm_mem_type(llvm_emitter *em, const kern_type *t) {
 }
 
 LLVMValueRef llvm_to_i64(llvm_emitter *em, LLVMValueRef v, const kern_type *t) {
-    if (t->kind == TY_I64)
+    if (t->kind == TY_I64 || t->kind == TY_U64)
         return v;
     LLVMTypeRef vt = LLVMTypeOf(v), to = em->t_i64;
     if (LLVMGetTypeKind(vt) == LLVMVectorTypeKind)
         to = LLVMVectorType(em->t_i64, LLVMGetVectorSize(vt));
-    if (t->kind == TY_U32 || t->kind == TY_BOOL)
+    if (ty_is_unsigned(t) || t->kind == TY_BOOL)
         return LLVMBuildZExt(em->b, v, to, "");
     return LLVMBuildSExt(em->b, v, to, "");
 }
@@ -229,7 +236,7 @@ static LLVMValueRef emit_divrem(llvm_emitter *em, const ir_op *op, LLVMValueRef 
     bool div = op->code == IR_DIV;
     if (ty_is_float(t))
         return LLVMBuildFDiv(em->b, a, b, "");
-    if (t->kind == TY_U32)
+    if (ty_is_unsigned(t))
         return div ? LLVMBuildUDiv(em->b, a, b, "") : LLVMBuildURem(em->b, a, b, "");
     return div ? LLVMBuildSDiv(em->b, a, b, "") : LLVMBuildSRem(em->b, a, b, "");
 }
@@ -237,7 +244,7 @@ static LLVMValueRef emit_divrem(llvm_emitter *em, const ir_op *op, LLVMValueRef 
 static LLVMValueRef emit_shift(llvm_emitter *em, const ir_op *op, LLVMValueRef a, LLVMValueRef b) {
     if (op->code == IR_SHL)
         return LLVMBuildShl(em->b, a, b, "");
-    return op->operands[0]->type->kind == TY_U32 ? LLVMBuildLShr(em->b, a, b, "")
+    return ty_is_unsigned(op->operands[0]->type) ? LLVMBuildLShr(em->b, a, b, "")
                                                  : LLVMBuildAShr(em->b, a, b, "");
 }
 
@@ -266,7 +273,7 @@ static LLVMValueRef emit_compare(llvm_emitter *em, ir_opcode code, const kern_ty
         }
         return LLVMBuildFCmp(em->b, p, a, b, "");
     }
-    bool u = t->kind == TY_U32;
+    bool u = ty_is_unsigned(t);
     LLVMIntPredicate p;
     switch (code) {
     case IR_EQ: p = LLVMIntEQ; break;
@@ -292,13 +299,13 @@ static LLVMValueRef emit_cast(llvm_emitter *em, const kern_type *from, const ker
         if (to->kind == TY_BOOL)
             return LLVMBuildFCmp(em->b, LLVMRealUNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
         LLVMTypeRef types[2] = {rt, LLVMTypeOf(v)};
-        return call_intrinsic(em, to->kind == TY_U32 ? "llvm.fptoui.sat" : "llvm.fptosi.sat", types,
+        return call_intrinsic(em, ty_is_unsigned(to) ? "llvm.fptoui.sat" : "llvm.fptosi.sat", types,
                               2, &v, 1);
     }
-    /* from bool or an integer */
+    /* from bool or an integer (f16/bf16 casts are integer IR by now: lower_narrow.c) */
+    bool sgn = from->kind != TY_BOOL && !ty_is_unsigned(from);
     if (ty_is_float(to))
-        return from->kind == TY_I32 || from->kind == TY_I64 ? LLVMBuildSIToFP(em->b, v, rt, "")
-                                                            : LLVMBuildUIToFP(em->b, v, rt, "");
+        return sgn ? LLVMBuildSIToFP(em->b, v, rt, "") : LLVMBuildUIToFP(em->b, v, rt, "");
     if (to->kind == TY_BOOL)
         return LLVMBuildICmp(em->b, LLVMIntNE, v, LLVMConstNull(LLVMTypeOf(v)), "");
     unsigned fw = LLVMGetIntTypeWidth(scalar_reg_type(em, from)),
@@ -307,7 +314,7 @@ static LLVMValueRef emit_cast(llvm_emitter *em, const kern_type *from, const ker
         return v; /* i32 <-> u32: the same bits */
     if (fw > tw)
         return LLVMBuildTrunc(em->b, v, rt, "");
-    return from->kind == TY_I32 ? LLVMBuildSExt(em->b, v, rt, "") : LLVMBuildZExt(em->b, v, rt, "");
+    return sgn ? LLVMBuildSExt(em->b, v, rt, "") : LLVMBuildZExt(em->b, v, rt, "");
 }
 
 static LLVMValueRef emit_const(llvm_emitter *em, const ir_op *op) {
@@ -465,7 +472,7 @@ static LLVMValueRef emit_access(llvm_emitter *em, const ir_op *op) {
         guard_end(em, &g, NULL);
         return NULL;
     }
-    bool fl = ty_is_float(et), u = et->kind == TY_U32;
+    bool fl = ty_is_float(et), u = ty_is_unsigned(et);
     LLVMAtomicRMWBinOp rmw;
     switch (op->code) {
     case IR_ATOMIC_ADD: rmw = fl ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
@@ -533,6 +540,11 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
             x[i] = llvm_val(em, op->operands[i]);
         switch (op->code) {
         case IR_CAST: r = emit_cast(em, t, op->results[0]->type, x[0]); break;
+        case IR_BITCAST: {
+            LLVMTypeRef rt = llvm_reg_type(em, op->results[0]->type);
+            r = LLVMTypeOf(x[0]) == rt ? x[0] : LLVMBuildBitCast(em->b, x[0], rt, "");
+            break;
+        }
         case IR_ADD:
             r = fl ? LLVMBuildFAdd(em->b, x[0], x[1], "") : LLVMBuildAdd(em->b, x[0], x[1], "");
             break;
@@ -561,7 +573,7 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
         case IR_ABS:
             if (fl)
                 r = unary_intrinsic(em, "llvm.fabs", x[0]);
-            else if (t->kind == TY_U32)
+            else if (ty_is_unsigned(t))
                 r = x[0];
             else {
                 LLVMTypeRef ty = LLVMTypeOf(x[0]);

@@ -170,8 +170,11 @@ static LLVMValueRef eval_read(sizer_em *s, const sz_expr *e) {
         em->b, mt, LLVMBuildInBoundsGEP2(em->b, mt, em->arr_data[p], &lin, 1, ""), "");
     LLVMSetAlignment(v, (unsigned)ty_size(t->elem));
     switch (t->elem->kind) {
+    case TY_I8:
+    case TY_I16:
     case TY_I32: v = LLVMBuildSExt(em->b, v, em->t_i64, ""); break;
-    case TY_I64: break;
+    case TY_I64:
+    case TY_U64: break;
     default: /* u32, and bool as its byte (!= 0) */
         if (t->elem->kind == TY_BOOL)
             v = LLVMBuildICmp(em->b, LLVMIntNE, v, LLVMConstNull(mt), "");

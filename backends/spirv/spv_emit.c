@@ -383,10 +383,53 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
 /* SPIR-V's universal limit on the members of a structure (the launch block is one). */
 enum { SPV_MAX_MEMBERS = 16383 };
 
+/* Version 1's scalar types (i8 u8 i16 u16 u64 f16 bf16) are not emitted for SPIR-V yet. */
+static bool v1_scalar(const kern_type *t) {
+    if (ty_is_array(t))
+        t = t->elem;
+    return ty_is_narrow(t) || t->kind == TY_U64;
+}
+
+static const ir_op *find_v1(const ir_region *r) {
+    ir_foreach_op(op, r) {
+        for (uint32_t i = 0; i < op->nresults; i++)
+            if (v1_scalar(op->results[i]->type))
+                return op;
+        for (uint32_t i = 0; i < op->nregions; i++) {
+            const ir_op *in = find_v1(op->regions[i]);
+            if (in)
+                return in;
+        }
+    }
+    return NULL;
+}
+
+/* A clear refusal instead of a module that cannot work (docs/backend-spirv.md). */
+static bool refuse_v1_types(const ir_kernel *k, char *err, size_t errlen) {
+    const char *what = NULL, *name = NULL;
+    kern_loc loc = k->loc;
+    for (uint32_t p = 0; p < k->nparams && !what; p++)
+        if (v1_scalar(k->params[p].type))
+            what = k->params[p].type->name, name = k->params[p].name, loc = k->params[p].loc;
+    const ir_op *op = what ? NULL : find_v1(k->body);
+    if (op)
+        what = op->results[0]->type->name, loc = op->loc;
+    if (!what)
+        return false;
+    snprintf(err, errlen,
+             "%u:%u: kernel '%s'%s%s%s uses type %s: the SPIR-V backend (Vulkan, Metal) does "
+             "not support i8, u8, i16, u16, u64, f16 and bf16 yet; use the CPU or CUDA target",
+             loc.line, loc.col, k->name, name ? ", parameter '" : "", name ? name : "",
+             name ? "'," : "", what);
+    return true;
+}
+
 uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords, char *err,
                         size_t errlen) {
     kern_assert(m->lowered); /* kc_compile_source, or ir_lower_semantics for IR made by hand */
     ir_foreach_kernel(k, m) {
+        if (refuse_v1_types(k, err, errlen))
+            return NULL;
         size_t nm = 1 + 2 * (size_t)k->nadstacks; /* kernel_begin's launch block */
         for (uint32_t p = 0; p < k->nparams; p++)
             nm += ty_is_array(k->params[p].type) ? (size_t)k->params[p].type->rank : 1;

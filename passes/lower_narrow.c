@@ -1,0 +1,180 @@
+/* lower_narrow.c - conversions of the storage types f16, bf16, i8, u8, i16 and u16
+ * written once as integer IR, so that an emitter needs no half-precision arithmetic, no
+ * Float16/Int8 capability and no libcall (ir_lower_narrow; language.md 11.4).
+ *
+ * What: every `cast` with a storage type on either side becomes a chain that the emitters
+ * map one to one: integer <-> integer of any width (truncate, or extend by the source's
+ * signedness), integer <-> f32/f64, and `bitcast` between numbers of one size. f16 and
+ * bf16 values are then only loaded, stored and bitcast to and from u16, so an emitter
+ * treats them as 16-bit integers.
+ *   f16 -> f32    from the bits h: a normal number moves its exponent (bits << 13 plus
+ *                 (127 - 15) << 23), inf/NaN sets the f32 exponent, a subnormal is its
+ *                 mantissa as an f32 times 2^-24 (exact; no f32 subnormal on the way, so
+ *                 it holds where f32 subnormals flush to zero);
+ *   f32 -> f16    round to nearest even with integer ops (F. Giesen's float_to_half_fast3
+ *                 _rtne): |x| >= 65536 or NaN: inf or a quiet NaN; |x| < 2^-14: the low
+ *                 bits of x + 0.5f (the f32 add rounds to a multiple of 2^-24, ties to
+ *                 even); otherwise bits + 0xc8000fff + the kept mantissa's lowest bit,
+ *                 shifted right 13 (a carry into the exponent rounds up to inf);
+ *   bf16 -> f32   u32(bits) << 16, bitcast;
+ *   f32 -> bf16   (bits + 0x7fff + bit 16 of bits) >> 16, NaN quieted: (bits >> 16) | 0x40;
+ *   f64 -> f16/bf16  rounded once: f64 -> f32 rounded to odd (the nearest f32 toward zero
+ *                 with its lowest bit set when inexact), then as f32: 24 bits >= 2p + 2
+ *                 for both, so the second rounding is exact (Boldo and Melquiond, 2008);
+ *   integers      i8/u8/i16/u16 <-> a float or bool go through i32; an integer to f16
+ *                 through f32 (exact below 2^24, and f16 overflows long before), to bf16
+ *                 through f64 and the rounding to odd (i64/u64 beyond 2^53 round twice:
+ *                 docs/reference.md); a float to i8..u16 through i32, then wrapped.
+ *
+ * Where: the end of ir_lower_semantics (passes/lower_semantics.c), so every lowered
+ * module has it; the interpreter runs the unlowered IR and gives these casts their
+ * meaning directly (common/half.c). Requires a verified module; the result verifies. */
+#include "passes.h"
+
+static const kern_type *u16t(void) { return ty_scalar(TY_U16); }
+
+static ir_value *u32c(ir_builder *b, uint32_t v) { return ir_const_int(b, ty_u32(), v); }
+
+static ir_value *bin(ir_builder *b, ir_opcode code, ir_value *x, ir_value *y) {
+    return ir_binop(b, code, x, y);
+}
+
+/* f16 bits (u16) -> f32 */
+static ir_value *f16_to_f32(ir_builder *b, ir_value *h) {
+    ir_value *w = ir_cast(b, ty_u32(), h);
+    ir_value *sign = bin(b, IR_SHL, bin(b, IR_AND, w, u32c(b, 0x8000)), u32c(b, 16));
+    ir_value *a = bin(b, IR_AND, w, u32c(b, 0x7fff));
+    ir_value *e = bin(b, IR_AND, w, u32c(b, 0x7c00));
+    ir_value *moved = bin(b, IR_SHL, a, u32c(b, 13));
+    ir_value *norm = bin(b, IR_ADD, moved, u32c(b, 0x38000000));
+    ir_value *infnan = bin(b, IR_OR, moved, u32c(b, 0x7f800000));
+    ir_value *sub = bin(b, IR_MUL, ir_cast(b, ty_f32(), a), ir_const_float(b, ty_f32(), 0x1p-24));
+    ir_value *bits = ir_select(b, bin(b, IR_EQ, e, u32c(b, 0x7c00)), infnan, norm);
+    bits = ir_select(b, bin(b, IR_EQ, e, u32c(b, 0)), ir_bitcast(b, ty_u32(), sub), bits);
+    return ir_bitcast(b, ty_f32(), bin(b, IR_OR, bits, sign));
+}
+
+/* f32 -> f16 bits (u16), to nearest even */
+static ir_value *f32_to_f16(ir_builder *b, ir_value *x) {
+    ir_value *u = ir_bitcast(b, ty_u32(), x);
+    ir_value *sign = bin(b, IR_AND, u, u32c(b, 0x80000000u));
+    ir_value *a = bin(b, IR_XOR, u, sign);
+    ir_value *big =
+        ir_select(b, bin(b, IR_GT, a, u32c(b, 0x7f800000)), u32c(b, 0x7e00), u32c(b, 0x7c00));
+    ir_value *f = bin(b, IR_ADD, ir_bitcast(b, ty_f32(), a), ir_const_float(b, ty_f32(), 0.5));
+    ir_value *small = bin(b, IR_SUB, ir_bitcast(b, ty_u32(), f), u32c(b, 0x3f000000));
+    ir_value *odd = bin(b, IR_AND, bin(b, IR_SHR, a, u32c(b, 13)), u32c(b, 1));
+    ir_value *norm = bin(b, IR_ADD, bin(b, IR_ADD, a, u32c(b, 0xc8000fffu)), odd);
+    norm = bin(b, IR_SHR, norm, u32c(b, 13));
+    ir_value *o = ir_select(b, bin(b, IR_LT, a, u32c(b, 0x38800000)), small, norm);
+    o = ir_select(b, bin(b, IR_GE, a, u32c(b, 0x47800000)), big, o);
+    o = bin(b, IR_OR, o, bin(b, IR_SHR, sign, u32c(b, 16)));
+    return ir_cast(b, u16t(), o);
+}
+
+/* bf16 bits (u16) -> f32 */
+static ir_value *bf16_to_f32(ir_builder *b, ir_value *h) {
+    ir_value *w = bin(b, IR_SHL, ir_cast(b, ty_u32(), h), u32c(b, 16));
+    return ir_bitcast(b, ty_f32(), w);
+}
+
+/* f32 -> bf16 bits (u16), to nearest even */
+static ir_value *f32_to_bf16(ir_builder *b, ir_value *x) {
+    ir_value *u = ir_bitcast(b, ty_u32(), x);
+    ir_value *hi = bin(b, IR_SHR, u, u32c(b, 16));
+    ir_value *r =
+        bin(b, IR_ADD, bin(b, IR_ADD, u, u32c(b, 0x7fff)), bin(b, IR_AND, hi, u32c(b, 1)));
+    r = bin(b, IR_SHR, r, u32c(b, 16));
+    ir_value *quiet = bin(b, IR_OR, hi, u32c(b, 0x40));
+    return ir_cast(b, u16t(), ir_select(b, bin(b, IR_NE, x, x), quiet, r));
+}
+
+/* f64 -> f32 rounded to odd */
+static ir_value *f64_to_f32_odd(ir_builder *b, ir_value *d) {
+    ir_value *f = ir_cast(b, ty_f32(), d);
+    ir_value *back = ir_cast(b, ty_f64(), f);
+    ir_value *inexact = bin(b, IR_NE, back, d);
+    ir_value *away = bin(b, IR_GT, ir_unop(b, IR_ABS, back), ir_unop(b, IR_ABS, d));
+    ir_value *u = ir_bitcast(b, ty_u32(), f);
+    u = ir_select(b, away, bin(b, IR_SUB, u, u32c(b, 1)), u);
+    u = ir_select(b, inexact, bin(b, IR_OR, u, u32c(b, 1)), u);
+    return ir_bitcast(b, ty_f32(), u);
+}
+
+static bool is_half(const kern_type *t) { return t->kind == TY_F16 || t->kind == TY_BF16; }
+
+static ir_value *convert(ir_builder *b, ir_value *v, const kern_type *to);
+
+/* v (not f16/bf16) as an f32 that rounds to the right f16/bf16 */
+static ir_value *to_f32_for(ir_builder *b, ir_value *v, const kern_type *to) {
+    const kern_type *t = v->type;
+    if (t == ty_f32())
+        return v;
+    if (t == ty_f64())
+        return f64_to_f32_odd(b, v);
+    if (ty_is_narrow(t) || t->kind == TY_BOOL)
+        return ir_cast(b, ty_f32(), convert(b, v, ty_i32()));
+    if (to->kind == TY_F16) /* an integer: exact below 2^24, inf in f16 above */
+        return ir_cast(b, ty_f32(), v);
+    return f64_to_f32_odd(b, ir_cast(b, ty_f64(), v));
+}
+
+/* v converted to `to` with only the casts an emitter maps directly. */
+static ir_value *convert(ir_builder *b, ir_value *v, const kern_type *to) {
+    const kern_type *from = v->type;
+    if (from == to)
+        return v;
+    if (is_half(from)) {
+        ir_value *bits = ir_bitcast(b, u16t(), v);
+        ir_value *f = from->kind == TY_F16 ? f16_to_f32(b, bits) : bf16_to_f32(b, bits);
+        return convert(b, f, to);
+    }
+    if (is_half(to)) {
+        ir_value *f = to_f32_for(b, v, to);
+        ir_value *bits = to->kind == TY_F16 ? f32_to_f16(b, f) : f32_to_bf16(b, f);
+        return ir_bitcast(b, to, bits);
+    }
+    bool nf = ty_is_narrow(from), nt = ty_is_narrow(to);
+    if ((!nf && !nt) || (ty_is_int(from) && ty_is_int(to)))
+        return ir_cast(b, to, v);
+    if (nf) /* i8..u16 to a float or bool */
+        return ir_cast(b, to, ir_cast(b, ty_i32(), v));
+    /* a float or bool to i8..u16: through i32, then wrapped */
+    return ir_cast(b, to, convert(b, v, ty_i32()));
+}
+
+static bool needs_lowering(const ir_op *op) {
+    const kern_type *f = op->operands[0]->type, *t = op->results[0]->type;
+    if (!ty_is_narrow(f) && !ty_is_narrow(t))
+        return false;
+    return is_half(f) || is_half(t) || !(ty_is_int(f) && ty_is_int(t));
+}
+
+static bool lower_region(ir_module *m, ir_subst *s, ir_region *r) {
+    bool changed = false;
+    for (ir_op *op = r->first, *next; op; op = next) {
+        next = op->next;
+        ir_subst_op(s, op);
+        for (uint32_t i = 0; i < op->nregions; i++)
+            changed |= lower_region(m, s, op->regions[i]);
+        if (op->code != IR_CAST || !needs_lowering(op))
+            continue;
+        ir_builder b = ir_builder_before(m, op);
+        b.loc = op->loc;
+        ir_subst_add(s, op->results[0], convert(&b, op->operands[0], op->results[0]->type));
+        ir_remove(op);
+        changed = true;
+    }
+    return changed;
+}
+
+bool ir_lower_narrow(ir_module *m) {
+    ir_subst s = {0};
+    bool changed = false;
+    for (ir_kernel *k = m->kernels; k; k = k->next) {
+        ir_subst_begin(&s, k);
+        changed |= lower_region(m, &s, k->body);
+    }
+    ir_subst_free(&s);
+    return changed;
+}

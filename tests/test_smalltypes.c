@@ -1,0 +1,431 @@
+/* test_smalltypes.c - version 1's scalar types i8 u8 i16 u16 u64 f16 bf16 (language.md
+ * 11.4) on the interpreter, the CPU JIT and kernc run with .npy files, against references
+ * computed here in plain C: C casts for the integers, and for f16/bf16 the nearest
+ * representable value found by scanning all 65536 bit patterns (ties to the even pattern;
+ * infinity counts as the next power of two past the largest finite value, which is how
+ * IEEE rounding overflows). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../include/kern.h"
+#include "../runtime/npy.h"
+#include "interp_util.h"
+
+/* ---- references ----------------------------------------------------------------------- */
+
+static double f16_val(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+static double bf16_val(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The nearest pattern to d by brute force; big = the value standing for infinity. */
+static uint16_t nearest(double d, double (*val)(uint16_t), double big) {
+    if (isnan(d))
+        return 0xffff;              /* any NaN; compared as "is NaN" */
+    if (isinf(d) || fabs(d) >= big) /* beyond the halfway point to "big": infinity */
+        for (int h = 0; h < 65536; h++)
+            if (isinf(val((uint16_t)h)) && signbit(val((uint16_t)h)) == signbit(d))
+                return (uint16_t)h;
+    int best = -1;
+    double bd = INFINITY;
+    for (int h = 0; h < 65536; h++) {
+        double v = val((uint16_t)h);
+        if (isnan(v) || (v == 0 && (h & 0x8000) != (signbit(d) ? 0x8000 : 0)))
+            continue;
+        if (isinf(v))
+            v = copysign(big, v);
+        double dist = fabs(v - d);
+        if (dist < bd || (dist == bd && (h & 1) == 0 && (best & 1) == 1)) {
+            bd = dist;
+            best = h;
+        }
+    }
+    return (uint16_t)best;
+}
+
+static const double probes[] = {
+    0.0,
+    -0.0,
+    1.0,
+    -1.5,
+    0.1,
+    1.0 / 3,
+    65504.0,
+    65519.99,
+    65520.0,
+    1e6,
+    -1e6,
+    ldexp(1, -24),
+    ldexp(1, -25),
+    ldexp(3, -26),
+    ldexp(1, -14),
+    ldexp(1023, -24),
+    1.0 + ldexp(1, -11),
+    1.0 + ldexp(3, -11),
+    1.0 + ldexp(1, -8),
+    1.0 + ldexp(3, -8),
+    1.0 + ldexp(1, -8) + ldexp(1, -30),
+    3.0e38,
+    3.3961e38,
+    3.4e38,
+    -3.4028e38,
+    1e-40,
+    ldexp(1, -133),
+    ldexp(1, -134),
+    ldexp(3, -135),
+    123.456,
+    -7.77e-3,
+    2049.0,
+    4097.0,
+    INFINITY,
+    -INFINITY,
+    NAN,
+};
+enum { NP = sizeof probes / sizeof probes[0] };
+
+/* ---- the kernels ------------------------------------------------------------------------ */
+
+static const char conv_src[] =
+    "kernel conv(a: i32[], f: f32[], d: f64[], u8o: u8[], i8o: i8[], u16o: u16[], i16o: i16[],\n"
+    "            h: f16[], hd: f16[], b: bf16[], bd: bf16[], back: f32[]) {\n"
+    "    for i in 0..len(a) {\n"
+    "        u8o[i] = u8(a[i]);\n"
+    "        i8o[i] = i8(a[i]);\n"
+    "        u16o[i] = u16(a[i]);\n"
+    "        i16o[i] = i16(a[i]);\n"
+    "        h[i] = f[i];\n" /* a store rounds */
+    "        hd[i] = f16(d[i]);\n"
+    "        b[i] = bf16(f[i]);\n"
+    "        bd[i] = bf16(d[i]);\n"
+    "        back[i] = h[i] + b[i];\n" /* loads widen exactly */
+    "    }\n"
+    "}\n"
+    "kernel promote(x: i16[], y: u8[], out: i32[], s: u8) {\n"
+    "    for i in 0..len(x) {\n"
+    "        let p: u8 = u8(300);\n"
+    "        var c: u8 = y[i];\n"
+    "        c += s;\n"
+    "        out[i] = x[i] * x[i] + i32(p) + i32(c);\n"
+    "    }\n"
+    "}\n"
+    "kernel big(a: u64[], b: u64[], q: u64[], r: u64[], sh: u64[], lt: i32[], f: f64[]) {\n"
+    "    for i in 0..len(a) {\n"
+    "        q[i] = a[i] / b[i];\n"
+    "        r[i] = a[i] % b[i];\n"
+    "        sh[i] = a[i] >> u64(3);\n"
+    "        lt[i] = select(a[i] < b[i], 1, 0);\n"
+    "        f[i] = f64(a[i]);\n"
+    "    }\n"
+    "}\n";
+
+static const int32_t ints[] = {0,
+                               1,
+                               -1,
+                               127,
+                               128,
+                               200,
+                               255,
+                               256,
+                               300,
+                               -56,
+                               -129,
+                               32767,
+                               32768,
+                               65535,
+                               65536,
+                               70000,
+                               -40000,
+                               2147483647,
+                               -2147483647 - 1};
+enum { NI = sizeof ints / sizeof ints[0] };
+
+static kern_context *cpu_ctx(void) {
+    kern_context_options o = kern_context_options_default();
+    o.backend = KERN_BACKEND_CPU;
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK);
+    return ctx;
+}
+
+static kern_buffer *buf(kern_context *ctx, kern_dtype t, int64_t n, const void *data) {
+    kern_buffer *b;
+    cr_assert_eq(kern_buffer_create(ctx, t, 1, &n, data, &b), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    return b;
+}
+
+static void check_half(const char *what, int i, uint16_t got, uint16_t want) {
+    if (want == 0xffff) { /* NaN */
+        cr_expect((got & 0x7fff) > 0x7c00 || (got & 0x7fff) > 0x7f80, "%s[%d]: %#x not NaN", what,
+                  i, got);
+        return;
+    }
+    cr_expect_eq(got, want, "%s[%d] (probe %.17g): got %#06x, want %#06x", what, i, probes[i], got,
+                 want);
+}
+
+/* The conversions of conv on one target's outputs. */
+static void check_conv(const char *target, const uint8_t *u8o, const int8_t *i8o,
+                       const uint16_t *u16o, const int16_t *i16o, const uint16_t *h,
+                       const uint16_t *hd, const uint16_t *b, const uint16_t *bd, int n) {
+    for (int i = 0; i < n; i++) {
+        int32_t a = ints[i % NI];
+        cr_expect_eq(u8o[i], (uint8_t)a, "%s u8(%d)", target, a);
+        cr_expect_eq(i8o[i], (int8_t)a, "%s i8(%d)", target, a);
+        cr_expect_eq(u16o[i], (uint16_t)a, "%s u16(%d)", target, a);
+        cr_expect_eq(i16o[i], (int16_t)a, "%s i16(%d)", target, a);
+        double pf = (double)(float)probes[i], pd = probes[i];
+        check_half("f16(f32)", i, h[i], nearest(pf, f16_val, 65536.0));
+        check_half("f16(f64)", i, hd[i], nearest(pd, f16_val, 65536.0));
+        check_half("bf16(f32)", i, b[i], nearest(pf, bf16_val, ldexp(1, 128)));
+        check_half("bf16(f64)", i, bd[i], nearest(pd, bf16_val, ldexp(1, 128)));
+    }
+}
+
+Test(smalltypes, conversions_interp) {
+    compiled c = compile_src("conv.kern", conv_src);
+    ir_interp_arg in[12], ref[12];
+    kern_tykind kinds[12] = {TY_I32, TY_F32, TY_F64, TY_U8,   TY_I8,   TY_U16,
+                             TY_I16, TY_F16, TY_F16, TY_BF16, TY_BF16, TY_F32};
+    for (int k = 0; k < 12; k++)
+        in[k] = arr(kinds[k], 1, NP, 0, 0);
+    for (int i = 0; i < NP; i++) {
+        I32(in[0])[i] = ints[i % NI];
+        F32(in[1])[i] = (float)probes[i];
+        F64(in[2])[i] = probes[i];
+    }
+    clone_args(ref, in, 12);
+    /* the reference: written here, element by element */
+    for (int i = 0; i < NP; i++) {
+        int32_t a = ints[i % NI];
+        ((uint8_t *)ref[3].data)[i] = (uint8_t)a;
+        ((int8_t *)ref[4].data)[i] = (int8_t)a;
+        ((uint16_t *)ref[5].data)[i] = (uint16_t)a;
+        ((int16_t *)ref[6].data)[i] = (int16_t)a;
+        uint16_t h = nearest((double)(float)probes[i], f16_val, 65536.0);
+        uint16_t hd = nearest(probes[i], f16_val, 65536.0);
+        uint16_t b = nearest((double)(float)probes[i], bf16_val, ldexp(1, 128));
+        uint16_t bd = nearest(probes[i], bf16_val, ldexp(1, 128));
+        ((uint16_t *)ref[7].data)[i] = h == 0xffff ? 0x7e00 : h;
+        ((uint16_t *)ref[8].data)[i] = hd == 0xffff ? 0x7e00 : hd;
+        ((uint16_t *)ref[9].data)[i] = b == 0xffff ? 0x7fc0 : b;
+        ((uint16_t *)ref[10].data)[i] = bd == 0xffff ? 0x7fc0 : bd;
+        F32(ref[11])
+        [i] =
+            (float)(f16_val(((uint16_t *)ref[7].data)[i]) + bf16_val(((uint16_t *)ref[9].data)[i]));
+    }
+    check_runs(&c, "conv", in, ref, 12, 0.0, "conv");
+    free_args(in, 12);
+    free_args(ref, 12);
+    compiled_free(&c);
+}
+
+Test(smalltypes, conversions_cpu_jit) {
+    kern_context *ctx = cpu_ctx();
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, conv_src, strlen(conv_src), "conv.kern", &m), KERN_OK,
+                 "%s", kern_context_last_error(ctx));
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "conv", &k), KERN_OK);
+    int32_t a[NP];
+    float f[NP];
+    double d[NP];
+    for (int i = 0; i < NP; i++)
+        a[i] = ints[i % NI], f[i] = (float)probes[i], d[i] = probes[i];
+    kern_dtype outs[9] = {KERN_U8,  KERN_I8,   KERN_U16,  KERN_I16, KERN_F16,
+                          KERN_F16, KERN_BF16, KERN_BF16, KERN_F32};
+    kern_buffer *b[12];
+    b[0] = buf(ctx, KERN_I32, NP, a);
+    b[1] = buf(ctx, KERN_F32, NP, f);
+    b[2] = buf(ctx, KERN_F64, NP, d);
+    for (int i = 0; i < 9; i++)
+        b[3 + i] = buf(ctx, outs[i], NP, NULL);
+    kern_arg args[12];
+    for (int i = 0; i < 12; i++)
+        args[i] = kern_arg_buffer(b[i]);
+    cr_assert_eq(kern_launch(k, args, 12), KERN_OK, "%s", kern_context_last_error(ctx));
+    uint8_t u8o[NP];
+    int8_t i8o[NP];
+    uint16_t u16o[NP], h[NP], hd[NP], bf[NP], bfd[NP];
+    int16_t i16o[NP];
+    float back[NP];
+    cr_assert_eq(kern_buffer_read(b[3], u8o, sizeof u8o), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[4], i8o, sizeof i8o), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[5], u16o, sizeof u16o), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[6], i16o, sizeof i16o), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[7], h, sizeof h), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[8], hd, sizeof hd), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[9], bf, sizeof bf), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[10], bfd, sizeof bfd), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[11], back, sizeof back), KERN_OK);
+    check_conv("cpu", u8o, i8o, u16o, i16o, h, hd, bf, bfd, NP);
+    for (int i = 0; i < NP; i++) {
+        double want = f16_val(h[i]) + bf16_val(bf[i]);
+        cr_expect((isnan(want) && isnan(back[i])) || back[i] == (float)want, "back[%d]", i);
+    }
+    for (int i = 0; i < 12; i++)
+        kern_buffer_release(b[i]);
+    kern_module_release(m);
+    kern_context_release(ctx);
+}
+
+Test(smalltypes, promotion_and_u64_cpu_jit) {
+    kern_context *ctx = cpu_ctx();
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, conv_src, strlen(conv_src), "conv.kern", &m), KERN_OK,
+                 "%s", kern_context_last_error(ctx));
+    kern_kernel *kp, *kb;
+    cr_assert_eq(kern_kernel_find(m, "promote", &kp), KERN_OK);
+    cr_assert_eq(kern_kernel_find(m, "big", &kb), KERN_OK);
+    int16_t x[4] = {300, -300, 32767, -32768};
+    uint8_t y[4] = {0, 5, 100, 255};
+    kern_buffer *bx = buf(ctx, KERN_I16, 4, x), *by = buf(ctx, KERN_U8, 4, y),
+                *bo = buf(ctx, KERN_I32, 4, NULL);
+    kern_arg pa[4] = {kern_arg_buffer(bx), kern_arg_buffer(by), kern_arg_buffer(bo),
+                      kern_arg_u8(250)};
+    cr_assert_eq(kern_launch(kp, pa, 4), KERN_OK, "%s", kern_context_last_error(ctx));
+    int32_t out[4];
+    cr_assert_eq(kern_buffer_read(bo, out, sizeof out), KERN_OK);
+    for (int i = 0; i < 4; i++) { /* i16 * i16 in i32: no 16-bit wrap; c wraps at 256 */
+        int32_t want = (int32_t)x[i] * x[i] + (uint8_t)300 + (uint8_t)(y[i] + 250);
+        cr_expect_eq(out[i], want, "promote[%d]: %d, want %d", i, out[i], want);
+    }
+    uint64_t a[4] = {UINT64_MAX, (1ull << 63) + 12345, 7, 1ull << 63};
+    uint64_t bv[4] = {3, (1ull << 63) + 1, (1ull << 63) + 9, 10};
+    kern_buffer *ba = buf(ctx, KERN_U64, 4, a), *bb = buf(ctx, KERN_U64, 4, bv),
+                *bq = buf(ctx, KERN_U64, 4, NULL), *br = buf(ctx, KERN_U64, 4, NULL),
+                *bs = buf(ctx, KERN_U64, 4, NULL), *bl = buf(ctx, KERN_I32, 4, NULL),
+                *bf = buf(ctx, KERN_F64, 4, NULL);
+    kern_arg ba_[7] = {kern_arg_buffer(ba), kern_arg_buffer(bb), kern_arg_buffer(bq),
+                       kern_arg_buffer(br), kern_arg_buffer(bs), kern_arg_buffer(bl),
+                       kern_arg_buffer(bf)};
+    cr_assert_eq(kern_launch(kb, ba_, 7), KERN_OK, "%s", kern_context_last_error(ctx));
+    uint64_t q[4], r[4], s[4];
+    int32_t lt[4];
+    double fd[4];
+    kern_buffer_read(bq, q, sizeof q);
+    kern_buffer_read(br, r, sizeof r);
+    kern_buffer_read(bs, s, sizeof s);
+    kern_buffer_read(bl, lt, sizeof lt);
+    kern_buffer_read(bf, fd, sizeof fd);
+    for (int i = 0; i < 4; i++) {
+        cr_expect_eq(q[i], a[i] / bv[i], "q[%d]", i);
+        cr_expect_eq(r[i], a[i] % bv[i], "r[%d]", i);
+        cr_expect_eq(s[i], a[i] >> 3, "s[%d]", i);
+        cr_expect_eq(lt[i], a[i] < bv[i], "lt[%d]", i);
+        cr_expect_eq(fd[i], (double)a[i], "f[%d]", i);
+    }
+    kern_buffer *all[] = {bx, by, bo, ba, bb, bq, br, bs, bl, bf};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        kern_buffer_release(all[i]);
+    kern_module_release(m);
+    kern_context_release(ctx);
+}
+
+static void expect_compile_error(const char *src, const char *needle) {
+    kern_context *ctx = cpu_ctx();
+    kern_module *m = NULL;
+    kern_status st = kern_module_from_source(ctx, src, strlen(src), "e.kern", &m);
+    cr_assert_eq(st, KERN_ERR_COMPILE);
+    cr_expect(strstr(kern_context_last_error(ctx), needle), "message: %s",
+              kern_context_last_error(ctx));
+    kern_context_release(ctx);
+}
+
+Test(smalltypes, errors) {
+    expect_compile_error("kernel k(x: u8[]) { for i in 0..len(x) { x[i] += 1; } }",
+                         "array 'x' of u8 elements");
+    expect_compile_error(
+        "kernel k(x: f16[], y: f32[]) { for i in 0..len(y) { y[i] = atomic_add(x[i], 1.0); } }",
+        "array 'x' of f16 elements");
+    expect_compile_error("kernel k(x: f16, y: f32[]) { for i in 0..len(y) { y[i] = 1.0; } }",
+                         "storage types");
+    expect_compile_error(
+        "kernel k(x: f32[]) { for i in 0..len(x) { let a: u8 = 300; x[i] = f32(a); } }",
+        "does not fit in u8");
+}
+
+/* kernc run ... --save: every new dtype through .npy files, and a wrong dtype named */
+Test(smalltypes, npy_round_trip_cli) {
+    char dir[] = "/tmp/kern-smalltypes-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[512], cmd[4096];
+    snprintf(path, sizeof path, "%s/t.kern", dir);
+    FILE *f = fopen(path, "w");
+    fputs("kernel t(a: i8[], b: u8[], c: i16[], d: u16[], e: u64[], h: f16[], g: bf16[]) {\n"
+          "    for i in 0..len(a) {\n"
+          "        a[i] = a[i] * 2; b[i] = b[i] * 2; c[i] = c[i] * 2; d[i] = d[i] * 2;\n"
+          "        e[i] = e[i] * u64(2); h[i] = h[i] * 2.0; g[i] = g[i] * 2.0;\n"
+          "    }\n"
+          "}\n",
+          f);
+    fclose(f);
+    /* inputs written with kern's own writer */
+    int8_t a[3] = {100, -100, 3};
+    uint8_t b[3] = {200, 1, 128};
+    int16_t c[3] = {20000, -3, 7};
+    uint16_t d[3] = {40000, 9, 65535};
+    uint64_t e[3] = {(1ull << 63) + 1, 5, 1};
+    uint16_t h[3] = {0x3c00 /* 1 */, 0x7bff /* 65504 */, 0x0001};
+    uint16_t g[3] = {0x3fc0 /* 1.5 */, 0x7f7f, 0x0001};
+    const void *data[7] = {a, b, c, d, e, h, g};
+    kern_dtype dt[7] = {KERN_I8, KERN_U8, KERN_I16, KERN_U16, KERN_U64, KERN_F16, KERN_BF16};
+    const char *names = "abcdehg";
+    int64_t shape = 3;
+    char err[256];
+    int n = snprintf(cmd, sizeof cmd, "%s run %s t", KERNC_PATH, path);
+    for (int i = 0; i < 7; i++) {
+        snprintf(path, sizeof path, "%s/%c.npy", dir, names[i]);
+        cr_assert_eq(kern_npy_write(path, dt[i], 1, &shape, data[i], err, sizeof err), KERN_OK,
+                     "%s", err);
+        n += snprintf(cmd + n, sizeof cmd - (size_t)n, " %c=%s --save %c=%s/%c.out.npy", names[i],
+                      path, names[i], dir, names[i]);
+    }
+    snprintf(cmd + n, sizeof cmd - (size_t)n, " > /dev/null");
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    const char *descr[7] = {"|i1", "|u1", "<i2", "<u2", "<u8", "<f2", "<u2"};
+    for (int i = 0; i < 7; i++) {
+        snprintf(path, sizeof path, "%s/%c.out.npy", dir, names[i]);
+        kern_npy out;
+        cr_assert_eq(kern_npy_read(path, &out, err, sizeof err), KERN_OK, "%s", err);
+        cr_expect_eq(out.dtype, i == 6 ? KERN_U16 : dt[i], "%c: dtype %d", names[i], out.dtype);
+        cr_expect_str_eq(kern_npy_descr(out.dtype), descr[i]);
+        for (int j = 0; j < 3; j++) {
+            switch (i) {
+            case 0: cr_expect_eq(((int8_t *)out.data)[j], (int8_t)(a[j] * 2)); break;
+            case 1: cr_expect_eq(((uint8_t *)out.data)[j], (uint8_t)(b[j] * 2)); break;
+            case 2: cr_expect_eq(((int16_t *)out.data)[j], (int16_t)(c[j] * 2)); break;
+            case 3: cr_expect_eq(((uint16_t *)out.data)[j], (uint16_t)(d[j] * 2)); break;
+            case 4: cr_expect_eq(((uint64_t *)out.data)[j], e[j] * 2); break;
+            case 5:
+                cr_expect_eq(((uint16_t *)out.data)[j],
+                             nearest(2 * f16_val(h[j]), f16_val, 65536.0), "h[%d]", j);
+                break;
+            case 6:
+                cr_expect_eq(((uint16_t *)out.data)[j],
+                             nearest(2 * bf16_val(g[j]), bf16_val, ldexp(1, 128)), "g[%d]", j);
+                break;
+            }
+        }
+        kern_npy_free(&out);
+    }
+    /* a file of the wrong dtype: the message names the expected one */
+    snprintf(cmd, sizeof cmd,
+             "%s run %s/t.kern t a=%s/b.npy b=%s/b.npy c=%s/c.npy d=%s/d.npy e=%s/e.npy h=%s/h.npy "
+             "g=%s/g.npy 2>&1 | grep -q \"'|i1'\"",
+             KERNC_PATH, dir, dir, dir, dir, dir, dir, dir, dir);
+    cr_expect_eq(system(cmd), 0, "%s", cmd);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    (void)system(cmd);
+}
