@@ -121,6 +121,35 @@ static void print_expr(kern_buf *b, const fe_expr *e) {
         expr_tail(b, e);
         print_args(b, e->index.idx, e->index.nidx);
         break;
+    case EX_MEMBER:
+        buf_printf(b, "(member %s", e->member.field);
+        expr_tail(b, e);
+        print_args(b, &e->member.base, 1);
+        break;
+    case EX_ELEM:
+        buf_puts(b, "(elem");
+        expr_tail(b, e);
+        print_args(b, &e->elem.base, 1);
+        print_args(b, e->elem.idx, e->elem.nidx);
+        break;
+    case EX_CONSTRUCT:
+        buf_printf(b, "(construct %s", e->cons.to->name);
+        expr_tail(b, e);
+        print_args(b, e->cons.args, e->cons.nargs);
+        break;
+    case EX_STRUCTLIT:
+        buf_printf(b, "(struct %s", e->slit.name);
+        expr_tail(b, e);
+        for (int i = 0; i < e->slit.n; i++) {
+            buf_printf(b, " %s:", e->slit.fields[i]);
+            print_args(b, &e->slit.values[i], 1);
+        }
+        break;
+    case EX_ARRAYLIT:
+        buf_puts(b, "(array");
+        expr_tail(b, e);
+        print_args(b, e->alit.elems, e->alit.n);
+        break;
     default:
         buf_puts(b, "(unknown");
         break;
@@ -148,7 +177,8 @@ static void print_stmt(kern_buf *b, const fe_stmt *s, int ind) {
         if (s->decl.declared)
             buf_printf(b, " %s", s->decl.declared->name);
         put_loc(b, s->loc);
-        print_args(b, &s->decl.init, 1);
+        if (s->decl.init)
+            print_args(b, &s->decl.init, 1);
         break;
     case ST_ASSIGN:
         buf_printf(b, "(assign %s", fe_assign_text(s->assign.op));
@@ -236,6 +266,17 @@ static void print_item(kern_buf *b, const fe_item *it) {
             buf_putc(b, ')');
         }
         child_stmt(b, it->body, 2);
+        break;
+    case IT_STRUCT:
+        buf_printf(b, "(struct %s", it->name);
+        put_loc(b, it->loc);
+        for (int i = 0; i < it->nfields; i++) {
+            indent(b, 2);
+            buf_printf(b, "(field %s %s", it->fields[i].name,
+                       it->fields[i].type ? it->fields[i].type->name : "?");
+            put_loc(b, it->fields[i].loc);
+            buf_putc(b, ')');
+        }
         break;
     default:
         buf_puts(b, "(unknown");

@@ -536,7 +536,13 @@ static const fe_expr *find_range_use(const fe_expr *e, const range_use *u) {
         for (int i = 0; i < e->index.nidx && !r; i++)
             r = find_range_use(e->index.idx[i], u);
         return r;
-    default: return NULL;
+    default: {
+        const fe_expr *k[64];
+        int n = fe_expr_kids(e, k, 64);
+        for (int i = 0; i < n && i < 64 && !r; i++)
+            r = find_range_use(k[i], u);
+        return r;
+    }
     }
 }
 
@@ -582,7 +588,13 @@ static const fe_expr *memory_or_call(const fe_expr *e) {
         for (int i = 0; i < e->call.nargs && !r; i++)
             r = memory_or_call(e->call.args[i]);
         return r;
-    default: return NULL;
+    default: {
+        const fe_expr *k[64];
+        int n = fe_expr_kids(e, k, 64);
+        for (int i = 0; i < n && i < 64 && !r; i++)
+            r = memory_or_call(k[i]);
+        return r;
+    }
     }
 }
 

@@ -49,7 +49,8 @@ static void scan_expr(race_scan *r, const fe_expr *e) {
         return;
     switch (e->kind) {
     case EX_INDEX:
-        add(r, e, e->loc, false);
+        if (e->index.sym && ty_is_array(e->index.sym->type))
+            add(r, e, e->loc, false);
         for (int i = 0; i < e->index.nidx; i++)
             scan_expr(r, e->index.idx[i]);
         return;
@@ -79,7 +80,13 @@ static void scan_expr(race_scan *r, const fe_expr *e) {
                 scan_expr(r, e->call.args[i]);
         return;
     }
-    default: return;
+    default: {
+        const fe_expr *k[64];
+        int n = fe_expr_kids(e, k, 64);
+        for (int i = 0; i < n && i < 64; i++)
+            scan_expr(r, k[i]);
+        return;
+    }
     }
 }
 
@@ -92,7 +99,13 @@ static void scan_stmt(race_scan *r, const fe_stmt *st) {
     case ST_ASSIGN: {
         const fe_expr *t = st->assign.target;
         scan_expr(r, st->assign.value);
-        if (t && t->kind == EX_INDEX) {
+        while (t && (t->kind == EX_MEMBER || t->kind == EX_ELEM)) {
+            if (t->kind == EX_ELEM)
+                for (int i = 0; i < t->elem.nidx; i++)
+                    scan_expr(r, t->elem.idx[i]);
+            t = t->kind == EX_MEMBER ? t->member.base : t->elem.base;
+        }
+        if (t && t->kind == EX_INDEX && t->index.sym && ty_is_array(t->index.sym->type)) {
             for (int i = 0; i < t->index.nidx; i++)
                 scan_expr(r, t->index.idx[i]);
             if (st->assign.op == AS_MUL || st->assign.op == AS_DIV)
