@@ -567,7 +567,15 @@ static void lower_stmt(lw *L, const fe_stmt *st) {
         L->b.loc = st->loc;
         lw_set(L->func->ret, ir_const_bool(&L->b, true));
         return;
-    case ST_EXPR: (void)lw_expr(L, st->expr.expr); return;
+    case ST_EXPR:
+        if (st->expr.expr->type && ty_is_aggregate(st->expr.expr->type)) {
+            ir_value **v = kern_xmalloc(sizeof(ir_value *) * (size_t)ty_leaves(st->expr.expr->type));
+            lw_agg(L, st->expr.expr, v); /* atomic_add(x[i], v); */
+            free(v);
+        } else {
+            (void)lw_expr(L, st->expr.expr);
+        }
+        return;
     case ST_BLOCK: lower_list(L, st->block.stmts, st->block.nstmts); return;
     }
     kern_unreachable("statement kind");
