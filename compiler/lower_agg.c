@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../runtime/abi.h"
 #include "lower_impl.h"
 
 /* ---- Types and leaf symbols ------------------------------------------------------------ */
@@ -135,13 +136,26 @@ static void add_offset(lw *L, lw_place *p, int axis, ir_value *dyn, int konst, i
     p->dmax[axis] += (extent - 1) * stride;
 }
 
-/* The index value: its constant when sema folded it (then *dyn is NULL). */
-static int index_value(lw *L, const fe_expr *ix, ir_value **dyn) {
+/* The index value: its constant when sema folded it (then *dyn is NULL). A dynamic index
+ * into a value (not memory) is checked in debug builds, as array indices are: a `check`
+ * op records KERN_DEVERR_BOUNDS; in release builds an index out of range reads one of the
+ * value's leaves and writes none (undefined, docs/reference.md). Memory roots get the
+ * load's and store's own bounds checks. */
+static int index_value(lw *L, const lw_place *p, const fe_expr *ix, int extent, ir_value **dyn) {
     if (ix->is_const) {
         *dyn = NULL;
         return (int)ix->cval.i;
     }
     *dyn = lw_expr(L, ix);
+    if (L->ctx->opts.debug && !p->mem) {
+        const kern_type *t = (*dyn)->type;
+        ir_value *ok = ir_binop(&L->b, IR_LT, *dyn, ir_const_int(&L->b, t, extent));
+        if (!ty_is_unsigned(t))
+            ok = ir_binop(&L->b, IR_AND, ir_binop(&L->b, IR_GE, *dyn, ir_const_int(&L->b, t, 0)),
+                          ok);
+        ir_value *ops[3] = {ok, conv(L, *dyn, ty_i64()), ir_const_int(&L->b, ty_i64(), extent)};
+        ir_build(&L->b, IR_CHECK, ops, 3, NULL, 0, 0)->imm.i = KERN_DEVERR_BOUNDS;
+    }
     return 0;
 }
 
@@ -153,17 +167,17 @@ static void index_step(lw *L, lw_place *p, fe_expr *const *idx, int n) {
     ir_value *dyn;
     switch (t->kind) {
     case TY_VEC: {
-        int k = index_value(L, idx[0], &dyn);
+        int k = index_value(L, p, idx[0], t->n, &dyn);
         add_offset(L, p, matroot ? 1 : 0, dyn, k, 1, t->n);
         p->type = t->elem;
         return;
     }
     case TY_MAT: {
-        int k = index_value(L, idx[0], &dyn);
+        int k = index_value(L, p, idx[0], t->n, &dyn);
         add_offset(L, p, 0, dyn, k, matroot ? 1 : t->n, t->n);
         p->type = ty_vec(t->elem, t->n);
         if (n == 2) {
-            k = index_value(L, idx[1], &dyn);
+            k = index_value(L, p, idx[1], t->n, &dyn);
             add_offset(L, p, matroot ? 1 : 0, dyn, k, 1, t->n);
             p->type = t->elem;
         }
@@ -172,7 +186,7 @@ static void index_step(lw *L, lw_place *p, fe_expr *const *idx, int n) {
     case TY_LOCAL: {
         int stride = ty_leaves(t->elem);
         for (int i = t->rank - 1; i >= 0; i--) {
-            int k = index_value(L, idx[i], &dyn);
+            int k = index_value(L, p, idx[i], t->dims[i], &dyn);
             add_offset(L, p, 0, dyn, k, stride, t->dims[i]);
             stride *= t->dims[i];
         }

@@ -540,3 +540,40 @@ Test(v1, a_func_takes_a_vector_builtins_name) {
         cr_assert_eq(got[i], 3 * x[i] - 1, "x[%d] = %g", i, (double)got[i]);
     kern_context_release(ctx);
 }
+
+Test(v1, dynamic_indices_into_values_are_checked_in_debug_builds) {
+    static const char *src = "kernel k(x: f32[], idx: i32[], y: f32[]) {\n"
+                             "    for i in 0..len(x) {\n"
+                             "        var a: f32[4];\n"
+                             "        var v = vec3(x[i]);\n"
+                             "        for t in 0..3 { a[t] = x[i] * f32(t); v[t] *= a[t]; }\n"
+                             "        y[i] = a[idx[i]] + v[idx[i] % 3];\n"
+                             "    }\n"
+                             "}\n";
+    kern_context_options o = kern_context_options_default();
+    o.backend = kern_test_backend();
+    o.debug = true;
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_module *mod = compile(ctx, src);
+    float x[4] = {1, 2, 3, 4}, y[4];
+    int32_t good[4] = {0, 1, 2, 3}, bad[4] = {0, 1, 7, 3};
+    int64_t s[1] = {4};
+    kern_buffer *bx = buf(ctx, KERN_F32, 1, s, x), *bg = buf(ctx, KERN_I32, 1, s, good),
+                *bb = buf(ctx, KERN_I32, 1, s, bad), *by = buf(ctx, KERN_F32, 1, s, NULL);
+    kern_arg a[3] = {kern_arg_buffer(bx), kern_arg_buffer(bg), kern_arg_buffer(by)};
+    launch(ctx, find(mod, "k"), a, 3);
+    cr_assert_eq(kern_buffer_read(by, y, sizeof y), KERN_OK);
+    for (int i = 0; i < 4; i++) {
+        double ai = (double)x[i] * i, want = (i < 3 ? ai : 0.0) + x[i] * (double)x[i] * (i % 3);
+        expect_close(&y[i], &want, 1, 1e-6, "y");
+    }
+    a[1] = kern_arg_buffer(bb);
+    kern_status st = kern_launch(find(mod, "k"), a, 3);
+    if (st == KERN_OK)
+        st = kern_sync(ctx);
+    cr_assert_eq(st, KERN_ERR_DEVICE, "status %d: %s", (int)st, kern_context_last_error(ctx));
+    cr_assert(strstr(kern_context_last_error(ctx), "index 7 out of bounds"), "%s",
+              kern_context_last_error(ctx));
+    kern_context_release(ctx);
+}
