@@ -96,7 +96,7 @@ fe_item *fe_sema_find_item(fe_sema *s, const char *name) {
 }
 
 static const char *item_kind_name(fe_item_kind k) {
-    return k == IT_CONST ? "const" : k == IT_FUNC ? "func" : "kernel";
+    return k == IT_CONST ? "const" : k == IT_FUNC ? "func" : k == IT_STRUCT ? "struct" : "kernel";
 }
 
 /* ---- Scopes ------------------------------------------------------------------------- */

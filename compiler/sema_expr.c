@@ -175,6 +175,15 @@ bool fe_sema_convert(fe_sema *s, fe_expr **slot, const kern_type *to) {
     fe_expr *e = *slot;
     if (!e || !e->type || !to)
         return false;
+    if (fe_is_untyped(e->type) && !ty_is_scalar(to)) {
+        char buf[80];
+        fe_sema_error(s, fe_sema_first_loc(e), "expected a value of type %s, got %s%s", to->name,
+                      type_desc(e, buf, sizeof buf),
+                      to->kind == TY_VEC || to->kind == TY_MAT
+                          ? arena_printf(s->mem, "; write %s(...)", to->name)
+                          : "");
+        return false;
+    }
     if (fe_is_untyped(e->type))
         return fe_sema_resolve(s, slot, to);
     if (e->type == to)

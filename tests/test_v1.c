@@ -577,3 +577,27 @@ Test(v1, dynamic_indices_into_values_are_checked_in_debug_builds) {
               kern_context_last_error(ctx));
     kern_context_release(ctx);
 }
+
+Test(v1, a_literal_where_a_vector_is_needed_is_an_error_not_a_crash) {
+    static const bad_case cases[] = {
+        {"kernel k(x: vec3[]) { for i in 0..len(x) { x[i] = 1.0; } }",
+         "expected a value of type vec3, got float literal 1.0; write vec3(...)"},
+        {"kernel k(x: f32[]) { for i in 0..len(x) { var a: f32[16] = 5.0; x[i] = a[0]; } }",
+         "expected a value of type f32[16]"},
+        {"struct S { a: f32 }\nkernel S(x: f32[]) { }", "(a struct at line 1)"},
+        {"struct S { a: f32 }\nkernel k(x: f32[]) { for i in 0..len(x) { x[i] = S(1.0).a; } }",
+         "'S' is a struct, not a function"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kern_context_options o = kern_context_options_default();
+        kern_context *ctx;
+        cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK);
+        kern_module *m = NULL;
+        kern_status st =
+            kern_module_from_source(ctx, cases[i].src, strlen(cases[i].src), "v1.kern", &m);
+        cr_expect_eq(st, KERN_ERR_COMPILE, "case %zu: status %d", i, (int)st);
+        cr_expect(strstr(kern_context_last_error(ctx), cases[i].want) != NULL,
+                  "case %zu: '%s' not in: %s", i, cases[i].want, kern_context_last_error(ctx));
+        kern_context_release(ctx);
+    }
+}
