@@ -639,7 +639,7 @@ bool fe_sema_is_memory(const fe_expr *e) {
         return false;
     if (!e->index.sym) /* unchecked yet: resolve like check_index will */
         return true;
-    return ty_is_array(e->index.sym->type);
+    return !e->index.sym->type || ty_is_array(e->index.sym->type);
 }
 
 /* ---- Calls -------------------------------------------------------------------------- */
@@ -1059,7 +1059,7 @@ bool fe_sema_is_uniform(const fe_expr *e) {
                fe_sema_is_uniform(e->cond.b);
     case EX_CAST: return fe_sema_is_uniform(e->cast.arg);
     case EX_INDEX: /* memory may change between tasks */
-        if (!e->index.sym || ty_is_array(e->index.sym->type))
+        if (!e->index.sym || !e->index.sym->type || ty_is_array(e->index.sym->type))
             return false;
         for (int i = 0; i < e->index.nidx; i++)
             if (!fe_sema_is_uniform(e->index.idx[i]))

@@ -49,7 +49,7 @@ static void scan_expr(race_scan *r, const fe_expr *e) {
         return;
     switch (e->kind) {
     case EX_INDEX:
-        if (e->index.sym && ty_is_array(e->index.sym->type))
+        if (e->index.sym && e->index.sym->type && ty_is_array(e->index.sym->type))
             add(r, e, e->loc, false);
         for (int i = 0; i < e->index.nidx; i++)
             scan_expr(r, e->index.idx[i]);
@@ -105,7 +105,7 @@ static void scan_stmt(race_scan *r, const fe_stmt *st) {
                     scan_expr(r, t->elem.idx[i]);
             t = t->kind == EX_MEMBER ? t->member.base : t->elem.base;
         }
-        if (t && t->kind == EX_INDEX && t->index.sym && ty_is_array(t->index.sym->type)) {
+        if (t && t->kind == EX_INDEX && t->index.sym && t->index.sym->type && ty_is_array(t->index.sym->type)) {
             for (int i = 0; i < t->index.nidx; i++)
                 scan_expr(r, t->index.idx[i]);
             if (st->assign.op == AS_MUL || st->assign.op == AS_DIV)

@@ -1,6 +1,7 @@
 /* golden.c - golden-file helpers (see golden.h). */
 #include "golden.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,10 +108,22 @@ bool golden_check(const char *dir, const char *name, const char *actual) {
 }
 
 char *golden_with_type(const char *text, const char *type) {
+    static const char *const names[] = {"REAL", "VEC2", "VEC3", "VEC4", "MAT2", "MAT3", "MAT4",
+                                        "QUAT"};
+    static const char *const f32[] = {"f32", "vec2", "vec3", "vec4", "mat2", "mat3", "mat4",
+                                      "quat"};
+    static const char *const f64[] = {"f64", "dvec2", "dvec3", "dvec4", "dmat2", "dmat3",
+                                      "dmat4", "dquat"};
+    const char *const *to = type && !strcmp(type, "f64") ? f64 : f32;
     kern_buf b = {0};
     for (const char *p = text; *p;) {
-        if (type && !strncmp(p, "REAL", 4)) {
-            buf_puts(&b, type);
+        bool start = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        int hit = -1;
+        for (int k = 0; type && start && k < 8 && hit < 0; k++)
+            if (!strncmp(p, names[k], 4) && !(isalnum((unsigned char)p[4]) || p[4] == '_'))
+                hit = k;
+        if (hit >= 0) {
+            buf_puts(&b, hit == 0 ? type : to[hit]);
             p += 4;
         } else {
             buf_putc(&b, *p++);

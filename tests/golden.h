@@ -19,8 +19,9 @@ char *golden_read(const char *dir, const char *name, size_t *len);
 /* Compares actual with the expected file DIR/NAME; prints a line diff to stderr on
  * mismatch. With UPDATE=1 in the environment, writes actual there and returns true. */
 bool golden_check(const char *dir, const char *name, const char *actual);
-/* text with every REAL written as type (the gradient corpus's placeholder; type NULL: a
- * copy), malloc'd. */
+/* text with every whole-word REAL written as type (the gradient corpus's placeholder), and
+ * VEC2..4, MAT2..4, QUAT as the vector types of that precision (vec3 or dvec3, ...); type
+ * NULL: a copy. malloc'd. */
 char *golden_with_type(const char *text, const char *type);
 /* NAME.kern -> NAME.ext (malloc'd). */
 char *golden_sibling(const char *name, const char *ext);

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "../include/kern.h"
+#include "golden.h"
 #include "test_backend.h"
 
 #ifndef KERN_SOURCE_ROOT
@@ -104,37 +105,8 @@ static char *read_text(const char *path) {
 }
 
 /* src with every whole-word REAL replaced by type (f64 or f32), and the vector placeholders
- * VEC2 VEC3 VEC4 MAT2 MAT3 MAT4 QUAT by the types of that precision (vec3 or dvec3, ...). */
-static char *subst_real(const char *src, const char *type) {
-    static const char *const names[] = {"REAL", "VEC2", "VEC3", "VEC4", "MAT2", "MAT3", "MAT4",
-                                        "QUAT"};
-    static const char *const f32[] = {"f32", "vec2", "vec3", "vec4", "mat2", "mat3", "mat4",
-                                      "quat"};
-    static const char *const f64[] = {"f64", "dvec2", "dvec3", "dvec4", "dmat2", "dmat3",
-                                      "dmat4", "dquat"};
-    const char *const *to = !strcmp(type, "f64") ? f64 : f32;
-    size_t n = strlen(src);
-    char *out = malloc(2 * n + 1); /* "dvec3" is longer than "VEC3" by one */
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        bool word_start = i == 0 || !(isalnum((unsigned char)src[i - 1]) || src[i - 1] == '_');
-        int hit = -1;
-        for (int k = 0; word_start && k < 8 && hit < 0; k++)
-            if (!strncmp(src + i, names[k], 4) &&
-                !(isalnum((unsigned char)src[i + 4]) || src[i + 4] == '_'))
-                hit = k;
-        if (hit >= 0) {
-            size_t len = strlen(to[hit]);
-            memcpy(out + o, to[hit], len);
-            o += len;
-            i += 4;
-        } else {
-            out[o++] = src[i++];
-        }
-    }
-    out[o] = 0;
-    return out;
-}
+ * VEC2 VEC3 VEC4 MAT2 MAT3 MAT4 QUAT by the types of that precision (golden.c). */
+static char *subst_real(const char *src, const char *type) { return golden_with_type(src, type); }
 
 /* ---- a corpus case: the source and its header directives ----------------------------- */
 

@@ -1023,14 +1023,9 @@ Test(interp_passes, gradient_kernels_balance_their_adstacks, .timeout = 300) {
         size_t len;
         char *raw = golden_read("../grad", names[f], &len);
         kern_buf src = {0};
-        for (const char *s = raw; *s;) { /* REAL -> f64 (the corpus is typed by REAL) */
-            if (!strncmp(s, "REAL", 4)) {
-                buf_puts(&src, "f64");
-                s += 4;
-            } else {
-                buf_putc(&src, *s++);
-            }
-        }
+        char *typed = golden_with_type(raw, "f64"); /* the corpus's placeholders */
+        buf_puts(&src, typed);
+        free(typed);
         free(raw);
         ir_module *m[2] = {NULL, NULL};
         for (int l = 0; l < 2; l++) {

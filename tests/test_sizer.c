@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "golden.h"
 #include "../backends/llvm/llvm_backend.h"
 #include "../common/sizeexpr.h"
 #include "../compiler/driver.h"
@@ -215,9 +216,9 @@ static char *read_source(const char *path) {
     cr_assert(s && fread(s, 1, (size_t)len, f) == (size_t)len);
     s[len] = 0;
     fclose(f);
-    for (char *p = strstr(s, "REAL"); p; p = strstr(p, "REAL")) /* the corpus's placeholder */
-        memcpy(p, "f64 ", 4);
-    return s;
+    char *typed = golden_with_type(s, "f64"); /* the corpus's placeholders */
+    free(s);
+    return typed;
 }
 
 /* Every adstack of every gradient kernel of one source file; the arguments are drawn from
