@@ -13,7 +13,7 @@ size_t kern_spv_block_layout(const kern_type *const *params, int nparams, int na
             size = 8;
             count = t->rank;
         } else {
-            size = t->kind == TY_I64 || t->kind == TY_F64 ? 8 : 4; /* bool as u32 */
+            size = ty_size(t) == 8 ? 8 : 4; /* bool, i8..u16 as a 32-bit word */
         }
         at = align_to(at, size);
         off[p] = at;

@@ -17,35 +17,34 @@
 
 enum { DL_BOOL = 6 }; /* kDLBool of DLPack 0.8, which 0.6's header lacks */
 
+/* kern's dtypes and their DLPack codes, both ways; bf16 is kDLBfloat. */
+static const struct {
+    kern_dtype d;
+    uint8_t code, bits;
+} dl_codes[] = {
+    {KERN_F32, kDLFloat, 32},   {KERN_F64, kDLFloat, 64}, {KERN_I32, kDLInt, 32},
+    {KERN_U32, kDLUInt, 32},    {KERN_I64, kDLInt, 64},   {KERN_BOOL, DL_BOOL, 8},
+    {KERN_I8, kDLInt, 8},       {KERN_U8, kDLUInt, 8},    {KERN_I16, kDLInt, 16},
+    {KERN_U16, kDLUInt, 16},    {KERN_U64, kDLUInt, 64},  {KERN_F16, kDLFloat, 16},
+    {KERN_BF16, kDLBfloat, 16},
+};
+
 static bool dtype_of(DLDataType t, kern_dtype *out) {
     if (t.lanes != 1)
         return false;
-    if (t.code == kDLFloat && t.bits == 32)
-        *out = KERN_F32;
-    else if (t.code == kDLFloat && t.bits == 64)
-        *out = KERN_F64;
-    else if (t.code == kDLInt && t.bits == 32)
-        *out = KERN_I32;
-    else if (t.code == kDLUInt && t.bits == 32)
-        *out = KERN_U32;
-    else if (t.code == kDLInt && t.bits == 64)
-        *out = KERN_I64;
-    else if (t.code == DL_BOOL && t.bits == 8)
-        *out = KERN_BOOL;
-    else
-        return false;
-    return true;
+    for (size_t i = 0; i < sizeof dl_codes / sizeof *dl_codes; i++)
+        if (t.code == dl_codes[i].code && t.bits == dl_codes[i].bits) {
+            *out = dl_codes[i].d;
+            return true;
+        }
+    return false;
 }
 
 static DLDataType dl_dtype(kern_dtype d) {
-    switch (d) {
-    case KERN_F32: return (DLDataType){kDLFloat, 32, 1};
-    case KERN_F64: return (DLDataType){kDLFloat, 64, 1};
-    case KERN_I32: return (DLDataType){kDLInt, 32, 1};
-    case KERN_U32: return (DLDataType){kDLUInt, 32, 1};
-    case KERN_I64: return (DLDataType){kDLInt, 64, 1};
-    default: return (DLDataType){DL_BOOL, 8, 1};
-    }
+    for (size_t i = 0; i < sizeof dl_codes / sizeof *dl_codes; i++)
+        if (dl_codes[i].d == d)
+            return (DLDataType){dl_codes[i].code, dl_codes[i].bits, 1};
+    return (DLDataType){DL_BOOL, 8, 1};
 }
 
 static void call_deleter(void *user) {
@@ -84,7 +83,7 @@ kern_status kern_buffer_from_dlpack(kern_context *ctx, void *managed_tensor, ker
     if (!dtype_of(t->dtype, &d))
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "%s: DLPack dtype (code %u, %u bits, %u lanes) is not a kern dtype (f32, "
-                        "f64, i32, u32, i64, bool)",
+                        "f64, i32, u32, i64, bool, i8, u8, i16, u16, u64, f16, bf16)",
                         fn, t->dtype.code, t->dtype.bits, t->dtype.lanes);
     if (t->ndim < 1 || t->ndim > KERN_MAX_DIMS || !t->shape)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: rank %d is not supported (rank 1 to %d)", fn,

@@ -20,6 +20,8 @@ const vk_feature vk_features[] = {
     {11, "64-bit integers (shaderInt64)", offsetof(vk_device, has_i64)},
     {39, "8-bit integers (shaderInt8)", offsetof(vk_device, has_i8)},
     {4448, "8-bit storage buffers (storageBuffer8BitAccess)", offsetof(vk_device, has_8bit)},
+    {22, "16-bit integers (shaderInt16)", offsetof(vk_device, has_i16)},
+    {4433, "16-bit storage buffers (storageBuffer16BitAccess)", offsetof(vk_device, has_16bit)},
     {12, "64-bit atomics (shaderBufferInt64Atomics)", offsetof(vk_device, has_i64atomics)},
     {6033, "float atomic add (shaderBufferFloat32AtomicAdd)", offsetof(vk_device, has_f32add)},
     {61, "subgroup operations in compute shaders", offsetof(vk_device, has_sg_basic)},

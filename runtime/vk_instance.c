@@ -188,9 +188,11 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     free(ep);
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT af = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
-    VkPhysicalDeviceVulkan12Features f12 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
         .pNext = has_float_ext ? &af : NULL};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &f11};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                     .pNext = &f12};
     a->vkGetPhysicalDeviceFeatures2(v->phys, &f2);
@@ -202,6 +204,8 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     v->has_i64 = f2.features.shaderInt64;
     v->has_i8 = f12.shaderInt8;
     v->has_8bit = f12.storageBuffer8BitAccess;
+    v->has_i16 = f2.features.shaderInt16;
+    v->has_16bit = f11.storageBuffer16BitAccess;
     v->has_i64atomics = f12.shaderBufferInt64Atomics;
     v->has_f32add = has_float_ext && af.shaderBufferFloat32AtomicAdd;
     v->has_shared_f32add = has_float_ext && af.shaderSharedFloat32AtomicAdd;
@@ -225,9 +229,13 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
         .shaderBufferFloat32AtomicAdd = v->has_f32add,
         .shaderSharedFloat32AtomicAdd = v->has_shared_f32add};
+    VkPhysicalDeviceVulkan11Features e11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+        .pNext = v->has_f32add ? &eaf : NULL,
+        .storageBuffer16BitAccess = v->has_16bit};
     VkPhysicalDeviceVulkan12Features e12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-        .pNext = v->has_f32add ? &eaf : NULL,
+        .pNext = &e11,
         .shaderInt8 = v->has_i8,
         .storageBuffer8BitAccess = v->has_8bit,
         .shaderBufferInt64Atomics = v->has_i64atomics,
@@ -236,6 +244,7 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
                                     .pNext = &e12};
     e2.features.shaderFloat64 = v->has_f64;
     e2.features.shaderInt64 = v->has_i64;
+    e2.features.shaderInt16 = v->has_i16;
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                   .queueFamilyIndex = v->qfamily,

@@ -109,6 +109,7 @@ typedef struct vk_device {
     VkPipelineCache cache;
     vk_mem dummy; /* the heap bindings of kernels without adstacks */
     bool has_f64, has_i64, has_i8, has_8bit, has_i64atomics, has_f32add;
+    bool has_i16, has_16bit;                      /* shaderInt16, storageBuffer16BitAccess */
     bool has_sg_basic, has_sg_vote, has_sg_arith; /* subgroup operations in compute shaders */
     bool has_shared_f32add; /* float atomic add on workgroup memory (block copies) */
     bool force_staging;     /* options' staging: never map device-local memory */

@@ -301,6 +301,10 @@ static void fill_block(const vk_kernel *k, const rt_launch *l, unsigned char *bl
         uint32_t b;
         switch (t->kind) {
         case TY_BOOL: b = a->scalar.b ? 1 : 0, put(block, k->off[p], &b, 4); break;
+        case TY_I8:
+        case TY_U8: b = a->scalar.u8, put(block, k->off[p], &b, 4); break; /* truncated */
+        case TY_I16:
+        case TY_U16: b = a->scalar.u16, put(block, k->off[p], &b, 4); break;
         case TY_I32:
         case TY_U32:
         case TY_F32: put(block, k->off[p], &a->scalar, 4); break;

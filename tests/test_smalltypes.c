@@ -13,6 +13,7 @@
 #include "../include/kern.h"
 #include "../runtime/npy.h"
 #include "interp_util.h"
+#include "test_backend.h"
 
 /* ---- references ----------------------------------------------------------------------- */
 
@@ -158,6 +159,18 @@ static kern_context *cpu_ctx(void) {
     return ctx;
 }
 
+/* A Vulkan context (lavapipe here), validation on where installed; skips without one. */
+static kern_context *vulkan_ctx(void) {
+    kern_context *ctx = NULL;
+    if (kern_test_vulkan_context(&ctx) != KERN_OK) {
+        fprintf(stderr, "smalltypes: no Vulkan device (%s): skipped\n",
+                kern_context_last_error(ctx));
+        kern_context_release(ctx);
+        cr_skip_test("no Vulkan device");
+    }
+    return ctx;
+}
+
 static kern_buffer *buf(kern_context *ctx, kern_dtype t, int64_t n, const void *data) {
     kern_buffer *b;
     cr_assert_eq(kern_buffer_create(ctx, t, 1, &n, data, &b), KERN_OK, "%s",
@@ -231,8 +244,8 @@ Test(smalltypes, conversions_interp) {
     compiled_free(&c);
 }
 
-Test(smalltypes, conversions_cpu_jit) {
-    kern_context *ctx = cpu_ctx();
+/* conv on the device of ctx (released here), checked against the C references. */
+static void conversions_on(kern_context *ctx, const char *target) {
     kern_module *m;
     cr_assert_eq(kern_module_from_source(ctx, conv_src, strlen(conv_src), "conv.kern", &m), KERN_OK,
                  "%s", kern_context_last_error(ctx));
@@ -269,10 +282,11 @@ Test(smalltypes, conversions_cpu_jit) {
     cr_assert_eq(kern_buffer_read(b[9], bf, sizeof bf), KERN_OK);
     cr_assert_eq(kern_buffer_read(b[10], bfd, sizeof bfd), KERN_OK);
     cr_assert_eq(kern_buffer_read(b[11], back, sizeof back), KERN_OK);
-    check_conv("cpu", u8o, i8o, u16o, i16o, h, hd, bf, bfd, NP);
+    check_conv(target, u8o, i8o, u16o, i16o, h, hd, bf, bfd, NP);
     for (int i = 0; i < NP; i++) {
         double want = f16_val(h[i]) + bf16_val(bf[i]);
-        cr_expect((isnan(want) && isnan(back[i])) || back[i] == (float)want, "back[%d]", i);
+        cr_expect((isnan(want) && isnan(back[i])) || back[i] == (float)want, "%s back[%d]", target,
+                  i);
     }
     for (int i = 0; i < 12; i++)
         kern_buffer_release(b[i]);
@@ -280,8 +294,11 @@ Test(smalltypes, conversions_cpu_jit) {
     kern_context_release(ctx);
 }
 
-Test(smalltypes, promotion_and_u64_cpu_jit) {
-    kern_context *ctx = cpu_ctx();
+Test(smalltypes, conversions_cpu_jit) { conversions_on(cpu_ctx(), "cpu"); }
+Test(smalltypes, conversions_vulkan) { conversions_on(vulkan_ctx(), "vulkan"); }
+
+/* promote and big on the device of ctx (released here). */
+static void promotion_and_u64_on(kern_context *ctx, const char *target) {
     kern_module *m;
     cr_assert_eq(kern_module_from_source(ctx, conv_src, strlen(conv_src), "conv.kern", &m), KERN_OK,
                  "%s", kern_context_last_error(ctx));
@@ -299,7 +316,7 @@ Test(smalltypes, promotion_and_u64_cpu_jit) {
     cr_assert_eq(kern_buffer_read(bo, out, sizeof out), KERN_OK);
     for (int i = 0; i < 4; i++) { /* i16 * i16 in i32: no 16-bit wrap; c wraps at 256 */
         int32_t want = (int32_t)x[i] * x[i] + (uint8_t)300 + (uint8_t)(y[i] + 250);
-        cr_expect_eq(out[i], want, "promote[%d]: %d, want %d", i, out[i], want);
+        cr_expect_eq(out[i], want, "%s promote[%d]: %d, want %d", target, i, out[i], want);
     }
     uint64_t a[4] = {UINT64_MAX, (1ull << 63) + 12345, 7, 1ull << 63};
     uint64_t bv[4] = {3, (1ull << 63) + 1, (1ull << 63) + 9, 10};
@@ -320,11 +337,11 @@ Test(smalltypes, promotion_and_u64_cpu_jit) {
     kern_buffer_read(bl, lt, sizeof lt);
     kern_buffer_read(bf, fd, sizeof fd);
     for (int i = 0; i < 4; i++) {
-        cr_expect_eq(q[i], a[i] / bv[i], "q[%d]", i);
-        cr_expect_eq(r[i], a[i] % bv[i], "r[%d]", i);
-        cr_expect_eq(s[i], a[i] >> 3, "s[%d]", i);
-        cr_expect_eq(lt[i], a[i] < bv[i], "lt[%d]", i);
-        cr_expect_eq(fd[i], (double)a[i], "f[%d]", i);
+        cr_expect_eq(q[i], a[i] / bv[i], "%s q[%d]", target, i);
+        cr_expect_eq(r[i], a[i] % bv[i], "%s r[%d]", target, i);
+        cr_expect_eq(s[i], a[i] >> 3, "%s s[%d]", target, i);
+        cr_expect_eq(lt[i], a[i] < bv[i], "%s lt[%d]", target, i);
+        cr_expect_eq(fd[i], (double)a[i], "%s f[%d]", target, i);
     }
     kern_buffer *all[] = {bx, by, bo, ba, bb, bq, br, bs, bl, bf};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -332,6 +349,85 @@ Test(smalltypes, promotion_and_u64_cpu_jit) {
     kern_module_release(m);
     kern_context_release(ctx);
 }
+
+Test(smalltypes, promotion_and_u64_cpu_jit) { promotion_and_u64_on(cpu_ctx(), "cpu"); }
+Test(smalltypes, promotion_and_u64_vulkan) { promotion_and_u64_on(vulkan_ctx(), "vulkan"); }
+
+/* Scalar parameters of every new integer type, u64 atomics (unsigned max, add), u64 loop
+ * bounds and saturating float -> u64 casts, against the same computed in C. */
+static const char scalars_src[] =
+    "kernel sc(a: u64[], b: i8[], c: u16[], f: f32[], o: u64[], m: u64[], s: u64, t: i8,\n"
+    "          w: i16, x: u8, y: u16) {\n"
+    "    for i in 0..len(a) {\n"
+    "        a[i] = a[i] + s;\n"
+    "        b[i] = i8(i32(t) * 3 + i32(x));\n"
+    "        c[i] = u16(i32(w) + i32(y));\n"
+    "        o[i] = u64(f[i]);\n"
+    "        atomic_max(m[0], a[i]);\n"
+    "        m[1] += a[i] >> u64(60);\n"
+    "    }\n"
+    "    for j in u64(0)..u64(3) {\n"
+    "        m[2] += j;\n"
+    "    }\n"
+    "}\n";
+
+static void scalars_on(kern_context *ctx, const char *target) {
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, scalars_src, strlen(scalars_src), "sc.kern", &m),
+                 KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "sc", &k), KERN_OK);
+    enum { N = 6 };
+    uint64_t a[N] = {0, 1, UINT64_MAX - 5, 1ull << 63, 12345, (1ull << 62) + 7};
+    float f[N] = {-1.0f, 0.5f, 3e19f, 1.8e19f, NAN, 4294967296.0f};
+    uint64_t s = (1ull << 63) + 3, mz[3] = {0, 0, 0};
+    int8_t t = -100;
+    int16_t w = -30000;
+    uint8_t x = 250;
+    uint16_t y = 65535;
+    kern_buffer *ba = buf(ctx, KERN_U64, N, a), *bb = buf(ctx, KERN_I8, N, NULL),
+                *bc = buf(ctx, KERN_U16, N, NULL), *bf = buf(ctx, KERN_F32, N, f),
+                *bo = buf(ctx, KERN_U64, N, NULL), *bm = buf(ctx, KERN_U64, 3, mz);
+    kern_arg args[11] = {kern_arg_buffer(ba), kern_arg_buffer(bb), kern_arg_buffer(bc),
+                         kern_arg_buffer(bf), kern_arg_buffer(bo), kern_arg_buffer(bm),
+                         kern_arg_u64(s),     kern_arg_i8(t),      kern_arg_i16(w),
+                         kern_arg_u8(x),      kern_arg_u16(y)};
+    cr_assert_eq(kern_launch(k, args, 11), KERN_OK, "%s", kern_context_last_error(ctx));
+    uint64_t ga[N], go[N], gm[3];
+    int8_t gb[N];
+    uint16_t gc[N];
+    kern_buffer_read(ba, ga, sizeof ga);
+    kern_buffer_read(bb, gb, sizeof gb);
+    kern_buffer_read(bc, gc, sizeof gc);
+    kern_buffer_read(bo, go, sizeof go);
+    kern_buffer_read(bm, gm, sizeof gm);
+    uint64_t mx = 0, sum = 0;
+    for (int i = 0; i < N; i++) {
+        uint64_t ai = a[i] + s;
+        cr_expect_eq(ga[i], ai, "%s a[%d]", target, i);
+        cr_expect_eq(gb[i], (int8_t)(t * 3 + x), "%s b[%d]", target, i);
+        cr_expect_eq(gc[i], (uint16_t)(w + y), "%s c[%d]", target, i);
+        /* saturating, NaN 0, as llvm.fptoui.sat */
+        uint64_t want = isnan(f[i]) || f[i] <= 0          ? 0
+                        : f[i] >= 18446744073709551616.0f ? UINT64_MAX
+                                                          : (uint64_t)f[i];
+        cr_expect_eq(go[i], want, "%s u64(%g): %llu, want %llu", target, f[i],
+                     (unsigned long long)go[i], (unsigned long long)want);
+        mx = ai > mx ? ai : mx;
+        sum += ai >> 60;
+    }
+    cr_expect_eq(gm[0], mx, "%s unsigned atomic_max", target);
+    cr_expect_eq(gm[1], sum, "%s atomic add", target);
+    cr_expect_eq(gm[2], 0 + 1 + 2, "%s parallel loop over u64 bounds", target);
+    kern_buffer *all[] = {ba, bb, bc, bf, bo, bm};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        kern_buffer_release(all[i]);
+    kern_module_release(m);
+    kern_context_release(ctx);
+}
+
+Test(smalltypes, scalars_and_u64_atomics_cpu_jit) { scalars_on(cpu_ctx(), "cpu"); }
+Test(smalltypes, scalars_and_u64_atomics_vulkan) { scalars_on(vulkan_ctx(), "vulkan"); }
 
 static void expect_compile_error(const char *src, const char *needle) {
     kern_context *ctx = cpu_ctx();

@@ -465,6 +465,28 @@ Test(msl, corpus_translates) {
     cr_assert_gt(ok, 60);
 }
 
+/* Version 1's small types translate: bytes, shorts and longs in device buffers; f16/bf16
+ * as their bits (ushort). 64-bit atomics stay refused by SPIRV-Cross, with its reason. */
+Test(msl, small_types_translate) {
+    static const char src[] =
+        "kernel k(a: u64[], b: i8[], c: u16[], s: u64, t: i8, f: f32[], h: f16[], g: bf16[]) {\n"
+        "    for i in 0..len(a) {\n"
+        "        a[i] = a[i] / s; b[i] = i8(i32(t) * 3); c[i] = u16(a[i]);\n"
+        "        h[i] = g[i] * f[i];\n"
+        "    }\n"
+        "}\n";
+    char err[1024] = "";
+    char *msl = msl_of("small.kern", src, err, sizeof err);
+    cr_assert(msl, "%s", err);
+    cr_expect(strstr(msl, "uchar") && strstr(msl, "ushort") && strstr(msl, "ulong"), "%s", msl);
+    free(msl);
+    static const char atomics[] =
+        "kernel k(m: u64[], a: u64[]) { for i in 0..len(a) { atomic_max(m[0], a[i]); } }\n";
+    msl = msl_of("atomics.kern", atomics, err, sizeof err);
+    cr_expect(!msl && strstr(err, "64-bit atomics"), "%s", err);
+    free(msl);
+}
+
 /* A few translations kept as golden files (UPDATE=1 rewrites them): tests/golden/msl. */
 Test(msl, golden_files) {
     char **names;
@@ -586,6 +608,30 @@ static uint32_t *spirv_of(const char *src, size_t *n, char *err, size_t errlen) 
     ir_module_free(m);
     kc_ctx_free(cc);
     return w;
+}
+
+/* Version 1's scalar types: 8/16-bit storage buffers and registers, declared with their
+ * capabilities and extensions; spirv-val accepts the module. */
+Test(spirv, small_types_declare_their_capabilities) {
+    static const char src[] =
+        "kernel k(a: i8[], b: u16[], h: f16[], g: bf16[], e: u64[], s: u8) {\n"
+        "    for i in 0..len(a) {\n"
+        "        a[i] = i8(s); b[i] = u16(e[i] >> u64(3));\n"
+        "        h[i] = g[i] * 2.0; e[i] = e[i] / u64(7);\n"
+        "    }\n"
+        "}\n";
+    char err[1024] = "";
+    size_t n = 0;
+    uint32_t *w = spirv_of(src, &n, err, sizeof err);
+    cr_assert(w, "%s", err);
+    cr_expect(kc_spirv_validate(w, n, err, sizeof err), "%s", err);
+    const uint32_t caps[] = {39 /* Int8 */, 22 /* Int16 */, 11 /* Int64 */,
+                             4448 /* StorageBuffer8BitAccess */,
+                             4433 /* StorageBuffer16BitAccess */};
+    for (size_t i = 0; i < sizeof caps / sizeof *caps; i++)
+        cr_expect(has_capability(w, n, caps[i]), "capability %u missing", caps[i]);
+    cr_expect(!has_capability(w, n, 9 /* Float16 */), "f16 is stored as bits, no Float16");
+    free(w);
 }
 
 Test(spirv, wide_launch_blocks) {

@@ -17,7 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../backends/spirv/spv_emit.h"
 #include "../common/spvblock.h"
+#include "../compiler/driver.h"
 #include "../include/kern.h"
 #include "../runtime/device.h"
 #include "../runtime/meta.h"
@@ -693,6 +695,39 @@ Test(vulkan, capability_refusal_names_the_feature) {
     free(axpy);
     free(grid);
     device_done(d);
+}
+
+/* A module of version 1's small types on a device without 16- or 8-bit storage buffers
+ * (or Int16): refused at load with the feature's name, never handed to the driver. */
+Test(vulkan, small_types_refused_without_their_features) {
+    static const char src[] = "kernel k(a: i8[], h: f16[]) {\n"
+                              "    for i in 0..len(a) { a[i] = i8(h[i]); }\n"
+                              "}\n";
+    kc_ctx *cc = kc_ctx_new();
+    ir_module *m = kc_compile_source(cc, "small.kern", src, strlen(src));
+    cr_assert(m);
+    char err[512] = "";
+    size_t n = 0;
+    uint32_t *w = kc_spirv_emit(m, &cc->opts, &n, err, sizeof err);
+    cr_assert(w, "%s", err);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+    static const struct {
+        uint32_t cap;
+        const char *want;
+    } cases[] = {
+        {4433, "the module needs 16-bit storage buffers (storageBuffer16BitAccess), which "},
+        {22, "the module needs 16-bit integers (shaderInt16), which "},
+        {4448, "the module needs 8-bit storage buffers (storageBuffer8BitAccess), which "},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        rt_device *d = device_or_skip();
+        expect_load(d, w, n * 4, NULL);
+        rt_vulkan_device_forget(d, cases[c].cap);
+        expect_load(d, w, n * 4, cases[c].want);
+        device_done(d);
+    }
+    free(w);
 }
 
 Test(vulkan, malformed_code_is_a_format_error) {

@@ -172,7 +172,8 @@ void spv_capability(spv_builder *b, SpvCapability c) {
 }
 
 void spv_extension(spv_builder *b, const char *name) {
-    static const char *known[] = {"SPV_KHR_8bit_storage", "SPV_EXT_shader_atomic_float_add"};
+    static const char *known[] = {"SPV_KHR_8bit_storage", "SPV_EXT_shader_atomic_float_add",
+                                  "SPV_KHR_16bit_storage"};
     for (unsigned i = 0; i < sizeof known / sizeof *known; i++) {
         if (strcmp(name, known[i]) != 0)
             continue;
@@ -203,6 +204,8 @@ uint32_t spv_type_uint(spv_builder *b, int bits) {
         spv_capability(b, SpvCapabilityInt64);
     if (bits == 8)
         spv_capability(b, SpvCapabilityInt8);
+    if (bits == 16)
+        spv_capability(b, SpvCapabilityInt16);
     uint32_t ops[2] = {(uint32_t)bits, 0};
     return dedup(b, SpvOpTypeInt, ops, 2, 0);
 }
@@ -274,8 +277,8 @@ uint32_t spv_const_bool(spv_builder *b, bool v) {
 
 uint32_t spv_const_bits(spv_builder *b, uint32_t type, int bits, uint64_t v) {
     uint32_t ops[3] = {type, (uint32_t)v, (uint32_t)(v >> 32)};
-    if (bits == 8)
-        ops[1] &= 0xffu;
+    if (bits < 32)
+        ops[1] &= (1u << bits) - 1;
     return dedup(b, SpvOpConstant, ops, bits == 64 ? 3 : 2, 1);
 }
 

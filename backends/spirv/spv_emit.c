@@ -108,17 +108,27 @@ uint32_t spv_reg_type(spv_emitter *em, const kern_type *t) {
     case TY_BOOL: return em->t_bool;
     case TY_I32:
     case TY_U32: return em->t_u32;
-    case TY_I64: return spv_type_uint(&em->b, 64);
+    case TY_I64:
+    case TY_U64: return spv_type_uint(&em->b, 64);
+    case TY_I8:
+    case TY_U8: return spv_type_uint(&em->b, 8);
+    case TY_I16:
+    case TY_U16:
+    case TY_F16: /* f16 and bf16 registers hold bits (passes/lower_narrow.c) */
+    case TY_BF16: return spv_type_uint(&em->b, 16);
     case TY_F32: return em->t_f32;
     case TY_F64: return spv_type_float(&em->b, 64);
     default: kern_unreachable("SPIR-V backend: not a scalar type");
     }
 }
 
-/* v of integer or bool type t widened to u64 (sign-extended for i32). */
+/* v of integer or bool type t widened to u64 (sign-extended for signed types). */
 uint32_t spv_to_u64(spv_emitter *em, uint32_t v, const kern_type *t) {
     switch (t->kind) {
-    case TY_I64: return v;
+    case TY_I64:
+    case TY_U64: return v;
+    case TY_I8:
+    case TY_I16:
     case TY_I32: return spv_op1(&em->b, SpvOpSConvert, u64t(em), v);
     case TY_BOOL: return spv_op3(&em->b, SpvOpSelect, u64t(em), v, cu64(em, 1), cu64(em, 0));
     default: return spv_op1(&em->b, SpvOpUConvert, u64t(em), v);
@@ -191,7 +201,9 @@ static void kernel_begin(spv_emitter *em, const ir_kernel *k) {
                 moff[m++] = (uint32_t)off[p] + 8u * (uint32_t)d;
             }
         } else {
-            em->block_type[m] = t->kind == TY_BOOL ? em->t_u32 : spv_reg_type(em, t);
+            /* bool and i8..u16 as a 32-bit word (the runtime widens them) */
+            em->block_type[m] =
+                t->kind == TY_BOOL || ty_is_narrow(t) ? em->t_u32 : spv_reg_type(em, t);
             moff[m++] = (uint32_t)off[p];
         }
     }
@@ -343,6 +355,8 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
         uint32_t v = block_load(em, m);
         if (pt->kind == TY_BOOL)
             v = spv_op2(&em->b, SpvOpINotEqual, em->t_bool, v, cu32(em, 0));
+        else if (ty_is_narrow(pt))
+            v = spv_op1(&em->b, SpvOpUConvert, spv_reg_type(em, pt), v);
         set_val(em, k->body->args[p], v);
     }
     uint32_t nm0 = em->nmembers - 1 - 2 * k->nadstacks; /* ad_slots */
@@ -383,53 +397,10 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
 /* SPIR-V's universal limit on the members of a structure (the launch block is one). */
 enum { SPV_MAX_MEMBERS = 16383 };
 
-/* Version 1's scalar types (i8 u8 i16 u16 u64 f16 bf16) are not emitted for SPIR-V yet. */
-static bool v1_scalar(const kern_type *t) {
-    if (ty_is_array(t))
-        t = t->elem;
-    return ty_is_narrow(t) || t->kind == TY_U64;
-}
-
-static const ir_op *find_v1(const ir_region *r) {
-    ir_foreach_op(op, r) {
-        for (uint32_t i = 0; i < op->nresults; i++)
-            if (v1_scalar(op->results[i]->type))
-                return op;
-        for (uint32_t i = 0; i < op->nregions; i++) {
-            const ir_op *in = find_v1(op->regions[i]);
-            if (in)
-                return in;
-        }
-    }
-    return NULL;
-}
-
-/* A clear refusal instead of a module that cannot work (docs/backend-spirv.md). */
-static bool refuse_v1_types(const ir_kernel *k, char *err, size_t errlen) {
-    const char *what = NULL, *name = NULL;
-    kern_loc loc = k->loc;
-    for (uint32_t p = 0; p < k->nparams && !what; p++)
-        if (v1_scalar(k->params[p].type))
-            what = k->params[p].type->name, name = k->params[p].name, loc = k->params[p].loc;
-    const ir_op *op = what ? NULL : find_v1(k->body);
-    if (op)
-        what = op->results[0]->type->name, loc = op->loc;
-    if (!what)
-        return false;
-    snprintf(err, errlen,
-             "%u:%u: kernel '%s'%s%s%s uses type %s: the SPIR-V backend (Vulkan, Metal) does "
-             "not support i8, u8, i16, u16, u64, f16 and bf16 yet; use the CPU or CUDA target",
-             loc.line, loc.col, k->name, name ? ", parameter '" : "", name ? name : "",
-             name ? "'," : "", what);
-    return true;
-}
-
 uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords, char *err,
                         size_t errlen) {
     kern_assert(m->lowered); /* kc_compile_source, or ir_lower_semantics for IR made by hand */
     ir_foreach_kernel(k, m) {
-        if (refuse_v1_types(k, err, errlen))
-            return NULL;
         size_t nm = 1 + 2 * (size_t)k->nadstacks; /* kernel_begin's launch block */
         for (uint32_t p = 0; p < k->nparams; p++)
             nm += ty_is_array(k->params[p].type) ? (size_t)k->params[p].type->rank : 1;

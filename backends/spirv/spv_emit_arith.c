@@ -16,15 +16,18 @@
 /* ---- arithmetic ------------------------------------------------------------------------- */
 
 static uint32_t int_const(spv_emitter *em, const kern_type *t, int64_t v) {
-    return is_i64(t) ? cu64(em, (uint64_t)v) : cu32(em, (uint32_t)v);
+    return ty_size(t) == 8 ? cu64(em, (uint64_t)v) : cu32(em, (uint32_t)v);
 }
+
+/* The width of an integer register (bool: 0). */
+static int int_width(const kern_type *t) { return t->kind == TY_BOOL ? 0 : 8 * ty_size(t); }
 
 /* div/rem and shifts of lowered IR (passes/lower_semantics.c): the divisor is never 0 or
  * -1 where the language would trap, and the count is masked. */
 static uint32_t emit_divrem(spv_emitter *em, const ir_op *op, uint32_t a, uint32_t b) {
     const kern_type *t = op->operands[0]->type;
     uint32_t ty = spv_reg_type(em, t);
-    bool div = op->code == IR_DIV, u = t->kind == TY_U32;
+    bool div = op->code == IR_DIV, u = ty_is_unsigned(t);
     SpvOp o = ty_is_float(t) ? (div ? SpvOpFDiv : SpvOpFRem) /* FRem: the dividend's sign */
               : div          ? (u ? SpvOpUDiv : SpvOpSDiv)
                              : (u ? SpvOpUMod : SpvOpSRem);
@@ -34,7 +37,7 @@ static uint32_t emit_divrem(spv_emitter *em, const ir_op *op, uint32_t a, uint32
 static uint32_t emit_shift(spv_emitter *em, const ir_op *op, uint32_t a, uint32_t b) {
     const kern_type *t = op->operands[0]->type;
     SpvOp o = op->code == IR_SHL  ? SpvOpShiftLeftLogical
-              : t->kind == TY_U32 ? SpvOpShiftRightLogical
+              : ty_is_unsigned(t) ? SpvOpShiftRightLogical
                                   : SpvOpShiftRightArithmetic;
     return spv_op2(&em->b, o, spv_reg_type(em, t), a, b);
 }
@@ -69,7 +72,7 @@ uint32_t spv_emit_compare(spv_emitter *em, ir_opcode code, const kern_type *t, u
             return spv_emit_compare(em, code, ty_i64(), ia, ib);
         }
     } else {
-        bool u = t->kind == TY_U32;
+        bool u = ty_is_unsigned(t);
         switch (code) {
         case IR_EQ: o = SpvOpIEqual; break;
         case IR_NE: o = SpvOpINotEqual; break;
@@ -96,6 +99,8 @@ static uint32_t emit_fptoint(spv_emitter *em, const kern_type *from, const kern_
     uint64_t maxv, minv;
     if (to->kind == TY_U32) {
         lo = 0.0, top = 4294967296.0, maxv = 0xffffffffu, minv = 0;
+    } else if (to->kind == TY_U64) {
+        lo = 0.0, top = 18446744073709551616.0, maxv = UINT64_MAX, minv = 0;
     } else if (to->kind == TY_I32) {
         lo = -2147483648.0, top = 2147483648.0, maxv = 0x7fffffff, minv = 0x80000000u;
     } else {
@@ -107,7 +112,7 @@ static uint32_t emit_fptoint(spv_emitter *em, const kern_type *from, const kern_
     uint32_t flo = fconst(em, from, lo), fhi = fconst(em, from, hi);
     uint32_t args[3] = {v, flo, fhi};
     uint32_t c = spv_ext(&em->b, ft, GLSLstd450FClamp, args, 3);
-    uint32_t r = spv_op1(&em->b, to->kind == TY_U32 ? SpvOpConvertFToU : SpvOpConvertFToS, it, c);
+    uint32_t r = spv_op1(&em->b, ty_is_unsigned(to) ? SpvOpConvertFToU : SpvOpConvertFToS, it, c);
     uint32_t big = spv_op2(&em->b, SpvOpFOrdGreaterThanEqual, em->t_bool, v, fconst(em, from, top));
     uint32_t small = spv_op2(&em->b, SpvOpFOrdLessThanEqual, em->t_bool, v, flo);
     uint32_t nan = spv_op1(&em->b, SpvOpIsNan, em->t_bool, v);
@@ -132,16 +137,27 @@ static uint32_t emit_cast(spv_emitter *em, const kern_type *from, const kern_typ
             return spv_op3(&em->b, SpvOpSelect, rt, v, fconst(em, to, 1.0), fconst(em, to, 0.0));
         return spv_op3(&em->b, SpvOpSelect, rt, v, int_const(em, to, 1), int_const(em, to, 0));
     }
+    /* lowered IR: i8..u16 meet floats and bool only through i32 (passes/lower_narrow.c) */
     if (ty_is_float(to))
-        return spv_op1(&em->b, from->kind == TY_U32 ? SpvOpConvertUToF : SpvOpConvertSToF, rt, v);
+        return spv_op1(&em->b, ty_is_unsigned(from) ? SpvOpConvertUToF : SpvOpConvertSToF, rt, v);
     if (to->kind == TY_BOOL)
         return spv_op2(&em->b, SpvOpINotEqual, em->t_bool, v, int_const(em, from, 0));
-    int fw = is_i64(from) ? 64 : 32, tw = is_i64(to) ? 64 : 32;
+    int fw = int_width(from), tw = int_width(to);
     if (fw == tw)
-        return v; /* i32 <-> u32: the same bits */
+        return v; /* i32 <-> u32, i64 <-> u64, i16 <-> u16: the same bits */
     if (fw > tw)
         return spv_op1(&em->b, SpvOpUConvert, rt, v);
-    return spv_op1(&em->b, from->kind == TY_I32 ? SpvOpSConvert : SpvOpUConvert, rt, v);
+    return spv_op1(&em->b, ty_is_unsigned(from) ? SpvOpUConvert : SpvOpSConvert, rt, v);
+}
+
+/* The same bits as another type: f32 <-> u32, f64 <-> u64/i64; f16/bf16 <-> u16 are one
+ * register type, so nothing. */
+static uint32_t emit_bitcast(spv_emitter *em, const kern_type *to, uint32_t v,
+                             const kern_type *from) {
+    uint32_t rt = spv_reg_type(em, to);
+    if (rt == spv_reg_type(em, from))
+        return v;
+    return spv_op1(&em->b, SpvOpBitcast, rt, v);
 }
 
 static uint32_t emit_const(spv_emitter *em, const ir_op *op) {
@@ -269,6 +285,7 @@ void spv_emit_simple(spv_emitter *em, const ir_op *op) {
         bool bl = t && t->kind == TY_BOOL;
         switch (op->code) {
         case IR_CAST: r = emit_cast(em, t, op->results[0]->type, x[0]); break;
+        case IR_BITCAST: r = emit_bitcast(em, op->results[0]->type, x[0], t); break;
         case IR_ADD: r = spv_op2(&em->b, fl ? SpvOpFAdd : SpvOpIAdd, ty, x[0], x[1]); break;
         case IR_SUB: r = spv_op2(&em->b, fl ? SpvOpFSub : SpvOpISub, ty, x[0], x[1]); break;
         case IR_MUL: r = spv_op2(&em->b, fl ? SpvOpFMul : SpvOpIMul, ty, x[0], x[1]); break;
@@ -297,7 +314,7 @@ void spv_emit_simple(spv_emitter *em, const ir_op *op) {
         case IR_ABS:
             if (fl)
                 r = spv_ext(&em->b, ty, GLSLstd450FAbs, x, 1);
-            else if (t->kind == TY_U32)
+            else if (ty_is_unsigned(t))
                 r = x[0];
             else /* INT_MIN wraps: select(x < 0, -x, x) */
                 r = spv_op3(&em->b, SpvOpSelect, ty,

@@ -76,7 +76,7 @@ static void emit_for(spv_emitter *em, const ir_op *op) {
         carried[k] = header_phi(em, spv_reg_type(em, op->results[k]->type),
                                 val(em, op->operands[2 + k]), pre, l_cont, &at[k]);
     uint32_t less =
-        spv_op2(&em->b, it->kind == TY_U32 ? SpvOpULessThan : SpvOpSLessThan, em->t_bool, iphi, hi);
+        spv_op2(&em->b, ty_is_unsigned(it) ? SpvOpULessThan : SpvOpSLessThan, em->t_bool, iphi, hi);
     spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
     branch_cond(em, less, l_body, l_merge);
     label(em, l_body);

@@ -12,21 +12,29 @@
 
 /* ---- types ------------------------------------------------------------------------------ */
 
+/* f32 or f64: a float in registers and in memory (f16/bf16 are their bits, a u16). */
+static bool real_float(const kern_type *t) { return t->kind == TY_F32 || t->kind == TY_F64; }
+
 static uint32_t mem_type(spv_emitter *em, const kern_type *t) {
-    if (t->kind == TY_BOOL) {
+    switch (ty_size(t)) {
+    case 1:
         spv_capability(&em->b, SpvCapabilityStorageBuffer8BitAccess);
         spv_extension(&em->b, "SPV_KHR_8bit_storage");
         return spv_type_uint(&em->b, 8);
+    case 2:
+        spv_capability(&em->b, SpvCapabilityStorageBuffer16BitAccess);
+        spv_extension(&em->b, "SPV_KHR_16bit_storage");
+        return spv_type_uint(&em->b, 16);
+    default: return spv_reg_type(em, t);
     }
-    return spv_reg_type(em, t);
 }
 
 /* The integer type of t's bits in memory (bool: u8, f32: u32, f64: u64). */
 static uint32_t int_mem_type(spv_emitter *em, const kern_type *t) {
-    switch (t->kind) {
-    case TY_BOOL: return mem_type(em, t);
-    case TY_I64:
-    case TY_F64: return spv_type_uint(&em->b, 64);
+    switch (ty_size(t)) {
+    case 1:
+    case 2: return mem_type(em, t);
+    case 8: return spv_type_uint(&em->b, 64);
     default: return em->t_u32;
     }
 }
@@ -36,9 +44,11 @@ static uint32_t zero_of(spv_emitter *em, const kern_type *t) {
     case TY_BOOL: return spv_const_bool(&em->b, false);
     case TY_I32:
     case TY_U32: return cu32(em, 0);
-    case TY_I64: return cu64(em, 0);
+    case TY_I64:
+    case TY_U64: return cu64(em, 0);
     case TY_F32: return spv_const_f32(&em->b, 0.0f);
-    default: return spv_const_f64(&em->b, 0.0);
+    case TY_F64: return spv_const_f64(&em->b, 0.0);
+    default: return spv_const_bits(&em->b, spv_reg_type(em, t), 8 * ty_size(t), 0);
     }
 }
 
@@ -46,8 +56,8 @@ static uint32_t zero_of(spv_emitter *em, const kern_type *t) {
 
 /* The Block struct { T data[]; } of a storage buffer of elements of SPIR-V type elem. */
 static uint32_t array_struct(spv_emitter *em, uint32_t elem, bool fl, int bits) {
-    int bi = bits == 8 ? 0 : bits == 32 ? 1 : 2;
-    uint32_t *slot = &em->arr_struct[fl][bi][0];
+    int bi = bits == 8 ? 0 : bits == 16 ? 1 : bits == 32 ? 2 : 3;
+    uint32_t *slot = &em->arr_struct[fl][bi];
     if (!*slot) {
         uint32_t rt = spv_type_rtarray(&em->b, elem, (uint32_t)bits / 8);
         uint32_t off = 0;
@@ -81,9 +91,9 @@ static uint32_t heap_var(spv_emitter *em, const kern_type *t, uint32_t *elem) {
  * integer type of the same size: a second variable of the same binding. */
 static uint32_t array_var(spv_emitter *em, int p, bool as_int) {
     const kern_type *et = em->kernel->params[p].type->elem;
-    uint32_t *slot = as_int && ty_is_float(et) ? &em->v_alias[p] : &em->v_arr[p];
+    uint32_t *slot = as_int && real_float(et) ? &em->v_alias[p] : &em->v_arr[p];
     if (!*slot) {
-        bool fl = ty_is_float(et) && !as_int;
+        bool fl = real_float(et) && !as_int;
         uint32_t elem = fl ? mem_type(em, et) : int_mem_type(em, et);
         *slot = buffer_var(em, elem, fl, ty_size(et) * 8, KERN_SPV_BIND_PARAM0 + p);
         spv_name(&em->b, *slot, -1, em->kernel->params[p].name);
@@ -188,7 +198,7 @@ uint32_t spv_emit_access(spv_emitter *em, const ir_op *op) {
         return 0;
     }
     uint32_t r;
-    bool fl = ty_is_float(et), u = et->kind == TY_U32;
+    bool fl = real_float(et), u = ty_is_unsigned(et);
     if (et->kind == TY_BOOL) {
         /* no byte atomics in Vulkan: the builder makes none; an xchg (autodiff) is a plain
          * load and store of the byte */
@@ -270,13 +280,13 @@ static uint32_t ad_to_bits(spv_emitter *em, const kern_type *t, uint32_t v) {
     if (t->kind == TY_BOOL)
         return spv_op3(&em->b, SpvOpSelect, it, v, spv_const_u8(&em->b, 1),
                        spv_const_u8(&em->b, 0));
-    return ty_is_float(t) ? bitcast(em, it, v) : v;
+    return real_float(t) ? bitcast(em, it, v) : v;
 }
 
 static uint32_t ad_from_bits(spv_emitter *em, const kern_type *t, uint32_t bits) {
     if (t->kind == TY_BOOL)
         return spv_op2(&em->b, SpvOpINotEqual, em->t_bool, bits, spv_const_u8(&em->b, 0));
-    return ty_is_float(t) ? bitcast(em, spv_reg_type(em, t), bits) : bits;
+    return real_float(t) ? bitcast(em, spv_reg_type(em, t), bits) : bits;
 }
 
 void spv_emit_adpush(spv_emitter *em, const ir_op *op) {

@@ -46,7 +46,7 @@ typedef struct spv_emitter {
     uint32_t v_err, t_err;        /* binding 1 and its struct */
     uint32_t v_heap[3];           /* bindings 2, 3, 4: the heap as u8, u32, u64 */
     uint32_t fn_error, fn_ovf;    /* record_error, adstack_overflow */
-    uint32_t arr_struct[2][3][2]; /* per (float?, 8/32/64 bits index, -) the Block struct */
+    uint32_t arr_struct[2][4];    /* per (float?, 8/16/32/64 bits) the Block struct */
     spv_math64 m64;               /* the f64 functions the module calls */
     /* per kernel */
     const ir_kernel *kernel;
@@ -132,7 +132,8 @@ static inline uint32_t cu32(spv_emitter *em, uint32_t v) { return spv_const_u32(
 static inline uint32_t cu64(spv_emitter *em, uint64_t v) { return spv_const_u64(&em->b, v); }
 static inline uint32_t atomic_scope(spv_emitter *em) { return cu32(em, SpvScopeDevice); }
 static inline uint32_t relaxed(spv_emitter *em) { return cu32(em, SpvMemorySemanticsMaskNone); }
-static inline bool is_i64(const kern_type *t) { return t->kind == TY_I64; }
+/* A 64-bit integer (i64, u64). */
+static inline bool is_i64(const kern_type *t) { return t->kind == TY_I64 || t->kind == TY_U64; }
 
 static inline int param_of(spv_emitter *em, const ir_value *a) {
     kern_assert(!a->def && a->region == em->kernel->body);

@@ -7,8 +7,8 @@ import warnings
 
 from ._buffer import Buffer, _dlpack_import, _to_host
 from ._errors import ArgumentError, CopyWarning, _check
-from ._library import (_ARG_BUFFER, _ARG_SCALAR, _BOOL, _DTYPES, _F32, _I32, _I64,
-                       _KERN_NAMES, _U32, _Arg, _c, _np)
+from ._library import (_ARG_BUFFER, _ARG_SCALAR, _BOOL, _DTYPES, _F32, _INT_SCALARS,
+                       _KERN_NAMES, _Arg, _c, _np)
 from ._tape import _current_tape
 
 _MISSING = object()
@@ -207,21 +207,15 @@ def _set_scalar(kernel, p, a, v):
         if not isinstance(v, bool):
             raise ArgumentError("%s: expected a bool, got %s" % (where, type(v).__name__))
         a.u.b = v
-    elif p.dtype in (_I32, _U32, _I64):
+    elif p.dtype in _INT_SCALARS:
         if isinstance(v, bool) or not isinstance(v, int):
             raise ArgumentError("%s: expected an integer (%s), got %s" %
                                 (where, _KERN_NAMES[p.dtype], type(v).__name__))
-        lo, hi = {_I32: (-2**31, 2**31 - 1), _U32: (0, 2**32 - 1),
-                  _I64: (-2**63, 2**63 - 1)}[p.dtype]
+        field, lo, hi = _INT_SCALARS[p.dtype]
         if not lo <= v <= hi:
             raise ArgumentError("%s: %d is out of range for %s" % (where, v,
                                                                    _KERN_NAMES[p.dtype]))
-        if p.dtype == _I32:
-            a.u.i32 = v
-        elif p.dtype == _U32:
-            a.u.u32 = v
-        else:
-            a.u.i64 = v
+        setattr(a.u, field, v)
     else:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ArgumentError("%s: expected a number (%s), got %s" %

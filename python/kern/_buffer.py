@@ -6,8 +6,8 @@ import ctypes
 
 from ._context import context as _default_context
 from ._errors import ArgumentError, _check
-from ._library import (_DTYPES, _KERN_NAMES, _c, _capsule_get, _capsule_new, _capsule_rename,
-                       _np)
+from ._library import (_BF16, _DTYPES, _KERN_NAMES, _c, _capsule_get, _capsule_new,
+                       _capsule_rename, _np)
 
 class Buffer:
     """An array on a context's device: made by kern (`Buffer.zeros`, `Buffer.from_array`,
@@ -172,13 +172,17 @@ _CAPSULE_DESTRUCTOR_PTR = ctypes.cast(_capsule_destructor, ctypes.c_void_p)
 
 
 def _dtype_code(dtype):
-    np = _np()
-    name = np.dtype(dtype).name if not isinstance(dtype, int) else _DTYPES[dtype]
-    for code, n in _DTYPES.items():
+    if isinstance(dtype, int):
+        return dtype
+    if str(dtype) in ("bfloat16", "bf16"):  # a DLPack producer's (PyTorch, JAX), or by name
+        return _BF16
+    name = _np().dtype(dtype).name
+    for code, n in _DTYPES.items():  # uint16 is u16 (a bf16 array binds its bits as well)
         if n == name:
             return code
-    raise ArgumentError("dtype %s is not a kern dtype (bool, int32, uint32, int64, float32, "
-                        "float64)" % name)
+    raise ArgumentError("dtype %s is not a kern dtype (bool, int8, uint8, int16, uint16, int32, "
+                        "uint32, int64, uint64, float16, float32, float64; bf16 as uint16 bits)"
+                        % name)
 
 
 # ---- DLPack import -------------------------------------------------------------------

@@ -21,10 +21,19 @@ if not _path:
 _lib = ctypes.PyDLL(_path)
 
 _BOOL, _I32, _U32, _I64, _F32, _F64 = 1, 2, 3, 4, 5, 6
+_I8, _U8, _I16, _U16, _U64, _F16, _BF16 = 7, 8, 9, 10, 11, 12, 13
+# kern_dtype -> NumPy dtype name; NumPy has no bfloat16, so a bf16 array is its bits (uint16)
 _DTYPES = {_BOOL: "bool", _I32: "int32", _U32: "uint32", _I64: "int64", _F32: "float32",
-           _F64: "float64"}
+           _F64: "float64", _I8: "int8", _U8: "uint8", _I16: "int16", _U16: "uint16",
+           _U64: "uint64", _F16: "float16", _BF16: "uint16"}
 _KERN_NAMES = {_BOOL: "bool", _I32: "i32", _U32: "u32", _I64: "i64", _F32: "f32",
-               _F64: "f64"}
+               _F64: "f64", _I8: "i8", _U8: "u8", _I16: "i16", _U16: "u16", _U64: "u64",
+               _F16: "f16", _BF16: "bf16"}
+# the integer scalar types: kern_dtype -> (the _ArgValue field, lowest, highest)
+_INT_SCALARS = {_I32: ("i32", -2**31, 2**31 - 1), _U32: ("u32", 0, 2**32 - 1),
+                _I64: ("i64", -2**63, 2**63 - 1), _I8: ("i8", -2**7, 2**7 - 1),
+                _U8: ("u8", 0, 2**8 - 1), _I16: ("i16", -2**15, 2**15 - 1),
+                _U16: ("u16", 0, 2**16 - 1), _U64: ("u64", 0, 2**64 - 1)}
 _ARG_BUFFER, _ARG_SCALAR = 1, 2
 _MAX_DIMS = 4
 
@@ -44,7 +53,8 @@ class _ParamInfo(ctypes.Structure):
 class _ArgValue(ctypes.Union):
     _fields_ = [("buffer", ctypes.c_void_p), ("b", ctypes.c_bool), ("i32", ctypes.c_int32),
                 ("u32", ctypes.c_uint32), ("i64", ctypes.c_int64), ("f32", ctypes.c_float),
-                ("f64", ctypes.c_double)]
+                ("f64", ctypes.c_double), ("i8", ctypes.c_int8), ("u8", ctypes.c_uint8),
+                ("i16", ctypes.c_int16), ("u16", ctypes.c_uint16), ("u64", ctypes.c_uint64)]
 
 
 class _Arg(ctypes.Structure):
