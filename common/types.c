@@ -109,6 +109,18 @@ const kern_type *ty_vector_named(const char *name, int len) {
     return NULL;
 }
 
+const kern_type *ty_storage_leaf(const kern_type *t) {
+    const kern_type *first = ty_leaf_type(t, 0), *fl = NULL;
+    for (int i = 0; i < ty_leaves(t); i++) {
+        const kern_type *l = ty_leaf_type(t, i);
+        if (l->kind == TY_BOOL || ty_size(l) != ty_size(first))
+            return NULL;
+        if (!fl && ty_is_float(l))
+            fl = l;
+    }
+    return fl ? fl : first;
+}
+
 int ty_leaves(const kern_type *t) {
     switch (t->kind) {
     case TY_VEC: return t->n;

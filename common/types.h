@@ -89,6 +89,11 @@ const kern_type *ty_mat(const kern_type *elem, int n);
 const kern_type *ty_quat(const kern_type *elem);
 /* The vector or matrix type called name ("vec3", "dmat2", "quat"); NULL if none. */
 const kern_type *ty_vector_named(const char *name, int len);
+/* The scalar type an array of the vector, matrix or struct type t is stored as: its
+ * leaves' type, or for a struct whose leaves differ but have one size (f32 and i32, say),
+ * the float type of that size (the others are bitcast); NULL when the leaves have
+ * different sizes or include bool (no such array). */
+const kern_type *ty_storage_leaf(const kern_type *t);
 /* Scalar leaves of one value of t (1 for a scalar). */
 int ty_leaves(const kern_type *t);
 /* The scalar type of leaf i of a value of t. */

@@ -32,9 +32,9 @@ static int trailing(const kern_type *t) { return t->kind == TY_MAT ? 2 : 1; }
 
 const kern_type *lw_ir_type(const kern_type *t) {
     if (ty_is_array(t) && ty_is_aggregate(t->elem))
-        return ty_array(ty_leaf_type(t->elem, 0), t->rank + trailing(t->elem));
+        return ty_array(ty_storage_leaf(t->elem), t->rank + trailing(t->elem));
     if (ty_is_aggregate(t))
-        return ty_array(ty_leaf_type(t, 0), trailing(t));
+        return ty_array(ty_storage_leaf(t), trailing(t));
     return t;
 }
 
@@ -98,6 +98,10 @@ static ir_value *conv(lw *L, ir_value *v, const kern_type *to) {
 }
 
 static ir_value *cint(lw *L, int64_t v) { return ir_const_int(&L->b, ty_i32(), v); }
+
+static ir_value *ir_unop_typed(lw *L, ir_opcode code, const kern_type *t, ir_value *v) {
+    return ir_build(&L->b, code, &v, 1, &t, 1, 0)->results[0];
+}
 
 static ir_value *as_i32(lw *L, ir_value *v) { return conv(L, v, ty_i32()); }
 
@@ -332,6 +336,9 @@ static void read_place(lw *L, const lw_place *p, ir_value **out) {
             ir_value *ix[KERN_MAX_RANK + 2];
             int ni = mem_indices(L, p, l, ix);
             out[l] = ir_load(&L->b, p->arr, ix, (uint32_t)ni);
+            const kern_type *want = ty_leaf_type(p->type, l);
+            if (out[l]->type != want) /* an i32 field of a struct stored as f32 words */
+                out[l] = ir_unop_typed(L, IR_BITCAST, want, out[l]);
         }
         return;
     }
@@ -353,8 +360,10 @@ static void write_place(lw *L, const lw_place *p, ir_value *const *vals, ir_opco
         for (int l = 0; l < n; l++) {
             ir_value *ix[KERN_MAX_RANK + 2];
             int ni = mem_indices(L, p, l, ix);
+            const kern_type *word = p->arr->type->elem;
             if (code == IR_STORE)
-                ir_store(&L->b, p->arr, ix, (uint32_t)ni, vals[l]);
+                ir_store(&L->b, p->arr, ix, (uint32_t)ni,
+                         vals[l]->type == word ? vals[l] : ir_unop_typed(L, IR_BITCAST, word, vals[l]));
             else
                 ir_atomic(&L->b, code, p->arr, ix, (uint32_t)ni, vals[l]);
         }

@@ -471,6 +471,10 @@ static void check_assign(fe_sema *s, fe_stmt *st) {
         tt = fe_sema_expr(s, &st->assign.target, NULL, SX_NARROW_OK);
         if (tt && !assignable_part(s, st->assign.target))
             tt = NULL;
+        if (tt && (st->assign.op == AS_ADD || st->assign.op == AS_SUB) &&
+            fe_sema_is_memory(st->assign.target) &&
+            !fe_sema_atomic_ok(s, st->assign.target, st->assign.op == AS_ADD ? "'+='" : "'-='"))
+            tt = NULL;
         if (tt && ty_is_narrow(tt) && (st->assign.op == AS_ADD || st->assign.op == AS_SUB) &&
             fe_sema_is_memory(tg)) {
             const char *an = tg->kind == EX_INDEX ? tg->index.name : "the array";
@@ -795,19 +799,17 @@ static void check_kernel_param(fe_sema *s, fe_param *p) {
     }
     if (!ty_is_aggregate(e))
         return;
-    const kern_type *leaf = ty_leaf_type(e, 0);
-    for (int i = 1; i < ty_leaves(e); i++)
-        if (ty_leaf_type(e, i) != leaf) {
-            fe_sema_error(s, p->loc,
-                          "kernel parameter '%s' of type %s: a struct passed to a kernel must "
-                          "hold one scalar type (it has %s and %s); use separate arrays",
-                          p->name, t->name, leaf->name, ty_leaf_type(e, i)->name);
-            p->type = NULL;
-            return;
-        }
-    if (leaf->kind == TY_BOOL) {
-        fe_sema_error(s, p->loc, "kernel parameter '%s' of type %s holds bools; use i32 fields",
-                      p->name, t->name);
+    if (!ty_storage_leaf(e)) {
+        const kern_type *leaf = ty_leaf_type(e, 0);
+        for (int i = 0; i < ty_leaves(e); i++)
+            if (ty_leaf_type(e, i)->kind == TY_BOOL || ty_size(ty_leaf_type(e, i)) != ty_size(leaf)) {
+                fe_sema_error(s, p->loc,
+                              "kernel parameter '%s' of type %s: the fields of a struct passed "
+                              "to a kernel must have one size and no bools (it has %s and %s); "
+                              "use i32 for a flag, or f64 and i64 together",
+                              p->name, t->name, leaf->name, ty_leaf_type(e, i)->name);
+                break;
+            }
         p->type = NULL;
         return;
     }

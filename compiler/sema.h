@@ -151,6 +151,10 @@ bool fe_sema_is_uniform(const fe_expr *e);
 /* Whether e names memory: an element of an array parameter, or a component or field of
  * one (the place an atomic updates). */
 bool fe_sema_is_memory(const fe_expr *e);
+/* Whether an atomic update (what: "'+='", "'atomic_add'") of memory place `place` can be
+ * done: a field of another type than the words a struct array is stored as cannot
+ * (reported). */
+bool fe_sema_atomic_ok(fe_sema *s, const fe_expr *place, const char *what);
 
 /* ---- sema_agg.c: version-1 value types ------------------------------------------- */
 

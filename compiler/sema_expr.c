@@ -129,8 +129,7 @@ bool fe_sema_resolve(fe_sema *s, fe_expr **slot, const kern_type *to) {
         if (to->kind == TY_BOOL)
             fe_sema_error(s, loc, "%s %s where bool is required", what, val);
         else
-            fe_sema_error(s, loc, "%s %s where an integer (%s) is required", what, val,
-                          to->name);
+            fe_sema_error(s, loc, "%s %s where an integer (%s) is required", what, val, to->name);
         v = to->kind == TY_BOOL ? fe_value_bool(false) : fe_value_int(to, 0);
         ok = false;
     } else {
@@ -193,15 +192,16 @@ bool fe_sema_convert(fe_sema *s, fe_expr **slot, const kern_type *to) {
         return true;
     }
     if (!ty_is_scalar(e->type) || !ty_is_scalar(to)) {
-        fe_sema_error(s, fe_sema_first_loc(e), "expected a value of type %s, got %s", to->name, e->type->name);
+        fe_sema_error(s, fe_sema_first_loc(e), "expected a value of type %s, got %s", to->name,
+                      e->type->name);
         return false;
     }
     if (implicit_ok(e->type, to)) {
         *slot = make_cast(s, e, to);
         return true;
     }
-    fe_sema_error(s, fe_sema_first_loc(e), "cannot implicitly convert %s to %s; write %s(...)", e->type->name,
-                  to->name, to->name);
+    fe_sema_error(s, fe_sema_first_loc(e), "cannot implicitly convert %s to %s; write %s(...)",
+                  e->type->name, to->name, to->name);
     return false;
 }
 
@@ -210,9 +210,10 @@ bool fe_sema_convert(fe_sema *s, fe_expr **slot, const kern_type *to) {
 typedef enum ops_class { OPS_SCALAR, OPS_NUMBER, OPS_INT, OPS_FLOAT } ops_class;
 
 static const char *class_noun(ops_class k, bool plural) {
-    static const char *nouns[4][2] = {
-        {"a scalar", "scalars"}, {"a number", "numbers"}, {"an integer", "integers"},
-        {"a float", "floats"}};
+    static const char *nouns[4][2] = {{"a scalar", "scalars"},
+                                      {"a number", "numbers"},
+                                      {"an integer", "integers"},
+                                      {"a float", "floats"}};
     return nouns[k][plural];
 }
 
@@ -227,8 +228,7 @@ static bool in_class(const kern_type *t, ops_class k) {
 }
 
 /* Reports an operand outside its class. what: "operands of '+'", "argument of 'sin'". */
-static void class_error(fe_sema *s, const fe_expr *e, ops_class k, const char *what,
-                        bool plural) {
+static void class_error(fe_sema *s, const fe_expr *e, ops_class k, const char *what, bool plural) {
     char buf[80];
     fe_sema_error(s, fe_sema_first_loc(e), "%s must be %s, got %s%s", what, class_noun(k, plural),
                   type_desc(e, buf, sizeof buf),
@@ -276,8 +276,7 @@ static const kern_type *unify(fe_sema *s, fe_expr **slots[], int n, ops_class k,
     if (bad)
         return NULL;
     if (!common) {
-        const kern_type *u =
-            any_float_lit || k == OPS_FLOAT ? &fe_untyped_float : &fe_untyped_int;
+        const kern_type *u = any_float_lit || k == OPS_FLOAT ? &fe_untyped_float : &fe_untyped_int;
         common = adaptable(u, hint) && in_class(hint, k) ? hint : untyped_default(u);
     } else {
         if (any_float_lit && !ty_is_float(common))
@@ -551,8 +550,8 @@ static const kern_type *check_cast(fe_sema *s, fe_expr *e) {
                         ? adaptable(t, to) && (ty_is_float(to) || int_fits(to, c.i))
                         : adaptable(t, to) &&
                               (to->kind == TY_F64 || !isfinite(c.f) || isfinite((float)c.f));
-        const kern_type *via = fits ? to
-                               : t == &fe_untyped_float ? ty_f64()
+        const kern_type *via = fits                      ? to
+                               : t == &fe_untyped_float  ? ty_f64()
                                : int_fits(ty_i32(), c.i) ? ty_i32()
                                                          : ty_i64();
         fe_sema_resolve(s, arg, via);
@@ -603,10 +602,10 @@ static const kern_type *check_index(fe_sema *s, fe_expr *e) {
     } else if (at && e->index.nidx != at->rank) {
         fe_sema_error(s, e->loc, "array '%s' has rank %d (%s) but is indexed with %d index%s%s",
                       name, at->rank, at->name, e->index.nidx, e->index.nidx == 1 ? "" : "es",
-                      e->index.nidx < at->rank ? arena_printf(s->mem, "; an element is written "
-                                                                      "%s[%.*s]",
-                                                              name, 3 * at->rank - 2,
-                                                              "i, j, k, l")
+                      e->index.nidx < at->rank ? arena_printf(s->mem,
+                                                              "; an element is written "
+                                                              "%s[%.*s]",
+                                                              name, 3 * at->rank - 2, "i, j, k, l")
                                                : "");
         ok = false;
     }
@@ -640,6 +639,27 @@ bool fe_sema_is_memory(const fe_expr *e) {
     if (!e->index.sym) /* unchecked yet: resolve like check_index will */
         return true;
     return !e->index.sym->type || ty_is_array(e->index.sym->type);
+}
+
+bool fe_sema_atomic_ok(fe_sema *s, const fe_expr *place, const char *what) {
+    const fe_expr *e = place;
+    while (e->kind == EX_MEMBER || e->kind == EX_ELEM)
+        e = e->kind == EX_MEMBER ? e->member.base : e->elem.base;
+    if (e->kind != EX_INDEX || !e->index.sym || !e->index.sym->type || !place->type ||
+        !ty_is_array(e->index.sym->type) || !ty_is_aggregate(e->index.sym->type->elem))
+        return true;
+    const kern_type *word = ty_storage_leaf(e->index.sym->type->elem), *t = place->type;
+    for (int i = 0; word && i < ty_leaves(t); i++)
+        if (ty_leaf_type(t, i) != word) {
+            fe_sema_error(s, fe_sema_first_loc(place),
+                          "%s on a field of type %s in array '%s' is not supported: its elements "
+                          "are stored as "
+                          "%s words, and atomics update a word of that type; write the element "
+                          "with '=' where no two threads update one element",
+                          what, ty_leaf_type(t, i)->name, e->index.name, word->name);
+            return false;
+        }
+    return true;
 }
 
 /* ---- Calls -------------------------------------------------------------------------- */
@@ -698,7 +718,8 @@ static const kern_type *check_shape(fe_sema *s, fe_expr *e) {
     char buf[80];
     const kern_type *at = fe_sema_expr(s, &a[0], NULL, SX_ARRAY_OK);
     if (at && at->kind != TY_LOCAL && !ty_is_array(at)) {
-        fe_sema_error(s, fe_sema_first_loc(a[0]), "first argument of 'shape' must be an array, got %s",
+        fe_sema_error(s, fe_sema_first_loc(a[0]),
+                      "first argument of 'shape' must be an array, got %s",
                       type_desc(a[0], buf, sizeof buf));
         at = NULL;
     }
@@ -708,8 +729,8 @@ static const kern_type *check_shape(fe_sema *s, fe_expr *e) {
     if (!dt)
         return ty_i32();
     if (!ty_is_int(dt)) {
-        fe_sema_error(s, fe_sema_first_loc(a[1]), "dimension of 'shape' must be an integer constant, got %s",
-                      dt->name);
+        fe_sema_error(s, fe_sema_first_loc(a[1]),
+                      "dimension of 'shape' must be an integer constant, got %s", dt->name);
     } else if (!a[1]->is_const) {
         fe_sema_error(s, fe_sema_first_loc(a[1]), "dimension of 'shape' must be a constant");
     } else {
@@ -734,8 +755,8 @@ static const kern_type *check_atomic(fe_sema *s, fe_expr *e) {
     fe_expr **a = e->call.args;
     const char *name = e->call.name;
     if (!fe_sema_is_memory(a[0])) {
-        fe_sema_error(s, fe_sema_first_loc(a[0]), "first argument of '%s' must be an array element, such as a[i]",
-                      name);
+        fe_sema_error(s, fe_sema_first_loc(a[0]),
+                      "first argument of '%s' must be an array element, such as a[i]", name);
         check_args_loosely(s, e);
         return NULL;
     }
@@ -748,8 +769,13 @@ static const kern_type *check_atomic(fe_sema *s, fe_expr *e) {
         fe_sema_value(s, &a[1], NULL);
         return NULL;
     }
+    if (et && !fe_sema_atomic_ok(s, a[0], arena_printf(s->mem, "'%s'", name))) {
+        fe_sema_value(s, &a[1], NULL);
+        return NULL;
+    }
     if (et && et->kind == TY_BOOL) {
-        fe_sema_error(s, fe_sema_first_loc(a[0]), "'%s' needs an element of a number array, got bool", name);
+        fe_sema_error(s, fe_sema_first_loc(a[0]),
+                      "'%s' needs an element of a number array, got bool", name);
         et = NULL;
     } else if (et && ty_is_narrow(et)) {
         fe_sema_error(s, fe_sema_first_loc(a[0]),
@@ -935,8 +961,7 @@ static const kern_type *check_call(fe_sema *s, fe_expr *e, const kern_type *hint
 static const kern_type *sema_expr(fe_sema *s, fe_expr **slot, const kern_type *hint,
                                   unsigned flags);
 
-const kern_type *fe_sema_expr(fe_sema *s, fe_expr **slot, const kern_type *hint,
-                              unsigned flags) {
+const kern_type *fe_sema_expr(fe_sema *s, fe_expr **slot, const kern_type *hint, unsigned flags) {
     if (!*slot)
         return NULL;
     /* the size and the nesting that inlining copies (sema_inline.c) */
@@ -989,7 +1014,8 @@ static const kern_type *sema_expr(fe_sema *s, fe_expr **slot, const kern_type *h
     case EX_ARRAYLIT: t = fe_sema_check_arraylit(s, e, hint); break;
     }
     if (t && t->kind == TY_VOID && !(flags & SX_VOID_OK)) {
-        fe_sema_error(s, e->loc, "func '%s' returns no value, so its call cannot be used as a value",
+        fe_sema_error(s, e->loc,
+                      "func '%s' returns no value, so its call cannot be used as a value",
                       e->kind == EX_CALL ? e->call.name : "?");
         t = NULL;
     }

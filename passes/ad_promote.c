@@ -6,6 +6,10 @@
  * type (f32 <-> f64 in the source) is removed and its uses take the operand.
  * Why: gradcheck compares K.grad with central finite differences; both must run in f64
  * so that the differences measure the derivative and not f32 rounding (reference section 10).
+ * A bitcast between f32 and a 32-bit integer (a field of a struct array stored as f32
+ * words, compiler/lower_agg.c) keeps its meaning through an f32: f64 -> f32 -> i32 and
+ * i32 -> f32 -> f64 (exact for every bit pattern but signalling NaNs, which gradcheck's
+ * integer fields are not).
  * Where: after lowering and the first optimization, before the gradient kernels are built
  * (kc_options.promote_f64 in kc_compile_source). Requires a verified module; keeps it
  * verified (every op's type rule holds again after the uniform retyping). Never frees. */
@@ -45,6 +49,30 @@ static void promote_op(ir_op *op, void *user) {
         retype_region_args(s, op->regions[i]);
 }
 
+/* Bitcasts whose operand or result became f64: through an f32 again. */
+static void find_wide_bitcast(ir_op *op, void *user) {
+    promote_state *s = user;
+    if (op->code == IR_BITCAST &&
+        ty_size(op->operands[0]->type) != ty_size(op->results[0]->type))
+        ptrvec_push(&s->dead_casts, op);
+}
+
+static void narrow_bitcast(ir_module *m, ir_op *op) {
+    ir_builder b = ir_builder_before(m, op);
+    b.loc = op->loc;
+    if (op->operands[0]->type == ty_f64()) { /* f64 -> i32: cast to f32 first */
+        ir_op_set_operand(op, 0, ir_cast(&b, ty_f32(), op->operands[0]));
+        return;
+    }
+    /* i32 -> f64: the bitcast gives an f32, a cast after it the f64 */
+    ir_value *wide = op->results[0];
+    ir_value *bits = ir_build(&b, IR_BITCAST, op->operands, 1, (const kern_type *[]){ty_f32()}, 1,
+                              0)->results[0];
+    ir_value *f64 = ir_cast(&b, ty_f64(), bits);
+    ir_replace_uses(op->parent->kernel->body, wide, f64);
+    ir_remove(op);
+}
+
 /* Marks the casts that became identities; operands were retyped by the walk already
  * when they are defined earlier (SSA: every operand is defined before its use). */
 static void find_identity_cast(ir_op *op, void *user) {
@@ -71,6 +99,10 @@ bool ad_promote_f64(ir_module *m) {
             continue;
         retype_region_args(&s, k->body);
         ir_walk(k->body, promote_op, &s);
+        s.dead_casts.len = 0;
+        ir_walk(k->body, find_wide_bitcast, &s);
+        for (int i = 0; i < s.dead_casts.len; i++)
+            narrow_bitcast(m, s.dead_casts.data[i]);
         s.dead_casts.len = 0;
         ir_walk(k->body, find_identity_cast, &s);
         for (int i = 0; i < s.dead_casts.len; i++) {

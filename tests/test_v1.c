@@ -498,7 +498,13 @@ Test(v1, misuse_gets_clear_compile_errors) {
         {"struct S { a: f32 }\nkernel k(x: f32[]) { for i in 0..len(x) { let s = S { a: 1.0, c: "
          "2.0 }; x[i] = s.a; } }",
          "has no field 'c'"},
-        {"struct S { a: f32, n: i32 }\nkernel k(s: S[]) { }", "must hold one scalar type"},
+        {"struct S { a: f64, n: i32 }\nkernel k(s: S[]) { }", "must have one size and no bools"},
+        {"struct S { a: f32, b: bool }\nkernel k(s: S[]) { }", "must have one size and no bools"},
+        {"struct S { a: f32, n: i32 }\nkernel k(s: S[]) { for i in 0..len(s) { s[i].n += 1; } }",
+         "'+=' on a field of type i32 in array 's'"},
+        {"struct S { a: f32, n: i32 }\nkernel k(s: S[]) { for i in 0..len(s) { "
+         "atomic_max(s[i].n, 1); } }",
+         "'atomic_max' on a field of type i32 in array 's'"},
         {"kernel k(m: mat3[,,]) { }", "the most is 4"},
         {"kernel k(x: Nope[]) { }", "unknown type 'Nope'"},
         {"kernel k(x: vec3[]) { for i in 0..len(x) { x[i] = cross(x[i], 1.0); } }",
@@ -600,4 +606,77 @@ Test(v1, a_literal_where_a_vector_is_needed_is_an_error_not_a_crash) {
                   "case %zu: '%s' not in: %s", i, cases[i].want, kern_context_last_error(ctx));
         kern_context_release(ctx);
     }
+}
+
+/* A struct of f32 and 32-bit integer fields: stored as f32 words, the integer fields bitcast,
+ * so the array has the C layout; its gradient flows through the float fields only. */
+typedef struct mixed {
+    float pos[3];
+    int32_t id;
+    float w;
+    uint32_t flags;
+} mixed;
+
+Test(v1, structs_of_floats_and_ints_keep_the_c_layout_and_their_gradients) {
+    enum { N = 9 };
+    static const char *src = "struct P { pos: vec3, id: i32, w: f32, flags: u32 }\n"
+                             "kernel k(ps: P[], out: P[], y: f32[]) {\n"
+                             "    for i in 0..len(ps) {\n"
+                             "        var p = ps[i];\n"
+                             "        y[i] = p.pos.y * p.w + f32(p.id);\n"
+                             "        p.id = p.id * 2 + i32(p.flags);\n"
+                             "        p.pos *= p.w;\n"
+                             "        out[i] = p;\n"
+                             "    }\n"
+                             "}\n";
+    kern_context *ctx = ctx_new();
+    kern_module *mod = compile(ctx, src);
+    mixed ps[N], out[N];
+    float y[N];
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < 3; j++)
+            ps[i].pos[j] = frand(-1, 1);
+        ps[i].id = 1000 * i - 3;
+        ps[i].w = frand(0.5f, 2);
+        ps[i].flags = 0x80000000u + (uint32_t)i;
+    }
+    int64_t sp[2] = {N, 6}, sy[1] = {N};
+    kern_buffer *bp = buf(ctx, KERN_F32, 2, sp, ps), *bo = buf(ctx, KERN_F32, 2, sp, NULL),
+                *by = buf(ctx, KERN_F32, 1, sy, NULL);
+    kern_arg a[6] = {kern_arg_buffer(bp), kern_arg_buffer(bo), kern_arg_buffer(by)};
+    launch(ctx, find(mod, "k"), a, 3);
+    cr_assert_eq(kern_buffer_read(bo, out, sizeof out), KERN_OK);
+    cr_assert_eq(kern_buffer_read(by, y, sizeof y), KERN_OK);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(out[i].id, (int32_t)(2 * ps[i].id + (int32_t)ps[i].flags), "id of %d", i);
+        cr_assert_eq(out[i].flags, ps[i].flags, "flags of %d", i);
+        double want[3], wy = (double)ps[i].pos[1] * ps[i].w + ps[i].id;
+        for (int j = 0; j < 3; j++)
+            want[j] = (double)ps[i].pos[j] * ps[i].w;
+        expect_close(out[i].pos, want, 3, 1e-6, "pos");
+        expect_close(&y[i], &wy, 1, 1e-6, "y");
+    }
+    /* k.grad with out.grad = 0 and y.grad = 1: ps.grad.pos.y += w, ps.grad.w += pos.y; the
+     * integer words of ps.grad stay as they were */
+    mixed g[N], z[N];
+    memset(z, 0, sizeof z);
+    float ones[N];
+    for (int i = 0; i < N; i++) {
+        ones[i] = 1;
+        z[i].id = 77; /* left alone */
+    }
+    kern_buffer *gp = buf(ctx, KERN_F32, 2, sp, z), *go = buf(ctx, KERN_F32, 2, sp, NULL),
+                *gy = buf(ctx, KERN_F32, 1, sy, ones);
+    a[3] = kern_arg_buffer(gp);
+    a[4] = kern_arg_buffer(go);
+    a[5] = kern_arg_buffer(gy);
+    launch(ctx, find(mod, "k.grad"), a, 6);
+    cr_assert_eq(kern_buffer_read(gp, g, sizeof g), KERN_OK);
+    for (int i = 0; i < N; i++) {
+        double want[6] = {0, ps[i].w, 0, 0, ps[i].pos[1], 0};
+        float got[6] = {g[i].pos[0], g[i].pos[1], g[i].pos[2], 0, g[i].w, 0};
+        expect_close(got, want, 6, 1e-6, "ps.grad");
+        cr_assert_eq(g[i].id, 77, "the integer field's adjoint word is left alone");
+    }
+    kern_context_release(ctx);
 }
