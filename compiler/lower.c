@@ -531,6 +531,103 @@ static void lower_while(lw *L, const fe_stmt *st) {
     syms_free(&carried);
 }
 
+/* ---- Unrolling short loops over parts of values ------------------------------------ */
+
+enum { UNROLL_MAX_TRIPS = 8 };
+
+/* Whether e indexes a vector, matrix or local array with a non-constant index. */
+static bool dynamic_value_index(const fe_expr *e) {
+    if (!e)
+        return false;
+    const fe_expr *const *idx = NULL;
+    int n = 0;
+    bool value = false;
+    if (e->kind == EX_INDEX && e->index.sym && e->index.sym->type &&
+        !ty_is_array(e->index.sym->type)) {
+        idx = (const fe_expr *const *)e->index.idx;
+        n = e->index.nidx;
+        value = true;
+    } else if (e->kind == EX_ELEM) {
+        idx = (const fe_expr *const *)e->elem.idx;
+        n = e->elem.nidx;
+        value = !fe_expr_is_memory_part(e);
+    }
+    for (int i = 0; value && i < n; i++)
+        if (!idx[i]->is_const)
+            return true;
+    const fe_expr *k[64];
+    int nk = fe_expr_kids(e, k, 64);
+    for (int i = 0; i < nk && i < 64; i++)
+        if (dynamic_value_index(k[i]))
+            return true;
+    return false;
+}
+
+/* Whether the statement indexes a value dynamically, and has no break, continue or return
+ * (which an unrolled copy could not express). */
+static bool unrollable_body(const fe_stmt *st, bool *indexes) {
+    if (!st)
+        return true;
+    switch (st->kind) {
+    case ST_BREAK:
+    case ST_CONTINUE:
+    case ST_RETURN: return false;
+    case ST_LET:
+    case ST_VAR: *indexes |= dynamic_value_index(st->decl.init); return true;
+    case ST_ASSIGN:
+        *indexes |= dynamic_value_index(st->assign.target) || dynamic_value_index(st->assign.value);
+        return true;
+    case ST_EXPR: *indexes |= dynamic_value_index(st->expr.expr); return true;
+    case ST_IF:
+        *indexes |= dynamic_value_index(st->if_.cond);
+        return unrollable_body(st->if_.then, indexes) && unrollable_body(st->if_.els, indexes);
+    case ST_FOR:
+        for (int i = 0; i < st->for_.nranges; i++)
+            *indexes |= dynamic_value_index(st->for_.ranges[i].lo) ||
+                        dynamic_value_index(st->for_.ranges[i].hi);
+        return unrollable_body(st->for_.body, indexes);
+    case ST_WHILE:
+        *indexes |= dynamic_value_index(st->while_.cond);
+        return unrollable_body(st->while_.body, indexes);
+    case ST_BLOCK:
+        for (int i = 0; i < st->block.nstmts; i++)
+            if (!unrollable_body(st->block.stmts[i], indexes))
+                return false;
+        return true;
+    }
+    return false;
+}
+
+/* A serial `for` of one range with constant bounds and at most UNROLL_MAX_TRIPS
+ * iterations whose body indexes a vector, matrix or local array with a computed index
+ * (`for k in 0..3 { v[k] = ... }`) is lowered as that many copies of the body with the
+ * loop variable a constant: each index then folds to one component, where the loop would
+ * select among all of them in every iteration and carry (and, in K.grad, push) all of
+ * them. False when the loop is not such a loop. */
+bool lw_unroll_for(lw *L, const fe_stmt *st) {
+    if (st->for_.nranges != 1)
+        return false;
+    const fe_range *r = &st->for_.ranges[0];
+    if (!r->lo->is_const || !r->hi->is_const || !r->sym || !r->sym->type)
+        return false;
+    int64_t lo = r->lo->cval.i, hi = r->hi->cval.i;
+    if (r->sym->type->kind == TY_U32) {
+        lo = (int64_t)(uint32_t)lo;
+        hi = (int64_t)(uint32_t)hi;
+    }
+    if (hi - lo > UNROLL_MAX_TRIPS)
+        return false;
+    bool indexes = false;
+    if (!unrollable_body(st->for_.body, &indexes) || !indexes)
+        return false;
+    for (int64_t i = lo; i < hi; i++) {
+        L->b.loc = st->loc;
+        lw_set(r->sym, ir_const_int(&L->b, r->sym->type, i));
+        lower_block(L, st->for_.body);
+    }
+    return true;
+}
+
 static void lower_stmt(lw *L, const fe_stmt *st) {
     switch (st->kind) {
     case ST_LET:
@@ -542,7 +639,10 @@ static void lower_stmt(lw *L, const fe_stmt *st) {
         return;
     case ST_ASSIGN: lower_assign(L, st); return;
     case ST_IF: lower_if(L, st); return;
-    case ST_FOR: lower_serial_for(L, st, 0); return;
+    case ST_FOR:
+        if (!lw_unroll_for(L, st))
+            lower_serial_for(L, st, 0);
+        return;
     case ST_WHILE: lower_while(L, st); return;
     case ST_BREAK:
         L->b.loc = st->loc;

@@ -658,6 +658,13 @@ static int componentwise(lw *L, const fe_expr *e, ir_value **out) {
 
 /* ---- Expressions ------------------------------------------------------------------------ */
 
+bool fe_expr_is_memory_part(const fe_expr *e) {
+    while (e->kind == EX_MEMBER || e->kind == EX_ELEM)
+        e = e->kind == EX_MEMBER ? e->member.base : e->elem.base;
+    return e->kind == EX_INDEX && e->index.sym && e->index.sym->type &&
+           ty_is_array(e->index.sym->type);
+}
+
 bool lw_is_agg_expr(const fe_expr *e) {
     if (ty_is_aggregate(e->type))
         return true;

@@ -69,6 +69,11 @@ int lw_call_func(lw *L, const fe_expr *e, ir_value **out);
 /* A math builtin on scalar operands v[0..n) (an op, or built from ops). */
 ir_value *lw_scalar_builtin(lw *L, fe_builtin bi, ir_value *const *v, int n);
 
+/* lower.c: a short loop over parts of a value, lowered unrolled (false: not such a loop). */
+bool lw_unroll_for(lw *L, const fe_stmt *st);
+/* lower_agg.c: whether an EX_ELEM selects a part of memory (an array parameter's element). */
+bool fe_expr_is_memory_part(const fe_expr *e);
+
 /* lower.c: used by the expression lowering to inline a func body. */
 void lw_func_body(lw *L, const fe_stmt *body);
 

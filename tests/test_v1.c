@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../compiler/driver.h"
 #include "../include/kern.h"
+#include "../ir/ir.h"
 #include "test_backend.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -677,6 +679,58 @@ Test(v1, structs_of_floats_and_ints_keep_the_c_layout_and_their_gradients) {
         float got[6] = {g[i].pos[0], g[i].pos[1], g[i].pos[2], 0, g[i].w, 0};
         expect_close(got, want, 6, 1e-6, "ps.grad");
         cr_assert_eq(g[i].id, 77, "the integer field's adjoint word is left alone");
+    }
+    kern_context_release(ctx);
+}
+
+/* A short loop over the components of a value is unrolled (lower.c, lw_unroll_for): the IR
+ * holds no loop, no select and, in K.grad, no adstack; the result is a matrix-vector
+ * product written with loops, against C. */
+Test(v1, short_loops_over_components_are_unrolled) {
+    static const char *src = "kernel k(x: vec3[], m: mat3[], y: vec3[]) {\n"
+                             "    for i in 0..len(x) {\n"
+                             "        var v: vec3;\n"
+                             "        for r in 0..3 {\n"
+                             "            for c in 0..3 { v[r] += m[i][r][c] * x[i][c]; }\n"
+                             "        }\n"
+                             "        y[i] = v;\n"
+                             "    }\n"
+                             "}\n";
+    kc_ctx *cc = kc_ctx_new();
+    ir_module *ir = kc_compile_source(cc, "unroll.kern", src, strlen(src));
+    cr_assert(ir, "does not compile");
+    kern_buf text = {0};
+    ir_print(&text, ir, NULL);
+    cr_expect(!strstr(text.data, " for ") && !strstr(text.data, "select"), "%s", text.data);
+    cr_expect(!strstr(text.data, "adstack"), "%s", text.data);
+    buf_free(&text);
+    ir_module_free(ir);
+    kc_ctx_free(cc);
+
+    enum { N = 7 };
+    kern_context *ctx = ctx_new();
+    kern_module *mod = compile(ctx, src);
+    float x[N][3], m[N][9], y[N][3];
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < 9; j++) {
+            m[i][j] = frand(-1, 1);
+            if (j < 3)
+                x[i][j] = frand(-1, 1);
+        }
+    int64_t sx[2] = {N, 3}, sm[3] = {N, 3, 3};
+    kern_buffer *bx = buf(ctx, KERN_F32, 2, sx, x), *bm = buf(ctx, KERN_F32, 3, sm, m),
+                *by = buf(ctx, KERN_F32, 2, sx, NULL);
+    kern_arg a[3] = {kern_arg_buffer(bx), kern_arg_buffer(bm), kern_arg_buffer(by)};
+    launch(ctx, find(mod, "k"), a, 3);
+    cr_assert_eq(kern_buffer_read(by, y, sizeof y), KERN_OK);
+    for (int i = 0; i < N; i++) {
+        double M[9], X[3], want[3];
+        for (int j = 0; j < 9; j++)
+            M[j] = m[i][j];
+        for (int j = 0; j < 3; j++)
+            X[j] = x[i][j];
+        matvec(M, X, want);
+        expect_close(y[i], want, 3, 1e-6, "y");
     }
     kern_context_release(ctx);
 }
