@@ -6,6 +6,7 @@
 
 #include "../common/context.h"
 #include "../include/kern.h"
+#include "../runtime/npy.h"
 #include "gradcheck.h"
 
 enum { KERNC_EXIT_USER = 1, KERNC_EXIT_USAGE = 2, KERNC_EXIT_IO = 3 };
@@ -56,6 +57,11 @@ void *kernc_parse_inline(const kern_param_info *p, const char *value, int64_t *c
                          size_t errlen);
 /* The shape an array of p's declared type has, "(N, 3)", "(N, M, 3, 3)", "(3,)". */
 void kernc_shape_text(char *buf, size_t size, const kern_param_info *p);
+/* A .npy file with a structured dtype (arr->fields) binds only to a struct parameter of
+ * the same layout (kern_npy_struct_fields of its declared type); false with why in err.
+ * A file without one always passes. */
+bool kernc_npy_fields_match(const kern_param_info *p, const kern_npy *arr, char *err,
+                            size_t errlen);
 /* Whether the last dimensions of shape (rank dims) are p's trailing extents. */
 bool kernc_tail_fits(const kern_param_info *p, int rank, const int64_t *shape);
 

@@ -276,6 +276,12 @@ static gradcheck_status bind_param(gc *g, gc_param *p, const char *value, const 
         gradcheck_status st = read_npy(g, in->name, value, &arr);
         if (st)
             return st;
+        char why[1024];
+        if (!kernc_npy_fields_match(in, &arr, why, sizeof why)) {
+            st = gc_fail(g, GRADCHECK_USER, "%s=%s: %s", in->name, value, why);
+            kern_npy_free(&arr);
+            return st;
+        }
         if (arr.dtype != in->dtype || arr.rank != in->rank ||
             !kernc_tail_fits(in, arr.rank, arr.shape)) {
             char shape[96] = "";

@@ -222,6 +222,27 @@ void kernc_shape_text(char *buf, size_t size, const kern_param_info *p) {
         snprintf(buf + len, size - len, "%s)", p->rank == 1 ? "," : "");
 }
 
+bool kernc_npy_fields_match(const kern_param_info *p, const kern_npy *arr, char *err,
+                            size_t errlen) {
+    if (!arr->fields)
+        return true;
+    kern_buf want = {0};
+    bool ok = false;
+    if (!kern_npy_struct_fields(p->type_name, &want))
+        snprintf(err, errlen,
+                 "the file holds records of %s, but parameter '%s' is %s, not a struct",
+                 arr->fields, p->name, p->type_name);
+    else if (strcmp(want.data, arr->fields) != 0)
+        snprintf(
+            err, errlen,
+            "the file's structured dtype %s is not the layout of parameter '%s' (%s), which is %s",
+            arr->fields, p->name, p->type_name, want.data);
+    else
+        ok = true;
+    buf_free(&want);
+    return ok;
+}
+
 bool kernc_tail_fits(const kern_param_info *p, int rank, const int64_t *shape) {
     for (int j = 0; j < p->ntail; j++)
         if (rank - p->ntail + j < 0 || shape[rank - p->ntail + j] != p->tail[j])
@@ -609,6 +630,11 @@ int kernc_cmd_run(const kernc_run_args *a) {
                                 "%s=%s: %s", p.name, b->value, err));
             continue;
         }
+        if (!kernc_npy_fields_match(&p, &arr, err, sizeof err)) {
+            rc = first(rc, fail(KERNC_EXIT_USER, "%s=%s: %s", p.name, b->value, err));
+            kern_npy_free(&arr);
+            continue;
+        }
         if (arr.dtype == KERN_U16 && p.dtype == KERN_BF16)
             arr.dtype = KERN_BF16; /* NumPy has no bfloat16: <u2 holds its bits */
         if (arr.dtype != p.dtype || arr.rank != p.rank) {
@@ -691,11 +717,15 @@ int kernc_cmd_run(const kernc_run_args *a) {
             for (int d = 0; d < KERN_MAX_DIMS; d++)
                 shape[d] = kern_buffer_extent(bufs[i], d);
             char err[512] = "";
+            kern_buf fields = {0}; /* a struct array is saved with its structured dtype */
+            bool is_struct = kern_npy_struct_fields(p.type_name, &fields);
             st = kern_buffer_read(bufs[i], data, bytes);
             if (st == KERN_OK)
-                st = kern_npy_write(save[j].value, p.dtype, p.rank, shape, data, err, sizeof err);
+                st = kern_npy_write_fields(save[j].value, is_struct ? fields.data : NULL, p.dtype,
+                                           p.rank, shape, data, err, sizeof err);
             else
                 snprintf(err, sizeof err, "%s", kern_context_last_error(ctx));
+            buf_free(&fields);
             free(data);
             if (st != KERN_OK)
                 rc = first(

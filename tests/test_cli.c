@@ -1390,3 +1390,49 @@ Test(cli_v1, gradcheck_samples_every_struct_field) {
     free(r.out);
     unlink(src);
 }
+
+/* A struct array from a .npy file of the struct's structured dtype, saved back with it; a
+ * structured dtype of another layout is an error that shows both. */
+Test(cli_v1, structured_npy_files) {
+    enum { N = 3 };
+    float ps[N][7];
+    for (int i = 0; i < N * 7; i++)
+        ps[i / 7][i % 7] = (float)i;
+    const char *fields = "[('pos', '<f4', (3,)), ('vel', '<f4', (3,)), ('mass', '<f4')]";
+    char src[64], pps[64], pbad[64], px[64], ops[64], args[1024], err[256];
+    temp_file(src, ".kern", particles_src);
+    temp_file(pps, ".npy", NULL);
+    temp_file(pbad, ".npy", NULL);
+    temp_file(ops, ".npy", NULL);
+    cr_assert_eq(kern_npy_write_fields(pps, fields, KERN_F32, 2, (int64_t[]){N, 7, 1, 1}, ps, err,
+                                       sizeof err),
+                 KERN_OK, "%s", err);
+    cr_assert_eq(kern_npy_write_fields(pbad, "[('pos', '<f4', (3,)), ('mass', '<f4', (4,))]",
+                                       KERN_F32, 2, (int64_t[]){N, 7, 1, 1}, ps, err, sizeof err),
+                 KERN_OK, "%s", err);
+    float x[N][3] = {{0}};
+    temp_npy_shaped(px, KERN_F32, 2, (int64_t[]){N, 3, 1, 1}, x);
+    snprintf(args, sizeof args, "run %s step ps=%s dt=1 g=0,0,0 m=0,0,0,0 x=%s --save ps=%s", src,
+             pps, px, ops);
+    expect(args, 0, NULL);
+    kern_npy a;
+    cr_assert_eq(kern_npy_read(ops, &a, err, sizeof err), KERN_OK, "%s", err);
+    cr_expect_str_eq(a.fields ? a.fields : "(none)", fields);
+    cr_expect(a.rank == 2 && a.shape[0] == N && a.shape[1] == 7);
+    for (int i = 0; i < N; i++)
+        for (int c = 0; c < 3; c++) /* pos += vel * dt, dt = 1 */
+            cr_expect_eq(((float *)a.data)[7 * i + c], ps[i][c] + ps[i][3 + c]);
+    kern_npy_free(&a);
+    snprintf(args, sizeof args, "run %s step ps=%s dt=1 g=0,0,0 m=0,0,0,0 x=%s", src, pbad, px);
+    expect(args, 1,
+           "the file's structured dtype [('pos', '<f4', (3,)), ('mass', '<f4', (4,))] is not the "
+           "layout of parameter 'ps' (P{pos:vec3,vel:vec3,mass:f32}[]), which is [('pos', "
+           "'<f4', (3,)), ('vel', '<f4', (3,)), ('mass', '<f4')]");
+    snprintf(args, sizeof args, "run %s step ps=%s dt=1 g=0,0,0 m=0,0,0,0 x=%s", src, px, pps);
+    expect(args, 1, "but parameter 'x' is vec3[], not a struct");
+    snprintf(args, sizeof args, "gradcheck %s step ps=%s", src, pps);
+    expect(args, 0, "gradcheck step: 38 elements");
+    const char *files[] = {src, pps, pbad, px, ops};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        unlink(files[i]);
+}
