@@ -6,6 +6,7 @@
 
 #include "../common/context.h"
 #include "../include/kern.h"
+#include "../runtime/npy.h"
 #include "gradcheck.h"
 
 enum { KERNC_EXIT_USER = 1, KERNC_EXIT_USAGE = 2, KERNC_EXIT_IO = 3 };
@@ -43,5 +44,25 @@ int kernc_write_output(const char *path, const void *data, size_t len);
  * as in the language (decimal or 0x hex, an optional '-', no leading zeros), floats as
  * strtod. False with *why saying what is wrong. */
 bool kernc_parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char **why);
+
+/* A vector, matrix or struct parameter passed by value (an array of its components, the
+ * kernel's rank all trailing extents): its value may be given inline, NAME=0.1,0.2,0.3. */
+bool kernc_by_value(const kern_param_info *p);
+/* Whether value is such an inline list rather than a .npy path: it does not end in .npy. */
+bool kernc_is_inline(const kern_param_info *p, const char *value);
+/* Parses an inline value, the components comma-separated in memory order (a matrix row by
+ * row, a struct's leaves in declared order), into a malloc'd array of p->dtype values
+ * (*count of them). NULL with a message in err naming the component that is wrong. */
+void *kernc_parse_inline(const kern_param_info *p, const char *value, int64_t *count, char *err,
+                         size_t errlen);
+/* The shape an array of p's declared type has, "(N, 3)", "(N, M, 3, 3)", "(3,)". */
+void kernc_shape_text(char *buf, size_t size, const kern_param_info *p);
+/* A .npy file with a structured dtype (arr->fields) binds only to a struct parameter of
+ * the same layout (kern_npy_struct_fields of its declared type); false with why in err.
+ * A file without one always passes. */
+bool kernc_npy_fields_match(const kern_param_info *p, const kern_npy *arr, char *err,
+                            size_t errlen);
+/* Whether the last dimensions of shape (rank dims) are p's trailing extents. */
+bool kernc_tail_fits(const kern_param_info *p, int rank, const int64_t *shape);
 
 #endif

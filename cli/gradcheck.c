@@ -9,13 +9,15 @@
  *      (float arrays uniform in [-1, 1] and f32-representable, so that both modules see
  *      the same point; integer arrays in [0, size); bools; integer scalars = size); an
  *      unbound array takes the shape of the first bound array of its rank, else size in
- *      every dimension; random weights w_p in [-1, 1] for every differentiable array p;
+ *      every dimension; the trailing extents of a vector, matrix or struct parameter
+ *      are always its own; random weights w_p in [-1, 1] for every differentiable array p;
  *   3. analytic, as a user runs it: run K (or the --steps sequence of K) of each module
  *      through a tape, then the tape's backward pass, which runs K.grad on the state K
  *      left with p.grad = w_p for arrays (scalars start at 0: L does not read them after
  *      K); that gives dL/d(input) (docs/reference.md section 8);
  *   4. numeric: for a sample of the input elements of the differentiable parameters
- *      (all of them up to max_checks, else evenly spaced), run the f64 K from the restored
+ *      (all of them up to max_checks, else evenly spaced, shifted within each gap so that
+ *      every component of a vector or struct is reached), run the f64 K from the restored
  *      inputs with the element at x + h and at x - h and take
  *      sum_p w_p . (p+ - p-) / ((x + h) - (x - h)); summing the differences of the
  *      states, not the two losses, keeps the rounding of unaffected elements out of it;
@@ -254,17 +256,51 @@ static gradcheck_status bind_param(gc *g, gc_param *p, const char *value, const 
         }
         return GRADCHECK_OK;
     }
+    if (value && kernc_is_inline(in, value)) { /* g=0.1,0.2,0.3 for a by-value vec3 */
+        char err[256];
+        void *data = kernc_parse_inline(in, value, &p->count, err, sizeof err);
+        if (!data)
+            return gc_fail(g, GRADCHECK_USER, "%s=%s: %s", in->name, value, err);
+        for (int d = 0; d < KERN_MAX_DIMS; d++)
+            p->shape[d] = d < in->rank ? in->tail[d] : 1;
+        if (p->is_float) {
+            p->f = to_doubles(data, in->dtype, p->count);
+            free(data);
+        } else {
+            p->raw = data;
+        }
+        return GRADCHECK_OK;
+    }
     if (value) {
         kern_npy arr;
         gradcheck_status st = read_npy(g, in->name, value, &arr);
         if (st)
             return st;
-        if (arr.dtype != in->dtype || arr.rank != in->rank) {
-            st = gc_fail(g, GRADCHECK_USER,
-                         "%s=%s: the file holds %s with %d dimension%s, but parameter '%s' "
-                         "is %s with %d",
-                         in->name, value, kern_dtype_name(arr.dtype), arr.rank,
-                         arr.rank == 1 ? "" : "s", in->name, kern_dtype_name(in->dtype), in->rank);
+        char why[1024];
+        if (!kernc_npy_fields_match(in, &arr, why, sizeof why)) {
+            st = gc_fail(g, GRADCHECK_USER, "%s=%s: %s", in->name, value, why);
+            kern_npy_free(&arr);
+            return st;
+        }
+        if (arr.dtype != in->dtype || arr.rank != in->rank ||
+            !kernc_tail_fits(in, arr.rank, arr.shape)) {
+            char shape[96] = "";
+            if (in->ntail > 0)
+                kernc_shape_text(shape, sizeof shape, in);
+            if (in->ntail > 0)
+                st = gc_fail(g, GRADCHECK_USER,
+                             "%s=%s: the file holds %s with %d dimension%s, but parameter '%s' "
+                             "is %s, in memory %s of shape %s",
+                             in->name, value, kern_dtype_name(arr.dtype), arr.rank,
+                             arr.rank == 1 ? "" : "s", in->name, in->type_name,
+                             kern_dtype_name(in->dtype), shape);
+            else
+                st = gc_fail(g, GRADCHECK_USER,
+                             "%s=%s: the file holds %s with %d dimension%s, but parameter '%s' "
+                             "is %s with %d",
+                             in->name, value, kern_dtype_name(arr.dtype), arr.rank,
+                             arr.rank == 1 ? "" : "s", in->name, kern_dtype_name(in->dtype),
+                             in->rank);
             kern_npy_free(&arr);
             return st;
         }
@@ -280,7 +316,8 @@ static gradcheck_status bind_param(gc *g, gc_param *p, const char *value, const 
     }
     p->count = 1;
     for (int d = 0; d < KERN_MAX_DIMS; d++) {
-        p->shape[d] = d >= in->rank ? 1 : like ? like[d] : g->o->size;
+        int t = d - (in->rank - in->ntail); /* a vector's, matrix's or struct's extents */
+        p->shape[d] = d >= in->rank ? 1 : t >= 0 ? in->tail[t] : like ? like[d] : g->o->size;
         p->count *= p->shape[d];
     }
     if (p->is_float) {
@@ -403,7 +440,8 @@ static gradcheck_status setup_params(gc *g, const char *const *bindings, int nb)
             continue;
         const int64_t *like = NULL;
         for (int j = 0; j < g->np && !like; j++)
-            if (values[j] && g->p[j].info.is_array && g->p[j].info.rank == g->p[i].info.rank)
+            if (values[j] && g->p[j].info.is_array && g->p[j].info.rank == g->p[i].info.rank &&
+                !kernc_by_value(&g->p[j].info)) /* a by-value vector's shape is no size */
                 like = g->p[j].shape;
         st = bind_param(g, &g->p[i], NULL, like);
     }
@@ -686,7 +724,10 @@ static gradcheck_status check_elements(gc *g, gradcheck_result *res) {
     res->f64.err = res->f32.err = -1;
     gradcheck_status st = GRADCHECK_OK;
     for (int64_t c = 0; c < nchecks && !st; c++) {
-        int64_t flat = (int64_t)((double)c * (double)total / (double)nchecks), e = flat;
+        /* evenly spaced, shifted by c mod the spacing inside each gap, so that a spacing
+         * that is a multiple of a vector's or struct's extent still reaches every component */
+        int64_t gap = total / nchecks;
+        int64_t flat = (int64_t)((double)c * (double)total / (double)nchecks) + c % gap, e = flat;
         int q = 0;
         while (!g->p[q].diff || e >= g->p[q].count) {
             if (g->p[q].diff)

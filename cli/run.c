@@ -159,13 +159,104 @@ bool kernc_parse_scalar(const char *s, kern_dtype t, kern_arg *out, const char *
     return false;
 }
 
+/* ---- Vectors, matrices and structs from the command line ------------------------------ */
+
+bool kernc_by_value(const kern_param_info *p) {
+    return p->is_array && p->ntail > 0 && p->rank == p->ntail;
+}
+
+bool kernc_is_inline(const kern_param_info *p, const char *value) {
+    size_t n = strlen(value);
+    return kernc_by_value(p) && !(n >= 4 && !strcmp(value + n - 4, ".npy"));
+}
+
+void *kernc_parse_inline(const kern_param_info *p, const char *value, int64_t *count, char *err,
+                         size_t errlen) {
+    int64_t n = p->tail[0] * (p->ntail > 1 ? p->tail[1] : 1), got = 1;
+    for (const char *c = value; *c; c++)
+        got += *c == ',';
+    if (got != n) {
+        snprintf(err, errlen, "%s has %lld components, comma-separated; got %lld", p->type_name,
+                 (long long)n, (long long)got);
+        return NULL;
+    }
+    size_t es = kern_dtype_size(p->dtype);
+    unsigned char *data = calloc((size_t)n, es);
+    char *copy = strdup(value);
+    if (!data || !copy)
+        kern_oom((size_t)n * es);
+    char *item = copy;
+    for (int64_t i = 0; i < n; i++) {
+        char *comma = strchr(item, ',');
+        if (comma)
+            *comma = 0;
+        kern_arg a;
+        const char *why;
+        if (!kernc_parse_scalar(item, p->dtype, &a, &why)) {
+            snprintf(err, errlen, "component %lld '%s': %s (%s is of %s)", (long long)i + 1, item,
+                     why, p->type_name, kern_dtype_name(p->dtype));
+            free(copy);
+            free(data);
+            return NULL;
+        }
+        memcpy(data + (size_t)i * es, &a.u, es); /* every member of the union is at offset 0 */
+        item = comma + 1;
+    }
+    free(copy);
+    *count = n;
+    return data;
+}
+
+void kernc_shape_text(char *buf, size_t size, const kern_param_info *p) {
+    static const char *const outer[] = {"N", "M", "K", "L"};
+    size_t len = 0;
+    buf[0] = 0;
+    for (int d = 0; d < p->rank && len < size; d++) {
+        int t = d - (p->rank - p->ntail);
+        int w = t >= 0 ? snprintf(buf + len, size - len, "%s%lld", d ? ", " : "(",
+                                  (long long)p->tail[t])
+                       : snprintf(buf + len, size - len, "%s%s", d ? ", " : "(", outer[d & 3]);
+        len += w > 0 ? (size_t)w : 0;
+    }
+    if (len < size)
+        snprintf(buf + len, size - len, "%s)", p->rank == 1 ? "," : "");
+}
+
+bool kernc_npy_fields_match(const kern_param_info *p, const kern_npy *arr, char *err,
+                            size_t errlen) {
+    if (!arr->fields)
+        return true;
+    kern_buf want = {0};
+    bool ok = false;
+    if (!kern_npy_struct_fields(p->type_name, &want))
+        snprintf(err, errlen,
+                 "the file holds records of %s, but parameter '%s' is %s, not a struct",
+                 arr->fields, p->name, p->type_name);
+    else if (strcmp(want.data, arr->fields) != 0)
+        snprintf(
+            err, errlen,
+            "the file's structured dtype %s is not the layout of parameter '%s' (%s), which is %s",
+            arr->fields, p->name, p->type_name, want.data);
+    else
+        ok = true;
+    buf_free(&want);
+    return ok;
+}
+
+bool kernc_tail_fits(const kern_param_info *p, int rank, const int64_t *shape) {
+    for (int j = 0; j < p->ntail; j++)
+        if (rank - p->ntail + j < 0 || shape[rank - p->ntail + j] != p->tail[j])
+            return false;
+    return true;
+}
+
+/* The declared type; a vector, matrix or struct parameter's with its memory's. */
 static void print_type(FILE *f, const kern_param_info *p) {
-    fputs(kern_dtype_name(p->dtype), f);
-    if (p->is_array) {
-        fputc('[', f);
-        for (int d = 1; d < p->rank; d++)
-            fputc(',', f);
-        fputc(']', f);
+    fputs(p->type_name, f);
+    if (p->ntail > 0) {
+        char shape[96];
+        kernc_shape_text(shape, sizeof shape, p);
+        fprintf(f, ", in memory %s of shape %s", kern_dtype_name(p->dtype), shape);
     }
 }
 
@@ -495,10 +586,16 @@ int kernc_cmd_run(const kernc_run_args *a) {
             continue;
         }
         if (!b) {
-            fprintf(stderr, "kernc: error: parameter '%s: ", p.name);
-            print_type(stderr, &p);
-            fprintf(stderr, "' of kernel '%s' is not bound (add %s=%s)\n", a->kernel, p.name,
-                    p.is_array ? "FILE.npy" : "VALUE");
+            fprintf(stderr, "kernc: error: parameter '%s: %s", p.name, p.type_name);
+            if (kernc_by_value(&p))
+                fprintf(stderr,
+                        "' of kernel '%s' is not bound (add %s=X,Y,... with its %lld "
+                        "components, or %s=FILE.npy)\n",
+                        a->kernel, p.name, (long long)(p.tail[0] * (p.ntail > 1 ? p.tail[1] : 1)),
+                        p.name);
+            else
+                fprintf(stderr, "' of kernel '%s' is not bound (add %s=%s)\n", a->kernel, p.name,
+                        p.is_array ? "FILE.npy" : "VALUE");
             rc = first(rc, KERNC_EXIT_USER);
             continue;
         }
@@ -513,11 +610,29 @@ int kernc_cmd_run(const kernc_run_args *a) {
         }
         kern_npy arr;
         char err[512];
+        if (kernc_is_inline(&p, b->value)) {
+            int64_t n;
+            void *data = kernc_parse_inline(&p, b->value, &n, err, sizeof err);
+            st = data ? kern_buffer_create(ctx, p.dtype, p.rank, p.tail, data, &bufs[i])
+                      : KERN_ERR_ARGUMENT;
+            free(data);
+            if (st != KERN_OK)
+                rc = first(rc, fail(KERNC_EXIT_USER, "%s=%s: %s", p.name, b->value,
+                                    data ? kern_context_last_error(ctx) : err));
+            else
+                args[i] = kern_arg_buffer(bufs[i]);
+            continue;
+        }
         st = kern_npy_read(b->value, &arr, err, sizeof err);
         if (st != KERN_OK) {
             rc = first(rc, fail(st == KERN_ERR_NOT_FOUND || st == KERN_ERR_IO ? KERNC_EXIT_IO
                                                                               : KERNC_EXIT_USER,
                                 "%s=%s: %s", p.name, b->value, err));
+            continue;
+        }
+        if (!kernc_npy_fields_match(&p, &arr, err, sizeof err)) {
+            rc = first(rc, fail(KERNC_EXIT_USER, "%s=%s: %s", p.name, b->value, err));
+            kern_npy_free(&arr);
             continue;
         }
         if (arr.dtype == KERN_U16 && p.dtype == KERN_BF16)
@@ -531,6 +646,17 @@ int kernc_cmd_run(const kernc_run_args *a) {
             print_type(stderr, &p);
             fprintf(stderr, " (a .npy file of dtype '%s'%s)\n", kern_npy_descr(p.dtype),
                     p.dtype == KERN_BF16 ? ", the bits of bfloat16" : "");
+            rc = first(rc, KERNC_EXIT_USER);
+            kern_npy_free(&arr);
+            continue;
+        }
+        if (!kernc_tail_fits(&p, arr.rank, arr.shape)) {
+            fprintf(stderr, "kernc: error: %s=%s: the file's shape is (", p.name, b->value);
+            for (int d = 0; d < arr.rank; d++)
+                fprintf(stderr, "%s%lld", d ? ", " : "", (long long)arr.shape[d]);
+            fprintf(stderr, "%s), but parameter '%s' is ", arr.rank == 1 ? "," : "", p.name);
+            print_type(stderr, &p);
+            fputc('\n', stderr);
             rc = first(rc, KERNC_EXIT_USER);
             kern_npy_free(&arr);
             continue;
@@ -591,11 +717,15 @@ int kernc_cmd_run(const kernc_run_args *a) {
             for (int d = 0; d < KERN_MAX_DIMS; d++)
                 shape[d] = kern_buffer_extent(bufs[i], d);
             char err[512] = "";
+            kern_buf fields = {0}; /* a struct array is saved with its structured dtype */
+            bool is_struct = kern_npy_struct_fields(p.type_name, &fields);
             st = kern_buffer_read(bufs[i], data, bytes);
             if (st == KERN_OK)
-                st = kern_npy_write(save[j].value, p.dtype, p.rank, shape, data, err, sizeof err);
+                st = kern_npy_write_fields(save[j].value, is_struct ? fields.data : NULL, p.dtype,
+                                           p.rank, shape, data, err, sizeof err);
             else
                 snprintf(err, sizeof err, "%s", kern_context_last_error(ctx));
+            buf_free(&fields);
             free(data);
             if (st != KERN_OK)
                 rc = first(

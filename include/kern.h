@@ -275,6 +275,14 @@ typedef struct kern_param_info {
     kern_dtype dtype; /* the element type of an array */
     int rank;         /* 1..4 for arrays, 0 for scalars */
     bool nograd;
+    /* The declared type: the source's view of a vector, matrix or struct parameter
+     * ("vec3[]", "mat3[,]", "P{pos:vec3,vel:vec3,mass:f32}[]", by value "vec3"), else
+     * the plain type name ("f32[,]", "i32"). Lives as long as the module. */
+    const char *type_name;
+    /* The extents that the last ntail dimensions of the array must have: (3) for vec3[]
+     * and a by-value vec3, (3, 3) for mat3, (leaves) for a struct; 0 for other params. */
+    int ntail;
+    int64_t tail[2];
 } kern_param_info;
 
 /* Describes parameter i; KERN_ERR_ARGUMENT when i is out of range. */

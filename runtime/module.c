@@ -574,5 +574,9 @@ kern_status kern_kernel_param(kern_kernel *k, int i, kern_param_info *out) {
     out->dtype = rt_dtype_of(p->type);
     out->rank = p->type->rank;
     out->nograd = p->nograd;
+    out->type_name = p->view ? p->view : p->type->name;
+    out->ntail = p->view ? p->ntail : 0;
+    out->tail[0] = out->ntail > 0 ? p->tail[0] : 0;
+    out->tail[1] = out->ntail > 1 ? p->tail[1] : 0;
     return KERN_OK;
 }

@@ -15,6 +15,8 @@
 #include "npy.h"
 
 #include "../common/outfile.h"
+#include "../common/types.h"
+#include "../common/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,6 +52,7 @@ void kern_npy_free(kern_npy *a) {
     if (!a)
         return;
     free(a->data);
+    free(a->fields);
     memset(a, 0, sizeof *a);
 }
 
@@ -134,8 +137,12 @@ static uint64_t src_drain(npy_src *s) {
 
 /* ---- the header dict --------------------------------------------------------------- */
 
+enum { NPY_MAX_FIELDS_TEXT = 2048 };
+
 typedef struct npy_header {
-    char descr[16];
+    char descr[16];                   /* a structured dtype: the one descr of all its leaves */
+    char fields[NPY_MAX_FIELDS_TEXT]; /* a structured dtype: its descr, reprinted; else "" */
+    int64_t leaves;                   /* a structured dtype: scalars in one record */
     bool has_descr, has_fortran, has_shape;
     bool fortran;
     int rank;          /* entries in shape (may exceed 4: then an error) */
@@ -263,6 +270,101 @@ static kern_status parse_shape(hparser *p, npy_header *h) {
     return KERN_OK;
 }
 
+/* A structured dtype's descr, the list NumPy writes (dtype.descr):
+ *   fields := '[' field (',' field)* [','] ']'
+ *   field  := '(' STRING ',' (STRING | fields) [',' shape] [','] ')'
+ * reprinted into h->fields in NumPy's own spelling, "[('pos', '<f4', (3,)), ('m', '<f4')]",
+ * so that two spellings of one dtype compare equal; every leaf must have one descr (kern's
+ * structs hold one scalar type), which goes to h->descr, and h->leaves counts them. */
+static kern_status parse_fields(hparser *p, npy_header *h, kern_buf *out, int64_t *leaves,
+                                int depth) {
+    kern_status st;
+    if (depth > 8)
+        return npy_fail(p->e, KERN_ERR_FORMAT, "bad header: structured dtype nested too deeply");
+    if (!accept(p, '['))
+        return syntax(p, "'['");
+    buf_putc(out, '[');
+    *leaves = 0;
+    for (int nf = 0;; nf++) {
+        if (accept(p, ']')) {
+            if (nf == 0)
+                return npy_fail(p->e, KERN_ERR_FORMAT,
+                                "bad header: a structured dtype with no "
+                                "fields");
+            break;
+        }
+        if (nf > 0)
+            buf_puts(out, ", ");
+        char name[128], descr[16];
+        size_t len;
+        if (!accept(p, '('))
+            return syntax(p, "'(' of a field");
+        if ((st = parse_string(p, name, sizeof name, &len)) != KERN_OK)
+            return st;
+        if (len == 0 || len >= sizeof name)
+            return npy_fail(p->e, KERN_ERR_FORMAT,
+                            len ? "unsupported structured dtype: a field name longer than %d"
+                                : "unsupported structured dtype: an unnamed field (padding: "
+                                  "kern's structs have none)",
+                            (int)sizeof name - 1);
+        if (!accept(p, ','))
+            return syntax(p, "',' after a field name");
+        buf_printf(out, "('%s', ", name);
+        int64_t n = 1;
+        skip_ws(p);
+        if (p->i < p->n && p->s[p->i] == '[') {
+            if ((st = parse_fields(p, h, out, &n, depth + 1)) != KERN_OK)
+                return st;
+        } else {
+            if ((st = parse_string(p, descr, sizeof descr, &len)) != KERN_OK)
+                return st;
+            if (len >= sizeof descr)
+                return npy_fail(p->e, KERN_ERR_FORMAT, "unsupported dtype '%s...' of field '%s'",
+                                descr, name);
+            if (!h->descr[0])
+                snprintf(h->descr, sizeof h->descr, "%s", descr);
+            else if (strcmp(h->descr, descr) != 0)
+                return npy_fail(p->e, KERN_ERR_FORMAT,
+                                "unsupported structured dtype: field '%s' is '%s', an earlier "
+                                "one '%s' (kern's structs hold one scalar type)",
+                                name, descr, h->descr);
+            buf_printf(out, "'%s'", descr);
+        }
+        bool comma = accept(p, ','), closed = accept(p, ')');
+        if (!comma && !closed)
+            return syntax(p, "')' after a field");
+        if (!closed) { /* a subarray: the shape */
+            npy_header sub = {0};
+            if ((st = parse_shape(p, &sub)) != KERN_OK)
+                return st;
+            buf_puts(out, ", (");
+            for (int d = 0; d < sub.rank && d < 8; d++) {
+                if (sub.shape_big || sub.shape[d] > 64)
+                    return npy_fail(p->e, KERN_ERR_FORMAT,
+                                    "unsupported structured dtype: field '%s' has an extent "
+                                    "above 64",
+                                    name);
+                n *= (int64_t)sub.shape[d];
+                buf_printf(out, "%s%llu", d ? ", " : "", (unsigned long long)sub.shape[d]);
+            }
+            buf_puts(out, sub.rank == 1 ? ",)" : ")");
+            accept(p, ',');
+            if (!accept(p, ')'))
+                return syntax(p, "')' after a field");
+        }
+        buf_putc(out, ')');
+        *leaves += n;
+        if (*leaves > 4096)
+            return npy_fail(p->e, KERN_ERR_FORMAT, "unsupported structured dtype: too many fields");
+        if (accept(p, ']'))
+            break;
+        if (!accept(p, ','))
+            return syntax(p, "',' or ']' after a field");
+    }
+    buf_putc(out, ']');
+    return KERN_OK;
+}
+
 static kern_status parse_dict(const char *s, size_t n, npy_err *e, npy_header *h) {
     memset(h, 0, sizeof *h);
     if (n == 0 || s[n - 1] != '\n')
@@ -299,17 +401,26 @@ static kern_status parse_dict(const char *s, size_t n, npy_err *e, npy_header *h
         if (seen == &h->has_descr) {
             size_t dlen;
             skip_ws(&p);
-            if (p.i < p.n && p.s[p.i] == '[')
-                return npy_fail(e, KERN_ERR_FORMAT,
-                                "unsupported dtype: structured arrays are not supported "
-                                "(supported: <f4 <f8 <f2 <i4 <u4 <i8 <u8 <i2 <u2 |i1 |u1 |b1)");
-            if ((st = parse_string(&p, h->descr, sizeof h->descr, &dlen)) != KERN_OK)
-                return st;
-            if (dlen >= sizeof h->descr)
-                return npy_fail(e, KERN_ERR_FORMAT,
-                                "unsupported dtype '%s...' (supported: <f4 <f8 <f2 <i4 <u4 <i8 <u8 <i2 <u2 |i1 |u1 "
-                                "|b1)",
-                                h->descr);
+            if (p.i < p.n && p.s[p.i] == '[') {
+                kern_buf text = {0};
+                st = parse_fields(&p, h, &text, &h->leaves, 0);
+                if (st == KERN_OK && text.len >= sizeof h->fields)
+                    st = npy_fail(e, KERN_ERR_FORMAT, "unsupported structured dtype: too long");
+                if (st == KERN_OK)
+                    memcpy(h->fields, text.data, text.len + 1);
+                buf_free(&text);
+                if (st != KERN_OK)
+                    return st;
+            } else {
+                if ((st = parse_string(&p, h->descr, sizeof h->descr, &dlen)) != KERN_OK)
+                    return st;
+                if (dlen >= sizeof h->descr)
+                    return npy_fail(e, KERN_ERR_FORMAT,
+                                    "unsupported dtype '%s...' (supported: <f4 <f8 <f2 <i4 <u4 <i8 "
+                                    "<u8 <i2 <u2 |i1 |u1 "
+                                    "|b1)",
+                                    h->descr);
+            }
         } else if (seen == &h->has_fortran) {
             if (accept_word(&p, "True"))
                 h->fortran = true;
@@ -357,6 +468,21 @@ static kern_status check_header(const npy_header *h, npy_err *e, kern_npy *out) 
         return npy_fail(e, KERN_ERR_FORMAT,
                         "fortran_order True (column-major data) is not supported: write a "
                         "C-ordered array");
+    npy_header flat;
+    if (h->fields[0]) { /* records of `leaves` scalars: one trailing dimension more */
+        if (h->rank >= KERN_MAX_DIMS)
+            return npy_fail(e, KERN_ERR_FORMAT,
+                            "rank %d is not supported for a structured dtype: arrays of "
+                            "records have rank 0 to 3",
+                            h->rank);
+        flat = *h;
+        flat.shape[flat.rank++] = (uint64_t)h->leaves;
+        flat.fields[0] = '\0';
+        kern_status st = check_header(&flat, e, out);
+        if (st == KERN_OK && !(out->fields = strdup(h->fields)))
+            st = npy_fail(e, KERN_ERR_OUT_OF_MEMORY, "out of memory");
+        return st;
+    }
     char shp[160];
     format_shape(shp, sizeof shp, h->rank < 8 ? h->rank : 8, h->shape);
     if (h->rank == 0)
@@ -456,11 +582,12 @@ static kern_status read_npy(npy_src *src, npy_err *e, kern_npy *out) {
 
     char shp[160];
     format_shape(shp, sizeof shp, h.rank, h.shape);
+    const char *what = h.fields[0] ? h.fields : h.descr;
     int64_t left = src_left(src);
     if (left >= 0 && (uint64_t)left < a.nbytes) {
         s = npy_fail(e, KERN_ERR_FORMAT,
-                     "truncated data: shape %s of %s needs %zu bytes, the file has %lld", shp,
-                     h.descr, a.nbytes, (long long)left);
+                     "truncated data: shape %s of %s needs %zu bytes, the file has %lld", shp, what,
+                     a.nbytes, (long long)left);
         goto cleanup;
     }
     a.data = malloc(a.nbytes ? a.nbytes : 1);
@@ -475,15 +602,15 @@ static kern_status read_npy(npy_src *src, npy_err *e, kern_npy *out) {
     }
     if (got < a.nbytes) {
         s = npy_fail(e, KERN_ERR_FORMAT,
-                     "truncated data: shape %s of %s needs %zu bytes, the file has %zu", shp,
-                     h.descr, a.nbytes, got);
+                     "truncated data: shape %s of %s needs %zu bytes, the file has %zu", shp, what,
+                     a.nbytes, got);
         goto cleanup;
     }
     uint64_t extra = src_drain(src);
     if (extra) {
         s = npy_fail(e, KERN_ERR_FORMAT,
                      "%llu unexpected byte%s after the data (shape %s of %s needs %zu bytes)",
-                     (unsigned long long)extra, extra == 1 ? "" : "s", shp, h.descr, a.nbytes);
+                     (unsigned long long)extra, extra == 1 ? "" : "s", shp, what, a.nbytes);
         goto cleanup;
     }
     if (a.dtype == KERN_BOOL) {
@@ -498,8 +625,10 @@ static kern_status read_npy(npy_src *src, npy_err *e, kern_npy *out) {
     }
     *out = a;
     a.data = NULL;
+    a.fields = NULL;
 cleanup:
     free(a.data);
+    free(a.fields);
     free(hbuf);
     return s;
 }
@@ -537,38 +666,127 @@ kern_status kern_npy_read(const char *path, kern_npy *out, char *err, size_t err
     return s;
 }
 
+/* ---- structs ----------------------------------------------------------------------- */
+
+/* The descr of a component type name ("f32"), or NULL. */
+static const char *scalar_descr(const char *name, size_t len) {
+    for (size_t i = 0; i < sizeof npy_dtypes / sizeof npy_dtypes[0]; i++) {
+        const char *n = kern_dtype_name(npy_dtypes[i].dtype);
+        if (n && strlen(n) == len && !strncmp(n, name, len))
+            return npy_dtypes[i].descr;
+    }
+    return NULL;
+}
+
+/* type := NAME ['{' NAME ':' type (',' NAME ':' type)* '}'] (runtime/meta.h's VIEW) */
+static bool view_fields(const char **s, kern_buf *out, bool top) {
+    const char *name = *s;
+    while (**s && **s != '{' && **s != '}' && **s != ',' && **s != '[' && **s != ':')
+        (*s)++;
+    size_t len = (size_t)(*s - name);
+    if (**s == '{') {
+        buf_puts(out, top ? "[" : ", [");
+        for (int i = 0; **s == '{' || **s == ','; i++) {
+            (*s)++;
+            const char *f = *s;
+            while (**s && **s != ':')
+                (*s)++;
+            if (**s != ':')
+                return false;
+            buf_printf(out, "%s('%.*s'", i ? ", " : "", (int)(*s - f), f);
+            (*s)++;
+            if (!view_fields(s, out, false))
+                return false;
+            buf_putc(out, ')');
+        }
+        if (**s != '}')
+            return false;
+        (*s)++;
+        buf_putc(out, ']');
+        return true;
+    }
+    if (top)
+        return false; /* not a struct */
+    const kern_type *v = ty_vector_named(name, (int)len);
+    const char *d =
+        v ? scalar_descr(v->elem->name, strlen(v->elem->name)) : scalar_descr(name, len);
+    if (!d)
+        return false;
+    buf_printf(out, ", '%s'", d);
+    if (v && v->kind == TY_MAT)
+        buf_printf(out, ", (%d, %d)", v->n, v->n);
+    else if (v)
+        buf_printf(out, ", (%d,)", v->n);
+    return true;
+}
+
+bool kern_npy_struct_fields(const char *view, kern_buf *out) {
+    const char *s = view;
+    size_t start = out->len;
+    bool ok = view && view_fields(&s, out, true) && (!*s || *s == '[');
+    if (!ok && out->data) {
+        out->len = start;
+        out->data[start] = '\0';
+    }
+    return ok;
+}
+
 /* ---- writing ----------------------------------------------------------------------- */
+
+/* The header of an array: descr is the dict's value as written ("'<f4'" or a list), the
+ * shape rank extents (0 for a record); into out, padded to 64 bytes. False for a bad
+ * extent. */
+static bool header(kern_buf *out, const char *descr, int rank, const int64_t *shape) {
+    kern_buf dict = {0};
+    buf_printf(&dict, "{'descr': %s, 'fortran_order': False, 'shape': (", descr);
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] < 0 || shape[d] > INT32_MAX) {
+            buf_free(&dict);
+            return false;
+        }
+        buf_printf(&dict, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    }
+    buf_printf(&dict, "%s), }", rank == 1 ? "," : "");
+    size_t total = 10 + dict.len + 1; /* preamble, dict, '\n' */
+    size_t padded = (total + 63) / 64 * 64;
+    size_t hlen = padded - 10;
+    char pre[10];
+    memcpy(pre, npy_magic, sizeof npy_magic);
+    pre[6] = 1;
+    pre[7] = 0;
+    pre[8] = (char)(hlen & 0xff);
+    pre[9] = (char)(hlen >> 8);
+    buf_putn(out, pre, sizeof pre);
+    buf_putn(out, dict.data, dict.len);
+    for (size_t i = total; i < padded; i++)
+        buf_putc(out, ' ');
+    buf_putc(out, '\n');
+    buf_free(&dict);
+    return true;
+}
 
 size_t kern_npy_header(char *buf, kern_dtype dtype, int rank, const int64_t *shape) {
     const char *descr = kern_npy_descr(dtype);
     if (!descr || rank < 1 || rank > KERN_MAX_DIMS || !shape)
         return 0;
-    char dict[KERN_NPY_HEADER_MAX];
-    int n =
-        snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
-    for (int d = 0; d < rank; d++) {
-        if (shape[d] < 0 || shape[d] > INT32_MAX)
-            return 0;
-        n += snprintf(dict + n, sizeof dict - (size_t)n, "%s%lld", d ? ", " : "",
-                      (long long)shape[d]);
-    }
-    n += snprintf(dict + n, sizeof dict - (size_t)n, "%s), }", rank == 1 ? "," : "");
-    size_t total = 10 + (size_t)n + 1; /* preamble, dict, '\n' */
-    size_t padded = (total + 63) / 64 * 64;
-    size_t hlen = padded - 10;
-    memcpy(buf, npy_magic, sizeof npy_magic);
-    buf[6] = 1;
-    buf[7] = 0;
-    buf[8] = (char)(hlen & 0xff);
-    buf[9] = (char)(hlen >> 8);
-    memcpy(buf + 10, dict, (size_t)n);
-    memset(buf + 10 + n, ' ', padded - total);
-    buf[padded - 1] = '\n';
-    return padded;
+    char quoted[16];
+    snprintf(quoted, sizeof quoted, "'%s'", descr);
+    kern_buf h = {0};
+    size_t n = header(&h, quoted, rank, shape) && h.len <= KERN_NPY_HEADER_MAX ? h.len : 0;
+    if (n)
+        memcpy(buf, h.data, n);
+    buf_free(&h);
+    return n;
 }
 
 kern_status kern_npy_write(const char *path, kern_dtype dtype, int rank, const int64_t *shape,
                            const void *data, char *err, size_t errlen) {
+    return kern_npy_write_fields(path, NULL, dtype, rank, shape, data, err, errlen);
+}
+
+kern_status kern_npy_write_fields(const char *path, const char *fields, kern_dtype dtype, int rank,
+                                  const int64_t *shape, const void *data, char *err,
+                                  size_t errlen) {
     npy_err e = {path ? path : "<null>", err, errlen};
     if (err && errlen)
         err[0] = '\0';
@@ -590,17 +808,20 @@ kern_status kern_npy_write(const char *path, kern_dtype dtype, int rank, const i
     size_t nbytes = (size_t)count * kern_dtype_size(dtype);
     if (!data && nbytes)
         return npy_fail(&e, KERN_ERR_ARGUMENT, "no data");
-    char header[KERN_NPY_HEADER_MAX];
-    size_t hlen = kern_npy_header(header, dtype, rank, shape);
+    char quoted[16];
+    snprintf(quoted, sizeof quoted, "'%s'", kern_npy_descr(dtype));
+    kern_buf h = {0};
+    header(&h, fields ? fields : quoted, fields ? rank - 1 : rank, shape); /* extents checked */
 
     kern_outfile o;
     char why[512];
     bool ok = kern_outfile_open(&o, path, why, sizeof why);
     if (ok) {
-        kern_outfile_write(&o, header, hlen);
+        kern_outfile_write(&o, h.data, h.len);
         kern_outfile_write(&o, data, nbytes);
         ok = kern_outfile_commit(&o, path, why, sizeof why);
     }
+    buf_free(&h);
     if (!ok && err && errlen)
         snprintf(err, errlen, "%s", why); /* the message names the path */
     return ok ? KERN_OK : KERN_ERR_IO;

@@ -3,6 +3,8 @@
  * dict literal header padded with spaces and ended by '\n', then the raw data).
  *
  * Accepted: format versions 1.0 and 2.0; descr '<f4' '<f8' '<i4' '<u4' '<i8' '|b1';
+ * structured dtypes whose leaf fields share one of those (kern's structs: read as that
+ * dtype with a trailing dimension of a record's scalars, kern_npy.fields);
  * fortran_order False; shape of rank 1 to 4 with extents below 2^31; exactly the data the
  * shape needs, with nothing after it; bool bytes 0 or 1. Everything else is an error
  * whose message names the file and the problem (docs/runtime.md lists them).
@@ -16,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../common/util.h"
 #include "../include/kern.h"
 
 typedef struct kern_npy {
@@ -25,6 +28,11 @@ typedef struct kern_npy {
     int64_t count;                /* elements */
     size_t nbytes;
     void *data; /* malloc'd, nbytes (at least 1 byte allocated) */
+    /* A structured dtype (records of fields that all have one scalar descr, kern's
+     * structs): its descr list as NumPy prints it, "[('pos', '<f4', (3,)), ('m', '<f4')]"
+     * (malloc'd); NULL otherwise. dtype is then the fields' type and the shape has one
+     * trailing dimension more, the scalars of a record. */
+    char *fields;
 } kern_npy;
 
 /* The longest header accepted (real ones are under 128 bytes). */
@@ -43,11 +51,20 @@ kern_status kern_npy_read(const char *path, kern_npy *out, char *err, size_t err
  * KERN_ERR_IO when the file cannot be written (the target is then untouched). */
 kern_status kern_npy_write(const char *path, kern_dtype dtype, int rank, const int64_t *shape,
                            const void *data, char *err, size_t errlen);
+/* The same for an array of records of a structured dtype: fields is its descr list (as
+ * kern_npy.fields), shape's last extent the scalars of a record (the file's shape is the
+ * others: rank 1 writes a single record, shape ()). */
+kern_status kern_npy_write_fields(const char *path, const char *fields, kern_dtype dtype, int rank,
+                                  const int64_t *shape, const void *data, char *err, size_t errlen);
 /* The version 1.0 header (magic through '\n') for an array: returns its length (a
  * multiple of 64) or 0 for a bad dtype or shape. buf must hold KERN_NPY_HEADER_MAX. */
 enum { KERN_NPY_HEADER_MAX = 256 };
 size_t kern_npy_header(char *buf, kern_dtype dtype, int rank, const int64_t *shape);
 void kern_npy_free(kern_npy *a);
+/* The NumPy descr list of a struct (kern_npy.fields' spelling) from a parameter's declared
+ * type (kern_param_info.type_name, "P{pos:vec3,mass:f32}[]" or by value "P{...}"),
+ * appended to out; false (out unchanged) when it is not a struct. */
+bool kern_npy_struct_fields(const char *view, kern_buf *out);
 /* "<f4" and so on; NULL for an invalid dtype. */
 const char *kern_npy_descr(kern_dtype dtype);
 

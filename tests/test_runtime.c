@@ -1403,15 +1403,21 @@ Test(runtime, jit_gradients_are_built_on_first_lookup) {
 
 /* kern_kernel_param_written: 0 for an array the kernel only reads, 1 for one it stores to or
  * updates atomically, -1 for scalars, bad indices and NULL. */
+/* A CPU context and the JIT module of src (both asserted to work). */
+static kern_module *jit_module(const char *src, const char *name, kern_context **ctx) {
+    cr_assert_eq(kern_context_create(NULL, ctx), KERN_OK);
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(*ctx, src, strlen(src), name, &m), KERN_OK, "%s",
+                 kern_context_last_error(*ctx));
+    return m;
+}
+
 Test(runtime, param_written_says_which_arrays_a_kernel_writes) {
     const char *src = "kernel k(x: f32[], y: f32[], z: f32[], n: i32) {\n"
                       "    for i in 0..len(x) { y[i] = x[i]; atomic_add(z[0], x[i]); }\n"
                       "}\n";
     kern_context *ctx;
-    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
-    kern_module *m;
-    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "w.kern", &m), KERN_OK, "%s",
-                 kern_context_last_error(ctx));
+    kern_module *m = jit_module(src, "w.kern", &ctx);
     kern_kernel *k;
     cr_assert_eq(kern_kernel_find(m, "k", &k), KERN_OK);
     cr_expect_eq(kern_kernel_param_written(k, 0), 0, "x is only read");
@@ -1420,5 +1426,53 @@ Test(runtime, param_written_says_which_arrays_a_kernel_writes) {
     cr_expect_eq(kern_kernel_param_written(k, 3), -1, "n is a scalar");
     cr_expect_eq(kern_kernel_param_written(k, 4), -1);
     cr_expect_eq(kern_kernel_param_written(NULL, 0), -1);
+    kern_context_release(ctx);
+}
+
+static void expect_param(kern_kernel *k, int i, const char *name, kern_dtype dtype, int rank,
+                         const char *type_name, int ntail, int64_t t0, int64_t t1) {
+    kern_param_info pi;
+    memset(&pi, 0x5a, sizeof pi);
+    cr_assert_eq(kern_kernel_param(k, i, &pi), KERN_OK);
+    cr_expect_str_eq(pi.name, name);
+    cr_expect_eq(pi.dtype, dtype, "%s", name);
+    cr_expect_eq(pi.rank, rank, "%s", name);
+    cr_expect_eq(pi.is_array, rank > 0, "%s", name);
+    cr_expect_str_eq(pi.type_name, type_name);
+    cr_expect_eq(pi.ntail, ntail, "%s", name);
+    cr_expect_eq(pi.tail[0], t0, "%s", name);
+    cr_expect_eq(pi.tail[1], t1, "%s", name);
+}
+
+Test(runtime, param_info_gives_declared_types_and_trailing_extents) {
+    const char *src = "struct P { pos: vec3, vel: vec3, mass: f32 }\n"
+                      "kernel k(x: vec3[], m: mat3[], ps: P[], g: vec3, d: dmat2[,], n: i32,\n"
+                      "         y: f32[,]) {\n"
+                      "    for i in 0..len(x) {\n"
+                      "        ps[i].vel += m[i] * x[i] + g;\n"
+                      "        y[i, 0] = f32(d[0, 0][1][1]) + f32(n);\n"
+                      "    }\n"
+                      "}\n";
+    kern_context *ctx;
+    kern_module *m = jit_module(src, "v.kern", &ctx);
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "k", &k), KERN_OK);
+    const char *pt = "P{pos:vec3,vel:vec3,mass:f32}[]";
+    expect_param(k, 0, "x", KERN_F32, 2, "vec3[]", 1, 3, 0);
+    expect_param(k, 1, "m", KERN_F32, 3, "mat3[]", 2, 3, 3);
+    expect_param(k, 2, "ps", KERN_F32, 2, pt, 1, 7, 0);
+    expect_param(k, 3, "g", KERN_F32, 1, "vec3", 1, 3, 0);
+    expect_param(k, 4, "d", KERN_F64, 4, "dmat2[,]", 2, 2, 2);
+    expect_param(k, 5, "n", KERN_I32, 0, "i32", 0, 0, 0);
+    expect_param(k, 6, "y", KERN_F32, 2, "f32[,]", 0, 0, 0);
+    /* the adjoints have the primal's declared type; a scalar's is f32[] of length 1 */
+    cr_assert_eq(kern_kernel_find(m, "k.grad", &k), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_kernel_param_count(k), 7 + 6);
+    expect_param(k, 7, "x.grad", KERN_F32, 2, "vec3[]", 1, 3, 0);
+    expect_param(k, 9, "ps.grad", KERN_F32, 2, pt, 1, 7, 0);
+    expect_param(k, 10, "g.grad", KERN_F32, 1, "vec3", 1, 3, 0);
+    expect_param(k, 11, "d.grad", KERN_F64, 4, "dmat2[,]", 2, 2, 2);
+    expect_param(k, 12, "y.grad", KERN_F32, 2, "f32[,]", 0, 0, 0);
+    kern_module_release(m);
     kern_context_release(ctx);
 }

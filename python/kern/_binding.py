@@ -70,9 +70,9 @@ class _Bound:
                 a.dtype = p.dtype
                 _set_scalar(kernel, p, a, v)
 
-    def _wrap(self, ctx, p, v, ptr, shape):
+    def _wrap(self, ctx, p, v, ptr, shape, key):
         """Wraps the host memory of a live array for this call (the call keeps v alive; on a
-        tape, the tape keeps it)."""
+        tape, the tape keeps it, as the primal of key: the caller's object)."""
         out = ctypes.c_void_p()
         dims = (ctypes.c_int64 * p.rank)(*shape)
         _check(_c["buf_wrap"](ctx._ptr, p.dtype, p.rank, dims, ptr, None, None,
@@ -81,7 +81,7 @@ class _Bound:
             self.raw.append(out.value)
             return out.value
         b = Buffer(ctx, out.value, p.dtype, shape, owner=v)
-        self.tape._remember(v, b)
+        self.tape._remember(key, b)
         return out.value
 
     def _buffer(self, ctx, p, v):
@@ -101,6 +101,17 @@ class _Bound:
             b = tape._cached(v)
             if b is not None:
                 return b._live()
+        key = v  # the caller's object: one primal on a tape, written back after a copy
+        if p.view is not None:
+            if p.view.rank == 0 and _NP is not None and type(v).__module__ != "torch" and \
+                    not (type(v) is _NP.ndarray and v.dtype == p.np_dtype and
+                         v.shape == p.tail and v.flags.c_contiguous and ctx.device == "cpu"):
+                # a vector, matrix or struct passed by value, not as an array that can be used
+                # in place: a buffer of its own (a value: no CopyWarning)
+                return self._new_buffer(ctx, p, self._value(p, v), key)._live()
+            v = self._view_value(p, v)
+            if hasattr(v, "shape"):
+                self._check_shape(p, tuple(v.shape), _dtype_name(v))
         why = None
         if ctx.device == "cpu":
             # the fast paths: host memory of the right dtype and layout, used in place
@@ -112,36 +123,34 @@ class _Bound:
                     elif not v.flags.writeable and p.written:
                         why = "the array is read-only, and the kernel may write it"
                     else:
-                        return self._wrap(ctx, p, v, v.__array_interface__["data"][0], v.shape)
+                        return self._wrap(ctx, p, v, v.__array_interface__["data"][0], v.shape,
+                                          key)
             elif t.__module__ == "torch" and t.__name__ in ("Tensor", "Parameter"):
                 if str(v.dtype) == p.torch_dtype and v.dim() == p.rank and \
                         v.device.type == "cpu" and v.is_contiguous() and not v.requires_grad:
-                    return self._wrap(ctx, p, v, v.data_ptr(), tuple(v.shape))
+                    return self._wrap(ctx, p, v, v.data_ptr(), tuple(v.shape), key)
         elif ctx.device == "cuda" and type(v).__module__ == "torch" and \
                 type(v).__name__ in ("Tensor", "Parameter"):
             # PyTorch CUDA tensors: the device pointer itself; the streams are ordered once
             # per call (Kernel.__call__), and torch's allocator told about kern's stream
             if str(v.dtype) == p.torch_dtype and v.dim() == p.rank and v.is_cuda and \
                     v.device.index == 0 and v.is_contiguous() and not v.requires_grad:
-                return self._wrap(ctx, p, v, v.data_ptr(), tuple(v.shape))
+                return self._wrap(ctx, p, v, v.data_ptr(), tuple(v.shape), key)
         if not _is_tensor_like(v):
-            raise ArgumentError("kernel '%s', parameter '%s': expected an array (%s[%s]), got %s"
-                                % (kernel.name, p.name, _KERN_NAMES[p.dtype],
-                                   "," * (p.rank - 1), type(v).__name__))
+            raise ArgumentError("kernel '%s', parameter '%s': expected an array (%s), got %s"
+                                % (kernel.name, p.name, _declared(p), type(v).__name__))
         shape = getattr(v, "shape", None)
         dtype = _dtype_name(v)
+        if shape is not None:
+            self._check_shape(p, tuple(shape), dtype)
         if dtype != _DTYPES[p.dtype]:
-            why = "its dtype is %s, the parameter is %s" % (dtype, _KERN_NAMES[p.dtype])
-        elif shape is not None and len(shape) != p.rank:
-            raise ArgumentError("kernel '%s', parameter '%s': an array of rank %d, expected %s "
-                                "(rank %d)" % (kernel.name, p.name, len(shape),
-                                               _KERN_NAMES[p.dtype] + "[" + "," * (p.rank - 1)
-                                               + "]", p.rank))
+            why = "its dtype is %s, the parameter is %s" % (dtype, _KERN_NAMES[p.dtype] if
+                                                             p.view is None else _declared(p))
         if why is None:
             b, why = _dlpack_import(ctx, v)
             if b is not None:
                 if tape is not None:
-                    tape._remember(v, b)  # the tape keeps it: one array, one primal
+                    tape._remember(key, b)  # the tape keeps it: one array, one primal
                 else:
                     self.temps.append(b)  # released after the call (freed after its launch)
                 return b._live()
@@ -152,21 +161,75 @@ class _Bound:
                                 "to %s without losing its meaning (kern converts only within a "
                                 "kind, and up: bool to integers to floats)" %
                                 (kernel.name, p.name, host.dtype, _KERN_NAMES[p.dtype]))
-        if host.ndim != p.rank:
-            raise ArgumentError("kernel '%s', parameter '%s': an array of rank %d, expected "
-                                "rank %d" % (kernel.name, p.name, host.ndim, p.rank))
+        self._check_shape(p, host.shape, host.dtype)
         # a copy, said once per place (warnings' default filter), written back after the call
         warnings.warn(CopyWarning("kernel '%s', parameter '%s': copied, not used in place (%s)"
                                   % (kernel.name, p.name, why)), stacklevel=4)
-        a = np.ascontiguousarray(host, dtype=_DTYPES[p.dtype])
-        b = Buffer._create(ctx, a.shape, p.dtype, a)
-        self.temps.append(b)
-        self.copy_back.append((b, v))
-        if tape is not None:
-            tape._remember(v, b)
-            tape._keep.append(b)
-            self.temps.pop()
+        b = self._new_buffer(ctx, p, np.ascontiguousarray(host, dtype=_DTYPES[p.dtype]), key)
+        self.copy_back.append((b, v))  # v: a structured array's component view writes it
         return b._live()
+
+    def _new_buffer(self, ctx, p, a, key):
+        """A buffer holding a copy of the NumPy array a, for this call or (on a tape) the
+        tape's life, as the primal of key."""
+        b = Buffer._create(ctx, a.shape, p.dtype, a)
+        if self.tape is not None:
+            self.tape._remember(key, b)
+            self.tape._keep.append(b)
+        else:
+            self.temps.append(b)
+        return b
+
+    def _check_shape(self, p, shape, dtype):
+        """The rank, and the trailing extents of a vector, matrix or struct parameter."""
+        n = len(p.tail)
+        if p.view is None and len(shape) != p.rank:
+            raise ArgumentError("kernel '%s', parameter '%s': an array of rank %d, expected %s "
+                                "(rank %d)" % (self.kernel.name, p.name, len(shape), p.type_name,
+                                               p.rank))
+        if len(shape) != p.rank or (n and tuple(shape[len(shape) - n:]) != p.tail):
+            raise ArgumentError("kernel '%s', parameter '%s' (%s): expected an array of shape "
+                                "%s, got %s of shape %s" %
+                                (self.kernel.name, p.name, p.type_name,
+                                 p.shape_text + ("" if p.view and p.view.struct else
+                                                 " of " + _DTYPES[p.dtype]),
+                                 dtype, tuple(shape)))
+
+    def _where(self, p):
+        return "kernel '%s', parameter '%s' (%s)" % (self.kernel.name, p.name, p.type_name)
+
+    def _view_value(self, p, v):
+        """A structured array of the struct's dtype as its components (a view: used in
+        place); other values as they are."""
+        np = _NP
+        if np is not None and isinstance(v, np.ndarray) and v.dtype.names is not None:
+            if p.view.struct is None:
+                raise ArgumentError("%s: a structured array binds only to a struct parameter; "
+                                    "expected an array of shape %s of %s" %
+                                    (self._where(p), p.shape_text, _DTYPES[p.dtype]))
+            return p.view.components(self._where(p), v)
+        return v
+
+    def _value(self, p, v):
+        """A vector, matrix or struct passed by value (numbers in a tuple, a list or an
+        array; a record of the struct's dtype) as a new C-contiguous array."""
+        np = _NP
+        want = p.shape_text if p.view.struct else "%s numbers of shape %s" % (_DTYPES[p.dtype],
+                                                                               p.shape_text)
+        if isinstance(v, np.void) or (isinstance(v, np.ndarray) and v.dtype.names is not None):
+            v = self._view_value(p, np.asarray(v))
+        elif isinstance(v, Buffer) or not (_is_tensor_like(v) or isinstance(v, (list, tuple))):
+            raise ArgumentError("%s: expected %s, got %s" % (self._where(p), want,
+                                                             type(v).__name__))
+        try:
+            a = np.asarray(_to_host(v))
+        except (TypeError, ValueError) as e:
+            raise ArgumentError("%s: expected %s (%s)" % (self._where(p), want, e)) from None
+        if a.shape != p.tail or a.dtype.kind not in "biuf" or \
+                not np.can_cast(a.dtype, p.np_dtype, casting="same_kind"):
+            raise ArgumentError("%s: expected %s, got %s of shape %s" %
+                                (self._where(p), want, a.dtype, a.shape))
+        return np.ascontiguousarray(a, dtype=p.np_dtype)
 
     def finish(self):
         for b, orig in self.copy_back:
@@ -176,6 +239,13 @@ class _Bound:
         release = _c["buf_release"]
         for ptr in self.raw:
             release(ptr)
+
+
+def _declared(p):
+    """The declared type; for a vector, matrix or struct type also its memory's."""
+    if p.view is None:
+        return p.type_name
+    return "%s, in memory %s[%s]" % (p.type_name, _KERN_NAMES[p.dtype], "," * (p.rank - 1))
 
 
 def _dtype_name(v):

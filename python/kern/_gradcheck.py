@@ -24,9 +24,10 @@ def gradcheck(kernel, eps=None, rtol=None, seed=1, max_checks=64, **args):
     for p in params:
         if p.name not in args:
             raise ArgumentError("gradcheck: missing argument '%s'" % p.name)
-        v = args[p.name]
-        base[p.name] = np.array(_to_host(v), dtype=_DTYPES[p.dtype], copy=True) \
-            if p.is_array else v
+        v = _to_host(args[p.name]) if p.is_array else args[p.name]
+        if p.is_array and p.view is not None and v.dtype.names is not None:
+            v = p.view.components("gradcheck, parameter '%s'" % p.name, v)
+        base[p.name] = np.array(v, dtype=_DTYPES[p.dtype], copy=True) if p.is_array else v
     diff = [p for p in params if p.is_array and p.differentiable]
     if not diff:
         raise ArgumentError("gradcheck: kernel '%s' has no differentiable array parameter" %

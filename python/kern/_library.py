@@ -46,8 +46,11 @@ class _Options(ctypes.Structure):
 
 
 class _ParamInfo(ctypes.Structure):
+    """kern_param_info (include/kern.h), field for field."""
     _fields_ = [("name", ctypes.c_char_p), ("is_array", ctypes.c_bool), ("dtype", ctypes.c_int),
-                ("rank", ctypes.c_int), ("nograd", ctypes.c_bool)]
+                ("rank", ctypes.c_int), ("nograd", ctypes.c_bool),
+                ("type_name", ctypes.c_char_p), ("ntail", ctypes.c_int),
+                ("tail", ctypes.c_int64 * 2)]
 
 
 class _ArgValue(ctypes.Union):

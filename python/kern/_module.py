@@ -7,8 +7,9 @@ import os
 from ._binding import _Bound
 from ._context import context as _default_context
 from ._errors import ArgumentError, NotFoundError, _check
-from ._library import _DTYPES, _F32, _F64, _KERN_NAMES, _c, _np, _ParamInfo
+from ._library import _DTYPES, _F32, _F64, _c, _np, _ParamInfo
 from ._tape import _current_tape
+from ._views import _View
 
 class _Param:
     def __init__(self, info):
@@ -19,14 +20,31 @@ class _Param:
         self.nograd = bool(info.nograd)
         self.np_dtype = _np().dtype(_DTYPES[self.dtype])
         self.torch_dtype = "torch." + _DTYPES[self.dtype]
+        self.type_name = info.type_name.decode()
+        self.tail = tuple(info.tail[:info.ntail])  # extents the last dimensions must have
+        # a vector, matrix or struct type: its element dtype, rank as declared (0: by value)
+        self.view = _View(self.type_name, self.tail) if self.tail else None
+
+    @property
+    def element_dtype(self):
+        """The NumPy dtype of one element: structured for a struct, a subarray dtype such
+        as ('<f4', (3,)) for a vector or matrix, the scalar dtype otherwise."""
+        return self.view.dtype if self.view is not None else self.np_dtype
+
+    @property
+    def shape_text(self):
+        """The shape a caller's array must have, as a message says it: '(N, 3)'."""
+        if self.view is not None:
+            return self.view.shape_text()
+        return "(" + ", ".join(["N", "M", "K", "L"][:self.rank]) + \
+            ("," if self.rank == 1 else "") + ")"
 
     @property
     def differentiable(self):
         return self.dtype in (_F32, _F64) and not self.nograd
 
     def __repr__(self):
-        t = _KERN_NAMES[self.dtype] + ("[" + "," * (self.rank - 1) + "]" if self.is_array else "")
-        return "%s: %s" % (self.name, t)
+        return "%s: %s" % (self.name, self.type_name)
 
 
 class Kernel:
@@ -47,6 +65,24 @@ class Kernel:
             self.params.append(_Param(info))
             self.params[-1].written = _c["written"](ptr, i) != 0
         self._index = {p.name: i for i, p in enumerate(self.params)}
+
+    def param(self, name):
+        """The parameter called name (or its index): .name, .type_name (as declared:
+        "vec3[]", "P{pos:vec3,mass:f32}[]"), .element_dtype, .rank (in memory), .tail."""
+        if isinstance(name, int):
+            return self.params[name]
+        i = self._index.get(name, self._index.get(name.replace("__", ".")))
+        if i is None:
+            raise ArgumentError("kernel '%s' has no parameter named '%s' (it has: %s)" %
+                                (self.name, name, ", ".join(p.name for p in self.params)))
+        return self.params[i]
+
+    def param_dtype(self, name):
+        """The NumPy dtype of one element of parameter name: for a struct array the
+        structured dtype of the struct's layout, so np.zeros(n, k.param_dtype("ps")) makes
+        an array that the kernel uses in place; for vec3[] ('<f4', (3,)), so np.zeros(n,
+        k.param_dtype("x")) has shape (n, 3)."""
+        return self.param(name).element_dtype
 
     def __call__(self, *args, **kwargs):
         ctx = self.module.context

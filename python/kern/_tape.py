@@ -8,6 +8,7 @@ from ._buffer import Buffer, _to_host
 from ._context import context as _default_context
 from ._errors import ArgumentError, _check
 from ._library import _c, _np
+from ._views import _dtype_mismatch, _show
 
 _tls = threading.local()
 
@@ -78,8 +79,10 @@ class Tape:
         np = _np()
         for primal, seed in (seeds.items() if isinstance(seeds, dict) else (seeds or ())):
             b = self._buffer_of(primal)
-            g = Buffer.from_array(np.asarray(_to_host(seed), dtype=b.numpy_dtype),
-                                  self.context)
+            seed = _to_host(seed)
+            if isinstance(seed, np.ndarray) and seed.dtype.names is not None:
+                seed = _components(primal, seed, b)
+            g = Buffer.from_array(np.asarray(seed, dtype=b.numpy_dtype), self.context)
             if g.shape != b.shape:
                 raise ArgumentError("Tape.backward: a seed of shape %s for an array of shape %s"
                                     % (g.shape, b.shape))
@@ -88,13 +91,17 @@ class Tape:
         _check(_c["tape_backward"](self._ptr), self.context._ptr)
 
     def grad(self, primal):
-        """dL/d(primal) after backward, as a NumPy array (a copy)."""
+        """dL/d(primal) after backward, as a NumPy array (a copy); for a structured array
+        (a struct parameter's), an array of its structured dtype."""
         b = self._buffer_of(primal)
         g = ctypes.c_void_p()
         _check(_c["tape_grad"](self._ptr, b._live(), ctypes.byref(g)), self.context._ptr)
         adj = Buffer(self.context, g.value, b.dtype, b.shape)
         try:
-            return adj.read()
+            out = adj.read()
+            if _structured(primal):  # a struct array's adjoint in its structured dtype
+                return out.view(primal.dtype).reshape(primal.shape)
+            return out
         finally:
             adj._ptr = None  # the tape owns it (or the seed buffer does)
 
@@ -129,3 +136,18 @@ class Tape:
             self.release()
         except Exception:
             pass
+
+
+def _structured(a):
+    np = _np()
+    return isinstance(a, np.ndarray) and a.dtype.names is not None
+
+
+def _components(primal, seed, b):
+    """A structured seed of a structured primal's dtype as its components (shape b.shape)."""
+    why = _dtype_mismatch(primal.dtype, seed.dtype, "") if _structured(primal) else \
+        "the array is not structured"
+    if why:
+        raise ArgumentError("Tape.backward: a seed of the structured dtype %s for an array of "
+                            "%s: %s" % (_show(seed.dtype), _show(primal.dtype), why))
+    return _np().ascontiguousarray(seed).view(b.numpy_dtype).reshape(b.shape)
