@@ -97,7 +97,56 @@ typedef struct gc_param {
     kern_buffer *b;       /* arrays: the f64 module's buffer */
     double *plus, *minus; /* differentiable arrays: state after the runs at x + h, x - h */
     double *g64, *g32;    /* differentiable: K.grad's result in each precision */
+    bool intword[64];     /* a struct array stored as float words: which of the struct's
+                             words (the last dimension) hold integer fields; those are not
+                             perturbed nor summed (their bits are not numbers) */
+    int nwords;           /* 0: no integer words */
 } gc_param;
+
+/* Reads the leaf types of the declared type `view` (docs/runtime.md: `P{a:vec3,n:i32}[]`)
+ * into p->intword; false when the view is not a struct with integer fields. */
+static const char *view_leaves(gc_param *p, const char *s, int *k) {
+    const char *name = s;
+    while (*s && *s != '{' && *s != ',' && *s != '}' && *s != '[')
+        s++;
+    if (*s == '{') { /* a struct: name{field:type,...} */
+        s++;
+        while (*s && *s != '}') {
+            while (*s && *s != ':')
+                s++;
+            if (!*s || !(s = view_leaves(p, s + 1, k)))
+                return NULL;
+            if (*s == ',')
+                s++;
+        }
+        return *s == '}' ? s + 1 : NULL;
+    }
+    const kern_type *v = ty_vector_named(name, (int)(s - name));
+    const kern_type *t = v ? v->elem : ty_parse(name, (int)(s - name));
+    if (!t)
+        return NULL;
+    for (int i = 0; i < (v ? ty_leaves(v) : 1); i++, (*k)++)
+        if (*k < 64)
+            p->intword[*k] = !ty_is_float(t);
+    return s;
+}
+
+static void find_integer_words(gc_param *p) {
+    p->nwords = 0;
+    if (!p->info.type_name || p->info.ntail != 1 || !strchr(p->info.type_name, '{') ||
+        p->info.tail[0] > 64)
+        return;
+    int k = 0;
+    if (!view_leaves(p, p->info.type_name, &k) || k != p->info.tail[0])
+        return;
+    for (int i = 0; i < k; i++)
+        if (p->intword[i])
+            p->nwords = k;
+}
+
+static bool integer_word(const gc_param *p, int64_t e) {
+    return p->nwords > 0 && p->intword[e % p->nwords];
+}
 
 typedef struct gc {
     const gradcheck_options *o;
@@ -380,6 +429,7 @@ static gradcheck_status setup_params(gc *g, const char *const *bindings, int nb)
         kern_kernel_param(g->k32, i, &p->info);
         p->is_float = p->info.dtype == KERN_F32 || p->info.dtype == KERN_F64;
         p->diff = p->is_float && !p->info.nograd;
+        find_integer_words(p);
     }
     gradcheck_status st = GRADCHECK_OK;
     const char **values = xcalloc((size_t)g->np, sizeof *values);
@@ -735,6 +785,10 @@ static gradcheck_status check_elements(gc *g, gradcheck_result *res) {
             q++;
         }
         gc_param *pq = &g->p[q];
+        if (integer_word(pq, e)) { /* an integer field's bits: nothing to differentiate */
+            res->elements--;
+            continue;
+        }
         double x = pq->f[e], h = g->o->eps * fmax(1, fabs(x));
         double xp = x + h, xm = x - h;
         st = run_primal(g, q, e, xp, true);
@@ -747,7 +801,8 @@ static gradcheck_status check_elements(gc *g, gradcheck_result *res) {
             gc_param *p = &g->p[i];
             if (p->diff && p->info.is_array)
                 for (int64_t j = 0; j < p->count; j++)
-                    if (!(isnan(p->plus[j]) && isnan(p->minus[j])))  /* NaN either way: */
+                    if (!integer_word(p, j) &&
+                        !(isnan(p->plus[j]) && isnan(p->minus[j])))  /* NaN either way: */
                         sum += p->w[j] * (p->plus[j] - p->minus[j]); /* unaffected */
         }
         double fd = sum / (xp - xm);

@@ -1371,6 +1371,26 @@ Test(cli_v1, gradcheck_vectors_matrices_and_structs) {
     unlink(src);
 }
 
+/* A struct of f32 and i32 fields is stored as f32 words: gradcheck leaves the integer words
+ * alone (24 + 24 + 4 words, 16 of them integers' bits), and finds a wrong float gradient. */
+Test(cli_v1, gradcheck_skips_integer_fields_of_structs) {
+    char src[64], args[512];
+    temp_file(src, ".kern",
+              "struct P { pos: vec3, id: i32, w: f32, flags: u32 }\n"
+              "kernel k(ps: P[], out: P[], y: f32[]) {\n"
+              "    for i in 0..len(ps) {\n"
+              "        var p = ps[i];\n"
+              "        y[i] = p.pos.y * p.w + f32(p.id % 7);\n"
+              "        p.id = p.id * 2 + i32(p.flags % 5);\n"
+              "        p.pos *= p.w;\n"
+              "        out[i] = p;\n"
+              "    }\n"
+              "}\n");
+    snprintf(args, sizeof args, "gradcheck %s k --size 4", src);
+    expect(args, 0, "gradcheck k: 36 elements");
+    unlink(src);
+}
+
 /* With more elements than --max-checks, the sample still reaches every field of a struct:
  * here the spacing (7) is the struct's size, and only the last field's gradient is wrong
  * (floor's steps, as in gradcheck_detects_mismatch). */
