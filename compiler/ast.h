@@ -287,6 +287,8 @@ static inline bool fe_builtin_overridable(fe_builtin b) { return b >= BI_DOT && 
  * the count is returned). For an EX_INDEX, the indices; for a call, the arguments. */
 enum { FE_MAX_KIDS = 4 };
 int fe_expr_kids(const fe_expr *e, const fe_expr **kids, int cap);
+/* Whether ok holds for every subexpression of e (false past 64 of them). */
+bool fe_expr_all_kids(const fe_expr *e, bool (*ok)(const fe_expr *));
 /* Is b a reserved builtin (version 0)? A program's func or const may take the name of
  * the others (language.md section 11). */
 bool fe_builtin_reserved(fe_builtin b);

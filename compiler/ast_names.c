@@ -125,3 +125,14 @@ int fe_expr_kids(const fe_expr *e, const fe_expr **kids, int cap) {
 bool fe_builtin_reserved(fe_builtin b) {
     return b != BI_NONE && (b < BI_LOG10 || b > BI_CMUL);
 }
+
+bool fe_expr_all_kids(const fe_expr *e, bool (*ok)(const fe_expr *)) {
+    const fe_expr *k[64];
+    int n = fe_expr_kids(e, k, 64);
+    if (n > 64)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (!ok(k[i]))
+            return false;
+    return true;
+}

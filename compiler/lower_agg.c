@@ -398,16 +398,6 @@ static ir_value *sum_products(lw *L, ir_value *const *a, int as, ir_value *const
     return acc;
 }
 
-static ir_opcode binop_code(fe_binop op) {
-    switch (op) {
-    case BIN_ADD: return IR_ADD;
-    case BIN_SUB: return IR_SUB;
-    case BIN_MUL: return IR_MUL;
-    case BIN_DIV: return IR_DIV;
-    case BIN_REM: return IR_REM;
-    default: kern_unreachable("component-wise operator");
-    }
-}
 
 static void quat_mul(lw *L, ir_value *const *a, ir_value *const *b, ir_value **out) {
     ir_builder *B = &L->b;
@@ -465,7 +455,7 @@ static void binary_leaves(lw *L, fe_binop op, const kern_type *lt, ir_value *con
     }
     const kern_type *t = la ? lt : rt;
     for (int i = 0; i < ty_leaves(t); i++)
-        out[i] = ir_binop(&L->b, binop_code(op), a[la ? i : 0], b[ra ? i : 0]);
+        out[i] = ir_binop(&L->b, lw_binop_code(op), a[la ? i : 0], b[ra ? i : 0]);
 }
 
 /* ---- Builtins ------------------------------------------------------------------------- */

@@ -69,16 +69,7 @@ bool lw_expr_is_safe(const fe_expr *e) {
     case EX_ELEM:
     case EX_CONSTRUCT:
     case EX_STRUCTLIT:
-    case EX_ARRAYLIT: {
-        const fe_expr *k[64];
-        int n = fe_expr_kids(e, k, 64);
-        if (n > 64)
-            return false;
-        for (int i = 0; i < n; i++)
-            if (!lw_expr_is_safe(k[i]))
-                return false;
-        return true;
-    }
+    case EX_ARRAYLIT: return fe_expr_all_kids(e, lw_expr_is_safe);
     }
     return false;
 }
@@ -99,7 +90,7 @@ static ir_value *lazy_select(lw *L, ir_value *c, const fe_expr *a, const fe_expr
     return op->results[0];
 }
 
-static ir_opcode binop_code(fe_binop op) {
+ir_opcode lw_binop_code(fe_binop op) {
     switch (op) {
     case BIN_ADD: return IR_ADD;
     case BIN_SUB: return IR_SUB;
@@ -130,7 +121,7 @@ static ir_value *lower_binary(lw *L, const fe_expr *e) {
         if (lw_expr_is_safe(e->binary.rhs)) {
             ir_value *r = lw_expr(L, e->binary.rhs);
             L->b.loc = e->loc;
-            return ir_binop(&L->b, binop_code(op), l, r);
+            return ir_binop(&L->b, lw_binop_code(op), l, r);
         }
         /* a && b  ==  a ? b : false;   a || b  ==  a ? true : b */
         fe_expr lit = {.kind = EX_BOOL, .loc = e->loc, .type = ty_bool(), .is_const = true};
@@ -142,7 +133,7 @@ static ir_value *lower_binary(lw *L, const fe_expr *e) {
     ir_value *l = lw_expr(L, e->binary.lhs);
     ir_value *r = lw_expr(L, e->binary.rhs);
     L->b.loc = e->loc;
-    return ir_binop(&L->b, binop_code(op), l, r);
+    return ir_binop(&L->b, lw_binop_code(op), l, r);
 }
 
 static ir_value *lower_cond(lw *L, const fe_expr *c, const fe_expr *a, const fe_expr *b,

@@ -63,6 +63,8 @@ bool lw_assign_is_agg(const fe_stmt *st);
 void lw_assign_agg(lw *L, const fe_stmt *st);
 /* The variable an assignment changes a part of (NULL: memory). */
 fe_sym *lw_assign_root(const fe_stmt *st);
+/* lower_expr.c: the IR op of a binary operator. */
+ir_opcode lw_binop_code(fe_binop op);
 /* lower_expr.c: inlines a func call; writes the leaves of its value, returns their count
  * (0 for a void func). */
 int lw_call_func(lw *L, const fe_expr *e, ir_value **out);

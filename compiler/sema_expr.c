@@ -1095,16 +1095,7 @@ bool fe_sema_is_uniform(const fe_expr *e) {
     case EX_ELEM:
     case EX_CONSTRUCT:
     case EX_STRUCTLIT:
-    case EX_ARRAYLIT: {
-        const fe_expr *k[64];
-        int n = fe_expr_kids(e, k, 64);
-        if (n > 64)
-            return false;
-        for (int i = 0; i < n; i++)
-            if (!fe_sema_is_uniform(k[i]))
-                return false;
-        return true;
-    }
+    case EX_ARRAYLIT: return fe_expr_all_kids(e, fe_sema_is_uniform);
     case EX_CALL:
         switch (e->call.builtin) {
         case BI_LEN:
