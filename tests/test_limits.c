@@ -434,10 +434,10 @@ Test(limits, long_straight_line) {
 /* Everything the examples and golden programs hold that `check` accepts compiles, with
  * every gradient it can have, to a module that verifies. */
 Test(limits, check_accepts_only_what_compiles) {
-    const char *files[] = {"examples/simulate.kern", "examples/saxpy.kern",
-                           "examples/loss.kern",     "examples/heat.kern",
-                           "examples/bounce.kern",   "examples/stencil2d.kern",
-                           "examples/particles.kern"};
+    const char *files[] = {
+        "examples/simulate.kern",  "examples/saxpy.kern",   "examples/loss.kern",
+        "examples/heat.kern",      "examples/bounce.kern",  "examples/stencil2d.kern",
+        "examples/particles.kern", "examples/springs.kern", "examples/elastic.kern"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", KERN_SOURCE_ROOT, files[i]);

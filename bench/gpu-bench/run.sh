@@ -14,6 +14,9 @@
 #    options, e.g. "--target cpu" to try this script without a GPU), with --compare too;
 #    Then the same on the Vulkan device (--target vulkan, modules .device/modules/*.vkmod;
 #    GPU_BENCH_VULKAN=0 skips it);
+# 3b. runs vec-bench (vec3 kernels against the same kernels scalarized by hand, forward and
+#    K.grad) on CUDA, then Vulkan: its own table with the ratios vec3 / scalar
+#    (GPU_BENCH_VEC=0 skips it);
 # 4. prints one table: every metric of the four sides, and the ratios kern / baseline,
 #    JAX / kern and vulkan / kern of forward_ms and fwdrev_ms (above 1: kern slower than the
 #    baseline, resp. faster than JAX, resp. Vulkan slower than kern's CUDA path).
@@ -102,6 +105,25 @@ kern_side() {
 kern_side kern cuda kmod "$@"
 [[ ${GPU_BENCH_VULKAN:-1} == 1 ]] && kern_side vulkan vulkan vkmod "$@"
 [[ -f $out/vulkan.txt ]] || : > "$out/vulkan.txt"
+
+# ---- 3b. vec3 against hand-scalarized kernels (vec-bench, bench/README.md), CUDA then Vulkan --
+# GPU_BENCH_VEC=0 skips it; VEC_BENCH overrides the program. It compiles bench/kernels/vec_*.kern
+# with the JIT, so it needs vec-bench staged (scripts/device-stage.sh does).
+vb=${VEC_BENCH:-$(command -v vec-bench || { [[ -x build/bench/vec-bench ]] && echo build/bench/vec-bench; })}
+if [[ ${GPU_BENCH_VEC:-1} == 1 ]]; then
+  if [[ -z $vb ]]; then
+    note "vec-bench: not staged (scripts/device-stage.sh stages it)"
+    status=1
+  else
+    for target in cuda vulkan; do
+      echo "# vec-$target: $vb --target $target --kernels bench/kernels"
+      "$vb" --target "$target" --kernels "$top/bench/kernels" 2>&1 | tee "$out/vec-$target.txt"
+      rc=${PIPESTATUS[0]}
+      case $rc in 0) ;; 3) note "vec-$target: no $target context"; [[ $status == 1 ]] || status=3 ;;
+        *) note "vec-$target: vec-bench failed (exit status $rc)"; status=1 ;; esac
+    done
+  fi
+fi
 
 # ---- 4. the table ----------------------------------------------------------------------------
 awk '
