@@ -666,6 +666,15 @@ static void walk_expr(walk *w, const fe_expr *e) {
         walk_expr(w, r);
         if (w->err[0])
             return;
+        if (ty_is_aggregate(l->type) || ty_is_aggregate(r->type)) {
+            /* vectors: one side may be the component type (broadcast), m * v mixes types */
+            const kern_type *agg = ty_is_aggregate(l->type) ? l->type : r->type;
+            const kern_type *other = agg == l->type ? r->type : l->type;
+            if (other != agg && other != agg->elem && !ty_is_aggregate(other))
+                BAD(w, e, "vector operands of %s: %s and %s", fe_binop_text(e->binary.op),
+                    l->type->name, r->type->name);
+            break;
+        }
         if (l->type != r->type)
             BAD(w, e, "operands of %s have types %s and %s", fe_binop_text(e->binary.op),
                 l->type->name, r->type->name);
@@ -733,6 +742,11 @@ static void walk_expr(walk *w, const fe_expr *e) {
                 BAD(w, e, "len/shape badly annotated");
             if (b == BI_SHAPE && (!e->call.args[1]->is_const || e->call.args[1]->type != ty_i32()))
                 BAD(w, e, "shape dimension not an i32 constant");
+        } else if (fe_builtin_overridable(b)) {
+            /* dot, cross, length, ...: typed by their own rules (sema_agg.c) */
+        } else if (b >= BI_ATOMIC_ADD && b <= BI_ATOMIC_MAX && ty_is_aggregate(t)) {
+            if (e->call.args[1]->type != t)
+                BAD(w, e, "vector atomic badly annotated");
         } else if (b >= BI_ATOMIC_ADD && b <= BI_ATOMIC_MAX) {
             if (e->call.args[0]->kind != EX_INDEX || e->call.args[0]->type != t ||
                 e->call.args[1]->type != t)
@@ -742,7 +756,8 @@ static void walk_expr(walk *w, const fe_expr *e) {
             if (b == BI_SELECT && e->call.args[0]->type != ty_bool())
                 BAD(w, e, "select condition typed %s", e->call.args[0]->type->name);
             for (int i = first; i < e->call.nargs; i++)
-                if (e->call.args[i]->type != t)
+                if (e->call.args[i]->type != t &&
+                    !(ty_is_aggregate(t) && e->call.args[i]->type == t->elem)) /* broadcast */
                     BAD(w, e, "argument %d of %s typed %s, result %s", i + 1, e->call.name,
                         e->call.args[i]->type->name, t->name);
         }
@@ -757,15 +772,17 @@ static void walk_stmt(walk *w, const fe_stmt *st, const fe_item *fn) {
     switch (st->kind) {
     case ST_LET:
     case ST_VAR:
-        walk_expr(w, st->decl.init);
-        if (!st->decl.sym || st->decl.sym->type != st->decl.init->type ||
+        if (st->decl.init)
+            walk_expr(w, st->decl.init); /* none: `var a: f32[8];`, zero */
+        if (!st->decl.sym || (st->decl.init && st->decl.sym->type != st->decl.init->type) ||
             (st->decl.declared && st->decl.declared != st->decl.sym->type))
             BAD(w, st, "declaration of '%s' badly annotated", st->decl.name);
         break;
     case ST_ASSIGN:
         walk_expr(w, st->assign.target);
         walk_expr(w, st->assign.value);
-        if (!w->err[0] && st->assign.target->type != st->assign.value->type)
+        if (!w->err[0] && st->assign.target->type != st->assign.value->type &&
+            !(st->assign.op != AS_SET && ty_is_aggregate(st->assign.target->type)))
             BAD(w, st, "assignment of %s to %s", st->assign.value->type->name,
                 st->assign.target->type->name);
         break;
@@ -886,7 +903,7 @@ Test(sema, contract_holds_on_every_good_program) {
 }
 
 Test(sema, examples_check_cleanly) {
-    static const char *examples[] = {"bounce", "heat", "loss", "saxpy", "simulate"};
+    static const char *examples[] = {"bounce", "elastic", "heat", "loss", "saxpy", "simulate", "springs"};
     for (size_t i = 0; i < sizeof examples / sizeof *examples; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/examples/%s.kern", KERN_SOURCE_ROOT, examples[i]);
