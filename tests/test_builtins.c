@@ -23,7 +23,10 @@
 typedef struct row {
     const char *expr;        /* over a = x[i], b = y[i] */
     double bound32, bound64; /* ulps on the CPU and the interpreter */
-    double vk32, vk64;       /* ulps on Vulkan (its exp, log and pow are less accurate) */
+    double vk32, vk64;       /* ulps on Vulkan (its exp, log and pow are less accurate; the
+                                f64 bounds hold on lavapipe and on NVIDIA's driver, whose f64
+                                exp is coarser deep in erfc's tail, near 1e-260, and whose
+                                f64 division is not correctly rounded) */
 } row;
 
 static const row ROWS[] = {
@@ -35,13 +38,13 @@ static const row ROWS[] = {
     {"rint(a)", 0, 0, 0, 0},
     {"frac(a)", 0, 0, 0, 0},
     {"erf(a)", 2, 2, 8, 4},
-    {"erfc(a)", 4, 5, 64, 16},
+    {"erfc(a)", 4, 5, 64, 64},
     {"hypot(a, b)", 2, 2, 4, 2},
     {"copysign(a, b)", 0, 0, 0, 0},
     {"a % b", 0, 0, 2, 2},
     {"lerp(a, b, 0.25)", 0, 0, 0, 0},
     {"step(b, a)", 0, 0, 0, 0},
-    {"smoothstep(-1.0, 2.0, a)", 0, 0, 2, 2},
+    {"smoothstep(-1.0, 2.0, a)", 0, 0, 2, 8},
     {"select(isnan(a), 1.0, 0.0)", 0, 0, 0, 0},
     {"select(isinf(a), 1.0, 0.0)", 0, 0, 0, 0},
     {"select(isfinite(a), 1.0, 0.0)", 0, 0, 0, 0},

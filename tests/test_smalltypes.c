@@ -5,6 +5,7 @@
  * infinity counts as the next power of two past the largest finite value, which is how
  * IEEE rounding overflows). */
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,8 +286,11 @@ static void conversions_on(kern_context *ctx, const char *target) {
     check_conv(target, u8o, i8o, u16o, i16o, h, hd, bf, bfd, NP);
     for (int i = 0; i < NP; i++) {
         double want = f16_val(h[i]) + bf16_val(bf[i]);
-        cr_expect((isnan(want) && isnan(back[i])) || back[i] == (float)want, "%s back[%d]", target,
-                  i);
+        /* a Vulkan driver may flush f32 subnormals to zero (NVIDIA's does: no DenormPreserve
+         * without VK_KHR_shader_float_controls) */
+        bool ftz = !strcmp(target, "vulkan") && fabs(want) < FLT_MIN && back[i] == 0.0f;
+        cr_expect((isnan(want) && isnan(back[i])) || back[i] == (float)want || ftz,
+                  "%s back[%d]: got %g, want %g", target, i, (double)back[i], want);
     }
     for (int i = 0; i < 12; i++)
         kern_buffer_release(b[i]);
