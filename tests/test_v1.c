@@ -650,7 +650,9 @@ Test(v1, structs_of_floats_and_ints_keep_the_c_layout_and_their_gradients) {
     cr_assert_eq(kern_buffer_read(bo, out, sizeof out), KERN_OK);
     cr_assert_eq(kern_buffer_read(by, y, sizeof y), KERN_OK);
     for (int i = 0; i < N; i++) {
-        cr_assert_eq(out[i].id, (int32_t)(2 * ps[i].id + (int32_t)ps[i].flags), "id of %d", i);
+        /* i32 arithmetic wraps in kern: the reference wraps in u32 (no C overflow) */
+        int32_t want_id = (int32_t)(2u * (uint32_t)ps[i].id + ps[i].flags);
+        cr_assert_eq(out[i].id, want_id, "id of %d", i);
         cr_assert_eq(out[i].flags, ps[i].flags, "flags of %d", i);
         double want[3], wy = (double)ps[i].pos[1] * ps[i].w + ps[i].id;
         for (int j = 0; j < 3; j++)
