@@ -27,9 +27,11 @@
  *                 docs/reference.md); a float to i8..u16 through i32, then wrapped.
  * The atomic add of an f32 into an f16/bf16 element (made by autodiff: the adjoint of a
  * load; old := round(f32(old) + v)) becomes a compare-and-swap loop on the element,
- *     h = load a[i]
- *     while (cur = h) { n = round(f32(cur) + v); seen = atomic_cas a[i], cur, n;
- *                       condition bits(seen) != bits(cur), seen } do (x) { yield x }
+ *     h = bits(load a[i])
+ *     while (cur = h) { n = round(f32(cur) + v); seen = bits(atomic_cas a[i], cur, n);
+ *                       condition seen != cur, seen } do (x) { yield x }
+ * (bits: the element's 16 bits in a u32, the loop-carried type; compared as bits, so a
+ * NaN element ends the loop too)
  * with the conversions above, so an emitter only learns a 16-bit compare-and-swap.
  *
  * Where: the end of ir_lower_semantics (passes/lower_semantics.c), so every lowered
@@ -167,20 +169,21 @@ static ir_value *lower_half_add(ir_builder *b, const ir_op *op) {
     ir_value *const *idx = op->operands + 1;
     uint32_t nidx = op->noperands - 2;
     const kern_type *et = a->type->elem;
-    ir_value *h = ir_load(b, a, idx, nidx);
+    /* the loop carries the element's bits as a u32 (no storage type is loop-carried) */
+    ir_value *h = ir_cast(b, ty_u32(), ir_bitcast(b, u16t(), ir_load(b, a, idx, nidx)));
     ir_op *w = ir_while(b, &h, 1);
     ir_builder in = ir_builder_at_end(b->m, w->regions[0]);
     in.loc = b->loc;
     ir_value *cur = w->regions[0]->args[0];
-    ir_value *n = convert(&in, ir_binop(&in, IR_ADD, convert(&in, cur, ty_f32()), v), et);
-    ir_value *seen = ir_atomic_cas(&in, a, idx, nidx, cur, n);
+    ir_value *curh = ir_bitcast(&in, et, ir_cast(&in, u16t(), cur));
+    ir_value *n = convert(&in, ir_binop(&in, IR_ADD, convert(&in, curh, ty_f32()), v), et);
+    ir_value *seen = ir_atomic_cas(&in, a, idx, nidx, curh, n);
     ir_value *sbits = ir_cast(&in, ty_u32(), ir_bitcast(&in, u16t(), seen));
-    ir_value *again = bin(&in, IR_NE, sbits, ir_cast(&in, ty_u32(), ir_bitcast(&in, u16t(), cur)));
-    ir_condition(&in, again, &seen, 1);
+    ir_condition(&in, bin(&in, IR_NE, sbits, cur), &sbits, 1);
     ir_builder after = ir_builder_at_end(b->m, w->regions[1]);
     after.loc = b->loc;
     ir_yield(&after, w->regions[1]->args, 1);
-    return w->results[0];
+    return ir_bitcast(b, et, ir_cast(b, u16t(), w->results[0]));
 }
 
 static bool lower_region(ir_module *m, ir_subst *s, ir_region *r) {
