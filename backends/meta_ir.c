@@ -41,9 +41,7 @@ static char *one_line(const char *s) {
 /* Whether r stores to or updates the array parameter p anywhere. */
 static bool writes(const ir_region *r, const ir_value *p) {
     ir_foreach_op(op, r) {
-        bool access = op->code == IR_STORE || op->code == IR_ATOMIC_ADD ||
-                      op->code == IR_ATOMIC_SUB || op->code == IR_ATOMIC_MIN ||
-                      op->code == IR_ATOMIC_MAX || op->code == IR_ATOMIC_XCHG;
+        bool access = op->code == IR_STORE || ir_is_atomic(op->code);
         if (access && op->operands[0] == p)
             return true;
         for (uint32_t i = 0; i < op->nregions; i++)

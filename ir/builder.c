@@ -151,7 +151,10 @@ static uint32_t access_operands(ir_value **ops, ir_value *array, ir_value *const
         ops[n++] = idx[i];
     }
     if (v) {
-        kern_assert(v->type == array->type->elem);
+        /* or an f32 added into an f16/bf16 element (autodiff; checked by ir_atomic) */
+        const kern_type *e = array->type->elem;
+        kern_assert(v->type == e ||
+                    ((e->kind == TY_F16 || e->kind == TY_BF16) && v->type == ty_f32()));
         ops[n++] = v;
     }
     return n;
@@ -178,7 +181,20 @@ ir_value *ir_atomic(ir_builder *b, ir_opcode code, ir_value *array, ir_value *co
     ir_value *ops[MAX_ACCESS_OPS];
     uint32_t n = access_operands(ops, array, idx, nidx, v);
     kern_assert(array->type->elem->kind != TY_BOOL);
+    kern_assert(v->type == array->type->elem || code == IR_ATOMIC_ADD);
     return ir_build(b, code, ops, n, &array->type->elem, 1, 0)->results[0];
+}
+
+ir_value *ir_atomic_cas(ir_builder *b, ir_value *array, ir_value *const *idx, uint32_t nidx,
+                        ir_value *expected, ir_value *desired) {
+    ir_value *ops[MAX_ACCESS_OPS + 1];
+    kern_assert(nidx + 3 <= MAX_ACCESS_OPS + 1);
+    ops[0] = array;
+    for (uint32_t i = 0; i < nidx; i++)
+        ops[1 + i] = idx[i];
+    ops[1 + nidx] = expected;
+    ops[2 + nidx] = desired;
+    return ir_build(b, IR_ATOMIC_CAS, ops, nidx + 3, &array->type->elem, 1, 0)->results[0];
 }
 
 /* ---- Adstacks --------------------------------------------------------------------- */

@@ -582,12 +582,35 @@ static void elem_write(const ir_interp_arg *a, size_t off, ival v) {
     }
 }
 
+/* The bits of a 16-bit element value. */
+static uint16_t bits16(kern_tykind k, ival v) {
+    return k == TY_F16 ? kern_f16_bits(v.f) : k == TY_BF16 ? kern_bf16_bits(v.f) : (uint16_t)v.i;
+}
+
+/* atomic_cas: the element's bits compared with expected's, desired stored on a match. */
+static bool exec_cas(interp *I, const ir_op *op, const ir_interp_arg *a, size_t off) {
+    uint32_t n = op->noperands;
+    if (!check_defined(I, op, op->operands[n - 2], "the expected value") ||
+        !check_defined(I, op, op->operands[n - 1], "the desired value"))
+        return false;
+    if (I->poison)
+        P(op->results[0]) = 0;
+    uint16_t *e = (uint16_t *)a->data + off;
+    ival old = elem_read(a, off);
+    if (*e == bits16(a->kind, V(op->operands[n - 2])))
+        elem_write(a, off, V(op->operands[n - 1]));
+    V(op->results[0]) = old;
+    return true;
+}
+
 static bool exec_access(interp *I, const ir_op *op) {
     const ir_interp_arg *a = array_of(I, op->operands[0]);
     size_t off = 0;
     if (!element(I, op, ir_info(op->code)->name, &off))
         return false;
     ival *val = NULL;
+    if (op->code == IR_ATOMIC_CAS)
+        return exec_cas(I, op, a, off);
     if (op->code != IR_LOAD) {
         if (!check_defined(I, op, op->operands[op->noperands - 1], "the stored value"))
             return false;
@@ -607,10 +630,11 @@ static bool exec_access(interp *I, const ir_op *op) {
     /* atomics: new = old OP v, returning old; min/max keep old on a tie; xchg: new = v */
     ival nv;
     kern_tykind k = a->kind;
-    if (k == TY_F32 || k == TY_F64) {
+    if (k == TY_F32 || k == TY_F64 || k == TY_F16 || k == TY_BF16) {
+        /* f16/bf16 (autodiff's add of an f32): the f32 sum, rounded when written */
         double o = old.f, v = val->f;
         switch (op->code) {
-        case IR_ATOMIC_ADD: nv.f = k == TY_F32 ? (double)((float)o + (float)v) : o + v; break;
+        case IR_ATOMIC_ADD: nv.f = k != TY_F64 ? (double)((float)o + (float)v) : o + v; break;
         case IR_ATOMIC_SUB: nv.f = k == TY_F32 ? (double)((float)o - (float)v) : o - v; break;
         case IR_ATOMIC_MIN: nv.f = v < o ? v : o; break;
         case IR_ATOMIC_MAX: nv.f = v > o ? v : o; break;
@@ -851,7 +875,8 @@ static bool exec_op(interp *I, const ir_op *op) {
     case IR_ATOMIC_SUB:
     case IR_ATOMIC_MIN:
     case IR_ATOMIC_MAX:
-    case IR_ATOMIC_XCHG: return exec_access(I, op);
+    case IR_ATOMIC_XCHG:
+    case IR_ATOMIC_CAS: return exec_access(I, op);
     case IR_IF: return exec_if(I, op);
     case IR_FOR: return exec_for(I, op);
     case IR_WHILE: return exec_while(I, op);

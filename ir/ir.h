@@ -66,7 +66,7 @@ static inline const ir_opinfo *ir_info(ir_opcode c) { return &ir_opinfos[c]; }
 /* An atomic read-modify-write of an array element (its result is the old value). */
 static inline bool ir_is_atomic(ir_opcode c) {
     return c == IR_ATOMIC_ADD || c == IR_ATOMIC_SUB || c == IR_ATOMIC_MIN || c == IR_ATOMIC_MAX ||
-           c == IR_ATOMIC_XCHG;
+           c == IR_ATOMIC_XCHG || c == IR_ATOMIC_CAS;
 }
 /* An access of an array element: operands array, indices..., (value). */
 static inline bool ir_is_access(ir_opcode c) {
@@ -268,8 +268,17 @@ ir_value *ir_select(ir_builder *b, ir_value *c, ir_value *x, ir_value *y);
 ir_value *ir_dim(ir_builder *b, ir_value *array, int d);
 ir_value *ir_load(ir_builder *b, ir_value *array, ir_value *const *idx, uint32_t nidx);
 void ir_store(ir_builder *b, ir_value *array, ir_value *const *idx, uint32_t nidx, ir_value *v);
+/* The number of indices of access op: its operands less the array and the values. */
+static inline uint32_t ir_access_nidx(const ir_op *op) {
+    uint32_t values = op->code == IR_LOAD ? 0 : op->code == IR_ATOMIC_CAS ? 2 : 1;
+    return op->noperands - 1 - values;
+}
 ir_value *ir_atomic(ir_builder *b, ir_opcode code, ir_value *array, ir_value *const *idx,
                     uint32_t nidx, ir_value *v);
+/* old = array[idx]; array[idx] = desired where old's bits equal expected's (a 16-bit
+ * element; made by ir_lower_narrow). */
+ir_value *ir_atomic_cas(ir_builder *b, ir_value *array, ir_value *const *idx, uint32_t nidx,
+                        ir_value *expected, ir_value *desired);
 /* Adstacks: push v on adstack `stack` of the kernel; pop the last value pushed. */
 void ir_adpush(ir_builder *b, uint32_t stack, ir_value *v);
 ir_value *ir_adpop(ir_builder *b, uint32_t stack);

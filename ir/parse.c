@@ -770,6 +770,14 @@ static void parse_header(parser *p, ir_opcode code, header *h, uint32_t line) {
         expect_punct(p, ',', "before the stored value");
         vl_push(p, &h->ops, parse_use(p));
         break;
+    case IR_ATOMIC_CAS:
+        vl_push(p, &h->ops, parse_use(p));
+        parse_index(p, &h->ops);
+        expect_punct(p, ',', "before the expected value");
+        vl_push(p, &h->ops, parse_use(p));
+        expect_punct(p, ',', "before the desired value");
+        vl_push(p, &h->ops, parse_use(p));
+        break;
     case IR_FOR:
         if (is_word(p, "early_exit")) {
             h->early_exit = true;

@@ -154,6 +154,7 @@ static bool canonical_shape(const ir_op *op) {
     case IR_ATOMIC_MIN:
     case IR_ATOMIC_MAX:
     case IR_ATOMIC_XCHG: return op->noperands >= 2 && op->nregions == 0;
+    case IR_ATOMIC_CAS: return op->noperands >= 3 && op->nregions == 0;
     default: return op->nregions == 0;
     }
 }
@@ -210,16 +211,17 @@ static void put_operands(printer *p, const ir_op *op, bool canonical) {
     case IR_ATOMIC_SUB:
     case IR_ATOMIC_MIN:
     case IR_ATOMIC_MAX:
-    case IR_ATOMIC_XCHG: {
-        uint32_t nidx = op->code == IR_LOAD ? n - 1 : n - 2;
+    case IR_ATOMIC_XCHG:
+    case IR_ATOMIC_CAS: {
+        uint32_t nidx = ir_access_nidx(op);
         buf_putc(p->out, ' ');
         put_value(p, o[0]);
         buf_putc(p->out, '[');
         put_list(p, o + 1, nidx);
         buf_putc(p->out, ']');
-        if (op->code != IR_LOAD) {
+        for (uint32_t i = 1 + nidx; i < n; i++) {
             buf_puts(p->out, ", ");
-            put_value(p, o[n - 1]);
+            put_value(p, o[i]);
         }
         break;
     }

@@ -224,6 +224,28 @@ static const kern_type *check_access(verifier *v, const ir_op *op, uint32_t nidx
     return a->elem;
 }
 
+static bool is_half(const kern_type *t) { return t && (t->kind == TY_F16 || t->kind == TY_BF16); }
+
+/* atomic_cas: array, indices, expected, desired, all of the 16-bit element type. */
+static void check_cas(verifier *v, const ir_op *op) {
+    if (op->noperands < 3) {
+        operr(v, op, "expects at least 3 operands (the array, its indices, expected and desired)");
+        return;
+    }
+    const kern_type *elem = check_access(v, op, op->noperands - 3);
+    if (!elem)
+        return;
+    if (!ty_is_number(elem) || ty_size(elem) != 2)
+        operr(v, op, "atomic_cas applies to 16-bit elements, not %s", elem->name);
+    for (uint32_t i = op->noperands - 2; i < op->noperands; i++)
+        if (otype(op, i) != elem)
+            operr(v, op, "operand %u has type %s, the array's elements %s", i, tname(otype(op, i)),
+                  elem->name);
+    if (rtype(op, 0) != elem)
+        operr(v, op, "result has type %s, expected the element type %s", tname(rtype(op, 0)),
+              elem->name);
+}
+
 static void check_array_op(verifier *v, const ir_op *op) {
     bool has_value = op->code != IR_LOAD;
     uint32_t min = has_value ? 2 : 1;
@@ -235,12 +257,17 @@ static void check_array_op(verifier *v, const ir_op *op) {
     const kern_type *elem = check_access(v, op, op->noperands - min);
     if (!elem)
         return;
-    if (has_value && otype(op, op->noperands - 1) != elem)
+    /* the reverse sweep's atomic add of an f32 adjoint into an f16/bf16 adjoint array */
+    bool half_add = op->code == IR_ATOMIC_ADD && is_half(elem);
+    if (half_add && otype(op, op->noperands - 1) != ty_f32())
+        operr(v, op, "the value has type %s, expected f32 (an atomic add into %s elements)",
+              tname(otype(op, op->noperands - 1)), tname(elem));
+    else if (has_value && !half_add && otype(op, op->noperands - 1) != elem)
         operr(v, op, "the value has type %s, the array's elements %s",
               tname(otype(op, op->noperands - 1)), tname(elem));
     if (op->code != IR_LOAD && op->code != IR_STORE && elem->kind == TY_BOOL)
         operr(v, op, "atomics do not apply to bool arrays");
-    else if (op->code != IR_LOAD && op->code != IR_STORE && ty_is_narrow(elem))
+    else if (op->code != IR_LOAD && op->code != IR_STORE && ty_is_narrow(elem) && !half_add)
         operr(v, op, "atomics do not apply to %s arrays", elem->name);
     if (op->nresults == 1 && rtype(op, 0) != elem)
         operr(v, op, "result has type %s, expected the element type %s", tname(rtype(op, 0)),
@@ -477,6 +504,7 @@ static void check_types(verifier *v, const ir_op *op) {
     case IR_ATOMIC_MIN:
     case IR_ATOMIC_MAX:
     case IR_ATOMIC_XCHG: check_array_op(v, op); break;
+    case IR_ATOMIC_CAS: check_cas(v, op); break;
     case IR_ADPUSH:
     case IR_ADPOP: check_adstack_op(v, op); break;
     case IR_CHECK:

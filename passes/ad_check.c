@@ -314,18 +314,6 @@ static uint32_t param_of(const ir_kernel *k, const ir_value *array) {
 }
 
 bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src, bool as_warning) {
-    /* the adjoint of an f16/bf16 array would need 16-bit atomic adds (not there yet) */
-    for (uint32_t i = 0; i < k->nparams; i++) {
-        const kern_type *t = k->params[i].type, *e = ty_is_array(t) ? t->elem : t;
-        if ((e->kind == TY_F16 || e->kind == TY_BF16) && !k->params[i].nograd) {
-            diag_report(sink, DIAG_ERROR, src, k->params[i].loc,
-                        "cannot derive %s.grad: parameter '%s' is %s, and gradients of f16 "
-                        "and bf16 parameters are not supported yet; mark it nograd, or pass "
-                        "it as f32",
-                        k->name, k->params[i].name, t->name);
-            return false;
-        }
-    }
     checker c = {.k = k};
     uint32_t order = 0;
     ir_foreach_op(op, k->body) {

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ad_priv.h"
 #include "opt_util.h"
 #include "passes.h"
 
@@ -400,7 +401,7 @@ static ir_op *clone_op(cloner *c, ir_builder *b, const ir_op *op, uint32_t extra
  * terminator is not cloned. */
 static const ir_op *clone_region(cloner *c, ir_builder *b, const ir_region *r, ir_value **sum,
                                  ir_value **touched) {
-    const kern_type *ft = c->g->array->type->elem;
+    const kern_type *ft = ad_adj_type(c->g->array->type->elem);
     *sum = NULL; /* nothing added yet (x + 0.0 is not x for x = -0.0) */
     *touched = NULL;
     const ir_op *term = NULL;
@@ -506,7 +507,7 @@ static void gather(ir_module *m, ir_op *task, const group *g) {
     ir_region *pb = par->regions[0];
     ir_builder b = ir_builder_at_end(m, pb);
     b.loc = task->loc;
-    const kern_type *ft = g->array->type->elem;
+    const kern_type *ft = ad_adj_type(g->array->type->elem);
     ir_value *total = NULL, *touched = NULL;
 
     /* one recomputation per distinct offset */
@@ -562,7 +563,12 @@ static void gather(ir_module *m, ir_op *task, const group *g) {
         continue;
     }
     ir_value *old = ir_load(&wb, g->array, idx, (uint32_t)g->array->type->rank);
-    ir_store(&wb, g->array, idx, (uint32_t)g->array->type->rank, ir_binop(&wb, IR_ADD, old, total));
+    if (old->type != ft) /* an f16/bf16 adjoint: the f32 sum, rounded once */
+        old = ir_cast(&wb, ft, old);
+    ir_value *nv = ir_binop(&wb, IR_ADD, old, total);
+    if (nv->type != g->array->type->elem)
+        nv = ir_cast(&wb, g->array->type->elem, nv);
+    ir_store(&wb, g->array, idx, (uint32_t)g->array->type->rank, nv);
     ir_yield(&wb, NULL, 0);
     ir_builder nb = ir_builder_at_end(m, wr->regions[1]);
     ir_yield(&nb, NULL, 0);

@@ -74,7 +74,16 @@ void ad_accum(ad_ctx *a, ir_value *v, ir_value *d) {
 
 static ir_value *adj_or_zero(ad_ctx *a, ir_value *v) {
     ir_value *g = a->adj[v->id];
-    return g ? g : ir_const_float(&a->b, v->type, 0.0);
+    return g ? g : ir_const_float(&a->b, ad_adj_type(v->type), 0.0);
+}
+
+static bool is_half(const kern_type *t) { return t->kind == TY_F16 || t->kind == TY_BF16; }
+
+/* 0 as an element of adjoint array type t (f16/bf16: a rounded f32 0, as they have no
+ * constants). */
+static ir_value *zero_elem(ad_ctx *a, const kern_type *t) {
+    ir_value *z = ir_const_float(&a->b, ad_adj_type(t), 0.0);
+    return is_half(t) ? ir_cast(&a->b, t, z) : z;
 }
 
 /* Whether op or anything nested in it computes with floats (only then is there an
@@ -437,8 +446,8 @@ static void reverse_access(ad_ctx *a, ir_op *op) {
         ir_value **idx = grad_index(a, op, nidx);
         ir_value *v = op->operands[op->noperands - 1];
         ir_value *g = ir_load(&a->b, ga, idx, nidx);
-        ir_store(&a->b, ga, idx, nidx, ir_const_float(&a->b, v->type, 0.0));
-        ad_accum(a, v, g);
+        ir_store(&a->b, ga, idx, nidx, zero_elem(a, v->type));
+        ad_accum(a, v, is_half(v->type) ? ir_cast(&a->b, ty_f32(), g) : g);
         return;
     }
     case IR_ATOMIC_ADD:
@@ -497,7 +506,7 @@ static void reverse_if(ad_ctx *a, ir_op *op) {
         gres[i] = a->adj[op->results[i]->id];
     const kern_type **types = ARENA_ARRAY(&a->m->mem, const kern_type *, nf + 1);
     for (uint32_t i = 0; i < nf; i++)
-        types[i] = ((ir_value *)free.data[i])->type;
+        types[i] = ad_adj_type(((ir_value *)free.data[i])->type);
     a->b.loc = op->loc;
     ir_op *w = ir_if(&a->b, ad_val(a, op->operands[0]), types, nf);
     ir_builder saved = a->b;

@@ -31,6 +31,12 @@ typedef struct ad_ctx {
     ir_builder b;          /* where new code goes */
 } ad_ctx;
 
+/* The type of the adjoint of a value of float type t: f16 and bf16 values have f32
+ * adjoints (language.md 11.4: accumulated in f32, rounded when stored). */
+static inline const kern_type *ad_adj_type(const kern_type *t) {
+    return t->kind == TY_F16 || t->kind == TY_BF16 ? ty_f32() : t;
+}
+
 /* The value of primal value v in the code being built. */
 ir_value *ad_val(ad_ctx *a, ir_value *v);
 /* adj(v) += d; ignored when v is not a float scalar. */

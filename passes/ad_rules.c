@@ -44,7 +44,7 @@ static ir_value *gate(rb *r, ir_value *c, ir_value *g) { return sel(r, c, g, k(r
 void ad_rule_pure(ad_ctx *a, ir_op *op, ir_value *g) {
     if (op->nresults != 1 || !ty_is_float(op->results[0]->type))
         return;
-    rb R = {a, &a->b, op->results[0]->type}, *r = &R;
+    rb R = {a, &a->b, ad_adj_type(op->results[0]->type)}, *r = &R;
     ir_value *x = op->noperands > 0 ? op->operands[0] : NULL;
     ir_value *y = op->noperands > 1 ? op->operands[1] : NULL;
     ir_value *z = op->noperands > 2 ? op->operands[2] : NULL;
@@ -61,10 +61,12 @@ void ad_rule_pure(ad_ctx *a, ir_op *op, ir_value *g) {
     case IR_RINT:
     case IR_SIGN:
     case IR_STOPGRAD: return; /* stop_gradient: the value, no gradient */
-    case IR_CAST:
+    case IR_CAST: {           /* f16/bf16 have f32 adjoints: f16 <-> f32 passes g as it is */
+        const kern_type *xt = ad_adj_type(x->type);
         if (ty_is_float(x->type))
-            ad_accum(a, x, x->type == r->t ? g : ir_cast(r->b, x->type, g));
+            ad_accum(a, x, xt == g->type ? g : ir_cast(r->b, xt, g));
         return;
+    }
     case IR_ADD:
         ad_accum(a, x, g);
         ad_accum(a, y, g);

@@ -184,6 +184,7 @@ static bool writes_array(const ir_region *r, const ir_value *p) {
         case IR_ATOMIC_MIN:
         case IR_ATOMIC_MAX:
         case IR_ATOMIC_XCHG:
+        case IR_ATOMIC_CAS:
             if (op->operands[0] == p)
                 return true;
             break;

@@ -143,7 +143,12 @@ static void propagate(marker *mk, ir_value *v) {
 static bool is_root(const ir_op *op) {
     switch (op->code) {
     case IR_STORE: case IR_ATOMIC_ADD: case IR_ATOMIC_SUB: case IR_ATOMIC_MIN:
-    case IR_ATOMIC_MAX: case IR_ATOMIC_XCHG: case IR_WHILE: case IR_PARALLEL: case IR_SERIAL:
+    case IR_ATOMIC_MAX:
+    case IR_ATOMIC_XCHG:
+    case IR_ATOMIC_CAS:
+    case IR_WHILE:
+    case IR_PARALLEL:
+    case IR_SERIAL:
     /* an unused adpop still pops: pushes and pops of a work item must stay balanced */
     case IR_ADPUSH: case IR_ADPOP:
     case IR_CHECK: /* records an error */

@@ -25,6 +25,14 @@
  *                 through f32 (exact below 2^24, and f16 overflows long before), to bf16
  *                 through f64 and the rounding to odd (i64/u64 beyond 2^53 round twice:
  *                 docs/reference.md); a float to i8..u16 through i32, then wrapped.
+ * The atomic add of an f32 into an f16/bf16 element (made by autodiff: the adjoint of a
+ * load; old := round(f32(old) + v)) becomes a compare-and-swap loop on the element,
+ *     h = bits(load a[i])
+ *     while (cur = h) { n = round(f32(cur) + v); seen = bits(atomic_cas a[i], cur, n);
+ *                       condition seen != cur, seen } do (x) { yield x }
+ * (bits: the element's 16 bits in a u32, the loop-carried type; compared as bits, so a
+ * NaN element ends the loop too)
+ * with the conversions above, so an emitter only learns a 16-bit compare-and-swap.
  *
  * Where: the end of ir_lower_semantics (passes/lower_semantics.c), so every lowered
  * module has it; the interpreter runs the unlowered IR and gives these casts their
@@ -150,6 +158,34 @@ static bool needs_lowering(const ir_op *op) {
     return is_half(f) || is_half(t) || !(ty_is_int(f) && ty_is_int(t));
 }
 
+static bool is_half_add(const ir_op *op) {
+    return op->code == IR_ATOMIC_ADD && is_half(op->operands[0]->type->elem);
+}
+
+/* atomic_add a[idx], v (f16/bf16 a, f32 v) as a compare-and-swap loop; returns the old
+ * element. */
+static ir_value *lower_half_add(ir_builder *b, const ir_op *op) {
+    ir_value *a = op->operands[0], *v = op->operands[op->noperands - 1];
+    ir_value *const *idx = op->operands + 1;
+    uint32_t nidx = op->noperands - 2;
+    const kern_type *et = a->type->elem;
+    /* the loop carries the element's bits as a u32 (no storage type is loop-carried) */
+    ir_value *h = ir_cast(b, ty_u32(), ir_bitcast(b, u16t(), ir_load(b, a, idx, nidx)));
+    ir_op *w = ir_while(b, &h, 1);
+    ir_builder in = ir_builder_at_end(b->m, w->regions[0]);
+    in.loc = b->loc;
+    ir_value *cur = w->regions[0]->args[0];
+    ir_value *curh = ir_bitcast(&in, et, ir_cast(&in, u16t(), cur));
+    ir_value *n = convert(&in, ir_binop(&in, IR_ADD, convert(&in, curh, ty_f32()), v), et);
+    ir_value *seen = ir_atomic_cas(&in, a, idx, nidx, curh, n);
+    ir_value *sbits = ir_cast(&in, ty_u32(), ir_bitcast(&in, u16t(), seen));
+    ir_condition(&in, bin(&in, IR_NE, sbits, cur), &sbits, 1);
+    ir_builder after = ir_builder_at_end(b->m, w->regions[1]);
+    after.loc = b->loc;
+    ir_yield(&after, w->regions[1]->args, 1);
+    return ir_bitcast(b, et, ir_cast(b, u16t(), w->results[0]));
+}
+
 static bool lower_region(ir_module *m, ir_subst *s, ir_region *r) {
     bool changed = false;
     for (ir_op *op = r->first, *next; op; op = next) {
@@ -157,11 +193,14 @@ static bool lower_region(ir_module *m, ir_subst *s, ir_region *r) {
         ir_subst_op(s, op);
         for (uint32_t i = 0; i < op->nregions; i++)
             changed |= lower_region(m, s, op->regions[i]);
-        if (op->code != IR_CAST || !needs_lowering(op))
+        bool add = is_half_add(op);
+        if (!add && (op->code != IR_CAST || !needs_lowering(op)))
             continue;
         ir_builder b = ir_builder_before(m, op);
         b.loc = op->loc;
-        ir_subst_add(s, op->results[0], convert(&b, op->operands[0], op->results[0]->type));
+        ir_value *nv =
+            add ? lower_half_add(&b, op) : convert(&b, op->operands[0], op->results[0]->type);
+        ir_subst_add(s, op->results[0], nv);
         ir_remove(op);
         changed = true;
     }

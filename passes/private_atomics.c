@@ -40,7 +40,7 @@ typedef struct scan {
 /* Whether access op holds every parallel index in the dimensions fixed by the first
  * access seen (which fixes them). */
 static bool owned(const ir_op *op, scan *s) {
-    uint32_t nidx = op->noperands - 1 - (op->code != IR_LOAD);
+    uint32_t nidx = ir_access_nidx(op);
     for (uint32_t d = 0; d < s->body->nargs; d++) {
         const ir_value *index = s->body->args[d];
         if (s->pos[d] < 0) {
@@ -123,7 +123,11 @@ static bool rewrite_region(ir_module *m, ir_region *r, const ir_op *task, verdic
         ir_value *v = op->operands[op->noperands - 1];
         ir_value *old = ir_load(&b, op->operands[0], op->operands + 1, nidx);
         ir_opcode u = update_of(op->code);
-        ir_value *nv = u == IR__COUNT ? v : ir_binop(&b, u, old, v);
+        ir_value *nv;
+        if (old->type != v->type) /* an f32 added into an f16/bf16 element (autodiff) */
+            nv = ir_cast(&b, old->type, ir_binop(&b, u, ir_cast(&b, v->type, old), v));
+        else
+            nv = u == IR__COUNT ? v : ir_binop(&b, u, old, v);
         ir_store(&b, op->operands[0], op->operands + 1, nidx, nv);
         ir_subst_add(sub, op->results[0], old);
         ir_remove(op);

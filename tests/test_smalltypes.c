@@ -529,3 +529,219 @@ Test(smalltypes, npy_round_trip_cli) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     (void)system(cmd);
 }
+
+/* ---- gradients of f16/bf16 parameters (language.md 11.4) ------------------------------ */
+
+/* The CAS loop under contention: N threads each add 1.0 into one of M adjoint elements
+ * (the adjoint of x[i % M]); every partial sum is an integer below the type's last exact
+ * one (2048 in f16, 256 in bf16), so the exact count is the only correct result and a
+ * lost update shows. */
+static const char spread_src[] = "kernel spread(x: f16[], b: bf16[], out: f32[]) {\n"
+                                 "    for i in 0..len(out) {\n"
+                                 "        out[i] = f32(x[i % len(x)]) + f32(b[i % len(b)]);\n"
+                                 "    }\n"
+                                 "}\n";
+
+static kern_module *compile(kern_context *ctx, const char *src, const char *name) {
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), name, &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    return m;
+}
+
+static void spread_on(kern_context *ctx, const char *target) {
+    enum { N = 100000, MX = 64, MB = 512 };
+    kern_module *m = compile(ctx, spread_src, "spread.kern");
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "spread.grad", &k), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    static float ones[N];
+    for (int i = 0; i < N; i++)
+        ones[i] = 1.0f;
+    kern_buffer *b[6] = {buf(ctx, KERN_F16, MX, NULL),  buf(ctx, KERN_BF16, MB, NULL),
+                         buf(ctx, KERN_F32, N, NULL),   buf(ctx, KERN_F16, MX, NULL),
+                         buf(ctx, KERN_BF16, MB, NULL), buf(ctx, KERN_F32, N, ones)};
+    kern_arg args[6];
+    for (int i = 0; i < 6; i++)
+        args[i] = kern_arg_buffer(b[i]);
+    cr_assert_eq(kern_launch(k, args, 6), KERN_OK, "%s", kern_context_last_error(ctx));
+    uint16_t gx[MX], gb[MB];
+    cr_assert_eq(kern_buffer_read(b[3], gx, sizeof gx), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[4], gb, sizeof gb), KERN_OK);
+    for (int j = 0; j < MX; j++)
+        cr_expect_eq(f16_val(gx[j]), (double)((N - j + MX - 1) / MX), "%s: x.grad[%d] = %g", target,
+                     j, f16_val(gx[j]));
+    for (int j = 0; j < MB; j++)
+        cr_expect_eq(bf16_val(gb[j]), (double)((N - j + MB - 1) / MB), "%s: b.grad[%d] = %g",
+                     target, j, bf16_val(gb[j]));
+    for (int i = 0; i < 6; i++)
+        kern_buffer_release(b[i]);
+    kern_module_release(m);
+    kern_context_release(ctx);
+}
+
+Test(smalltypes, grad_cas_contention_cpu) { spread_on(cpu_ctx(), "cpu"); }
+Test(smalltypes, grad_cas_contention_cpu_scalar) {
+    setenv("KERN_SIMD", "off", 1); /* read when the module compiles */
+    spread_on(cpu_ctx(), "cpu (scalar)");
+    unsetenv("KERN_SIMD");
+}
+Test(smalltypes, grad_cas_contention_vulkan) { spread_on(vulkan_ctx(), "vulkan"); }
+
+/* A gradient through f16/bf16 inputs read in a loop by every thread (so each adjoint
+ * element takes NO atomic adds) and an f16 output overwritten (its adjoint replaced by 0),
+ * against central differences in f64 of the same kernel over f64 arrays, computing in
+ * f64 (the inputs are f16/bf16 values, so both kernels see the same numbers). */
+static const char mix_src[] =
+    "kernel mix(x: @H[], w: @B[], y: @F[], out: @F[], h: @H[]) {\n"
+    "    for i in 0..len(out) {\n"
+    "        var s = @F(0.0);\n"
+    "        for j in 0..len(x) {\n"
+    "            let xj = @F(x[j]);\n"
+    "            s += sin(xj * @F(i + 1) * 0.25) * @F(w[j]) + y[i] * xj * xj;\n"
+    "        }\n"
+    "        out[i] = s;\n"
+    "        h[i] = @H(0.5 * s);\n"
+    "    }\n"
+    "}\n";
+
+/* mix_src with @H, @B and @F replaced (the compute type F: f32 with storage types, f64
+ * for the reference). */
+static char *mix_text(const char *H, const char *B, const char *F) {
+    static char out[2][1024];
+    char *o = out[F[1] == '6'];
+    size_t n = 0;
+    for (const char *p = mix_src; *p; p++) {
+        const char *rep = p[0] != '@'   ? NULL
+                          : p[1] == 'H' ? H
+                          : p[1] == 'B' ? B
+                          : p[1] == 'F' ? F
+                                        : NULL;
+        if (rep) {
+            n += (size_t)snprintf(o + n, 1024 - n, "%s", rep);
+            p++;
+        } else {
+            o[n++] = *p;
+        }
+    }
+    o[n] = 0;
+    return o;
+}
+
+enum { MN = 16, MJ = 12 };
+
+/* L = sum(out * gout) + sum(h * gh) of the f64 kernel at x, w, y. */
+static double mix_loss(kern_context *ctx, kern_kernel *k, kern_buffer **b, const double *x,
+                       const double *w, const double *y, const double *gout, const double *gh) {
+    cr_assert_eq(kern_buffer_write(b[0], x, MJ * sizeof *x), KERN_OK);
+    cr_assert_eq(kern_buffer_write(b[1], w, MJ * sizeof *w), KERN_OK);
+    cr_assert_eq(kern_buffer_write(b[2], y, MN * sizeof *y), KERN_OK);
+    kern_arg args[5];
+    for (int i = 0; i < 5; i++)
+        args[i] = kern_arg_buffer(b[i]);
+    cr_assert_eq(kern_launch(k, args, 5), KERN_OK, "%s", kern_context_last_error(ctx));
+    double out[MN], h[MN], l = 0;
+    cr_assert_eq(kern_buffer_read(b[3], out, sizeof out), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[4], h, sizeof h), KERN_OK);
+    for (int i = 0; i < MN; i++)
+        l += out[i] * gout[i] + h[i] * gh[i];
+    return l;
+}
+
+static void mix_on(kern_context *ctx, const char *target) {
+    /* inputs exactly representable in f16 (x, and the seeds of h) and bf16 (w) */
+    uint16_t xh[MJ], wh[MJ], ghh[MN];
+    double x[MJ], w[MJ], y[MN], gout[MN], gh[MN];
+    float yf[MN], goutf[MN];
+    for (int j = 0; j < MJ; j++) {
+        xh[j] = nearest(-1.5 + 0.27 * j, f16_val, 65536.0);
+        wh[j] = nearest(0.8 - 0.13 * j, bf16_val, ldexp(1, 128));
+        x[j] = f16_val(xh[j]);
+        w[j] = bf16_val(wh[j]);
+    }
+    for (int i = 0; i < MN; i++) {
+        yf[i] = (float)(0.1 * (i % 5) - 0.2);
+        goutf[i] = (float)(1.0 - 0.05 * i);
+        ghh[i] = nearest(0.3 + 0.1 * (i % 3), f16_val, 65536.0);
+        y[i] = yf[i];
+        gout[i] = goutf[i];
+        gh[i] = f16_val(ghh[i]);
+    }
+    /* the reference: f64 central differences of the f64 kernel, on the CPU */
+    kern_context *cpu = cpu_ctx();
+    kern_module *m64 = compile(cpu, mix_text("f64", "f64", "f64"), "mix64.kern");
+    kern_kernel *k64;
+    cr_assert_eq(kern_kernel_find(m64, "mix", &k64), KERN_OK);
+    kern_buffer *r[5] = {buf(cpu, KERN_F64, MJ, x), buf(cpu, KERN_F64, MJ, w),
+                         buf(cpu, KERN_F64, MN, y), buf(cpu, KERN_F64, MN, NULL),
+                         buf(cpu, KERN_F64, MN, NULL)};
+    double wx[MJ], ww[MJ];
+    for (int j = 0; j < MJ; j++) {
+        double e = 1e-6, *v[2] = {x, w}, *want[2] = {wx, ww};
+        for (int a = 0; a < 2; a++) {
+            double keep = v[a][j];
+            v[a][j] = keep + e;
+            double lp = mix_loss(cpu, k64, r, x, w, y, gout, gh);
+            v[a][j] = keep - e;
+            double lm = mix_loss(cpu, k64, r, x, w, y, gout, gh);
+            v[a][j] = keep;
+            want[a][j] = (lp - lm) / (2 * e);
+        }
+    }
+    for (int i = 0; i < 5; i++)
+        kern_buffer_release(r[i]);
+    kern_module_release(m64);
+    kern_context_release(cpu);
+
+    kern_module *m = compile(ctx, mix_text("f16", "bf16", "f32"), "mix16.kern");
+    kern_kernel *k, *kg;
+    cr_assert_eq(kern_kernel_find(m, "mix", &k), KERN_OK);
+    cr_assert_eq(kern_kernel_find(m, "mix.grad", &kg), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_buffer *b[10] = {buf(ctx, KERN_F16, MJ, xh),    buf(ctx, KERN_BF16, MJ, wh),
+                          buf(ctx, KERN_F32, MN, yf),    buf(ctx, KERN_F32, MN, NULL),
+                          buf(ctx, KERN_F16, MN, NULL),  buf(ctx, KERN_F16, MJ, NULL),
+                          buf(ctx, KERN_BF16, MJ, NULL), buf(ctx, KERN_F32, MN, NULL),
+                          buf(ctx, KERN_F32, MN, goutf), buf(ctx, KERN_F16, MN, ghh)};
+    kern_arg args[10];
+    for (int i = 0; i < 10; i++)
+        args[i] = kern_arg_buffer(b[i]);
+    cr_assert_eq(kern_launch(k, args, 5), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_launch(kg, args, 10), KERN_OK, "%s", kern_context_last_error(ctx));
+    uint16_t gx[MJ], gw[MJ], ghout[MN];
+    cr_assert_eq(kern_buffer_read(b[5], gx, sizeof gx), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[6], gw, sizeof gw), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[9], ghout, sizeof ghout), KERN_OK);
+    /* Each adjoint element is the sum of MN f32 terms, rounded to the storage type after
+     * every atomic add: at most MN roundings of a partial sum, each within half an ulp
+     * (2^-11 relative in f16, 2^-8 in bf16) of a value no larger than the sum of the
+     * terms' magnitudes (bounded here by max |want| times 4: the terms of one element
+     * have one sign up to small cross terms). The f32 arithmetic and the difference
+     * quotient add far less (about 1e-6). */
+    double mx = 0, mw = 0;
+    for (int j = 0; j < MJ; j++) {
+        mx = fmax(mx, fabs(wx[j]));
+        mw = fmax(mw, fabs(ww[j]));
+    }
+    for (int j = 0; j < MJ; j++) {
+        double tx = MN * ldexp(1, -11) * 4 * mx + 1e-4, tw = MN * ldexp(1, -8) * 4 * mw + 1e-4;
+        cr_expect(fabs(f16_val(gx[j]) - wx[j]) <= tx, "%s: x.grad[%d] = %.6g, want %.6g (tol %.2g)",
+                  target, j, f16_val(gx[j]), wx[j], tx);
+        cr_expect(fabs(bf16_val(gw[j]) - ww[j]) <= tw,
+                  "%s: w.grad[%d] = %.6g, want %.6g (tol %.2g)", target, j, bf16_val(gw[j]), ww[j],
+                  tw);
+    }
+    for (int i = 0; i < MN; i++) /* h was overwritten: its adjoint is replaced by 0 */
+        cr_expect_eq(ghout[i], 0, "%s: h.grad[%d] = %#x", target, i, ghout[i]);
+    for (int i = 0; i < 10; i++)
+        kern_buffer_release(b[i]);
+    kern_module_release(m);
+    kern_context_release(ctx);
+}
+
+Test(smalltypes, grad_f16_bf16_cpu) { mix_on(cpu_ctx(), "cpu"); }
+Test(smalltypes, grad_f16_bf16_cpu_scalar) {
+    setenv("KERN_SIMD", "off", 1);
+    mix_on(cpu_ctx(), "cpu (scalar)");
+    unsetenv("KERN_SIMD");
+}
+Test(smalltypes, grad_f16_bf16_vulkan) { mix_on(vulkan_ctx(), "vulkan"); }

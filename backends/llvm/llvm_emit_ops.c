@@ -19,7 +19,8 @@
  * read-modify-writes returning the old value (the runtime's barrier between tasks is what
  * orders them with the rest); float add/sub are atomicrmw fadd/fsub, float min/max a
  * compare-exchange loop with min's rule (`v < old`: the element on ties and NaN), integer min/max atomicrmw (u)min/(u)max,
- * atomic_xchg (made by autodiff) atomicrmw xchg on any element type (bool as its byte).
+ * atomic_xchg (made by autodiff) atomicrmw xchg on any element type (bool as its byte);
+ * atomic_cas (ir_lower_narrow, 16-bit elements) a strong cmpxchg i16.
  *
  * Debug mode (kc_options.debug, in task bodies): every index is checked 0 <= i < n, and
  * each `check` op (the lowering's checks of divisions and shifts) tests its condition. On a
@@ -465,6 +466,13 @@ static LLVMValueRef emit_access(llvm_emitter *em, const ir_op *op) {
         return guard_end(em, &g, r);
     }
     LLVMValueRef v = llvm_val(em, op->operands[op->noperands - 1]);
+    if (op->code == IR_ATOMIC_CAS) { /* a 16-bit element (ir_lower_narrow's loops) */
+        LLVMValueRef e = llvm_val(em, op->operands[op->noperands - 2]);
+        r = LLVMBuildAtomicCmpXchg(em->b, ptr, e, v, LLVMAtomicOrderingMonotonic,
+                                   LLVMAtomicOrderingMonotonic, 0);
+        LLVMSetAlignment(r, align);
+        return guard_end(em, &g, LLVMBuildExtractValue(em->b, r, 0, ""));
+    }
     if (op->code == IR_STORE) {
         if (et->kind == TY_BOOL)
             v = LLVMBuildZExt(em->b, v, mt, "");
@@ -529,6 +537,7 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
     case IR_ATOMIC_MIN:
     case IR_ATOMIC_MAX:
     case IR_ATOMIC_XCHG:
+    case IR_ATOMIC_CAS:
         if (llvm_reduce_emit(em, op)) /* its old value is unused */
             r = LLVMGetPoison(llvm_reg_type(em, op->results[0]->type));
         else

@@ -666,6 +666,10 @@ static void vwhile(llvm_emitter *em, const ir_op *op) {
     uint32_t ninit = op->noperands, nres = op->nresults;
     bool masked = masked_loop(em, op);
     LLVMValueRef m0 = llvm_cpu(em)->mask;
+    LLVMValueRef *carried = tmp(ninit), *res = tmp(nres), *res_next = tmp(nres);
+    /* the inits before the loop: a uniform init of a varying value is broadcast there */
+    for (uint32_t k = 0; k < ninit; k++)
+        carried[k] = as_marked(em, op->operands[k], is_v(em, before->args[k]));
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
     LLVMBasicBlockRef bb_before = llvm_new_block(em, "while.before"),
                       bb_after = llvm_new_block(em, "while.after"),
@@ -673,9 +677,8 @@ static void vwhile(llvm_emitter *em, const ir_op *op) {
     LLVMBuildBr(em->b, bb_before);
 
     LLVMPositionBuilderAtEnd(em->b, bb_before);
-    LLVMValueRef *carried = tmp(ninit), *res = tmp(nres), *res_next = tmp(nres);
     for (uint32_t k = 0; k < ninit; k++) {
-        LLVMValueRef init = as_marked(em, op->operands[k], is_v(em, before->args[k]));
+        LLVMValueRef init = carried[k];
         carried[k] = LLVMBuildPhi(em->b, LLVMTypeOf(init), "");
         LLVMAddIncoming(carried[k], &init, &pre, 1);
         llvm_set_val(em, before->args[k], carried[k]);

@@ -276,7 +276,8 @@ void spv_emit_simple(spv_emitter *em, const ir_op *op) {
     case IR_ATOMIC_SUB:
     case IR_ATOMIC_MIN:
     case IR_ATOMIC_MAX:
-    case IR_ATOMIC_XCHG: r = spv_emit_access(em, op); break;
+    case IR_ATOMIC_XCHG:
+    case IR_ATOMIC_CAS: r = spv_emit_access(em, op); break;
     default: {
         kern_assert(op->noperands <= 3);
         for (uint32_t i = 0; i < op->noperands; i++)

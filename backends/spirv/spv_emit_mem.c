@@ -132,6 +132,26 @@ static uint32_t bitcast(spv_emitter *em, uint32_t type, uint32_t v) {
     return spv_op1(&em->b, SpvOpBitcast, type, v);
 }
 
+/* The head of a compare-and-swap loop on *ptr (of integer type it): loads it, opens the
+ * loop (labels l: head, body, try, cont, done) and returns the phi of the value seen, now
+ * in the body block; *phi_at is where the value from cont is patched in. */
+static uint32_t cas_head(spv_emitter *em, uint32_t it, uint32_t ptr, uint32_t l[5],
+                         uint32_t *phi_at) {
+    uint32_t lops[3] = {ptr, atomic_scope(em), relaxed(em)};
+    uint32_t cur = spv_op(&em->b, SpvOpAtomicLoad, it, lops, 3);
+    uint32_t pre = em->cur;
+    for (int i = 0; i < 5; i++)
+        l[i] = spv_id(&em->b);
+    branch(em, l[0]);
+    label(em, l[0]);
+    *phi_at = spv_here(&em->b) + 3; /* OpPhi: header, type, id, then pairs */
+    uint32_t seen = phi2(em, it, cur, pre, 0, l[3]);
+    spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l[4], l[3], SpvLoopControlMaskNone);
+    branch(em, l[1]);
+    label(em, l[1]);
+    return seen;
+}
+
 /* A compare-and-swap loop on the integer bits of a float element: new = f(old), where f is
  * an add of v (min/max: v when v beats old, with the ties rule of emit_minmax; else the
  * loop ends without a store). Returns old. */
@@ -140,18 +160,8 @@ static uint32_t emit_cas_loop(spv_emitter *em, ir_opcode code, const kern_type *
     uint32_t it = int_mem_type(em, t), ft = spv_reg_type(em, t);
     if (it != em->t_u32)
         spv_capability(&em->b, SpvCapabilityInt64Atomics);
-    uint32_t lops[3] = {ptr, atomic_scope(em), relaxed(em)};
-    uint32_t cur = spv_op(&em->b, SpvOpAtomicLoad, it, lops, 3);
-    uint32_t pre = em->cur;
-    uint32_t l_head = spv_id(&em->b), l_body = spv_id(&em->b), l_try = spv_id(&em->b),
-             l_cont = spv_id(&em->b), l_done = spv_id(&em->b);
-    branch(em, l_head);
-    label(em, l_head);
-    uint32_t phi_at = spv_here(&em->b) + 3; /* OpPhi: header, type, id, then pairs */
-    uint32_t oldbits = phi2(em, it, cur, pre, 0, l_cont);
-    spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_done, l_cont, SpvLoopControlMaskNone);
-    branch(em, l_body);
-    label(em, l_body);
+    uint32_t l[5], phi_at, oldbits = cas_head(em, it, ptr, l, &phi_at);
+    uint32_t l_head = l[0], l_try = l[2], l_cont = l[3], l_done = l[4];
     uint32_t old = bitcast(em, ft, oldbits), nv;
     if (code == IR_ATOMIC_ADD || code == IR_ATOMIC_SUB) {
         nv = spv_op2(&em->b, code == IR_ATOMIC_ADD ? SpvOpFAdd : SpvOpFSub, ft, old, v);
@@ -174,6 +184,50 @@ static uint32_t emit_cas_loop(spv_emitter *em, ir_opcode code, const kern_type *
     return old;
 }
 
+/* atomic_cas on the 16-bit element lin of array parameter p (ir_lower_narrow's loops):
+ * Vulkan has no 16-bit atomics, so the compare-and-swap is on the 32-bit word holding the
+ * element, through a u32 view of the same binding (buffers are padded to 4 bytes:
+ * vk_mem_create); it loops while only the word's other half changed. Returns the old
+ * element as u16. */
+static uint32_t emit_cas16(spv_emitter *em, int p, uint32_t lin, uint32_t expected,
+                           uint32_t desired) {
+    uint32_t u32 = em->t_u32, u64 = u64t(em);
+    uint32_t *slot = &em->v_alias[p]; /* unused otherwise for a 16-bit element type */
+    if (!*slot) {
+        *slot = buffer_var(em, u32, false, 32, KERN_SPV_BIND_PARAM0 + p);
+        spv_name(&em->b, *slot, -1, em->kernel->params[p].name);
+    }
+    spv_use_global(em, *slot);
+    uint32_t wi = spv_op2(&em->b, SpvOpShiftRightLogical, u64, lin, spv_const_u64(&em->b, 1));
+    uint32_t odd = spv_op1(&em->b, SpvOpUConvert, u32,
+                           spv_op2(&em->b, SpvOpBitwiseAnd, u64, lin, spv_const_u64(&em->b, 1)));
+    uint32_t sh = spv_op2(&em->b, SpvOpIMul, u32, odd, cu32(em, 16));
+    uint32_t keep = spv_op1(&em->b, SpvOpNot, u32,
+                            spv_op2(&em->b, SpvOpShiftLeftLogical, u32, cu32(em, 0xffff), sh));
+    uint32_t e32 = spv_op1(&em->b, SpvOpUConvert, u32, expected);
+    uint32_t d32 = spv_op2(&em->b, SpvOpShiftLeftLogical, u32,
+                           spv_op1(&em->b, SpvOpUConvert, u32, desired), sh);
+    uint32_t aops[3] = {*slot, cu32(em, 0), wi};
+    uint32_t ptr = spv_op(&em->b, SpvOpAccessChain,
+                          spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, u32), aops, 3);
+    uint32_t l[5], phi_at, w = cas_head(em, u32, ptr, l, &phi_at);
+    uint32_t l_head = l[0], l_try = l[2], l_cont = l[3], l_done = l[4];
+    uint32_t half = spv_op2(&em->b, SpvOpBitwiseAnd, u32,
+                            spv_op2(&em->b, SpvOpShiftRightLogical, u32, w, sh), cu32(em, 0xffff));
+    branch_cond(em, spv_op2(&em->b, SpvOpINotEqual, em->t_bool, half, e32), l_done, l_try);
+    label(em, l_try);
+    uint32_t nw =
+        spv_op2(&em->b, SpvOpBitwiseOr, u32, spv_op2(&em->b, SpvOpBitwiseAnd, u32, w, keep), d32);
+    uint32_t cops[6] = {ptr, atomic_scope(em), relaxed(em), relaxed(em), nw, w};
+    uint32_t seen = spv_op(&em->b, SpvOpAtomicCompareExchange, u32, cops, 6);
+    branch_cond(em, spv_op2(&em->b, SpvOpIEqual, em->t_bool, seen, w), l_done, l_cont);
+    label(em, l_cont);
+    branch(em, l_head);
+    spv_patch(&em->b, phi_at + 2, seen);
+    label(em, l_done);
+    return spv_op1(&em->b, SpvOpUConvert, spv_type_uint(&em->b, 16), half);
+}
+
 uint32_t spv_emit_access(spv_emitter *em, const ir_op *op) {
     int p = param_of(em, op->operands[0]);
     const kern_type *et = op->operands[0]->type->elem;
@@ -189,6 +243,15 @@ uint32_t spv_emit_access(spv_emitter *em, const ir_op *op) {
         return spv_guard_end(em, &g, r, zero_of(em, et), rt);
     }
     uint32_t v = val(em, op->operands[op->noperands - 1]);
+    if (op->code == IR_ATOMIC_CAS) {
+        uint32_t u16 = spv_type_uint(&em->b, 16), e = val(em, op->operands[op->noperands - 2]);
+        if (rt != u16) {
+            e = bitcast(em, u16, e);
+            v = bitcast(em, u16, v);
+        }
+        uint32_t r = emit_cas16(em, p, lin, e, v);
+        return spv_guard_end(em, &g, rt != u16 ? bitcast(em, rt, r) : r, zero_of(em, et), rt);
+    }
     if (op->code == IR_STORE) {
         if (et->kind == TY_BOOL)
             v = spv_op3(&em->b, SpvOpSelect, mem_type(em, et), v, spv_const_u8(&em->b, 1),
