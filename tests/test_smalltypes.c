@@ -200,6 +200,10 @@ static void check_conv(const char *target, const uint8_t *u8o, const int8_t *i8o
         cr_expect_eq(u16o[i], (uint16_t)a, "%s u16(%d)", target, a);
         cr_expect_eq(i16o[i], (int16_t)a, "%s i16(%d)", target, a);
         double pf = (double)(float)probes[i], pd = probes[i];
+        /* a Vulkan driver may flush f32 subnormals (NVIDIA's does, without float controls):
+         * the conversions of those probes are the driver's there */
+        if (!strcmp(target, "vulkan") && pd != 0 && fabs(pd) < FLT_MIN)
+            continue;
         check_half("f16(f32)", i, h[i], nearest(pf, f16_val, 65536.0));
         check_half("f16(f64)", i, hd[i], nearest(pd, f16_val, 65536.0));
         check_half("bf16(f32)", i, b[i], nearest(pf, bf16_val, ldexp(1, 128)));
