@@ -125,11 +125,21 @@ def _leaf(dt):
     return dt.base if dt.shape else dt
 
 
+def _leaves(dt):
+    """The scalar dtypes of dt's leaves, in order."""
+    if dt.names is None:
+        return [_leaf(dt)]
+    return [x for n in dt.names for x in _leaves(dt.fields[n][0])]
+
+
 def _component(dt):
-    """The scalar dtype of a struct's (or vector's) components: its first leaf's."""
-    while dt.names is not None:
-        dt = dt.fields[dt.names[0]][0]
-    return _leaf(dt)
+    """The scalar dtype a struct (or vector) is stored as in memory (common/types.h,
+    ty_storage_leaf): its first float leaf's, else its first leaf's. A struct of f32 and
+    i32 fields is an array of f32 words whose integer words hold the integers' bits, so a
+    structured array is viewed, never converted."""
+    leaves = _leaves(dt)
+    floats = [x for x in leaves if x.kind == "f"]
+    return floats[0] if floats else leaves[0]
 
 
 def _dtype_mismatch(want, got, path):

@@ -297,3 +297,34 @@ def test_errors_name_the_parameter_and_the_expected_shape(mod):
         e = np.zeros(5, np.float32)
         mod.cross3(e, e, e)
     np.testing.assert_array_equal(ps, particles(4))  # nothing ran
+
+
+def test_struct_of_floats_and_ints_is_viewed_as_float_words_in_place():
+    """A struct of f32 and i32/u32 fields is stored as f32 words (docs/reference.md 3.3): a
+    structured array of it binds in place (its integer fields' bits reinterpreted, never
+    converted) and the kernel's integer arithmetic sees the integers."""
+    src = """
+struct M { id: i32, w: f32, pos: vec2, flags: u32 }
+kernel k(ms: M[], y: f32[]) {
+    for i in 0..len(ms) {
+        y[i] = ms[i].w * ms[i].pos.y + f32(ms[i].id);
+        ms[i].id = ms[i].id + i32(ms[i].flags);
+    }
+}
+"""
+    k = kern.compile(src, name="mixed.kern")["k"]
+    dt = k.param_dtype("ms")
+    assert dt == np.dtype([("id", "<i4"), ("w", "<f4"), ("pos", "<f4", (2,)), ("flags", "<u4")])
+    a = np.zeros(6, dt)
+    a["id"] = np.arange(6) * 10 - 20
+    a["w"] = np.linspace(0.5, 3.0, 6, dtype=np.float32)
+    a["pos"][:, 1] = 3.0
+    a["flags"] = 2**31 + 7
+    want_y = a["w"].astype(np.float64) * 3.0 + a["id"]
+    want_id = (a["id"].astype(np.int64) + (2**31 + 7)).astype(np.uint32).view(np.int32)
+    y = np.zeros(6, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a copy would warn
+        k(a, y)
+    np.testing.assert_allclose(y, want_y, rtol=1e-6)
+    np.testing.assert_array_equal(a["id"], want_id)
