@@ -274,8 +274,9 @@ static kern_status parse_shape(hparser *p, npy_header *h) {
  *   fields := '[' field (',' field)* [','] ']'
  *   field  := '(' STRING ',' (STRING | fields) [',' shape] [','] ')'
  * reprinted into h->fields in NumPy's own spelling, "[('pos', '<f4', (3,)), ('m', '<f4')]",
- * so that two spellings of one dtype compare equal; every leaf must have one descr (kern's
- * structs hold one scalar type), which goes to h->descr, and h->leaves counts them. */
+ * so that two spellings of one dtype compare equal; the leaves must have one size and no
+ * bool (kern's struct arrays), h->descr is their float descr if any (else the first: the
+ * words the array is read as), and h->leaves counts them. */
 static kern_status parse_fields(hparser *p, npy_header *h, kern_buf *out, int64_t *leaves,
                                 int depth) {
     kern_status st;
@@ -321,13 +322,23 @@ static kern_status parse_fields(hparser *p, npy_header *h, kern_buf *out, int64_
             if (len >= sizeof descr)
                 return npy_fail(p->e, KERN_ERR_FORMAT, "unsupported dtype '%s...' of field '%s'",
                                 descr, name);
-            if (!h->descr[0])
+            if (!h->descr[0]) {
                 snprintf(h->descr, sizeof h->descr, "%s", descr);
-            else if (strcmp(h->descr, descr) != 0)
-                return npy_fail(p->e, KERN_ERR_FORMAT,
-                                "unsupported structured dtype: field '%s' is '%s', an earlier "
-                                "one '%s' (kern's structs hold one scalar type)",
-                                name, descr, h->descr);
+            } else if (strcmp(h->descr, descr) != 0) {
+                /* fields of one size, no bool: stored as words of the float type if there is
+                 * one (common/types.h, ty_storage_leaf), the integers' bits reinterpreted */
+                bool one_size = strlen(h->descr) == 3 && strlen(descr) == 3 &&
+                                h->descr[0] == descr[0] && h->descr[2] == descr[2] &&
+                                h->descr[1] != 'b' && descr[1] != 'b';
+                if (!one_size)
+                    return npy_fail(p->e, KERN_ERR_FORMAT,
+                                    "unsupported structured dtype: field '%s' is '%s', an "
+                                    "earlier one '%s' (kern's struct arrays hold fields of one "
+                                    "size, no bools)",
+                                    name, descr, h->descr);
+                if (descr[1] == 'f')
+                    snprintf(h->descr, sizeof h->descr, "%s", descr);
+            }
             buf_printf(out, "'%s'", descr);
         }
         bool comma = accept(p, ','), closed = accept(p, ')');

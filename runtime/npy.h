@@ -28,10 +28,11 @@ typedef struct kern_npy {
     int64_t count;                /* elements */
     size_t nbytes;
     void *data; /* malloc'd, nbytes (at least 1 byte allocated) */
-    /* A structured dtype (records of fields that all have one scalar descr, kern's
-     * structs): its descr list as NumPy prints it, "[('pos', '<f4', (3,)), ('m', '<f4')]"
-     * (malloc'd); NULL otherwise. dtype is then the fields' type and the shape has one
-     * trailing dimension more, the scalars of a record. */
+    /* A structured dtype (records of fields of one size and no bools, kern's struct
+     * arrays): its descr list as NumPy prints it, "[('pos', '<f4', (3,)), ('m', '<f4')]"
+     * (malloc'd); NULL otherwise. dtype is then the fields' float type if any (else their
+     * type: the words a record is read as) and the shape has one trailing dimension more,
+     * the words of a record. */
     char *fields;
 } kern_npy;
 

@@ -1391,6 +1391,46 @@ Test(cli_v1, gradcheck_skips_integer_fields_of_structs) {
     unlink(src);
 }
 
+/* A structured .npy of i32, f32 and u32 fields binds to a struct of those fields (stored as
+ * f32 words, the integers' bits kept) and is saved back with its structured dtype. */
+Test(cli_v1, structured_npy_of_floats_and_ints) {
+    struct rec {
+        int32_t id;
+        float w;
+        uint32_t flags;
+    } recs[3] = {{1, 2.0f, 7u}, {-5, 0.5f, 0x80000000u}, {100, -1.0f, 3u}}, back[3];
+    const char *fields = "[('id', '<i4'), ('w', '<f4'), ('flags', '<u4')]";
+    char src[64], pr[64], py[64], pout[64], args[1024], err[256];
+    temp_file(src, ".kern",
+              "struct R { id: i32, w: f32, flags: u32 }\n"
+              "kernel k(rs: R[], y: f32[]) {\n"
+              "    for i in 0..len(rs) {\n"
+              "        y[i] = rs[i].w * f32(rs[i].id);\n"
+              "        rs[i].id = rs[i].id + i32(rs[i].flags);\n"
+              "    }\n"
+              "}\n");
+    temp_file(pr, ".npy", NULL);
+    temp_file(pout, ".npy", NULL);
+    cr_assert_eq(kern_npy_write_fields(pr, fields, KERN_F32, 2, (int64_t[]){3, 3, 1, 1}, recs, err,
+                                       sizeof err),
+                 KERN_OK, "%s", err);
+    float y0[3] = {0, 0, 0};
+    temp_npy_shaped(py, KERN_F32, 1, (int64_t[]){3, 1, 1, 1}, y0);
+    snprintf(args, sizeof args, "run %s k rs=%s y=%s --save rs=%s", src, pr, py, pout);
+    expect(args, 0, NULL);
+    kern_npy a;
+    cr_assert_eq(kern_npy_read(pout, &a, err, sizeof err), KERN_OK, "%s", err);
+    cr_expect_str_eq(a.fields ? a.fields : "(none)", fields);
+    memcpy(back, a.data, sizeof back);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(back[i].id, (int32_t)((uint32_t)recs[i].id + recs[i].flags), "id %d", i);
+        cr_expect_eq(back[i].flags, recs[i].flags);
+        cr_expect_eq(back[i].w, recs[i].w);
+    }
+    kern_npy_free(&a);
+    unlink(src), unlink(pr), unlink(py), unlink(pout);
+}
+
 /* With more elements than --max-checks, the sample still reaches every field of a struct:
  * here the spacing (7) is the struct's size, and only the last field's gradient is wrong
  * (floor's steps, as in gradcheck_detects_mismatch). */

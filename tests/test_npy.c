@@ -239,9 +239,13 @@ static const bad_case bad_cases[] = {
      "unsupported dtype '<f4<f4<f4<f4<f4...' (supported: <f4 <f8 <f2 <i4 <u4 <i8 <u8 <i2 <u2 |i1 "
      "|u1 |b1)"},
     {"structmixed", 1, 0,
-     "{'descr': [('a', '<f4'), ('b', '<i4')], 'fortran_order': False, 'shape': (2,), }", 16,
-     "unsupported structured dtype: field 'b' is '<i4', an earlier one '<f4' (kern's structs "
-     "hold one scalar type)"},
+     "{'descr': [('a', '<f8'), ('b', '<i4')], 'fortran_order': False, 'shape': (2,), }", 24,
+     "unsupported structured dtype: field 'b' is '<i4', an earlier one '<f8' (kern's struct "
+     "arrays hold fields of one size, no bools)"},
+    {"structbool", 1, 0,
+     "{'descr': [('a', '|u1'), ('b', '|b1')], 'fortran_order': False, 'shape': (2,), }", 4,
+     "unsupported structured dtype: field 'b' is '|b1', an earlier one '|u1' (kern's struct "
+     "arrays hold fields of one size, no bools)"},
     {"structpad", 1, 0,
      "{'descr': [('a', '<f4'), ('', '|V4')], 'fortran_order': False, 'shape': (2,), }", 16,
      "unsupported structured dtype: an unnamed field (padding: kern's structs have none)"},
