@@ -78,6 +78,49 @@ static void expect_near(const float *got, const float *want, int n, double rtol,
     }
 }
 
+/* ---- a loop-carried value that starts uniform and becomes varying ---------------------- */
+
+/* acc starts at a uniform value that is computed (not a constant), so the vector loop must
+ * broadcast it before entering the loop: emitted in the loop's header it stood among the
+ * phis, and LLVM's verifier refused the module (the while loop had the same bug). */
+static const char *ACC = "kernel acc(x: f32[], y: f32[], a: f32, n: i32) {\n"
+                         "    for i in 0..len(x) {\n"
+                         "        var acc = a * 2.0;\n"
+                         "        for t in 0..n { acc = acc + sin(x[i] * f32(t)); }\n"
+                         "        var w = a + 1.0;\n"
+                         "        while w < 3.0 + x[i] { w = w + 0.5 * cos(x[i]); }\n"
+                         "        y[i] = acc + w;\n"
+                         "    }\n"
+                         "}\n";
+
+Test(simd, uniform_initial_values_of_varying_loop_values) {
+    enum { N = 77 };
+    float x[N], y[N], want[N];
+    const float a = 0.5f;
+    const int n = 9;
+    for (int i = 0; i < N; i++)
+        x[i] = (float)urand();
+    for (int i = 0; i < N; i++) {
+        float acc = a * 2.0f, w = a + 1.0f;
+        for (int t = 0; t < n; t++)
+            acc = acc + sinf(x[i] * (float)t);
+        while (w < 3.0f + x[i])
+            w = w + 0.5f * cosf(x[i]);
+        want[i] = acc + w;
+    }
+    for (int m = 0; m < 3; m++) {
+        kern_context *ctx = ctx_mode(MODES[m], 0);
+        kern_buffer *bx = buf(ctx, KERN_F32, N, x), *by = buf(ctx, KERN_F32, N, NULL);
+        kern_arg args[4] = {kern_arg_buffer(bx), kern_arg_buffer(by), kern_arg_f32(a),
+                            kern_arg_i32(n)};
+        launch(ctx, kernel(ctx, ACC, "acc"), args, 4);
+        cr_assert_eq(kern_sync(ctx), KERN_OK);
+        get(by, y, sizeof y);
+        expect_near(y, want, N, 1e-5, "acc", MODES[m]);
+        kern_context_release(ctx);
+    }
+}
+
 /* ---- a serial loop whose trip count differs per item (CSR), and its gradient --------- */
 
 static const char *RAGGED =

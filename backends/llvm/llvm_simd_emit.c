@@ -589,6 +589,12 @@ static void vfor(llvm_emitter *em, const ir_op *op) {
     bool vi = is_v(em, body->args[0]);
     LLVMValueRef lo = as_marked(em, op->operands[0], vi), hi = as_marked(em, op->operands[1], vi);
     LLVMValueRef m0 = llvm_cpu(em)->mask;
+    /* the initial values, before the branch: a uniform init of a varying carried value is
+     * broadcast here, in the block the loop is entered from (in the header it would stand
+     * among the phis, which LLVM's verifier rejects) */
+    LLVMValueRef *carried = tmp(n), *next = tmp(n), *inits = tmp(n);
+    for (uint32_t k = 0; k < n; k++)
+        inits[k] = as_marked(em, op->operands[2 + k], is_v(em, op->results[k]));
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
     LLVMBasicBlockRef bb_head = llvm_new_block(em, "for.head"),
                       bb_body = llvm_new_block(em, "for.body"),
@@ -598,11 +604,9 @@ static void vfor(llvm_emitter *em, const ir_op *op) {
     LLVMPositionBuilderAtEnd(em->b, bb_head);
     LLVMValueRef iphi = LLVMBuildPhi(em->b, LLVMTypeOf(lo), "i");
     LLVMAddIncoming(iphi, &lo, &pre, 1);
-    LLVMValueRef *carried = tmp(n), *next = tmp(n);
     for (uint32_t k = 0; k < n; k++) {
-        LLVMValueRef init = as_marked(em, op->operands[2 + k], is_v(em, op->results[k]));
-        carried[k] = LLVMBuildPhi(em->b, LLVMTypeOf(init), "");
-        LLVMAddIncoming(carried[k], &init, &pre, 1);
+        carried[k] = LLVMBuildPhi(em->b, LLVMTypeOf(inits[k]), "");
+        LLVMAddIncoming(carried[k], &inits[k], &pre, 1);
     }
     LLVMValueRef act = NULL, a = NULL;
     if (masked) {
@@ -658,6 +662,7 @@ static void vfor(llvm_emitter *em, const ir_op *op) {
         llvm_set_val(em, op->results[k], phi);
     }
     free(carried);
+    free(inits);
     free(next);
 }
 
