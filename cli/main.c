@@ -56,8 +56,8 @@ static void usage(FILE *f) {
           "\n"
           "commands:\n"
           "  check FILE.kern                 parse and type-check, print diagnostics\n"
-          "  emit FILE.kern --emit=WHAT      print a compiler stage: ast, ir, ir-grad, llvm,\n"
-          "       [-o OUT] [--kernel NAME]   ptx (CUDA's assembly), amdgcn (AMDGPU's),\n"
+          "  emit FILE.kern --emit=WHAT      print a compiler stage: ast, ir, ir-grad, ir-jvp,\n"
+          "       [-o OUT] [--kernel NAME]   llvm, ptx (CUDA's assembly), amdgcn (AMDGPU's),\n"
           "                                  spirv, spirv-asm (Vulkan's binary and text),\n"
           "                                  msl (Metal's source, through SPIRV-Cross)\n"
           "       [--target=T] [--arch=A]\n"
@@ -114,11 +114,12 @@ static const struct {
               "  parse and type-check FILE.kern; print every diagnostic (exit 1 on an error)\n"},
     {"emit", "usage: kernc emit FILE.kern --emit=WHAT [-o OUT] [--kernel NAME] [--target=T]\n"
              "       [--arch=A] [compiler options]\n"
-             "  WHAT: ast, ir, ir-grad, or the code of a target: llvm (cpu, or --target's),\n"
-             "        ptx (cuda), amdgcn (amdgpu), spirv, spirv-asm, msl (vulkan; kernc --help\n"
-             "        lists every target's)\n"
+             "  WHAT: ast, ir, ir-grad, ir-jvp, or the code of a target: llvm (cpu, or\n"
+             "        --target's), ptx (cuda), amdgcn (amdgpu), spirv, spirv-asm, msl (vulkan;\n"
+             "        kernc --help lists every target's)\n"
              "  -o OUT         write to OUT (default: standard output)\n"
-             "  --kernel NAME  only this kernel (ast: or func; ir: K.grad is ir-grad)\n"},
+             "  --kernel NAME  only this kernel (ast: or func; ir: K.grad is ir-grad, K.jvp and\n"
+             "                 K.grad.jvp are ir-jvp)\n"},
     {"build", "usage: kernc build FILE.kern [--target=T] -o OUT [--arch=A] [compiler options]\n"
               "  an ahead-of-time module: cpu (the default) a shared object, cuda, vulkan and\n"
               "  amdgpu a module file; kernels whose K.grad cannot be built are named, with why\n"},
@@ -161,9 +162,9 @@ static int command_usage(const char *cmd) {
 }
 
 /* Every --emit kind: the compiler's stages, then each target's code once, in the
- * registry's order ("ast, ir, ir-grad, llvm, ptx, ..."); into buf, returned. */
+ * registry's order ("ast, ir, ir-grad, ir-jvp, llvm, ..."); into buf, returned. */
 static char *emit_kinds(char *buf, size_t size) {
-    size_t n, len = (size_t)snprintf(buf, size, "ast, ir, ir-grad");
+    size_t n, len = (size_t)snprintf(buf, size, "ast, ir, ir-grad, ir-jvp");
     const kern_target *const *t = kern_target_list(&n);
     for (size_t i = 0; i < n; i++)
         for (const char *k = t[i]->emit_kinds; *k && len < size; k += strspn(k, ", ")) {
@@ -390,39 +391,53 @@ static int cmd_check(cli *c, kc_ctx *ctx, loaded *l) {
     return f ? 0 : EXIT_USER;
 }
 
-static bool is_grad_name(const char *name) {
-    size_t n = strlen(name);
-    return n > 5 && !strcmp(name + n - 5, ".grad");
+static bool has_suffix(const char *name, const char *suffix) {
+    size_t n = strlen(name), k = strlen(suffix);
+    return n > k && !strcmp(name + n - k, suffix);
 }
 
-/* --emit=ir-grad: the gradient kernels only (of --kernel K, given as K or K.grad). */
-static int emit_ir_grad(cli *c, kc_ctx *ctx, loaded *l, kern_buf *out) {
+/* A derived kernel's name: K.grad, K.jvp, K.grad.jvp. */
+static bool is_grad_name(const char *name) {
+    return has_suffix(name, ".grad") || has_suffix(name, ".jvp");
+}
+
+/* --emit=ir-grad / ir-jvp: the derived kernels only (of --kernel K, given as K or as the
+ * derived kernel's name: K.grad; K.jvp or K.grad.jvp). */
+static int emit_ir_derived(cli *c, kc_ctx *ctx, loaded *l, kern_buf *out, const char *suffix) {
     char *want = NULL;
+    bool jvp = !strcmp(suffix, ".jvp");
     if (c->kernel) {
         size_t n = strlen(c->kernel);
         want = malloc(n + 6);
-        snprintf(want, n + 6, "%s%s", c->kernel, is_grad_name(c->kernel) ? "" : ".grad");
+        snprintf(want, n + 6, "%s%s", c->kernel, has_suffix(c->kernel, suffix) ? "" : suffix);
     }
-    ctx->opts.grad = KC_GRAD_ALL;
+    if (jvp) { /* forward mode only: no K.grad unless K.grad.jvp is asked for */
+        ctx->opts.grad = want && has_suffix(want, ".grad.jvp") ? KC_GRAD_ALL : KC_GRAD_NONE;
+        ctx->opts.jvp = !want;
+    } else {
+        ctx->opts.grad = KC_GRAD_ALL;
+    }
     ctx->opts.grad_only = want;
     ir_module *m = kc_compile_source(ctx, c->file, l->text, l->len);
     int rc = 0;
     if (!m) {
         rc = EXIT_USER;
     } else if (want && !ir_kernel_find(m, want)) {
-        size_t n = strlen(want) - 5;
+        size_t n = strlen(want) - strlen(suffix);
+        if (jvp && has_suffix(want, ".grad.jvp"))
+            n -= 5;
         fprintf(stderr, "kernc: error: ");
         bool primal = false;
         ir_foreach_kernel(k, m) primal |= strlen(k->name) == n && !strncmp(k->name, want, n);
         if (primal)
-            fprintf(stderr, "no gradient kernel was built for '%.*s'\n", (int)n, want);
+            fprintf(stderr, "no kernel '%s' was built for '%.*s'\n", want, (int)n, want);
         else
             fprintf(stderr, "no kernel named '%.*s' in %s\n", (int)n, want, c->file);
         rc = EXIT_USER;
     } else {
         bool first = true;
         ir_foreach_kernel(k, m) {
-            if (!is_grad_name(k->name) || (want && strcmp(k->name, want) != 0))
+            if (!has_suffix(k->name, suffix) || (want && strcmp(k->name, want) != 0))
                 continue;
             if (!first)
                 buf_putc(out, '\n');
@@ -433,6 +448,7 @@ static int emit_ir_grad(cli *c, kc_ctx *ctx, loaded *l, kern_buf *out) {
     if (m)
         ir_module_free(m);
     ctx->opts.grad_only = NULL;
+    ctx->opts.jvp = false;
     free(want);
     return rc;
 }
@@ -457,10 +473,14 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         } else {
             fe_print_ast(&out, f, c->kernel);
         }
+    } else if (!strcmp(c->emit, "ir-jvp") ||
+               (!strcmp(c->emit, "ir") && c->kernel && has_suffix(c->kernel, ".jvp"))) {
+        ctx->opts.keep_rules = ctx->opts.opt_level == 0;
+        rc = emit_ir_derived(c, ctx, l, &out, ".jvp"); /* --emit=ir --kernel K.jvp too */
     } else if (!strcmp(c->emit, "ir-grad") ||
                (!strcmp(c->emit, "ir") && c->kernel && is_grad_name(c->kernel))) {
         ctx->opts.keep_rules = ctx->opts.opt_level == 0; /* -O0: the lowering as it is */
-        rc = emit_ir_grad(c, ctx, l, &out); /* --emit=ir --kernel K.grad: the same */
+        rc = emit_ir_derived(c, ctx, l, &out, ".grad");  /* --emit=ir --kernel K.grad too */
     } else if (!strcmp(c->emit, "ir")) {
         ctx->opts.keep_rules = ctx->opts.opt_level == 0;
         ir_module *m = kc_compile_source(ctx, c->file, l->text, l->len);

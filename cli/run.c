@@ -365,10 +365,12 @@ static int param_index(kern_kernel *k, const char *name, kern_param_info *out) {
  * or value is bound already. Returns false when p is not such an adjoint. */
 static bool zero_adjoint(kern_context *ctx, kern_kernel *k, const kern_param_info *p,
                          kern_buffer **bufs, kern_buffer **out) {
-    size_t n = strlen(p->name);
-    if (!p->is_array || n <= 5 || strcmp(p->name + n - 5, ".grad") != 0)
+    size_t n = strlen(p->name), sfx = n > 5 && !strcmp(p->name + n - 5, ".grad")  ? 5
+                                      : n > 4 && !strcmp(p->name + n - 4, ".tan") ? 4
+                                                                                  : 0;
+    if (!p->is_array || !sfx)
         return false;
-    char *base = strndup(p->name, n - 5);
+    char *base = strndup(p->name, n - sfx);
     kern_param_info pp;
     int pi = param_index(k, base, &pp);
     free(base);
@@ -505,8 +507,18 @@ int kernc_cmd_run(const kernc_run_args *a) {
     kc_options co = a->opts;
     size_t kn = strlen(a->kernel);
     bool is_grad = kn > 5 && !strcmp(a->kernel + kn - 5, ".grad");
-    co.grad = is_grad ? KC_GRAD_ALL : KC_GRAD_NONE;
-    co.grad_only = is_grad ? a->kernel : NULL;
+    bool is_jvp = kn > 4 && !strcmp(a->kernel + kn - 4, ".jvp"); /* K.jvp, K.grad.jvp */
+    bool is_hvp = kn > 9 && !strcmp(a->kernel + kn - 9, ".grad.jvp");
+    co.grad = is_grad || is_hvp ? KC_GRAD_ALL : KC_GRAD_NONE;
+    co.jvp = is_jvp;
+    co.grad_only = is_grad || is_jvp ? a->kernel : NULL;
+    if (is_hvp && a->steps) {
+        rc = fail(KERNC_EXIT_USAGE,
+                  "--steps: %s runs once (a sequence's Hessian-vector product "
+                  "needs K.jvp forward and K.grad.jvp in reverse order)",
+                  a->kernel);
+        goto cleanup;
+    }
     kc_ctx *cc = NULL;
     double t0 = now_ms();
     ir_module *m = compile_file(a->file, &co, &cc, &rc);
@@ -581,7 +593,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
                 b->used = true;
             continue;
         }
-        if (!b && is_grad && zero_adjoint(ctx, k, &p, bufs, &bufs[i])) {
+        if (!b && (is_grad || is_jvp) && zero_adjoint(ctx, k, &p, bufs, &bufs[i])) {
             args[i] = kern_arg_buffer(bufs[i]);
             continue;
         }

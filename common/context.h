@@ -25,7 +25,12 @@ typedef struct kc_options {
     bool no_grad_check;     /* the global-access check warns instead of failing */
     uint32_t ad_stack_size; /* adstack capacity of unbounded loops (default 1024) */
     kc_grad_mode grad;      /* which gradient kernels kc_compile_source builds */
-    const char *grad_only;  /* KC_GRAD_ALL: only this kernel's gradient (NULL: every one) */
+    const char *grad_only;  /* only this kernel's derived kernels (NULL: every kernel's): "K"
+                               (K.grad, with jvp also K.jvp and K.grad.jvp), or one of
+                               "K.grad", "K.jvp", "K.grad.jvp" alone (with K.grad for the
+                               last) */
+    bool jvp;               /* forward mode too: K.jvp for every kernel, K.grad.jvp for
+                               every K.grad built (passes/ad_jvp.c) */
     bool promote_f64;       /* retype f32 to f64 before the gradients (kernc gradcheck) */
     const char *arch;       /* GPU targets: sm_XX / gfxNNN (NULL: the target's default) */
     const char *libdevice;  /* NVPTX: libdevice.10.bc (NULL: searched in CUDA's places) */

@@ -88,26 +88,56 @@ fe_file *kc_check_source(kc_ctx *ctx, const char *path, const char *text, size_t
     return f;
 }
 
-/* Whether `name` is the kernel that grad_only asks for ("K" or "K.grad"). */
-static bool grad_wanted(const kc_options *o, const char *name) {
-    if (!o->grad_only)
-        return true;
+/* Whether grad_only is `name` followed by `suffix` ("" for K itself). */
+static bool only_is(const kc_options *o, const char *name, const char *suffix) {
     size_t n = strlen(name);
-    return !strcmp(o->grad_only, name) ||
-           (!strncmp(o->grad_only, name, n) && !strcmp(o->grad_only + n, ".grad"));
+    return o->grad_only && !strncmp(o->grad_only, name, n) && !strcmp(o->grad_only + n, suffix);
+}
+
+/* What grad_only asks of primal kernel `name`: K.grad (also for "K", and as the base of
+ * "K.grad.jvp"), K.jvp and K.grad.jvp (kc_options.jvp, or asked for by name). */
+static bool grad_wanted(const kc_options *o, const char *name) {
+    return !o->grad_only || only_is(o, name, "") || only_is(o, name, ".grad") ||
+           only_is(o, name, ".grad.jvp");
+}
+static bool jvp_wanted(const kc_options *o, const char *name) {
+    return (o->jvp && (!o->grad_only || only_is(o, name, ""))) || only_is(o, name, ".jvp");
+}
+static bool hvp_wanted(const kc_options *o, const char *name) {
+    return (o->jvp && (!o->grad_only || only_is(o, name, ""))) || only_is(o, name, ".grad.jvp");
+}
+
+/* Appends K.jvp of kernel k (a primal kernel or a gradient). A kernel that forward mode
+ * cannot differentiate is an error when the mode asks for every derived kernel
+ * (KC_GRAD_ALL), for forward mode only (KC_GRAD_NONE with jvp), or the kernel was asked
+ * for by name; otherwise (KC_GRAD_POSSIBLE) it gets no K.jvp. */
+static bool build_jvp(kc_ctx *ctx, const kern_source *src, ir_kernel *k) {
+    const kc_options *o = &ctx->opts;
+    bool loud = o->grad == KC_GRAD_ALL || o->grad == KC_GRAD_NONE || only_is(o, k->name, ".jvp");
+    if (loud)
+        return ad_jvp_kernel(k, &ctx->diags, src) != NULL;
+    diag_sink quiet;
+    diag_init(&quiet, &k->module->mem);
+    ad_jvp_kernel(k, &quiet, src);
+    diag_free(&quiet);
+    return true;
 }
 
 /* Appends K.grad for the primal kernels of m (the mode and grad_only of ctx's options),
- * then optimizes again. KC_GRAD_ALL: a failed global-access check is an error (a warning
- * with --no-grad-check). KC_GRAD_POSSIBLE: such a kernel keeps the first message in
- * grad_error and gets no gradient. */
+ * then optimizes again; then the forward-mode kernels K.jvp and K.grad.jvp that the
+ * options ask for (passes/ad_jvp.c), optimized once more. KC_GRAD_ALL: a failed
+ * global-access check is an error (a warning with --no-grad-check). KC_GRAD_POSSIBLE: such
+ * a kernel keeps the first message in grad_error and gets no gradient. */
 static bool build_grads(kc_ctx *ctx, const kern_source *src, ir_module *m) {
     const kc_options *o = &ctx->opts;
     uint32_t nprimal = m->nkernels;
+    ir_kernel **grads = calloc(nprimal + 1, sizeof *grads);
+    if (!grads)
+        kern_oom((nprimal + 1) * sizeof *grads);
     ir_kernel *k = m->kernels;
-    bool ok = true;
+    bool ok = true, added = false;
     for (uint32_t i = 0; i < nprimal; i++, k = k->next) {
-        if (!grad_wanted(o, k->name))
+        if (o->grad == KC_GRAD_NONE || !grad_wanted(o, k->name))
             continue;
         if (o->grad == KC_GRAD_ALL) {
             if (!ad_check_kernel(k, &ctx->diags, src, o->no_grad_check)) {
@@ -128,17 +158,35 @@ static bool build_grads(kc_ctx *ctx, const kern_source *src, ir_module *m) {
             if (!pass || o->grad == KC_GRAD_CHECK)
                 continue;
         }
-        ir_kernel *g = ad_grad_kernel(k, o->ad_stack_size);
-        if (g && !o->scatter_adjoints)
-            ad_gather_kernel(m, g);
+        grads[i] = ad_grad_kernel(k, o->ad_stack_size);
+        added = true;
+        if (!o->scatter_adjoints)
+            ad_gather_kernel(m, grads[i]);
     }
-    if (!ok)
-        return false;
-    if (o->grad == KC_GRAD_CHECK)
-        return true; /* nothing was added */
-    ir_pass_after(m, "ad_grad", true);
-    ir_optimize(m, o->opt_level);
-    return true;
+    if (ok && added) {
+        ir_pass_after(m, "ad_grad", true);
+        ir_optimize(m, o->opt_level);
+    }
+    if (ok && o->grad != KC_GRAD_CHECK) {
+        added = false;
+        k = m->kernels;
+        for (uint32_t i = 0; i < nprimal; i++, k = k->next) {
+            if (jvp_wanted(o, k->name)) {
+                ok &= build_jvp(ctx, src, k);
+                added = true;
+            }
+            if (grads[i] && hvp_wanted(o, k->name)) {
+                ok &= build_jvp(ctx, src, grads[i]);
+                added = true;
+            }
+        }
+        if (ok && added) {
+            ir_pass_after(m, "ad_jvp", true);
+            ir_optimize(m, o->opt_level);
+        }
+    }
+    free(grads);
+    return ok;
 }
 
 ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, size_t len) {
@@ -153,7 +201,7 @@ ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, si
     ir_optimize(m, ctx->opts.opt_level);
     if (ctx->opts.promote_f64 && ad_promote_f64(m))
         ir_pass_after(m, "ad_promote_f64", true);
-    if (ctx->opts.grad != KC_GRAD_NONE && !build_grads(ctx, f->src, m)) {
+    if ((ctx->opts.grad != KC_GRAD_NONE || ctx->opts.jvp) && !build_grads(ctx, f->src, m)) {
         ir_module_free(m);
         return NULL;
     }

@@ -45,7 +45,7 @@
 
 /* ---- Numbering and small helpers ------------------------------------------------------ */
 
-static void number_region(ad_ctx *a, ir_region *r) {
+void ad_number_region(ad_ctx *a, ir_region *r) {
     for (uint32_t i = 0; i < r->nargs; i++)
         r->args[i]->id = a->nvals++;
     ir_foreach_op(op, r) {
@@ -53,7 +53,7 @@ static void number_region(ad_ctx *a, ir_region *r) {
         for (uint32_t i = 0; i < op->nresults; i++)
             op->results[i]->id = a->nvals++;
         for (uint32_t i = 0; i < op->nregions; i++)
-            number_region(a, op->regions[i]);
+            ad_number_region(a, op->regions[i]);
     }
 }
 
@@ -827,7 +827,7 @@ ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size) {
     }
     ad_ctx A = {.m = m, .pk = k, .ad_stack_size = ad_stack_size}, *a = &A;
     a->gk = ir_kernel_new(m, arena_printf(&m->mem, "%s.grad", k->name), k->loc, ps, np);
-    number_region(a, k->body);
+    ad_number_region(a, k->body);
     a->map = calloc(a->nvals + 1, sizeof *a->map);
     a->adj = calloc(a->nvals + 1, sizeof *a->adj);
     a->mark = calloc(a->nvals + 1, sizeof *a->mark);

@@ -37,6 +37,9 @@ static inline const kern_type *ad_adj_type(const kern_type *t) {
     return t->kind == TY_F16 || t->kind == TY_BF16 ? ty_f32() : t;
 }
 
+/* Numbers the values (ir_value.id) and ops (ir_op.id) of r and its nested regions from
+ * a->nvals and a->nops on. */
+void ad_number_region(ad_ctx *a, ir_region *r);
 /* The value of primal value v in the code being built. */
 ir_value *ad_val(ad_ctx *a, ir_value *v);
 /* adj(v) += d; ignored when v is not a float scalar. */

@@ -83,6 +83,12 @@ bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src
  * kernel. Requires verified IR; the result verifies. */
 ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size);
 
+/* Builds K.jvp, the forward-mode (Jacobian-vector) kernel of k, and appends it to k's
+ * module (passes/ad_jvp.c); k may be a primal kernel or a gradient kernel (K.grad.jvp,
+ * Hessian-vector products). Returns NULL after reporting to sink what forward mode cannot
+ * differentiate (atomic_min/max in a parallel task). Requires verified IR. */
+ir_kernel *ad_jvp_kernel(ir_kernel *k, diag_sink *sink, const kern_source *src);
+
 /* Gather-form adjoints of neighbour reads in gradient kernel k (passes/ad_gather.c): the
  * atomic adds of a parallel task into an adjoint array at the parallel indices plus
  * constants become a new task before it that gathers each element's adds by
