@@ -1011,18 +1011,25 @@ bool fe_check(kc_ctx *ctx, fe_file *file) {
                           it->name, item_kind_name(first->kind), first->name_loc.line);
         if (it->kind == IT_FUNC && fe_builtin_reserved(fe_builtin_lookup(it->name)))
             fe_sema_error(s, it->name_loc, "func '%s' has the name of a builtin", it->name);
-        /* the symbols of K.grad are those of a kernel named K__grad (runtime/abi.h writes
-         * '.' as "__"): such a kernel beside K would run in K.grad's place */
+        /* the symbols of K.grad (K.jvp, K.grad.jvp) are those of a kernel named K__grad
+         * (K__jvp, K__grad__jvp; runtime/abi.h writes '.' as "__"): such a kernel beside K
+         * would run in the derived kernel's place */
+        static const char *const mangled[][2] = {
+            {"__grad__jvp", ".grad.jvp"}, {"__grad", ".grad"}, {"__jvp", ".jvp"}};
         size_t len = strlen(it->name);
-        if (it->kind == IT_KERNEL && len > 6 && !strcmp(it->name + len - 6, "__grad")) {
-            char *base = strndup(it->name, len - 6);
+        for (int d = 0; it->kind == IT_KERNEL && d < 3; d++) {
+            size_t sl = strlen(mangled[d][0]);
+            if (len <= sl || strcmp(it->name + len - sl, mangled[d][0]) != 0)
+                continue;
+            char *base = strndup(it->name, len - sl);
             fe_item *k = base ? fe_sema_find_item(s, base) : NULL;
             if (k && k->kind == IT_KERNEL)
                 fe_sema_error(s, it->name_loc,
-                              "kernel '%s' would have the symbols of '%s.grad', the gradient of "
+                              "kernel '%s' would have the symbols of '%s%s', derived from "
                               "kernel '%s' (line %u); rename it",
-                              it->name, base, base, k->name_loc.line);
+                              it->name, base, mangled[d][1], base, k->name_loc.line);
             free(base);
+            break;
         }
     }
     /* (2) structs, consts, (3) bodies */

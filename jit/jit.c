@@ -95,7 +95,8 @@ static void lazy_source_free(void *p) {
     free(l);
 }
 
-/* Compiles the source again with the one gradient `grad` ("K.grad"), and JIT-compiles
+/* Compiles the source again with the one derived kernel `grad` ("K.grad", "K.jvp" or
+ * "K.grad.jvp"), and JIT-compiles
  * that kernel alone (the primal kernels are dropped from the IR before code generation):
  * the module of one lazy gradient, built the first time it is looked up. */
 static kern_status build_grad(kern_context *ctx, void *p, const char *grad, kern_module **out) {
@@ -146,6 +147,7 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
      * (the others record why in grad_error), the first time one is looked up. */
     kc_options_from_env(&cc->opts); /* the public API's boundary: the environment, once */
     cc->opts.grad = cc->opts.eager_grads ? KC_GRAD_POSSIBLE : KC_GRAD_CHECK;
+    cc->opts.jvp = cc->opts.eager_grads;
     kern_status st = KERN_OK;
     const char *srcname = name ? name : "<source>";
     ir_module *m = kc_compile_source(cc, srcname, source, len);

@@ -108,10 +108,10 @@ static bool parse_u32(meta_parser *ps, const meta_field *f, const char *what, ui
     return true;
 }
 
-/* identifier ('.' identifier)*, at most KERN_MAX_NAME + 5 characters (a name and ".grad":
- * symbols are built from it in fixed buffers) */
+/* identifier ('.' identifier)*, at most KERN_MAX_NAME + 9 characters (a name and
+ * ".grad.jvp": symbols are built from it in fixed buffers) */
 static bool is_name(const meta_field *f) {
-    if (f->len > KERN_MAX_NAME + 5)
+    if (f->len > KERN_MAX_NAME + 9)
         return false;
     bool start = true;
     for (int i = 0; i < f->len; i++) {

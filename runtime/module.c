@@ -163,8 +163,8 @@ kern_status rt_module_set_lazy_grads(kern_module *m,
                                      void (*free_state)(void *), void *state) {
     rt_lazy_grads *l = calloc(1, sizeof *l);
     if (l) {
-        l->names = calloc((size_t)m->nkernels + 1, sizeof *l->names);
-        l->built = calloc((size_t)m->nkernels + 1, sizeof *l->built);
+        l->names = calloc(3 * (size_t)m->nkernels + 1, sizeof *l->names);
+        l->built = calloc(3 * (size_t)m->nkernels + 1, sizeof *l->built);
     }
     if (!l || !l->names || !l->built) {
         if (l) {
@@ -179,18 +179,22 @@ kern_status rt_module_set_lazy_grads(kern_module *m,
     l->free = free_state;
     l->state = state;
     m->lazy = l;
+    /* K.grad and K.grad.jvp where the global-access check allows them, K.jvp always */
+    static const char *const suffixes[] = {".grad", ".jvp", ".grad.jvp"};
     for (int i = 0; i < m->nkernels; i++) {
         const kern_meta_kernel *mk = m->kernels[i].meta;
-        if (mk->grad_error)
-            continue;
-        size_t n = strlen(mk->name) + 6;
-        char *name = malloc(n);
-        if (!name) {
-            lazy_free(m);
-            return rt_error(m->ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a module");
+        for (int s = 0; s < 3; s++) {
+            if (mk->grad_error && s != 1)
+                continue;
+            size_t n = strlen(mk->name) + strlen(suffixes[s]) + 1;
+            char *name = malloc(n);
+            if (!name) {
+                lazy_free(m);
+                return rt_error(m->ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a module");
+            }
+            snprintf(name, n, "%s%s", mk->name, suffixes[s]);
+            l->names[l->nnames++] = name;
         }
-        snprintf(name, n, "%s.grad", mk->name);
-        l->names[l->nnames++] = name;
     }
     return KERN_OK;
 }
@@ -494,17 +498,20 @@ kern_status kern_kernel_find(kern_module *m, const char *name, kern_kernel **out
             return KERN_OK;
         }
     }
+    /* a derived kernel of a kernel whose K.grad the global-access check refused says why
+     * without building anything; the others of a lazy module are built now */
     size_t namelen = strlen(name);
-    if (m->lazy && namelen > 5 && strcmp(name + namelen - 5, ".grad") == 0)
-        for (int i = 0; i < m->nkernels; i++) {
-            const char *k = m->kernels[i].meta->name;
-            if (strlen(k) == namelen - 5 && strncmp(k, name, namelen - 5) == 0) {
-                if (m->kernels[i].meta->grad_error) /* known without building anything */
-                    return rt_error(ctx, KERN_ERR_NOT_FOUND, "kernel '%s' was not built: %s", name,
-                                    m->kernels[i].meta->grad_error);
-                return find_lazy_grad(m, name, out);
-            }
-        }
+    for (int i = 0; m->lazy && i < m->nkernels; i++) {
+        const kern_meta_kernel *mk = m->kernels[i].meta;
+        size_t kl = strlen(mk->name);
+        if (kl < namelen && !strncmp(mk->name, name, kl) && mk->grad_error &&
+            (!strcmp(name + kl, ".grad") || !strcmp(name + kl, ".grad.jvp")))
+            return rt_error(ctx, KERN_ERR_NOT_FOUND, "kernel '%s' was not built: %s", name,
+                            mk->grad_error);
+    }
+    for (int i = 0; m->lazy && i < m->lazy->nnames; i++)
+        if (!strcmp(m->lazy->names[i], name))
+            return find_lazy_grad(m, name, out);
     /* "K.grad" of a kernel K whose gradient was not built says why */
     size_t nlen = strlen(name);
     if (nlen > 5 && strcmp(name + nlen - 5, ".grad") == 0) {

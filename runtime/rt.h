@@ -148,12 +148,13 @@ struct kern_kernel {
 
 /* The gradients of a JIT module, each built the first time it is looked up (jit.c). */
 typedef struct rt_lazy_grads {
-    /* compiles `grad` ("K.grad") alone into a module of ctx, *out; on failure the context's
+    /* compiles `grad` ("K.grad", "K.jvp", "K.grad.jvp") alone into a module of ctx, *out; on failure the context's
      * message says why */
     kern_status (*build)(kern_context *ctx, void *state, const char *grad, kern_module **out);
     void (*free)(void *state);
     void *state;
-    char **names;        /* "K.grad" for each kernel that passed the global-access check */
+    char **names;        /* K.jvp of each kernel; K.grad and K.grad.jvp of each kernel that
+                            passed the global-access check */
     kern_module **built; /* per name: its module once built, owned by this one */
     int nnames;
 } rt_lazy_grads;

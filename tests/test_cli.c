@@ -134,8 +134,20 @@ Test(cli, kernel_names_cannot_collide) {
                      "kernel a__grad(x: f32[]) { for i in 0..len(x) { x[i] = 2.0; } }\n");
     snprintf(args, sizeof args, "check '%s'", path);
     expect(args, 1,
-           "kernel 'a__grad' would have the symbols of 'a.grad', the gradient of kernel 'a' "
+           "kernel 'a__grad' would have the symbols of 'a.grad', derived from kernel 'a' "
            "(line 1); rename it");
+    write_text(path, "kernel a(x: f32[]) { for i in 0..len(x) { x[i] = 1.0; } }\n"
+                     "kernel a__grad__jvp(x: f32[]) { for i in 0..len(x) { x[i] = 2.0; } }\n");
+    expect(args, 1,
+           "kernel 'a__grad__jvp' would have the symbols of 'a.grad.jvp', derived from kernel "
+           "'a' (line 1); rename it");
+    write_text(path, "kernel a(x: f32[]) { for i in 0..len(x) { x[i] = 1.0; } }\n"
+                     "kernel a__jvp(x: f32[]) { for i in 0..len(x) { x[i] = 2.0; } }\n");
+    expect(args, 1,
+           "kernel 'a__jvp' would have the symbols of 'a.jvp', derived from kernel 'a' (line 1); "
+           "rename it");
+    write_text(path, "kernel a(x: f32[]) { for i in 0..len(x) { x[i] = 1.0; } }\n"
+                     "kernel a__grad(x: f32[]) { for i in 0..len(x) { x[i] = 2.0; } }\n");
     /* without a kernel `a`, the name is free */
     write_text(path, "kernel a__grad(x: f32[]) { for i in 0..len(x) { x[i] = 2.0; } }\n");
     expect(args, 0, NULL);
@@ -154,12 +166,14 @@ Test(cli, kernel_names_cannot_collide) {
     cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
     kern_module *m;
     cr_assert_eq(kern_module_load_file(ctx, so, &m), KERN_OK, "%s", kern_context_last_error(ctx));
-    char name[KERN_MAX_NAME + 8];
+    char name[KERN_MAX_NAME + 16];
     memcpy(name, src.data + 7, KERN_MAX_NAME);
     name[KERN_MAX_NAME] = '\0';
     kern_kernel *k, *g;
     cr_assert_eq(kern_kernel_find(m, name, &k), KERN_OK, "%s", kern_context_last_error(ctx));
     strcat(name, ".grad");
+    cr_assert_eq(kern_kernel_find(m, name, &g), KERN_OK, "%s", kern_context_last_error(ctx));
+    strcat(name, ".jvp"); /* the longest derived name */
     cr_assert_eq(kern_kernel_find(m, name, &g), KERN_OK, "%s", kern_context_last_error(ctx));
     float x[3] = {1, 2, 3}, y[3];
     int64_t n = 3;

@@ -1363,9 +1363,13 @@ Test(runtime, jit_gradients_are_built_on_first_lookup) {
     kern_module *m;
     cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "lazy.kern", &m), KERN_OK, "%s",
                  kern_context_last_error(ctx));
-    cr_assert_eq(kern_module_kernel_count(m), 3, "sq, inplace, sq.grad");
+    cr_assert_eq(kern_module_kernel_count(m), 6,
+                 "sq, inplace, sq.grad, sq.jvp, sq.grad.jvp, inplace.jvp");
     cr_expect_str_eq(kern_module_kernel_name(m, 2), "sq.grad");
-    cr_expect_null(kern_module_kernel_name(m, 3));
+    cr_expect_str_eq(kern_module_kernel_name(m, 3), "sq.jvp");
+    cr_expect_str_eq(kern_module_kernel_name(m, 4), "sq.grad.jvp");
+    cr_expect_str_eq(kern_module_kernel_name(m, 5), "inplace.jvp");
+    cr_expect_null(kern_module_kernel_name(m, 6));
     cr_expect_null(m->lazy->built[0], "nothing built before a lookup");
     kern_kernel *g1, *g2, *k;
     cr_assert_eq(kern_kernel_find(m, "sq.grad", &g1), KERN_OK, "%s", kern_context_last_error(ctx));
@@ -1377,6 +1381,10 @@ Test(runtime, jit_gradients_are_built_on_first_lookup) {
     cr_expect_eq(m->lazy->built[0], built);
     cr_expect_eq(kern_kernel_find(m, "inplace.grad", &k), KERN_ERR_NOT_FOUND);
     cr_expect(strstr(kern_context_last_error(ctx), "kernel 'inplace.grad' was not built: "
+                                                   "lazy.kern:5:"),
+              "%s", kern_context_last_error(ctx));
+    cr_expect_eq(kern_kernel_find(m, "inplace.grad.jvp", &k), KERN_ERR_NOT_FOUND);
+    cr_expect(strstr(kern_context_last_error(ctx), "kernel 'inplace.grad.jvp' was not built: "
                                                    "lazy.kern:5:"),
               "%s", kern_context_last_error(ctx));
     cr_expect_eq(kern_kernel_find(m, "nosuch.grad", &k), KERN_ERR_NOT_FOUND);
