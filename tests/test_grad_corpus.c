@@ -119,6 +119,7 @@ typedef struct gcase {
     char seq[MAX_SEQ][128];
     double rtol64, rtol32;
     const char *grad_name; /* NULL: "K.grad"; the self-test names a hand-written adjoint */
+    char jvp_refused[160]; /* "// jvp-refused: TEXT": K.jvp is refused with a message holding it */
 } gcase;
 
 static void trim(char *s) {
@@ -138,6 +139,7 @@ static void parse_directives(gcase *c) {
     c->nseq = 0;
     c->rtol64 = RTOL64;
     c->rtol32 = RTOL32;
+    c->jvp_refused[0] = 0;
     const char *p = c->src;
     while (*p) {
         const char *e = strchr(p, '\n');
@@ -168,6 +170,9 @@ static void parse_directives(gcase *c) {
                     c->nseq++;
                     s = bar ? bar + 1 : NULL;
                 }
+            } else if (!strncmp(body, "jvp-refused:", 12)) {
+                snprintf(c->jvp_refused, sizeof c->jvp_refused, "%.159s", body + 12);
+                trim(c->jvp_refused);
             } else if (!strncmp(body, "rtol64:", 7)) {
                 c->rtol64 = strtod(body + 7, NULL);
             } else if (!strncmp(body, "rtol32:", 7)) {
@@ -441,6 +446,8 @@ static double scalar_in_launch(const gcase *c, const aval *a, int s) {
 typedef struct run {
     kern_context *ctx;
     kern_kernel *k, *kg;
+    kern_kernel *kj; /* K.jvp, or NULL with jvp_error saying why */
+    char jvp_error[1024];
     kern_buffer *buf[MAX_PARAMS];
 } run;
 
@@ -537,6 +544,9 @@ static bool compile(const gcase *c, const char *type, run *r, msgbuf *m) {
                 kern_context_last_error(r->ctx));
         return false;
     }
+    snprintf(gname, sizeof gname, "%s.jvp", kname);
+    if (kern_kernel_find(mod, gname, &r->kj) != KERN_OK)
+        snprintf(r->jvp_error, sizeof r->jvp_error, "%s", kern_context_last_error(r->ctx));
     return true;
 }
 
@@ -666,9 +676,13 @@ static int sample_indices(int64_t count, rng_t *r, int64_t *idx) {
     return n;
 }
 
+static bool check_jvp(const gcase *c, run *r64, run *r32, aval *vals, int np, double *const *w,
+                      double *const *g64, msgbuf *m);
+
 /* The whole check of one case. Returns true when every probed gradient element is within
- * tolerance in both precisions; m gets a report either way. */
-static bool check_case(const gcase *c, msgbuf *m) {
+ * tolerance in both precisions; m gets a report either way. With jvp, K.jvp's check
+ * (check_jvp) replaces the finite differences of K.grad. */
+static bool check_case(const gcase *c, msgbuf *m, bool jvp) {
     run r64 = {0}, r32 = {0};
     bool ok = compile(c, "f64", &r64, m) && compile(c, "f32", &r32, m);
     aval vals[MAX_PARAMS];
@@ -715,6 +729,12 @@ static bool check_case(const gcase *c, msgbuf *m) {
     if (ok)
         ok = analytic(c, &r64, vals, np, w, KERN_F64, g64, m);
     bool ok32 = ok && analytic(c, &r32, vals, np, w, KERN_F32, g32, m);
+    if (jvp) { /* K.jvp against finite differences and K.grad (g64) instead */
+        ok = ok && ok32 && check_jvp(c, &r64, &r32, vals, np, w, g64, m);
+        nidx[0] = 0;
+        for (int i = 0; i < np; i++)
+            nidx[i] = 0;
+    }
     /* Finite differences in f64, central, h = 1e-6 max(1, |x|). lmag: the largest |L|
      * seen, for the rounding noise of a difference (atomic float sums run in thread
      * order, so two evaluations of one L may differ in the last bits). */
@@ -794,6 +814,200 @@ static bool check_case(const gcase *c, msgbuf *m) {
     return ok && ok32 && bad == 0;
 }
 
+/* ---- forward mode: K.jvp (reference section 11.6) ------------------------------------- */
+
+/* The state after the sequence run by K (jvp NULL) or by K.jvp with the tangents tan (in
+ * and out: the tangents of the state after); state[i] receives array i after the run
+ * (scalars: their value, which K does not change). */
+static bool run_forward(const gcase *c, run *r, kern_kernel *jvp, const aval *vals_in, int np,
+                        kern_dtype real, double **state, double **tan, msgbuf *m) {
+    aval vals[MAX_PARAMS] = {0}; /* the parameters of this precision's kernel */
+    for (int i = 0; i < np; i++) {
+        vals[i] = vals_in[i];
+        kern_kernel_param(r->k, i, &vals[i].info);
+    }
+    bool ok = make_primal_buffers(r, vals, np, m);
+    kern_buffer *tb[MAX_PARAMS] = {0};
+    for (int i = 0; ok && jvp && i < np; i++) {
+        if (!vals[i].diff)
+            continue;
+        int64_t one = 1;
+        tb[i] = vals[i].info.is_array ? make_buffer(r->ctx, vals[i].info.dtype, vals[i].rank,
+                                                    vals[i].shape, tan[i], vals[i].count, m)
+                                      : make_buffer(r->ctx, vals[i].info.dtype, 1, &one, tan[i],
+                                                    1, m);
+        ok = tb[i] != NULL;
+    }
+    int nl = c->nseq ? c->nseq : 1;
+    for (int s = 0; ok && s < nl; s++) {
+        kern_arg args[2 * MAX_PARAMS];
+        int na = 0;
+        for (int i = 0; i < np; i++)
+            args[na++] = vals[i].info.is_array
+                             ? kern_arg_buffer(r->buf[i])
+                             : scalar_arg(vals[i].info.dtype, scalar_in_launch(c, &vals[i], s));
+        for (int i = 0; jvp && i < np; i++)
+            if (vals[i].diff)
+                args[na++] = kern_arg_buffer(tb[i]);
+        kern_kernel *k = jvp ? jvp : r->k;
+        if (kern_launch(k, args, na) != KERN_OK) {
+            msg_add(m, "%s (%s): launch %d of %s failed: %s\n", c->name, kern_dtype_name(real), s,
+                    kern_kernel_name(k), kern_context_last_error(r->ctx));
+            ok = false;
+        }
+    }
+    for (int i = 0; ok && i < np; i++) {
+        if (vals[i].info.is_array)
+            ok = read_buffer(r->buf[i], state[i], m);
+        else
+            state[i][0] = vals[i].data[0];
+        if (ok && tb[i])
+            ok = read_buffer(tb[i], tan[i], m);
+    }
+    for (int i = 0; i < np; i++)
+        kern_buffer_release(tb[i]);
+    release_buffers(r, np);
+    return ok;
+}
+
+/* K.jvp of one case, in f64 and f32, against (1) central finite differences in f64 of the
+ * state after K along the same random tangent v, element by element, (2) the primal state
+ * K leaves (K.jvp updates it exactly as K does), and (3) K.grad by the dot-product identity
+ * <K.jvp(v), w> = <v, K.grad(w)>, with w the adjoint seeds of check_case and g64 the
+ * adjoints K.grad returned for them (f64). */
+static bool check_jvp(const gcase *c, run *r64, run *r32, aval *vals, int np, double *const *w,
+                      double *const *g64, msgbuf *m) {
+    kern_kernel *j64 = r64->kj, *j32 = r32->kj;
+    char jname[128];
+    snprintf(jname, sizeof jname, "%s.jvp", kern_kernel_name(r64->k));
+    if (c->jvp_refused[0]) { /* forward mode refuses this kernel, saying why */
+        bool said = !j64 && !j32 && strstr(r64->jvp_error, c->jvp_refused) &&
+                    strstr(r32->jvp_error, c->jvp_refused);
+        msg_add(m, "%s: %s %s\n", c->name, jname,
+                said ? "refused as expected" : "was not refused as the case says");
+        if (!said)
+            msg_add(m, "  (message: %s)\n", r64->jvp_error);
+        return said;
+    }
+    if (!j64 || !j32) {
+        msg_add(m, "%s: no %s: %s\n", c->name, jname, j64 ? r32->jvp_error : r64->jvp_error);
+        return false;
+    }
+    rng_t rv = {hash_str(c->name) ^ 0x5851f42d4c957f2dull};
+    double *v[MAX_PARAMS] = {0}, *t[2][MAX_PARAMS] = {{0}}, *base[MAX_PARAMS] = {0};
+    double *sp[MAX_PARAMS] = {0}, *sm[MAX_PARAMS] = {0}, *s2[2][MAX_PARAMS] = {{0}};
+    for (int i = 0; i < np; i++) {
+        size_t n = (size_t)(vals[i].count ? vals[i].count : 1);
+        base[i] = calloc(n, sizeof(double));
+        sp[i] = calloc(n, sizeof(double));
+        sm[i] = calloc(n, sizeof(double));
+        for (int p = 0; p < 2; p++) {
+            s2[p][i] = calloc(n, sizeof(double));
+            t[p][i] = calloc(n, sizeof(double));
+        }
+        v[i] = calloc(n, sizeof(double));
+        for (size_t q = 0; vals[i].diff && q < n; q++)
+            v[i][q] = t[0][i][q] = t[1][i][q] = (double)(float)(2 * rng_unit(&rv) - 1);
+    }
+    bool ok = run_forward(c, r64, NULL, vals, np, KERN_F64, base, NULL, m) &&
+              run_forward(c, r64, j64, vals, np, KERN_F64, s2[0], t[0], m) &&
+              run_forward(c, r32, j32, vals, np, KERN_F32, s2[1], t[1], m);
+    /* the primal state: K.jvp's is K's (in f64, up to the order of atomic float sums) */
+    for (int i = 0; ok && i < np; i++)
+        for (int64_t q = 0; vals[i].info.is_array && q < vals[i].count; q++)
+            if (!(fabs(s2[0][i][q] - base[i][q]) <= 1e-12 * fmax(1.0, fabs(base[i][q])) ||
+                  (isnan(base[i][q]) && isnan(s2[0][i][q])))) {
+                msg_add(m, "%s: %s left %s[%lld] = %.17g, K left %.17g\n", c->name, jname,
+                        vals[i].info.name, (long long)q, s2[0][i][q], base[i][q]);
+                ok = false;
+                break;
+            }
+    /* finite differences along v: x +- h v for every differentiable input at once */
+    double h = 1e-6, smag = 0;
+    for (int i = 0; i < np; i++)
+        for (int64_t q = 0; vals[i].diff && q < vals[i].count; q++)
+            h = fmin(h, 1e-6 * fmax(1.0, fabs(vals[i].data[q])) / fmax(1.0, fabs(v[i][q])));
+    for (int sign = 0; ok && sign < 2; sign++) {
+        aval pert[MAX_PARAMS];
+        double *data[MAX_PARAMS] = {0};
+        for (int i = 0; i < np; i++) {
+            pert[i] = vals[i];
+            size_t n = (size_t)(vals[i].count ? vals[i].count : 1);
+            data[i] = malloc(n * sizeof(double));
+            for (size_t q = 0; q < n; q++)
+                data[i][q] = vals[i].data[q] + (vals[i].diff ? (sign ? -h : h) * v[i][q] : 0);
+            pert[i].data = data[i];
+        }
+        ok = run_forward(c, r64, NULL, pert, np, KERN_F64, sign ? sm : sp, NULL, m);
+        for (int i = 0; i < np; i++)
+            free(data[i]);
+    }
+    int bad = 0;
+    for (int i = 0; ok && i < np; i++)
+        for (int64_t q = 0; vals[i].diff && q < vals[i].count; q++)
+            smag = fmax(smag, fmax(fabs(sp[i][q]), fabs(sm[i][q])));
+    for (int i = 0; ok && i < np; i++) {
+        if (!vals[i].diff)
+            continue;
+        double mp = 0;
+        for (int64_t q = 0; q < vals[i].count; q++)
+            mp = fmax(mp, fabs((sp[i][q] - sm[i][q]) / (2 * h)));
+        for (int p = 0; p < 2; p++) {
+            double rtol = p ? c->rtol32 : c->rtol64, worst = 0;
+            int nbad = 0;
+            for (int64_t q = 0; q < vals[i].count; q++) {
+                double fd = (sp[i][q] - sm[i][q]) / (2 * h);
+                double diff = fabs(t[p][i][q] - fd);
+                /* f32 tangents carry the rounding of f32 primal values (cancellations in
+                 * loops): held to rtol32 relative to at least 1% of the largest tangent */
+                double err = diff / fmax(fabs(fd), (p ? 1e-2 : FLOOR) * fmax(mp, 1e-12));
+                if (diff <= 64 * DBL_EPSILON * fmax(1.0, smag) / (2 * h))
+                    err = 0;
+                if (!(err <= rtol)) {
+                    if (nbad < 4)
+                        msg_add(m, "%s (%s): %s.tan[%lld] = %.9g, finite difference %.9g\n",
+                                c->name, p ? "f32" : "f64", vals[i].info.name, (long long)q,
+                                t[p][i][q], fd);
+                    nbad++;
+                }
+                if (!(err <= worst))
+                    worst = err;
+            }
+            msg_add(m, "%s (%s): %s.tan: %lld elements, %d wrong, worst error %.3g\n", c->name,
+                    p ? "f32" : "f64", vals[i].info.name, (long long)vals[i].count, nbad, worst);
+            bad += nbad;
+        }
+    }
+    /* the dot-product identity, f64 */
+    if (ok) {
+        double lhs = 0, rhs = 0, mag = 0;
+        for (int i = 0; i < np; i++)
+            for (int64_t q = 0; vals[i].diff && q < vals[i].count; q++) {
+                lhs += w[i][q] * t[0][i][q];
+                rhs += v[i][q] * g64[i][q];
+                mag += fabs(w[i][q] * t[0][i][q]) + fabs(v[i][q] * g64[i][q]);
+            }
+        double err = fabs(lhs - rhs) / fmax(mag, 1e-300);
+        msg_add(m, "%s: <jvp(v), w> = %.15g, <v, grad(w)> = %.15g, relative %.3g\n", c->name,
+                lhs, rhs, err);
+        if (!(err <= 1e-9)) {
+            msg_add(m, "%s: the dot-product identity fails\n", c->name);
+            bad++;
+        }
+    }
+    for (int i = 0; i < np; i++) {
+        free(v[i]);
+        free(base[i]);
+        free(sp[i]);
+        free(sm[i]);
+        for (int p = 0; p < 2; p++) {
+            free(t[p][i]);
+            free(s2[p][i]);
+        }
+    }
+    return ok && bad == 0;
+}
+
 /* ---- the corpus ---------------------------------------------------------------------- */
 
 typedef struct corpus_param {
@@ -847,7 +1061,35 @@ ParameterizedTest(corpus_param *p, grad_corpus, kernel) {
     static msgbuf report;
     report.len = 0;
     report.text[0] = 0;
-    bool ok = check_case(&c, &report);
+    bool ok = check_case(&c, &report, false);
+    cr_log_info("%s", report.text);
+    cr_assert(ok, "%s", report.text);
+    free(src);
+}
+
+/* Forward mode on the same corpus: K.jvp against finite differences along a random tangent
+ * and against K.grad by the dot-product identity (check_jvp). */
+ParameterizedTestParameters(jvp_corpus, kernel) {
+    corpus_param tmp[256];
+    int n = list_corpus(tmp, 256);
+    corpus_param *p = cr_malloc(sizeof(corpus_param) * (size_t)(n ? n : 1));
+    memcpy(p, tmp, sizeof(corpus_param) * (size_t)n);
+    return cr_make_param_array(corpus_param, p, (size_t)n, free_params);
+}
+
+ParameterizedTest(corpus_param *p, jvp_corpus, kernel) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/grad/%s", KERN_SOURCE_ROOT, p->file);
+    char *src = read_text(path);
+    cr_assert(src, "cannot read %s", path);
+    gcase c = {0};
+    c.name = p->file;
+    c.src = src;
+    parse_directives(&c);
+    static msgbuf report;
+    report.len = 0;
+    report.text[0] = 0;
+    bool ok = check_case(&c, &report, true);
     cr_log_info("%s", report.text);
     cr_assert(ok, "%s", report.text);
     free(src);
@@ -902,7 +1144,7 @@ Test(grad_harness, manual_adjoint_passes) {
     c.grad_name = "k_adj";
     static msgbuf m;
     m.len = 0;
-    cr_assert(check_case(&c, &m), "%s", m.text);
+    cr_assert(check_case(&c, &m, false), "%s", m.text);
     /* x has 100 elements: 64 probed; y and c and the scalar a too. */
     cr_assert(strstr(m.text, "manual (f64): x: 64 probed, 0 wrong"), "%s", m.text);
     cr_assert(strstr(m.text, "manual (f32): a: 1 probed, 0 wrong"), "%s", m.text);
@@ -916,7 +1158,7 @@ Test(grad_harness, planted_error_is_caught) {
     c.grad_name = "k_bad";
     static msgbuf m;
     m.len = 0;
-    cr_assert_not(check_case(&c, &m), "%s", m.text);
+    cr_assert_not(check_case(&c, &m, false), "%s", m.text);
     cr_assert(strstr(m.text, "manual (f64): y: 64 probed, 64 wrong"), "%s", m.text);
 }
 
