@@ -17,14 +17,13 @@
  *     integer constants, b the same value (or structurally the same pure computation) and
  *     uniform across all threads and iterations (a parameter, a top-level value, or a
  *     pure computation of those), or both absent (two different constants);
- *   - same task, and W runs before R in the same thread with no other thread writing the
- *     element: W precedes R in program order (or the two sit in different branches of one
- *     `if`), no for/while loop encloses them below the task body, and in a parallel task
- *     both index lists hold each parallel index value, unchanged, in the same dimension;
- *   - same task, a loop writes ahead of its reads: in some dimension the indices are
- *     `t + cr` (read) and `t + cw` (write), cw > cr, t the induction variable of a for loop
- *     that no other loop encloses below the task body, and (in a parallel task) the same
- *     thread ownership as above.
+ *   - same task, same thread, and no execution of W comes after R on R's element: for
+ *     each loop around both (outermost first), an index `t + cw` of W and `t + cr` of R in
+ *     one dimension, t that for loop's index; cw > cr settles it (W hits R's element only
+ *     in an earlier iteration), cw == cr passes to the next loop; in the same iteration
+ *     of every loop, W precedes R in program order (or the two sit in different arms of
+ *     one `if`). In a parallel task both index lists hold each parallel index value,
+ *     unchanged, in the same dimension, so no other thread writes the element.
  * Everything else is reported (the check is conservative): an error at R with a note at
  * W and a note with the fix, or warnings with --no-grad-check. One diagnostic per read
  * (its first conflicting write), at most AD_CHECK_MAX per kernel, then a note that counts
@@ -37,7 +36,7 @@
 #include <string.h>
 
 enum { AD_CHECK_MAX = 4 };    /* diagnostics per kernel */
-enum { AD_CHECK_DEPTH = 32 }; /* bound on the recursion over index expressions */
+enum { AD_CHECK_DEPTH = 32 }; /* bound on index expressions and on loop nesting */
 
 typedef struct access {
     const ir_op *op;
@@ -229,8 +228,41 @@ static const ir_op *ancestor_in(const ir_op *op, const ir_region *r, const ir_re
     }
 }
 
-/* Same task: whether every execution of w in a thread comes before r in that thread,
- * or never in the same execution of the task body as r. */
+/* How the elements of r and w relate over t, the index of a for loop around both: in
+ * some dimension they are `t + cr` and `t + cw` (small constants). 1 when cw > cr in such
+ * a dimension: w's element is r's only if w ran in an earlier iteration (t + cr - cw < t;
+ * for loops count up by one); 0 when cw == cr: only in the same iteration; -1 when no
+ * dimension proves either. */
+static int over_index(const access *r, const access *w, const ir_value *t) {
+    int rel = -1;
+    for (uint32_t d = 0; d < r->nidx && r->nidx == w->nidx; d++) {
+        const ir_value *br, *bw;
+        int64_t cr, cw;
+        split_index(r->idx[d], &br, &cr);
+        split_index(w->idx[d], &bw, &cw);
+        /* small offsets only: a u32 constant may stand for a negative one */
+        if (br != t || bw != t || cr < -(1 << 30) || cr > (1 << 30) || cw < -(1 << 30) ||
+            cw > (1 << 30))
+            continue;
+        if (cw > cr)
+            return 1;
+        if (cw == cr)
+            rel = 0;
+    }
+    return rel;
+}
+
+/* Same task, same thread: whether no execution of w writes the element that r read after
+ * r read it. Let C be the innermost region that holds both. The loops around C (below
+ * the task body) are taken outermost first; each must be a for loop whose index t
+ * appears in both index lists in one dimension as `t + cr` and `t + cw`: cw > cr proves
+ * it (w reaches r's element only in an earlier iteration of that loop, and inner loops
+ * do not matter); cw == cr moves on to the next loop (only the same iteration of this one
+ * can hit r's element). In the same iteration of every loop, w must come before r in C
+ * (or the two sit in the two arms of one if, which never both run). A loop around w
+ * alone (inside C) ends before r; one around r alone starts after w. That the two hit
+ * the same element is not needed: a read that no write of K precedes sees memory as it
+ * was, and no later write changes it either. */
 static bool w_before_r(const access *r, const access *w) {
     if (r->op == w->op)
         return false;
@@ -246,44 +278,27 @@ static bool w_before_r(const access *r, const access *w) {
         common = common->parent->parent;
     }
     ar = ancestor_in(r->op, common, r->root);
-    /* No loop may repeat the pair: every region from common up to the root. */
-    for (const ir_region *g = common; g != r->root; g = g->parent->parent)
-        if (is_loop(g->parent))
+    const ir_op *loops[AD_CHECK_DEPTH];
+    uint32_t n = 0;
+    for (const ir_region *g = common; g != r->root; g = g->parent->parent) {
+        if (!is_loop(g->parent))
+            continue;
+        if (n == AD_CHECK_DEPTH)
             return false;
+        loops[n++] = g->parent;
+    }
+    while (n-- > 0) {
+        if (loops[n]->code != IR_FOR)
+            return false; /* a while repeats with no index to tell its iterations apart */
+        int rel = over_index(r, w, loops[n]->regions[0]->args[0]);
+        if (rel != 0)
+            return rel > 0;
+    }
     if (ar == aw) /* different regions of one op: exclusive only for the two arms of an if */
         return ar->code == IR_IF;
     for (const ir_op *o = aw; o; o = o->next)
         if (o == ar)
             return true;
-    return false;
-}
-
-/* Same task: whether some dimension indexes with `t + cr` and `t + cw`, cw > cr, t the
- * induction variable of a for loop that runs once per thread (no loop encloses it below
- * the task body). Iteration t reads element t + cr; the write to it is iteration
- * t + cr - cw < t, which has finished (for loops count up by one). The time-stepping
- * layout `x[t + 1, i] = f(x[t, i])` inside `for t`. */
-static bool loop_ordered(const access *r, const access *w) {
-    if (r->nidx != w->nidx)
-        return false;
-    for (uint32_t d = 0; d < r->nidx; d++) {
-        const ir_value *br, *bw;
-        int64_t cr, cw;
-        split_index(r->idx[d], &br, &cr);
-        split_index(w->idx[d], &bw, &cw);
-        /* small offsets only: a u32 constant may stand for a negative one */
-        if (!br || br != bw || cw <= cr || cr < -(1 << 30) || cw > (1 << 30))
-            continue;
-        const ir_op *loop = br->def ? NULL : br->region->parent;
-        if (!loop || loop->code != IR_FOR || br->index != 0)
-            continue;
-        bool once = true;
-        for (const ir_region *g = loop->parent; g != r->root; g = g->parent->parent)
-            if (is_loop(g->parent))
-                once = false;
-        if (once)
-            return true;
-    }
     return false;
 }
 
@@ -295,7 +310,7 @@ static bool conflicts(const ir_kernel *k, const access *r, const access *w) {
         return false;
     if (w->order > r->order)
         return true;
-    return !((w_before_r(r, w) || loop_ordered(r, w)) && thread_owned(r, w));
+    return !(w_before_r(r, w) && thread_owned(r, w));
 }
 
 /* ---- entry point ------------------------------------------------------------------ */

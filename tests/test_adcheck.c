@@ -416,6 +416,115 @@ Test(adcheck, serial_loop_writes_ahead_shared) {
             "4:24: error: 'x' is read here", "4:22");
 }
 
+/* `m[i, 0] = m[i, 0] * 2` inside a loop: the next iteration overwrites what this one read. */
+Test(adcheck, in_place_update_in_loop) {
+    rejects("kernel k(x: f32[], m: f32[,], steps: i32) {\n"
+            "    for i in 0..shape(m, 0) {\n"
+            "        for t in 0..steps {\n"
+            "            m[i, 0] = m[i, 0] * x[i];\n"
+            "        }\n"
+            "    }\n"
+            "}\n",
+            "4:23: error: 'm' is read here and may be written afterwards by kernel 'k' "
+            "(line 4:21)",
+            "4:21");
+}
+
+/* Read, then write of the same element in the same iteration (over the loop index too). */
+Test(adcheck, read_then_write_loop_index) {
+    rejects("kernel k(m: f32[,]) {\n"
+            "    for i in 0..shape(m, 0) {\n"
+            "        for j in 0..shape(m, 1) {\n"
+            "            let v = m[i, j];\n"
+            "            m[i, j] = sin(v);\n"
+            "        }\n"
+            "    }\n"
+            "}\n",
+            "4:21: error: 'm' is read here", "5:21");
+}
+
+/* Iteration j reads m[i, j + 1], which iteration j + 1 writes afterwards. */
+Test(adcheck, read_of_later_iteration) {
+    rejects("kernel k(x: f32[], m: f32[,], loss: f32[]) {\n"
+            "    for i in 0..shape(m, 0) {\n"
+            "        var acc = 0.0;\n"
+            "        for j in 0..shape(m, 1) - 1 {\n"
+            "            m[i, j] = x[i] + acc;\n"
+            "            acc += m[i, j + 1];\n"
+            "        }\n"
+            "        loss[i] = acc;\n"
+            "    }\n"
+            "}\n",
+            "6:20: error: 'm' is read here", "5:21");
+}
+
+/* Another thread's element: thread i + 1 writes what thread i reads, loop index or not. */
+Test(adcheck, write_then_read_other_thread_in_loop) {
+    rejects("kernel k(x: f32[], m: f32[,], loss: f32[]) {\n"
+            "    for i in 0..shape(m, 0) - 1 {\n"
+            "        var acc = 0.0;\n"
+            "        for j in 0..shape(m, 1) {\n"
+            "            m[i, j] = x[i];\n"
+            "            acc += m[i + 1, j];\n"
+            "        }\n"
+            "        loss[i] = acc;\n"
+            "    }\n"
+            "}\n",
+            "6:20: error: 'm' is read here", "5:21");
+}
+
+/* An outer loop whose index the accesses lack runs the inner pair again. */
+Test(adcheck, write_then_read_outer_loop_repeats) {
+    rejects("kernel k(x: f32[], m: f32[,], loss: f32[], reps: i32) {\n"
+            "    for i in 0..shape(m, 0) {\n"
+            "        var acc = 0.0;\n"
+            "        for r in 0..reps {\n"
+            "            for j in 0..shape(m, 1) {\n"
+            "                m[i, j] = x[i] * acc;\n"
+            "                acc += m[i, j];\n"
+            "            }\n"
+            "        }\n"
+            "        loss[i] = acc;\n"
+            "    }\n"
+            "}\n",
+            "7:24: error: 'm' is read here", "6:25");
+}
+
+/* A while loop has no index that tells its iterations apart. */
+Test(adcheck, write_then_read_in_while) {
+    rejects("kernel k(x: f32[], m: f32[,], loss: f32[]) {\n"
+            "    for i in 0..shape(m, 0) {\n"
+            "        var acc = 0.0;\n"
+            "        var j = 0;\n"
+            "        while j < shape(m, 1) {\n"
+            "            m[i, j] = x[i] * acc;\n"
+            "            acc += m[i, j];\n"
+            "            j += 1;\n"
+            "        }\n"
+            "        loss[i] = acc;\n"
+            "    }\n"
+            "}\n",
+            "7:20: error: 'm' is read here", "6:21");
+}
+
+/* A read in an inner loop over kk, the write in the outer loop over j: iteration j = 1
+ * writes m[i, 1], which iteration j = 0 read at kk = 1. */
+Test(adcheck, inner_read_outer_write) {
+    rejects("kernel k(m: f32[,], loss: f32[]) {\n"
+            "    for i in 0..shape(m, 0) {\n"
+            "        var acc = 0.0;\n"
+            "        for j in 0..shape(m, 1) {\n"
+            "            for kk in 0..shape(m, 1) {\n"
+            "                acc += m[i, kk];\n"
+            "            }\n"
+            "            m[i, j] = acc;\n"
+            "        }\n"
+            "        loss[i] = acc;\n"
+            "    }\n"
+            "}\n",
+            "6:24: error: 'm' is read here", "8:21");
+}
+
 /* The uniform base is a computation inside the task, repeated in both indices. */
 Test(adcheck, uniform_computed_base) {
     accepts("kernel k(x: f32[,], t: i32) {\n"
@@ -468,6 +577,119 @@ Test(adcheck, exclusive_if_arms) {
             "        } else {\n"
             "            y[i] = x[i];\n"
             "        }\n"
+            "    }\n"
+            "}\n");
+}
+
+/* ---- same thread, inside serial loops (rule 4 over loop indices) ---------------------- */
+
+/* Taichi's test_ad_dynamic_index: iteration (j, kk) writes m[i, j, kk] and reads it back;
+ * later iterations write other elements (their j or kk differs). */
+Test(adcheck, write_then_read_loop_indices) {
+    accepts("kernel k(x: f32[], m: f32[,,], loss: f32[]) {\n"
+            "    for i in 0..shape(m, 0) {\n"
+            "        var acc = 0.0;\n"
+            "        for j in 0..shape(m, 1) {\n"
+            "            for kk in 0..shape(m, 2) {\n"
+            "                m[i, j, kk] = x[i] * f32(j + kk);\n"
+            "                acc += m[i, j, kk];\n"
+            "            }\n"
+            "        }\n"
+            "        loss[i] = acc;\n"
+            "    }\n"
+            "}\n");
+}
+
+/* A serial task: no thread ownership is needed, only the loop index. */
+Test(adcheck, write_then_read_loop_serial) {
+    accepts("kernel k(x: f32[], s: f32[]) {\n"
+            "    if len(x) > 0 {\n"
+            "        var acc = 0.0;\n"
+            "        for j in 0..len(x) {\n"
+            "            x[j] = sin(acc);\n"
+            "            acc += x[j];\n"
+            "        }\n"
+            "        s[0] = acc;\n"
+            "    }\n"
+            "}\n");
+}
+
+/* The write need not dominate the read: where it did not run, the read sees memory as it
+ * was before K, and no later write changes that element either. */
+Test(adcheck, if_guarded_write_then_read_in_loop) {
+    accepts("kernel k(x: f32[], c: f32[,], m: f32[,], loss: f32[]) {\n"
+            "    for i in 0..shape(m, 0) {\n"
+            "        var acc = 0.0;\n"
+            "        for j in 0..shape(m, 1) {\n"
+            "            if c[i, j] > 0.0 {\n"
+            "                m[i, j] = x[i] * c[i, j];\n"
+            "            }\n"
+            "            acc += sin(m[i, j]);\n"
+            "        }\n"
+            "        loss[i] = acc;\n"
+            "    }\n"
+            "}\n");
+}
+
+/* Iteration j reads m[i, j - 1], written by iteration j - 1; the read may also come
+ * before the write in the body (q: iteration j writes q[i, j + 2], read three iterations
+ * later). */
+Test(adcheck, read_of_earlier_iteration) {
+    accepts("kernel k(x: f32[], m: f32[,], q: f32[,], loss: f32[]) {\n"
+            "    for i in 0..shape(m, 0) {\n"
+            "        var acc = 0.0;\n"
+            "        for j in 1..shape(m, 1) {\n"
+            "            m[i, j] = x[i] * f32(j);\n"
+            "            acc += m[i, j - 1] * m[i, j];\n"
+            "        }\n"
+            "        for j in 1..shape(q, 1) - 2 {\n"
+            "            acc += q[i, j - 1];\n"
+            "            q[i, j + 2] = acc;\n"
+            "        }\n"
+            "        loss[i] = acc;\n"
+            "    }\n"
+            "}\n");
+}
+
+/* An outer loop writes ahead (t + 1 over t), so inner loops, even a while, do not matter. */
+Test(adcheck, outer_loop_writes_ahead) {
+    accepts("kernel k(x: f32[,,], steps: i32, n: i32) {\n"
+            "    for i in 0..shape(x, 1) {\n"
+            "        for t in 0..steps {\n"
+            "            for j in 0..shape(x, 2) {\n"
+            "                x[t + 1, i, j] = sin(x[t, i, j]);\n"
+            "            }\n"
+            "            var c = 0;\n"
+            "            while c < n {\n"
+            "                x[t + 1, i, c] = x[t, i, c] * 2.0;\n"
+            "                c += 1;\n"
+            "            }\n"
+            "        }\n"
+            "    }\n"
+            "}\n");
+}
+
+/* Written in one inner loop, read in a later one of the same outer iteration; `+=` then
+ * a read in the other arm of an if whose first arm writes the element. */
+Test(adcheck, write_then_read_sibling_loops) {
+    accepts("kernel k(x: f32[], p: f32[,,], s: f32[,], loss: f32[]) {\n"
+            "    for i in 0..shape(p, 0) {\n"
+            "        var acc = 0.0;\n"
+            "        for j in 0..shape(p, 1) {\n"
+            "            for kk in 0..shape(p, 2) {\n"
+            "                p[i, j, kk] = cos(x[i] * f32(kk));\n"
+            "            }\n"
+            "            for kk in 0..shape(p, 2) {\n"
+            "                acc += p[i, j, kk] * p[i, j, 0];\n"
+            "            }\n"
+            "            s[i, j] += x[i];\n"
+            "            if acc > 0.0 {\n"
+            "                s[i, j] = acc;\n"
+            "            } else {\n"
+            "                acc += s[i, j];\n"
+            "            }\n"
+            "        }\n"
+            "        loss[i] = acc;\n"
             "    }\n"
             "}\n");
 }
