@@ -66,6 +66,7 @@ typedef enum kern_status {
     KERN_ERR_DEVICE = 7,        /* a device-side error reported by a launch */
     KERN_ERR_OUT_OF_MEMORY = 8, /* host or device memory */
     KERN_ERR_INTERNAL = 9,      /* a bug in kern */
+    KERN_ERR_CALLBACK = 10,     /* a host callback failed (kern_tape_record_func) */
 } kern_status;
 
 /* "KERN_OK", "KERN_ERR_ARGUMENT", ...; "KERN_ERR_?" for values outside the enum. */
@@ -446,12 +447,18 @@ void kern_graph_release(kern_graph *g);
  * creates belong to it: kern_tape_clear and kern_tape_destroy release them. The tape
  * copies no data: K.grad reads the primal arrays as they are when backward runs, so a
  * launch must not overwrite an array that an earlier recorded launch read (use
- * time-indexed arrays, as the language's gradient rules require). */
+ * time-indexed arrays, as the language's gradient rules require).
+ *
+ * A step that is not a kern kernel (a library call, a host solver) is recorded with its
+ * own backward by kern_tape_record_func, below; backward calls it at its place among the
+ * kernel records. */
 typedef struct kern_tape kern_tape;
 
 kern_status kern_tape_create(kern_context *ctx, kern_tape **out);
-/* Releases the tape and the buffers it created. NULL is ignored. A context's release
- * destroys its tapes too (like its buffers and modules). */
+/* Releases the tape and the buffers it created, and calls the host steps' free_user.
+ * NULL is ignored. A context's release destroys its tapes too (like its buffers and
+ * modules). Inside a host step's backward, destroying its own tape does nothing (the
+ * context's message says why). */
 void kern_tape_destroy(kern_tape *tape);
 /* Uses grad (same dtype and shape as primal, a float dtype) as primal's adjoint. Both
  * stay owned by the caller. Replaces an earlier association, the tape's own buffer
@@ -462,19 +469,64 @@ kern_status kern_tape_set_grad(kern_tape *tape, kern_buffer *primal, kern_buffer
 kern_status kern_tape_grad(kern_tape *tape, kern_buffer *primal, kern_buffer **out);
 /* kern_launch(k, args, nargs), then records the launch if it succeeded. */
 kern_status kern_tape_launch(kern_tape *tape, kern_kernel *k, const kern_arg *args, int nargs);
-/* Runs the gradient kernels of the records, newest first. A tape runs backward once per
- * recording: a second call fails until kern_tape_clear. Fails on the first record whose
- * gradient kernel is missing or fails, naming the record and the kernel. */
+
+/* A host step's backward: turns the adjoints of the step's outputs into those of its
+ * inputs (accumulating: x.grad += ...), as K.grad does for a kernel. Returns KERN_OK, or
+ * an error status that stops kern_tape_backward (kern_tape_error gives it a message). */
+typedef kern_status (*kern_tape_backward_fn)(kern_tape *tape, void *user);
+/* Records a host step: backward(tape, user) runs during kern_tape_backward at this
+ * record's position (newest first, among the kernel records). buffers[0..nbuffers) are
+ * the buffers whose adjoints it reads or writes (buffers of other dtypes may be listed:
+ * they are only checked). The step itself has run already: this call runs nothing.
+ *
+ * Before calling backward, kern_tape_backward checks that each listed buffer is still
+ * alive (a released one is KERN_ERR_ARGUMENT naming its index), gives each f32/f64 one an
+ * adjoint (the associated one, or a zeroed one the tape owns, as for kernel records), so
+ * that kern_tape_grad finds them, and waits for the launches submitted before
+ * (kern_sync: on the CUDA device one stream synchronization per host step, on the CPU
+ * nothing to wait for), so the adjoints' memory is final even through
+ * kern_buffer_pointer. backward runs on the thread that called kern_tape_backward.
+ *
+ * Inside backward: kern_tape_grad, kern_tape_set_grad, buffer reads and writes and
+ * launches on the context (K.grad kernels included; they are ordered after what came
+ * before) are allowed, and so is another tape. Recording on, clearing, destroying or
+ * running backward this tape is refused (KERN_ERR_ARGUMENT); releasing the context is not
+ * allowed. Work that backward queues elsewhere (another library's CUDA stream) must be
+ * complete, or ordered before kern's stream (kern_context_cuda_stream), when it returns.
+ * A backward that returns an error stops the pass: kern_tape_backward returns that status
+ * with "kern_tape_backward: record R (host callback) failed: " and backward's message (the
+ * one kern_tape_error set, or that of the kern call that failed), or "the callback
+ * returned KERN_ERR_..." when there is none.
+ *
+ * Ownership: from this call on, user belongs to the tape: free_user(user) (when not NULL)
+ * runs exactly once, when the record is dropped (kern_tape_clear, kern_tape_destroy, the
+ * context's release) or, when this call fails for any reason (a NULL or released tape
+ * included), before it returns. free_user must not call kern on the tape or its context.
+ * The buffers stay the caller's, as for kern_tape_launch. Fails (KERN_ERR_ARGUMENT) for a
+ * NULL backward, a NULL, released or other context's buffer, and on a tape that has run
+ * backward. */
+kern_status kern_tape_record_func(kern_tape *tape, kern_tape_backward_fn backward, void *user,
+                                  void (*free_user)(void *user), kern_buffer *const *buffers,
+                                  int nbuffers);
+/* For a host step's backward: sets the message kern_tape_backward reports for it and
+ * returns status (KERN_OK becomes KERN_ERR_CALLBACK): return kern_tape_error(tape,
+ * KERN_ERR_CALLBACK, "the solver diverged"). */
+kern_status kern_tape_error(kern_tape *tape, kern_status status, const char *message);
+/* Runs the gradient kernels and host steps of the records, newest first. A tape runs
+ * backward once per recording: a second call fails until kern_tape_clear. Fails on the
+ * first record whose gradient kernel is missing or fails, naming the record and the kernel,
+ * or whose host step fails (above). */
 kern_status kern_tape_backward(kern_tape *tape);
-/* The number of records. */
+/* The number of records, host steps included. */
 int kern_tape_record_count(const kern_tape *tape);
 /* After backward: dL/d(scalar parameter `param`) of record `record` (0-based, in launch
  * order), read back as a double. KERN_ERR_ARGUMENT when the record or parameter is out
- * of range or the parameter is not a differentiable scalar; KERN_ERR_NOT_FOUND before
- * backward. */
+ * of range, the record is a host step, or the parameter is not a differentiable scalar;
+ * KERN_ERR_NOT_FOUND before backward. */
 kern_status kern_tape_scalar_grad(kern_tape *tape, int record, int param, double *out);
-/* Forgets the records and releases the buffers the tape created (scalar adjoints and
- * its own array adjoints); associations made with kern_tape_set_grad stay. */
+/* Forgets the records (calling the host steps' free_user) and releases the buffers the
+ * tape created (scalar adjoints and its own array adjoints); associations made with
+ * kern_tape_set_grad stay. */
 kern_status kern_tape_clear(kern_tape *tape);
 
 #if defined(__GNUC__) && !defined(KERN_NO_VISIBILITY)

@@ -34,6 +34,7 @@ const char *kern_status_name(kern_status s) {
     case KERN_ERR_DEVICE: return "KERN_ERR_DEVICE";
     case KERN_ERR_OUT_OF_MEMORY: return "KERN_ERR_OUT_OF_MEMORY";
     case KERN_ERR_INTERNAL: return "KERN_ERR_INTERNAL";
+    case KERN_ERR_CALLBACK: return "KERN_ERR_CALLBACK";
     }
     return "KERN_ERR_?";
 }
@@ -443,7 +444,7 @@ void kern_context_release(kern_context *ctx) {
         ctx->dev->ops->sync(ctx->dev, err, sizeof err);
         rt_collect(ctx, false);
         while (ctx->tapes.next != &ctx->tapes)
-            kern_tape_destroy((kern_tape *)ctx->tapes.next);
+            rt_tape_destroy((kern_tape *)ctx->tapes.next);
         rt_graphs_fini(ctx); /* before the buffers and modules it pins */
         while (ctx->modules.next != &ctx->modules)
             rt_module_destroy((kern_module *)ctx->modules.next);

@@ -57,6 +57,8 @@ kern_status rt_submit(kern_context *ctx, const rt_ready *r);
 kern_status rt_graph_record(kern_graph *g, const rt_ready *r);
 /* Frees every graph of the context (it is idle). */
 void rt_graphs_fini(kern_context *ctx);
+/* Frees a tape (the context's release), whatever it is doing. */
+void rt_tape_destroy(kern_tape *t);
 /* The error records of a replay of copy `set` of a graph that completed: formats the
  * first into msg and counts the others. */
 int rt_graph_errors(const kern_graph *g, int set, char *msg, size_t size);

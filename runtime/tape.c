@@ -11,6 +11,13 @@
  * dL/d(state before K) in place, running them newest first gives the gradient of the
  * whole sequence with no zeroing between steps.
  *
+ * A host step (kern_tape_record_func) is a record with no kernel: its buffers are kept as
+ * buffer arguments, and backward makes sure each float buffer has an adjoint, waits for
+ * the launches before (kern_sync), then calls the user's function at the record's
+ * position. The tape owns the user pointer from the recording call on and frees it once,
+ * when the record is dropped (or at once when recording fails). While backward runs, the
+ * calls that would change the record list (record, clear, destroy, backward) refuse.
+ *
  * Buffers and modules are referenced, not owned; before using a record, backward checks
  * that its module and buffers are still in the context's lists (a released handle is an
  * error, not a use after free, unless its memory was reused for a new one). Tapes are in
@@ -27,10 +34,13 @@ typedef struct tape_grad {
 } tape_grad;
 
 typedef struct tape_record {
-    kern_kernel *k;
-    kern_arg *args;
+    kern_kernel *k; /* NULL for a host step */
+    kern_arg *args; /* a host step's: its declared buffers */
     int nargs;
     kern_buffer **scalar_grads; /* per parameter: the scalar adjoint, NULL otherwise */
+    kern_tape_backward_fn backward; /* a host step's */
+    void *user;
+    void (*free_user)(void *user);
 } tape_record;
 
 struct kern_tape {
@@ -40,7 +50,8 @@ struct kern_tape {
     int nrecs, caprecs;
     tape_grad *grads;
     int ngrads, capgrads;
-    bool ran; /* backward has run over the records */
+    bool ran;     /* backward has run over the records */
+    bool running; /* backward is running (a host step's callback may be on the stack) */
 };
 
 static bool differentiable(const kern_meta_param *p) {
@@ -90,6 +101,8 @@ static void free_records(kern_tape *t) {
                 kern_buffer_release(rec->scalar_grads[i]);
         free(rec->scalar_grads);
         free(rec->args);
+        if (rec->free_user)
+            rec->free_user(rec->user);
     }
     t->nrecs = 0;
     t->ran = false;
@@ -109,8 +122,21 @@ static void free_owned_grads(kern_tape *t) {
     t->ngrads = n;
 }
 
+/* KERN_ERR_ARGUMENT (with the message) when t's backward pass is running: fn would change
+ * the record list a host step's callback is called from. */
+static kern_status refuse_running(kern_tape *t, const char *fn) {
+    if (!t->running)
+        return KERN_OK;
+    return rt_error(t->ctx, KERN_ERR_ARGUMENT,
+                    "%s: the tape is running its backward pass (a host step's callback cannot "
+                    "record on, clear, destroy or run backward its own tape)",
+                    fn);
+}
+
 kern_status kern_tape_clear(kern_tape *t) {
     if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_clear"))
+        return KERN_ERR_ARGUMENT;
+    if (refuse_running(t, "kern_tape_clear"))
         return KERN_ERR_ARGUMENT;
     free_records(t);
     free_owned_grads(t);
@@ -118,15 +144,21 @@ kern_status kern_tape_clear(kern_tape *t) {
     return KERN_OK;
 }
 
-void kern_tape_destroy(kern_tape *t) {
-    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_destroy"))
-        return;
+void rt_tape_destroy(kern_tape *t) {
     rt_list_remove(&t->link);
     free_records(t);
     free_owned_grads(t);
     free(t->recs);
     free(t->grads);
     rt_handle_free(t);
+}
+
+void kern_tape_destroy(kern_tape *t) {
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_destroy"))
+        return;
+    if (refuse_running(t, "kern_tape_destroy"))
+        return;
+    rt_tape_destroy(t);
 }
 
 static tape_grad *find_grad(kern_tape *t, const kern_buffer *primal) {
@@ -136,15 +168,23 @@ static tape_grad *find_grad(kern_tape *t, const kern_buffer *primal) {
     return NULL;
 }
 
+/* items (n of size bytes, room for *cap) with room for one more: the same or a larger
+ * allocation (*cap doubled from first); NULL, items untouched, when host memory runs out. */
+static void *grow(void *items, int n, int *cap, size_t size, int first) {
+    if (n < *cap)
+        return items;
+    int c = *cap ? *cap * 2 : first;
+    void *p = realloc(items, (size_t)c * size);
+    if (p)
+        *cap = c;
+    return p;
+}
+
 static tape_grad *add_grad(kern_tape *t) {
-    if (t->ngrads == t->capgrads) {
-        int cap = t->capgrads ? t->capgrads * 2 : 8;
-        tape_grad *g = realloc(t->grads, (size_t)cap * sizeof *g);
-        if (!g)
-            return NULL;
-        t->grads = g;
-        t->capgrads = cap;
-    }
+    tape_grad *g = grow(t->grads, t->ngrads, &t->capgrads, sizeof *g, 8);
+    if (!g)
+        return NULL;
+    t->grads = g;
     return &t->grads[t->ngrads++];
 }
 
@@ -196,6 +236,28 @@ kern_status kern_tape_grad(kern_tape *t, kern_buffer *primal, kern_buffer **out)
     return KERN_OK;
 }
 
+/* Whether fn may add a record to t (else the message says why). */
+static bool can_record(kern_tape *t, const char *fn) {
+    if (refuse_running(t, fn))
+        return false;
+    if (t->ran)
+        rt_error(t->ctx, KERN_ERR_ARGUMENT,
+                 "%s: the tape has run backward; kern_tape_clear starts a new recording", fn);
+    return !t->ran;
+}
+
+/* A zeroed record at the end of the list (not counted until the caller's nrecs++);
+ * NULL when host memory runs out. */
+static tape_record *new_record(kern_tape *t) {
+    tape_record *r = grow(t->recs, t->nrecs, &t->caprecs, sizeof *r, 16);
+    if (!r)
+        return NULL;
+    t->recs = r;
+    tape_record *rec = &t->recs[t->nrecs];
+    memset(rec, 0, sizeof *rec);
+    return rec;
+}
+
 kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args, int nargs) {
     if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_launch"))
         return KERN_ERR_ARGUMENT;
@@ -206,25 +268,15 @@ kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args,
     if (k->mod->ctx != ctx)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "kern_tape_launch: kernel '%s' belongs to another context", k->meta->name);
-    if (t->ran)
-        return rt_error(ctx, KERN_ERR_ARGUMENT,
-                        "kern_tape_launch: the tape has run backward; kern_tape_clear starts a "
-                        "new recording");
+    if (!can_record(t, "kern_tape_launch"))
+        return KERN_ERR_ARGUMENT;
     kern_status s = kern_launch(k, args, nargs);
     if (s != KERN_OK)
         return s;
-    if (t->nrecs == t->caprecs) {
-        int cap = t->caprecs ? t->caprecs * 2 : 16;
-        tape_record *r = realloc(t->recs, (size_t)cap * sizeof *r);
-        if (!r)
-            return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
-                            "out of host memory: kernel '%s' ran but was not recorded",
-                            k->meta->name);
-        t->recs = r;
-        t->caprecs = cap;
-    }
-    tape_record *rec = &t->recs[t->nrecs];
-    memset(rec, 0, sizeof *rec);
+    tape_record *rec = new_record(t);
+    if (!rec)
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
+                        "out of host memory: kernel '%s' ran but was not recorded", k->meta->name);
     rec->k = k;
     rec->nargs = nargs;
     rec->args = malloc(((size_t)nargs + 1) * sizeof *rec->args);
@@ -241,6 +293,67 @@ kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args,
     return KERN_OK;
 }
 
+/* The checks of kern_tape_record_func; the caller frees user on failure. */
+static kern_status check_record_func(kern_tape *t, kern_tape_backward_fn backward,
+                                     kern_buffer *const *buffers, int nbuffers) {
+    kern_context *ctx = t->ctx;
+    if (!backward)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_record_func: backward is NULL");
+    if (nbuffers < 0 || (nbuffers > 0 && !buffers))
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_record_func: %d buffers%s", nbuffers,
+                        nbuffers < 0 ? " (a negative count)" : ", and buffers is NULL");
+    for (int i = 0; i < nbuffers; i++) {
+        if (!buffers[i])
+            return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_record_func: buffer %d is NULL", i);
+        if (!buffer_alive(ctx, buffers[i]))
+            return rt_error(ctx, KERN_ERR_ARGUMENT,
+                            "kern_tape_record_func: buffer %d is not a live buffer of the "
+                            "tape's context",
+                            i);
+    }
+    return can_record(t, "kern_tape_record_func") ? KERN_OK : KERN_ERR_ARGUMENT;
+}
+
+kern_status kern_tape_record_func(kern_tape *t, kern_tape_backward_fn backward, void *user,
+                                  void (*free_user)(void *user), kern_buffer *const *buffers,
+                                  int nbuffers) {
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_record_func")) {
+        if (free_user)
+            free_user(user);
+        return KERN_ERR_ARGUMENT;
+    }
+    kern_context *ctx = t->ctx;
+    rt_clear_error(ctx);
+    kern_status s = check_record_func(t, backward, buffers, nbuffers);
+    tape_record *rec = s == KERN_OK ? new_record(t) : NULL;
+    kern_arg *args = rec ? malloc(((size_t)nbuffers + 1) * sizeof *args) : NULL;
+    if (s == KERN_OK && !args)
+        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
+                     "out of host memory: the host step was not recorded");
+    if (s != KERN_OK) {
+        if (free_user)
+            free_user(user);
+        return s;
+    }
+    for (int i = 0; i < nbuffers; i++)
+        args[i] = kern_arg_buffer(buffers[i]);
+    *rec = (tape_record){.args = args,
+                         .nargs = nbuffers,
+                         .backward = backward,
+                         .user = user,
+                         .free_user = free_user};
+    t->nrecs++;
+    return KERN_OK;
+}
+
+kern_status kern_tape_error(kern_tape *t, kern_status status, const char *message) {
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_error"))
+        return KERN_ERR_ARGUMENT;
+    if (status == KERN_OK)
+        status = KERN_ERR_CALLBACK;
+    return rt_error(t->ctx, status, "%s", message ? message : "");
+}
+
 int kern_tape_record_count(const kern_tape *t) {
     return t && rt_handle_check(t, RT_H_TAPE, "kern_tape_record_count") ? t->nrecs : 0;
 }
@@ -249,6 +362,58 @@ int kern_tape_record_count(const kern_tape *t) {
 static kern_status new_zeroed(kern_tape *t, kern_dtype dtype, int rank, const int64_t *shape,
                               kern_buffer **out) {
     return kern_buffer_create(t->ctx, dtype, rank, shape, NULL, out);
+}
+
+/* The adjoint of b: the associated one, or a zeroed one the tape creates and owns. what
+ * names b in the message when the associated adjoint was released. */
+static kern_status ensure_grad(kern_tape *t, kern_buffer *b, const char *what, kern_buffer **out) {
+    kern_context *ctx = t->ctx;
+    tape_grad *g = find_grad(t, b);
+    if (g && !buffer_alive(ctx, g->grad))
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "the adjoint buffer of %s was released", what);
+    if (!g) {
+        kern_buffer *gb;
+        kern_status s = new_zeroed(t, b->dtype, b->rank, b->shape, &gb);
+        if (s != KERN_OK)
+            return s;
+        if (!(g = add_grad(t))) {
+            kern_buffer_release(gb);
+            return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+        }
+        *g = (tape_grad){b, gb, true};
+    }
+    *out = g->grad;
+    return KERN_OK;
+}
+
+/* A host step: its buffers alive and given adjoints, the launches before it complete,
+ * then its callback. */
+static kern_status backward_host(kern_tape *t, tape_record *rec, bool *in_callback) {
+    kern_context *ctx = t->ctx;
+    for (int i = 0; i < rec->nargs; i++)
+        if (!buffer_alive(ctx, rec->args[i].u.buffer))
+            return rt_error(ctx, KERN_ERR_ARGUMENT, "its buffer %d was released", i);
+    for (int i = 0; i < rec->nargs; i++) {
+        kern_buffer *b = rec->args[i].u.buffer, *g;
+        if (b->dtype != KERN_F32 && b->dtype != KERN_F64)
+            continue;
+        char what[32];
+        snprintf(what, sizeof what, "its buffer %d", i);
+        kern_status s = ensure_grad(t, b, what, &g);
+        if (s != KERN_OK)
+            return s;
+    }
+    /* the callback may touch the adjoints' memory directly (kern_buffer_pointer, another
+     * library's stream): the gradient launches before it must be complete */
+    kern_status s = kern_sync(ctx);
+    if (s != KERN_OK)
+        return rt_error(ctx, s, "the gradient launches before it failed: %s", ctx->msg);
+    *in_callback = true;
+    rt_clear_error(ctx);
+    s = rec->backward(t, rec->user);
+    if (s != KERN_OK && !ctx->msg[0])
+        rt_error(ctx, s, "the callback returned %s", kern_status_name(s));
+    return s;
 }
 
 static kern_status backward_one(kern_tape *t, int r) {
@@ -293,24 +458,10 @@ static kern_status backward_one(kern_tape *t, int r) {
             continue;
         kern_buffer *gb = NULL;
         if (ty_is_array(p->type)) {
-            kern_buffer *b = rec->args[i].u.buffer;
-            tape_grad *g = find_grad(t, b);
-            if (g && !buffer_alive(ctx, g->grad)) {
-                s = rt_error(ctx, KERN_ERR_ARGUMENT,
-                             "the adjoint buffer of parameter '%s' was released", p->name);
+            char what[160];
+            snprintf(what, sizeof what, "parameter '%s'", p->name);
+            if ((s = ensure_grad(t, rec->args[i].u.buffer, what, &gb)) != KERN_OK)
                 goto cleanup;
-            }
-            if (!g) {
-                if ((s = new_zeroed(t, b->dtype, b->rank, b->shape, &gb)) != KERN_OK)
-                    goto cleanup;
-                if (!(g = add_grad(t))) {
-                    kern_buffer_release(gb);
-                    s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
-                    goto cleanup;
-                }
-                *g = (tape_grad){b, gb, true};
-            }
-            gb = g->grad;
         } else {
             int64_t one = 1;
             if (!rec->scalar_grads[i] && (s = new_zeroed(t, rt_dtype_of(p->type), 1, &one,
@@ -331,21 +482,29 @@ kern_status kern_tape_backward(kern_tape *t) {
         return KERN_ERR_ARGUMENT;
     kern_context *ctx = t->ctx;
     rt_clear_error(ctx);
+    if (refuse_running(t, "kern_tape_backward"))
+        return KERN_ERR_ARGUMENT;
     if (t->ran)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "kern_tape_backward: the tape has run backward already; "
                         "kern_tape_clear starts a new recording");
     t->ran = true;
-    for (int r = t->nrecs - 1; r >= 0; r--) {
-        kern_status s = backward_one(t, r);
-        if (s != KERN_OK) {
-            const char *name =
-                module_alive(ctx, t->recs[r].k->mod) ? t->recs[r].k->meta->name : "?";
-            return rt_error(ctx, s, "kern_tape_backward: record %d (kernel '%s'): %s", r, name,
-                            ctx->msg);
+    t->running = true;
+    kern_status s = KERN_OK;
+    for (int r = t->nrecs - 1; r >= 0 && s == KERN_OK; r--) {
+        tape_record *rec = &t->recs[r];
+        if (!rec->k) {
+            bool in_callback = false;
+            if ((s = backward_host(t, rec, &in_callback)) != KERN_OK)
+                rt_error(ctx, s, "kern_tape_backward: record %d (host callback)%s %s", r,
+                         in_callback ? " failed:" : ":", ctx->msg);
+        } else if ((s = backward_one(t, r)) != KERN_OK) {
+            const char *name = module_alive(ctx, rec->k->mod) ? rec->k->meta->name : "?";
+            rt_error(ctx, s, "kern_tape_backward: record %d (kernel '%s'): %s", r, name, ctx->msg);
         }
     }
-    return KERN_OK;
+    t->running = false;
+    return s;
 }
 
 kern_status kern_tape_scalar_grad(kern_tape *t, int record, int param, double *out) {
@@ -360,6 +519,11 @@ kern_status kern_tape_scalar_grad(kern_tape *t, int record, int param, double *o
                         "kern_tape_scalar_grad: record %d is out of range (the tape has %d)",
                         record, t->nrecs);
     tape_record *rec = &t->recs[record];
+    if (!rec->k)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_scalar_grad: record %d is a host step (kern_tape_record_func), "
+                        "which has no scalar parameters",
+                        record);
     if (!module_alive(ctx, rec->k->mod))
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "kern_tape_scalar_grad: the module of record %d was released", record);

@@ -39,9 +39,9 @@ import weakref  # noqa: F401
 
 from ._buffer import Buffer
 from ._context import Context, context, synchronize
-from ._errors import (ArgumentError, CompileError, CopyWarning, DeviceError, Error, FormatError,
-                      InternalError, IOError, NotFoundError, OutOfMemoryError, UnsupportedError,
-                      _check)  # noqa: F401
+from ._errors import (ArgumentError, CallbackError, CompileError, CopyWarning, DeviceError, Error,
+                      FormatError, InternalError, IOError, NotFoundError, OutOfMemoryError,
+                      UnsupportedError, _check)  # noqa: F401
 from ._gradcheck import gradcheck
 from ._library import _c, _lib, version  # noqa: F401
 from ._module import Kernel, Module, compile, load
@@ -50,7 +50,7 @@ from ._tape import Tape
 __all__ = [
     "Context", "Module", "Kernel", "Buffer", "Tape", "Error", "ArgumentError",
     "NotFoundError", "IOError", "FormatError", "CompileError", "UnsupportedError",
-    "DeviceError", "OutOfMemoryError", "InternalError", "CopyWarning", "context",
+    "DeviceError", "OutOfMemoryError", "InternalError", "CallbackError", "CopyWarning", "context",
     "compile", "load", "gradcheck", "synchronize", "version",
 ]
 

@@ -46,13 +46,20 @@ class InternalError(Error, RuntimeError):
     status = "KERN_ERR_INTERNAL"
 
 
+class CallbackError(Error, RuntimeError):
+    """A host step's backward failed (Tape.record_func): Tape.backward raises the
+    callback's own exception, with this one (naming the record) as its cause."""
+    status = "KERN_ERR_CALLBACK"
+
+
 class CopyWarning(UserWarning):
     """An argument could not be used in place and was copied (wrong dtype, not contiguous,
     read-only, another device); the message names the kernel and the parameter."""
 
 
 _ERRORS = {1: ArgumentError, 2: NotFoundError, 3: IOError, 4: FormatError, 5: CompileError,
-           6: UnsupportedError, 7: DeviceError, 8: OutOfMemoryError, 9: InternalError}
+           6: UnsupportedError, 7: DeviceError, 8: OutOfMemoryError, 9: InternalError,
+           10: CallbackError}
 
 
 def _check(status, ctx_ptr, what=None):

@@ -112,6 +112,8 @@ _c = {
     "tape_scalar_grad": _fn("kern_tape_scalar_grad", _st, _vp, _int, _int,
                             ctypes.POINTER(ctypes.c_double)),
     "tape_clear": _fn("kern_tape_clear", _st, _vp),
+    "tape_record_func": _fn("kern_tape_record_func", _st, _vp, _vp, _vp, _vp, _pvp, _int),
+    "tape_error": _fn("kern_tape_error", _st, _vp, _st, ctypes.c_char_p),
     "tape_count": _fn("kern_tape_record_count", _int, _vp),
 }
 

@@ -1,16 +1,23 @@
-"""The tape: Tape (records kernel calls inside `with tape:` and runs their gradients in
-reverse) and _current_tape, the innermost tape of this thread."""
+"""The tape: Tape (records kernel calls inside `with tape:` and host steps with their own
+backward, and runs their gradients in reverse) and _current_tape, the innermost tape of
+this thread."""
 
 import ctypes
 import threading
+import weakref
 
-from ._buffer import Buffer, _to_host
+from ._buffer import Buffer, _dlpack_import, _dtype_code, _to_host
 from ._context import context as _default_context
-from ._errors import ArgumentError, _check
+from ._errors import ArgumentError, Error, _check
 from ._library import _c, _np
 from ._views import _dtype_mismatch, _show
 
 _tls = threading.local()
+
+# kern_tape_backward_fn and free_user (kern.h): each tape makes one of each, bound to it
+_BACKWARD_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+_FREE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_KERN_ERR_CALLBACK = 10
 
 
 def _current_tape():
@@ -39,6 +46,12 @@ class Tape:
         self._buffers = {}  # id(array) -> (array, Buffer)
         self._keep = []
         self._seeds = []
+        self._steps = {}  # host steps: key -> (backward, arrays), until the C record is freed
+        self._next_step = 1
+        self._error = None  # the exception a host step raised during backward
+        ref = weakref.ref(self)  # the C callbacks must not keep the tape alive
+        self._c_backward = _BACKWARD_FN(lambda tape, key: _run_step(ref, key))
+        self._c_free = _FREE_FN(lambda key: _free_step(ref, key))
 
     def __enter__(self):
         if not hasattr(_tls, "tapes"):
@@ -72,6 +85,65 @@ class Tape:
                self.context._ptr)
         self._keep.append(kernel.module)
 
+    def record_func(self, backward, arrays):
+        """Records a step that is not a kern kernel (NumPy, a library, PyTorch) with its own
+        backward, as wp.Tape.record_func: backward() (no arguments) runs during
+        tape.backward() at this record's place, newest first among the kernel calls.
+        arrays: the kern Buffers and arrays (NumPy, tensors; used in place) whose adjoints
+        it reads or writes: inside it tape.grad(a) reads one, tape.adjoint(a) is one in
+        place (`+=` on its .numpy() on the CPU), and those not yet on the tape start at
+        zero. It should turn the adjoints after the step into those before it: x's += ...
+        for an input, an overwritten output's set to zero. The tape keeps backward and
+        the arrays until it is cleared or released; an exception in backward propagates
+        out of tape.backward()."""
+        if not callable(backward):
+            raise ArgumentError("Tape.record_func: backward is not callable (%s)"
+                                % type(backward).__name__)
+        if isinstance(arrays, Buffer) or hasattr(arrays, "__dlpack__") or \
+                hasattr(arrays, "__array_interface__"):
+            arrays = [arrays]
+        arrays = list(arrays)
+        bufs = [self._step_buffer(a, i) for i, a in enumerate(arrays)]
+        ptrs = (ctypes.c_void_p * max(len(bufs), 1))(*[b._live() for b in bufs])
+        key = self._next_step
+        self._next_step += 1
+        self._steps[key] = (backward, arrays, bufs)  # freed by _free_step, even on failure
+        _check(_c["tape_record_func"](self._live(), ctypes.cast(self._c_backward, ctypes.c_void_p),
+                                      key, ctypes.cast(self._c_free, ctypes.c_void_p), ptrs,
+                                      len(bufs)), self.context._ptr)
+
+    def _step_buffer(self, v, i):
+        """The kern buffer of a host step's array i: a Buffer, the one a recorded call used,
+        or the array's memory wrapped in place (the tape keeps it)."""
+        if isinstance(v, Buffer):
+            if v.context is not self.context:
+                raise ArgumentError("Tape.record_func: array %d belongs to another context" % i)
+            return v
+        b = self._cached(v)
+        if b is not None:
+            return b
+        np = _np()
+        if isinstance(v, np.ndarray) and self.context.device == "cpu" and \
+                v.flags.c_contiguous and v.flags.writeable and 1 <= v.ndim <= 4:
+            dims = (ctypes.c_int64 * v.ndim)(*v.shape)
+            out = ctypes.c_void_p()
+            _check(_c["buf_wrap"](self.context._live(), _dtype_code(v.dtype), v.ndim, dims,
+                                  v.ctypes.data, None, None, ctypes.byref(out)),
+                   self.context._ptr)
+            b = Buffer(self.context, out.value, _dtype_code(v.dtype), v.shape, owner=v)
+        else:
+            b, why = _dlpack_import(self.context, v)
+            if b is None:
+                raise ArgumentError("Tape.record_func: array %d cannot be used in place (%s); "
+                                    "give a kern.Buffer" % (i, why))
+        self._remember(v, b)
+        return b
+
+    def _live(self):
+        if not self._ptr:
+            raise ArgumentError("the tape was released")
+        return self._ptr
+
     def backward(self, seeds=None):
         """Runs the gradient kernels, newest call first. seeds: (output array, dL/d(output))
         pairs (a list; or a dict where the arrays are hashable, as Buffers and tensors are),
@@ -88,7 +160,20 @@ class Tape:
                                     % (g.shape, b.shape))
             _check(_c["tape_set_grad"](self._ptr, b._live(), g._live()), self.context._ptr)
             self._seeds.append(g)
-        _check(_c["tape_backward"](self._ptr), self.context._ptr)
+        self._error = None
+        status = _c["tape_backward"](self._ptr)
+        err, self._error = self._error, None
+        try:
+            _check(status, self.context._ptr)
+            return
+        except Error as e:
+            if err is None:
+                raise
+            failed = e
+        # a host step raised: its exception, chained to the error naming the record
+        if err.__cause__ is None and err.__context__ is None:
+            err.__cause__ = failed
+        raise err
 
     def grad(self, primal):
         """dL/d(primal) after backward, as a NumPy array (a copy); for a structured array
@@ -105,6 +190,16 @@ class Tape:
         finally:
             adj._ptr = None  # the tape owns it (or the seed buffer does)
 
+    def adjoint(self, primal):
+        """The adjoint of primal as a kern.Buffer, in place: .numpy() views it on the CPU
+        (`tape.adjoint(x).numpy()[:] += ...` inside a record_func backward), .write() and
+        DLPack (torch.from_dlpack) elsewhere. The tape owns it: valid until tape.zero() or
+        tape.release()."""
+        b = self._buffer_of(primal)
+        g = ctypes.c_void_p()
+        _check(_c["tape_grad"](self._ptr, b._live(), ctypes.byref(g)), self.context._ptr)
+        return _Borrowed(self.context, g.value, b.dtype, b.shape)
+
     def scalar_grad(self, record, param):
         """dL/d(scalar parameter `param`, a name or index) of record `record`."""
         out = ctypes.c_double()
@@ -119,7 +214,8 @@ class Tape:
         return _c["tape_count"](self._ptr)
 
     def zero(self):
-        """Forgets the records and the adjoints (a new recording starts)."""
+        """Forgets the records (and the host steps' callables) and the adjoints (a new
+        recording starts)."""
         _check(_c["tape_clear"](self._ptr), self.context._ptr)
         self._seeds = []
 
@@ -130,12 +226,43 @@ class Tape:
         self._buffers = {}
         self._keep = []
         self._seeds = []
+        self._steps = {}
 
     def __del__(self):
         try:
             self.release()
         except Exception:
             pass
+
+
+def _run_step(ref, key):
+    """kern_tape_backward_fn: calls a host step's backward; an exception is kept for
+    Tape.backward to raise, and fails the pass with its text."""
+    tape = ref()
+    try:
+        tape._steps[key][0]()
+        return 0
+    except BaseException as e:  # noqa: B036 - nothing may unwind through the C frames
+        if tape is None:
+            return _KERN_ERR_CALLBACK
+        tape._error = e
+        text = "%s: %s" % (type(e).__name__, e) if str(e) else type(e).__name__
+        return _c["tape_error"](tape._ptr, _KERN_ERR_CALLBACK, text.encode(errors="replace"))
+
+
+def _free_step(ref, key):
+    """free_user: the C record is gone; so are the step's callable and arrays."""
+    tape = ref()
+    if tape is not None:
+        tape._steps.pop(key, None)
+
+
+class _Borrowed(Buffer):
+    """A buffer the tape owns, lent out: releasing it only forgets it."""
+
+    def release(self):
+        self._ptr = None
+        self._owner = None
 
 
 def _structured(a):

@@ -1,0 +1,421 @@
+/* test_tape.c - host steps on the gradient tape (suite `tape`): kern_tape_record_func
+ * between kernel records, gradients against plain C loops in f64; a host step whose
+ * backward launches a K.grad kernel; the callback's errors and their messages; free_user
+ * called exactly once (clear, destroy, the context's release, failed recordings);
+ * released buffers; a callback that tries to change its own tape.
+ *
+ * The contexts are on $KERN_TEST_BACKEND (test_backend.h), so the host steps' ordering
+ * against device launches is checked on the GPU machine too. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "../include/kern.h"
+#include "test_backend.h"
+
+static const char src[] = "kernel sq(x: f32[], y: f32[], a: f32) {\n"
+                          "    for i in 0..len(x) {\n"
+                          "        y[i] = a * x[i] * x[i];\n"
+                          "    }\n"
+                          "}\n";
+
+static kern_context *new_ctx(void) {
+    kern_context_options o = kern_context_options_default();
+    o.threads = 2;
+    o.backend = kern_test_backend();
+    kern_context *ctx = NULL;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
+    return ctx;
+}
+
+static kern_module *compile(kern_context *ctx) {
+    kern_module *m = NULL;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "sq.kern", &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    return m;
+}
+
+static kern_kernel *find(kern_module *m, const char *name) {
+    kern_kernel *k = NULL;
+    cr_assert_eq(kern_kernel_find(m, name, &k), KERN_OK);
+    return k;
+}
+
+static kern_buffer *fbuf(kern_context *ctx, int64_t n, const float *data) {
+    kern_buffer *b = NULL;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, data, &b), KERN_OK);
+    return b;
+}
+
+static void readf(kern_buffer *b, float *out, size_t n) {
+    cr_assert_eq(kern_buffer_read(b, out, n * sizeof *out), KERN_OK);
+}
+
+/* ---- y = A x on the host, with x.grad += A^T y.grad --------------------------------- */
+
+enum { N = 13, M = 7 };
+
+typedef struct matvec {
+    kern_buffer *x, *y;
+    float a[M][N];
+    int calls;
+} matvec;
+
+static void matvec_forward(matvec *mv) {
+    float x[N], y[M];
+    readf(mv->x, x, N);
+    for (int i = 0; i < M; i++) {
+        y[i] = 0;
+        for (int j = 0; j < N; j++)
+            y[i] += mv->a[i][j] * x[j];
+    }
+    cr_assert_eq(kern_buffer_write(mv->y, y, sizeof y), KERN_OK);
+}
+
+static kern_status matvec_backward(kern_tape *t, void *user) {
+    matvec *mv = user;
+    mv->calls++;
+    kern_buffer *gx, *gy;
+    kern_status s;
+    if ((s = kern_tape_grad(t, mv->x, &gx)) != KERN_OK ||
+        (s = kern_tape_grad(t, mv->y, &gy)) != KERN_OK)
+        return s;
+    float dx[N], dy[M];
+    if ((s = kern_buffer_read(gx, dx, sizeof dx)) != KERN_OK ||
+        (s = kern_buffer_read(gy, dy, sizeof dy)) != KERN_OK)
+        return s;
+    for (int j = 0; j < N; j++)
+        for (int i = 0; i < M; i++)
+            dx[j] += mv->a[i][j] * dy[i];
+    /* y is written, not read: its adjoint before the step is zero (as K.grad leaves it) */
+    float zero[M] = {0};
+    if ((s = kern_buffer_write(gx, dx, sizeof dx)) != KERN_OK)
+        return s;
+    return kern_buffer_write(gy, zero, sizeof zero);
+}
+
+Test(tape, host_step_between_kernels_against_c) {
+    kern_context *ctx = new_ctx();
+    kern_kernel *sq = find(compile(ctx), "sq");
+    float x0[N], w[M];
+    matvec mv = {0};
+    for (int j = 0; j < N; j++)
+        x0[j] = 0.15f * (float)(j % 5) - 0.3f;
+    for (int i = 0; i < M; i++) {
+        w[i] = 1.0f - 0.25f * (float)i;
+        for (int j = 0; j < N; j++)
+            mv.a[i][j] = (float)((i * 3 + j * 5) % 7) * 0.25f - 0.75f;
+    }
+    const float a1 = 1.25f, a2 = -0.5f;
+    kern_buffer *b0 = fbuf(ctx, N, x0), *b1 = fbuf(ctx, N, NULL), *y = fbuf(ctx, M, NULL),
+                *z = fbuf(ctx, M, NULL), *gz = fbuf(ctx, M, w);
+    mv.x = b1;
+    mv.y = y;
+    kern_tape *t;
+    cr_assert_eq(kern_tape_create(ctx, &t), KERN_OK);
+    cr_assert_eq(kern_tape_set_grad(t, z, gz), KERN_OK);
+    /* x1 = a1 x0^2; y = A x1 (host); z = a2 y^2; L = sum w z */
+    kern_arg l1[3] = {kern_arg_buffer(b0), kern_arg_buffer(b1), kern_arg_f32(a1)};
+    kern_arg l2[3] = {kern_arg_buffer(y), kern_arg_buffer(z), kern_arg_f32(a2)};
+    cr_assert_eq(kern_tape_launch(t, sq, l1, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+    matvec_forward(&mv);
+    kern_buffer *bufs[2] = {b1, y};
+    cr_assert_eq(kern_tape_record_func(t, matvec_backward, &mv, NULL, bufs, 2), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    cr_assert_eq(kern_tape_launch(t, sq, l2, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_tape_record_count(t), 3);
+    cr_assert_eq(mv.calls, 0);
+    cr_assert_eq(kern_tape_backward(t), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(mv.calls, 1);
+
+    double x1[N], yy[M], gy[M], gx1[N] = {0}, gx0[N], ga1 = 0, ga2 = 0;
+    for (int j = 0; j < N; j++)
+        x1[j] = (double)a1 * x0[j] * x0[j];
+    for (int i = 0; i < M; i++) {
+        yy[i] = 0;
+        for (int j = 0; j < N; j++)
+            yy[i] += (double)mv.a[i][j] * x1[j];
+        gy[i] = w[i] * 2.0 * a2 * yy[i];
+        ga2 += w[i] * yy[i] * yy[i];
+        for (int j = 0; j < N; j++)
+            gx1[j] += mv.a[i][j] * gy[i];
+    }
+    for (int j = 0; j < N; j++) {
+        gx0[j] = gx1[j] * 2.0 * a1 * x0[j];
+        ga1 += gx1[j] * x0[j] * x0[j];
+    }
+    kern_buffer *g0;
+    cr_assert_eq(kern_tape_grad(t, b0, &g0), KERN_OK);
+    float r[N];
+    readf(g0, r, N);
+    for (int j = 0; j < N; j++)
+        cr_assert(fabs(r[j] - gx0[j]) <= 1e-5 * (1 + fabs(gx0[j])), "x0.grad[%d] = %g, want %g", j,
+                  r[j], gx0[j]);
+    double d;
+    cr_assert_eq(kern_tape_scalar_grad(t, 0, 2, &d), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert(fabs(d - ga1) <= 1e-4 * (1 + fabs(ga1)), "a1.grad = %g, want %g", d, ga1);
+    cr_assert_eq(kern_tape_scalar_grad(t, 2, 2, &d), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert(fabs(d - ga2) <= 1e-4 * (1 + fabs(ga2)), "a2.grad = %g, want %g", d, ga2);
+    /* a host step has no scalar parameters */
+    cr_assert_eq(kern_tape_scalar_grad(t, 1, 0, &d), KERN_ERR_ARGUMENT);
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "kern_tape_scalar_grad: record 1 is a host step (kern_tape_record_func), "
+                     "which has no scalar parameters");
+    kern_tape_destroy(t);
+    kern_context_release(ctx);
+}
+
+/* A host step that ran sq with kern_launch (unrecorded) and whose backward launches
+ * sq.grad itself gives what recording sq gives. */
+typedef struct via_grad {
+    kern_kernel *grad;
+    kern_buffer *x, *y, *ga;
+    float a;
+} via_grad;
+
+static kern_status launch_grad(kern_tape *t, void *user) {
+    via_grad *v = user;
+    kern_buffer *gx, *gy;
+    kern_status s;
+    if ((s = kern_tape_grad(t, v->x, &gx)) != KERN_OK ||
+        (s = kern_tape_grad(t, v->y, &gy)) != KERN_OK)
+        return s;
+    kern_arg args[6] = {kern_arg_buffer(v->x), kern_arg_buffer(v->y), kern_arg_f32(v->a),
+                        kern_arg_buffer(gx),   kern_arg_buffer(gy),   kern_arg_buffer(v->ga)};
+    return kern_launch(v->grad, args, 6);
+}
+
+Test(tape, host_step_may_launch_gradient_kernels) {
+    kern_context *ctx = new_ctx();
+    kern_module *mod = compile(ctx);
+    kern_kernel *sq = find(mod, "sq"), *sqg = find(mod, "sq.grad");
+    float x0[N], w[N];
+    for (int j = 0; j < N; j++) {
+        x0[j] = 0.1f * (float)j - 0.5f;
+        w[j] = 0.5f + 0.125f * (float)j;
+    }
+    float want[N], got[N];
+    for (int variant = 0; variant < 2; variant++) {
+        kern_buffer *b0 = fbuf(ctx, N, x0), *b1 = fbuf(ctx, N, NULL), *b2 = fbuf(ctx, N, NULL),
+                    *g2 = fbuf(ctx, N, w);
+        kern_tape *t;
+        cr_assert_eq(kern_tape_create(ctx, &t), KERN_OK);
+        cr_assert_eq(kern_tape_set_grad(t, b2, g2), KERN_OK);
+        kern_arg l1[3] = {kern_arg_buffer(b0), kern_arg_buffer(b1), kern_arg_f32(0.75f)};
+        kern_arg l2[3] = {kern_arg_buffer(b1), kern_arg_buffer(b2), kern_arg_f32(2.0f)};
+        cr_assert_eq(kern_tape_launch(t, sq, l1, 3), KERN_OK);
+        /* sq.grad takes the scalar adjoint a.grad as an f32[1] too */
+        via_grad v = {NULL, b1, b2, fbuf(ctx, 1, NULL), 2.0f};
+        if (variant == 0) {
+            cr_assert_eq(kern_tape_launch(t, sq, l2, 3), KERN_OK);
+        } else {
+            cr_assert_eq(kern_launch(sq, l2, 3), KERN_OK);
+            v.grad = sqg;
+            kern_buffer *bufs[2] = {b1, b2};
+            cr_assert_eq(kern_tape_record_func(t, launch_grad, &v, NULL, bufs, 2), KERN_OK);
+        }
+        cr_assert_eq(kern_tape_backward(t), KERN_OK, "%s", kern_context_last_error(ctx));
+        kern_buffer *g0;
+        cr_assert_eq(kern_tape_grad(t, b0, &g0), KERN_OK);
+        readf(g0, variant ? got : want, N);
+        kern_tape_destroy(t);
+    }
+    for (int j = 0; j < N; j++)
+        cr_assert_float_eq(got[j], want[j], 1e-6f * (1 + fabsf(want[j])), "[%d] %g vs %g", j,
+                           got[j], want[j]);
+    kern_context_release(ctx);
+}
+
+/* ---- errors --------------------------------------------------------------------------- */
+
+typedef struct failing {
+    int mode; /* 0: kern_tape_error; 1: a bare status; 2: a failed kern call's status */
+    kern_buffer *b;
+    int calls;
+} failing;
+
+static kern_status fail_step(kern_tape *t, void *user) {
+    failing *f = user;
+    f->calls++;
+    if (f->mode == 0)
+        return kern_tape_error(t, KERN_ERR_CALLBACK, "the solver diverged");
+    if (f->mode == 1)
+        return KERN_ERR_DEVICE;
+    float one;
+    return kern_buffer_read(f->b, &one, sizeof one); /* the wrong size */
+}
+
+static kern_status count_step(kern_tape *t, void *user) {
+    (void)t;
+    ++*(int *)user;
+    return KERN_OK;
+}
+
+Test(tape, callback_error_stops_backward_naming_the_record) {
+    kern_context *ctx = new_ctx();
+    kern_buffer *b = fbuf(ctx, 4, NULL);
+    const char *want[3] = {
+        "kern_tape_backward: record 1 (host callback) failed: the solver diverged",
+        "kern_tape_backward: record 1 (host callback) failed: the callback returned "
+        "KERN_ERR_DEVICE",
+        "kern_tape_backward: record 1 (host callback) failed: kern_buffer_read: ",
+    };
+    kern_status status[3] = {KERN_ERR_CALLBACK, KERN_ERR_DEVICE, KERN_ERR_ARGUMENT};
+    for (int mode = 0; mode < 3; mode++) {
+        kern_tape *t;
+        cr_assert_eq(kern_tape_create(ctx, &t), KERN_OK);
+        int older = 0;
+        failing f = {mode, b, 0};
+        cr_assert_eq(kern_tape_record_func(t, count_step, &older, NULL, &b, 1), KERN_OK);
+        cr_assert_eq(kern_tape_record_func(t, fail_step, &f, NULL, &b, 1), KERN_OK);
+        cr_assert_eq(kern_tape_backward(t), status[mode], "mode %d: %s", mode,
+                     kern_context_last_error(ctx));
+        const char *msg = kern_context_last_error(ctx);
+        cr_assert(strncmp(msg, want[mode], strlen(want[mode])) == 0, "mode %d: %s", mode, msg);
+        cr_assert_eq(f.calls, 1);
+        cr_assert_eq(older, 0, "the pass stops at the failing record");
+        kern_tape_destroy(t);
+    }
+    cr_assert_str_eq(kern_status_name(KERN_ERR_CALLBACK), "KERN_ERR_CALLBACK");
+    kern_context_release(ctx);
+}
+
+Test(tape, released_buffer_is_an_error_before_the_callback) {
+    kern_context *ctx = new_ctx();
+    kern_buffer *a = fbuf(ctx, 4, NULL), *b = fbuf(ctx, 4, NULL);
+    kern_tape *t;
+    cr_assert_eq(kern_tape_create(ctx, &t), KERN_OK);
+    int calls = 0;
+    kern_buffer *bufs[2] = {a, b};
+    cr_assert_eq(kern_tape_record_func(t, count_step, &calls, NULL, bufs, 2), KERN_OK);
+    kern_buffer_release(b);
+    cr_assert_eq(kern_tape_backward(t), KERN_ERR_ARGUMENT);
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "kern_tape_backward: record 0 (host callback): its buffer 1 was released");
+    cr_assert_eq(calls, 0);
+    /* recording a released or NULL buffer is refused */
+    cr_assert_eq(kern_tape_clear(t), KERN_OK);
+    cr_assert_eq(kern_tape_record_func(t, count_step, &calls, NULL, bufs, 2), KERN_ERR_ARGUMENT);
+    cr_assert_str_eq(kern_context_last_error(ctx),
+                     "kern_tape_record_func: buffer 1 is not a live buffer of the tape's context");
+    bufs[1] = NULL;
+    cr_assert_eq(kern_tape_record_func(t, count_step, &calls, NULL, bufs, 2), KERN_ERR_ARGUMENT);
+    cr_assert_str_eq(kern_context_last_error(ctx), "kern_tape_record_func: buffer 1 is NULL");
+    cr_assert_eq(kern_tape_record_func(t, NULL, &calls, NULL, bufs, 1), KERN_ERR_ARGUMENT);
+    cr_assert_str_eq(kern_context_last_error(ctx), "kern_tape_record_func: backward is NULL");
+    cr_assert_eq(kern_tape_record_count(t), 0);
+    kern_tape_destroy(t);
+    kern_context_release(ctx);
+}
+
+/* ---- free_user ------------------------------------------------------------------------ */
+
+static void count_free(void *user) { ++*(int *)user; }
+
+Test(tape, free_user_runs_exactly_once) {
+    kern_context *ctx = new_ctx();
+    kern_buffer *b = fbuf(ctx, 4, NULL);
+    kern_tape *t;
+    cr_assert_eq(kern_tape_create(ctx, &t), KERN_OK);
+    int freed[8] = {0};
+    /* clear, then destroy: once */
+    cr_assert_eq(kern_tape_record_func(t, count_step, &freed[0], count_free, &b, 1), KERN_OK);
+    cr_assert_eq(freed[0], 0);
+    cr_assert_eq(kern_tape_clear(t), KERN_OK);
+    cr_assert_eq(freed[0], 1);
+    /* after backward (which calls it, not frees it), then destroy */
+    int calls = 0;
+    cr_assert_eq(kern_tape_record_func(t, count_step, &calls, count_free, &b, 1), KERN_OK);
+    cr_assert_eq(kern_tape_backward(t), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(calls, 1);
+    /* failed recordings free at once: the tape has run backward, NULL backward, bad count */
+    cr_assert_eq(kern_tape_record_func(t, count_step, &freed[1], count_free, &b, 1),
+                 KERN_ERR_ARGUMENT);
+    cr_assert_eq(freed[1], 1);
+    cr_assert_eq(kern_tape_clear(t), KERN_OK);
+    cr_assert_eq(calls, 2, "freed with the clear, having been called once");
+    cr_assert_eq(kern_tape_record_func(t, NULL, &freed[2], count_free, &b, 1), KERN_ERR_ARGUMENT);
+    cr_assert_eq(freed[2], 1);
+    cr_assert_eq(kern_tape_record_func(t, count_step, &freed[3], count_free, NULL, 1),
+                 KERN_ERR_ARGUMENT);
+    cr_assert_eq(freed[3], 1);
+    cr_assert_eq(kern_tape_record_func(NULL, count_step, &freed[4], count_free, &b, 1),
+                 KERN_ERR_ARGUMENT);
+    cr_assert_eq(freed[4], 1);
+    /* destroy */
+    cr_assert_eq(kern_tape_record_func(t, count_step, &freed[5], count_free, &b, 1), KERN_OK);
+    kern_tape_destroy(t);
+    cr_assert_eq(freed[5], 1);
+    /* the context's release */
+    cr_assert_eq(kern_tape_create(ctx, &t), KERN_OK);
+    cr_assert_eq(kern_tape_record_func(t, count_step, &freed[6], count_free, &b, 1), KERN_OK);
+    cr_assert_eq(kern_tape_record_func(t, count_step, &freed[6], count_free, &b, 1), KERN_OK);
+    kern_context_release(ctx);
+    cr_assert_eq(freed[6], 2);
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(freed[i], 1, "freed[%d] = %d", i, freed[i]);
+}
+
+/* ---- what a callback may and may not do with its tape --------------------------------- */
+
+typedef struct meddler {
+    kern_context *ctx;
+    kern_kernel *sq;
+    kern_buffer *x, *y, *ints;
+    int freed, refused;
+    char msgs[3][512];
+} meddler;
+
+static kern_status meddle(kern_tape *t, void *user) {
+    meddler *m = user;
+    kern_arg a[3] = {kern_arg_buffer(m->x), kern_arg_buffer(m->y), kern_arg_f32(1.0f)};
+    kern_context *ctx = m->ctx;
+    m->refused +=
+        kern_tape_record_func(t, count_step, &m->freed, count_free, &m->x, 1) == KERN_ERR_ARGUMENT;
+    m->refused += kern_tape_backward(t) == KERN_ERR_ARGUMENT;
+    m->refused += kern_tape_launch(t, m->sq, a, 3) == KERN_ERR_ARGUMENT;
+    snprintf(m->msgs[0], sizeof m->msgs[0], "%s", kern_context_last_error(ctx));
+    m->refused += kern_tape_clear(t) == KERN_ERR_ARGUMENT;
+    snprintf(m->msgs[1], sizeof m->msgs[1], "%s", kern_context_last_error(ctx));
+    kern_tape_destroy(t);
+    snprintf(m->msgs[2], sizeof m->msgs[2], "%s", kern_context_last_error(ctx));
+    /* the declared buffers have adjoints, zeroed; the i32 one has none */
+    kern_buffer *g;
+    if (kern_tape_grad(t, m->x, &g) != KERN_OK)
+        return KERN_ERR_INTERNAL;
+    float v[4] = {1, 1, 1, 1};
+    kern_buffer_read(g, v, sizeof v);
+    for (int i = 0; i < 4; i++)
+        if (v[i] != 0)
+            return kern_tape_error(t, KERN_ERR_INTERNAL, "x.grad was not zeroed");
+    if (kern_tape_grad(t, m->ints, &g) != KERN_ERR_NOT_FOUND)
+        return kern_tape_error(t, KERN_ERR_INTERNAL, "an i32 buffer got an adjoint");
+    return KERN_OK;
+}
+
+Test(tape, callback_cannot_change_its_own_tape) {
+    kern_context *ctx = new_ctx();
+    kern_kernel *sq = find(compile(ctx), "sq");
+    kern_buffer *ints = NULL;
+    int64_t four = 4;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_I32, 1, &four, NULL, &ints), KERN_OK);
+    meddler m = {ctx, sq, fbuf(ctx, 4, NULL), fbuf(ctx, 4, NULL), ints, 0, 0, {{0}}};
+    kern_tape *t;
+    cr_assert_eq(kern_tape_create(ctx, &t), KERN_OK);
+    kern_buffer *bufs[2] = {m.x, ints};
+    cr_assert_eq(kern_tape_record_func(t, meddle, &m, NULL, bufs, 2), KERN_OK);
+    cr_assert_eq(kern_tape_backward(t), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(m.refused, 4);
+    cr_assert_eq(m.freed, 1, "the refused recording freed its user data");
+    const char *why = "the tape is running its backward pass (a host step's callback cannot "
+                      "record on, clear, destroy or run backward its own tape)";
+    const char *fns[3] = {"kern_tape_launch", "kern_tape_clear", "kern_tape_destroy"};
+    for (int i = 0; i < 3; i++) {
+        char want[512];
+        snprintf(want, sizeof want, "%s: %s", fns[i], why);
+        cr_assert_str_eq(m.msgs[i], want);
+    }
+    cr_assert_eq(kern_tape_record_count(t), 1);
+    kern_tape_destroy(t);
+    kern_context_release(ctx);
+}
