@@ -252,6 +252,9 @@ struct fe_item {
     const kern_type *ret;      /* IT_FUNC: return type, ty_void() when none */
     fe_stmt *body;             /* ST_BLOCK */
     int ntasks;                /* IT_KERNEL, by sema: number of tasks */
+    const char *grad_name;     /* IT_FUNC, IT_KERNEL: the `grad NAME` clause (NULL: none) */
+    kern_loc grad_loc;         /* of NAME */
+    fe_item *grad;             /* by sema: the func or kernel it names */
     /* IT_STRUCT */
     fe_field *fields;
     int nfields;

@@ -123,6 +123,31 @@ static bool build_jvp(kc_ctx *ctx, const kern_source *src, ir_kernel *k) {
     return true;
 }
 
+/* K.grad for a kernel with a `grad G` clause: G's IR, cloned under K.grad's name and
+ * parameter names (sema checked that G's signature is K.grad's). */
+static bool custom_grad(kc_ctx *ctx, const kern_source *src, ir_module *m, ir_kernel *k,
+                        ir_kernel **out) {
+    ir_kernel *g = ir_kernel_find(m, k->grad_kernel);
+    uint32_t np;
+    ir_param *ps = ad_grad_params(k, &np);
+    bool same = g && g->nparams == np;
+    for (uint32_t i = 0; same && i < np; i++)
+        same = g->params[i].type == ps[i].type;
+    if (!same) { /* a type sema compares differently (a vector or struct scalar) */
+        const char *msg = arena_printf(&m->mem,
+                                       "kernel '%s' does not have the parameters of '%s.grad' "
+                                       "in memory; it cannot be the gradient of '%s'",
+                                       k->grad_kernel, k->name, k->name);
+        if (ctx->opts.grad == KC_GRAD_ALL)
+            kc_error(ctx, src, k->loc, "%s", msg);
+        else
+            k->grad_error = msg;
+        return ctx->opts.grad != KC_GRAD_ALL;
+    }
+    *out = ir_kernel_clone(g, arena_printf(&m->mem, "%s.grad", k->name), ps, np);
+    return true;
+}
+
 /* Appends K.grad for the primal kernels of m (the mode and grad_only of ctx's options),
  * then optimizes again; then the forward-mode kernels K.jvp and K.grad.jvp that the
  * options ask for (passes/ad_jvp.c), optimized once more. KC_GRAD_ALL: a failed
@@ -139,6 +164,11 @@ static bool build_grads(kc_ctx *ctx, const kern_source *src, ir_module *m) {
     for (uint32_t i = 0; i < nprimal; i++, k = k->next) {
         if (o->grad == KC_GRAD_NONE || !grad_wanted(o, k->name))
             continue;
+        if (k->grad_kernel) { /* `grad G`: the user owns K.grad, unchecked */
+            if (o->grad != KC_GRAD_CHECK && !custom_grad(ctx, src, m, k, &grads[i]))
+                ok = false;
+            continue;
+        }
         if (o->grad == KC_GRAD_ALL) {
             if (!ad_check_kernel(k, &ctx->diags, src, o->no_grad_check)) {
                 ok = false;
@@ -204,6 +234,11 @@ ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, si
     if ((ctx->opts.grad != KC_GRAD_NONE || ctx->opts.jvp) && !build_grads(ctx, f->src, m)) {
         ir_module_free(m);
         return NULL;
+    }
+    { /* the gradients are built: calls of funcs with custom adjoints become their bodies */
+        bool progress = false;
+        IR_PASS(progress, m, ir_inline_custom);
+        (void)progress;
     }
     if (ctx->opts.opt_level > 0) {
         bool progress = false;

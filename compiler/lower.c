@@ -728,6 +728,7 @@ static void lower_kernel(lw *L, const fe_item *k) {
         params[i].loc = k->params[i].loc;
     }
     ir_kernel *ik = ir_kernel_new(L->m, k->name, k->loc, params, (uint32_t)k->nparams);
+    ik->grad_kernel = k->grad ? k->grad->name : NULL;
     ir_builder top = ir_builder_at_end(L->m, ik->body);
     L->b = top; /* a u8 or i16 scalar parameter is widened once, at the top level */
     for (int i = 0; i < k->nparams; i++)

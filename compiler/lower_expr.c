@@ -250,24 +250,22 @@ static void bind_param(lw *L, fe_sym *p, ir_value *const *v) {
         lw_set(leaves[i], v[i]);
 }
 
-int lw_call_func(lw *L, const fe_expr *e, ir_value **out) {
-    fe_item *fn = e->call.func;
+/* The leaves of the values of fn's parameters (argument count of a call of fn). */
+static int param_leaves(const fe_item *fn) {
     int total = 0;
-    for (int i = 0; i < e->call.nargs; i++)
+    for (int i = 0; i < fn->nparams; i++)
         total += ty_is_array(fn->params[i].type) ? 1 : ty_leaves(fn->params[i].type);
-    ir_value **argv = kern_xmalloc(sizeof(ir_value *) * (size_t)(total + 1));
+    return total;
+}
+
+/* Inlines fn with its parameters bound to the leaves argv; writes the leaves of its value
+ * and returns their count. */
+static int inline_func(lw *L, kern_loc loc, fe_item *fn, ir_value *const *argv, ir_value **out) {
     int k = 0;
-    for (int i = 0; i < e->call.nargs; i++)
-        k += ty_is_array(fn->params[i].type) ? (argv[k] = lw_expr(L, e->call.args[i]), 1)
-                                             : lw_agg(L, e->call.args[i], argv + k);
-    /* Bind after all arguments are evaluated: an argument may itself call the same func
-     * (f(f(x))), which rebinds the parameters while it runs. */
-    k = 0;
     for (int i = 0; i < fn->nparams; i++) {
         bind_param(L, fn->params[i].sym, argv + k);
         k += ty_is_array(fn->params[i].type) ? 1 : ty_leaves(fn->params[i].type);
     }
-    free(argv);
     lw_func F = {0};
     F.outer = L->func;
     F.ret = ARENA_NEW(&L->ctx->mem, fe_sym);
@@ -275,7 +273,7 @@ int lw_call_func(lw *L, const fe_expr *e, ir_value **out) {
     F.ret->name = "return";
     F.ret->type = ty_bool();
     F.ret->is_mutable = true;
-    L->b.loc = e->loc;
+    L->b.loc = loc;
     lw_set(F.ret, ir_const_bool(&L->b, false));
     if (fn->ret != ty_void()) {
         F.retval = ARENA_NEW(&L->ctx->mem, fe_sym);
@@ -309,6 +307,90 @@ int lw_call_func(lw *L, const fe_expr *e, ir_value **out) {
     int n = ty_leaves(fn->ret);
     for (int i = 0; i < n; i++)
         out[i] = lw_get(F.retval->leaves[i]);
+    return n;
+}
+
+static bool has_float_leaf(const kern_type *t) {
+    for (int i = 0; i < ty_leaves(t); i++)
+        if (ty_is_float(ty_is_aggregate(t) ? ty_leaf_type(t, i) : t))
+            return true;
+    return false;
+}
+
+static ir_value *zero_of(lw *L, const kern_type *t) {
+    return ty_is_float(t) ? ir_const_float(&L->b, t, 0.0) : ir_const_int(&L->b, t, 0);
+}
+
+/* A call of func fn with a custom adjoint (a grad clause) on the leaves argv (total of
+ * them): a `custom` op (docs/ir.md) whose primal region is fn inlined and whose adjoint
+ * region is fn->grad inlined on (arguments, result, result's adjoint), yielding one
+ * adjoint per operand (zero for integers and nograd parameters). */
+static int call_custom(lw *L, const fe_expr *e, ir_value **argv, int total, ir_value **out) {
+    fe_item *fn = e->call.func;
+    for (int i = 0; i < total; i++) /* the IR computes in ty_arith (f16 in f32) */
+        if (ty_arith(argv[i]->type) != argv[i]->type)
+            argv[i] = ir_cast(&L->b, ty_arith(argv[i]->type), argv[i]);
+    int m = ty_leaves(fn->ret);
+    const kern_type **rt = kern_xmalloc(sizeof *rt * (size_t)(m + 1));
+    for (int j = 0; j < m; j++)
+        rt[j] = ty_arith(ty_is_aggregate(fn->ret) ? ty_leaf_type(fn->ret, j) : fn->ret);
+    L->b.loc = e->loc;
+    ir_op *op = ir_build(&L->b, IR_CUSTOM, argv, (uint32_t)total, rt, (uint32_t)m, 2);
+    ir_region *pr = op->regions[0], *ar = op->regions[1];
+    ir_builder saved = L->b;
+    ir_value **v = kern_xmalloc(sizeof *v * (size_t)(total + 2 * m + 1));
+    ir_value **res = kern_xmalloc(sizeof *res * (size_t)(total + m + 1));
+    /* primal: fn on its own arguments */
+    for (int i = 0; i < total; i++)
+        v[i] = ir_region_add_arg(L->m, pr, argv[i]->type);
+    L->b = ir_builder_at_end(L->m, pr);
+    inline_func(L, e->loc, fn, v, res);
+    L->b.loc = e->loc;
+    ir_yield(&L->b, res, (uint32_t)m);
+    /* adjoint: G(args, r, dr), spread over the operands */
+    for (int i = 0; i < total; i++)
+        v[i] = ir_region_add_arg(L->m, ar, argv[i]->type);
+    for (int j = 0; j < m; j++)
+        v[total + j] = ir_region_add_arg(L->m, ar, rt[j]);
+    for (int j = 0; j < m; j++)
+        v[total + m + j] = ir_region_add_arg(L->m, ar, rt[j]); /* f16 never: ty_arith */
+    L->b = ir_builder_at_end(L->m, ar);
+    ir_value **g = kern_xmalloc(sizeof *g * (size_t)(total + 1));
+    inline_func(L, e->loc, fn->grad, v, g);
+    L->b.loc = e->loc;
+    int k = 0, gk = 0;
+    for (int i = 0; i < fn->nparams; i++) {
+        const kern_type *t = fn->params[i].type;
+        bool diff = !fn->params[i].nograd && has_float_leaf(t);
+        for (int j = 0; j < ty_leaves(t); j++, k++) {
+            const kern_type *lt = ty_is_aggregate(t) ? ty_leaf_type(t, j) : t;
+            ir_value *d = diff ? g[gk++] : NULL;
+            res[k] = d && ty_is_float(lt) ? d : zero_of(L, ty_arith(lt));
+        }
+    }
+    ir_yield(&L->b, res, (uint32_t)total);
+    L->b = saved;
+    for (int j = 0; j < m; j++)
+        out[j] = op->results[j];
+    free(g);
+    free(res);
+    free(v);
+    free(rt);
+    return m;
+}
+
+int lw_call_func(lw *L, const fe_expr *e, ir_value **out) {
+    fe_item *fn = e->call.func;
+    int total = param_leaves(fn);
+    ir_value **argv = kern_xmalloc(sizeof(ir_value *) * (size_t)(total + 1));
+    int k = 0;
+    for (int i = 0; i < e->call.nargs; i++)
+        k += ty_is_array(fn->params[i].type) ? (argv[k] = lw_expr(L, e->call.args[i]), 1)
+                                             : lw_agg(L, e->call.args[i], argv + k);
+    /* Bind after all arguments are evaluated: an argument may itself call the same func
+     * (f(f(x))), which rebinds the parameters while it runs. */
+    int n = fn->grad ? call_custom(L, e, argv, total, out) : inline_func(L, e->loc, fn, argv, out);
+    free(argv);
     return n;
 }
 

@@ -1065,8 +1065,9 @@ static void parse_params(parser *p, fe_item *it) {
     it->nparams = n;
 }
 
-/* func   := 'func' IDENT '(' params? ')' ('->' scalar)? block
- * kernel := 'kernel' IDENT '(' params? ')' block */
+/* func   := 'func' IDENT '(' params? ')' ('->' type)? ('grad' IDENT)? block
+ * kernel := 'kernel' IDENT '(' params? ')' ('grad' IDENT)? block
+ * `grad` is a contextual word: an identifier everywhere else. */
 static fe_item *parse_func(parser *p) {
     fe_item *it = ARENA_NEW(&p->ctx->mem, fe_item);
     it->kind = at(p, TK_KERNEL) ? IT_KERNEL : IT_FUNC;
@@ -1098,6 +1099,18 @@ static fe_item *parse_func(parser *p) {
         else
             it->ret = t;
         what = "after the return type of";
+    }
+    if (!p->panic && at(p, TK_IDENT) && p->tok.len == 4 && !memcmp(p->tok.text, "grad", 4)) {
+        advance(p);
+        if (at(p, TK_IDENT)) {
+            it->grad_loc = p->tok.loc;
+            it->grad_name = tok_str(p);
+            advance(p);
+        } else {
+            syntax_error(p, "expected the name of a %s after 'grad' in %s '%s', found %s",
+                         it->kind == IT_FUNC ? "func" : "kernel", kw, it->name, found(p));
+        }
+        what = "after the grad clause of";
     }
     sync_header(p);
     it->body = parse_block(p, arena_printf(&p->ctx->mem, "%s '%s'", what, it->name));

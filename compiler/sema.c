@@ -843,7 +843,7 @@ static void declare_params(fe_sema *s, fe_item *it) {
                               "nograd on parameter '%s' of type %s; only f32 and f64 "
                               "parameters have gradients",
                               p->name, p->type->name);
-            else if (it->kind == IT_FUNC)
+            else if (it->kind == IT_FUNC && !it->grad_name)
                 fe_sema_warning(s, p->loc,
                                 "nograd has no effect on a func parameter; mark the kernel "
                                 "parameter instead");
@@ -1041,6 +1041,7 @@ bool fe_check(kc_ctx *ctx, fe_file *file) {
         if (file->items[i] && file->items[i]->kind != IT_CONST &&
             file->items[i]->kind != IT_STRUCT)
             check_body(s, file->items[i]);
+    fe_sema_check_grads(s);
     /* (4) the call graph: recursion, then (on a graph without cycles) the inline limits */
     int before_calls = ctx->diags.errors;
     check_recursion(s);

@@ -101,6 +101,10 @@ void fe_sema_warn_races(fe_sema *s, const fe_stmt *loop);
 /* sema_inline.c: after the recursion check, the limits of inlining (driver.h): the depth
  * of call chains and the nodes inlining adds to each kernel. */
 void fe_sema_check_inlining(fe_sema *s);
+/* sema_grad.c: the grad clauses of funcs and kernels (signatures of the adjoint func and
+ * the gradient kernel); a func's clause becomes an edge of the call graph. After every
+ * body is checked, before the recursion check. */
+void fe_sema_check_grads(fe_sema *s);
 /* Resolves a const item (folding its initializer) and returns its symbol. */
 fe_sym *fe_sema_resolve_const(fe_sema *s, fe_item *it, kern_loc use);
 /* A close name among the visible locals and items (and builtins when calls is set), or

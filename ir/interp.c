@@ -880,6 +880,14 @@ static bool exec_op(interp *I, const ir_op *op) {
     case IR_IF: return exec_if(I, op);
     case IR_FOR: return exec_for(I, op);
     case IR_WHILE: return exec_while(I, op);
+    case IR_CUSTOM: { /* its value is its primal region's */
+        const ir_region *r = op->regions[0];
+        copy_values(I, r->args, op->operands, op->noperands);
+        if (!exec_region(I, r))
+            return false;
+        copy_values(I, op->results, r->last->operands, op->nresults);
+        return true;
+    }
     case IR_PARALLEL: return exec_parallel(I, op);
     case IR_SERIAL: reset_stacks(I); return exec_region(I, op->regions[0]);
     case IR_ADPUSH: return exec_adpush(I, op);

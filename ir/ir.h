@@ -159,6 +159,8 @@ struct ir_kernel {
     uint32_t nadstacks, capadstacks;
     const char *grad_error; /* primal kernels: why K.grad was not built (NULL: it was, or
                                was not asked for) */
+    const char *grad_kernel; /* primal kernels: the kernel of a `grad G` clause, whose IR
+                                K.grad is (NULL: K.grad is derived); not in the text form */
     sz_expr **extents;      /* after ir_lower_semantics: ad_task_extent of each dimension of
                                each parallel task, in order, computed before the lowering */
     uint32_t nextents;
@@ -189,6 +191,12 @@ ir_kernel *ir_kernel_find(const ir_module *m, const char *name);
  * module's arena. */
 uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const sz_expr *cap,
                                kern_loc loc);
+
+/* A copy of kernel src (body, nested regions, adstack table) appended to src's module as
+ * a kernel called name with the given parameters, which must have src's parameter types
+ * in order (names and flags may differ). */
+ir_kernel *ir_kernel_clone(ir_kernel *src, const char *name, const ir_param *params,
+                           uint32_t nparams);
 
 /* Creates a detached op with room for the given operands, results (typed) and regions
  * (each region created empty, with no arguments). */

@@ -828,7 +828,8 @@ static void parse_header(parser *p, ir_opcode code, header *h, uint32_t line) {
 static uint32_t regions_of(ir_opcode code) {
     switch (code) {
     case IR_IF:
-    case IR_WHILE: return 2;
+    case IR_WHILE:
+    case IR_CUSTOM: return 2;
     case IR_FOR:
     case IR_PARALLEL:
     case IR_SERIAL: return 1;
@@ -844,6 +845,35 @@ static void parse_block(parser *p, ir_region *r) {
     parse_region(p, r);
     p->depth--;
     expect_punct(p, '}', "to close the region");
+}
+
+/* The arguments of a custom op's region i, typed as written or like `from` (the operands,
+ * the results, then the results again for their adjoints):
+ *   '(' [arg (',' arg)*] ')' */
+static void parse_custom_args(parser *p, ir_op *op, uint32_t ri) {
+    expect_punct(p, '(', "before the region's arguments");
+    uint32_t i = 0, n = op->noperands, m = op->nresults;
+    if (!is_punct(p, ')')) {
+        do {
+            argdecl a = parse_argdecl(p);
+            const ir_value *from = i < n                      ? op->operands[i]
+                                   : ri == 1 && i < n + 2 * m ? op->results[(i - n) % (m ? m : 1)]
+                                                              : NULL;
+            add_arg(p, op->regions[ri], &a, from);
+            i++;
+        } while (accept_punct(p, ','));
+    }
+    expect_punct(p, ')', "after the region's arguments");
+}
+
+/* custom-regions := 'primal' args block 'adjoint' args block */
+static void parse_custom_regions(parser *p, ir_op *op) {
+    expect_word(p, "primal", "after a 'custom' op's results");
+    parse_custom_args(p, op, 0);
+    parse_block(p, op->regions[0]);
+    expect_word(p, "adjoint", "after the primal region");
+    parse_custom_args(p, op, 1);
+    parse_block(p, op->regions[1]);
 }
 
 /* op := [VALUE [':' NUMBER] '='] IDENT header [':' type (',' type)*] [loc] regions */
@@ -922,7 +952,9 @@ static void parse_op(parser *p, ir_region *r) {
     default: break;
     }
 
-    if (nregions) {
+    if (code == IR_CUSTOM) {
+        parse_custom_regions(p, op);
+    } else if (nregions) {
         parse_block(p, op->regions[0]);
         if (code == IR_IF) {
             expect_word(p, "else", "after the then-region");

@@ -147,6 +147,7 @@ static bool canonical_shape(const ir_op *op) {
         return op->noperands >= 2 && op->noperands % 2 == 0 && regions_ok(op, 1) &&
                r[0]->nargs == op->noperands / 2;
     case IR_SERIAL: return op->noperands == 0 && regions_ok(op, 1) && !r[0]->nargs;
+    case IR_CUSTOM: return regions_ok(op, 2);
     case IR_LOAD: return op->noperands >= 1 && op->nregions == 0;
     case IR_STORE:
     case IR_ATOMIC_ADD:
@@ -308,6 +309,19 @@ static void put_after_args(printer *p, const ir_op *op) {
     buf_puts(p->out, ") {\n");
 }
 
+/* A custom op's region header: ` WORD (%a: T, ...) {`, every argument typed. */
+static void put_region_head(printer *p, const char *word, const ir_region *r) {
+    buf_printf(p->out, " %s (", word);
+    for (uint32_t i = 0; i < r->nargs; i++) {
+        if (i)
+            buf_puts(p->out, ", ");
+        put_value(p, r->args[i]);
+        buf_puts(p->out, ": ");
+        put_type(p, r->args[i] ? r->args[i]->type : NULL);
+    }
+    buf_puts(p->out, ") {");
+}
+
 /* The results of op: %N, or %N:K for K >= 2 results. */
 static void put_def(printer *p, const ir_op *op) {
     int64_t num;
@@ -345,6 +359,19 @@ static void print_op(printer *p, const ir_op *op, int indent) {
     put_loc(p, op->loc);
     if (!op->nregions || !op->regions) {
         end_line(p, op, indent);
+        return;
+    }
+    if (canonical && op->code == IR_CUSTOM) {
+        put_region_head(p, "primal", op->regions[0]);
+        end_line(p, op, indent);
+        print_region(p, op->regions[0], indent + 1);
+        put_indent(p, indent);
+        buf_putc(p->out, '}');
+        put_region_head(p, "adjoint", op->regions[1]);
+        buf_putc(p->out, '\n');
+        print_region(p, op->regions[1], indent + 1);
+        put_indent(p, indent);
+        buf_puts(p->out, "}\n");
         return;
     }
     if (canonical) {

@@ -37,6 +37,7 @@ typedef struct verifier {
     bool *visible;  /* by namer number */
     int64_t *scope; /* numbers made visible, innermost last */
     uint32_t nscope, scope_cap;
+    int isolated; /* inside a region of a 'custom' op (isolated from above) */
     arena mem; /* messages */
     verr *errs;
     int nerrs, cap;
@@ -280,6 +281,7 @@ static const char *region_name(const ir_op *op, uint32_t i) {
     switch (op->code) {
     case IR_IF: return i == 0 ? "then-region" : "else-region";
     case IR_WHILE: return i == 0 ? "before-region" : "after-region";
+    case IR_CUSTOM: return i == 0 ? "primal region" : "adjoint region";
     default: return "body";
     }
 }
@@ -290,7 +292,8 @@ static ir_opcode expected_term(const ir_op *owner, uint32_t i) {
         return IR__COUNT;
     switch (owner->code) {
     case IR_IF:
-    case IR_FOR: return IR_YIELD;
+    case IR_FOR:
+    case IR_CUSTOM: return IR_YIELD;
     case IR_WHILE: return i == 0 ? IR_CONDITION : IR_YIELD;
     default: return IR_SERIAL; /* tasks and ops that should have no region: none */
     }
@@ -415,6 +418,33 @@ static void check_while(verifier *v, const ir_op *op) {
     check_term(v, op, 1, IR_YIELD, init, n, 0, "one per carried value");
 }
 
+/* The type of the adjoint of a value of type t: f32 for f16/bf16 (autodiff accumulates
+ * them in f32), t itself otherwise (a non-float's "adjoint" is a zero of its type). */
+static const kern_type *adj_type(const kern_type *t) { return is_half(t) ? ty_f32() : t; }
+
+/* custom: operands and results scalars; primal(operands) -> yield results; adjoint(operands,
+ * results, adj(results)) -> yield adj(operands). */
+static void check_custom(verifier *v, const ir_op *op) {
+    uint32_t n = op->noperands, m = op->nresults;
+    const kern_type **t = ARENA_ARRAY(&v->mem, const kern_type *, n + 2 * m + 1);
+    for (uint32_t i = 0; i < n; i++) {
+        t[i] = otype(op, i);
+        if (!is_scalar(t[i]))
+            operr(v, op, "operand %u has type %s, expected a scalar", i, tname(t[i]));
+    }
+    const kern_type **rt = result_types(v, op);
+    for (uint32_t i = 0; i < m; i++) {
+        t[n + i] = rt[i];
+        t[n + m + i] = adj_type(rt[i]);
+    }
+    check_args(v, op, 0, t, n, "one per operand, of its type");
+    check_term(v, op, 0, IR_YIELD, rt, m, 0, "one per result");
+    check_args(v, op, 1, t, n + 2 * m, "the operands, the results, then one adjoint per result");
+    for (uint32_t i = 0; i < n; i++)
+        t[i] = adj_type(t[i]);
+    check_term(v, op, 1, IR_YIELD, t, n, 0, "one adjoint per operand");
+}
+
 static void check_parallel(verifier *v, const ir_op *op) {
     uint32_t n = op->noperands;
     if (n < 2 || n % 2) {
@@ -521,6 +551,7 @@ static void check_types(verifier *v, const ir_op *op) {
     case IR_FOR: check_for(v, op); break;
     case IR_WHILE: check_while(v, op); break;
     case IR_PARALLEL: check_parallel(v, op); break;
+    case IR_CUSTOM: check_custom(v, op); break;
     case IR_SERIAL: check_args(v, op, 0, NULL, 0, "none"); break;
     case IR_CONDITION:
         if (op->noperands < 1)
@@ -580,6 +611,11 @@ static bool check_shape(verifier *v, const ir_op *op) {
                   "operand %u is not a value of this kernel (its definition was removed "
                   "or lives in another kernel)",
                   i);
+        } else if (v->isolated && (param >= 0 || !v->visible[num])) {
+            operr(v, op,
+                  "operand %u (%s) is defined outside the 'custom' op around it: its regions "
+                  "use only their own arguments and values defined in them",
+                  i, vname(v, val));
         } else if (param < 0 && !v->visible[num]) {
             operr(v, op,
                   "operand %u (%s) is not defined here: a value is visible after its "
@@ -651,9 +687,22 @@ static void verify_op(verifier *v, const ir_op *op, const ir_op *owner, int dept
     bool ok = check_shape(v, op);
     if (ok)
         check_types(v, op);
+    /* the regions of a custom op see nothing from outside: hide what is visible */
+    bool isolate = op->code == IR_CUSTOM;
+    uint32_t outer = v->nscope;
+    if (isolate) {
+        for (uint32_t i = 0; i < outer; i++)
+            v->visible[v->scope[i]] = false;
+        v->isolated++;
+    }
     for (uint32_t i = 0; i < op->nregions && op->regions; i++)
         if (op->regions[i])
             verify_region(v, op->regions[i], op, i, depth + 1);
+    if (isolate) {
+        v->isolated--;
+        for (uint32_t i = 0; i < outer; i++)
+            v->visible[v->scope[i]] = true;
+    }
     for (uint32_t i = 0; i < op->nresults && op->results; i++)
         if (op->results[i] && op->results[i]->def == op)
             make_visible(v, op->results[i]);

@@ -35,6 +35,13 @@
  * iteration is "before" (the test) then "after"; the reverse handles the last test
  * first, then pairs of (after, before) in reverse.
  *
+ * A `custom` op (a call of a func with a custom adjoint) is its primal region in the
+ * forward sweep and its adjoint region in the reverse sweep: the region, inlined with its
+ * arguments mapped to the forward sweep's operands and results and the results'
+ * adjoints, yields the adjoints that flow into the operands. Its operands and results
+ * are ordinary values of the forward sweep, so inside a loop they are recomputed or
+ * popped like any other.
+ *
  * Loops and ifs without float values (integer searches, counters) are copied, never
  * reversed. Requires verified primal IR; runs after the optimization pipeline, and
  * compiler/driver.c optimizes the result (DCE removes the forward sweep's dead copies). */
@@ -401,6 +408,16 @@ static void copy_op(ad_ctx *a, ir_op *op, bool push) {
         else
             copy_plain(a, op);
         return;
+    case IR_CUSTOM: { /* its primal region, inlined; never reversed, so nothing pushed */
+        ir_region *primal = op->regions[0];
+        for (uint32_t i = 0; i < primal->nargs; i++)
+            set_val(a, primal->args[i], ad_val(a, op->operands[i]));
+        copy_region(a, primal, false);
+        ir_op *y = terminator(primal);
+        for (uint32_t i = 0; i < op->nresults; i++)
+            set_val(a, op->results[i], ad_val(a, y->operands[i]));
+        return;
+    }
     default: copy_plain(a, op); return;
     }
 }
@@ -708,6 +725,30 @@ static void reverse_while(ad_ctx *a, ir_op *op) {
     rev_finish(a, w, &rc, op->operands);
 }
 
+/* A custom op: its adjoint region, inlined with the forward sweep's operands and results
+ * and the results' adjoints, gives the operands' adjoints. */
+static void reverse_custom(ad_ctx *a, ir_op *op) {
+    ir_region *adj = op->regions[1];
+    uint32_t n = op->noperands, m = op->nresults;
+    a->b.loc = op->loc;
+    for (uint32_t i = 0; i < n; i++)
+        set_val(a, adj->args[i], ad_val(a, op->operands[i]));
+    for (uint32_t i = 0; i < m; i++) {
+        ir_value *r = op->results[i];
+        set_val(a, adj->args[n + i], ad_val(a, r));
+        ir_value *g = ty_is_float(r->type) ? a->adj[r->id] : NULL;
+        if (!g) {
+            const kern_type *t = ad_adj_type(r->type);
+            g = ty_is_float(t) ? ir_const_float(&a->b, t, 0.0) : ir_const_int(&a->b, t, 0);
+        }
+        set_val(a, adj->args[n + m + i], g);
+    }
+    copy_region(a, adj, false);
+    ir_op *y = terminator(adj);
+    for (uint32_t i = 0; i < n; i++)
+        ad_accum(a, op->operands[i], ad_val(a, y->operands[i]));
+}
+
 /* Reverses the ops of r, last first (not its terminator: the caller has seeded the
  * adjoints of the values it yields). */
 static void reverse_ops(ad_ctx *a, ir_region *r) {
@@ -731,6 +772,10 @@ static void reverse_ops(ad_ctx *a, ir_region *r) {
         case IR_WHILE:
             if (op_active(op))
                 reverse_while(a, op);
+            break;
+        case IR_CUSTOM:
+            if (op_active(op))
+                reverse_custom(a, op);
             break;
         default: {
             if (op->nresults != 1)
@@ -799,9 +844,8 @@ static void grad_task(ad_ctx *a, ir_op *task) {
     finish_task(a, task->code == IR_PARALLEL);
 }
 
-ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size) {
+ir_param *ad_grad_params(const ir_kernel *k, uint32_t *nparams) {
     ir_module *m = k->module;
-    kern_assert(!m->lowered); /* the rules see plain ops: ir_lower_semantics runs after */
     uint32_t ngrad = 0;
     for (uint32_t i = 0; i < k->nparams; i++) {
         const kern_type *t = k->params[i].type;
@@ -825,6 +869,15 @@ ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size) {
                               .ntail = k->params[i].ntail,
                               .tail = {k->params[i].tail[0], k->params[i].tail[1]}};
     }
+    *nparams = np;
+    return ps;
+}
+
+ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size) {
+    ir_module *m = k->module;
+    kern_assert(!m->lowered); /* the rules see plain ops: ir_lower_semantics runs after */
+    uint32_t np;
+    ir_param *ps = ad_grad_params(k, &np);
     ad_ctx A = {.m = m, .pk = k, .ad_stack_size = ad_stack_size}, *a = &A;
     a->gk = ir_kernel_new(m, arena_printf(&m->mem, "%s.grad", k->name), k->loc, ps, np);
     ad_number_region(a, k->body);

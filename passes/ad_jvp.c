@@ -318,8 +318,25 @@ static void jvp_while(jv *j, ir_op *op) {
     map_with_tangents(j, op->results, c->results, op->nresults);
 }
 
+/* A func call with a custom adjoint (docs/ir.md): forward mode differentiates the func's
+ * body, its primal region, inline. */
+static void jvp_custom(jv *j, ir_op *op) {
+    ir_region *body = op->regions[0];
+    for (uint32_t i = 0; i < body->nargs; i++) {
+        set_val(j, body->args[i], val(j, op->operands[i]));
+        set_tan(j, body->args[i], tan_of(j, op->operands[i]));
+    }
+    copy_region(j, body);
+    ir_op *y = terminator(body);
+    for (uint32_t i = 0; i < op->nresults; i++) {
+        set_val(j, op->results[i], val(j, y->operands[i]));
+        set_tan(j, op->results[i], tan_of(j, y->operands[i]));
+    }
+}
+
 static void jvp_op(jv *j, ir_op *op) {
     switch (op->code) {
+    case IR_CUSTOM: jvp_custom(j, op); return;
     case IR_LOAD:
     case IR_STORE:
     case IR_ATOMIC_ADD:

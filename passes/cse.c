@@ -12,7 +12,8 @@
  * to the rest of its region and to the regions nested in it; it is forgotten when its
  * region ends. So an op may be replaced by one defined earlier in the same region or in
  * an enclosing region, never by one in a sibling region (the other branch of an if, the
- * before/after regions of a while, an earlier task).
+ * before/after regions of a while, an earlier task). The regions of a `custom` op are
+ * isolated from above: they start with an empty table of their own.
  *
  * Algorithm: a scoped hash table (an array of entries chained per bucket; entries are
  * pushed in walk order and popped when a region ends, so each bucket's head is always its
@@ -141,8 +142,16 @@ static bool cse_region(table *t, ir_subst *rp, ir_region *r) {
     int mark = t->len;
     ir_foreach_op_safe(op, tmp, r) {
         ir_subst_op(rp, op);
-        for (uint32_t i = 0; i < op->nregions; i++)
-            changed |= cse_region(t, rp, op->regions[i]);
+        if (op->code == IR_CUSTOM) { /* isolated regions: nothing from outside is available */
+            table inner = {0};
+            for (uint32_t i = 0; i < op->nregions; i++)
+                changed |= cse_region(&inner, rp, op->regions[i]);
+            free(inner.entries);
+            free(inner.buckets);
+        } else {
+            for (uint32_t i = 0; i < op->nregions; i++)
+                changed |= cse_region(t, rp, op->regions[i]);
+        }
         if (!candidate(op))
             continue;
         uint64_t h = op_hash(op);

@@ -91,6 +91,7 @@ static void mark_op(marker *mk, ir_op *op) {
             break;
         }
         case IR_WHILE:
+        case IR_CUSTOM: /* all of it: its regions' yields are its results and adjoints */
             mark_all_operands(mk, op);
             for (uint32_t i = 0; i < op->nregions; i++) {
                 ir_op *t = terminator(op->regions[i]);
@@ -154,7 +155,7 @@ static bool is_root(const ir_op *op) {
     case IR_CHECK: /* records an error */
         return true;
     case IR_CONST: case IR_LOAD: case IR_IF: case IR_FOR: case IR_YIELD: case IR_CONDITION:
-        return false;
+    case IR_CUSTOM: /* pure apart from its regions: live through its results */ return false;
     default: return !(ir_info(op->code)->flags & OPF_PURE);
     }
 }

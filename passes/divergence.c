@@ -170,6 +170,19 @@ static void analyze(ir_divergence *d, const ir_region *r, bool cv) {
             analyze(d, after, cv || masked);
             break;
         }
+        case IR_CUSTOM: { /* conservatively: everything varies when an operand does */
+            bool any = false;
+            for (uint32_t i = 0; i < op->noperands; i++)
+                any |= ir_div_varying(d, op->operands[i]);
+            for (uint32_t ri = 0; any && ri < op->nregions; ri++)
+                for (uint32_t i = 0; i < op->regions[ri]->nargs; i++)
+                    set_v(d, op->regions[ri]->args[i]);
+            for (uint32_t k = 0; any && k < op->nresults; k++)
+                set_v(d, op->results[k]);
+            analyze(d, op->regions[0], cv);
+            analyze(d, op->regions[1], cv);
+            break;
+        }
         default:
             if (ir_is_atomic(op->code)) {
                 set_v(d, op->results[0]);

@@ -23,6 +23,11 @@ bool ir_opt_dce(ir_module *m);      /* dead pure ops, unused loop-carried values
  * gradient kernels are built (compiler/driver.c), not in ir_optimize */
 bool ir_opt_private_atomics(ir_module *m);
 
+/* Replaces every `custom` op (a call of a func with a custom adjoint) by its primal region
+ * (passes/inline_custom.c). compiler/driver.c runs it once the gradients are built, so no
+ * later pass and no emitter sees a `custom` op. */
+bool ir_inline_custom(ir_module *m);
+
 /* The language's rules for integer div/rem, shifts, min/max/clamp and sign, written once as
  * plain IR (passes/lower_semantics.c), with `check` ops for the debug checks of division by
  * zero and shift counts when checks. The last step of kc_compile_source; sets
@@ -82,6 +87,9 @@ bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src
  * ad_stack_size is the capacity of loops that cannot be bounded (while). Returns the new
  * kernel. Requires verified IR; the result verifies. */
 ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size);
+/* The parameters of K.grad for primal kernel k: k's, then `p.grad` for each differentiable
+ * p (in k's module's arena; *nparams gets the count). */
+ir_param *ad_grad_params(const ir_kernel *k, uint32_t *nparams);
 
 /* Builds K.jvp, the forward-mode (Jacobian-vector) kernel of k, and appends it to k's
  * module (passes/ad_jvp.c); k may be a primal kernel or a gradient kernel (K.grad.jvp,

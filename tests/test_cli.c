@@ -532,6 +532,13 @@ Test(cli_grad, run_square_grad) {
         unlink(files[i]);
 }
 
+/* A kernel whose gradient is another kernel of the program (`grad G`): the implicit-
+ * function adjoint of a Newton solve agrees with finite differences. */
+Test(cli_grad, gradcheck_custom_gradient_kernel) {
+    expect("gradcheck tests/custom/implicit.kern solve --seed 3", 0,
+           "gradcheck solve: 24 elements");
+}
+
 Test(cli_grad, gradcheck_ok) {
     run_result r = run("gradcheck tests/golden/ir/simulate.kern simulate");
     cr_expect_eq(r.status, 0, "%s", r.out);
