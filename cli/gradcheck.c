@@ -97,6 +97,8 @@ typedef struct gc_param {
     kern_buffer *b;       /* arrays: the f64 module's buffer */
     double *plus, *minus; /* differentiable arrays: state after the runs at x + h, x - h */
     double *g64, *g32;    /* differentiable: K.grad's result in each precision */
+    double *v;            /* differentiable: the tangent K.jvp starts from */
+    double *t64, *t32;    /* differentiable: K.jvp's tangent of the state after */
     bool intword[64];     /* a struct array stored as float words: which of the struct's
                              words (the last dimension) hold integer fields; those are not
                              perturbed nor summed (their bits are not numbers) */
@@ -154,6 +156,7 @@ typedef struct gc {
     FILE *err;
     kern_context *ctx;
     kern_kernel *k64, *gk64, *k32, *gk32;
+    kern_kernel *jk64, *jk32; /* K.jvp, NULL when forward mode refused K (res->jvp_skipped) */
     ir_module *ir64; /* the f64 module's IR, for the interpreter */
     gc_param *p;
     int np;
@@ -206,6 +209,7 @@ static gradcheck_status compile(gc *g, const char *text, size_t len, bool promot
     cc->opts.debug = true; /* random inputs may index out of range: check, never corrupt */
     cc->opts.grad = KC_GRAD_ALL;
     cc->opts.grad_only = g->name;
+    cc->opts.jvp = true; /* K.jvp too, when forward mode can build it */
     cc->opts.promote_f64 = promote;
     ir_module *m = kc_compile_source(cc, g->path, text, len);
     if (g->err && (print_diags || !m))
@@ -225,7 +229,8 @@ static gradcheck_status compile(gc *g, const char *text, size_t len, bool promot
     return st;
 }
 
-static gradcheck_status find_kernels(gc *g, kern_module *mod, kern_kernel **k, kern_kernel **gk) {
+static gradcheck_status find_kernels(gc *g, kern_module *mod, kern_kernel **k, kern_kernel **gk,
+                                     kern_kernel **jk) {
     if (kern_kernel_find(mod, g->name, k) != KERN_OK)
         return gc_fail(g, GRADCHECK_USER, "no kernel named '%s' in %s", g->name, g->path);
     char gname[512];
@@ -233,6 +238,9 @@ static gradcheck_status find_kernels(gc *g, kern_module *mod, kern_kernel **k, k
     if (kern_kernel_find(mod, gname, gk) != KERN_OK)
         return gc_fail(g, GRADCHECK_USER, "no gradient kernel '%s' was built for %s", gname,
                        g->path);
+    snprintf(gname, sizeof gname, "%s.jvp", g->name);
+    if (kern_kernel_find(mod, gname, jk) != KERN_OK)
+        *jk = NULL; /* forward mode refused K: reported, not an error of K.grad */
     return GRADCHECK_OK;
 }
 
@@ -568,6 +576,19 @@ static void *snapshot(kern_buffer *b) {
     return data;
 }
 
+/* args[i] for parameter i in one precision: its scalar, or a new buffer bufs[i] holding it. */
+static gradcheck_status input_arg(gc *g, int i, bool f64, kern_arg *args, kern_buffer **bufs) {
+    gc_param *p = &g->p[i];
+    kern_dtype ft = f64 ? KERN_F64 : p->info.dtype;
+    if (!p->info.is_array)
+        args[i] = scalar_of(p, ft, p->is_float ? p->f[0] : 0);
+    else if (buffer_of(g, p, ft, &bufs[i]) != KERN_OK)
+        return gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
+    else
+        args[i] = kern_arg_buffer(bufs[i]);
+    return GRADCHECK_OK;
+}
+
 /* K (or its --steps sequence) of one precision on the inputs through a tape, then the
  * tape's backward pass: K.grad on the state K left, with p.grad = w_p. The adjoints land
  * in p->g64 / p->g32, the name of a primal array that K.grad changed in
@@ -582,16 +603,8 @@ static gradcheck_status run_grad(gc *g, bool f64, gradcheck_result *res) {
     gradcheck_status st = GRADCHECK_OK;
     if (kern_tape_create(g->ctx, &tape) != KERN_OK)
         st = gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
-    for (int i = 0; i < g->np && !st; i++) {
-        gc_param *p = &g->p[i];
-        kern_dtype ft = f64 ? KERN_F64 : p->info.dtype;
-        if (!p->info.is_array)
-            args[i] = scalar_of(p, ft, p->is_float ? p->f[0] : 0);
-        else if (buffer_of(g, p, ft, &bufs[i]) != KERN_OK)
-            st = gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
-        else
-            args[i] = kern_arg_buffer(bufs[i]);
-    }
+    for (int i = 0; i < g->np && !st; i++)
+        st = input_arg(g, i, f64, args, bufs);
     if (!st)
         st = forward(g, k, args, tape);
     for (int i = 0; i < g->np && !st; i++) {
@@ -647,9 +660,10 @@ static gradcheck_status run_grad(gc *g, bool f64, gradcheck_result *res) {
     return st;
 }
 
-/* The f64 K from the inputs with element e of parameter q at x; the differentiable
- * arrays' states after it land in `plus` or `minus`. */
-static gradcheck_status run_primal(gc *g, int q, int64_t e, double x, bool plus) {
+/* The f64 K from the inputs with element e of parameter q at x (q < 0: none) and every
+ * differentiable input moved by dh times its tangent p->v; the differentiable arrays'
+ * states after it land in `plus` or `minus`. */
+static gradcheck_status run_primal_along(gc *g, int q, int64_t e, double x, double dh, bool plus) {
     kern_arg *args = xcalloc((size_t)g->np, sizeof *args);
     gradcheck_status st = GRADCHECK_OK;
     for (int i = 0; i < g->np && !st; i++) {
@@ -657,16 +671,24 @@ static gradcheck_status run_primal(gc *g, int q, int64_t e, double x, bool plus)
         double old = i == q ? p->f[e] : 0;
         if (i == q)
             p->f[e] = x;
+        double *moved = NULL;
+        if (dh != 0 && p->diff) {
+            moved = xcalloc((size_t)p->count, sizeof *moved);
+            for (int64_t j = 0; j < p->count; j++)
+                moved[j] = p->f[j] + (integer_word(p, j) ? 0 : dh * p->v[j]);
+        }
+        const double *f = moved ? moved : p->f;
         if (!p->info.is_array) {
-            args[i] = scalar_of(p, KERN_F64, p->is_float ? p->f[0] : 0);
+            args[i] = scalar_of(p, KERN_F64, p->is_float ? f[0] : 0);
         } else {
             kern_status ks = p->is_float
-                                 ? kern_buffer_write(p->b, p->f, (size_t)p->count * sizeof(double))
+                                 ? kern_buffer_write(p->b, f, (size_t)p->count * sizeof(double))
                                  : kern_buffer_write(p->b, p->raw, kern_buffer_bytes(p->b));
             if (ks != KERN_OK)
                 st = gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
             args[i] = kern_arg_buffer(p->b);
         }
+        free(moved);
         if (i == q)
             p->f[e] = old;
     }
@@ -681,10 +703,14 @@ static gradcheck_status run_primal(gc *g, int q, int64_t e, double x, bool plus)
     return st;
 }
 
+static gradcheck_status run_primal(gc *g, int q, int64_t e, double x, bool plus) {
+    return run_primal_along(g, q, e, x, 0, plus);
+}
+
 /* The loop-trip fingerprint (ir_interp_options.loop_trips) of the f64 K, in the
  * interpreter, from the inputs with element e of parameter q at x, summed over the
  * steps; false when the interpreter stops with an error. */
-static bool trips_at(gc *g, int q, int64_t e, double x, uint64_t *out) {
+static bool trips_along(gc *g, int q, int64_t e, double x, double dh, uint64_t *out) {
     ir_interp_arg *args = xcalloc((size_t)g->np, sizeof *args);
     void **data = xcalloc((size_t)g->np, sizeof *data);
     bool ok = true;
@@ -697,12 +723,14 @@ static bool trips_at(gc *g, int q, int64_t e, double x, uint64_t *out) {
             memcpy(data[i], p->is_float ? (void *)p->f : p->raw, (size_t)p->count * es);
             if (i == q)
                 ((double *)data[i])[e] = x;
+            for (int64_t j = 0; dh != 0 && p->diff && j < p->count; j++)
+                ((double *)data[i])[j] += integer_word(p, j) ? 0 : dh * p->v[j];
             args[i] = ir_interp_array(kind, data[i], p->info.rank, p->shape[0], p->shape[1],
                                       p->shape[2], p->shape[3]);
             for (int d = p->info.rank; d < KERN_MAX_RANK; d++)
                 args[i].shape[d] = 0;
         } else if (p->is_float) {
-            args[i] = ir_interp_float(kind, i == q ? x : p->f[0]);
+            args[i] = ir_interp_float(kind, (i == q ? x : p->f[0]) + (p->diff ? dh * p->v[0] : 0));
         } else {
             const kern_arg *a = &p->scalar;
             args[i] = ir_interp_int(kind, a->dtype == KERN_BOOL  ? a->u.b
@@ -730,6 +758,11 @@ static bool trips_at(gc *g, int q, int64_t e, double x, uint64_t *out) {
 
 /* Whether a step of +-h at element e of parameter q changes how often some loop of K
  * runs (a non-smooth point of K, where finite differences mean nothing). */
+/* trips_along without a direction */
+static bool trips_at(gc *g, int q, int64_t e, double x, uint64_t *out) {
+    return trips_along(g, q, e, x, 0, out);
+}
+
 static bool nonsmooth(gc *g, int q, int64_t e, double xm, double x, double xp) {
     uint64_t a, b, c;
     return trips_at(g, q, e, xm, &a) && trips_at(g, q, e, x, &b) && trips_at(g, q, e, xp, &c) &&
@@ -761,6 +794,143 @@ static void note(gradcheck_worst *w, double a, double fd, const gc_param *p, int
     w->analytic = a;
     w->fd = fd;
     describe(w->where, sizeof w->where, p, e);
+}
+
+/* ---- Forward mode: K.jvp ----------------------------------------------------------- */
+
+/* K.jvp (or its --steps sequence) of one precision from the inputs, the tangents starting
+ * at p->v; the tangents of the state after land in p->t64 / p->t32. */
+static gradcheck_status run_jvp(gc *g, bool f64) {
+    kern_kernel *k = f64 ? g->jk64 : g->jk32;
+    int n = kern_kernel_param_count(k);
+    kern_arg *args = xcalloc((size_t)n, sizeof *args);
+    kern_buffer **bufs = xcalloc((size_t)n, sizeof *bufs);
+    gradcheck_status st = GRADCHECK_OK;
+    int t = g->np;
+    for (int i = 0; i < g->np && !st; i++) {
+        gc_param *p = &g->p[i];
+        kern_dtype ft = f64 ? KERN_F64 : p->info.dtype;
+        st = input_arg(g, i, f64, args, bufs);
+        if (st || !p->diff)
+            continue;
+        int64_t one = 1;
+        void *v = pack(p->v, p->count, ft);
+        if (kern_buffer_create(g->ctx, ft, p->info.is_array ? p->info.rank : 1,
+                               p->info.is_array ? p->shape : &one, v, &bufs[t]) != KERN_OK)
+            st = gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
+        else
+            args[t] = kern_arg_buffer(bufs[t]);
+        free(v);
+        t++;
+    }
+    int steps = g->o->steps > 0 ? g->o->steps : 1;
+    for (int s = 0; s < steps && !st; s++) {
+        if (g->step >= 0)
+            args[g->step] = step_value(&g->p[g->step], s);
+        if (kern_launch(k, args, n) != KERN_OK)
+            st = gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
+    }
+    if (!st && kern_sync(g->ctx) != KERN_OK)
+        st = gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
+    t = g->np;
+    for (int i = 0; i < g->np && !st; i++) {
+        gc_param *p = &g->p[i];
+        if (!p->diff)
+            continue;
+        double **out = f64 ? &p->t64 : &p->t32;
+        *out = xcalloc((size_t)p->count, sizeof **out);
+        st = read_doubles(g, bufs[t++], f64 ? KERN_F64 : p->info.dtype, *out, p->count);
+    }
+    for (int i = 0; i < n; i++)
+        kern_buffer_release(bufs[i]);
+    free(bufs);
+    free(args);
+    return st;
+}
+
+/* K.jvp against central finite differences of the f64 K along the tangent v (every
+ * differentiable input at once), element by element of the state after, and against
+ * K.grad by the dot-product identity <K.jvp(v), w> = <v, K.grad(w)> in f64. */
+static gradcheck_status check_jvp(gc *g, gradcheck_result *res) {
+    res->jvp.f64.err = res->jvp.f32.err = -1;
+    if (!g->jk64 || !g->jk32) {
+        const ir_kernel *k = ir_kernel_find(g->ir64, g->name);
+        snprintf(res->jvp.skipped, sizeof res->jvp.skipped, "%s",
+                 k && k->jvp_error ? k->jvp_error : "forward mode did not build it");
+        return GRADCHECK_OK;
+    }
+    res->jvp.checked = true;
+    for (int i = 0; i < g->np; i++) {
+        gc_param *p = &g->p[i];
+        if (!p->diff)
+            continue;
+        p->v = xcalloc((size_t)p->count, sizeof *p->v);
+        for (int64_t j = 0; j < p->count; j++)
+            p->v[j] = integer_word(p, j) ? 0 : (double)(float)rng_pm1(&g->rng);
+    }
+    gradcheck_status st = run_jvp(g, true);
+    if (!st)
+        st = run_jvp(g, false);
+    double h = g->o->eps;
+    for (int i = 0; i < g->np; i++)
+        for (int64_t j = 0; g->p[i].diff && j < g->p[i].count; j++)
+            h = fmin(h, g->o->eps * fmax(1, fabs(g->p[i].f[j])));
+    /* Richardson's extrapolation of two central differences, (4 D(h/2) - D(h)) / 3: every
+     * input moves at once, so the h^2 term of one difference sums the curvature along v
+     * over all of them */
+    double **half = xcalloc((size_t)g->np, sizeof *half);
+    for (int r = 0; r < 2 && !st; r++) {
+        double hr = r ? h : h / 2;
+        st = run_primal_along(g, -1, 0, 0, hr, true);
+        if (!st)
+            st = run_primal_along(g, -1, 0, 0, -hr, false);
+        for (int i = 0; i < g->np && !st; i++) {
+            gc_param *p = &g->p[i];
+            if (!p->diff || !p->info.is_array)
+                continue;
+            if (!r)
+                half[i] = xcalloc((size_t)p->count, sizeof **half);
+            for (int64_t j = 0; j < p->count; j++) {
+                double d = (p->plus[j] - p->minus[j]) / (2 * hr);
+                half[i][j] = r ? (4 * half[i][j] - d) / 3 : d;
+            }
+        }
+    }
+    double lhs = 0, rhs = 0, mag = 0;
+    for (int i = 0; i < g->np && !st; i++) {
+        gc_param *p = &g->p[i];
+        if (!p->diff)
+            continue;
+        for (int64_t j = 0; j < p->count; j++) {
+            if (integer_word(p, j))
+                continue;
+            /* K leaves a scalar as it is: its tangent passes through */
+            double fd = p->info.is_array ? half[i][j] : p->v[j];
+            note(&res->jvp.f64, p->t64[j], fd, p, j);
+            note(&res->jvp.f32, p->t32[j], fd, p, j);
+            res->jvp.elements++;
+            rhs += p->v[j] * p->g64[j];
+            mag += fabs(p->v[j] * p->g64[j]);
+            if (p->info.is_array) {
+                lhs += p->w[j] * p->t64[j];
+                mag += fabs(p->w[j] * p->t64[j]);
+            }
+        }
+    }
+    /* beyond tolerance where a loop of K runs a different number of times at x - h v, x and
+     * x + h v: the difference jumped; K.jvp is then held to the dot-product identity only */
+    uint64_t a, b, c;
+    if (!st && (res->jvp.f64.err > g->o->rtol || res->jvp.f32.err > g->o->rtol_f32) &&
+        trips_along(g, -1, 0, 0, -h, &a) && trips_along(g, -1, 0, 0, 0, &b) &&
+        trips_along(g, -1, 0, 0, h, &c) && (a != b || b != c))
+        res->jvp.nonsmooth = true;
+    for (int i = 0; i < g->np; i++)
+        free(half[i]);
+    free(half);
+    res->jvp.dot_jvp = lhs;
+    res->jvp.dot_grad = rhs;
+    res->jvp.dot_err = fabs(lhs - rhs) / fmax(mag, 1e-300);
+    return st;
 }
 
 /* Finite differences at the sampled elements, compared with both gradients. */
@@ -849,9 +1019,9 @@ gradcheck_status gradcheck_source(const char *path, const char *text, size_t len
     if (!st)
         st = compile(&g, text, len, false, false, &mod32, NULL);
     if (!st)
-        st = find_kernels(&g, mod64, &g.k64, &g.gk64);
+        st = find_kernels(&g, mod64, &g.k64, &g.gk64, &g.jk64);
     if (!st)
-        st = find_kernels(&g, mod32, &g.k32, &g.gk32);
+        st = find_kernels(&g, mod32, &g.k32, &g.gk32, &g.jk32);
     if (!st)
         st = setup_params(&g, bindings, nbindings);
     bool any = false;
@@ -876,6 +1046,12 @@ gradcheck_status gradcheck_source(const char *path, const char *text, size_t len
         st = run_grad(&g, false, res);
     if (!st)
         st = check_elements(&g, res);
+    if (!st)
+        st = check_jvp(&g, res);
+    if (!st && res->jvp.checked) /* K.jvp's tangents carry the same noise as K.grad's */
+        res->ok = res->ok && res->jvp.dot_err <= 1e-9 &&
+                  (res->jvp.nonsmooth ||
+                   (res->jvp.f64.err <= o->rtol && res->jvp.f32.err <= o->rtol_f32));
 done:
     for (int i = 0; i < g.np; i++) {
         gc_param *p = &g.p[i];
@@ -887,6 +1063,9 @@ done:
         free(p->minus);
         free(p->g64);
         free(p->g32);
+        free(p->v);
+        free(p->t64);
+        free(p->t32);
     }
     free(g.p);
     kern_module_release(mod64);
@@ -896,6 +1075,15 @@ done:
         ir_module_free(g.ir64);
     free(name);
     return st;
+}
+
+/* "K" of "K" or "K.grad", in a static buffer */
+static const char *base_name(const char *kernel) {
+    static char buf[512];
+    size_t n = strlen(kernel);
+    snprintf(buf, sizeof buf, "%.*s", (int)(n > 5 && !strcmp(kernel + n - 5, ".grad") ? n - 5 : n),
+             kernel);
+    return buf;
 }
 
 void gradcheck_print(FILE *f, const char *kernel, const gradcheck_options *o,
@@ -910,8 +1098,29 @@ void gradcheck_print(FILE *f, const char *kernel, const gradcheck_options *o,
                 "  %d element%s at a non-smooth point, not compared (first: %s): a step of "
                 "+-h changed how often a loop of %s runs\n",
                 res->nonsmooth, res->nonsmooth == 1 ? "" : "s", res->nonsmooth_at, kernel);
+    if (res->jvp.checked)
+        fprintf(f,
+                "gradcheck %s.jvp: %d elements, worst relative error %.2g (f64), %.2g (f32); "
+                "<jvp(v), w> %.12g against <v, grad(w)> %.12g (relative %.2g, tol 1e-9)\n",
+                base_name(kernel), res->jvp.elements, res->jvp.f64.err, res->jvp.f32.err,
+                res->jvp.dot_jvp, res->jvp.dot_grad, res->jvp.dot_err);
+    else
+        fprintf(f, "gradcheck %s.jvp: not checked: %s\n", base_name(kernel), res->jvp.skipped);
+    if (res->jvp.nonsmooth)
+        fprintf(f,
+                "  the tangent's finite difference crosses a non-smooth point (a step of +-h "
+                "along it changed how often a loop of %s runs): K.jvp is compared with K.grad "
+                "only\n",
+                base_name(kernel));
     if (res->ok)
         return;
+    if (res->jvp.checked && !res->jvp.nonsmooth &&
+        (res->jvp.f64.err > o->rtol || res->jvp.f32.err > o->rtol_f32))
+        for (int i = 0; i < 2; i++) {
+            const gradcheck_worst *w = i ? &res->jvp.f32 : &res->jvp.f64;
+            fprintf(f, "  %s: worst at %s.tan: K.jvp %.9g, finite difference %.9g\n",
+                    i ? "f32" : "f64", w->where, w->analytic, w->fd);
+        }
     if (res->nonsmooth == res->elements) {
         fprintf(f, "  no element could be compared: bind inputs away from the non-smooth "
                    "points\n");

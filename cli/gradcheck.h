@@ -1,4 +1,5 @@
-/* gradcheck.h - checks a kernel's gradient against finite differences (reference section 10):
+/* gradcheck.h - checks a kernel's gradient (and its forward-mode kernel K.jvp) against
+ * finite differences (reference section 10):
  * the engine of `kernc gradcheck` (cli/gradcheck.c), usable from tests as well.
  *
  * The kernel K is compiled twice: once with every f32 promoted to f64 (ad_promote_f64),
@@ -59,8 +60,19 @@ typedef struct gradcheck_result {
     int nonsmooth;            /* elements beyond tolerance where a step of +-h changed the
                                  iteration count of a loop of K: not compared */
     char nonsmooth_at[96];    /* the first of them */
-    bool ok;                  /* both within their tolerance, no primal array written, and
-                                 at least one element compared */
+    struct {                  /* K.jvp (forward mode, reference section 11.6) */
+        bool checked;         /* false when forward mode refused K: skipped says why */
+        char skipped[512];
+        int elements;             /* tangent elements of the state after, compared */
+        gradcheck_worst f64, f32; /* against central differences along the tangent v */
+        double dot_jvp, dot_grad; /* <K.jvp(v), w> and <v, K.grad(w)>, f64 */
+        double dot_err;           /* their relative difference */
+        bool nonsmooth;           /* the differences along v crossed a point where a loop's
+                                     trip count changes: only the identity is required */
+    } jvp;
+    bool ok; /* both within their tolerance, no primal array written, and
+                                 at least one element compared; K.jvp (when checked) within
+                                 the same tolerances and the dot-product identity within 1e-9 */
 } gradcheck_result;
 
 typedef enum gradcheck_status {

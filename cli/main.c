@@ -413,7 +413,7 @@ static int emit_ir_derived(cli *c, kc_ctx *ctx, loaded *l, kern_buf *out, const 
     }
     if (jvp) { /* forward mode only: no K.grad unless K.grad.jvp is asked for */
         ctx->opts.grad = want && has_suffix(want, ".grad.jvp") ? KC_GRAD_ALL : KC_GRAD_NONE;
-        ctx->opts.jvp = !want;
+        ctx->opts.jvp = true;
     } else {
         ctx->opts.grad = KC_GRAD_ALL;
     }

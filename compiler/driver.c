@@ -108,17 +108,22 @@ static bool hvp_wanted(const kc_options *o, const char *name) {
 }
 
 /* Appends K.jvp of kernel k (a primal kernel or a gradient). A kernel that forward mode
- * cannot differentiate is an error when the mode asks for every derived kernel
- * (KC_GRAD_ALL), for forward mode only (KC_GRAD_NONE with jvp), or the kernel was asked
- * for by name; otherwise (KC_GRAD_POSSIBLE) it gets no K.jvp. */
+ * cannot differentiate is an error when forward mode alone was asked for (KC_GRAD_NONE
+ * with jvp) or the kernel was asked for by name; otherwise it gets no K.jvp (the lookup
+ * of K.jvp then fails). */
 static bool build_jvp(kc_ctx *ctx, const kern_source *src, ir_kernel *k) {
     const kc_options *o = &ctx->opts;
-    bool loud = o->grad == KC_GRAD_ALL || o->grad == KC_GRAD_NONE || only_is(o, k->name, ".jvp");
+    bool loud = o->grad == KC_GRAD_NONE || only_is(o, k->name, ".jvp");
     if (loud)
         return ad_jvp_kernel(k, &ctx->diags, src) != NULL;
     diag_sink quiet;
     diag_init(&quiet, &k->module->mem);
-    ad_jvp_kernel(k, &quiet, src);
+    if (!ad_jvp_kernel(k, &quiet, src) && quiet.len > 0) {
+        const diag *d = &quiet.items[0];
+        k->jvp_error =
+            arena_printf(&k->module->mem, "%s:%u:%u: %s", d->src ? d->src->path : "<source>",
+                         d->loc.line, d->loc.col, d->message);
+    }
     diag_free(&quiet);
     return true;
 }

@@ -159,6 +159,8 @@ struct ir_kernel {
     uint32_t nadstacks, capadstacks;
     const char *grad_error; /* primal kernels: why K.grad was not built (NULL: it was, or
                                was not asked for) */
+    const char *jvp_error;  /* why K.jvp was not built when it was asked for quietly (NULL:
+                               it was, or was not asked for); not in module metadata */
     const char *grad_kernel; /* primal kernels: the kernel of a `grad G` clause, whose IR
                                 K.grad is (NULL: K.grad is derived); not in the text form */
     sz_expr **extents;      /* after ir_lower_semantics: ad_task_extent of each dimension of

@@ -1517,3 +1517,154 @@ Test(cli_v1, structured_npy_files) {
     for (size_t i = 0; i < sizeof files / sizeof *files; i++)
         unlink(files[i]);
 }
+
+/* ---- forward mode from the command line (reference section 11.6) ---------------------- */
+
+/* kernc run K.jvp: y = sin(x) * a, so y.tan = cos(x) a x.tan + sin(x) a.tan; unbound
+ * tangents are zero, x.tan passes through unchanged (K only reads x). */
+Test(cli_grad, run_jvp_binds_tangents) {
+    char src[64], px[64], pxt[64], pyt[96], py[64], args[512];
+    temp_file(src, ".kern",
+              "kernel k(x: f32[], y: f32[], a: f32) {\n"
+              "    for i in 0..len(x) { y[i] = sin(x[i]) * a; }\n"
+              "}\n");
+    float x[3] = {0.5f, -1.0f, 2.0f}, xt[3] = {1.0f, 2.0f, -0.5f}, y[3], yt[3];
+    temp_npy_f32(px, x, 3);
+    temp_npy_f32(pxt, xt, 3);
+    temp_npy_f32(py, x, 3);
+    snprintf(pyt, sizeof pyt, "%s.out.npy", pxt);
+    snprintf(args, sizeof args,
+             "run %s k.jvp x=%s y=%s a=1.5 x.tan=%s a.tan=%s --save y.tan=%s "
+             "--save y=%s",
+             src, px, py, pxt, "/dev/null", pyt, py);
+    run_result r = run(args); /* a.tan must be an array of length 1: /dev/null is no .npy */
+    cr_expect_neq(r.status, 0, "%s", r.out);
+    free(r.out);
+    snprintf(args, sizeof args, "run %s k.jvp x=%s y=%s a=1.5 x.tan=%s --save y.tan=%s --save y=%s",
+             src, px, py, pxt, pyt, py);
+    r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    free(r.out);
+    read_npy_f32(pyt, yt, 3);
+    read_npy_f32(py, y, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_float_eq(y[i], sinf(x[i]) * 1.5f, 1e-6, "y[%d]", i);
+        cr_expect_float_eq(yt[i], cos((double)x[i]) * 1.5 * xt[i], 1e-5, "y.tan[%d]", i);
+    }
+    unlink(pyt);
+}
+
+/* kernc run K.grad.jvp: Hessian-vector products of three kernels with known Hessians, from
+ * x.tan = v and x.grad.tan = 0 with the adjoint seed of the loss 1:
+ *   loss += sum x_i^3 w_i / 3      H = diag(2 w_i x_i)
+ *   loss += (sum x_i)^2            H = 2 * ones            (an atomic reduction, then a
+ *                                                           serial square)
+ *   loss += sum exp(x_i) x_{i+1}   H couples neighbours   (a loop over a neighbour) */
+Test(cli_grad, run_grad_jvp_hessian_vector_products) {
+    static const char *const srcs[3] = {
+        "kernel k(x: f64[], w: f64[], loss: f64[]) {\n"
+        "    for i in 0..len(x) { loss[0] += x[i] * x[i] * x[i] * w[i] / 3.0; }\n"
+        "}\n",
+        "kernel k(x: f64[], w: f64[], loss: f64[]) {\n"
+        "    for i in 0..len(x) { w[i] = x[i]; }\n"
+        "    for t in 0..1 {\n"
+        "        var s: f64 = 0.0;\n"
+        "        for j in 0..len(x) { s += w[j]; }\n"
+        "        loss[0] += s * s;\n"
+        "    }\n"
+        "}\n",
+        "kernel k(x: f64[], w: f64[], loss: f64[]) {\n"
+        "    for i in 0..len(x) - 1 {\n"
+        "        var acc: f64 = 0.0;\n"
+        "        for j in 0..2 { acc += exp(x[i]) * x[i + 1] * f64(j); }\n"
+        "        loss[0] += acc;\n"
+        "    }\n"
+        "}\n"};
+    double x[4] = {0.5, -1.0, 2.0, 0.25}, w[4] = {1.0, 2.0, -1.0, 0.5};
+    double v[4] = {1.0, -2.0, 0.5, 3.0};
+    for (int c = 0; c < 3; c++) {
+        double hv[4] = {0};
+        for (int i = 0; i < 4; i++) {
+            if (c == 0)
+                hv[i] = 2 * w[i] * x[i] * v[i];
+            else if (c == 1)
+                hv[i] = 2 * (v[0] + v[1] + v[2] + v[3]);
+        }
+        if (c == 2) /* f = sum_i exp(x_i) x_{i+1} (acc sums j = 0, 1: one term) */
+            for (int i = 0; i < 3; i++) {
+                hv[i] += exp(x[i]) * x[i + 1] * v[i] + exp(x[i]) * v[i + 1];
+                hv[i + 1] += exp(x[i]) * v[i];
+            }
+        char src[64], px[64], pw[64], pl[64], pv[64], pg[64], pz[64], pout[96], args[1024];
+        temp_file(src, ".kern", srcs[c]);
+        int64_t sh4[1] = {4}, sh1[1] = {1};
+        double one = 1, zero4[4] = {0};
+        temp_npy_shaped(px, KERN_F64, 1, sh4, x);
+        temp_npy_shaped(pw, KERN_F64, 1, sh4, w);
+        temp_npy_shaped(pl, KERN_F64, 1, sh1, zero4);
+        temp_npy_shaped(pv, KERN_F64, 1, sh4, v);
+        temp_npy_shaped(pg, KERN_F64, 1, sh1, &one);
+        temp_npy_shaped(pz, KERN_F64, 1, sh4, zero4);
+        snprintf(pout, sizeof pout, "%s.hv.npy", pz);
+        /* K.grad reads the state K left, so K.grad.jvp takes that state and its tangent (as
+         * K.jvp leaves them): the second kernel has overwritten w with x */
+        snprintf(args, sizeof args,
+                 "run %s k.grad.jvp x=%s w=%s loss=%s loss.grad=%s x.tan=%s x.grad=%s "
+                 "x.grad.tan=%s --save x.grad.tan=%s%s%s",
+                 src, px, c == 1 ? px : pw, pl, pg, pv, pz, pz, pout, c == 1 ? " w.tan=" : "",
+                 c == 1 ? pv : "");
+        run_result r = run(args);
+        cr_assert_eq(r.status, 0, "case %d: %s", c, r.out);
+        free(r.out);
+        FILE *f = fopen(pout, "rb");
+        cr_assert(f);
+        char hdr[128];
+        cr_assert_eq(fread(hdr, 1, 128, f), 128); /* the npy header of a small 1-d array */
+        double got[4];
+        cr_assert_eq(fread(got, sizeof(double), 4, f), 4);
+        fclose(f);
+        unlink(pout);
+        for (int i = 0; i < 4; i++)
+            cr_expect(fabs(got[i] - hv[i]) <= 1e-12 * fmax(1, fabs(hv[i])),
+                      "case %d: (H v)[%d] = %.17g, want %.17g", c, i, got[i], hv[i]);
+    }
+}
+
+/* gradcheck checks K.jvp too: a line of its own; a custom gradient that is wrong fails by
+ * the finite differences and by the dot-product identity with the automatic K.jvp; a
+ * kernel that forward mode refuses says why and passes on K.grad alone. */
+Test(cli_grad, gradcheck_checks_jvp) {
+    char src[64], args[256];
+    temp_file(src, ".kern",
+              "kernel k(x: f32[], y: f32[], a: f32) {\n"
+              "    for i in 0..len(x) { y[i] = sin(x[i]) * a + x[i] * x[i]; }\n"
+              "}\n");
+    snprintf(args, sizeof args, "gradcheck %s k", src);
+    run_result r = run(args);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "gradcheck k.jvp: 17 elements") && strstr(r.out, "<jvp(v), w>"), "%s",
+              r.out);
+    free(r.out);
+    temp_file(src, ".kern",
+              "kernel k(x: f32[], y: f32[]) grad kg {\n"
+              "    for i in 0..len(x) { y[i] = x[i] * x[i]; }\n"
+              "}\n"
+              "kernel kg(x: f32[], y: f32[], xg: f32[], yg: f32[]) {\n"
+              "    for i in 0..len(x) { xg[i] += 3.0 * x[i] * yg[i]; yg[i] = 0.0; }\n"
+              "}\n");
+    snprintf(args, sizeof args, "gradcheck %s k", src);
+    r = run(args);
+    cr_expect_neq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "FAILED") && strstr(r.out, "gradcheck k.jvp"), "%s", r.out);
+    free(r.out);
+    temp_file(src, ".kern",
+              "kernel k(x: f32[], hi: f32[], g: i32[]) {\n"
+              "    for i in 0..len(x) { atomic_max(hi[g[i]], x[i]); }\n"
+              "}\n");
+    snprintf(args, sizeof args, "gradcheck %s k", src);
+    r = run(args);
+    cr_expect(strstr(r.out, "gradcheck k.jvp: not checked:") &&
+                  strstr(r.out, "cannot differentiate atomic_max in a parallel loop"),
+              "%s", r.out);
+    free(r.out);
+}
