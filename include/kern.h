@@ -467,7 +467,8 @@ kern_status kern_tape_set_grad(kern_tape *tape, kern_buffer *primal, kern_buffer
 /* The adjoint buffer of primal: the one set, or the tape's own (created by backward);
  * KERN_ERR_NOT_FOUND when there is none. */
 kern_status kern_tape_grad(kern_tape *tape, kern_buffer *primal, kern_buffer **out);
-/* kern_launch(k, args, nargs), then records the launch if it succeeded. */
+/* kern_launch(k, args, nargs), then records the launch if it succeeded. On a forward tape
+ * (below): launches k's K.jvp instead, then records it. */
 kern_status kern_tape_launch(kern_tape *tape, kern_kernel *k, const kern_arg *args, int nargs);
 
 /* A host step's backward: turns the adjoints of the step's outputs into those of its
@@ -528,6 +529,52 @@ kern_status kern_tape_scalar_grad(kern_tape *tape, int record, int param, double
  * tape created (scalar adjoints and its own array adjoints); associations made with
  * kern_tape_set_grad stay. */
 kern_status kern_tape_clear(kern_tape *tape);
+
+/* ---- the forward-mode tape ---------------------------------------------------------- */
+
+/* A forward tape launches, in place of each kernel K given to it, K's forward-mode kernel
+ * K.jvp (found by name in K's module; built on first use for JIT modules): the JVP of a
+ * sequence of launches, computed as they run (docs/runtime.md, "Forward tapes").
+ *
+ *   kern_tape_create_forward(ctx, &tape);
+ *   kern_tape_set_tan(tape, x0, v);             // the tangent of x0 (your buffer, optional)
+ *   kern_tape_launch(tape, step, args, n);      // runs step.jvp: step's primal work, and
+ *   ...                                         //   the tangents turned into those after it
+ *   kern_tape_tan(tape, x5, &t5);               // J v: the tangent of x5 (set, or the tape's)
+ *
+ * K.jvp gets K's arguments followed by, per differentiable parameter of K (as for
+ * K.grad): for an array, the tangent buffer of that argument's buffer (the one given to
+ * kern_tape_set_tan, or one the tape creates zeroed with the buffer's dtype and shape on
+ * first use, so an array whose tangent was never set starts at zero); for a scalar, a
+ * f32[1] or f64[1] the tape creates per (record, parameter), holding the scalar's tangent
+ * for that launch: 0 with kern_tape_launch, scalar_tans[param] with kern_tape_launch_jvp.
+ * The tangents hold the tangent of the state as it is now: read them after the launches
+ * of interest (kern_buffer_read waits for them).
+ *
+ * A kernel whose K.jvp cannot be built (an atomic_min/max in a parallel loop, say) fails
+ * the launch with KERN_ERR_UNSUPPORTED or the status of kern_kernel_find, and a message
+ * "kern_tape_launch: kernel 'K' has no forward-mode kernel 'K.jvp': ..."; nothing runs.
+ * A forward tape has no adjoints, backward pass or host steps: kern_tape_backward,
+ * kern_tape_set_grad, kern_tape_grad, kern_tape_scalar_grad and kern_tape_record_func fail
+ * on it (KERN_ERR_ARGUMENT, free_user called as for any failure), and the tangent calls
+ * fail on a reverse tape. Ownership is as for the reverse tape: tangents given by the user
+ * stay the user's (a launch that finds one released fails, naming the parameter); those
+ * the tape creates (array and scalar tangents) belong to it, and kern_tape_clear and
+ * kern_tape_destroy release them (associations from kern_tape_set_tan stay). The tape
+ * keeps no data: unlike the reverse tape, the launches may overwrite anything. */
+kern_status kern_tape_create_forward(kern_context *ctx, kern_tape **out);
+/* Uses tan (same dtype and shape as primal, a float dtype) as primal's tangent, for the
+ * launches after this call. Both stay owned by the caller. Replaces an earlier
+ * association, the tape's own tangent included (which is then released). */
+kern_status kern_tape_set_tan(kern_tape *tape, kern_buffer *primal, kern_buffer *tan);
+/* The tangent buffer of primal: the one set, or the tape's own (created by a launch);
+ * KERN_ERR_NOT_FOUND when there is none. */
+kern_status kern_tape_tan(kern_tape *tape, kern_buffer *primal, kern_buffer **out);
+/* kern_tape_launch with the tangents of K's scalar parameters: scalar_tans[i] for a
+ * differentiable scalar parameter i (indexed as args; other entries are ignored), or all
+ * zero when scalar_tans is NULL. The tangent of a scalar applies to this launch only. */
+kern_status kern_tape_launch_jvp(kern_tape *tape, kern_kernel *k, const kern_arg *args, int nargs,
+                                 const double *scalar_tans);
 
 #if defined(__GNUC__) && !defined(KERN_NO_VISIBILITY)
 #pragma GCC visibility pop

@@ -1,5 +1,5 @@
-/* tape.c - the gradient tape of kern.h: records launches and runs their gradient kernels
- * in reverse order.
+/* tape.c - the tapes of kern.h: a reverse tape records launches and runs their gradient
+ * kernels in reverse order; a forward tape launches their forward-mode kernels in order.
  *
  * A record keeps the kernel and a copy of the kern_arg array (buffer pointers, scalar
  * values). Backward walks the records newest first and launches "<K>.grad" from K's
@@ -18,6 +18,15 @@
  * when the record is dropped (or at once when recording fails). While backward runs, the
  * calls that would change the record list (record, clear, destroy, backward) refuse.
  *
+ * A forward tape (kern_tape_create_forward) launches "<K>.jvp" in place of K, with K's
+ * arguments followed by one tangent per differentiable parameter: the tangent associated
+ * with an array argument's buffer (set by the user, or created zeroed by the tape), and a
+ * fresh f32[1]/f64[1] per (record, scalar parameter) holding the tangent given to
+ * kern_tape_launch_jvp (zero by default). K.jvp turns the tangent of the state before K into
+ * that of the state after, in place, so launching them in order gives the sequence's JVP
+ * as the launches run. The association list is the same one (grads: adjoints on a reverse
+ * tape, tangents on a forward one); backward and host steps are refused.
+ *
  * Buffers and modules are referenced, not owned; before using a record, backward checks
  * that its module and buffers are still in the context's lists (a released handle is an
  * error, not a use after free, unless its memory was reused for a new one). Tapes are in
@@ -29,7 +38,7 @@
 #include "rt.h"
 
 typedef struct tape_grad {
-    kern_buffer *primal, *grad;
+    kern_buffer *primal, *grad; /* grad: the adjoint, or on a forward tape the tangent */
     bool owned; /* created by the tape */
 } tape_grad;
 
@@ -37,7 +46,7 @@ typedef struct tape_record {
     kern_kernel *k; /* NULL for a host step */
     kern_arg *args; /* a host step's: its declared buffers */
     int nargs;
-    kern_buffer **scalar_grads; /* per parameter: the scalar adjoint, NULL otherwise */
+    kern_buffer **scalar_grads;     /* per parameter: the scalar's adjoint (forward: tangent) */
     kern_tape_backward_fn backward; /* a host step's */
     void *user;
     void (*free_user)(void *user);
@@ -50,6 +59,7 @@ struct kern_tape {
     int nrecs, caprecs;
     tape_grad *grads;
     int ngrads, capgrads;
+    bool forward; /* launches run K.jvp; grads holds tangents */
     bool ran;     /* backward has run over the records */
     bool running; /* backward is running (a host step's callback may be on the stack) */
 };
@@ -73,12 +83,12 @@ static bool module_alive(kern_context *ctx, const kern_module *m) {
     return false;
 }
 
-kern_status kern_tape_create(kern_context *ctx, kern_tape **out) {
-    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_tape_create"))
+static kern_status create(kern_context *ctx, bool forward, const char *fn, kern_tape **out) {
+    if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, fn))
         return KERN_ERR_ARGUMENT;
     rt_clear_error(ctx);
     if (!out)
-        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_create: out is NULL");
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!ctx->dev)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "the context was not created successfully");
@@ -86,11 +96,36 @@ kern_status kern_tape_create(kern_context *ctx, kern_tape **out) {
     if (!t)
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a tape");
     t->ctx = ctx;
+    t->forward = forward;
     rt_list_init(&t->link);
     rt_list_push(&ctx->tapes, &t->link);
     rt_handle_add(t, RT_H_TAPE, ctx);
     *out = t;
     return KERN_OK;
+}
+
+kern_status kern_tape_create(kern_context *ctx, kern_tape **out) {
+    return create(ctx, false, "kern_tape_create", out);
+}
+
+kern_status kern_tape_create_forward(kern_context *ctx, kern_tape **out) {
+    return create(ctx, true, "kern_tape_create_forward", out);
+}
+
+/* KERN_ERR_ARGUMENT (with the message) when fn is for the other mode than t's. */
+static kern_status refuse_mode(kern_tape *t, const char *fn, bool forward_fn) {
+    if (t->forward == forward_fn)
+        return KERN_OK;
+    if (t->forward)
+        return rt_error(t->ctx, KERN_ERR_ARGUMENT,
+                        "%s: the tape is a forward tape (kern_tape_create_forward): it has "
+                        "tangents (kern_tape_set_tan, kern_tape_tan), no adjoints, host steps or "
+                        "backward pass",
+                        fn);
+    return rt_error(t->ctx, KERN_ERR_ARGUMENT,
+                    "%s: the tape is a reverse tape (kern_tape_create): it has adjoints "
+                    "(kern_tape_set_grad, kern_tape_grad), no tangents",
+                    fn);
 }
 
 static void free_records(kern_tape *t) {
@@ -188,29 +223,35 @@ static tape_grad *add_grad(kern_tape *t) {
     return &t->grads[t->ngrads++];
 }
 
-kern_status kern_tape_set_grad(kern_tape *t, kern_buffer *primal, kern_buffer *grad) {
-    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_set_grad"))
+/* The word for what t associates with a primal. */
+static const char *assoc_word(const kern_tape *t) { return t->forward ? "tangent" : "adjoint"; }
+
+/* kern_tape_set_grad and kern_tape_set_tan (fn, forward_fn: which). */
+static kern_status set_assoc(kern_tape *t, kern_buffer *primal, kern_buffer *grad, const char *fn,
+                             bool forward_fn) {
+    if (!t || !rt_handle_check(t, RT_H_TAPE, fn))
         return KERN_ERR_ARGUMENT;
     kern_context *ctx = t->ctx;
     rt_clear_error(ctx);
+    if (refuse_mode(t, fn, forward_fn))
+        return KERN_ERR_ARGUMENT;
+    const char *word = assoc_word(t);
     if (!primal || !grad)
-        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_set_grad: NULL buffer");
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: NULL buffer", fn);
     if (primal->ctx != ctx || grad->ctx != ctx)
-        return rt_error(ctx, KERN_ERR_ARGUMENT,
-                        "kern_tape_set_grad: the buffer belongs to another context");
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: the buffer belongs to another context", fn);
     char pw[128], gw[128];
     rt_format_buffer(pw, sizeof pw, primal);
     rt_format_buffer(gw, sizeof gw, grad);
     if (primal->dtype != KERN_F32 && primal->dtype != KERN_F64)
-        return rt_error(ctx, KERN_ERR_ARGUMENT,
-                        "kern_tape_set_grad: buffer %s has no gradient (not f32 or f64)", pw);
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: buffer %s has no %s (not f32 or f64)", fn, pw,
+                        t->forward ? "tangent" : "gradient");
     if (grad == primal)
-        return rt_error(ctx, KERN_ERR_ARGUMENT,
-                        "kern_tape_set_grad: a buffer cannot be its own adjoint");
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: a buffer cannot be its own %s", fn, word);
     if (grad->dtype != primal->dtype || grad->rank != primal->rank ||
         memcmp(grad->shape, primal->shape, sizeof grad->shape) != 0)
-        return rt_error(ctx, KERN_ERR_ARGUMENT,
-                        "kern_tape_set_grad: the adjoint %s does not match the buffer %s", gw, pw);
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: the %s %s does not match the buffer %s", fn,
+                        word, gw, pw);
     tape_grad *g = find_grad(t, primal);
     if (g && g->owned && g->grad != grad && buffer_alive(ctx, g->grad))
         kern_buffer_release(g->grad);
@@ -220,20 +261,41 @@ kern_status kern_tape_set_grad(kern_tape *t, kern_buffer *primal, kern_buffer *g
     return KERN_OK;
 }
 
-kern_status kern_tape_grad(kern_tape *t, kern_buffer *primal, kern_buffer **out) {
-    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_grad"))
+kern_status kern_tape_set_grad(kern_tape *t, kern_buffer *primal, kern_buffer *grad) {
+    return set_assoc(t, primal, grad, "kern_tape_set_grad", false);
+}
+
+kern_status kern_tape_set_tan(kern_tape *t, kern_buffer *primal, kern_buffer *tan) {
+    return set_assoc(t, primal, tan, "kern_tape_set_tan", true);
+}
+
+/* kern_tape_grad and kern_tape_tan. */
+static kern_status get_assoc(kern_tape *t, kern_buffer *primal, kern_buffer **out, const char *fn,
+                             bool forward_fn) {
+    if (!t || !rt_handle_check(t, RT_H_TAPE, fn))
         return KERN_ERR_ARGUMENT;
     rt_clear_error(t->ctx);
     if (!out)
-        return rt_error(t->ctx, KERN_ERR_ARGUMENT, "kern_tape_grad: out is NULL");
+        return rt_error(t->ctx, KERN_ERR_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
+    if (refuse_mode(t, fn, forward_fn))
+        return KERN_ERR_ARGUMENT;
     tape_grad *g = primal ? find_grad(t, primal) : NULL;
     if (!g)
         return rt_error(t->ctx, KERN_ERR_NOT_FOUND,
-                        "kern_tape_grad: the buffer has no adjoint on this tape (none was set, "
-                        "and no backward pass has needed one)");
+                        "%s: the buffer has no %s on this tape (none was set, and no %s has "
+                        "needed one)",
+                        fn, assoc_word(t), t->forward ? "launch" : "backward pass");
     *out = g->grad;
     return KERN_OK;
+}
+
+kern_status kern_tape_grad(kern_tape *t, kern_buffer *primal, kern_buffer **out) {
+    return get_assoc(t, primal, out, "kern_tape_grad", false);
+}
+
+kern_status kern_tape_tan(kern_tape *t, kern_buffer *primal, kern_buffer **out) {
+    return get_assoc(t, primal, out, "kern_tape_tan", true);
 }
 
 /* Whether fn may add a record to t (else the message says why). */
@@ -258,6 +320,9 @@ static tape_record *new_record(kern_tape *t) {
     return rec;
 }
 
+static kern_status launch_forward(kern_tape *t, kern_kernel *k, const kern_arg *args, int nargs,
+                                  const double *scalar_tans, const char *fn);
+
 kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args, int nargs) {
     if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_launch"))
         return KERN_ERR_ARGUMENT;
@@ -270,6 +335,8 @@ kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args,
                         "kern_tape_launch: kernel '%s' belongs to another context", k->meta->name);
     if (!can_record(t, "kern_tape_launch"))
         return KERN_ERR_ARGUMENT;
+    if (t->forward)
+        return launch_forward(t, k, args, nargs, NULL, "kern_tape_launch");
     kern_status s = kern_launch(k, args, nargs);
     if (s != KERN_OK)
         return s;
@@ -297,6 +364,8 @@ kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args,
 static kern_status check_record_func(kern_tape *t, kern_tape_backward_fn backward,
                                      kern_buffer *const *buffers, int nbuffers) {
     kern_context *ctx = t->ctx;
+    if (refuse_mode(t, "kern_tape_record_func", false))
+        return KERN_ERR_ARGUMENT;
     if (!backward)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_record_func: backward is NULL");
     if (nbuffers < 0 || (nbuffers > 0 && !buffers))
@@ -370,7 +439,8 @@ static kern_status ensure_grad(kern_tape *t, kern_buffer *b, const char *what, k
     kern_context *ctx = t->ctx;
     tape_grad *g = find_grad(t, b);
     if (g && !buffer_alive(ctx, g->grad))
-        return rt_error(ctx, KERN_ERR_ARGUMENT, "the adjoint buffer of %s was released", what);
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "the %s buffer of %s was released", assoc_word(t),
+                        what);
     if (!g) {
         kern_buffer *gb;
         kern_status s = new_zeroed(t, b->dtype, b->rank, b->shape, &gb);
@@ -416,6 +486,32 @@ static kern_status backward_host(kern_tape *t, tape_record *rec, bool *in_callba
     return s;
 }
 
+/* The kernel "<K><suffix>" (".grad", ".jvp") of K's module, checked to take K's parameters
+ * followed by one per differentiable parameter of K. */
+static kern_status derived_kernel(kern_context *ctx, const kern_kernel *k, const char *suffix,
+                                  kern_kernel **out) {
+    const kern_meta_kernel *mk = k->meta;
+    size_t nlen = strlen(mk->name), slen = strlen(suffix);
+    char *name = malloc(nlen + slen + 1);
+    if (!name)
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+    memcpy(name, mk->name, nlen);
+    memcpy(name + nlen, suffix, slen + 1);
+    kern_status s = kern_kernel_find(k->mod, name, out);
+    free(name);
+    if (s != KERN_OK)
+        return s;
+    int ndiff = 0;
+    for (int i = 0; i < mk->nparams; i++)
+        ndiff += differentiable(&mk->params[i]);
+    if ((*out)->meta->nparams != mk->nparams + ndiff)
+        return rt_error(ctx, KERN_ERR_FORMAT,
+                        "kernel '%s' takes %d parameters, but '%s' has %d parameters of which "
+                        "%d are differentiable",
+                        (*out)->meta->name, (*out)->meta->nparams, mk->name, mk->nparams, ndiff);
+    return KERN_OK;
+}
+
 static kern_status backward_one(kern_tape *t, int r) {
     kern_context *ctx = t->ctx;
     tape_record *rec = &t->recs[r];
@@ -428,25 +524,9 @@ static kern_status backward_one(kern_tape *t, int r) {
         if (rec->args[i].kind == KERN_ARG_BUFFER && !buffer_alive(ctx, rec->args[i].u.buffer))
             return rt_error(ctx, KERN_ERR_ARGUMENT, "the buffer of parameter '%s' was released",
                             mk->params[i].name);
-    size_t nlen = strlen(mk->name);
-    char *gname = malloc(nlen + 6);
-    if (!gname)
-        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
-    memcpy(gname, mk->name, nlen);
-    memcpy(gname + nlen, ".grad", 6);
     kern_kernel *gk;
-    s = kern_kernel_find(rec->k->mod, gname, &gk);
-    free(gname);
-    if (s != KERN_OK)
+    if ((s = derived_kernel(ctx, rec->k, ".grad", &gk)) != KERN_OK)
         return s;
-    int ndiff = 0;
-    for (int i = 0; i < mk->nparams; i++)
-        ndiff += differentiable(&mk->params[i]);
-    if (gk->meta->nparams != mk->nparams + ndiff)
-        return rt_error(ctx, KERN_ERR_FORMAT,
-                        "kernel '%s' takes %d parameters, but '%s' has %d parameters of which "
-                        "%d are differentiable",
-                        gk->meta->name, gk->meta->nparams, mk->name, mk->nparams, ndiff);
     gargs = calloc((size_t)gk->meta->nparams + 1, sizeof *gargs);
     if (!gargs)
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -477,12 +557,107 @@ cleanup:
     return s;
 }
 
+/* A forward tape's launch: K.jvp with args and the tangents, then the record. */
+static kern_status launch_forward(kern_tape *t, kern_kernel *k, const kern_arg *args, int nargs,
+                                  const double *scalar_tans, const char *fn) {
+    kern_context *ctx = t->ctx;
+    const kern_meta_kernel *mk = k->meta;
+    if (nargs != mk->nparams || (nargs > 0 && !args))
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: kernel '%s' takes %d arguments, got %d%s", fn,
+                        mk->name, mk->nparams, nargs, nargs > 0 && !args ? " (NULL)" : "");
+    kern_kernel *jk;
+    kern_status s = derived_kernel(ctx, k, ".jvp", &jk);
+    if (s != KERN_OK)
+        return rt_error(ctx, s, "%s: kernel '%s' has no forward-mode kernel '%s.jvp': %s", fn,
+                        mk->name, mk->name, ctx->msg);
+    kern_arg *jargs = calloc((size_t)jk->meta->nparams + 1, sizeof *jargs);
+    kern_buffer **scalars = calloc((size_t)nargs + 1, sizeof *scalars);
+    if (!jargs || !scalars) {
+        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto fail;
+    }
+    memcpy(jargs, args, (size_t)nargs * sizeof *jargs);
+    int j = nargs;
+    for (int i = 0; i < nargs; i++) {
+        const kern_meta_param *p = &mk->params[i];
+        if (!differentiable(p))
+            continue;
+        kern_buffer *tb = NULL;
+        if (ty_is_array(p->type)) {
+            kern_buffer *b = args[i].kind == KERN_ARG_BUFFER ? args[i].u.buffer : NULL;
+            if (!b || !buffer_alive(ctx, b)) {
+                s = rt_error(ctx, KERN_ERR_ARGUMENT, "%s: kernel '%s', parameter '%s': %s", fn,
+                             mk->name, p->name,
+                             args[i].kind != KERN_ARG_BUFFER ? "expected a buffer"
+                             : !b                            ? "the buffer is NULL"
+                                  : "the buffer is released or of another context");
+                goto fail;
+            }
+            char what[160];
+            snprintf(what, sizeof what, "parameter '%s'", p->name);
+            if ((s = ensure_grad(t, b, what, &tb)) != KERN_OK) {
+                rt_error(ctx, s, "%s: kernel '%s': %s", fn, mk->name, ctx->msg);
+                goto fail;
+            }
+        } else {
+            int64_t one = 1;
+            double d = scalar_tans ? scalar_tans[i] : 0.0;
+            float f = (float)d;
+            kern_dtype dt = rt_dtype_of(p->type);
+            if ((s = kern_buffer_create(ctx, dt, 1, &one, dt == KERN_F32 ? (const void *)&f : &d,
+                                        &scalars[i])) != KERN_OK)
+                goto fail;
+            tb = scalars[i];
+        }
+        jargs[j++] = kern_arg_buffer(tb);
+    }
+    if ((s = kern_launch(jk, jargs, j)) != KERN_OK) {
+        rt_error(ctx, s, "%s: kernel '%s' (forward mode): %s", fn, mk->name, ctx->msg);
+        goto fail;
+    }
+    tape_record *rec = new_record(t);
+    if (!rec) {
+        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
+                     "out of host memory: kernel '%s.jvp' ran but was not recorded", mk->name);
+        goto fail;
+    }
+    *rec = (tape_record){.k = k, .args = jargs, .nargs = nargs, .scalar_grads = scalars};
+    t->nrecs++;
+    return KERN_OK;
+fail:
+    for (int i = 0; scalars && i < nargs; i++)
+        if (scalars[i])
+            kern_buffer_release(scalars[i]);
+    free(scalars);
+    free(jargs);
+    return s;
+}
+
+kern_status kern_tape_launch_jvp(kern_tape *t, kern_kernel *k, const kern_arg *args, int nargs,
+                                 const double *scalar_tans) {
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_launch_jvp"))
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = t->ctx;
+    rt_clear_error(ctx);
+    if (refuse_mode(t, "kern_tape_launch_jvp", true))
+        return KERN_ERR_ARGUMENT;
+    if (!k)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_launch_jvp: the kernel is NULL");
+    if (k->mod->ctx != ctx)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_launch_jvp: kernel '%s' belongs to another context",
+                        k->meta->name);
+    if (!can_record(t, "kern_tape_launch_jvp"))
+        return KERN_ERR_ARGUMENT;
+    return launch_forward(t, k, args, nargs, scalar_tans, "kern_tape_launch_jvp");
+}
+
 kern_status kern_tape_backward(kern_tape *t) {
     if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_backward"))
         return KERN_ERR_ARGUMENT;
     kern_context *ctx = t->ctx;
     rt_clear_error(ctx);
-    if (refuse_running(t, "kern_tape_backward"))
+    if (refuse_running(t, "kern_tape_backward") || refuse_mode(t, "kern_tape_backward", false))
         return KERN_ERR_ARGUMENT;
     if (t->ran)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
@@ -514,6 +689,8 @@ kern_status kern_tape_scalar_grad(kern_tape *t, int record, int param, double *o
     rt_clear_error(ctx);
     if (!out)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_scalar_grad: out is NULL");
+    if (refuse_mode(t, "kern_tape_scalar_grad", false))
+        return KERN_ERR_ARGUMENT;
     if (record < 0 || record >= t->nrecs)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "kern_tape_scalar_grad: record %d is out of range (the tape has %d)",

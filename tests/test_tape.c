@@ -1,8 +1,15 @@
-/* test_tape.c - host steps on the gradient tape (suite `tape`): kern_tape_record_func
+/* test_tape.c - the tapes (suite `tape`). Host steps on the gradient tape: kern_tape_record_func
  * between kernel records, gradients against plain C loops in f64; a host step whose
  * backward launches a K.grad kernel; the callback's errors and their messages; free_user
  * called exactly once (clear, destroy, the context's release, failed recordings);
- * released buffers; a callback that tries to change its own tape.
+ * released buffers; a callback that tries to change its own tape. The forward tape (below):
+ * kern_tape_create_forward over a sequence of launches (x1 = a sin(x0); x[0] = x1^2 + b;
+ * five time steps x[t+1] = x[t] + dt cos(x[t])), its final tangent against f64 central
+ * finite differences of a plain C loop and hand-derived tangents; the dot-product identity
+ * <J v, u> = <v, J^T u> against a reverse tape over the same launches; its errors: backward,
+ * adjoints and host steps on a forward tape, tangents on a reverse one, a released tangent
+ * buffer, a kernel whose K.jvp is refused (atomic_max in a parallel loop); what clear
+ * releases.
  *
  * The contexts are on $KERN_TEST_BACKEND (test_backend.h), so the host steps' ordering
  * against device launches is checked on the GPU machine too. */
@@ -28,12 +35,14 @@ static kern_context *new_ctx(void) {
     return ctx;
 }
 
-static kern_module *compile(kern_context *ctx) {
+static kern_module *compile_source(kern_context *ctx, const char *text, const char *name) {
     kern_module *m = NULL;
-    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "sq.kern", &m), KERN_OK, "%s",
+    cr_assert_eq(kern_module_from_source(ctx, text, strlen(text), name, &m), KERN_OK, "%s",
                  kern_context_last_error(ctx));
     return m;
 }
+
+static kern_module *compile(kern_context *ctx) { return compile_source(ctx, src, "sq.kern"); }
 
 static kern_kernel *find(kern_module *m, const char *name) {
     kern_kernel *k = NULL;
@@ -417,5 +426,334 @@ Test(tape, callback_cannot_change_its_own_tape) {
     }
     cr_assert_eq(kern_tape_record_count(t), 1);
     kern_tape_destroy(t);
+    kern_context_release(ctx);
+}
+
+/* ---- the forward tape -------------------------------------------------------------- */
+
+static const char seq_src[] = "kernel k1(x0: f64[], x1: f64[], a: f64) {\n"
+                              "    for i in 0..len(x0) {\n"
+                              "        x1[i] = sin(x0[i]) * a;\n"
+                              "    }\n"
+                              "}\n"
+                              "kernel k2(x1: f64[], b: f64[], x: f64[,]) {\n"
+                              "    for i in 0..len(x1) {\n"
+                              "        x[0, i] = x1[i] * x1[i] + b[i];\n"
+                              "    }\n"
+                              "}\n"
+                              "kernel step(x: f64[,], t: i32, dt: f64) {\n"
+                              "    for i in 0..shape(x, 1) {\n"
+                              "        x[t + 1, i] = x[t, i] + dt * cos(x[t, i]);\n"
+                              "    }\n"
+                              "}\n"
+                              "kernel amax(x: f32[], g: i32[], hi: f32[]) {\n"
+                              "    for i in 0..len(x) {\n"
+                              "        atomic_max(hi[g[i]], x[i]);\n"
+                              "    }\n"
+                              "}\n";
+
+enum { SN = 9, T = 5 };
+
+static kern_buffer *dbuf(kern_context *ctx, int rank, const int64_t *shape, const double *data) {
+    kern_buffer *b = NULL;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F64, rank, shape, data, &b), KERN_OK);
+    return b;
+}
+
+static void readd(kern_buffer *b, double *out, size_t n) {
+    cr_assert_eq(kern_buffer_read(b, out, n * sizeof *out), KERN_OK);
+}
+
+/* The inputs and a direction in them. */
+typedef struct inputs {
+    double x0[SN], b[SN], a, dt;
+} inputs;
+
+static void make_inputs(inputs *in, inputs *v) {
+    for (int i = 0; i < SN; i++) {
+        in->x0[i] = 0.37 * i - 1.1;
+        in->b[i] = 0.2 - 0.05 * i;
+        v->x0[i] = 0.5 - 0.125 * (i % 4);
+        v->b[i] = 0.25 * ((i * 3) % 5) - 0.5;
+    }
+    in->a = 1.3;
+    in->dt = 0.15;
+    v->a = -0.7;
+    v->dt = 0.9;
+}
+
+/* The sequence as a plain C loop: the final state x[T, :]. */
+static void reference(const inputs *in, double out[SN]) {
+    for (int i = 0; i < SN; i++) {
+        double x1 = sin(in->x0[i]) * in->a, x = x1 * x1 + in->b[i];
+        for (int t = 0; t < T; t++)
+            x = x + in->dt * cos(x);
+        out[i] = x;
+    }
+}
+
+/* in + h v */
+static inputs along(const inputs *in, const inputs *v, double h) {
+    inputs r = *in;
+    for (int i = 0; i < SN; i++) {
+        r.x0[i] += h * v->x0[i];
+        r.b[i] += h * v->b[i];
+    }
+    r.a += h * v->a;
+    r.dt += h * v->dt;
+    return r;
+}
+
+/* The buffers of one run of the sequence. */
+typedef struct run {
+    kern_buffer *x0, *x1, *b, *x;
+    kern_arg l1[3], l2[3], steps[T][3];
+} run;
+
+static void setup_run(kern_context *ctx, const inputs *in, run *r) {
+    int64_t n = SN, shape[2] = {T + 1, SN};
+    r->x0 = dbuf(ctx, 1, &n, in->x0);
+    r->x1 = dbuf(ctx, 1, &n, NULL);
+    r->b = dbuf(ctx, 1, &n, in->b);
+    r->x = dbuf(ctx, 2, shape, NULL);
+    r->l1[0] = kern_arg_buffer(r->x0);
+    r->l1[1] = kern_arg_buffer(r->x1);
+    r->l1[2] = kern_arg_f64(in->a);
+    r->l2[0] = kern_arg_buffer(r->x1);
+    r->l2[1] = kern_arg_buffer(r->b);
+    r->l2[2] = kern_arg_buffer(r->x);
+    for (int t = 0; t < T; t++) {
+        r->steps[t][0] = kern_arg_buffer(r->x);
+        r->steps[t][1] = kern_arg_i32(t);
+        r->steps[t][2] = kern_arg_f64(in->dt);
+    }
+}
+
+Test(tape, forward_tape_against_finite_differences) {
+    kern_context *ctx = new_ctx();
+    kern_module *m = compile_source(ctx, seq_src, "seq.kern");
+    kern_kernel *k1 = find(m, "k1"), *k2 = find(m, "k2"), *step = find(m, "step");
+    inputs in, v;
+    make_inputs(&in, &v);
+    run r;
+    setup_run(ctx, &in, &r);
+    int64_t n = SN;
+    kern_buffer *v0 = dbuf(ctx, 1, &n, v.x0), *vb = dbuf(ctx, 1, &n, v.b);
+
+    kern_tape *t;
+    cr_assert_eq(kern_tape_create_forward(ctx, &t), KERN_OK);
+    cr_assert_eq(kern_tape_set_tan(t, r.x0, v0), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_tape_set_tan(t, r.b, vb), KERN_OK);
+    /* scalar tangents per launch, indexed as the arguments */
+    double tan1[3] = {0, 0, v.a}, tan_step[3] = {0, 0, v.dt};
+    cr_assert_eq(kern_tape_launch_jvp(t, k1, r.l1, 3, tan1), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    cr_assert_eq(kern_tape_launch(t, k2, r.l2, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+    for (int s = 0; s < T; s++)
+        cr_assert_eq(kern_tape_launch_jvp(t, step, r.steps[s], 3, tan_step), KERN_OK, "%s",
+                     kern_context_last_error(ctx));
+    cr_assert_eq(kern_tape_record_count(t), 2 + T);
+
+    /* the primal state, as K would have left it */
+    double x[(T + 1) * SN], want[SN];
+    readd(r.x, x, (T + 1) * SN);
+    reference(&in, want);
+    for (int i = 0; i < SN; i++)
+        cr_assert(fabs(x[T * SN + i] - want[i]) <= 1e-12 * (1 + fabs(want[i])), "x[%d]: %g vs %g",
+                  i, x[T * SN + i], want[i]);
+
+    /* the tangent of x1 by hand: a cos(x0) v0 + sin(x0) va (tape-created: x1's tangent) */
+    kern_buffer *tx1, *tx, *got;
+    cr_assert_eq(kern_tape_tan(t, r.x1, &tx1), KERN_OK, "%s", kern_context_last_error(ctx));
+    double dx1[SN];
+    readd(tx1, dx1, SN);
+    for (int i = 0; i < SN; i++) {
+        double d = in.a * cos(in.x0[i]) * v.x0[i] + sin(in.x0[i]) * v.a;
+        cr_assert(fabs(dx1[i] - d) <= 1e-12, "x1.tan[%d]: %.15g vs %.15g", i, dx1[i], d);
+    }
+    /* the set tangent is the one returned */
+    cr_assert_eq(kern_tape_tan(t, r.x0, &got), KERN_OK);
+    cr_assert_eq(got, v0);
+
+    /* J v against f64 central differences of the C loop */
+    cr_assert_eq(kern_tape_tan(t, r.x, &tx), KERN_OK);
+    double dx[(T + 1) * SN], fp[SN], fm[SN];
+    readd(tx, dx, (T + 1) * SN);
+    const double h = 1e-6;
+    inputs p = along(&in, &v, h), q = along(&in, &v, -h);
+    reference(&p, fp);
+    reference(&q, fm);
+    double maxerr = 0;
+    for (int i = 0; i < SN; i++) {
+        double fd = (fp[i] - fm[i]) / (2 * h), err = fabs(dx[T * SN + i] - fd) / (1 + fabs(fd));
+        maxerr = err > maxerr ? err : maxerr;
+        cr_assert(err <= 1e-7, "x.tan[%d, %d]: %.12g, finite differences %.12g", T, i,
+                  dx[T * SN + i], fd);
+    }
+    cr_log_info("forward tape vs finite differences: max relative error %.3g\n", maxerr);
+
+    /* clear releases the tape's own tangents, keeps the set ones */
+    cr_assert_eq(kern_tape_clear(t), KERN_OK);
+    cr_assert_eq(kern_tape_record_count(t), 0);
+    cr_assert_eq(kern_tape_tan(t, r.x, &got), KERN_ERR_NOT_FOUND);
+    cr_assert(strstr(kern_context_last_error(ctx), "no tangent"), "%s",
+              kern_context_last_error(ctx));
+    cr_assert_eq(kern_tape_tan(t, r.x0, &got), KERN_OK);
+    cr_assert_eq(got, v0);
+    kern_tape_destroy(t);
+    kern_context_release(ctx);
+}
+
+Test(tape, forward_and_reverse_tapes_agree) {
+    kern_context *ctx = new_ctx();
+    kern_module *m = compile_source(ctx, seq_src, "seq.kern");
+    kern_kernel *k1 = find(m, "k1"), *k2 = find(m, "k2"), *step = find(m, "step");
+    inputs in, v;
+    make_inputs(&in, &v);
+    int64_t n = SN, shape[2] = {T + 1, SN};
+    double u[(T + 1) * SN] = {0};
+    for (int i = 0; i < SN; i++)
+        u[T * SN + i] = 1.0 - 0.3 * (i % 3);
+
+    /* J v on a forward tape */
+    run f;
+    setup_run(ctx, &in, &f);
+    kern_tape *ft;
+    cr_assert_eq(kern_tape_create_forward(ctx, &ft), KERN_OK);
+    cr_assert_eq(kern_tape_set_tan(ft, f.x0, dbuf(ctx, 1, &n, v.x0)), KERN_OK);
+    cr_assert_eq(kern_tape_set_tan(ft, f.b, dbuf(ctx, 1, &n, v.b)), KERN_OK);
+    double tan1[3] = {0, 0, v.a}, tan_step[3] = {0, 0, v.dt};
+    cr_assert_eq(kern_tape_launch_jvp(ft, k1, f.l1, 3, tan1), KERN_OK);
+    cr_assert_eq(kern_tape_launch_jvp(ft, k2, f.l2, 3, NULL), KERN_OK);
+    for (int s = 0; s < T; s++)
+        cr_assert_eq(kern_tape_launch_jvp(ft, step, f.steps[s], 3, tan_step), KERN_OK);
+    kern_buffer *tx;
+    double jv[(T + 1) * SN];
+    cr_assert_eq(kern_tape_tan(ft, f.x, &tx), KERN_OK);
+    readd(tx, jv, (T + 1) * SN);
+
+    /* J^T u on a reverse tape over fresh buffers */
+    run r;
+    setup_run(ctx, &in, &r);
+    kern_tape *rt;
+    cr_assert_eq(kern_tape_create(ctx, &rt), KERN_OK);
+    cr_assert_eq(kern_tape_set_grad(rt, r.x, dbuf(ctx, 2, shape, u)), KERN_OK);
+    cr_assert_eq(kern_tape_launch(rt, k1, r.l1, 3), KERN_OK);
+    cr_assert_eq(kern_tape_launch(rt, k2, r.l2, 3), KERN_OK);
+    for (int s = 0; s < T; s++)
+        cr_assert_eq(kern_tape_launch(rt, step, r.steps[s], 3), KERN_OK);
+    cr_assert_eq(kern_tape_backward(rt), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_buffer *gx0, *gb;
+    double g0[SN], gbv[SN], ga, gdt = 0;
+    cr_assert_eq(kern_tape_grad(rt, r.x0, &gx0), KERN_OK);
+    cr_assert_eq(kern_tape_grad(rt, r.b, &gb), KERN_OK);
+    readd(gx0, g0, SN);
+    readd(gb, gbv, SN);
+    cr_assert_eq(kern_tape_scalar_grad(rt, 0, 2, &ga), KERN_OK);
+    for (int s = 0; s < T; s++) {
+        double d;
+        cr_assert_eq(kern_tape_scalar_grad(rt, 2 + s, 2, &d), KERN_OK);
+        gdt += d;
+    }
+
+    double lhs = 0, rhs = v.a * ga + v.dt * gdt;
+    for (int i = 0; i < (T + 1) * SN; i++)
+        lhs += jv[i] * u[i];
+    for (int i = 0; i < SN; i++)
+        rhs += v.x0[i] * g0[i] + v.b[i] * gbv[i];
+    cr_log_info("<J v, u> = %.15g, <v, J^T u> = %.15g\n", lhs, rhs);
+    cr_assert(fabs(lhs - rhs) <= 1e-12 * (1 + fabs(lhs)), "<J v, u> = %.15g, <v, J^T u> = %.15g",
+              lhs, rhs);
+    kern_context_release(ctx); /* destroys both tapes */
+}
+
+static kern_status no_backward(kern_tape *t, void *user) {
+    (void)t;
+    (void)user;
+    return KERN_OK;
+}
+
+Test(tape, forward_tape_errors) {
+    kern_context *ctx = new_ctx();
+    kern_module *m = compile_source(ctx, seq_src, "seq.kern");
+    kern_kernel *k1 = find(m, "k1"), *amax = find(m, "amax");
+    inputs in, v;
+    make_inputs(&in, &v);
+    run r;
+    setup_run(ctx, &in, &r);
+    int64_t n = SN;
+    kern_tape *t, *rev;
+    cr_assert_eq(kern_tape_create_forward(ctx, &t), KERN_OK);
+    cr_assert_eq(kern_tape_create(ctx, &rev), KERN_OK);
+    const char *msg;
+
+    /* what a forward tape does not have */
+    cr_assert_eq(kern_tape_backward(t), KERN_ERR_ARGUMENT);
+    msg = kern_context_last_error(ctx);
+    cr_assert(strstr(msg, "kern_tape_backward: the tape is a forward tape"), "%s", msg);
+    kern_buffer *g = dbuf(ctx, 1, &n, NULL), *out;
+    cr_assert_eq(kern_tape_set_grad(t, r.x0, g), KERN_ERR_ARGUMENT);
+    cr_assert(strstr(kern_context_last_error(ctx), "kern_tape_set_grad: the tape is a forward"));
+    cr_assert_eq(kern_tape_grad(t, r.x0, &out), KERN_ERR_ARGUMENT);
+    double d;
+    cr_assert_eq(kern_tape_scalar_grad(t, 0, 2, &d), KERN_ERR_ARGUMENT);
+    int freed = 0;
+    kern_buffer *bufs[1] = {r.x0};
+    cr_assert_eq(kern_tape_record_func(t, no_backward, &freed, count_free, bufs, 1),
+                 KERN_ERR_ARGUMENT);
+    cr_assert_eq(freed, 1);
+    cr_assert(strstr(kern_context_last_error(ctx), "kern_tape_record_func: the tape is a forward"));
+    /* and a reverse tape has no tangents */
+    cr_assert_eq(kern_tape_set_tan(rev, r.x0, g), KERN_ERR_ARGUMENT);
+    msg = kern_context_last_error(ctx);
+    cr_assert(strstr(msg, "kern_tape_set_tan: the tape is a reverse tape"), "%s", msg);
+    cr_assert_eq(kern_tape_tan(rev, r.x0, &out), KERN_ERR_ARGUMENT);
+    cr_assert_eq(kern_tape_launch_jvp(rev, k1, r.l1, 3, NULL), KERN_ERR_ARGUMENT);
+
+    /* a tangent that does not match, one that was released */
+    int64_t n2 = SN + 1;
+    kern_buffer *bad = dbuf(ctx, 1, &n2, NULL);
+    cr_assert_eq(kern_tape_set_tan(t, r.x0, bad), KERN_ERR_ARGUMENT);
+    msg = kern_context_last_error(ctx);
+    cr_assert(strstr(msg, "kern_tape_set_tan: the tangent"), "%s", msg);
+    cr_assert_eq(kern_tape_set_tan(t, r.x0, g), KERN_OK);
+    kern_buffer_release(g);
+    cr_assert_eq(kern_tape_launch(t, k1, r.l1, 3), KERN_ERR_ARGUMENT);
+    msg = kern_context_last_error(ctx);
+    cr_assert(strstr(msg, "kern_tape_launch: kernel 'k1': the tangent buffer of parameter 'x0' "
+                          "was released"),
+              "%s", msg);
+    cr_assert_eq(kern_tape_record_count(t), 0);
+    /* a wrong argument count names the kernel */
+    cr_assert_eq(kern_tape_launch(t, k1, r.l1, 2), KERN_ERR_ARGUMENT);
+    msg = kern_context_last_error(ctx);
+    cr_assert(strstr(msg, "kernel 'k1' takes 3 arguments, got 2"), "%s", msg);
+
+    /* a kernel whose K.jvp is refused: nothing runs, the message names the kernel */
+    float xs[4] = {1, 5, 2, 7}, hi[2] = {-1, -1};
+    int32_t gi[4] = {0, 1, 0, 1};
+    int64_t four = 4, two = 2;
+    kern_buffer *bx, *bg, *bh;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &four, xs, &bx), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_I32, 1, &four, gi, &bg), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &two, hi, &bh), KERN_OK);
+    kern_arg la[3] = {kern_arg_buffer(bx), kern_arg_buffer(bg), kern_arg_buffer(bh)};
+    kern_status s = kern_tape_launch(t, amax, la, 3);
+    cr_assert_neq(s, KERN_OK);
+    msg = kern_context_last_error(ctx);
+    cr_assert(strstr(msg, "kern_tape_launch: kernel 'amax' has no forward-mode kernel "
+                          "'amax.jvp'"),
+              "%s", msg);
+    cr_assert(strstr(msg, "atomic_max"), "%s", msg);
+    float after[2];
+    cr_assert_eq(kern_buffer_read(bh, after, sizeof after), KERN_OK);
+    cr_assert(after[0] == -1 && after[1] == -1, "amax ran: %g %g", after[0], after[1]);
+    cr_assert_eq(kern_tape_record_count(t), 0);
+    /* the same kernel is fine on a reverse tape */
+    cr_assert_eq(kern_tape_launch(rev, amax, la, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_buffer_read(bh, after, sizeof after), KERN_OK);
+    cr_assert(after[0] == 2 && after[1] == 7);
+    kern_tape_destroy(t);
+    kern_tape_destroy(rev);
     kern_context_release(ctx);
 }

@@ -101,6 +101,12 @@ class Kernel:
         finally:
             bound.finish()
 
+    @property
+    def jvp(self):
+        """The forward-mode kernel K.jvp (mod["K.jvp"]): K's parameters, then a tangent
+        `x__tan=` per differentiable parameter x (docs/reference.md, K.jvp)."""
+        return self.module.kernel(self.name + ".jvp")
+
     def __repr__(self):
         return "kern.Kernel(%s(%s))" % (self.name, ", ".join(map(repr, self.params)))
 

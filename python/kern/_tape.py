@@ -1,6 +1,7 @@
 """The tape: Tape (records kernel calls inside `with tape:` and host steps with their own
-backward, and runs their gradients in reverse) and _current_tape, the innermost tape of
-this thread."""
+backward, and runs their gradients in reverse; or, as Tape(forward=True), runs the calls'
+forward-mode kernels K.jvp and keeps their tangents) and _current_tape, the innermost tape
+of this thread."""
 
 import ctypes
 import threading
@@ -36,16 +37,32 @@ class Tape:
 
     The arrays of the recorded calls keep their kern buffers for the tape's life, so that
     one array is one primal with one adjoint. The tape keeps no copies: a recorded call
-    must not overwrite what an earlier recorded call read."""
+    must not overwrite what an earlier recorded call read.
 
-    def __init__(self, context=None):
+    Tape(forward=True) is a forward tape: each call inside `with tape:` runs the kernel's
+    forward-mode kernel K.jvp instead (K's work, and the tangents carried through it):
+
+        tape = kern.Tape(forward=True)
+        tape.set_tangent(x, v)        # the tangent of x (others start at zero)
+        tape.set_scalar_tangent("dt", 1.0)  # every later call's differentiable 'dt'
+        with tape:
+            mod.step(x=x, y=y, dt=0.1)
+        tape.tangent(y)               # J v, an array like y
+
+    It has no backward pass, adjoints or host steps."""
+
+    def __init__(self, context=None, forward=False):
         self.context = context or _default_context()
+        self.forward = bool(forward)
         p = ctypes.c_void_p()
-        _check(_c["tape_create"](self.context._live(), ctypes.byref(p)), self.context._ptr)
+        create = _c["tape_create_forward" if self.forward else "tape_create"]
+        _check(create(self.context._live(), ctypes.byref(p)), self.context._ptr)
         self._ptr = p.value
         self._buffers = {}  # id(array) -> (array, Buffer)
         self._keep = []
         self._seeds = []
+        self._tangents = {}  # id(primal Buffer) -> the tangent Buffer set for it
+        self._scalar_tans = {}  # a forward tape's scalar tangents, by parameter name
         self._steps = {}  # host steps: key -> (backward, arrays), until the C record is freed
         self._next_step = 1
         self._error = None  # the exception a host step raised during backward
@@ -81,9 +98,62 @@ class Tape:
     def _record(self, kernel, bound):
         if kernel.module.context is not self.context:
             raise ArgumentError("Tape: kernel '%s' runs on another context" % kernel.name)
-        _check(_c["tape_launch"](self._ptr, kernel._ptr, bound.c_args, len(kernel.params)),
-               self.context._ptr)
+        n = len(kernel.params)
+        if self.forward:
+            tans = (ctypes.c_double * max(n, 1))(*[
+                self._scalar_tans.get(p.name, 0.0) if not p.is_array else 0.0
+                for p in kernel.params])
+            _check(_c["tape_launch_jvp"](self._ptr, kernel._ptr, bound.c_args, n, tans),
+                   self.context._ptr)
+        else:
+            _check(_c["tape_launch"](self._ptr, kernel._ptr, bound.c_args, n), self.context._ptr)
         self._keep.append(kernel.module)
+
+    def set_tangent(self, primal, tangent):
+        """A forward tape: the tangent of primal (a kern Buffer, or an array used in place as
+        the calls will use it: NumPy on the CPU, DLPack tensors) for the calls after this,
+        as a copy of tangent (an array of primal's shape). Arrays whose tangent is not set
+        start at zero."""
+        if not self.forward:
+            raise ArgumentError("Tape.set_tangent: a reverse tape has no tangents "
+                                "(kern.Tape(forward=True) makes a forward tape)")
+        b = self._step_buffer(primal, None, "Tape.set_tangent: the array")
+        g = self._copy_like(primal, b, tangent, "Tape.set_tangent: a tangent")
+        _check(_c["tape_set_tan"](self._live(), b._live(), g._live()), self.context._ptr)
+        self._tangents[id(b)] = g  # the tape uses it until replaced or released
+
+    def _copy_like(self, primal, b, value, what):
+        """A new Buffer holding value (a seed or tangent) as primal's buffer b holds primal:
+        its dtype and shape (a structured value of primal's structured dtype as components)."""
+        np = _np()
+        value = _to_host(value)
+        if isinstance(value, np.ndarray) and value.dtype.names is not None:
+            value = _components(primal, value, b, what)
+        g = Buffer.from_array(np.asarray(value, dtype=b.numpy_dtype), self.context)
+        if g.shape != b.shape:
+            raise ArgumentError("%s of shape %s for an array of shape %s"
+                                % (what, g.shape, b.shape))
+        return g
+
+    def set_scalar_tangent(self, name, value):
+        """A forward tape: the tangent of the scalar parameter called name in every later
+        call whose kernel has a differentiable scalar parameter of that name (until set
+        again; None or 0 for none). Scalar tangents apply per call: a step called five
+        times with dt's tangent set carries it five times."""
+        if not self.forward:
+            raise ArgumentError("Tape.set_scalar_tangent: a reverse tape has no tangents")
+        if value is None:
+            self._scalar_tans.pop(name, None)
+        else:
+            self._scalar_tans[name] = float(value)
+
+    def tangent(self, primal):
+        """A forward tape: the tangent of primal after the calls so far, as a NumPy array
+        (a copy); for a structured array, an array of its structured dtype."""
+        b = self._buffer_of(primal)
+        g = ctypes.c_void_p()
+        _check(_c["tape_tan"](self._live(), b._live(), ctypes.byref(g)), self.context._ptr)
+        return _read_borrowed(self.context, g.value, b, primal)
 
     def record_func(self, backward, arrays):
         """Records a step that is not a kern kernel (NumPy, a library, PyTorch) with its own
@@ -112,12 +182,14 @@ class Tape:
                                       key, ctypes.cast(self._c_free, ctypes.c_void_p), ptrs,
                                       len(bufs)), self.context._ptr)
 
-    def _step_buffer(self, v, i):
-        """The kern buffer of a host step's array i: a Buffer, the one a recorded call used,
-        or the array's memory wrapped in place (the tape keeps it)."""
+    def _step_buffer(self, v, i, what=None):
+        """The kern buffer of a host step's array i (or of what: a tangent's primal): a
+        Buffer, the one a recorded call used, or the array's memory wrapped in place (the
+        tape keeps it)."""
+        what = what or "Tape.record_func: array %d" % i
         if isinstance(v, Buffer):
             if v.context is not self.context:
-                raise ArgumentError("Tape.record_func: array %d belongs to another context" % i)
+                raise ArgumentError("%s belongs to another context" % what)
             return v
         b = self._cached(v)
         if b is not None:
@@ -134,8 +206,8 @@ class Tape:
         else:
             b, why = _dlpack_import(self.context, v)
             if b is None:
-                raise ArgumentError("Tape.record_func: array %d cannot be used in place (%s); "
-                                    "give a kern.Buffer" % (i, why))
+                raise ArgumentError("%s cannot be used in place (%s); give a kern.Buffer"
+                                    % (what, why))
         self._remember(v, b)
         return b
 
@@ -148,16 +220,12 @@ class Tape:
         """Runs the gradient kernels, newest call first. seeds: (output array, dL/d(output))
         pairs (a list; or a dict where the arrays are hashable, as Buffers and tensors are),
         written into the outputs' adjoints first; other adjoints start at zero."""
-        np = _np()
+        if self.forward:
+            raise ArgumentError("Tape.backward: a forward tape (kern.Tape(forward=True)) has no "
+                                "backward pass; tape.tangent(array) reads its tangents")
         for primal, seed in (seeds.items() if isinstance(seeds, dict) else (seeds or ())):
             b = self._buffer_of(primal)
-            seed = _to_host(seed)
-            if isinstance(seed, np.ndarray) and seed.dtype.names is not None:
-                seed = _components(primal, seed, b)
-            g = Buffer.from_array(np.asarray(seed, dtype=b.numpy_dtype), self.context)
-            if g.shape != b.shape:
-                raise ArgumentError("Tape.backward: a seed of shape %s for an array of shape %s"
-                                    % (g.shape, b.shape))
+            g = self._copy_like(primal, b, seed, "Tape.backward: a seed")
             _check(_c["tape_set_grad"](self._ptr, b._live(), g._live()), self.context._ptr)
             self._seeds.append(g)
         self._error = None
@@ -181,14 +249,7 @@ class Tape:
         b = self._buffer_of(primal)
         g = ctypes.c_void_p()
         _check(_c["tape_grad"](self._ptr, b._live(), ctypes.byref(g)), self.context._ptr)
-        adj = Buffer(self.context, g.value, b.dtype, b.shape)
-        try:
-            out = adj.read()
-            if _structured(primal):  # a struct array's adjoint in its structured dtype
-                return out.view(primal.dtype).reshape(primal.shape)
-            return out
-        finally:
-            adj._ptr = None  # the tape owns it (or the seed buffer does)
+        return _read_borrowed(self.context, g.value, b, primal)
 
     def adjoint(self, primal):
         """The adjoint of primal as a kern.Buffer, in place: .numpy() views it on the CPU
@@ -215,7 +276,8 @@ class Tape:
 
     def zero(self):
         """Forgets the records (and the host steps' callables) and the adjoints (a new
-        recording starts)."""
+        recording starts); on a forward tape, the tangents it made (those set with
+        set_tangent stay, as they are now)."""
         _check(_c["tape_clear"](self._ptr), self.context._ptr)
         self._seeds = []
 
@@ -226,6 +288,7 @@ class Tape:
         self._buffers = {}
         self._keep = []
         self._seeds = []
+        self._tangents = {}
         self._steps = {}
 
     def __del__(self):
@@ -270,11 +333,24 @@ def _structured(a):
     return isinstance(a, np.ndarray) and a.dtype.names is not None
 
 
-def _components(primal, seed, b):
+def _read_borrowed(ctx, ptr, b, primal):
+    """A copy of the tape's buffer ptr (an adjoint or tangent of b, primal's buffer) as NumPy:
+    for a structured array, in its structured dtype."""
+    adj = Buffer(ctx, ptr, b.dtype, b.shape)
+    try:
+        out = adj.read()
+        if _structured(primal):  # a struct array's adjoint in its structured dtype
+            return out.view(primal.dtype).reshape(primal.shape)
+        return out
+    finally:
+        adj._ptr = None  # the tape owns it (or the seed buffer does)
+
+
+def _components(primal, seed, b, what):
     """A structured seed of a structured primal's dtype as its components (shape b.shape)."""
     why = _dtype_mismatch(primal.dtype, seed.dtype, "") if _structured(primal) else \
         "the array is not structured"
     if why:
-        raise ArgumentError("Tape.backward: a seed of the structured dtype %s for an array of "
-                            "%s: %s" % (_show(seed.dtype), _show(primal.dtype), why))
+        raise ArgumentError("%s of the structured dtype %s for an array of %s: %s"
+                            % (what, _show(seed.dtype), _show(primal.dtype), why))
     return _np().ascontiguousarray(seed).view(b.numpy_dtype).reshape(b.shape)
