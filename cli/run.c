@@ -863,6 +863,10 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
         if (k->grad_error)
             fprintf(stderr, "kernc build: warning: no gradient '%s.grad' in the module: %s\n",
                     k->name, k->grad_error);
+        if (k->jvp_error)
+            fprintf(stderr,
+                    "kernc build: warning: no forward-mode kernel '%s.jvp' in the module: %s\n",
+                    k->name, k->jvp_error);
     }
     if (cg->code) {
         rc = build_gpu(cg, m, o, out);

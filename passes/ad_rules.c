@@ -8,7 +8,8 @@
  * max give the whole adjoint to operand 0 on ties, clamp is min(max(x, lo), hi) with the
  * same tie rule, sqrt'(0) = +inf as IEEE arithmetic gives it. pow's partial in the
  * exponent is 0 where the base is not positive (log is undefined there), and its partial
- * in the base is 0 where the exponent is 0. Float rem (fmod) passes 1 to the dividend and
+ * in the base is 0 where the exponent is 0 (y x^(y-1), which is 0 there anyway except at
+ * x = 0, where the select keeps 0 * inf from making a NaN). Float rem (fmod) passes 1 to the dividend and
  * -trunc(a / b) to the divisor; trunc, rint and stopgrad (stop_gradient) carry none;
  * copysign passes +-1 to its first operand only; hypot's partials are a / h and b / h, 0
  * where h = 0.
@@ -142,7 +143,11 @@ void ad_rule_pure(ad_ctx *a, ir_op *op, ir_value *g) {
     case IR_POW: {
         ir_value *py = ir_binop(r->b, IR_POW, X, sub(r, Y, k(r, 1.0)));
         ir_value *dx = mul(r, mul(r, g, Y), py);
-        ad_accum(a, x, sel(r, cmp(r, IR_EQ, Y, k(r, 0.0)), k(r, 0.0), dx));
+        /* y = 0 gives 0 * x^-1 = 0 by itself except at x = 0 (0 * inf): only there the
+         * select, so that forward mode over this rule (K.grad.jvp) keeps d/dy of y x^(y-1) */
+        ir_value *zero_base = ir_binop(r->b, IR_AND, cmp(r, IR_EQ, Y, k(r, 0.0)),
+                                       cmp(r, IR_EQ, X, k(r, 0.0)));
+        ad_accum(a, x, sel(r, zero_base, k(r, 0.0), dx));
         ir_value *dy = mul(r, mul(r, g, res), un(r, IR_LOG, X));
         ad_accum(a, y, gate(r, cmp(r, IR_GT, X, k(r, 0.0)), dy));
         return;

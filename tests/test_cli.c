@@ -1668,3 +1668,61 @@ Test(cli_grad, gradcheck_checks_jvp) {
               "%s", r.out);
     free(r.out);
 }
+
+/* AOT modules carry K.jvp and K.grad.jvp: square.jvp from a built .so gives
+ * y.tan = 2 x x.tan (against the formula); a kernel forward mode refuses is named with why,
+ * and its module still has K and K.grad. */
+Test(cli_grad, build_includes_forward_mode) {
+    char src[64], so[64], args[256];
+    temp_file(src, ".kern", square_src);
+    temp_file(so, ".so", NULL);
+    snprintf(args, sizeof args, "build %s -o %s", src, so);
+    run_result r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    free(r.out);
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    kern_module *m;
+    cr_assert_eq(kern_module_load_file(ctx, so, &m), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_kernel *j, *h;
+    cr_assert_eq(kern_kernel_find(m, "square.jvp", &j), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    cr_assert_eq(kern_kernel_find(m, "square.grad.jvp", &h), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    cr_expect_eq(kern_kernel_param_count(h), 8, "x y x.grad y.grad x.tan y.tan x.grad.tan ...");
+    float x[3] = {1.5f, -2.0f, 0.25f}, xt[3] = {1.0f, 0.5f, -4.0f}, yt[3] = {9, 9, 9}, y[3];
+    int64_t n = 3;
+    kern_buffer *b[4];
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, x, &b[0]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &b[1]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, xt, &b[2]), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, yt, &b[3]), KERN_OK);
+    kern_arg a[4] = {kern_arg_buffer(b[0]), kern_arg_buffer(b[1]), kern_arg_buffer(b[2]),
+                     kern_arg_buffer(b[3])};
+    cr_assert_eq(kern_launch(j, a, 4), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_buffer_read(b[3], yt, sizeof yt), KERN_OK);
+    cr_assert_eq(kern_buffer_read(b[1], y, sizeof y), KERN_OK);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(y[i], x[i] * x[i]);
+        cr_expect_float_eq(yt[i], 2.0f * x[i] * xt[i], 1e-6, "y.tan[%d]", i);
+    }
+    kern_context_release(ctx);
+    temp_file(src, ".kern",
+              "kernel k(x: f32[], hi: f32[], g: i32[]) {\n"
+              "    for i in 0..len(x) { atomic_max(hi[g[i]], x[i]); }\n"
+              "}\n");
+    snprintf(args, sizeof args, "build %s -o %s", src, so);
+    r = run(args);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "warning: no forward-mode kernel 'k.jvp' in the module") &&
+                  strstr(r.out, "cannot differentiate atomic_max in a parallel loop"),
+              "%s", r.out);
+    free(r.out);
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    cr_assert_eq(kern_module_load_file(ctx, so, &m), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_expect_eq(kern_kernel_find(m, "k.grad", &j), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_expect_eq(kern_kernel_find(m, "k.jvp", &j), KERN_ERR_NOT_FOUND);
+    kern_context_release(ctx);
+    unlink(src);
+    unlink(so);
+}

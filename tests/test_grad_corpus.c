@@ -41,6 +41,8 @@
 
 enum { MAX_PARAMS = 24, MAX_SEQ = 16, FD_SAMPLES = 64, MSG_CAP = 8192 };
 static const double RTOL64 = 1e-5, RTOL32 = 2e-3;
+/* Hessian-vector products against differences of K.grad (docs/testing-grad.md) */
+static const double HVP_RTOL = 1e-4;
 /* Errors are relative per element, to |FD| but at least FLOOR times the parameter's scale
  * (so that elements whose gradient is near zero are not held to a relative bound). */
 static const double FLOOR = 1e-4;
@@ -447,6 +449,7 @@ typedef struct run {
     kern_context *ctx;
     kern_kernel *k, *kg;
     kern_kernel *kj; /* K.jvp, or NULL with jvp_error saying why */
+    kern_kernel *kh; /* K.grad.jvp, or NULL */
     char jvp_error[1024];
     kern_buffer *buf[MAX_PARAMS];
 } run;
@@ -547,6 +550,9 @@ static bool compile(const gcase *c, const char *type, run *r, msgbuf *m) {
     snprintf(gname, sizeof gname, "%s.jvp", kname);
     if (kern_kernel_find(mod, gname, &r->kj) != KERN_OK)
         snprintf(r->jvp_error, sizeof r->jvp_error, "%s", kern_context_last_error(r->ctx));
+    snprintf(gname, sizeof gname, "%s.grad.jvp", kname);
+    if (!c->grad_name && r->kj && kern_kernel_find(mod, gname, &r->kh) != KERN_OK)
+        r->kh = NULL;
     return true;
 }
 
@@ -875,6 +881,9 @@ static bool run_forward(const gcase *c, run *r, kern_kernel *jvp, const aval *va
  * K leaves (K.jvp updates it exactly as K does), and (3) K.grad by the dot-product identity
  * <K.jvp(v), w> = <v, K.grad(w)>, with w the adjoint seeds of check_case and g64 the
  * adjoints K.grad returned for them (f64). */
+static bool check_hvp(const gcase *c, run *r, const aval *vals_in, int np, double *const *w,
+                      double *const *v, msgbuf *m);
+
 static bool check_jvp(const gcase *c, run *r64, run *r32, aval *vals, int np, double *const *w,
                       double *const *g64, msgbuf *m) {
     kern_kernel *j64 = r64->kj, *j32 = r32->kj;
@@ -995,6 +1004,8 @@ static bool check_jvp(const gcase *c, run *r64, run *r32, aval *vals, int np, do
             bad++;
         }
     }
+    if (ok && !check_hvp(c, r64, vals, np, w, v, m))
+        bad++;
     for (int i = 0; i < np; i++) {
         free(v[i]);
         free(base[i]);
@@ -1004,6 +1015,181 @@ static bool check_jvp(const gcase *c, run *r64, run *r32, aval *vals, int np, do
             free(t[p][i]);
             free(s2[p][i]);
         }
+    }
+    return ok && bad == 0;
+}
+
+/* K.grad.jvp (forward over reverse), f64: K.jvp runs the sequence from (x, v), then
+ * K.grad.jvp the launches in reverse on the state and tangents it left, from the adjoint
+ * seeds w and zero adjoint tangents; the adjoint tangents it leaves, (d/de) K.grad(w) at
+ * x + e v (the Hessian-vector product of L = w . state), are compared with central
+ * differences of K.grad itself (analytic() at x +- h v, Richardson-extrapolated). */
+static bool check_hvp(const gcase *c, run *r, const aval *vals_in, int np, double *const *w,
+                      double *const *v, msgbuf *m) {
+    if (!r->kh) {
+        msg_add(m, "%s: no %s.grad.jvp\n", c->name, kern_kernel_name(r->k));
+        return false;
+    }
+    aval vals[MAX_PARAMS] = {0};
+    for (int i = 0; i < np; i++) {
+        vals[i] = vals_in[i];
+        kern_kernel_param(r->k, i, &vals[i].info);
+    }
+    bool ok = make_primal_buffers(r, vals, np, m);
+    kern_buffer *tan[MAX_PARAMS] = {0}, *adj[MAX_PARAMS] = {0}, *adjt[MAX_PARAMS] = {0};
+    double *hv[MAX_PARAMS] = {0}, *fd[MAX_PARAMS] = {0}, *g[MAX_PARAMS] = {0};
+    double *gp[MAX_PARAMS] = {0}, *gm[MAX_PARAMS] = {0}, *g0[MAX_PARAMS] = {0};
+    for (int i = 0; ok && i < np; i++) {
+        if (!vals[i].diff)
+            continue;
+        int64_t one = 1, n = vals[i].count ? vals[i].count : 1;
+        const int64_t *shape = vals[i].info.is_array ? vals[i].shape : &one;
+        int rank = vals[i].info.is_array ? vals[i].rank : 1;
+        double *zeros = calloc((size_t)n, sizeof(double));
+        tan[i] = make_buffer(r->ctx, KERN_F64, rank, shape, v[i], vals[i].count, m);
+        adj[i] = make_buffer(r->ctx, KERN_F64, rank, shape, w[i], vals[i].count, m);
+        adjt[i] = make_buffer(r->ctx, KERN_F64, rank, shape, zeros, vals[i].count, m);
+        free(zeros);
+        hv[i] = calloc((size_t)n, sizeof(double));
+        fd[i] = calloc((size_t)n, sizeof(double));
+        g[i] = calloc((size_t)n, sizeof(double));
+        gp[i] = calloc((size_t)n, sizeof(double));
+        gm[i] = calloc((size_t)n, sizeof(double));
+        g0[i] = calloc((size_t)n, sizeof(double));
+        ok = tan[i] && adj[i] && adjt[i];
+    }
+    int nl = c->nseq ? c->nseq : 1;
+    for (int pass = 0; pass < 2 && ok; pass++) { /* K.jvp forward, then K.grad.jvp back */
+        for (int q = 0; q < nl && ok; q++) {
+            int s = pass ? nl - 1 - q : q;
+            kern_arg args[4 * MAX_PARAMS];
+            int na = 0;
+            for (int i = 0; i < np; i++)
+                args[na++] = vals[i].info.is_array
+                                 ? kern_arg_buffer(r->buf[i])
+                                 : scalar_arg(vals[i].info.dtype, scalar_in_launch(c, &vals[i], s));
+            kern_buffer **lists[3] = {pass ? adj : tan, tan, adjt};
+            for (int l = 0; l < (pass ? 3 : 1); l++)
+                for (int i = 0; i < np; i++)
+                    if (vals[i].diff)
+                        args[na++] = kern_arg_buffer(lists[l][i]);
+            kern_kernel *k = pass ? r->kh : r->kj;
+            if (kern_launch(k, args, na) != KERN_OK) {
+                msg_add(m, "%s: launch %d of %s failed: %s\n", c->name, s, kern_kernel_name(k),
+                        kern_context_last_error(r->ctx));
+                ok = false;
+            }
+        }
+    }
+    for (int i = 0; ok && i < np; i++)
+        if (vals[i].diff)
+            ok = read_buffer(adjt[i], hv[i], m);
+    for (int i = 0; i < np; i++) {
+        kern_buffer_release(tan[i]);
+        kern_buffer_release(adj[i]);
+        kern_buffer_release(adjt[i]);
+    }
+    release_buffers(r, np);
+    /* central differences of K.grad along v */
+    double h = 1e-5;
+    for (int i = 0; i < np; i++)
+        for (int64_t q = 0; vals[i].diff && q < vals[i].count; q++)
+            h = fmin(h, 1e-5 * fmax(1.0, fabs(vals[i].data[q])));
+    double *dfull[MAX_PARAMS] = {0}; /* the difference at h alone */
+    for (int i = 0; i < np; i++)
+        dfull[i] = calloc((size_t)(vals[i].count ? vals[i].count : 1), sizeof(double));
+    for (int rr = 0; rr < 2 && ok; rr++) {
+        double hr = rr ? h : h / 2;
+        for (int sign = 0; sign < 2 && ok; sign++) {
+            aval pert[MAX_PARAMS];
+            double *data[MAX_PARAMS] = {0};
+            for (int i = 0; i < np; i++) {
+                pert[i] = vals_in[i];
+                size_t n = (size_t)(vals[i].count ? vals[i].count : 1);
+                data[i] = malloc(n * sizeof(double));
+                for (size_t q = 0; q < n; q++)
+                    data[i][q] =
+                        vals[i].data[q] + (vals[i].diff ? (sign ? -hr : hr) * v[i][q] : 0);
+                pert[i].data = data[i];
+            }
+            ok = analytic(c, r, pert, np, w, KERN_F64, g, m);
+            for (int i = 0; i < np; i++) {
+                free(data[i]);
+                for (int64_t q = 0; vals[i].diff && q < vals[i].count; q++) {
+                    if (rr == 0)
+                        (sign ? gm : gp)[i][q] = g[i][q];
+                    double d = (sign ? -g[i][q] : g[i][q]) / (2 * hr);
+                    if (rr == 0) {
+                        fd[i][q] += 4 * d / 3;
+                    } else {
+                        fd[i][q] -= d / 3;
+                        dfull[i][q] += d;
+                    }
+                }
+            }
+        }
+    }
+    if (ok) /* K.grad at x: one-sided differences that disagree mark a kink (min, max, abs) */
+        ok = analytic(c, r, vals_in, np, w, KERN_F64, g0, m);
+    int bad = 0, kinks = 0, compared = 0;
+    double mall = 0, gmag = 0; /* gmag: the largest |K.grad|, for the differences' noise */
+    for (int i = 0; ok && i < np; i++)
+        for (int64_t q = 0; vals[i].diff && q < vals[i].count; q++)
+            gmag = fmax(gmag, fabs(g0[i][q]));
+    for (int i = 0; ok && i < np; i++)
+        for (int64_t q = 0; vals[i].diff && q < vals[i].count; q++)
+            mall = fmax(mall, fabs(fd[i][q]));
+    for (int i = 0; ok && i < np; i++) {
+        if (!vals[i].diff)
+            continue;
+        double mp = 0, worst = 0;
+        for (int64_t q = 0; q < vals[i].count; q++)
+            mp = fmax(mp, fabs(fd[i][q]));
+        double scale = fmax(mp, 1e-3 * mall);
+        int nbad = 0;
+        for (int64_t q = 0; q < vals[i].count; q++) {
+            double err = fabs(hv[i][q] - fd[i][q]) / fmax(fabs(fd[i][q]), FLOOR * fmax(scale, 1e-12));
+            if (fabs(hv[i][q] - fd[i][q]) <= 64 * DBL_EPSILON * fmax(1.0, gmag) / h)
+                err = 0; /* below the rounding noise of the differences of K.grad */
+            /* one-sided differences, or the differences at h and h/2, that disagree */
+            double dp = (gp[i][q] - g0[i][q]) / (h / 2), dm = (g0[i][q] - gm[i][q]) / (h / 2);
+            double dh = (gp[i][q] - gm[i][q]) / h, floor = FLOOR * fmax(scale, 1e-12);
+            if (!(err <= HVP_RTOL) &&
+                (fabs(dp - dm) > 1e-2 * fmax(fmax(fabs(dp), fabs(dm)), floor) ||
+                 fabs(dfull[i][q] - dh) > 1e-3 * fmax(fmax(fabs(dh), fabs(dfull[i][q])), floor))) {
+                kinks++; /* K.grad jumps between x - h v and x + h v: not a derivative */
+                continue;
+            }
+            compared++;
+            if (!(err <= HVP_RTOL)) {
+                if (nbad < 4)
+                    msg_add(m, "%s: %s.grad.tan[%lld] = %.12g (Hv), central difference of K.grad "
+                               "%.12g\n",
+                            c->name, vals[i].info.name, (long long)q, hv[i][q], fd[i][q]);
+                nbad++;
+            }
+            if (!(err <= worst))
+                worst = err;
+        }
+        msg_add(m, "%s (f64): %s.grad.tan (Hv): %lld elements, %d wrong, worst error %.3g\n",
+                c->name, vals[i].info.name, (long long)vals[i].count, nbad, worst);
+        bad += nbad;
+    }
+    if (kinks)
+        msg_add(m, "%s: %d elements of Hv at a kink of K.grad, not compared (%d compared)\n",
+                c->name, kinks, compared);
+    if (ok && compared == 0) {
+        msg_add(m, "%s: no element of Hv could be compared\n", c->name);
+        bad++;
+    }
+    for (int i = 0; i < np; i++) {
+        free(hv[i]);
+        free(fd[i]);
+        free(g[i]);
+        free(gp[i]);
+        free(gm[i]);
+        free(g0[i]);
+        free(dfull[i]);
     }
     return ok && bad == 0;
 }
