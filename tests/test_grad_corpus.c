@@ -1227,7 +1227,7 @@ static int list_corpus(corpus_param *out, int cap) {
 
 static void free_params(struct criterion_test_params *p) { cr_free(p->params); }
 
-ParameterizedTestParameters(grad_corpus, kernel) {
+static struct criterion_test_params corpus_params(void) {
     corpus_param tmp[256];
     int n = list_corpus(tmp, 256);
     corpus_param *p = cr_malloc(sizeof(corpus_param) * (size_t)(n ? n : 1));
@@ -1235,7 +1235,8 @@ ParameterizedTestParameters(grad_corpus, kernel) {
     return cr_make_param_array(corpus_param, p, (size_t)n, free_params);
 }
 
-ParameterizedTest(corpus_param *p, grad_corpus, kernel) {
+/* One corpus file: K.grad (check_case), or with jvp K.jvp and K.grad.jvp (check_jvp). */
+static void corpus_case(const corpus_param *p, bool jvp) {
     char path[512];
     snprintf(path, sizeof path, "%s/tests/grad/%s", KERN_SOURCE_ROOT, p->file);
     char *src = read_text(path);
@@ -1247,39 +1248,19 @@ ParameterizedTest(corpus_param *p, grad_corpus, kernel) {
     static msgbuf report;
     report.len = 0;
     report.text[0] = 0;
-    bool ok = check_case(&c, &report, false);
+    bool ok = check_case(&c, &report, jvp);
     cr_log_info("%s", report.text);
     cr_assert(ok, "%s", report.text);
     free(src);
 }
 
-/* Forward mode on the same corpus: K.jvp against finite differences along a random tangent
- * and against K.grad by the dot-product identity (check_jvp). */
-ParameterizedTestParameters(jvp_corpus, kernel) {
-    corpus_param tmp[256];
-    int n = list_corpus(tmp, 256);
-    corpus_param *p = cr_malloc(sizeof(corpus_param) * (size_t)(n ? n : 1));
-    memcpy(p, tmp, sizeof(corpus_param) * (size_t)n);
-    return cr_make_param_array(corpus_param, p, (size_t)n, free_params);
-}
+ParameterizedTestParameters(grad_corpus, kernel) { return corpus_params(); }
+ParameterizedTest(corpus_param *p, grad_corpus, kernel) { corpus_case(p, false); }
 
-ParameterizedTest(corpus_param *p, jvp_corpus, kernel) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/tests/grad/%s", KERN_SOURCE_ROOT, p->file);
-    char *src = read_text(path);
-    cr_assert(src, "cannot read %s", path);
-    gcase c = {0};
-    c.name = p->file;
-    c.src = src;
-    parse_directives(&c);
-    static msgbuf report;
-    report.len = 0;
-    report.text[0] = 0;
-    bool ok = check_case(&c, &report, true);
-    cr_log_info("%s", report.text);
-    cr_assert(ok, "%s", report.text);
-    free(src);
-}
+/* Forward mode on the same corpus: K.jvp against finite differences along a random tangent,
+ * K.grad by the dot-product identity, and K.grad.jvp against differences of K.grad. */
+ParameterizedTestParameters(jvp_corpus, kernel) { return corpus_params(); }
+ParameterizedTest(corpus_param *p, jvp_corpus, kernel) { corpus_case(p, true); }
 
 /* The corpus is not silently small: the issue asks for at least 40 kernels. */
 Test(grad_corpus, size) {
