@@ -101,6 +101,10 @@ struct ir_region {
 /* Attribute bits of ir_op.attr. */
 enum {
     IR_FOR_EARLY_EXIT = 1 << 0, /* FOR: body yields a leading bool "go on" */
+    IR_PAR_SCALAR = 1 << 1,     /* PARALLEL: no SIMD lanes on the CPU, so that a task that
+                                   recomputes another's values gets them bit for bit (the two
+                                   passes of forward mode's atomic_min/max, ad_jvp.c); not
+                                   in the text form */
 };
 
 typedef union ir_imm {

@@ -588,7 +588,10 @@ static bool check_shape(verifier *v, const ir_op *op) {
               op->nregions);
         ok = false;
     }
-    if (op->attr && (op->code != IR_FOR || (op->attr & ~(uint32_t)IR_FOR_EARLY_EXIT))) {
+    uint32_t known = op->code == IR_FOR        ? (uint32_t)IR_FOR_EARLY_EXIT
+                     : op->code == IR_PARALLEL ? (uint32_t)IR_PAR_SCALAR
+                                               : 0;
+    if (op->attr & ~known) {
         operr(v, op, "has unknown attribute bits 0x%x", op->attr);
     }
     if ((op->noperands && !op->operands) || (op->nresults && !op->results) ||

@@ -15,8 +15,10 @@
  *                replaced as the element is;
  *   += and -=    atomic adds of tan(v) into p.tan, as the primal;
  *   min/max      in a serial task, the element's tangent follows the value that wins;
- *                in a parallel task no race-free choice exists, so K.jvp is refused there
- *                (an error at the atomic);
+ *                a parallel task runs twice: first as K (values final), then again
+ *                without side effects, each thread storing its value's tangent where its
+ *                value is the element's final one (refused, with an error at the atomic,
+ *                when the second pass could not see what the first saw);
  *   if, loops    the float results and carried values get one more result / carried
  *                value each, their tangents; no adstack (forward mode needs none);
  *   adstacks     (K.grad.jvp, Hessian-vector products) each adstack of a float type gets
@@ -39,6 +41,9 @@ typedef struct jv {
     ir_value **tan_param; /* primal param index -> its tangent array, or NULL */
     uint32_t *twin;       /* adstack index -> the twin holding tangents, or UINT32_MAX */
     bool parallel;        /* inside a parallel task */
+    bool recompute;       /* the second pass of a parallel task with atomic_min/max: the
+                             body again without side effects, giving each element's
+                             tangent to the thread whose value won (jvp_task) */
     diag_sink *sink;
     const kern_source *src;
     bool failed;
@@ -139,7 +144,10 @@ static ir_op *copy_flat(jv *j, ir_op *op) {
 /* ---- Memory ------------------------------------------------------------------------- */
 
 static void jvp_access(jv *j, ir_op *op) {
-    ir_op *c = copy_flat(j, op);
+    if (j->recompute && op->code != IR_LOAD && op->code != IR_ATOMIC_MIN &&
+        op->code != IR_ATOMIC_MAX)
+        return; /* stores and adds happened in the first pass (their results are unused) */
+    ir_op *c = j->recompute && op->code != IR_LOAD ? NULL : copy_flat(j, op);
     ir_value *ta = tan_array(j, op->operands[0]);
     if (!ta)
         return;
@@ -163,13 +171,18 @@ static void jvp_access(jv *j, ir_op *op) {
     }
     case IR_ATOMIC_MIN:
     case IR_ATOMIC_MAX: {
-        if (j->parallel) {
-            diag_report(j->sink, DIAG_ERROR, j->src, op->loc,
-                        "forward mode (K.jvp) cannot differentiate %s in a parallel loop: "
-                        "the tangent of the value that wins cannot be chosen without a race; "
-                        "K.grad supports it, or reduce in a serial loop",
-                        op->code == IR_ATOMIC_MIN ? "atomic_min" : "atomic_max");
-            j->failed = true;
+        if (j->parallel) { /* the second pass gives the tangent to the winner */
+            if (!j->recompute)
+                return;
+            ir_value *fin = ir_load(B(j), val(j, op->operands[0]), idx, nidx);
+            ir_op *w = ir_if(B(j), ir_binop(B(j), IR_EQ, val(j, v), fin), NULL, 0);
+            ir_builder saved = j->a.b;
+            j->a.b = ir_builder_at_end(j->a.m, w->regions[0]);
+            ir_store(B(j), ta, idx, nidx, to_elem(j, elem, tan_or_zero(j, v)));
+            ir_yield(B(j), NULL, 0);
+            j->a.b = ir_builder_at_end(j->a.m, w->regions[1]);
+            ir_yield(B(j), NULL, 0);
+            j->a.b = saved;
             return;
         }
         /* serial: the element takes the tangent of the value that replaced it (ties keep
@@ -351,6 +364,8 @@ static void jvp_op(jv *j, ir_op *op) {
     case IR_WHILE: jvp_while(j, op); return;
     default:
         kern_assert(op->nregions == 0);
+        if (j->recompute && op->code == IR_CHECK)
+            return; /* reported by the first pass */
         copy_flat(j, op);
         tangent_pure(j, op);
         return;
@@ -394,20 +409,124 @@ static void top_tangents(jv *j) {
     }
 }
 
+/* Whether value v is an operand of an op of r (nested too). */
+static bool used_in(const ir_region *r, const ir_value *v) {
+    ir_foreach_op(op, r) {
+        for (uint32_t i = 0; i < op->noperands; i++)
+            if (op->operands[i] == v)
+                return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (used_in(op->regions[i], v))
+                return true;
+    }
+    return false;
+}
+
+typedef struct task_scan {
+    const ir_op *minmax;     /* the first atomic_min/max on an array with a tangent */
+    const ir_op *used;       /* an atomic whose result the body uses */
+    const ir_value **loaded; /* arrays loaded */
+    uint32_t nloaded;
+    const ir_op *conflict;   /* a write of an array the body also loads */
+} task_scan;
+
+static void scan_task(jv *j, const ir_region *body, const ir_region *r, task_scan *t) {
+    ir_foreach_op(op, r) {
+        for (uint32_t i = 0; i < op->nregions; i++)
+            scan_task(j, body, op->regions[i], t);
+        if (op->code == IR_LOAD) {
+            t->loaded[t->nloaded++] = op->operands[0];
+            continue;
+        }
+        if (op->code != IR_STORE && !(op->code >= IR_ATOMIC_ADD && op->code <= IR_ATOMIC_XCHG))
+            continue;
+        if ((op->code == IR_ATOMIC_MIN || op->code == IR_ATOMIC_MAX) && !t->minmax &&
+            tan_array(j, op->operands[0]))
+            t->minmax = op;
+        if (op->code != IR_STORE && !t->used && used_in(body, op->results[0]))
+            t->used = op;
+    }
+}
+
+/* Whether array a is loaded in the task (t->loaded after scan_task). */
+static bool loaded(const task_scan *t, const ir_value *a) {
+    for (uint32_t i = 0; i < t->nloaded; i++)
+        if (t->loaded[i] == a)
+            return true;
+    return false;
+}
+
+static void find_conflict(const ir_region *r, task_scan *t) {
+    ir_foreach_op(op, r) {
+        for (uint32_t i = 0; i < op->nregions; i++)
+            find_conflict(op->regions[i], t);
+        if (!t->conflict && op->code != IR_LOAD && (ir_info(op->code)->flags & OPF_PURE) == 0 &&
+            op->noperands > 0 && ty_is_array(op->operands[0]->type) &&
+            loaded(t, op->operands[0]))
+            t->conflict = op;
+    }
+}
+
+static uint32_t count_ops(const ir_region *r) {
+    uint32_t n = 0;
+    ir_foreach_op(op, r) {
+        n++;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            n += count_ops(op->regions[i]);
+    }
+    return n;
+}
+
+/* A parallel task with atomic_min/max gets a second pass (docs/autodiff.md): the first
+ * updates the values, the second recomputes each thread's value and its tangent and
+ * stores the tangent where the value is the element's final one. That needs the second
+ * pass to see what the first saw: no array the task writes is one it loads, and no
+ * atomic's result is used. False (after an error) when that does not hold. */
+static bool minmax_pass_possible(jv *j, ir_region *body, task_scan *t) {
+    t->loaded = calloc(count_ops(body) + 1, sizeof *t->loaded);
+    if (!t->loaded)
+        kern_oom(count_ops(body) * sizeof *t->loaded);
+    scan_task(j, body, body, t);
+    if (t->minmax)
+        find_conflict(body, t);
+    free(t->loaded);
+    const ir_op *why = t->used ? t->used : t->conflict;
+    if (!t->minmax || !why)
+        return true;
+    diag_report(j->sink, DIAG_ERROR, j->src, t->minmax->loc,
+                "forward mode (K.jvp) differentiates %s in a parallel loop by recomputing the "
+                "loop once the values are final, which needs a loop that %s (line %u); "
+                "K.grad supports it, or split the kernel",
+                t->minmax->code == IR_ATOMIC_MIN ? "atomic_min" : "atomic_max",
+                t->used ? "does not use an atomic's result" : "reads no array it writes",
+                why->loc.line);
+    j->failed = true;
+    return false;
+}
+
 static void jvp_task(jv *j, ir_op *task) {
     ir_region *body = task->regions[0];
-    j->a.b = ir_builder_at_end(j->a.m, j->a.gk->body);
-    B(j)->loc = task->loc;
-    ir_op *t = task->code == IR_PARALLEL
-                   ? ir_parallel(B(j), mapped(j, task, 0, task->noperands), task->noperands / 2)
-                   : ir_serial(B(j));
-    t->loc = task->loc;
+    task_scan scan = {0};
+    bool second = task->code == IR_PARALLEL && minmax_pass_possible(j, body, &scan) &&
+                  scan.minmax != NULL;
     j->parallel = task->code == IR_PARALLEL;
-    for (uint32_t i = 0; i < body->nargs; i++)
-        set_val(j, body->args[i], t->regions[0]->args[i]);
-    j->a.b = ir_builder_at_end(j->a.m, t->regions[0]);
-    top_tangents(j);
-    copy_region(j, body);
+    for (int pass = 0; pass < 1 + second; pass++) {
+        j->a.b = ir_builder_at_end(j->a.m, j->a.gk->body);
+        B(j)->loc = task->loc;
+        ir_op *t = task->code == IR_PARALLEL ? ir_parallel(B(j), mapped(j, task, 0, task->noperands),
+                                                           task->noperands / 2)
+                                             : ir_serial(B(j));
+        t->loc = task->loc;
+        if (second) /* both passes compute the values alike, bit for bit */
+            t->attr |= IR_PAR_SCALAR;
+        for (uint32_t i = 0; i < body->nargs; i++)
+            set_val(j, body->args[i], t->regions[0]->args[i]);
+        j->a.b = ir_builder_at_end(j->a.m, t->regions[0]);
+        j->recompute = pass == 1;
+        top_tangents(j);
+        copy_region(j, body);
+    }
+    j->recompute = false;
 }
 
 ir_kernel *ad_jvp_kernel(ir_kernel *k, diag_sink *sink, const kern_source *src) {

@@ -94,7 +94,8 @@ ir_param *ad_grad_params(const ir_kernel *k, uint32_t *nparams);
 /* Builds K.jvp, the forward-mode (Jacobian-vector) kernel of k, and appends it to k's
  * module (passes/ad_jvp.c); k may be a primal kernel or a gradient kernel (K.grad.jvp,
  * Hessian-vector products). Returns NULL after reporting to sink what forward mode cannot
- * differentiate (atomic_min/max in a parallel task). Requires verified IR. */
+ * differentiate (atomic_min/max in a parallel task that reads an array it writes or uses
+ * an atomic's result). Requires verified IR. */
 ir_kernel *ad_jvp_kernel(ir_kernel *k, diag_sink *sink, const kern_source *src);
 
 /* Gather-form adjoints of neighbour reads in gradient kernel k (passes/ad_gather.c): the

@@ -224,6 +224,11 @@ unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) 
         *why = "SIMD is off (--simd=off or KERN_SIMD=off)";
         return 0;
     }
+    if (task->attr & IR_PAR_SCALAR) {
+        *why = "a pass of forward mode's atomic_min/max, whose values must equal another "
+               "pass's bit for bit (vector and scalar math may differ in the last bit)";
+        return 0;
+    }
     if (em->checks) {
         *why = "debug checks (--debug) run on the scalar path";
         return 0;
