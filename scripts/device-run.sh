@@ -12,6 +12,8 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${OUT:-/tmp/kern-device-out}
 mkdir -p "$out"
+# device-stage.sh packs the carried libraries (env.sh already points LD_LIBRARY_PATH there)
+[ -e .device/lib.tar.xz ] && tar -C .device -xJf .device/lib.tar.xz
 # the test binary was built in build-static/ on the development machine: put its helpers
 # back at those paths, and the source tree where KERN_SOURCE_ROOT points
 while read -r name path; do
