@@ -287,6 +287,28 @@ void ir_subst_free(ir_subst *s) {
 
 /* ---- Iteration -------------------------------------------------------------------- */
 
+bool ir_region_uses(const ir_region *r, const ir_value *v) {
+    ir_foreach_op(op, r) {
+        for (uint32_t i = 0; i < op->noperands; i++)
+            if (op->operands[i] == v)
+                return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (ir_region_uses(op->regions[i], v))
+                return true;
+    }
+    return false;
+}
+
+uint32_t ir_region_count_ops(const ir_region *r) {
+    uint32_t n = 0;
+    ir_foreach_op(op, r) {
+        n++;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            n += ir_region_count_ops(op->regions[i]);
+    }
+    return n;
+}
+
 void ir_walk(ir_region *r, void (*fn)(ir_op *op, void *user), void *user) {
     ir_op *op = r->first;
     while (op) {

@@ -250,6 +250,12 @@ void ir_subst_free(ir_subst *s);
          op = tmp, tmp = op ? op->next : NULL)
 #define ir_foreach_kernel(k, module) for (ir_kernel *k = (module)->kernels; k; k = k->next)
 
+/* Whether v is an operand of an op of r or of its nested regions (a walk: the IR has no
+ * use lists). */
+bool ir_region_uses(const ir_region *r, const ir_value *v);
+/* The ops of r and of its nested regions. */
+uint32_t ir_region_count_ops(const ir_region *r);
+
 /* Calls fn on every op of r, pre-order, descending into nested regions. */
 void ir_walk(ir_region *r, void (*fn)(ir_op *op, void *user), void *user);
 

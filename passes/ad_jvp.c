@@ -409,19 +409,6 @@ static void top_tangents(jv *j) {
     }
 }
 
-/* Whether value v is an operand of an op of r (nested too). */
-static bool used_in(const ir_region *r, const ir_value *v) {
-    ir_foreach_op(op, r) {
-        for (uint32_t i = 0; i < op->noperands; i++)
-            if (op->operands[i] == v)
-                return true;
-        for (uint32_t i = 0; i < op->nregions; i++)
-            if (used_in(op->regions[i], v))
-                return true;
-    }
-    return false;
-}
-
 typedef struct task_scan {
     const ir_op *minmax;     /* the first atomic_min/max on an array with a tangent */
     const ir_op *used;       /* an atomic whose result the body uses */
@@ -443,7 +430,7 @@ static void scan_task(jv *j, const ir_region *body, const ir_region *r, task_sca
         if ((op->code == IR_ATOMIC_MIN || op->code == IR_ATOMIC_MAX) && !t->minmax &&
             tan_array(j, op->operands[0]))
             t->minmax = op;
-        if (op->code != IR_STORE && !t->used && used_in(body, op->results[0]))
+        if (op->code != IR_STORE && !t->used && ir_region_uses(body, op->results[0]))
             t->used = op;
     }
 }
@@ -467,25 +454,15 @@ static void find_conflict(const ir_region *r, task_scan *t) {
     }
 }
 
-static uint32_t count_ops(const ir_region *r) {
-    uint32_t n = 0;
-    ir_foreach_op(op, r) {
-        n++;
-        for (uint32_t i = 0; i < op->nregions; i++)
-            n += count_ops(op->regions[i]);
-    }
-    return n;
-}
-
 /* A parallel task with atomic_min/max gets a second pass (docs/autodiff.md): the first
  * updates the values, the second recomputes each thread's value and its tangent and
  * stores the tangent where the value is the element's final one. That needs the second
  * pass to see what the first saw: no array the task writes is one it loads, and no
  * atomic's result is used. False (after an error) when that does not hold. */
 static bool minmax_pass_possible(jv *j, ir_region *body, task_scan *t) {
-    t->loaded = calloc(count_ops(body) + 1, sizeof *t->loaded);
+    t->loaded = calloc(ir_region_count_ops(body) + 1, sizeof *t->loaded);
     if (!t->loaded)
-        kern_oom(count_ops(body) * sizeof *t->loaded);
+        kern_oom(ir_region_count_ops(body) * sizeof *t->loaded);
     scan_task(j, body, body, t);
     if (t->minmax)
         find_conflict(body, t);

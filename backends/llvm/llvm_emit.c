@@ -147,15 +147,7 @@ LLVMBuilderRef llvm_entry_builder(llvm_emitter *em) {
     return eb;
 }
 
-uint32_t llvm_count_ops(const ir_region *r) {
-    uint32_t n = 0;
-    ir_foreach_op(op, r) {
-        n++;
-        for (uint32_t i = 0; i < op->nregions; i++)
-            n += llvm_count_ops(op->regions[i]);
-    }
-    return n;
-}
+uint32_t llvm_count_ops(const ir_region *r) { return ir_region_count_ops(r); }
 
 void llvm_task_symbol(char *buf, size_t size, const char *kernel, int task, bool count) {
     kern_code_symbol(buf, size, kernel, 't', task, count);

@@ -32,18 +32,6 @@ static bool available_at_end(const llvm_emitter *em, const ir_value *v) {
     return d->parent == em->kernel->body || d->code == IR_CONST;
 }
 
-static bool used_in(const ir_region *r, const ir_value *v) {
-    ir_foreach_op(op, r) {
-        for (uint32_t i = 0; i < op->noperands; i++)
-            if (op->operands[i] == v)
-                return true;
-        for (uint32_t i = 0; i < op->nregions; i++)
-            if (used_in(op->regions[i], v))
-                return true;
-    }
-    return false;
-}
-
 /* An atomic add/sub of the task body that may accumulate locally, ignoring the other
  * accesses of its array. */
 static bool reducible_shape(const llvm_emitter *em, const ir_op *op, const ir_region *body) {
@@ -54,7 +42,7 @@ static bool reducible_shape(const llvm_emitter *em, const ir_op *op, const ir_re
     for (uint32_t i = 1; i + 1 < op->noperands; i++)
         if (!available_at_end(em, op->operands[i]))
             return false;
-    return !used_in(body, op->results[0]);
+    return !ir_region_uses(body, op->results[0]);
 }
 
 /* Whether every access of `array` in r is reducible. */
@@ -192,7 +180,7 @@ static bool neighbour_accesses(const ir_region *r, const ir_value *array, const 
             if (c > *k)
                 *k = c;
             if ((op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) &&
-                !used_in(body, op->results[0]))
+                !ir_region_uses(body, op->results[0]))
                 (*atomics)++;
         }
         for (uint32_t i = 0; i < op->nregions; i++)
@@ -223,7 +211,7 @@ static void nb_collect(llvm_emitter *em, const ir_region *r, const ir_value *arr
                        int64_t k, const ir_region *body) {
     ir_foreach_op(op, r) {
         if ((op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) && op->operands[0] == array &&
-            ty_is_float(array->type->elem) && !used_in(body, op->results[0]))
+            ty_is_float(array->type->elem) && !ir_region_uses(body, op->results[0]))
             nb_add(em, op, d, k);
         for (uint32_t i = 0; i < op->nregions; i++)
             nb_collect(em, op->regions[i], array, d, k, body);
