@@ -174,6 +174,18 @@ kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, 
             .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     }
     k->nbindings = nb;
+    /* a layout beyond the device's limit is invalid Vulkan (lavapipe allows 32): refused here,
+     * naming the kernel, before any driver sees it */
+    uint32_t limit = v->props.limits.maxPerStageDescriptorStorageBuffers;
+    if (nb > limit) {
+        snprintf(err, errlen,
+                 "kernel '%s' needs %u storage buffers (one per array parameter, %u of kern's "
+                 "own), more than %s allows in one shader (maxPerStageDescriptorStorageBuffers "
+                 "= %u); pass fewer arrays, or use a device with a higher limit",
+                 mk->name, nb, (uint32_t)KERN_SPV_BIND_PARAM0, v->props.deviceName, limit);
+        s = KERN_ERR_UNSUPPORTED;
+        goto done;
+    }
     for (int p = 0; p < mk->nparams; p++)
         pt[p] = mk->params[p].type;
     k->block_size = kern_spv_block_layout(pt, mk->nparams, mk->nadstacks, k->off);

@@ -666,6 +666,63 @@ Test(spirv, wide_launch_blocks) {
     free(src);
 }
 
+/* A kernel binding more storage buffers than the device allows in one shader (lavapipe: 32;
+ * K.grad.jvp of a kernel with 8 arrays binds 32 + 5) is refused with the kernel's name and
+ * the limit, before the driver sees the layout (validation errors are fatal in CI); a device
+ * with a higher limit runs it, against a C loop. */
+Test(vulkan, storage_buffer_limit_is_refused_by_name) {
+    kern_context *ctx = vk_context();
+    if (!ctx)
+        cr_skip_test("no Vulkan device");
+    enum { NA = 40, N = 5 };
+    kern_buf b = {0};
+    buf_printf(&b, "kernel k(");
+    for (int a = 0; a < NA; a++)
+        buf_printf(&b, "%sa%d: f32[]", a ? ", " : "", a);
+    buf_printf(&b, ") {\n  for i in 0..len(a0) {\n    a0[i] = 0.0");
+    for (int a = 1; a < NA; a++)
+        buf_printf(&b, " + a%d[i]", a);
+    buf_printf(&b, ";\n  }\n}\n");
+    kern_module *m = NULL;
+    kern_kernel *k = NULL;
+    kern_status st = kern_module_from_source(ctx, b.data, b.len, "many.kern", &m);
+    buf_free(&b);
+    if (st == KERN_OK)
+        st = kern_kernel_find(m, "k", &k);
+    if (strstr(kern_context_device_name(ctx), "llvmpipe"))
+        cr_expect_eq(st, KERN_ERR_UNSUPPORTED, "lavapipe allows 32 storage buffers");
+    if (st != KERN_OK) {
+        cr_expect_eq(st, KERN_ERR_UNSUPPORTED);
+        cr_expect(strstr(kern_context_last_error(ctx), "kernel 'k' needs 45 storage buffers") &&
+                      strstr(kern_context_last_error(ctx), "maxPerStageDescriptorStorageBuffers"),
+                  "%s", kern_context_last_error(ctx));
+    } else {
+        kern_buffer *bufs[NA];
+        kern_arg args[NA];
+        float v[N], got[N];
+        for (int a = 0; a < NA; a++) {
+            for (int i = 0; i < N; i++)
+                v[i] = (float)(a * 0.5 + i);
+            int64_t n = N;
+            cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, v, &bufs[a]), KERN_OK);
+            args[a] = kern_arg_buffer(bufs[a]);
+        }
+        cr_assert_eq(kern_launch(k, args, NA), KERN_OK, "%s", kern_context_last_error(ctx));
+        cr_assert_eq(kern_buffer_read(bufs[0], got, sizeof got), KERN_OK);
+        for (int i = 0; i < N; i++) {
+            double want = 0;
+            for (int a = 1; a < NA; a++)
+                want += a * 0.5 + i;
+            cr_expect(fabs(got[i] - want) <= 1e-4 * want, "a0[%d] = %g, want %g", i, got[i], want);
+        }
+        for (int a = 0; a < NA; a++)
+            kern_buffer_release(bufs[a]);
+    }
+    no_validation_messages(ctx);
+    kern_module_release(m);
+    kern_context_release(ctx);
+}
+
 Test(vulkan, sixty_two_scalars_against_c) {
     kern_context *ctx = vk_context();
     if (!ctx)
