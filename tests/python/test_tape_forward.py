@@ -30,9 +30,10 @@ kernel cubic(x: f64[], nograd w: f64[], loss: f64[]) {
         loss[0] += w[i] * x[i] * x[i] * x[i] / 3.0;
     }
 }
-kernel amax(x: f32[], g: i32[], hi: f32[]) {
+kernel amax(x: f32[], g: i32[], hi: f32[], y: f32[]) {
     for i in 0..len(x) {
-        atomic_max(hi[g[i]], x[i]);
+        y[i] = x[i];
+        atomic_max(hi[g[i]], y[i]);  // forward mode recomputes the loop: y is read and written
     }
 }
 """
@@ -194,7 +195,7 @@ def test_forward_tape_errors(mod):
     with pytest.raises(kern.Error, match=r"kernel 'amax' has no forward-mode kernel "
                                          r"'amax.jvp'.*atomic_max"):
         with tape:
-            mod.amax(x=xs, g=g, hi=hi)
+            mod.amax(x=xs, g=g, hi=hi, y=np.zeros(4, np.float32))
     np.testing.assert_array_equal(hi, [-1, -1])
     assert tape.records == 1
     tape.release()
