@@ -120,9 +120,12 @@ static const struct {
              "  -o OUT         write to OUT (default: standard output)\n"
              "  --kernel NAME  only this kernel (ast: or func; ir: K.grad is ir-grad, K.jvp and\n"
              "                 K.grad.jvp are ir-jvp)\n"},
-    {"build", "usage: kernc build FILE.kern [--target=T] -o OUT [--arch=A] [compiler options]\n"
+    {"build", "usage: kernc build FILE.kern [--target=T] -o OUT [--arch=A] [--no-jvp]\n"
+              "       [compiler options]\n"
               "  an ahead-of-time module: cpu (the default) a shared object, cuda, vulkan and\n"
-              "  amdgpu a module file; kernels whose K.grad cannot be built are named, with why\n"},
+              "  amdgpu a module file, with K.grad, K.jvp and K.grad.jvp of each kernel; those\n"
+              "  that cannot be built are named, with why\n"
+              "  --no-jvp       leave K.jvp and K.grad.jvp out (a smaller, faster build)\n"},
     {"run", "usage: kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
             "       [--target=T] [--threads N] [--time] [--no-checks]\n"
             "       [--steps N --step-arg NAME] [compiler options]\n"
@@ -251,6 +254,8 @@ static int parse_cli(int argc, char **argv, cli *c) {
             c->opts.debug = true;
         } else if (!strcmp(a, "--no-grad-check")) {
             c->opts.no_grad_check = true;
+        } else if (!strcmp(a, "--no-jvp")) {
+            c->opts.no_jvp = true;
         } else if (a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && a[3] == 0) {
             c->opts.opt_level = a[2] - '0';
         } else if ((v = opt_value(a, "--emit", argc, argv, &i, &m)) || m) {
@@ -535,6 +540,8 @@ static int kernc_main(int argc, char **argv) {
         return usage_error("%s: missing FILE.kern", c.cmd);
     if (c.gc_option && strcmp(c.cmd, "gradcheck") != 0)
         return usage_error("%s is an option of gradcheck only", c.gc_option);
+    if (c.opts.no_jvp && strcmp(c.cmd, "build") != 0)
+        return usage_error("%s: --no-jvp is an option of build only", c.cmd);
     if (c.run_option && strcmp(c.cmd, "run") != 0)
         return usage_error("%s is an option of run only", c.run_option);
     if ((c.steps || c.step_arg) && strcmp(c.cmd, "run") != 0 && strcmp(c.cmd, "gradcheck") != 0)

@@ -848,10 +848,11 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
     if (!out)
         return fail(KERNC_EXIT_USAGE, "build: -o OUT is required");
     /* AOT modules carry K.grad wherever the global-access check allows it, and the
-     * forward-mode kernels K.jvp and K.grad.jvp wherever forward mode can build them. */
+     * forward-mode kernels K.jvp and K.grad.jvp wherever forward mode can build them
+     * (unless --no-jvp). */
     kc_options go = *o;
     go.grad = KC_GRAD_POSSIBLE;
-    go.jvp = true;
+    go.jvp = !o->no_jvp;
     go.grad_only = NULL;
     kc_ctx *cc = NULL;
     ir_module *m = compile_file(file, &go, &cc, &rc);

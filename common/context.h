@@ -31,6 +31,8 @@ typedef struct kc_options {
                                last) */
     bool jvp;               /* forward mode too: K.jvp for every kernel, K.grad.jvp for
                                every K.grad built (passes/ad_jvp.c) */
+    bool no_jvp;            /* kernc build --no-jvp: an AOT module without K.jvp and
+                               K.grad.jvp (which otherwise up to triple its compile time) */
     bool promote_f64;       /* retype f32 to f64 before the gradients (kernc gradcheck) */
     const char *arch;       /* GPU targets: sm_XX / gfxNNN (NULL: the target's default) */
     const char *libdevice;  /* NVPTX: libdevice.10.bc (NULL: searched in CUDA's places) */

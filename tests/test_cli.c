@@ -1691,6 +1691,23 @@ Test(cli_grad, build_includes_forward_mode) {
     cr_assert_eq(kern_kernel_find(m, "square.grad.jvp", &h), KERN_OK, "%s",
                  kern_context_last_error(ctx));
     cr_expect_eq(kern_kernel_param_count(h), 8, "x y x.grad y.grad x.tan y.tan x.grad.tan ...");
+    /* --no-jvp leaves them out (K.grad stays); run refuses the option */
+    char so2[64], args2[256];
+    temp_file(so2, ".so", NULL);
+    snprintf(args2, sizeof args2, "build %s -o %s --no-jvp", src, so2);
+    r = run(args2);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    free(r.out);
+    kern_module *m2;
+    cr_assert_eq(kern_module_load_file(ctx, so2, &m2), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    kern_kernel *g2;
+    cr_expect_eq(kern_kernel_find(m2, "square.grad", &g2), KERN_OK);
+    cr_expect_eq(kern_kernel_find(m2, "square.jvp", &g2), KERN_ERR_NOT_FOUND);
+    kern_module_release(m2);
+    unlink(so2);
+    snprintf(args2, sizeof args2, "run %s square --no-jvp", src);
+    expect(args2, 2, "--no-jvp is an option of build only");
     float x[3] = {1.5f, -2.0f, 0.25f}, xt[3] = {1.0f, 0.5f, -4.0f}, yt[3] = {9, 9, 9}, y[3];
     int64_t n = 3;
     kern_buffer *b[4];
