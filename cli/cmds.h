@@ -31,10 +31,12 @@ int kernc_cmd_run(const kernc_run_args *a);
 int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o);
 /* Modules carry K.grad for every kernel that passes the global-access check. */
 int kernc_cmd_build(const char *file, const char *target, const char *out, const kc_options *o);
-/* --emit=llvm|ptx: the code of target for the file, from the target's code generator
- * (backends/codegen.h): the optimized LLVM IR, or PTX, on out. */
+/* --emit=llvm|ptx|...: the code of target for the file, from the target's code generator
+ * (backends/codegen.h): the optimized LLVM IR, or PTX, on out; with kernel (--kernel, may be
+ * K.grad or K.jvp when o asks for it), that kernel's code alone, and a kernel the file does
+ * not have is an error (status 1). */
 int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, const char *out,
-                        const kc_options *o);
+                        const char *kernel, const kc_options *o);
 
 /* Writes an output: to stdout when path is NULL or "-" (checked, flushed), else to the
  * file by common/outfile.h's rules. Returns 0 or KERNC_EXIT_IO after saying why. */

@@ -590,7 +590,7 @@ static int kernc_main(int argc, char **argv) {
             c.opts.grad = KC_GRAD_ALL;
             c.opts.grad_only = c.kernel;
         }
-        return kernc_cmd_emit_code(c.file, target, c.emit, c.out, &c.opts);
+        return kernc_cmd_emit_code(c.file, target, c.emit, c.out, c.kernel, &c.opts);
     }
     if (c.opts.arch && strcmp(c.cmd, "build") != 0 && strcmp(c.cmd, "run") != 0 &&
         strcmp(c.cmd, "gradcheck") != 0)

@@ -953,7 +953,7 @@ static int emit_binary(const kc_codegen *cg, const ir_module *m, const kc_option
 }
 
 int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, const char *out,
-                        const kc_options *o) {
+                        const char *kernel, const kc_options *o) {
     int rc = 0;
     const kc_codegen *cg = codegen_of(target, o, &rc);
     if (!cg)
@@ -966,6 +966,17 @@ int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, 
     if (!m) {
         kc_ctx_free(cc);
         return rc;
+    }
+    if (kernel) { /* --kernel K: the code of that kernel alone (K.grad, K.jvp: compiled so) */
+        ir_kernel *keep = ir_kernel_find(m, kernel);
+        if (!keep) {
+            ir_module_free(m);
+            kc_ctx_free(cc);
+            return fail(KERNC_EXIT_USER, "no kernel named '%s' in %s", kernel, file);
+        }
+        keep->next = NULL; /* the kernels live in the module's arena: unlinking frees nothing */
+        m->kernels = m->last_kernel = keep;
+        m->nkernels = 1;
     }
     char err[2048] = "";
     if (kern_target_list_has(cg->t->binary_kinds, kind)) {

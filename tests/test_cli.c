@@ -1744,3 +1744,30 @@ Test(cli_grad, build_includes_forward_mode) {
     unlink(src);
     unlink(so);
 }
+
+/* emit --emit=CODE --kernel NAME: that kernel's code alone; a name the file does not have is
+ * an error, not the whole module (issue 23) */
+Test(cli, emit_code_of_one_kernel) {
+    char src[64], args[256];
+    temp_file(src, ".kern",
+              "kernel one(x: f32[]) { for i in 0..len(x) { x[i] = 1.0; } }\n"
+              "kernel two(x: f32[]) { for i in 0..len(x) { x[i] = 2.0 * x[i]; } }\n");
+    static const char *const kinds[] = {"llvm", "ptx", "spirv-asm"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(args, sizeof args, "emit %s --emit=%s --kernel nosuch", src, kinds[k]);
+        expect(args, 1, "no kernel named 'nosuch'");
+        snprintf(args, sizeof args, "emit %s --emit=%s --kernel two", src, kinds[k]);
+        run_result r = run(args);
+        cr_expect_eq(r.status, 0, "%s", r.out);
+        cr_expect(strstr(r.out, "kern_two__t0") && !strstr(r.out, "kern_one__t0"), "%s: %.400s",
+                  kinds[k], r.out);
+        free(r.out);
+        snprintf(args, sizeof args, "emit %s --emit=%s --kernel two.jvp", src, kinds[k]);
+        r = run(args);
+        cr_expect_eq(r.status, 0, "%s", r.out);
+        cr_expect(strstr(r.out, "kern_two__jvp__t0") && !strstr(r.out, "kern_two__t0\""),
+                  "%s: %.400s", kinds[k], r.out);
+        free(r.out);
+    }
+    unlink(src);
+}
