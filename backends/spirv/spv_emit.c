@@ -75,7 +75,10 @@ void spv_use_global(spv_emitter *em, uint32_t id) {
     for (int i = 0; i < em->niface; i++)
         if (em->iface[i] == id)
             return;
-    kern_assert(em->niface < MAX_IFACE);
+    if (em->niface == em->iface_cap) {
+        em->iface_cap = em->iface_cap ? 2 * em->iface_cap : 16;
+        em->iface = kern_xrealloc(em->iface, (size_t)em->iface_cap * sizeof *em->iface);
+    }
     em->iface[em->niface++] = id;
 }
 
@@ -439,6 +442,7 @@ uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords,
     free(em.map.vals);
     free(em.used.keys);
     free(em.used.vals);
+    free(em.iface);
     uint32_t *words = NULL;
     if (!em.failed)
         words = spv_finish(&em.b, nwords);

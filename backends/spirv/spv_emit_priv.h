@@ -31,7 +31,7 @@ typedef struct spv_valmap {
     size_t cap, len;
 } spv_valmap;
 
-enum { MAX_IFACE = 64, KERN_SPV_BLOCK_COPIES = 2, KERN_SPV_BLOCK_ELEMS = 2048 };
+enum { KERN_SPV_BLOCK_COPIES = 2, KERN_SPV_BLOCK_ELEMS = 2048 };
 
 /* The state of emitting one module. */
 typedef struct spv_emitter {
@@ -58,8 +58,8 @@ typedef struct spv_emitter {
     /* per entry point */
     spv_valmap map;
     spv_valmap used; /* the values some op of the current task uses */
-    uint32_t iface[MAX_IFACE];
-    int niface;
+    uint32_t *iface; /* the entry point's interface: the globals its code uses */
+    int niface, iface_cap;
     uint32_t (*shape)[KERN_MAX_RANK];      /* per parameter: extents (u64) */
     uint32_t *ad_depth, *ad_base, *ad_cap; /* per adstack */
     /* block copies (a parallel task): f32 arrays it only adds into, summed per workgroup in
