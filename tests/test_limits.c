@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../backends/codegen.h"
 #include "../common/util.h"
 #include "../compiler/driver.h"
 #include "../ir/interp.h"
@@ -449,4 +450,114 @@ Test(limits, check_accepts_only_what_compiles) {
         done(&r);
         free(text);
     }
+}
+
+/* ---- Every limit, at it and one past it, on every code generator -------------------- */
+
+/* A source at a limit compiles (with every gradient) and every code generator of this
+ * build turns it into code or refuses it with a message, never a crash (issue 23: the
+ * SPIR-V emitter once aborted on a kernel of 62 arrays, which the frontend accepted). */
+static void emit_everywhere(const char *what, const char *src) {
+    result r = compile(src, strlen(src));
+    cr_assert(r.m, "%s: %s", what, r.diags);
+    kc_ctx *cc = kc_ctx_new(); /* the default options */
+    const char *targets[] = {"cpu", "cuda", "vulkan", "amdgpu"};
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        const kc_codegen *cg = kc_codegen_find(targets[t]);
+        if (!cg)
+            continue; /* not in this build */
+        char err[1024] = "";
+        size_t len = 0;
+        char *code = cg->code ? cg->code(r.m, &cc->opts, &len, err, sizeof err)
+                              : cg->emit(r.m, &cc->opts, "llvm", err, sizeof err);
+        cr_expect(code || err[0], "%s on %s: refused without a message", what, targets[t]);
+        if (!code && strcmp(targets[t], "amdgpu") != 0) /* amdgpu lacks some math */
+            cr_expect_fail("%s on %s: %s", what, targets[t], err);
+        free(code);
+    }
+    kc_ctx_free(cc);
+    done(&r);
+}
+
+static char *local_array(int n) {
+    kern_buf b = {0};
+    buf_printf(&b,
+               "kernel k(x: f32[], out: f32[]) {\n    for i in 0..len(x) {\n"
+               "        var h: f32[%d];\n        for j in 0..%d { h[j] = x[i] * f32(j); }\n"
+               "        var s = 0.0;\n        for j in 0..%d { s += h[j] * h[(j + 1) %% %d]; }\n"
+               "        out[i] = s;\n    }\n}\n",
+               n, n, n, n);
+    return buf_take(&b);
+}
+
+static char *named(int len) {
+    kern_buf b = {0};
+    buf_puts(&b, "kernel ");
+    for (int i = 0; i < len; i++)
+        buf_putc(&b, (char)('a' + i % 26));
+    buf_puts(&b, "(x: f32[]) {\n    for i in 0..len(x) { x[i] = x[i] * 2.0; }\n}\n");
+    return buf_take(&b);
+}
+
+static char *scalars(int n) {
+    kern_buf b = {0};
+    buf_puts(&b, "kernel k(x: f32[]");
+    for (int i = 0; i < n; i++)
+        buf_printf(&b, ", s%d: f32", i);
+    buf_puts(&b, ") {\n    for i in 0..len(x) {\n        var y = x[i];\n");
+    for (int i = 0; i < n; i++)
+        buf_printf(&b, "        y = y * 0.5 + s%d;\n", i);
+    buf_puts(&b, "        x[i] = y;\n    }\n}\n");
+    return buf_take(&b);
+}
+
+static char *arrays_and_loops(int narrays, int nloops) {
+    kern_buf b = {0};
+    buf_puts(&b, "kernel k(out: f32[], n: i32");
+    for (int a = 0; a < narrays; a++)
+        buf_printf(&b, ", a%d: f32[]", a);
+    buf_puts(&b, ") {\n    for i in 0..len(out) {\n        var y = 0.0;\n");
+    for (int a = 0; a < narrays; a++)
+        buf_printf(&b, "        y = y + a%d[i];\n", a);
+    for (int l = 0; l < nloops; l++)
+        buf_printf(&b,
+                   "        var k%d = 0;\n        while k%d < n { y = y * 0.9 + 0.1; k%d += 1; }\n",
+                   l, l, l);
+    buf_puts(&b, "        out[i] = y;\n    }\n}\n");
+    return buf_take(&b);
+}
+
+Test(limits, each_limit_at_it_and_past_it) {
+    char *src = local_array(256);
+    emit_everywhere("a local array of 256 scalars", src);
+    free(src);
+    src = local_array(257);
+    expect_error(src, strlen(src), "holds more than 256 scalars");
+    free(src);
+
+    src = named(KERN_MAX_NAME);
+    emit_everywhere("a kernel name of 255 characters", src);
+    free(src);
+    src = named(KERN_MAX_NAME + 1);
+    expect_error(src, strlen(src), "the longest allowed is 255");
+    free(src);
+
+    const char *dims4 = "kernel k(v: vec3[,,], out: f32[]) {\n    for i in 0..len(out) {\n"
+                        "        out[i] = length(v[i, 0, 0]);\n    }\n}\n";
+    emit_everywhere("a parameter of 4 dimensions in memory", dims4);
+    const char *dims5 = "kernel k(v: vec3[,,,], out: f32[]) {\n    for i in 0..len(out) {\n"
+                        "        out[i] = length(v[i, 0, 0, 0]);\n    }\n}\n";
+    expect_error(dims5, strlen(dims5), "has 5 dimensions in memory");
+
+    src = grid(8);
+    emit_everywhere("a parallel for of 8 ranges", src);
+    free(src);
+
+    /* no limits: parameters, arrays, adstacks (each grows what the emitters hold) */
+    src = arrays_and_loops(70, 30);
+    emit_everywhere("70 arrays and 30 while loops", src);
+    free(src);
+    src = scalars(300);
+    emit_everywhere("300 scalar parameters", src);
+    free(src);
 }
