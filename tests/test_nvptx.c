@@ -349,6 +349,30 @@ Test(nvptx, libdevice_missing_is_a_clear_error) {
     kc_ctx_free(cc);
 }
 
+/* A file that is not bitcode, or damaged bitcode, given as libdevice: an error naming the
+ * file and what LLVM found, and the process goes on (LLVM's own diagnostic handler printed
+ * "error: ..." and called exit(1) inside the library, issue 23). */
+Test(nvptx, damaged_libdevice_is_an_error_not_an_exit) {
+    kc_ctx *cc = kc_ctx_new();
+    ir_module *m = compile(cc, "kernel k(a: f32[]) { for i in 0..len(a) { a[i] = sin(a[i]); } }");
+    char empty[] = "/tmp/kern-libdevice-XXXXXX", junk[] = "/tmp/kern-libdevice-XXXXXX";
+    temp_write(empty, 0, "", 0);
+    /* the bitcode magic, then words that no bitcode stream holds */
+    const char bad[] = "BC\xc0\xde\xff\xff\xff\xff\x01\x02\x03\x04\xff\xff\xff\xff";
+    temp_write(junk, 0, bad, sizeof bad - 1);
+    const char *paths[] = {empty, junk};
+    for (int i = 0; i < 2; i++) {
+        cc->opts.libdevice = paths[i];
+        char err[1024] = "";
+        cr_expect_null(llvm_emit_ptx(m, &cc->opts, err, sizeof err));
+        cr_expect(strstr(err, "is not a valid LLVM bitcode file") && strstr(err, paths[i]), "%s",
+                  err);
+        unlink(paths[i]);
+    }
+    ir_module_free(m);
+    kc_ctx_free(cc);
+}
+
 Test(nvptx, libdevice_search_names_the_places) {
     const char *old = getenv("KERN_LIBDEVICE");
     char *saved = old ? strdup(old) : NULL;

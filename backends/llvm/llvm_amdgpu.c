@@ -185,7 +185,7 @@ static char *amdgpu_output(const ir_module *m, const kc_options *o, int what, si
     LLVMTargetMachineRef tm = amdgpu_machine(o, err, errlen);
     if (!tm)
         return NULL;
-    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMContextRef ctx = llvm_context_new();
     LLVMModuleRef mod =
         llvm_finish_module(llvm_gpu_emit_module(ctx, m, o, &amdgpu_target), o, tm, err, errlen);
     char *out = NULL;
@@ -213,7 +213,7 @@ static char *amdgpu_output(const ir_module *m, const kc_options *o, int what, si
     }
     if (mod)
         LLVMDisposeModule(mod);
-    LLVMContextDispose(ctx);
+    llvm_context_free(ctx);
     LLVMDisposeTargetMachine(tm);
     return out;
 }

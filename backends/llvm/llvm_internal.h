@@ -210,6 +210,13 @@ LLVMModuleRef llvm_finish_module(LLVMModuleRef mod, const kc_options *o, LLVMTar
 /* Makes LLVM's fatal errors (which end the process) say that they are an internal error
  * of kern's code generation; once per process. */
 void llvm_install_fatal_handler(void);
+/* A new LLVM context whose error diagnostics are kept for llvm_context_error: LLVM's own
+ * handler prints them and exits the process (a damaged libdevice did, issue 23). Freed
+ * with llvm_context_free, never with LLVMContextDispose. */
+LLVMContextRef llvm_context_new(void);
+void llvm_context_free(LLVMContextRef ctx);
+/* The first error diagnostic reported on ctx ("" when none). */
+const char *llvm_context_error(LLVMContextRef ctx);
 /* The code generator's optimization level for opt_level 0..3. */
 LLVMCodeGenOptLevel llvm_codegen_level(int opt_level);
 /* printf into err (NULL/0 allowed). */

@@ -274,7 +274,7 @@ static void free_parts(jit_part *parts, unsigned n) {
         if (parts[i].obj)
             LLVMDisposeMemoryBuffer(parts[i].obj);
         if (parts[i].ctx)
-            LLVMContextDispose(parts[i].ctx);
+            llvm_context_free(parts[i].ctx);
     }
 }
 
@@ -343,7 +343,7 @@ llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, s
     memset(parts, 0, sizeof parts);
     for (unsigned i = 0; i < nparts; i++) {
         parts[i].o = o;
-        parts[i].ctx = LLVMContextCreate();
+        parts[i].ctx = llvm_context_new();
         parts[i].mod = llvm_cpu_emit_part(parts[i].ctx, m, o, part_of, i);
         part_first_symbol(m, part_of, i, parts[i].first, sizeof parts[i].first);
     }
@@ -376,7 +376,7 @@ llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, s
 
 llvm_jit *llvm_jit_host_sizers(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
     llvm_init_native();
-    jit_part part = {.o = o, .ctx = LLVMContextCreate()};
+    jit_part part = {.o = o, .ctx = llvm_context_new()};
     part.mod = llvm_host_sizers(part.ctx, m, o);
     ir_foreach_kernel(k, m) {
         if (k->nadstacks && !part.first[0]) /* linked at once, like a task */

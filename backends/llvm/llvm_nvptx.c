@@ -289,7 +289,8 @@ static bool link_libdevice(LLVMModuleRef mod, const kc_options *o, char *err, si
     bool bad = LLVMParseBitcodeInContext2(LLVMGetModuleContext(mod), buf, &lib);
     LLVMDisposeMemoryBuffer(buf);
     if (bad) {
-        llvm_errf(err, errlen, "'%s' is not an LLVM bitcode file (libdevice)", path);
+        llvm_errf(err, errlen, "libdevice '%s' is not a valid LLVM bitcode file: %s", path,
+                  llvm_context_error(LLVMGetModuleContext(mod)));
         return false;
     }
     /* libdevice's own triple and layout differ only in name: take the module's */
@@ -382,7 +383,7 @@ static char *nvptx_text(const ir_module *m, const kc_options *o, bool assembly, 
     LLVMTargetMachineRef tm = nvptx_machine(o, err, errlen);
     if (!tm)
         return NULL;
-    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMContextRef ctx = llvm_context_new();
     LLVMModuleRef mod = nvptx_module(ctx, m, o, tm, err, errlen);
     char *text = NULL;
     if (mod && !assembly) {
@@ -409,7 +410,7 @@ static char *nvptx_text(const ir_module *m, const kc_options *o, bool assembly, 
         llvm_errf(err, errlen, "out of memory for the PTX text");
     if (mod)
         LLVMDisposeModule(mod);
-    LLVMContextDispose(ctx);
+    llvm_context_free(ctx);
     LLVMDisposeTargetMachine(tm);
     return text;
 }

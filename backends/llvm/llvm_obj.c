@@ -27,7 +27,7 @@ bool llvm_emit_object_blob(const ir_module *m, const kc_options *o, const char *
     LLVMTargetMachineRef tm = llvm_host_target_machine(o->opt_level, LLVMRelocPIC, err, errlen);
     if (!tm)
         return false;
-    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMContextRef ctx = llvm_context_new();
     LLVMModuleRef mod = llvm_build_module(ctx, m, o, tm, err, errlen);
     bool ok = false;
     if (mod) {
@@ -46,7 +46,7 @@ bool llvm_emit_object_blob(const ir_module *m, const kc_options *o, const char *
         LLVMDisposeMessage(msg);
         LLVMDisposeModule(mod);
     }
-    LLVMContextDispose(ctx);
+    llvm_context_free(ctx);
     LLVMDisposeTargetMachine(tm);
     return ok;
 }
@@ -60,7 +60,7 @@ char *llvm_emit_text(const ir_module *m, const kc_options *o, char *err, size_t 
     LLVMTargetMachineRef tm = llvm_host_target_machine(o->opt_level, LLVMRelocPIC, err, errlen);
     if (!tm)
         return NULL;
-    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMContextRef ctx = llvm_context_new();
     LLVMModuleRef mod = llvm_build_module(ctx, m, o, tm, err, errlen);
     char *text = NULL;
     if (mod) {
@@ -71,7 +71,7 @@ char *llvm_emit_text(const ir_module *m, const kc_options *o, char *err, size_t 
         LLVMDisposeMessage(s);
         LLVMDisposeModule(mod);
     }
-    LLVMContextDispose(ctx);
+    llvm_context_free(ctx);
     LLVMDisposeTargetMachine(tm);
     return text;
 }

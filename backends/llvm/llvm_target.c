@@ -42,6 +42,40 @@ static void install_handler(void) { LLVMInstallFatalErrorHandler(fatal_handler);
 
 void llvm_install_fatal_handler(void) { pthread_once(&handler_once, install_handler); }
 
+typedef struct llvm_diags {
+    char first[512]; /* the first error's text */
+} llvm_diags;
+
+static void keep_diagnostic(LLVMDiagnosticInfoRef di, void *user) {
+    llvm_diags *d = user;
+    if (LLVMGetDiagInfoSeverity(di) != LLVMDSError || d->first[0])
+        return; /* warnings, remarks and notes are not kern's to show */
+    char *s = LLVMGetDiagInfoDescription(di);
+    snprintf(d->first, sizeof d->first, "%s", s && s[0] ? s : "an error without a message");
+    LLVMDisposeMessage(s);
+}
+
+LLVMContextRef llvm_context_new(void) {
+    LLVMContextRef ctx = LLVMContextCreate();
+    llvm_diags *d = calloc(1, sizeof *d);
+    if (!d)
+        kern_oom(sizeof *d);
+    LLVMContextSetDiagnosticHandler(ctx, keep_diagnostic, d);
+    return ctx;
+}
+
+void llvm_context_free(LLVMContextRef ctx) {
+    if (!ctx)
+        return;
+    free(LLVMContextGetDiagnosticContext(ctx));
+    LLVMContextDispose(ctx);
+}
+
+const char *llvm_context_error(LLVMContextRef ctx) {
+    const llvm_diags *d = LLVMContextGetDiagnosticContext(ctx);
+    return d ? d->first : "";
+}
+
 LLVMCodeGenOptLevel llvm_codegen_level(int opt_level) {
     switch (opt_level < 0 ? 0 : opt_level) {
     case 0: return LLVMCodeGenLevelNone;
