@@ -75,8 +75,9 @@ class _Bound:
         tape, the tape keeps it, as the primal of key: the caller's object)."""
         out = ctypes.c_void_p()
         dims = (ctypes.c_int64 * p.rank)(*shape)
-        _check(_c["buf_wrap"](ctx._ptr, p.dtype, p.rank, dims, ptr, None, None,
-                              ctypes.byref(out)), ctx._ptr)
+        where = "kernel '%s', parameter '%s'" % (self.kernel.name, p.name)
+        _check(_c["buf_wrap"](ctx._live(where), p.dtype, p.rank, dims, ptr, None, None,
+                              ctypes.byref(out)), ctx._ptr, where)
         if self.tape is None:
             self.raw.append(out.value)
             return out.value
@@ -95,12 +96,12 @@ class _Bound:
             if v.context is not ctx:
                 raise ArgumentError("kernel '%s', parameter '%s': the buffer belongs to another "
                                     "context" % (kernel.name, p.name))
-            return v._live()
+            return v._live("kernel '%s', parameter '%s'" % (kernel.name, p.name))
         tape = self.tape
         if tape is not None:
             b = tape._cached(v)
             if b is not None:
-                return b._live()
+                return b._live("kernel '%s', parameter '%s'" % (kernel.name, p.name))
         key = v  # the caller's object: one primal on a tape, written back after a copy
         if p.view is not None:
             if p.view.rank == 0 and _NP is not None and type(v).__module__ != "torch" and \
@@ -108,7 +109,8 @@ class _Bound:
                          v.shape == p.tail and v.flags.c_contiguous and ctx.device == "cpu"):
                 # a vector, matrix or struct passed by value, not as an array that can be used
                 # in place: a buffer of its own (a value: no CopyWarning)
-                return self._new_buffer(ctx, p, self._value(p, v), key)._live()
+                return self._new_buffer(ctx, p, self._value(p, v), key)._live(
+                    "kernel '%s', parameter '%s'" % (kernel.name, p.name))
             v = self._view_value(p, v)
             if hasattr(v, "shape"):
                 self._check_shape(p, tuple(v.shape), _dtype_name(v))
@@ -153,7 +155,7 @@ class _Bound:
                     tape._remember(key, b)  # the tape keeps it: one array, one primal
                 else:
                     self.temps.append(b)  # released after the call (freed after its launch)
-                return b._live()
+                return b._live("kernel '%s', parameter '%s'" % (kernel.name, p.name))
         np = _np()
         host = _to_host(v)
         if not np.can_cast(host.dtype, p.np_dtype, casting="same_kind"):
@@ -167,12 +169,13 @@ class _Bound:
                                   % (kernel.name, p.name, why)), stacklevel=4)
         b = self._new_buffer(ctx, p, np.ascontiguousarray(host, dtype=_DTYPES[p.dtype]), key)
         self.copy_back.append((b, v))  # v: a structured array's component view writes it
-        return b._live()
+        return b._live("kernel '%s', parameter '%s'" % (kernel.name, p.name))
 
     def _new_buffer(self, ctx, p, a, key):
         """A buffer holding a copy of the NumPy array a, for this call or (on a tape) the
         tape's life, as the primal of key."""
-        b = Buffer._create(ctx, a.shape, p.dtype, a)
+        b = Buffer._create(ctx, a.shape, p.dtype, a, "kernel '%s', parameter '%s'"
+                           % (self.kernel.name, p.name))
         if self.tape is not None:
             self.tape._remember(key, b)
             self.tape._keep.append(b)

@@ -5,19 +5,22 @@ producer's memory in place), dtype codes, and _to_host (any array-like as a NumP
 import ctypes
 
 from ._context import context as _default_context
-from ._errors import ArgumentError, _check
+from ._errors import ArgumentError, _check, _python_words
 from ._library import (_BF16, _DTYPES, _KERN_NAMES, _c, _capsule_get, _capsule_new,
                        _capsule_rename, _np)
+
 
 class Buffer:
     """An array on a context's device: made by kern (`Buffer.zeros`, `Buffer.from_array`,
     adjoints of a tape) or wrapping memory it does not own (NumPy arrays, DLPack tensors).
     `numpy()` views it without a copy on the CPU; `__dlpack__` lends it to PyTorch, JAX or
-    CuPy without a copy."""
+    CuPy without a copy. Its methods raise ArgumentError after `release()` and after the
+    context's release."""
 
     def __init__(self, ctx, ptr, dtype, shape, owner=None):
-        self.context = ctx
+        self.context = ctx  # a strong reference: the context lives while the buffer does
         self._ptr = ptr
+        self._gone = None  # why _ptr is None: the message's end
         self.dtype = dtype
         self.shape = tuple(shape)
         self._owner = owner  # what keeps wrapped memory alive (the DLPack tensor owns it)
@@ -26,7 +29,7 @@ class Buffer:
     @classmethod
     def zeros(cls, shape, dtype="float32", context=None):
         ctx = context or _default_context()
-        return cls._create(ctx, shape, _dtype_code(dtype), None)
+        return cls._create(ctx, shape, _dtype_code(dtype), None, "Buffer.zeros")
 
     @classmethod
     def from_array(cls, array, context=None):
@@ -35,16 +38,16 @@ class Buffer:
         np = _np()
         a = np.ascontiguousarray(array)
         code = _dtype_code(a.dtype)
-        return cls._create(ctx, a.shape, code, a)
+        return cls._create(ctx, a.shape, code, a, "Buffer.from_array")
 
     @classmethod
-    def _create(cls, ctx, shape, code, data):
+    def _create(cls, ctx, shape, code, data, what):
         shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
         arr = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         p = ctypes.c_void_p()
         ptr = data.ctypes.data if data is not None else None
-        _check(_c["buf_create"](ctx._live(), code, len(shape), arr, ptr, ctypes.byref(p)),
-               ctx._ptr)
+        _check(_c["buf_create"](ctx._live(what), code, len(shape), arr, ptr, ctypes.byref(p)),
+               ctx._ptr, what)
         return cls(ctx, p.value, code, shape)
 
     @property
@@ -58,61 +61,77 @@ class Buffer:
             n *= s
         return n * self.numpy_dtype.itemsize
 
-    def _live(self):
+    def _live(self, what):
+        """The handle; ArgumentError naming what (the Python call) once it is gone."""
         if not self._ptr:
-            raise ArgumentError("the buffer was released")
+            raise ArgumentError("%s: %s" % (what, self._gone or "the buffer was released"))
         return self._ptr
 
     def numpy(self):
         """The buffer as a NumPy array: a view of its memory on the CPU (valid while the
         buffer lives; it keeps the buffer alive), a copy on other devices."""
+        return self._numpy("Buffer.numpy")
+
+    def _numpy(self, what):
         np = _np()
         if self.context.device == "cpu":
-            p = _c["buf_pointer"](self._live())
+            p = _c["buf_pointer"](self._live(what))
             if not p or self.nbytes == 0:
                 return np.zeros(self.shape, self.numpy_dtype)
             raw = (ctypes.c_char * self.nbytes).from_address(p)
             view = np.frombuffer(raw, dtype=self.numpy_dtype).reshape(self.shape)
             return _KeepAlive(view, self)
-        out = np.empty(self.shape, self.numpy_dtype)
-        _check(_c["buf_read"](self._live(), out.ctypes.data, out.nbytes), self.context._ptr)
-        return out
+        return self._read(what)
 
     def __array__(self, dtype=None):
-        a = _np().asarray(self.numpy())
+        a = _np().asarray(self._numpy("Buffer.__array__"))
         return a if dtype is None else a.astype(dtype)
 
     def __dlpack_device__(self):
+        self._live("Buffer.__dlpack_device__")
         return (1, 0) if self.context.device == "cpu" else (2, 0)
 
     def __dlpack__(self, stream=None):
         """A DLPack capsule viewing the buffer (the buffer's memory stays valid until the
         consumer's tensor is gone, even if the buffer is released first)."""
         t = ctypes.c_void_p()
-        _check(_c["to_dlpack"](self._live(), ctypes.byref(t)), self.context._ptr)
+        _check(_c["to_dlpack"](self._live("Buffer.__dlpack__"), ctypes.byref(t)),
+               self.context._ptr, "Buffer.__dlpack__")
         return _capsule_new(t.value, b"dltensor", _CAPSULE_DESTRUCTOR_PTR)
 
     def read(self):
+        """A copy of the buffer as a NumPy array."""
+        return self._read("Buffer.read")
+
+    def _read(self, what):
         np = _np()
+        p = self._live(what)
         out = np.empty(self.shape, self.numpy_dtype)
-        _check(_c["buf_read"](self._live(), out.ctypes.data, out.nbytes), self.context._ptr)
+        _check(_c["buf_read"](p, out.ctypes.data, out.nbytes), self.context._ptr, what)
         return out
 
     def write(self, array):
+        """Copies array (of the buffer's shape; converted to its dtype) into the buffer."""
         np = _np()
+        p = self._live("Buffer.write")
         a = np.ascontiguousarray(array, dtype=self.numpy_dtype)
         if a.shape != self.shape:
             raise ArgumentError("Buffer.write: shape %s, the buffer is %s" % (a.shape, self.shape))
-        _check(_c["buf_write"](self._live(), a.ctypes.data, a.nbytes), self.context._ptr)
+        _check(_c["buf_write"](p, a.ctypes.data, a.nbytes), self.context._ptr, "Buffer.write")
 
     def release(self):
-        """Releases the buffer now; memory that launches in flight use is freed after them."""
+        """Releases the buffer now; memory that launches in flight use is freed after them.
+        Its methods raise ArgumentError after it."""
         if self._ptr and self.context._ptr:
             _c["buf_release"](self._ptr)
-        self._ptr = None
-        self._owner = None
+        self._gone_now("the buffer was released")
 
     def _forget(self):  # the context is going: it frees the buffer itself
+        self._gone_now("the buffer's context was released")
+
+    def _gone_now(self, why):
+        if self._ptr:
+            self._gone = why
         self._ptr = None
         self._owner = None
 
@@ -123,8 +142,9 @@ class Buffer:
             pass
 
     def __repr__(self):
-        return "kern.Buffer(%s%s, %s)" % (_KERN_NAMES[self.dtype], list(self.shape),
-                                           self.context.device)
+        return "kern.Buffer(%s%s, %s%s)" % (_KERN_NAMES[self.dtype], list(self.shape),
+                                             self.context.device,
+                                             "" if self._ptr else ", released")
 
 
 class _KeepAlive:
@@ -210,9 +230,9 @@ def _dlpack_import(ctx, obj):
             return None, str(e)
     p = _capsule_get(cap, b"dltensor")
     out = ctypes.c_void_p()
-    status = _c["from_dlpack"](ctx._live(), p, ctypes.byref(out))
+    status = _c["from_dlpack"](ctx._live("a DLPack tensor used in place"), p, ctypes.byref(out))
     if status != 0:
-        return None, _c["last_error"](ctx._ptr).decode()
+        return None, _python_words(_c["last_error"](ctx._ptr).decode())
     _capsule_rename(cap, b"used_dltensor")  # the buffer owns the tensor now
     code = _DLPACK_DTYPES_FROM(obj)
     return Buffer(ctx, out.value, code, tuple(int(s) for s in obj.shape), owner=cap), None

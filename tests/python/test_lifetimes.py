@@ -1,0 +1,331 @@
+"""Lifetimes in the Python package (docs/python.md, Lifetimes; issue 23, "Nothing crashes
+the host"): every object wrapping a C handle raises ArgumentError, naming the Python call,
+once its owner is gone, and keeps working while only the Python Context object is dropped;
+messages name what the user did, never the C API.
+
+CI runs these against the sanitized libkern-jit too (.ci/run): a read of freed memory is an
+AddressSanitizer report there, and a crash or garbage here."""
+
+import gc
+import re
+import weakref
+
+import numpy as np
+import pytest
+
+import kern
+
+SRC = """
+kernel sq(x: f32[], y: f32[], a: f32) {
+    for i in 0..len(x) {
+        y[i] = a * x[i] * x[i];
+    }
+}
+"""
+
+SQ = SRC  # what the many small cases compile
+
+
+def _no_c_names(msg):
+    """A message shows no function of the C API (kern_buffer_create, kern_tape_backward)."""
+    assert not re.search(r"\bkern_\w+", msg), msg
+
+
+# ---- every object once its owner is gone (bug 5) ---------------------------------------
+
+class World:
+    """One context with one of each object, all used once."""
+
+    def __init__(self):
+        self.ctx = kern.Context(threads=1)
+        self.mod = kern.compile(SQ, context=self.ctx)
+        self.kernel = self.mod.sq
+        self.x = np.arange(4, dtype=np.float32)
+        self.y = np.zeros(4, np.float32)
+        self.buffer = kern.Buffer.from_array(self.x, context=self.ctx)
+        self.tape = kern.Tape(context=self.ctx)
+        with self.tape:
+            self.mod.sq(x=self.x, y=self.y, a=2.0)
+        self.tape.backward(seeds=[(self.y, np.ones(4, np.float32))])
+        self.adjoint = self.tape.adjoint(self.x)
+        self.ftape = kern.Tape(context=self.ctx, forward=True)
+        self.ftape.set_tangent(self.x, np.ones(4, np.float32))
+        with self.ftape:
+            self.mod.sq(x=self.x, y=self.y, a=2.0)
+
+
+def _with(tape):
+    with tape:
+        pass
+
+
+# class -> {member: a call of it}; every public member of the class is here (checked below)
+CALLS = {
+    "Context": {
+        "device_name": lambda w: w.ctx.device_name,
+        "synchronize": lambda w: w.ctx.synchronize(),
+        "cuda_stream": lambda w: w.ctx.cuda_stream,
+        "__enter__ of kern.Tape(context=)": lambda w: kern.Tape(context=w.ctx),
+        "Buffer.zeros(context=)": lambda w: kern.Buffer.zeros(4, context=w.ctx),
+        "Buffer.from_array(context=)": lambda w: kern.Buffer.from_array(w.x, context=w.ctx),
+        "compile(context=)": lambda w: kern.compile(SQ, context=w.ctx),
+        "load(context=)": lambda w: kern.load("/nonexistent.so", context=w.ctx),
+    },
+    "Buffer": {
+        "numpy": lambda w: w.buffer.numpy(),
+        "__array__": lambda w: np.asarray(w.buffer),
+        "__dlpack__": lambda w: w.buffer.__dlpack__(),
+        "__dlpack_device__": lambda w: w.buffer.__dlpack_device__(),
+        "np.from_dlpack": lambda w: np.from_dlpack(w.buffer),
+        "read": lambda w: w.buffer.read(),
+        "write": lambda w: w.buffer.write(w.x),
+        "as an argument": lambda w: w.mod.sq(x=w.buffer, y=w.y, a=1.0),
+    },
+    "Module": {
+        "kernel": lambda w: w.mod.kernel("sq"),
+        "__getitem__": lambda w: w.mod["sq"],
+        "__getattr__": lambda w: w.mod.sq,
+    },
+    "Kernel": {
+        "__call__": lambda w: w.kernel(x=w.x, y=w.y, a=1.0),
+        "jvp": lambda w: w.kernel.jvp,
+    },
+    "Tape": {
+        "__enter__": lambda w: _with(w.tape),
+        "backward": lambda w: w.tape.backward(),
+        "grad": lambda w: w.tape.grad(w.x),
+        "adjoint": lambda w: w.tape.adjoint(w.x),
+        "scalar_grad": lambda w: w.tape.scalar_grad(0, 2),
+        "records": lambda w: w.tape.records,
+        "zero": lambda w: w.tape.zero(),
+        "record_func": lambda w: w.tape.record_func(lambda: None, [w.x]),
+        "set_tangent": lambda w: w.tape.set_tangent(w.x, w.x),
+        "set_scalar_tangent": lambda w: w.tape.set_scalar_tangent("a", 1.0),
+        "tangent": lambda w: w.tape.tangent(w.x),
+    },
+    "forward Tape": {
+        "__enter__": lambda w: _with(w.ftape),
+        "set_tangent": lambda w: w.ftape.set_tangent(w.x, w.x),
+        "set_scalar_tangent": lambda w: w.ftape.set_scalar_tangent("a", 1.0),
+        "tangent": lambda w: w.ftape.tangent(w.y),
+        "records": lambda w: w.ftape.records,
+        "zero": lambda w: w.ftape.zero(),
+        "backward": lambda w: w.ftape.backward(),
+        "grad": lambda w: w.ftape.grad(w.x),
+        "adjoint": lambda w: w.ftape.adjoint(w.x),
+        "scalar_grad": lambda w: w.ftape.scalar_grad(0, 2),
+        "record_func": lambda w: w.ftape.record_func(lambda: None, [w.x]),
+    },
+    "adjoint Buffer": {
+        "numpy": lambda w: w.adjoint.numpy(),
+        "__array__": lambda w: np.asarray(w.adjoint),
+        "__dlpack__": lambda w: w.adjoint.__dlpack__(),
+        "__dlpack_device__": lambda w: w.adjoint.__dlpack_device__(),
+        "read": lambda w: w.adjoint.read(),
+        "write": lambda w: w.adjoint.write(w.x),
+        "as an argument": lambda w: w.mod.sq(x=w.adjoint, y=w.y, a=1.0),
+    },
+}
+
+# what keeps working once the owner is gone: the Python-side description, and release()
+KEEPS = {
+    "Context": {"device": lambda w: w.ctx.device, "sync": lambda w: w.ctx.sync,
+                "release": lambda w: w.ctx.release(), "repr": lambda w: repr(w.ctx)},
+    "Buffer": {"shape": lambda w: w.buffer.shape, "dtype": lambda w: w.buffer.dtype,
+               "nbytes": lambda w: w.buffer.nbytes, "numpy_dtype": lambda w: w.buffer.numpy_dtype,
+               "context": lambda w: w.buffer.context, "release": lambda w: w.buffer.release(),
+               "repr": lambda w: repr(w.buffer)},
+    "Module": {"kernels": lambda w: w.mod.kernels, "context": lambda w: w.mod.context,
+               "release": lambda w: w.mod.release()},
+    "Kernel": {"name": lambda w: w.kernel.name, "params": lambda w: w.kernel.params,
+               "param": lambda w: w.kernel.param("x"),
+               "param_dtype": lambda w: w.kernel.param_dtype("x"),
+               "module": lambda w: w.kernel.module, "repr": lambda w: repr(w.kernel)},
+    "Tape": {"context": lambda w: w.tape.context, "forward": lambda w: w.tape.forward,
+             "release": lambda w: w.tape.release()},
+    "forward Tape": {"context": lambda w: w.ftape.context, "forward": lambda w: w.ftape.forward,
+                     "release": lambda w: w.ftape.release()},
+    "adjoint Buffer": {"shape": lambda w: w.adjoint.shape, "release": lambda w: w.adjoint.release(),
+                       "repr": lambda w: repr(w.adjoint)},
+}
+
+# class -> {a way its owner goes: what it does}
+OWNERS = {
+    "Context": {"its release": lambda w: w.ctx.release()},
+    "Buffer": {"its release": lambda w: w.buffer.release(),
+               "the context's release": lambda w: w.ctx.release()},
+    "Module": {"its release": lambda w: w.mod.release(),
+               "the context's release": lambda w: w.ctx.release()},
+    "Kernel": {"its module's release": lambda w: w.mod.release(),
+               "the context's release": lambda w: w.ctx.release()},
+    "Tape": {"its release": lambda w: w.tape.release(),
+             "the context's release": lambda w: w.ctx.release()},
+    "forward Tape": {"its release": lambda w: w.ftape.release(),
+                     "the context's release": lambda w: w.ctx.release()},
+    "adjoint Buffer": {"its release": lambda w: w.adjoint.release(),
+                       "the tape's zero()": lambda w: w.tape.zero(),
+                       "the tape's release": lambda w: w.tape.release(),
+                       "the context's release": lambda w: w.ctx.release()},
+}
+
+CASES = [(cls, owner, member) for cls in CALLS for owner in OWNERS[cls] for member in CALLS[cls]]
+
+
+@pytest.mark.parametrize("cls,owner,member", CASES)
+def test_every_call_raises_once_the_owner_is_gone(cls, owner, member):
+    w = World()
+    OWNERS[cls][owner](w)
+    with pytest.raises(kern.ArgumentError) as info:
+        CALLS[cls][member](w)
+    msg = str(info.value)
+    _no_c_names(msg)
+    assert "released" in msg or "is gone" in msg, msg
+    assert msg.split(":")[0] not in ("", "the call failed"), msg
+
+
+@pytest.mark.parametrize("cls,owner", [(c, o) for c in OWNERS for o in OWNERS[c]])
+def test_descriptions_stay_once_the_owner_is_gone(cls, owner):
+    w = World()
+    before = {m: f(w) for m, f in KEEPS[cls].items() if m != "release"}
+    OWNERS[cls][owner](w)
+    for m, f in KEEPS[cls].items():
+        got = f(w)
+        if m in before and m != "repr":
+            assert got == before[m], m
+    if "release" in KEEPS[cls]:
+        KEEPS[cls]["release"](w)  # twice is fine
+
+
+def test_the_tables_name_every_public_member():
+    """CALLS and KEEPS cover every public method and property of each class."""
+    objects = {"Context": kern.Context, "Buffer": kern.Buffer, "Module": kern.Module,
+               "Kernel": kern.Kernel, "Tape": kern.Tape}
+    dunders = {"__call__", "__array__", "__dlpack__", "__dlpack_device__", "__enter__",
+               "__getitem__", "__getattr__"}
+    for name, cls in objects.items():
+        members = {m for m in dir(cls) if not m.startswith("_") or m in dunders and
+                   m in vars(cls)} - {"zeros", "from_array"}
+        covered = set(CALLS[name]) | set(KEEPS[name])
+        assert members <= covered, (name, members - covered)
+    w = World()
+    for name in ("Context", "Buffer", "Module", "Kernel", "Tape"):
+        obj = {"Context": w.ctx, "Buffer": w.buffer, "Module": w.mod, "Kernel": w.kernel,
+               "Tape": w.tape}[name]
+        attrs = {m for m in vars(obj) if not m.startswith("_")}
+        assert attrs <= set(KEEPS[name]) | set(CALLS[name]), (name, attrs)
+
+
+def test_objects_keep_their_context_alive():
+    """Dropping the Python Context while a buffer, module, kernel or tape refers to it
+    leaves them working: each keeps it alive; the last one gone frees it."""
+    w = World()
+    ref = weakref.ref(w.ctx)
+    del w.ctx
+    gc.collect()
+    assert ref() is not None
+    np.testing.assert_array_equal(w.buffer.read(), w.x)
+    np.testing.assert_array_equal(w.buffer.numpy(), w.x)
+    w.kernel(x=w.buffer, y=w.y, a=3.0)
+    np.testing.assert_array_equal(w.y, 3 * w.x ** 2)
+    np.testing.assert_array_equal(w.tape.grad(w.x), 4 * w.x)
+    np.testing.assert_array_equal(w.adjoint.numpy(), 4 * w.x)
+    assert w.tape.records == 1
+    np.testing.assert_array_equal(w.ftape.tangent(w.y), 4 * w.x)
+    for name in ("buffer", "mod", "kernel", "tape", "adjoint", "ftape"):
+        assert ref() is not None, name
+        delattr(w, name)
+        gc.collect()
+    assert ref() is None
+
+
+def test_default_context_after_its_release():
+    """kern.context() after its context was released makes a new one."""
+    c = kern.context()
+    assert kern.context() is c
+    c.release()
+    d = kern.context()
+    assert d is not c
+    kern.Buffer.zeros(4).read()
+
+
+# ---- messages name the Python call, not the C API (issue 23) ----------------------------
+
+def _raises(f, cls=kern.Error):
+    with pytest.raises(cls) as info:
+        f()
+    return str(info.value)
+
+
+def test_messages_name_the_python_call():
+    mod = kern.compile(SRC)
+    x = np.arange(1, 5, dtype=np.float32)
+    y = np.zeros(4, np.float32)
+    got = {}
+    got["Buffer.zeros((-1,))"] = _raises(lambda: kern.Buffer.zeros((-1,)))
+    got["Buffer.zeros(rank 5)"] = _raises(lambda: kern.Buffer.zeros((1, 1, 1, 1, 1)))
+    t = kern.Tape()
+    t.release()
+    got["backward after release"] = _raises(t.backward)
+    tape = kern.Tape()
+    with tape:
+        mod.sq(x=x, y=y, a=1.0)
+    got["scalar_grad before backward"] = _raises(lambda: tape.scalar_grad(0, 2))
+    got["scalar_grad of record 7"] = _raises(lambda: tape.scalar_grad(7, 2))
+    got["grad of an unknown array"] = _raises(lambda: tape.grad(np.zeros(4, np.float32)))
+    got["set_tangent on a reverse tape"] = _raises(lambda: tape.set_tangent(x, x))
+    tape.backward(seeds=[(y, np.ones(4, np.float32))])
+    got["backward twice"] = _raises(tape.backward)
+
+    def record_after_backward():
+        with tape:
+            mod.sq(x=x, y=y, a=1.0)
+    got["recording after backward"] = _raises(record_after_backward)
+    ft = kern.Tape(forward=True)
+    got["grad of a forward tape"] = _raises(lambda: ft.grad(x))
+    got["record_func on a forward tape"] = _raises(lambda: ft.record_func(lambda: None, [x]))
+    got["tangent of an unknown array"] = _raises(lambda: ft.tangent(x))
+
+    def host_step_fails():
+        with kern.Tape() as t2:
+            mod.sq(x=x, y=y, a=1.0)
+            t2.record_func(lambda: 1 / 0, [y])
+        t2.backward()
+    with pytest.raises(ZeroDivisionError) as info:
+        host_step_fails()
+    got["host step"] = str(info.value.__cause__)
+    want = {
+        "Buffer.zeros((-1,))": "Buffer.zeros: extent -1 of dimension 0 is negative",
+        "Buffer.zeros(rank 5)": "Buffer.zeros: rank 5 is not supported (rank 1 to 4)",
+        "backward after release": "Tape.backward: the tape was released",
+        "scalar_grad before backward": "Tape.scalar_grad: record 0 has no gradient yet (run "
+                                       "tape.backward())",
+        "scalar_grad of record 7": "Tape.scalar_grad: record 7 is out of range (the tape has 1)",
+        "grad of an unknown array": "Tape.grad: the array has no adjoint on this tape",
+        "set_tangent on a reverse tape": "Tape.set_tangent: a reverse tape has no tangents",
+        "backward twice": "Tape.backward: the tape has run backward already; tape.zero() "
+                          "starts a new recording",
+        "recording after backward": "kernel 'sq' on the tape: the tape has run backward; "
+                                    "tape.zero() starts a new recording",
+        "grad of a forward tape": "Tape.grad: the tape is a forward tape "
+                                  "(kern.Tape(forward=True)): it has tangents "
+                                  "(tape.set_tangent, tape.tangent)",
+        "record_func on a forward tape": "Tape.record_func: the tape is a forward tape",
+        "tangent of an unknown array": "Tape.tangent: the array has no tangent on this tape",
+        "host step": "Tape.backward: record 1 (host callback) failed: ZeroDivisionError",
+    }
+    for k, msg in got.items():
+        _no_c_names(msg)
+        assert msg.startswith(want[k]), (k, msg)
+
+
+def test_runtime_words_become_python_words():
+    """The translation of the runtime's messages: the C function a message starts with
+    becomes the Python call, other C names the package's words."""
+    from kern._errors import _python_words
+    assert _python_words("kern_tape_grad: the tape is a forward tape (kern_tape_create_forward)",
+                         "Tape.grad") == \
+        "Tape.grad: the tape is a forward tape (kern.Tape(forward=True))"
+    assert _python_words("kernel 'f': raise it or kern_context_options.ad_stack_size") == \
+        "kernel 'f': raise it or kern.Context(ad_stack_size=N)"
+    assert _python_words("(kernc), or kern_context_options.ad_stack_size = 40") == \
+        "(kernc), or kern.Context(ad_stack_size=40)"
