@@ -1,6 +1,8 @@
-"""Buffers: Buffer (an array on a context's device), its NumPy view (_KeepAlive), DLPack
-export (__dlpack__ and the capsule destructor) and import (_dlpack_import, which wraps a
-producer's memory in place), dtype codes, and _to_host (any array-like as a NumPy array)."""
+"""Buffers: Buffer (an array on a context's device), its NumPy view (_HostView: a DLPack
+tensor of the runtime underneath, so the view keeps the memory), DLPack export
+(__dlpack__ and the capsule destructor) and import (_dlpack_import, which wraps a
+producer's memory in place), dtype codes, and _to_host (any array-like as a NumPy
+array)."""
 
 import ctypes
 
@@ -9,13 +11,15 @@ from ._errors import ArgumentError, _check, _python_words
 from ._library import (_BF16, _DTYPES, _KERN_NAMES, _c, _capsule_get, _capsule_new,
                        _capsule_rename, _np)
 
+_KERN_ERR_UNSUPPORTED = 6
+
 
 class Buffer:
     """An array on a context's device: made by kern (`Buffer.zeros`, `Buffer.from_array`,
     adjoints of a tape) or wrapping memory it does not own (NumPy arrays, DLPack tensors).
     `numpy()` views it without a copy on the CPU; `__dlpack__` lends it to PyTorch, JAX or
-    CuPy without a copy. Its methods raise ArgumentError after `release()` and after the
-    context's release."""
+    CuPy without a copy. Both views keep the memory valid after `release()` and after the
+    context's release; the buffer's own methods raise ArgumentError then."""
 
     def __init__(self, ctx, ptr, dtype, shape, owner=None):
         self.context = ctx  # a strong reference: the context lives while the buffer does
@@ -68,24 +72,37 @@ class Buffer:
         return self._ptr
 
     def numpy(self):
-        """The buffer as a NumPy array: a view of its memory on the CPU (valid while the
-        buffer lives; it keeps the buffer alive), a copy on other devices."""
+        """The buffer as a NumPy array: a view of its memory on the CPU, which keeps the
+        memory valid as long as it lives (after `release()` and the context's release too),
+        a copy on other devices."""
         return self._numpy("Buffer.numpy")
 
     def _numpy(self, what):
         np = _np()
-        if self.context.device == "cpu":
-            p = _c["buf_pointer"](self._live(what))
-            if not p or self.nbytes == 0:
-                return np.zeros(self.shape, self.numpy_dtype)
-            raw = (ctypes.c_char * self.nbytes).from_address(p)
-            view = np.frombuffer(raw, dtype=self.numpy_dtype).reshape(self.shape)
-            return _KeepAlive(view, self)
-        return self._read(what)
+        p = self._live(what)
+        if self.context.device != "cpu":
+            return self._read(what)
+        if self.nbytes == 0:
+            return np.zeros(self.shape, self.numpy_dtype)
+        # the runtime's DLPack export counts the view: a released buffer (or one of a
+        # released context) is freed by the view's deleter, once the view is gone
+        t = ctypes.c_void_p()
+        status = _c["to_dlpack"](p, ctypes.byref(t))
+        if status == _KERN_ERR_UNSUPPORTED:  # a runtime built without DLPack: the view
+            return _KeepAlive(self._host_array(), self)  # keeps the Python buffer only
+        _check(status, self.context._ptr, what)
+        return np.asarray(_HostView(t.value, self._host_array().__array_interface__,
+                                    self._owner))
 
-    def __array__(self, dtype=None):
-        a = _np().asarray(self._numpy("Buffer.__array__"))
-        return a if dtype is None else a.astype(dtype)
+    def _host_array(self):
+        """A bare NumPy array over the buffer's host memory (the caller keeps it valid)."""
+        np = _np()
+        raw = (ctypes.c_char * self.nbytes).from_address(_c["buf_pointer"](self._ptr))
+        return np.frombuffer(raw, dtype=self.numpy_dtype).reshape(self.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._read("Buffer.__array__") if copy else self._numpy("Buffer.__array__")
+        return a if dtype is None else a.astype(dtype, copy=False)
 
     def __dlpack_device__(self):
         self._live("Buffer.__dlpack_device__")
@@ -93,7 +110,7 @@ class Buffer:
 
     def __dlpack__(self, stream=None):
         """A DLPack capsule viewing the buffer (the buffer's memory stays valid until the
-        consumer's tensor is gone, even if the buffer is released first)."""
+        consumer's tensor is gone, even if the buffer or its context is released first)."""
         t = ctypes.c_void_p()
         _check(_c["to_dlpack"](self._live("Buffer.__dlpack__"), ctypes.byref(t)),
                self.context._ptr, "Buffer.__dlpack__")
@@ -120,8 +137,8 @@ class Buffer:
         _check(_c["buf_write"](p, a.ctypes.data, a.nbytes), self.context._ptr, "Buffer.write")
 
     def release(self):
-        """Releases the buffer now; memory that launches in flight use is freed after them.
-        Its methods raise ArgumentError after it."""
+        """Releases the buffer now; memory that launches in flight or views use is freed
+        after them. Its methods raise ArgumentError after it."""
         if self._ptr and self.context._ptr:
             _c["buf_release"](self._ptr)
         self._gone_now("the buffer was released")
@@ -147,8 +164,27 @@ class Buffer:
                                              "" if self._ptr else ", released")
 
 
+class _HostView:
+    """The base of a NumPy view of a buffer's host memory: it holds a DLPack tensor that
+    the runtime made of the buffer (kern_buffer_to_dlpack), which counts as a view of it,
+    and calls the tensor's deleter when the NumPy array is gone; the runtime frees a
+    released buffer with its last view, as it does for PyTorch's."""
+
+    def __init__(self, tensor, interface, owner):
+        self.__array_interface__ = interface
+        self._tensor = tensor
+        self._deleter = _PY_DELETER(_DLManagedTensor.from_address(tensor).deleter)
+        self._owner = owner  # wrapped memory's owner (a NumPy array) lives as long
+
+    def __del__(self):
+        t, self._tensor = self._tensor, None
+        if t:
+            self._deleter(t)
+
+
 class _KeepAlive:
-    """Hands out a NumPy view that keeps its buffer alive (as the view's base)."""
+    """Hands out a NumPy view that keeps its Python buffer alive (as the view's base): the
+    view of a runtime built without DLPack, which a release does not wait for."""
 
     def __new__(cls, view, owner):
         np = _np()
@@ -176,7 +212,8 @@ _raw_is_valid = ctypes.pythonapi.PyCapsule_IsValid
 _raw_is_valid.restype, _raw_is_valid.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]
 _raw_get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", ctypes.pythonapi))
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# the deleter is called with the GIL held, as every call of the runtime is (_library's PyDLL)
+_PY_DELETER = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
 
 
 @_DESTRUCTOR
@@ -185,7 +222,7 @@ def _capsule_destructor(capsule):
         p = _raw_get(capsule, b"dltensor")
         mt = _DLManagedTensor.from_address(p)
         if mt.deleter:
-            _DELETER(mt.deleter)(p)
+            _PY_DELETER(mt.deleter)(p)
 
 
 _CAPSULE_DESTRUCTOR_PTR = ctypes.cast(_capsule_destructor, ctypes.c_void_p)

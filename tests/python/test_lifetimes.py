@@ -1,5 +1,6 @@
 """Lifetimes in the Python package (docs/python.md, Lifetimes; issue 23, "Nothing crashes
-the host"): every object wrapping a C handle raises ArgumentError, naming the Python call,
+the host"): NumPy views of a buffer keep its memory after the buffer's and the context's
+release; every object wrapping a C handle raises ArgumentError, naming the Python call,
 once its owner is gone, and keeps working while only the Python Context object is dropped;
 messages name what the user did, never the C API.
 
@@ -25,10 +26,136 @@ kernel sq(x: f32[], y: f32[], a: f32) {
 
 SQ = SRC  # what the many small cases compile
 
+BIG = 4 << 20  # 16 MiB of f32: freed memory goes back to the system, and a read faults
+
 
 def _no_c_names(msg):
     """A message shows no function of the C API (kern_buffer_create, kern_tape_backward)."""
     assert not re.search(r"\bkern_\w+", msg), msg
+
+
+# ---- NumPy views keep the memory (bug 4) ---------------------------------------------
+
+VIEWS = {
+    "numpy()": lambda b: b.numpy(),
+    "np.asarray (__array__)": lambda b: np.asarray(b),
+    "np.array(copy=False)": lambda b: np.array(b, copy=False),
+    "a slice of numpy()": lambda b: b.numpy()[1:],
+}
+
+
+def _drop_buffer(ctx, b):
+    b.release()
+
+
+def _drop_context(ctx, b):
+    ctx.release()
+
+
+def _drop_both(ctx, b):
+    b.release()
+    ctx.release()
+
+
+def _drop_references(ctx, b):
+    pass  # the caller deletes its references to both and collects
+
+
+GONE = {"buffer.release()": _drop_buffer, "context.release()": _drop_context,
+        "both released": _drop_both, "both collected": _drop_references}
+
+
+@pytest.mark.parametrize("n", [16, BIG])
+@pytest.mark.parametrize("gone", list(GONE))
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_numpy_view_keeps_the_memory(view, gone, n):
+    """A NumPy view of a buffer reads and writes its memory after the buffer, its context
+    or both are released or collected; the memory is freed with the last view."""
+    ctx = kern.Context(threads=1)
+    want = np.arange(n, dtype=np.float32)
+    b = kern.Buffer.from_array(want, context=ctx)
+    v = VIEWS[view](b)
+    if view == "a slice of numpy()":
+        want = want[1:]
+    GONE[gone](ctx, b)
+    del b, ctx
+    gc.collect()
+    # new allocations of the same size would take freed memory
+    others = [kern.Buffer.from_array(np.full(n, -1, np.float32)) for _ in range(3)]
+    np.testing.assert_array_equal(v, want)
+    assert v.sum(dtype=np.float64) == want.sum(dtype=np.float64)
+    v[0] = 7.0
+    assert v[0] == 7.0
+    for o in others:
+        assert o.read()[0] == -1.0
+    del v
+    gc.collect()
+
+
+def test_numpy_views_of_a_buffer_alive_see_its_writes():
+    """The view is of the buffer's memory while it lives: a launch's writes show in it."""
+    mod = kern.compile(SRC)
+    x = kern.Buffer.from_array(np.arange(8, dtype=np.float32))
+    y = kern.Buffer.zeros(8)
+    v = y.numpy()
+    mod.sq(x=x, y=y, a=2.0)
+    np.testing.assert_array_equal(v, 2 * np.arange(8, dtype=np.float32) ** 2)
+    v[:] = 3.0
+    np.testing.assert_array_equal(y.read(), np.full(8, 3.0, np.float32))
+
+
+@pytest.mark.parametrize("gone", ["tape.zero()", "tape.release()", "context.release()",
+                                  "adjoint.release()"])
+def test_adjoint_view_keeps_the_memory(gone):
+    """tape.adjoint(x).numpy() is a view of the tape's adjoint: it stays valid after the tape
+    frees the adjoint (zero, release) or the context goes; the adjoint Buffer itself raises."""
+    ctx = kern.Context(threads=1)
+    mod = kern.compile(SQ, context=ctx)
+    x = np.arange(1, BIG + 1, dtype=np.float32) / np.float32(BIG)
+    y = np.zeros(BIG, np.float32)
+    tape = kern.Tape(context=ctx)
+    with tape:
+        mod.sq(x=x, y=y, a=1.5)
+    tape.backward(seeds=[(y, np.ones(BIG, np.float32))])
+    adj = tape.adjoint(x)
+    v = adj.numpy()
+    want = tape.grad(x)
+    np.testing.assert_allclose(want, 3.0 * x, rtol=1e-6)
+    {"tape.zero()": tape.zero, "tape.release()": tape.release, "context.release()": ctx.release,
+     "adjoint.release()": adj.release}[gone]()
+    with pytest.raises(kern.ArgumentError) as info:
+        adj.read()
+    _no_c_names(str(info.value))
+    assert re.match(r"Buffer.read: the (adjoint is gone|adjoint was released|buffer's context "
+                    r"was released)", str(info.value)), str(info.value)
+    del tape, ctx, mod
+    gc.collect()
+    others = [kern.Buffer.from_array(np.full(BIG, -1, np.float32)) for _ in range(2)]
+    np.testing.assert_array_equal(v, want)
+    del v, others
+    gc.collect()
+
+
+def test_tape_results_are_copies():
+    """Tape.grad and Tape.tangent return arrays of their own (nothing to keep alive)."""
+    mod = kern.compile(SRC)
+    x = np.arange(4, dtype=np.float32)
+    y = np.zeros(4, np.float32)
+    with kern.Tape() as tape:
+        mod.sq(x=x, y=y, a=1.0)
+    tape.backward(seeds=[(y, np.ones(4, np.float32))])
+    g = tape.grad(x)
+    assert g.flags.owndata
+    tape.release()
+    np.testing.assert_array_equal(g, 2 * x)
+    ft = kern.Tape(forward=True)
+    ft.set_tangent(x, np.ones(4, np.float32))
+    with ft:
+        mod.sq(x=x, y=y, a=1.0)
+    t = ft.tangent(y)
+    assert t.flags.owndata
+    ft.release()
+    np.testing.assert_array_equal(t, 2 * x)
 
 
 # ---- every object once its owner is gone (bug 5) ---------------------------------------
