@@ -56,6 +56,7 @@ class _Bound:
         self.temps = []      # Buffers made for this call only
         self.raw = []        # kern buffers wrapped for this call only (no Python object)
         self.copy_back = []  # (temporary buffer, the caller's array)
+        self.buffers = []    # the kern Buffers given as arguments (a tape keeps them)
         self.tape = _current_tape()
         self.used_torch = False
         self.cuda_torch = []  # PyTorch CUDA tensors wrapped in place
@@ -96,6 +97,7 @@ class _Bound:
             if v.context is not ctx:
                 raise ArgumentError("kernel '%s', parameter '%s': the buffer belongs to another "
                                     "context" % (kernel.name, p.name))
+            self.buffers.append(v)
             return v._live("kernel '%s', parameter '%s'" % (kernel.name, p.name))
         tape = self.tape
         if tape is not None:
@@ -178,7 +180,6 @@ class _Bound:
                            % (self.kernel.name, p.name))
         if self.tape is not None:
             self.tape._remember(key, b)
-            self.tape._keep.append(b)
         else:
             self.temps.append(b)
         return b

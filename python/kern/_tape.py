@@ -35,10 +35,11 @@ class Tape:
         tape.backward(seeds=[(y, dL_dy)])
         tape.grad(x)                  # dL/dx, an array like x
 
-    The arrays of the recorded calls keep their kern buffers for the tape's life, so that
-    one array is one primal with one adjoint. The tape keeps no copies: a recorded call
-    must not overwrite what an earlier recorded call read. After tape.release() or its
-    context's release, its methods raise ArgumentError.
+    The tape keeps what its records use (kern Buffers, arrays and the kern buffers made for
+    them, modules) until tape.zero() or tape.release(), so that temporaries of a chain of
+    calls live until backward, and one array is one primal with one adjoint. It keeps no
+    copies: a recorded call must not overwrite what an earlier recorded call read. After
+    tape.release() or its context's release, its methods raise ArgumentError.
 
     Tape(forward=True) is a forward tape: each call inside `with tape:` runs the kernel's
     forward-mode kernel K.jvp instead (K's work, and the tangents carried through it):
@@ -57,10 +58,10 @@ class Tape:
         self.forward = bool(forward)
         self._ptr = None
         self._gone = None  # why _ptr is None: the message's end
-        self._buffers = {}  # id(array) -> (array, Buffer)
-        self._keep = []
-        self._seeds = []
-        self._tangents = {}  # id(primal Buffer) -> the tangent Buffer set for it
+        self._buffers = {}  # id(array) -> (array, Buffer): the array's primal buffer
+        self._keep = {}  # id -> what the records use: kern Buffers and modules
+        self._seeds = {}  # id(primal Buffer) -> (primal, seed Buffer): adjoints that backward set
+        self._tangents = {}  # id(primal Buffer) -> (primal, the tangent Buffer set for it)
         self._scalar_tans = {}  # a forward tape's scalar tangents, by parameter name
         self._steps = {}  # host steps: key -> (backward, arrays), until the C record is freed
         self._next_step = 1
@@ -113,6 +114,10 @@ class Tape:
         t = self._live(what)
         if kernel.module.context is not self.context:
             raise ArgumentError("%s: the kernel runs on another context" % what)
+        # the records' modules and Buffers live as long as the records (temporaries too)
+        self._keep[id(kernel.module)] = kernel.module
+        for b in bound.buffers:
+            self._keep[id(b)] = b
         n = len(kernel.params)
         if self.forward:
             tans = (ctypes.c_double * max(n, 1))(*[
@@ -122,7 +127,6 @@ class Tape:
                    self.context._ptr, what)
         else:
             _check(_c["tape_launch"](t, kernel._ptr, bound.c_args, n), self.context._ptr, what)
-        self._keep.append(kernel.module)
 
     def set_tangent(self, primal, tangent):
         """A forward tape: the tangent of primal (a kern Buffer, or an array used in place as
@@ -137,7 +141,7 @@ class Tape:
         g = self._copy_like(primal, b, tangent, "Tape.set_tangent: a tangent")
         _check(_c["tape_set_tan"](t, b._live("Tape.set_tangent"), g._live("Tape.set_tangent")),
                self.context._ptr, "Tape.set_tangent")
-        self._tangents[id(b)] = g  # the tape uses it until replaced or released
+        self._tangents[id(b)] = (b, g)  # the tape uses both until replaced or released
 
     def _copy_like(self, primal, b, value, what):
         """A new Buffer holding value (a seed or tangent) as primal's buffer b holds primal:
@@ -271,7 +275,7 @@ class Tape:
             _check(_c["tape_set_grad"](t, b._live("Tape.backward: a seed's array"),
                                        g._live("Tape.backward")),
                    self.context._ptr, "Tape.backward")
-            self._seeds.append(g)
+            self._seeds[id(b)] = (b, g)  # the tape's adjoint of b until replaced or released
         self._error = None
         self._running = self._ran = True
         try:
@@ -329,14 +333,20 @@ class Tape:
         return _c["tape_count"](self._live("Tape.records"))
 
     def zero(self):
-        """Forgets the records (and the host steps' callables) and the adjoints (a new
-        recording starts); on a forward tape, the tangents it made (those set with
-        set_tangent stay, as they are now)."""
+        """Forgets the records (and the host steps' callables, the Buffers, arrays and
+        modules the records used) and the adjoints (a new recording starts); on a forward
+        tape, the tangents it made (those set with set_tangent stay, as they are now)."""
         t = self._live("Tape.zero")
         _check(_c["tape_clear"](t), self.context._ptr, "Tape.zero")
         self._ran = False
         self._forget_borrowed()
-        self._seeds = []
+        self._keep = {}
+        # the runtime keeps the adjoints and tangents set by the user (seeds, set_tangent)
+        # with their primals: those stay alive, the seeds zeroed as a new adjoint is
+        kept = {id(e[0]) for e in list(self._seeds.values()) + list(self._tangents.values())}
+        self._buffers = {k: e for k, e in self._buffers.items() if id(e[1]) in kept}
+        for b, g in self._seeds.values():
+            g.write(_np().zeros(g.shape, g.numpy_dtype))
 
     def release(self):
         """Frees the tape, its records and adjoints (also at garbage collection), and drops
@@ -357,8 +367,8 @@ class Tape:
         self._ptr = None
         self._forget_borrowed()
         self._buffers = {}
-        self._keep = []
-        self._seeds = []
+        self._keep = {}
+        self._seeds = {}
         self._tangents = {}
         self._steps = {}
 

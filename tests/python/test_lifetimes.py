@@ -2,7 +2,8 @@
 the host"): NumPy views of a buffer keep its memory after the buffer's and the context's
 release; every object wrapping a C handle raises ArgumentError, naming the Python call,
 once its owner is gone, and keeps working while only the Python Context object is dropped;
-messages name what the user did, never the C API.
+a tape keeps the Buffers and arrays of its records (a chain on temporaries, against f64
+finite differences); messages name what the user did, never the C API.
 
 CI runs these against the sanitized libkern-jit too (.ci/run): a read of freed memory is an
 AddressSanitizer report there, and a crash or garbage here."""
@@ -22,9 +23,15 @@ kernel sq(x: f32[], y: f32[], a: f32) {
         y[i] = a * x[i] * x[i];
     }
 }
+
+kernel step(x: f32[], y: f32[], a: f32) {
+    for i in 0..len(x) {
+        y[i] = sin(x[i]) * a + x[i] * x[i];
+    }
+}
 """
 
-SQ = SRC  # what the many small cases compile
+SQ = SRC[:SRC.index("kernel step")]  # sq alone: quicker to compile, for the many small cases
 
 BIG = 4 << 20  # 16 MiB of f32: freed memory goes back to the system, and a read faults
 
@@ -373,6 +380,90 @@ def test_default_context_after_its_release():
     d = kern.context()
     assert d is not c
     kern.Buffer.zeros(4).read()
+
+
+# ---- a tape keeps what its records use (issue 22, item 4) ----------------------------
+
+def _layers_f64(x, coeffs):
+    for a in coeffs:
+        x = np.sin(x) * a + x * x
+    return x
+
+
+def test_chain_of_temporaries_against_finite_differences():
+    """Launches on temporaries made and dropped inside the recording (kern Buffers and NumPy
+    arrays, created in a helper and rebound): the tape keeps them, and the gradient is the
+    f64 finite differences' of a NumPy implementation."""
+    ctx = kern.Context()
+    mod = kern.compile(SRC, context=ctx)
+    n = 64
+    rng = np.random.default_rng(5)
+    x0 = rng.uniform(-0.5, 0.5, n).astype(np.float32)
+    w = rng.uniform(-1, 1, n).astype(np.float32)
+    coeffs = [0.5, -0.3, 0.8, 0.25]
+
+    def layer(h, a, i):
+        out = kern.Buffer.zeros(n, context=ctx) if i % 2 == 0 else np.zeros(n, np.float32)
+        mod.step(x=h, y=out, a=a)
+        return out
+
+    refs = []
+    with kern.Tape(context=ctx) as tape:
+        h = x0
+        for i, a in enumerate(coeffs):
+            h = layer(h, a, i)
+            refs.append(weakref.ref(h))
+        out = h
+    del h
+    gc.collect()
+    # new buffers and arrays of the same size would take a dropped temporary's memory
+    others = [kern.Buffer.zeros(n, context=ctx) for _ in range(8)]
+    assert all(r() is not None for r in refs)  # the tape keeps them
+    tape.backward(seeds=[(out, w)])
+    got = tape.grad(x0).astype(np.float64)
+    x, wd, eps = x0.astype(np.float64), w.astype(np.float64), 1e-6
+    fd = np.empty(n)
+    for i in range(n):
+        e = np.zeros(n)
+        e[i] = eps
+        fd[i] = (wd @ _layers_f64(x + e, coeffs) - wd @ _layers_f64(x - e, coeffs)) / (2 * eps)
+    np.testing.assert_allclose(got, fd, rtol=2e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(out), _layers_f64(x, coeffs), rtol=1e-5, atol=1e-6)
+    # zero() drops what the records used, but for the seeded output: the runtime keeps its
+    # seed as its adjoint (zeroed); release() drops everything
+    del out, others
+    tape.zero()
+    gc.collect()
+    assert all(r() is None for r in refs[:-1])
+    assert refs[-1]() is not None
+    with tape:
+        b = kern.Buffer.zeros(n, context=ctx)
+        mod.step(x=x0, y=b, a=1.0)
+    ref = weakref.ref(b)
+    del b
+    gc.collect()
+    assert ref() is not None
+    tape.release()
+    gc.collect()
+    assert ref() is None and refs[-1]() is None
+
+
+def test_a_seeded_adjoint_starts_at_zero_after_zero():
+    """A seed stays the adjoint of its array (the runtime keeps it) across tape.zero(), zeroed
+    like a new adjoint: a second recording's gradient owes nothing to the first's seed."""
+    mod = kern.compile(SRC)
+    x = np.arange(1, 5, dtype=np.float32)
+    y = np.zeros(4, np.float32)
+    z = np.zeros(4, np.float32)
+    with kern.Tape() as tape:
+        mod.sq(x=x, y=y, a=1.0)
+    tape.backward(seeds=[(y, np.full(4, 100, np.float32))])
+    tape.zero()
+    with tape:
+        mod.sq(x=x, y=y, a=1.0)
+        mod.sq(x=x, y=z, a=1.0)
+    tape.backward(seeds=[(z, np.ones(4, np.float32))])
+    np.testing.assert_array_equal(tape.grad(x), 2 * x)
 
 
 # ---- messages name the Python call, not the C API (issue 23) ----------------------------
