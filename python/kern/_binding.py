@@ -5,7 +5,7 @@ writes copies back after the call (_write_back)."""
 import ctypes
 import warnings
 
-from ._buffer import Buffer, _dlpack_import, _to_host
+from ._buffer import Buffer, _check_extents, _dlpack_import, _to_host
 from ._errors import ArgumentError, CopyWarning, _check
 from ._library import (_ARG_BUFFER, _ARG_SCALAR, _BOOL, _DTYPES, _F32, _INT_SCALARS,
                        _KERN_NAMES, _Arg, _c, _np)
@@ -185,7 +185,8 @@ class _Bound:
         return b
 
     def _check_shape(self, p, shape, dtype):
-        """The rank, and the trailing extents of a vector, matrix or struct parameter."""
+        """The rank, and the trailing extents of a vector, matrix or struct parameter; every
+        extent as the runtime will check it (before a copy, which may be large)."""
         n = len(p.tail)
         if p.view is None and len(shape) != p.rank:
             raise ArgumentError("kernel '%s', parameter '%s': an array of rank %d, expected %s "
@@ -198,6 +199,8 @@ class _Bound:
                                  p.shape_text + ("" if p.view and p.view.struct else
                                                  " of " + _DTYPES[p.dtype]),
                                  dtype, tuple(shape)))
+        _check_extents(tuple(int(s) for s in shape), p.dtype,
+                       "kernel '%s', parameter '%s'" % (self.kernel.name, p.name))
 
     def _where(self, p):
         return "kernel '%s', parameter '%s' (%s)" % (self.kernel.name, p.name, p.type_name)

@@ -1,16 +1,17 @@
 """Buffers: Buffer (an array on a context's device), its NumPy view (_HostView: a DLPack
 tensor of the runtime underneath, so the view keeps the memory), DLPack export
 (__dlpack__ and the capsule destructor) and import (_dlpack_import, which wraps a
-producer's memory in place), dtype codes, and _to_host (any array-like as a NumPy
-array)."""
+producer's memory in place), dtype codes, the extent checks made before any copy
+(_check_extents), and _to_host (any array-like as a NumPy array)."""
 
 import ctypes
 
 from ._context import context as _default_context
 from ._errors import ArgumentError, _check, _python_words
-from ._library import (_BF16, _DTYPES, _KERN_NAMES, _c, _capsule_get, _capsule_new,
+from ._library import (_BF16, _DTYPES, _KERN_NAMES, _MAX_DIMS, _c, _capsule_get, _capsule_new,
                        _capsule_rename, _np)
 
+_MAX_EXTENT = 2**31 - 1  # len() is i32 in the language (buffer.c's check_shape)
 _KERN_ERR_UNSUPPORTED = 6
 
 
@@ -33,20 +34,29 @@ class Buffer:
     @classmethod
     def zeros(cls, shape, dtype="float32", context=None):
         ctx = context or _default_context()
-        return cls._create(ctx, shape, _dtype_code(dtype), None, "Buffer.zeros")
+        shape = _shape_tuple(shape)
+        code = _dtype_code(dtype)
+        _check_extents(shape, code, "Buffer.zeros")
+        return cls._create(ctx, shape, code, None, "Buffer.zeros")
 
     @classmethod
     def from_array(cls, array, context=None):
         """A buffer holding a copy of array (any array-like)."""
         ctx = context or _default_context()
         np = _np()
+        shape, dtype = getattr(array, "shape", None), getattr(array, "dtype", None)
+        if isinstance(dtype, np.dtype):  # checked before the copy, which may be large
+            code = _dtype_code(dtype)
+            if shape is not None:
+                _check_extents(tuple(shape), code, "Buffer.from_array")
         a = np.ascontiguousarray(array)
         code = _dtype_code(a.dtype)
+        _check_extents(a.shape, code, "Buffer.from_array")
         return cls._create(ctx, a.shape, code, a, "Buffer.from_array")
 
     @classmethod
     def _create(cls, ctx, shape, code, data, what):
-        shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        shape = _shape_tuple(shape)
         arr = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         p = ctypes.c_void_p()
         ptr = data.ctypes.data if data is not None else None
@@ -131,9 +141,14 @@ class Buffer:
         """Copies array (of the buffer's shape; converted to its dtype) into the buffer."""
         np = _np()
         p = self._live("Buffer.write")
+        shape = getattr(array, "shape", None)
+        if shape is not None and tuple(shape) != self.shape:  # before a conversion's copy
+            raise ArgumentError("Buffer.write: an array of shape %s, the buffer is %s"
+                                % (tuple(shape), self.shape))
         a = np.ascontiguousarray(array, dtype=self.numpy_dtype)
         if a.shape != self.shape:
-            raise ArgumentError("Buffer.write: shape %s, the buffer is %s" % (a.shape, self.shape))
+            raise ArgumentError("Buffer.write: an array of shape %s, the buffer is %s"
+                                % (a.shape, self.shape))
         _check(_c["buf_write"](p, a.ctypes.data, a.nbytes), self.context._ptr, "Buffer.write")
 
     def release(self):
@@ -195,6 +210,28 @@ class _KeepAlive:
         base.__array_interface__ = dict(view.__array_interface__)
         base.owner = owner
         return np.asarray(base)
+
+
+def _shape_tuple(shape):
+    return (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+
+
+def _check_extents(shape, code, what):
+    """A buffer's shape as the runtime checks it (buffer.c, check_shape), before anything
+    is copied: a broadcast array of 2**31 elements is refused before its 8 GiB copy."""
+    if not 1 <= len(shape) <= _MAX_DIMS:
+        raise ArgumentError("%s: rank %d is not supported (rank 1 to %d)"
+                            % (what, len(shape), _MAX_DIMS))
+    count = 1
+    for d, n in enumerate(shape):
+        if n < 0:
+            raise ArgumentError("%s: extent %d of dimension %d is negative" % (what, n, d))
+        if n > _MAX_EXTENT:
+            raise ArgumentError("%s: extent %d of dimension %d is too large (at most %d: len() "
+                                "is i32)" % (what, n, d, _MAX_EXTENT))
+        count *= n
+    if count * _np().dtype(_DTYPES[code]).itemsize > 2**63 - 1:
+        raise ArgumentError("%s: the array is too large to address" % what)
 
 
 # A capsule destructor for the tensors kern exports: calls the deleter unless a consumer

@@ -147,14 +147,20 @@ class Tape:
         """A new Buffer holding value (a seed or tangent) as primal's buffer b holds primal:
         its dtype and shape (a structured value of primal's structured dtype as components)."""
         np = _np()
+        structured = getattr(value, "dtype", None) is not None and \
+            getattr(value.dtype, "names", None) is not None
+        shape = getattr(value, "shape", None)
+        if shape is not None and not structured and tuple(shape) != b.shape:
+            raise ArgumentError("%s of shape %s for an array of shape %s"  # before any copy
+                                % (what, tuple(shape), b.shape))
         value = _to_host(value)
         if isinstance(value, np.ndarray) and value.dtype.names is not None:
             value = _components(primal, value, b, what)
-        g = Buffer.from_array(np.asarray(value, dtype=b.numpy_dtype), self.context)
-        if g.shape != b.shape:
+        value = np.asarray(value)
+        if value.shape != b.shape:
             raise ArgumentError("%s of shape %s for an array of shape %s"
-                                % (what, g.shape, b.shape))
-        return g
+                                % (what, value.shape, b.shape))
+        return Buffer.from_array(value.astype(b.numpy_dtype, copy=False), self.context)
 
     def set_scalar_tangent(self, name, value):
         """A forward tape: the tangent of the scalar parameter called name in every later

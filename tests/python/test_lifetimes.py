@@ -3,13 +3,15 @@ the host"): NumPy views of a buffer keep its memory after the buffer's and the c
 release; every object wrapping a C handle raises ArgumentError, naming the Python call,
 once its owner is gone, and keeps working while only the Python Context object is dropped;
 a tape keeps the Buffers and arrays of its records (a chain on temporaries, against f64
-finite differences); messages name what the user did, never the C API.
+finite differences); shapes are checked before anything is copied; messages name what
+the user did, never the C API.
 
 CI runs these against the sanitized libkern-jit too (.ci/run): a read of freed memory is an
 AddressSanitizer report there, and a crash or garbage here."""
 
 import gc
 import re
+import tracemalloc
 import weakref
 
 import numpy as np
@@ -27,6 +29,18 @@ kernel sq(x: f32[], y: f32[], a: f32) {
 kernel step(x: f32[], y: f32[], a: f32) {
     for i in 0..len(x) {
         y[i] = sin(x[i]) * a + x[i] * x[i];
+    }
+}
+
+kernel copy8(x: u8[], y: u8[]) {
+    for i in 0..len(y) {
+        y[i] = x[i];
+    }
+}
+
+kernel rows(u: f32[,], y: f32[]) {
+    for i in 0..len(y) {
+        y[i] = u[0, i];
     }
 }
 """
@@ -466,6 +480,64 @@ def test_a_seeded_adjoint_starts_at_zero_after_zero():
     np.testing.assert_array_equal(tape.grad(x), 2 * x)
 
 
+# ---- shapes before copies (issue 23) -----------------------------------------------------
+
+def _peak(f):
+    """f's ArgumentError and the most memory traced while it ran (NumPy's arrays count)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        with pytest.raises(kern.ArgumentError) as info:
+            f()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return str(info.value), peak
+
+
+TOO_LONG = {
+    "f32 argument": lambda m: m.sq(x=np.broadcast_to(np.float32(1), (2**31,)),
+                                   y=np.zeros(4, np.float32), a=1.0),
+    "u8 argument": lambda m: m.copy8(x=np.broadcast_to(np.uint8(1), (2**31,)),
+                                     y=np.zeros(4, np.uint8)),
+    "f64 for an f32 argument": lambda m: m.sq(x=np.broadcast_to(np.float64(1), (2**31,)),
+                                              y=np.zeros(4, np.float32), a=1.0),
+    "rank 2 argument": lambda m: m.rows(u=np.broadcast_to(np.float32(1), (2, 2**31)),
+                                        y=np.zeros(4, np.float32)),
+    "Buffer.from_array": lambda m: kern.Buffer.from_array(np.broadcast_to(np.uint8(1),
+                                                                          (2**31,))),
+    "Buffer.zeros": lambda m: kern.Buffer.zeros((2**31,), "uint8"),
+}
+
+
+@pytest.mark.parametrize("case", list(TOO_LONG))
+def test_extents_are_checked_before_a_copy(case):
+    """An array longer than len() can count (2**31 elements), broadcast from one element,
+    is refused by the extent check, not after a copy of gigabytes (a MemoryError under a
+    memory limit)."""
+    mod = kern.compile(SRC)
+    msg, peak = _peak(lambda: TOO_LONG[case](mod))
+    assert "extent 2147483648 of dimension" in msg and "is too large" in msg, msg
+    assert peak < 64 << 20, "%s: %d bytes traced before the refusal" % (case, peak)
+    _no_c_names(msg)
+
+
+def test_shapes_of_writes_and_seeds_are_checked_before_a_copy():
+    mod = kern.compile(SRC)
+    b = kern.Buffer.zeros(4, "uint8")
+    msg, peak = _peak(lambda: b.write(np.broadcast_to(np.float64(1), (2**30,))))
+    assert msg.startswith("Buffer.write: an array of shape (1073741824,)"), msg
+    assert peak < 64 << 20
+    x = np.ones(4, np.float32)
+    y = np.zeros(4, np.float32)
+    with kern.Tape() as tape:
+        mod.sq(x=x, y=y, a=1.0)
+    msg, peak = _peak(lambda: tape.backward(seeds=[(y, np.broadcast_to(np.float64(1),
+                                                                         (2**30,)))]))
+    assert msg.startswith("Tape.backward: a seed of shape (1073741824,)"), msg
+    assert peak < 64 << 20
+
+
 # ---- messages name the Python call, not the C API (issue 23) ----------------------------
 
 def _raises(f, cls=kern.Error):
@@ -481,6 +553,7 @@ def test_messages_name_the_python_call():
     got = {}
     got["Buffer.zeros((-1,))"] = _raises(lambda: kern.Buffer.zeros((-1,)))
     got["Buffer.zeros(rank 5)"] = _raises(lambda: kern.Buffer.zeros((1, 1, 1, 1, 1)))
+    got["Buffer.write"] = _raises(lambda: kern.Buffer.zeros(4).write(np.zeros(5)))
     t = kern.Tape()
     t.release()
     got["backward after release"] = _raises(t.backward)
@@ -514,6 +587,7 @@ def test_messages_name_the_python_call():
     want = {
         "Buffer.zeros((-1,))": "Buffer.zeros: extent -1 of dimension 0 is negative",
         "Buffer.zeros(rank 5)": "Buffer.zeros: rank 5 is not supported (rank 1 to 4)",
+        "Buffer.write": "Buffer.write: an array of shape (5,), the buffer is (4,)",
         "backward after release": "Tape.backward: the tape was released",
         "scalar_grad before backward": "Tape.scalar_grad: record 0 has no gradient yet (run "
                                        "tape.backward())",
