@@ -6,7 +6,7 @@ producer's memory in place), dtype codes, the extent checks made before any copy
 
 import ctypes
 
-from ._context import context as _default_context
+from ._context import _Made, context as _default_context
 from ._errors import ArgumentError, _check, _python_words
 from ._library import (_BF16, _DTYPES, _KERN_NAMES, _MAX_DIMS, _c, _capsule_get, _capsule_new,
                        _capsule_rename, _np)
@@ -15,21 +15,20 @@ _MAX_EXTENT = 2**31 - 1  # len() is i32 in the language (buffer.c's check_shape)
 _KERN_ERR_UNSUPPORTED = 6
 
 
-class Buffer:
+class Buffer(_Made):
     """An array on a context's device: made by kern (`Buffer.zeros`, `Buffer.from_array`,
     adjoints of a tape) or wrapping memory it does not own (NumPy arrays, DLPack tensors).
     `numpy()` views it without a copy on the CPU; `__dlpack__` lends it to PyTorch, JAX or
     CuPy without a copy. Both views keep the memory valid after `release()` and after the
     context's release; the buffer's own methods raise ArgumentError then."""
 
+    _noun = "buffer"
+
     def __init__(self, ctx, ptr, dtype, shape, owner=None):
-        self.context = ctx  # a strong reference: the context lives while the buffer does
-        self._ptr = ptr
-        self._gone = None  # why _ptr is None: the message's end
         self.dtype = dtype
         self.shape = tuple(shape)
         self._owner = owner  # what keeps wrapped memory alive (the DLPack tensor owns it)
-        ctx._objects.add(self)
+        self._made(ctx, ptr)
 
     @classmethod
     def zeros(cls, shape, dtype="float32", context=None):
@@ -74,12 +73,6 @@ class Buffer:
         for s in self.shape:
             n *= s
         return n * self.numpy_dtype.itemsize
-
-    def _live(self, what):
-        """The handle; ArgumentError naming what (the Python call) once it is gone."""
-        if not self._ptr:
-            raise ArgumentError("%s: %s" % (what, self._gone or "the buffer was released"))
-        return self._ptr
 
     def numpy(self):
         """The buffer as a NumPy array: a view of its memory on the CPU, which keeps the
@@ -154,24 +147,11 @@ class Buffer:
     def release(self):
         """Releases the buffer now; memory that launches in flight or views use is freed
         after them. Its methods raise ArgumentError after it."""
-        if self._ptr and self.context._ptr:
-            _c["buf_release"](self._ptr)
-        self._gone_now("the buffer was released")
-
-    def _forget(self):  # the context is going: it frees the buffer itself
-        self._gone_now("the buffer's context was released")
+        self._release_with(_c["buf_release"])
 
     def _gone_now(self, why):
-        if self._ptr:
-            self._gone = why
-        self._ptr = None
+        super()._gone_now(why)
         self._owner = None
-
-    def __del__(self):
-        try:
-            self.release()
-        except Exception:  # interpreter shutdown
-            pass
 
     def __repr__(self):
         return "kern.Buffer(%s%s, %s%s)" % (_KERN_NAMES[self.dtype], list(self.shape),

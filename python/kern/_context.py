@@ -1,5 +1,6 @@
 """Contexts: Context (a device and everything made on it, its stream ordering with
-PyTorch), the default context of each device (context()) and synchronize()."""
+PyTorch), _Made (what the objects made on a context share: their handle and its end),
+the default context of each device (context()) and synchronize()."""
 
 import ctypes
 import threading
@@ -108,6 +109,48 @@ class Context:
 
     def __repr__(self):
         return "kern.Context(%r)" % self.device
+
+
+class _Made:
+    """What an object made on a context (Buffer, Module, Tape) shares: its C handle _ptr,
+    gone after its release or its context's (_forget), and _live, which hands the handle
+    out or raises ArgumentError naming the Python call and why it is gone."""
+
+    _noun = "object"  # the object in messages: "the buffer was released"
+    _ptr = None
+    _gone = None  # why _ptr is None: the message's end
+
+    def _made(self, ctx, ptr):
+        self.context = ctx  # a strong reference: the context lives while the object does
+        self._ptr = ptr
+        ctx._objects.add(self)  # forgotten when the context is released
+
+    def _live(self, what):
+        """The handle; ArgumentError naming what (the Python call) once it is gone."""
+        if not self._ptr:
+            raise ArgumentError("%s: %s" % (what, self._gone or
+                                            "the %s was released" % self._noun))
+        return self._ptr
+
+    def _release_with(self, c_release):
+        """release(): the handle freed by c_release, unless the context's release did."""
+        if self._ptr and self.context._ptr:
+            c_release(self._ptr)
+        self._gone_now("the %s was released" % self._noun)
+
+    def _forget(self):  # the context is going: it frees the object itself
+        self._gone_now("the %s's context was released" % self._noun)
+
+    def _gone_now(self, why):
+        if self._ptr:
+            self._gone = why
+        self._ptr = None
+
+    def __del__(self):  # release() at garbage collection
+        try:
+            self.release()
+        except Exception:  # interpreter shutdown
+            pass
 
 
 _default = {}

@@ -5,7 +5,7 @@ import ctypes
 import os
 
 from ._binding import _Bound
-from ._context import context as _default_context
+from ._context import _Made, context as _default_context
 from ._errors import ArgumentError, NotFoundError, _check
 from ._library import _DTYPES, _F32, _F64, _c, _np, _ParamInfo
 from ._tape import _current_tape
@@ -112,24 +112,17 @@ class Kernel:
         return "kern.Kernel(%s(%s))" % (self.name, ", ".join(map(repr, self.params)))
 
 
-class Module:
+class Module(_Made):
     """Kernels compiled together: `mod.simulate`, `mod["simulate.grad"]`, `mod.kernels`.
     After `release()` or its context's release, finding or calling its kernels raises
     ArgumentError (their names and parameters stay readable)."""
 
-    def __init__(self, ctx, ptr):
-        self.context = ctx  # a strong reference: the context lives while the module does
-        self._ptr = ptr
-        self._gone = None  # why _ptr is None: the message's end
-        self._kernels = {}
-        ctx._objects.add(self)
-        self.kernels = [_c["mod_name"](ptr, i).decode() for i in range(_c["mod_count"](ptr))]
+    _noun = "module"
 
-    def _live(self, what):
-        """The handle; ArgumentError naming what (the Python call) once it is gone."""
-        if not self._ptr:
-            raise ArgumentError("%s: %s" % (what, self._gone or "the module was released"))
-        return self._ptr
+    def __init__(self, ctx, ptr):
+        self._kernels = {}
+        self._made(ctx, ptr)
+        self.kernels = [_c["mod_name"](ptr, i).decode() for i in range(_c["mod_count"](ptr))]
 
     def kernel(self, name):
         return self._kernel(name, "Module.kernel")
@@ -156,23 +149,7 @@ class Module:
     def release(self):
         """Frees the module (also at garbage collection); its kernels cannot be called
         after it."""
-        if self._ptr and self.context._ptr:
-            _c["mod_release"](self._ptr)
-        self._gone_now("the module was released")
-
-    def _forget(self):  # the context is going: it frees the module itself
-        self._gone_now("the module's context was released")
-
-    def _gone_now(self, why):
-        if self._ptr:
-            self._gone = why
-        self._ptr = None
-
-    def __del__(self):
-        try:
-            self.release()
-        except Exception:
-            pass
+        self._release_with(_c["mod_release"])
 
 
 def compile(source, context=None, name=None):  # noqa: A001 - kern.compile

@@ -8,7 +8,7 @@ import threading
 import weakref
 
 from ._buffer import Buffer, _dlpack_import, _dtype_code, _to_host
-from ._context import context as _default_context
+from ._context import _Made, context as _default_context
 from ._errors import ArgumentError, Error, NotFoundError, _check
 from ._library import _c, _np
 from ._views import _dtype_mismatch, _show
@@ -26,7 +26,7 @@ def _current_tape():
     return stack[-1] if stack else None
 
 
-class Tape:
+class Tape(_Made):
     """Records kernel calls made inside `with tape:` and runs their gradients (K.grad) in
     reverse: reverse mode over a sequence of launches, like wp.Tape.
 
@@ -53,11 +53,11 @@ class Tape:
 
     It has no backward pass, adjoints or host steps."""
 
+    _noun = "tape"
+
     def __init__(self, context=None, forward=False):
-        self.context = context or _default_context()  # kept alive while the tape lives
+        ctx = context or _default_context()
         self.forward = bool(forward)
-        self._ptr = None
-        self._gone = None  # why _ptr is None: the message's end
         self._buffers = {}  # id(array) -> (array, Buffer): the array's primal buffer
         self._keep = {}  # id -> what the records use: kern Buffers and modules
         self._seeds = {}  # id(primal Buffer) -> (primal, seed Buffer): adjoints that backward set
@@ -74,10 +74,8 @@ class Tape:
         self._c_free = _FREE_FN(lambda key: _free_step(ref, key))
         p = ctypes.c_void_p()
         create = _c["tape_create_forward" if self.forward else "tape_create"]
-        _check(create(self.context._live("kern.Tape"), ctypes.byref(p)), self.context._ptr,
-               "kern.Tape")
-        self._ptr = p.value
-        self.context._objects.add(self)  # forgotten when the context is released
+        _check(create(ctx._live("kern.Tape"), ctypes.byref(p)), ctx._ptr, "kern.Tape")
+        self._made(ctx, p.value)
 
     def __enter__(self):
         self._live("with tape")
@@ -247,8 +245,7 @@ class Tape:
         """The handle; ArgumentError naming what (the Python call) once it is gone, or when
         what is for the other mode (forward_only True or False) than the tape's, in the
         runtime's words (tape.c, refuse_mode)."""
-        if not self._ptr:
-            raise ArgumentError("%s: %s" % (what, self._gone or "the tape was released"))
+        t = super()._live(what)
         if forward_only is not None and forward_only != self.forward:
             raise ArgumentError(
                 "%s: the tape is a forward tape (kern.Tape(forward=True)): it has tangents "
@@ -256,7 +253,7 @@ class Tape:
                 % what if self.forward else
                 "%s: the tape is a reverse tape (kern.Tape()): it has adjoints (tape.grad, "
                 "tape.adjoint), no tangents" % what)
-        return self._ptr
+        return t
 
     def backward(self, seeds=None):
         """Runs the gradient kernels, newest call first. seeds: (output array, dL/d(output))
@@ -360,17 +357,10 @@ class Tape:
         if self._running:
             raise ArgumentError("Tape.release: the tape is running its backward pass (a host "
                                 "step's backward cannot release its own tape)")
-        if self._ptr and self.context._ptr:
-            _c["tape_destroy"](self._ptr)
-        self._gone_now("the tape was released")
-
-    def _forget(self):  # the context is going: it frees the tape itself
-        self._gone_now("the tape's context was released")
+        self._release_with(_c["tape_destroy"])
 
     def _gone_now(self, why):
-        if self._ptr:
-            self._gone = why
-        self._ptr = None
+        super()._gone_now(why)
         self._forget_borrowed()
         self._buffers = {}
         self._keep = {}
@@ -384,11 +374,6 @@ class Tape:
                         "a seed given to tape.backward(), or its context's release)")
         self._borrowed = weakref.WeakSet()
 
-    def __del__(self):
-        try:
-            self.release()
-        except Exception:
-            pass
 
 
 def _run_step(ref, key):
