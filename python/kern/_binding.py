@@ -89,6 +89,7 @@ class _Bound:
     def _buffer(self, ctx, p, v):
         """The kern buffer (a pointer) that parameter p gets for the value v."""
         kernel = self.kernel
+        where = "kernel '%s', parameter '%s'" % (kernel.name, p.name)
         if type(v).__module__ == "torch":
             self.used_torch = True
             if ctx.device == "cuda" and getattr(v, "is_cuda", False):
@@ -98,12 +99,12 @@ class _Bound:
                 raise ArgumentError("kernel '%s', parameter '%s': the buffer belongs to another "
                                     "context" % (kernel.name, p.name))
             self.buffers.append(v)
-            return v._live("kernel '%s', parameter '%s'" % (kernel.name, p.name))
+            return v._live(where)
         tape = self.tape
         if tape is not None:
             b = tape._cached(v)
             if b is not None:
-                return b._live("kernel '%s', parameter '%s'" % (kernel.name, p.name))
+                return b._live(where)
         key = v  # the caller's object: one primal on a tape, written back after a copy
         if p.view is not None:
             if p.view.rank == 0 and _NP is not None and type(v).__module__ != "torch" and \
@@ -111,8 +112,7 @@ class _Bound:
                          v.shape == p.tail and v.flags.c_contiguous and ctx.device == "cpu"):
                 # a vector, matrix or struct passed by value, not as an array that can be used
                 # in place: a buffer of its own (a value: no CopyWarning)
-                return self._new_buffer(ctx, p, self._value(p, v), key)._live(
-                    "kernel '%s', parameter '%s'" % (kernel.name, p.name))
+                return self._new_buffer(ctx, p, self._value(p, v), key)._live(where)
             v = self._view_value(p, v)
             if hasattr(v, "shape"):
                 self._check_shape(p, tuple(v.shape), _dtype_name(v))
@@ -157,7 +157,7 @@ class _Bound:
                     tape._remember(key, b)  # the tape keeps it: one array, one primal
                 else:
                     self.temps.append(b)  # released after the call (freed after its launch)
-                return b._live("kernel '%s', parameter '%s'" % (kernel.name, p.name))
+                return b._live(where)
         np = _np()
         host = _to_host(v)
         if not np.can_cast(host.dtype, p.np_dtype, casting="same_kind"):
@@ -171,7 +171,7 @@ class _Bound:
                                   % (kernel.name, p.name, why)), stacklevel=4)
         b = self._new_buffer(ctx, p, np.ascontiguousarray(host, dtype=_DTYPES[p.dtype]), key)
         self.copy_back.append((b, v))  # v: a structured array's component view writes it
-        return b._live("kernel '%s', parameter '%s'" % (kernel.name, p.name))
+        return b._live(where)
 
     def _new_buffer(self, ctx, p, a, key):
         """A buffer holding a copy of the NumPy array a, for this call or (on a tape) the

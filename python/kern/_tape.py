@@ -274,7 +274,6 @@ class Tape(_Made):
             raise ArgumentError("Tape.backward: the tape has run backward already; tape.zero() "
                                 "starts a new recording")
         for b, g in pairs:
-            self._forget_borrowed()  # a seed replaces the adjoint the tape may have lent out
             _check(_c["tape_set_grad"](t, b._live("Tape.backward: a seed's array"),
                                        g._live("Tape.backward")),
                    self.context._ptr, "Tape.backward")
@@ -312,8 +311,8 @@ class Tape(_Made):
         """The adjoint of primal as a kern.Buffer, in place: .numpy() views it on the CPU
         (`tape.adjoint(x).numpy()[:] += ...` inside a record_func backward), .write() and
         DLPack (torch.from_dlpack) elsewhere. The tape owns it: its methods raise
-        ArgumentError after tape.zero(), tape.release() or a seed given to tape.backward();
-        views of it made before stay valid."""
+        ArgumentError after tape.zero() or tape.release(); views of it made before stay
+        valid."""
         t = self._live("Tape.adjoint", forward_only=False)
         b = self._buffer_of(primal, "Tape.adjoint")
         g = ctypes.c_void_p()
@@ -370,10 +369,9 @@ class Tape(_Made):
 
     def _forget_borrowed(self):
         for b in list(self._borrowed):
-            b._gone_now("the adjoint is gone: the tape freed it (tape.zero(), tape.release(), "
-                        "a seed given to tape.backward(), or its context's release)")
+            b._gone_now("the adjoint is gone: the tape freed it (tape.zero(), tape.release() "
+                        "or its context's release)")
         self._borrowed = weakref.WeakSet()
-
 
 
 def _run_step(ref, key):
