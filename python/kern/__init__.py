@@ -21,8 +21,9 @@ The package's modules, one room each:
     _library.py    loading libkern-jit; the C API's constants, structures, prototypes (_c)
     _errors.py     Error and its subclasses, CopyWarning; a failed status to an exception
     _views.py      vector, matrix and struct parameters: their NumPy dtypes, structured arrays
-    _context.py    Context, context(), synchronize()
-    _buffer.py     Buffer; DLPack export and import; any array-like to a NumPy array
+    _context.py    Context, context(), synchronize(); _Made, the handle of what is made on one
+    _buffer.py     Buffer and its NumPy view; DLPack export and import; extent checks before
+                   copies; any array-like to a NumPy array
     _tape.py       Tape
     _binding.py    a call's arguments: binding, scalar checks, copies written back
     _module.py     Module, Kernel, compile(), load()

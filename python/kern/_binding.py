@@ -5,7 +5,7 @@ writes copies back after the call (_write_back)."""
 import ctypes
 import warnings
 
-from ._buffer import Buffer, _dlpack_import, _to_host
+from ._buffer import Buffer, _check_extents, _dlpack_import, _to_host
 from ._errors import ArgumentError, CopyWarning, _check
 from ._library import (_ARG_BUFFER, _ARG_SCALAR, _BOOL, _DTYPES, _F32, _INT_SCALARS,
                        _KERN_NAMES, _Arg, _c, _np)
@@ -56,6 +56,7 @@ class _Bound:
         self.temps = []      # Buffers made for this call only
         self.raw = []        # kern buffers wrapped for this call only (no Python object)
         self.copy_back = []  # (temporary buffer, the caller's array)
+        self.buffers = []    # the kern Buffers given as arguments (a tape keeps them)
         self.tape = _current_tape()
         self.used_torch = False
         self.cuda_torch = []  # PyTorch CUDA tensors wrapped in place
@@ -75,8 +76,9 @@ class _Bound:
         tape, the tape keeps it, as the primal of key: the caller's object)."""
         out = ctypes.c_void_p()
         dims = (ctypes.c_int64 * p.rank)(*shape)
-        _check(_c["buf_wrap"](ctx._ptr, p.dtype, p.rank, dims, ptr, None, None,
-                              ctypes.byref(out)), ctx._ptr)
+        where = "kernel '%s', parameter '%s'" % (self.kernel.name, p.name)
+        _check(_c["buf_wrap"](ctx._live(where), p.dtype, p.rank, dims, ptr, None, None,
+                              ctypes.byref(out)), ctx._ptr, where)
         if self.tape is None:
             self.raw.append(out.value)
             return out.value
@@ -87,6 +89,7 @@ class _Bound:
     def _buffer(self, ctx, p, v):
         """The kern buffer (a pointer) that parameter p gets for the value v."""
         kernel = self.kernel
+        where = "kernel '%s', parameter '%s'" % (kernel.name, p.name)
         if type(v).__module__ == "torch":
             self.used_torch = True
             if ctx.device == "cuda" and getattr(v, "is_cuda", False):
@@ -95,12 +98,13 @@ class _Bound:
             if v.context is not ctx:
                 raise ArgumentError("kernel '%s', parameter '%s': the buffer belongs to another "
                                     "context" % (kernel.name, p.name))
-            return v._live()
+            self.buffers.append(v)
+            return v._live(where)
         tape = self.tape
         if tape is not None:
             b = tape._cached(v)
             if b is not None:
-                return b._live()
+                return b._live(where)
         key = v  # the caller's object: one primal on a tape, written back after a copy
         if p.view is not None:
             if p.view.rank == 0 and _NP is not None and type(v).__module__ != "torch" and \
@@ -108,7 +112,7 @@ class _Bound:
                          v.shape == p.tail and v.flags.c_contiguous and ctx.device == "cpu"):
                 # a vector, matrix or struct passed by value, not as an array that can be used
                 # in place: a buffer of its own (a value: no CopyWarning)
-                return self._new_buffer(ctx, p, self._value(p, v), key)._live()
+                return self._new_buffer(ctx, p, self._value(p, v), key)._live(where)
             v = self._view_value(p, v)
             if hasattr(v, "shape"):
                 self._check_shape(p, tuple(v.shape), _dtype_name(v))
@@ -153,7 +157,7 @@ class _Bound:
                     tape._remember(key, b)  # the tape keeps it: one array, one primal
                 else:
                     self.temps.append(b)  # released after the call (freed after its launch)
-                return b._live()
+                return b._live(where)
         np = _np()
         host = _to_host(v)
         if not np.can_cast(host.dtype, p.np_dtype, casting="same_kind"):
@@ -167,21 +171,22 @@ class _Bound:
                                   % (kernel.name, p.name, why)), stacklevel=4)
         b = self._new_buffer(ctx, p, np.ascontiguousarray(host, dtype=_DTYPES[p.dtype]), key)
         self.copy_back.append((b, v))  # v: a structured array's component view writes it
-        return b._live()
+        return b._live(where)
 
     def _new_buffer(self, ctx, p, a, key):
         """A buffer holding a copy of the NumPy array a, for this call or (on a tape) the
         tape's life, as the primal of key."""
-        b = Buffer._create(ctx, a.shape, p.dtype, a)
+        b = Buffer._create(ctx, a.shape, p.dtype, a, "kernel '%s', parameter '%s'"
+                           % (self.kernel.name, p.name))
         if self.tape is not None:
             self.tape._remember(key, b)
-            self.tape._keep.append(b)
         else:
             self.temps.append(b)
         return b
 
     def _check_shape(self, p, shape, dtype):
-        """The rank, and the trailing extents of a vector, matrix or struct parameter."""
+        """The rank, and the trailing extents of a vector, matrix or struct parameter; every
+        extent as the runtime will check it (before a copy, which may be large)."""
         n = len(p.tail)
         if p.view is None and len(shape) != p.rank:
             raise ArgumentError("kernel '%s', parameter '%s': an array of rank %d, expected %s "
@@ -194,6 +199,8 @@ class _Bound:
                                  p.shape_text + ("" if p.view and p.view.struct else
                                                  " of " + _DTYPES[p.dtype]),
                                  dtype, tuple(shape)))
+        _check_extents(tuple(int(s) for s in shape), p.dtype,
+                       "kernel '%s', parameter '%s'" % (self.kernel.name, p.name))
 
     def _where(self, p):
         return "kernel '%s', parameter '%s' (%s)" % (self.kernel.name, p.name, p.type_name)

@@ -1,50 +1,66 @@
-"""Buffers: Buffer (an array on a context's device), its NumPy view (_KeepAlive), DLPack
-export (__dlpack__ and the capsule destructor) and import (_dlpack_import, which wraps a
-producer's memory in place), dtype codes, and _to_host (any array-like as a NumPy array)."""
+"""Buffers: Buffer (an array on a context's device), its NumPy view (_HostView: a DLPack
+tensor of the runtime underneath, so the view keeps the memory), DLPack export
+(__dlpack__ and the capsule destructor) and import (_dlpack_import, which wraps a
+producer's memory in place), dtype codes, the extent checks made before any copy
+(_check_extents), and _to_host (any array-like as a NumPy array)."""
 
 import ctypes
 
-from ._context import context as _default_context
-from ._errors import ArgumentError, _check
-from ._library import (_BF16, _DTYPES, _KERN_NAMES, _c, _capsule_get, _capsule_new,
+from ._context import _Made, context as _default_context
+from ._errors import ArgumentError, _check, _python_words
+from ._library import (_BF16, _DTYPES, _KERN_NAMES, _MAX_DIMS, _c, _capsule_get, _capsule_new,
                        _capsule_rename, _np)
 
-class Buffer:
+_MAX_EXTENT = 2**31 - 1  # len() is i32 in the language (buffer.c's check_shape)
+_KERN_ERR_UNSUPPORTED = 6
+
+
+class Buffer(_Made):
     """An array on a context's device: made by kern (`Buffer.zeros`, `Buffer.from_array`,
     adjoints of a tape) or wrapping memory it does not own (NumPy arrays, DLPack tensors).
     `numpy()` views it without a copy on the CPU; `__dlpack__` lends it to PyTorch, JAX or
-    CuPy without a copy."""
+    CuPy without a copy. Both views keep the memory valid after `release()` and after the
+    context's release; the buffer's own methods raise ArgumentError then."""
+
+    _noun = "buffer"
 
     def __init__(self, ctx, ptr, dtype, shape, owner=None):
-        self.context = ctx
-        self._ptr = ptr
         self.dtype = dtype
         self.shape = tuple(shape)
         self._owner = owner  # what keeps wrapped memory alive (the DLPack tensor owns it)
-        ctx._objects.add(self)
+        self._made(ctx, ptr)
 
     @classmethod
     def zeros(cls, shape, dtype="float32", context=None):
         ctx = context or _default_context()
-        return cls._create(ctx, shape, _dtype_code(dtype), None)
+        shape = _shape_tuple(shape)
+        code = _dtype_code(dtype)
+        _check_extents(shape, code, "Buffer.zeros")
+        return cls._create(ctx, shape, code, None, "Buffer.zeros")
 
     @classmethod
     def from_array(cls, array, context=None):
         """A buffer holding a copy of array (any array-like)."""
         ctx = context or _default_context()
         np = _np()
+        shape, dtype = getattr(array, "shape", None), getattr(array, "dtype", None)
+        if isinstance(dtype, np.dtype):  # checked before the copy, which may be large
+            code = _dtype_code(dtype)
+            if shape is not None:
+                _check_extents(tuple(shape), code, "Buffer.from_array")
         a = np.ascontiguousarray(array)
         code = _dtype_code(a.dtype)
-        return cls._create(ctx, a.shape, code, a)
+        _check_extents(a.shape, code, "Buffer.from_array")
+        return cls._create(ctx, a.shape, code, a, "Buffer.from_array")
 
     @classmethod
-    def _create(cls, ctx, shape, code, data):
-        shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    def _create(cls, ctx, shape, code, data, what):
+        shape = _shape_tuple(shape)
         arr = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         p = ctypes.c_void_p()
         ptr = data.ctypes.data if data is not None else None
-        _check(_c["buf_create"](ctx._live(), code, len(shape), arr, ptr, ctypes.byref(p)),
-               ctx._ptr)
+        _check(_c["buf_create"](ctx._live(what), code, len(shape), arr, ptr, ctypes.byref(p)),
+               ctx._ptr, what)
         return cls(ctx, p.value, code, shape)
 
     @property
@@ -58,77 +74,112 @@ class Buffer:
             n *= s
         return n * self.numpy_dtype.itemsize
 
-    def _live(self):
-        if not self._ptr:
-            raise ArgumentError("the buffer was released")
-        return self._ptr
-
     def numpy(self):
-        """The buffer as a NumPy array: a view of its memory on the CPU (valid while the
-        buffer lives; it keeps the buffer alive), a copy on other devices."""
-        np = _np()
-        if self.context.device == "cpu":
-            p = _c["buf_pointer"](self._live())
-            if not p or self.nbytes == 0:
-                return np.zeros(self.shape, self.numpy_dtype)
-            raw = (ctypes.c_char * self.nbytes).from_address(p)
-            view = np.frombuffer(raw, dtype=self.numpy_dtype).reshape(self.shape)
-            return _KeepAlive(view, self)
-        out = np.empty(self.shape, self.numpy_dtype)
-        _check(_c["buf_read"](self._live(), out.ctypes.data, out.nbytes), self.context._ptr)
-        return out
+        """The buffer as a NumPy array: a view of its memory on the CPU, which keeps the
+        memory valid as long as it lives (after `release()` and the context's release too),
+        a copy on other devices."""
+        return self._numpy("Buffer.numpy")
 
-    def __array__(self, dtype=None):
-        a = _np().asarray(self.numpy())
-        return a if dtype is None else a.astype(dtype)
+    def _numpy(self, what):
+        np = _np()
+        p = self._live(what)
+        if self.context.device != "cpu":
+            return self._read(what)
+        if self.nbytes == 0:
+            return np.zeros(self.shape, self.numpy_dtype)
+        # the runtime's DLPack export counts the view: a released buffer (or one of a
+        # released context) is freed by the view's deleter, once the view is gone
+        t = ctypes.c_void_p()
+        status = _c["to_dlpack"](p, ctypes.byref(t))
+        if status == _KERN_ERR_UNSUPPORTED:  # a runtime built without DLPack: the view
+            return _KeepAlive(self._host_array(), self)  # keeps the Python buffer only
+        _check(status, self.context._ptr, what)
+        return np.asarray(_HostView(t.value, self._host_array().__array_interface__,
+                                    self._owner))
+
+    def _host_array(self):
+        """A bare NumPy array over the buffer's host memory (the caller keeps it valid)."""
+        np = _np()
+        raw = (ctypes.c_char * self.nbytes).from_address(_c["buf_pointer"](self._ptr))
+        return np.frombuffer(raw, dtype=self.numpy_dtype).reshape(self.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self._read("Buffer.__array__") if copy else self._numpy("Buffer.__array__")
+        return a if dtype is None else a.astype(dtype, copy=False)
 
     def __dlpack_device__(self):
+        self._live("Buffer.__dlpack_device__")
         return (1, 0) if self.context.device == "cpu" else (2, 0)
 
     def __dlpack__(self, stream=None):
         """A DLPack capsule viewing the buffer (the buffer's memory stays valid until the
-        consumer's tensor is gone, even if the buffer is released first)."""
+        consumer's tensor is gone, even if the buffer or its context is released first)."""
         t = ctypes.c_void_p()
-        _check(_c["to_dlpack"](self._live(), ctypes.byref(t)), self.context._ptr)
+        _check(_c["to_dlpack"](self._live("Buffer.__dlpack__"), ctypes.byref(t)),
+               self.context._ptr, "Buffer.__dlpack__")
         return _capsule_new(t.value, b"dltensor", _CAPSULE_DESTRUCTOR_PTR)
 
     def read(self):
+        """A copy of the buffer as a NumPy array."""
+        return self._read("Buffer.read")
+
+    def _read(self, what):
         np = _np()
+        p = self._live(what)
         out = np.empty(self.shape, self.numpy_dtype)
-        _check(_c["buf_read"](self._live(), out.ctypes.data, out.nbytes), self.context._ptr)
+        _check(_c["buf_read"](p, out.ctypes.data, out.nbytes), self.context._ptr, what)
         return out
 
     def write(self, array):
+        """Copies array (of the buffer's shape; converted to its dtype) into the buffer."""
         np = _np()
+        p = self._live("Buffer.write")
+        shape = getattr(array, "shape", None)
+        if shape is not None and tuple(shape) != self.shape:  # before a conversion's copy
+            raise ArgumentError("Buffer.write: an array of shape %s, the buffer is %s"
+                                % (tuple(shape), self.shape))
         a = np.ascontiguousarray(array, dtype=self.numpy_dtype)
         if a.shape != self.shape:
-            raise ArgumentError("Buffer.write: shape %s, the buffer is %s" % (a.shape, self.shape))
-        _check(_c["buf_write"](self._live(), a.ctypes.data, a.nbytes), self.context._ptr)
+            raise ArgumentError("Buffer.write: an array of shape %s, the buffer is %s"
+                                % (a.shape, self.shape))
+        _check(_c["buf_write"](p, a.ctypes.data, a.nbytes), self.context._ptr, "Buffer.write")
 
     def release(self):
-        """Releases the buffer now; memory that launches in flight use is freed after them."""
-        if self._ptr and self.context._ptr:
-            _c["buf_release"](self._ptr)
-        self._ptr = None
-        self._owner = None
+        """Releases the buffer now; memory that launches in flight or views use is freed
+        after them. Its methods raise ArgumentError after it."""
+        self._release_with(_c["buf_release"])
 
-    def _forget(self):  # the context is going: it frees the buffer itself
-        self._ptr = None
+    def _gone_now(self, why):
+        super()._gone_now(why)
         self._owner = None
-
-    def __del__(self):
-        try:
-            self.release()
-        except Exception:  # interpreter shutdown
-            pass
 
     def __repr__(self):
-        return "kern.Buffer(%s%s, %s)" % (_KERN_NAMES[self.dtype], list(self.shape),
-                                           self.context.device)
+        return "kern.Buffer(%s%s, %s%s)" % (_KERN_NAMES[self.dtype], list(self.shape),
+                                             self.context.device,
+                                             "" if self._ptr else ", released")
+
+
+class _HostView:
+    """The base of a NumPy view of a buffer's host memory: it holds a DLPack tensor that
+    the runtime made of the buffer (kern_buffer_to_dlpack), which counts as a view of it,
+    and calls the tensor's deleter when the NumPy array is gone; the runtime frees a
+    released buffer with its last view, as it does for PyTorch's."""
+
+    def __init__(self, tensor, interface, owner):
+        self.__array_interface__ = interface
+        self._tensor = tensor
+        self._deleter = _PY_DELETER(_DLManagedTensor.from_address(tensor).deleter)
+        self._owner = owner  # wrapped memory's owner (a NumPy array) lives as long
+
+    def __del__(self):
+        t, self._tensor = self._tensor, None
+        if t:
+            self._deleter(t)
 
 
 class _KeepAlive:
-    """Hands out a NumPy view that keeps its buffer alive (as the view's base)."""
+    """Hands out a NumPy view that keeps its Python buffer alive (as the view's base): the
+    view of a runtime built without DLPack, which a release does not wait for."""
 
     def __new__(cls, view, owner):
         np = _np()
@@ -139,6 +190,28 @@ class _KeepAlive:
         base.__array_interface__ = dict(view.__array_interface__)
         base.owner = owner
         return np.asarray(base)
+
+
+def _shape_tuple(shape):
+    return (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+
+
+def _check_extents(shape, code, what):
+    """A buffer's shape as the runtime checks it (buffer.c, check_shape), before anything
+    is copied: a broadcast array of 2**31 elements is refused before its 8 GiB copy."""
+    if not 1 <= len(shape) <= _MAX_DIMS:
+        raise ArgumentError("%s: rank %d is not supported (rank 1 to %d)"
+                            % (what, len(shape), _MAX_DIMS))
+    count = 1
+    for d, n in enumerate(shape):
+        if n < 0:
+            raise ArgumentError("%s: extent %d of dimension %d is negative" % (what, n, d))
+        if n > _MAX_EXTENT:
+            raise ArgumentError("%s: extent %d of dimension %d is too large (at most %d: len() "
+                                "is i32)" % (what, n, d, _MAX_EXTENT))
+        count *= n
+    if count * _np().dtype(_DTYPES[code]).itemsize > 2**63 - 1:
+        raise ArgumentError("%s: the array is too large to address" % what)
 
 
 # A capsule destructor for the tensors kern exports: calls the deleter unless a consumer
@@ -156,7 +229,8 @@ _raw_is_valid = ctypes.pythonapi.PyCapsule_IsValid
 _raw_is_valid.restype, _raw_is_valid.argtypes = ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]
 _raw_get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", ctypes.pythonapi))
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# the deleter is called with the GIL held, as every call of the runtime is (_library's PyDLL)
+_PY_DELETER = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
 
 
 @_DESTRUCTOR
@@ -165,7 +239,7 @@ def _capsule_destructor(capsule):
         p = _raw_get(capsule, b"dltensor")
         mt = _DLManagedTensor.from_address(p)
         if mt.deleter:
-            _DELETER(mt.deleter)(p)
+            _PY_DELETER(mt.deleter)(p)
 
 
 _CAPSULE_DESTRUCTOR_PTR = ctypes.cast(_capsule_destructor, ctypes.c_void_p)
@@ -210,9 +284,9 @@ def _dlpack_import(ctx, obj):
             return None, str(e)
     p = _capsule_get(cap, b"dltensor")
     out = ctypes.c_void_p()
-    status = _c["from_dlpack"](ctx._live(), p, ctypes.byref(out))
+    status = _c["from_dlpack"](ctx._live("a DLPack tensor used in place"), p, ctypes.byref(out))
     if status != 0:
-        return None, _c["last_error"](ctx._ptr).decode()
+        return None, _python_words(_c["last_error"](ctx._ptr).decode())
     _capsule_rename(cap, b"used_dltensor")  # the buffer owns the tensor now
     code = _DLPACK_DTYPES_FROM(obj)
     return Buffer(ctx, out.value, code, tuple(int(s) for s in obj.shape), owner=cap), None

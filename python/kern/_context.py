@@ -1,11 +1,12 @@
 """Contexts: Context (a device and everything made on it, its stream ordering with
-PyTorch), the default context of each device (context()) and synchronize()."""
+PyTorch), _Made (what the objects made on a context share: their handle and its end),
+the default context of each device (context()) and synchronize()."""
 
 import ctypes
 import threading
 import weakref
 
-from ._errors import _ERRORS, ArgumentError, Error, _check
+from ._errors import _ERRORS, ArgumentError, Error, _check, _python_words
 from ._library import _BACKENDS, _c, _Options
 
 class Context:
@@ -37,24 +38,27 @@ class Context:
         status = _c["ctx_create"](ctypes.byref(opts), ctypes.byref(p))
         self._ptr = p.value
         self.device = device
-        self._objects = weakref.WeakSet()  # modules and buffers, released before the context
+        # what was made on it (modules, buffers, tapes): they forget their handles when it is
+        # released, and each keeps the context alive (a strong reference) while it lives
+        self._objects = weakref.WeakSet()
         if status != 0:
             msg = _c["last_error"](self._ptr).decode() if self._ptr else "out of memory"
             self.release()
-            raise _ERRORS.get(status, Error)(msg)
+            raise _ERRORS.get(status, Error)(_python_words(msg, "kern.Context"))
 
     @property
     def device_name(self):
-        return _c["device_name"](self._ptr).decode()
+        return _c["device_name"](self._live("Context.device_name")).decode()
 
     def synchronize(self):
         """Waits for every launch of the context (and reports a device error)."""
-        _check(_c["sync"](self._ptr), self._ptr)
+        _check(_c["sync"](self._live("Context.synchronize")), self._ptr, "Context.synchronize")
 
     @property
     def cuda_stream(self):
         """The CUstream kern's CUDA work goes to, as an int (None off CUDA)."""
-        return _c["cuda_stream"](self._live()) if self.device == "cuda" else None
+        p = self._live("Context.cuda_stream")
+        return _c["cuda_stream"](p) if self.device == "cuda" else None
 
     def _kern_stream(self):
         import torch
@@ -84,7 +88,9 @@ class Context:
             torch.cuda.current_stream().wait_stream(ks)
 
     def release(self):
-        """Frees the context with its modules and buffers (also at garbage collection)."""
+        """Frees the context with its modules, buffers and tapes (also at garbage collection,
+        which cannot come while one of them lives: each keeps its context). Their methods
+        raise ArgumentError after it; NumPy and DLPack views of its buffers stay valid."""
         if getattr(self, "_ptr", None):
             for o in list(self._objects):
                 o._forget()
@@ -95,13 +101,56 @@ class Context:
     def __del__(self):
         self.release()
 
-    def _live(self):
+    def _live(self, what="kern.Context"):
+        """The handle; ArgumentError naming what (the Python call) once released."""
         if not self._ptr:
-            raise ArgumentError("the context was released")
+            raise ArgumentError("%s: the context was released" % what)
         return self._ptr
 
     def __repr__(self):
         return "kern.Context(%r)" % self.device
+
+
+class _Made:
+    """What an object made on a context (Buffer, Module, Tape) shares: its C handle _ptr,
+    gone after its release or its context's (_forget), and _live, which hands the handle
+    out or raises ArgumentError naming the Python call and why it is gone."""
+
+    _noun = "object"  # the object in messages: "the buffer was released"
+    _ptr = None
+    _gone = None  # why _ptr is None: the message's end
+
+    def _made(self, ctx, ptr):
+        self.context = ctx  # a strong reference: the context lives while the object does
+        self._ptr = ptr
+        ctx._objects.add(self)  # forgotten when the context is released
+
+    def _live(self, what):
+        """The handle; ArgumentError naming what (the Python call) once it is gone."""
+        if not self._ptr:
+            raise ArgumentError("%s: %s" % (what, self._gone or
+                                            "the %s was released" % self._noun))
+        return self._ptr
+
+    def _release_with(self, c_release):
+        """release(): the handle freed by c_release, unless the context's release did."""
+        if self._ptr and self.context._ptr:
+            c_release(self._ptr)
+        self._gone_now("the %s was released" % self._noun)
+
+    def _forget(self):  # the context is going: it frees the object itself
+        self._gone_now("the %s's context was released" % self._noun)
+
+    def _gone_now(self, why):
+        if self._ptr:
+            self._gone = why
+        self._ptr = None
+
+    def __del__(self):  # release() at garbage collection
+        try:
+            self.release()
+        except Exception:  # interpreter shutdown
+            pass
 
 
 _default = {}
@@ -109,9 +158,9 @@ _default_lock = threading.Lock()
 
 
 def context(device="cpu"):
-    """The default context of a device, created on first use."""
+    """The default context of a device, created on first use (and again after a release)."""
     with _default_lock:
-        if device not in _default:
+        if device not in _default or not _default[device]._ptr:
             _default[device] = Context(device)
         return _default[device]
 

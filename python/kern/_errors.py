@@ -1,6 +1,8 @@
 """The exceptions: Error and its subclasses (one a kern_status), CopyWarning, and _check,
 which turns a failed call's status into the exception with the runtime's message."""
 
+import re
+
 from ._library import _c
 
 class Error(Exception):
@@ -62,15 +64,65 @@ _ERRORS = {1: ArgumentError, 2: NotFoundError, 3: IOError, 4: FormatError, 5: Co
            10: CallbackError}
 
 
+_STATUS_NAMES = {1: "KERN_ERR_ARGUMENT", 2: "KERN_ERR_NOT_FOUND", 3: "KERN_ERR_IO",
+                 4: "KERN_ERR_FORMAT", 5: "KERN_ERR_COMPILE", 6: "KERN_ERR_UNSUPPORTED",
+                 7: "KERN_ERR_DEVICE", 8: "KERN_ERR_OUT_OF_MEMORY", 9: "KERN_ERR_INTERNAL",
+                 10: "KERN_ERR_CALLBACK"}
+
+# The C API's names in the runtime's messages, in the words of the package: a message
+# starts with the C function that failed ("kern_tape_grad: ..."), which becomes the Python
+# call (_check's what), and may name others ("kern_tape_clear starts a new recording").
+_C_WORDS = {
+    "kern_tape_create_forward": "kern.Tape(forward=True)",
+    "kern_tape_create": "kern.Tape()",
+    "kern_tape_set_grad": "tape.backward(seeds=...)",
+    "kern_tape_grad": "tape.grad",
+    "kern_tape_set_tan": "tape.set_tangent",
+    "kern_tape_tan": "tape.tangent",
+    "kern_tape_clear": "tape.zero()",
+    "kern_tape_backward": "tape.backward()",
+    "kern_tape_record_func": "tape.record_func",
+    "kern_tape_scalar_grad": "tape.scalar_grad",
+    "kern_tape_launch_jvp": "a call on a forward tape",
+    "kern_tape_launch": "a call on a tape",
+    "kern_tape_destroy": "tape.release()",
+    "kern_buffer_create": "kern.Buffer",
+    "kern_buffer_wrap": "an array used in place",
+    "kern_buffer_from_dlpack": "a DLPack tensor used in place",
+    "kern_buffer_to_dlpack": "Buffer.__dlpack__",
+    "kern_buffer_read": "Buffer.read",
+    "kern_buffer_write": "Buffer.write",
+    "kern_launch": "a kernel call",
+    "kern_sync": "Context.synchronize",
+    "kern_module_load_file": "kern.load",
+    "kern_module_from_source": "kern.compile",
+    "kern_module_from_file_source": "kern.compile",
+    "kern_kernel_find": "Module.kernel",
+}
+_C_PREFIX = re.compile(r"kern_\w+: ")
+_C_NAME = re.compile(r"\bkern_\w+")
+
+
+def _python_words(msg, what=None):
+    """A runtime message in the package's words: the C function it starts with replaced by
+    what (the Python call), the C API's names by the package's."""
+    m = _C_PREFIX.match(msg)
+    if m and what:
+        msg = what + ": " + msg[m.end():]
+    # the adstack option: "kern_context_options.ad_stack_size = 40" or by its name alone
+    msg = re.sub(r"kern_context_options\.ad_stack_size = (\d+)", r"kern.Context(ad_stack_size=\1)",
+                 msg)
+    msg = msg.replace("kern_context_options.ad_stack_size", "kern.Context(ad_stack_size=N)")
+    return _C_NAME.sub(lambda m: _C_WORDS.get(m.group(0), m.group(0)), msg)
+
+
 def _check(status, ctx_ptr, what=None):
+    """Raises the exception of a failed status with the context's message in the package's
+    words; what names the Python call ("Tape.backward") for messages and for a failure
+    without one."""
     if status == 0:
         return
     msg = _c["last_error"](ctx_ptr).decode(errors="replace") if ctx_ptr else ""
     if not msg:
-        msg = what or "the call failed"
-    # the C API's name for the adstack option, in Python's words
-    msg = msg.replace("kern_context_options.ad_stack_size = ", "kern.Context(ad_stack_size=")
-    if "kern.Context(ad_stack_size=" in msg:
-        import re
-        msg = re.sub(r"kern\.Context\(ad_stack_size=(\d+)", r"kern.Context(ad_stack_size=\1)", msg)
-    raise _ERRORS.get(status, Error)(msg)
+        msg = "%s failed (%s)" % (what or "the call", _STATUS_NAMES.get(status, status))
+    raise _ERRORS.get(status, Error)(_python_words(msg, what))

@@ -5,7 +5,7 @@ import ctypes
 import os
 
 from ._binding import _Bound
-from ._context import context as _default_context
+from ._context import _Made, context as _default_context
 from ._errors import ArgumentError, NotFoundError, _check
 from ._library import _DTYPES, _F32, _F64, _c, _np, _ParamInfo
 from ._tape import _current_tape
@@ -61,7 +61,7 @@ class Kernel:
         self.params = []
         for i in range(n):
             info = _ParamInfo()
-            _check(_c["param"](ptr, i, ctypes.byref(info)), module.context._ptr)
+            _check(_c["param"](ptr, i, ctypes.byref(info)), module.context._ptr, "Module.kernel")
             self.params.append(_Param(info))
             self.params[-1].written = _c["written"](ptr, i) != 0
         self._index = {p.name: i for i, p in enumerate(self.params)}
@@ -86,7 +86,7 @@ class Kernel:
 
     def __call__(self, *args, **kwargs):
         ctx = self.module.context
-        self.module._live()
+        self.module._live("kernel '%s'" % self.name)
         bound = _Bound(self, args, kwargs)
         tape = _current_tape()
         if bound.cuda_torch:
@@ -95,7 +95,8 @@ class Kernel:
             if tape is not None:
                 tape._record(self, bound)
             else:
-                _check(_c["launch"](self._ptr, bound.c_args, len(self.params)), ctx._ptr)
+                _check(_c["launch"](self._ptr, bound.c_args, len(self.params)), ctx._ptr,
+                       "kernel '%s'" % self.name)
             if ctx.device != "cpu":
                 ctx._after_call(bound.used_torch, bound.cuda_torch)  # results visible
         finally:
@@ -105,58 +106,50 @@ class Kernel:
     def jvp(self):
         """The forward-mode kernel K.jvp (mod["K.jvp"]): K's parameters, then a tangent
         `x__tan=` per differentiable parameter x (docs/reference.md, K.jvp)."""
-        return self.module.kernel(self.name + ".jvp")
+        return self.module._kernel(self.name + ".jvp", "Kernel.jvp")
 
     def __repr__(self):
         return "kern.Kernel(%s(%s))" % (self.name, ", ".join(map(repr, self.params)))
 
 
-class Module:
-    """Kernels compiled together: `mod.simulate`, `mod["simulate.grad"]`, `mod.kernels`."""
+class Module(_Made):
+    """Kernels compiled together: `mod.simulate`, `mod["simulate.grad"]`, `mod.kernels`.
+    After `release()` or its context's release, finding or calling its kernels raises
+    ArgumentError (their names and parameters stay readable)."""
+
+    _noun = "module"
 
     def __init__(self, ctx, ptr):
-        self.context = ctx
-        self._ptr = ptr
         self._kernels = {}
-        ctx._objects.add(self)
+        self._made(ctx, ptr)
         self.kernels = [_c["mod_name"](ptr, i).decode() for i in range(_c["mod_count"](ptr))]
 
-    def _live(self):
-        if not self._ptr:
-            raise ArgumentError("the module was released")
-        return self._ptr
-
     def kernel(self, name):
+        return self._kernel(name, "Module.kernel")
+
+    def _kernel(self, name, what):
+        p = self._live(what)
         if name not in self._kernels:
-            p = ctypes.c_void_p()
-            _check(_c["find"](self._live(), name.encode(), ctypes.byref(p)), self.context._ptr)
-            self._kernels[name] = Kernel(self, p.value, name)
+            k = ctypes.c_void_p()
+            _check(_c["find"](p, name.encode(), ctypes.byref(k)), self.context._ptr, what)
+            self._kernels[name] = Kernel(self, k.value, name)
         return self._kernels[name]
 
     def __getitem__(self, name):
-        return self.kernel(name)
+        return self._kernel(name, "Module[%r]" % name)
 
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
         try:
-            return self.kernel(name)
+            return self._kernel(name, "Module.%s" % name)
         except NotFoundError as e:
             raise AttributeError(str(e)) from None
 
     def release(self):
-        if self._ptr and self.context._ptr:
-            _c["mod_release"](self._ptr)
-        self._ptr = None
-
-    def _forget(self):
-        self._ptr = None
-
-    def __del__(self):
-        try:
-            self.release()
-        except Exception:
-            pass
+        """Frees the module (also at garbage collection); its kernels cannot be called
+        after it."""
+        self._release_with(_c["mod_release"])
 
 
 def compile(source, context=None, name=None):  # noqa: A001 - kern.compile
@@ -166,11 +159,13 @@ def compile(source, context=None, name=None):  # noqa: A001 - kern.compile
     if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source and
                                            source.endswith(".kern")):
         path = os.fspath(source)
-        _check(_c["mod_file"](ctx._live(), path.encode(), ctypes.byref(p)), ctx._ptr)
+        _check(_c["mod_file"](ctx._live("kern.compile"), path.encode(), ctypes.byref(p)),
+               ctx._ptr, "kern.compile")
     else:
         text = source.encode() if isinstance(source, str) else bytes(source)
-        _check(_c["mod_source"](ctx._live(), text, len(text), (name or "<string>").encode(),
-                                ctypes.byref(p)), ctx._ptr)
+        _check(_c["mod_source"](ctx._live("kern.compile"), text, len(text),
+                                (name or "<string>").encode(), ctypes.byref(p)), ctx._ptr,
+               "kern.compile")
     return Module(ctx, p.value)
 
 
@@ -178,5 +173,6 @@ def load(path, context=None):
     """Loads a module that `kernc build` made (.so for cpu, .kmod for cuda, .vkmod)."""
     ctx = context or _default_context()
     p = ctypes.c_void_p()
-    _check(_c["mod_load"](ctx._live(), os.fspath(path).encode(), ctypes.byref(p)), ctx._ptr)
+    _check(_c["mod_load"](ctx._live("kern.load"), os.fspath(path).encode(), ctypes.byref(p)),
+           ctx._ptr, "kern.load")
     return Module(ctx, p.value)

@@ -8,8 +8,8 @@ import threading
 import weakref
 
 from ._buffer import Buffer, _dlpack_import, _dtype_code, _to_host
-from ._context import context as _default_context
-from ._errors import ArgumentError, Error, _check
+from ._context import _Made, context as _default_context
+from ._errors import ArgumentError, Error, NotFoundError, _check
 from ._library import _c, _np
 from ._views import _dtype_mismatch, _show
 
@@ -26,7 +26,7 @@ def _current_tape():
     return stack[-1] if stack else None
 
 
-class Tape:
+class Tape(_Made):
     """Records kernel calls made inside `with tape:` and runs their gradients (K.grad) in
     reverse: reverse mode over a sequence of launches, like wp.Tape.
 
@@ -35,9 +35,11 @@ class Tape:
         tape.backward(seeds=[(y, dL_dy)])
         tape.grad(x)                  # dL/dx, an array like x
 
-    The arrays of the recorded calls keep their kern buffers for the tape's life, so that
-    one array is one primal with one adjoint. The tape keeps no copies: a recorded call
-    must not overwrite what an earlier recorded call read.
+    The tape keeps what its records use (kern Buffers, arrays and the kern buffers made for
+    them, modules) until tape.zero() or tape.release(), so that temporaries of a chain of
+    calls live until backward, and one array is one primal with one adjoint. It keeps no
+    copies: a recorded call must not overwrite what an earlier recorded call read. After
+    tape.release() or its context's release, its methods raise ArgumentError.
 
     Tape(forward=True) is a forward tape: each call inside `with tape:` runs the kernel's
     forward-mode kernel K.jvp instead (K's work, and the tangents carried through it):
@@ -51,26 +53,32 @@ class Tape:
 
     It has no backward pass, adjoints or host steps."""
 
+    _noun = "tape"
+
     def __init__(self, context=None, forward=False):
-        self.context = context or _default_context()
+        ctx = context or _default_context()
         self.forward = bool(forward)
-        p = ctypes.c_void_p()
-        create = _c["tape_create_forward" if self.forward else "tape_create"]
-        _check(create(self.context._live(), ctypes.byref(p)), self.context._ptr)
-        self._ptr = p.value
-        self._buffers = {}  # id(array) -> (array, Buffer)
-        self._keep = []
-        self._seeds = []
-        self._tangents = {}  # id(primal Buffer) -> the tangent Buffer set for it
+        self._buffers = {}  # id(array) -> (array, Buffer): the array's primal buffer
+        self._keep = {}  # id -> what the records use: kern Buffers and modules
+        self._seeds = {}  # id(primal Buffer) -> (primal, seed Buffer): adjoints that backward set
+        self._tangents = {}  # id(primal Buffer) -> (primal, the tangent Buffer set for it)
         self._scalar_tans = {}  # a forward tape's scalar tangents, by parameter name
         self._steps = {}  # host steps: key -> (backward, arrays), until the C record is freed
         self._next_step = 1
         self._error = None  # the exception a host step raised during backward
+        self._running = False  # backward is running (a host step's backward may be called)
+        self._ran = False  # backward has run over the records (until zero())
+        self._borrowed = weakref.WeakSet()  # adjoints lent out by adjoint(), forgotten with them
         ref = weakref.ref(self)  # the C callbacks must not keep the tape alive
         self._c_backward = _BACKWARD_FN(lambda tape, key: _run_step(ref, key))
         self._c_free = _FREE_FN(lambda key: _free_step(ref, key))
+        p = ctypes.c_void_p()
+        create = _c["tape_create_forward" if self.forward else "tape_create"]
+        _check(create(ctx._live("kern.Tape"), ctypes.byref(p)), ctx._ptr, "kern.Tape")
+        self._made(ctx, p.value)
 
     def __enter__(self):
+        self._live("with tape")
         if not hasattr(_tls, "tapes"):
             _tls.tapes = []
         _tls.tapes.append(self)
@@ -87,59 +95,77 @@ class Tape:
     def _remember(self, v, b):
         self._buffers[id(v)] = (v, b)
 
-    def _buffer_of(self, v):
+    def _buffer_of(self, v, what):
+        """The primal buffer of v (a Buffer, or an array the records used); NotFoundError,
+        as the runtime says for a buffer without an adjoint, for an array they did not."""
         if isinstance(v, Buffer):
             return v
         b = self._cached(v)
         if b is None:
-            raise ArgumentError("Tape: this array was not used by a recorded call")
+            raise NotFoundError("%s: the array has no %s on this tape (no call recorded since "
+                                "the tape was made or zeroed used it)"
+                                % (what, "tangent" if self.forward else "adjoint"))
         return b
 
     def _record(self, kernel, bound):
+        what = "kernel '%s' on the tape" % kernel.name
+        t = self._live(what)
         if kernel.module.context is not self.context:
-            raise ArgumentError("Tape: kernel '%s' runs on another context" % kernel.name)
+            raise ArgumentError("%s: the kernel runs on another context" % what)
+        # the records' modules and Buffers live as long as the records (temporaries too)
+        self._keep[id(kernel.module)] = kernel.module
+        for b in bound.buffers:
+            self._keep[id(b)] = b
         n = len(kernel.params)
         if self.forward:
             tans = (ctypes.c_double * max(n, 1))(*[
                 self._scalar_tans.get(p.name, 0.0) if not p.is_array else 0.0
                 for p in kernel.params])
-            _check(_c["tape_launch_jvp"](self._ptr, kernel._ptr, bound.c_args, n, tans),
-                   self.context._ptr)
+            _check(_c["tape_launch_jvp"](t, kernel._ptr, bound.c_args, n, tans),
+                   self.context._ptr, what)
         else:
-            _check(_c["tape_launch"](self._ptr, kernel._ptr, bound.c_args, n), self.context._ptr)
-        self._keep.append(kernel.module)
+            _check(_c["tape_launch"](t, kernel._ptr, bound.c_args, n), self.context._ptr, what)
 
     def set_tangent(self, primal, tangent):
         """A forward tape: the tangent of primal (a kern Buffer, or an array used in place as
         the calls will use it: NumPy on the CPU, DLPack tensors) for the calls after this,
         as a copy of tangent (an array of primal's shape). Arrays whose tangent is not set
         start at zero."""
+        t = self._live("Tape.set_tangent")
         if not self.forward:
             raise ArgumentError("Tape.set_tangent: a reverse tape has no tangents "
                                 "(kern.Tape(forward=True) makes a forward tape)")
         b = self._step_buffer(primal, None, "Tape.set_tangent: the array")
         g = self._copy_like(primal, b, tangent, "Tape.set_tangent: a tangent")
-        _check(_c["tape_set_tan"](self._live(), b._live(), g._live()), self.context._ptr)
-        self._tangents[id(b)] = g  # the tape uses it until replaced or released
+        _check(_c["tape_set_tan"](t, b._live("Tape.set_tangent"), g._live("Tape.set_tangent")),
+               self.context._ptr, "Tape.set_tangent")
+        self._tangents[id(b)] = (b, g)  # the tape uses both until replaced or released
 
     def _copy_like(self, primal, b, value, what):
         """A new Buffer holding value (a seed or tangent) as primal's buffer b holds primal:
         its dtype and shape (a structured value of primal's structured dtype as components)."""
         np = _np()
+        structured = getattr(value, "dtype", None) is not None and \
+            getattr(value.dtype, "names", None) is not None
+        shape = getattr(value, "shape", None)
+        if shape is not None and not structured and tuple(shape) != b.shape:
+            raise ArgumentError("%s of shape %s for an array of shape %s"  # before any copy
+                                % (what, tuple(shape), b.shape))
         value = _to_host(value)
         if isinstance(value, np.ndarray) and value.dtype.names is not None:
             value = _components(primal, value, b, what)
-        g = Buffer.from_array(np.asarray(value, dtype=b.numpy_dtype), self.context)
-        if g.shape != b.shape:
+        value = np.asarray(value)
+        if value.shape != b.shape:
             raise ArgumentError("%s of shape %s for an array of shape %s"
-                                % (what, g.shape, b.shape))
-        return g
+                                % (what, value.shape, b.shape))
+        return Buffer.from_array(value.astype(b.numpy_dtype, copy=False), self.context)
 
     def set_scalar_tangent(self, name, value):
         """A forward tape: the tangent of the scalar parameter called name in every later
         call whose kernel has a differentiable scalar parameter of that name (until set
         again; None or 0 for none). Scalar tangents apply per call: a step called five
         times with dt's tangent set carries it five times."""
+        self._live("Tape.set_scalar_tangent")
         if not self.forward:
             raise ArgumentError("Tape.set_scalar_tangent: a reverse tape has no tangents")
         if value is None:
@@ -150,10 +176,12 @@ class Tape:
     def tangent(self, primal):
         """A forward tape: the tangent of primal after the calls so far, as a NumPy array
         (a copy); for a structured array, an array of its structured dtype."""
-        b = self._buffer_of(primal)
+        t = self._live("Tape.tangent", forward_only=True)
+        b = self._buffer_of(primal, "Tape.tangent")
         g = ctypes.c_void_p()
-        _check(_c["tape_tan"](self._live(), b._live(), ctypes.byref(g)), self.context._ptr)
-        return _read_borrowed(self.context, g.value, b, primal)
+        _check(_c["tape_tan"](t, b._live("Tape.tangent"), ctypes.byref(g)), self.context._ptr,
+               "Tape.tangent")
+        return _read_borrowed(self.context, g.value, b, primal, "Tape.tangent")
 
     def record_func(self, backward, arrays):
         """Records a step that is not a kern kernel (NumPy, a library, PyTorch) with its own
@@ -166,6 +194,7 @@ class Tape:
         for an input, an overwritten output's set to zero. The tape keeps backward and
         the arrays until it is cleared or released; an exception in backward propagates
         out of tape.backward()."""
+        t = self._live("Tape.record_func", forward_only=False)
         if not callable(backward):
             raise ArgumentError("Tape.record_func: backward is not callable (%s)"
                                 % type(backward).__name__)
@@ -174,13 +203,14 @@ class Tape:
             arrays = [arrays]
         arrays = list(arrays)
         bufs = [self._step_buffer(a, i) for i, a in enumerate(arrays)]
-        ptrs = (ctypes.c_void_p * max(len(bufs), 1))(*[b._live() for b in bufs])
+        ptrs = (ctypes.c_void_p * max(len(bufs), 1))(*[b._live("Tape.record_func: array %d"
+                                                               % i) for i, b in enumerate(bufs)])
         key = self._next_step
         self._next_step += 1
         self._steps[key] = (backward, arrays, bufs)  # freed by _free_step, even on failure
-        _check(_c["tape_record_func"](self._live(), ctypes.cast(self._c_backward, ctypes.c_void_p),
+        _check(_c["tape_record_func"](t, ctypes.cast(self._c_backward, ctypes.c_void_p),
                                       key, ctypes.cast(self._c_free, ctypes.c_void_p), ptrs,
-                                      len(bufs)), self.context._ptr)
+                                      len(bufs)), self.context._ptr, "Tape.record_func")
 
     def _step_buffer(self, v, i, what=None):
         """The kern buffer of a host step's array i (or of what: a tangent's primal): a
@@ -199,9 +229,9 @@ class Tape:
                 v.flags.c_contiguous and v.flags.writeable and 1 <= v.ndim <= 4:
             dims = (ctypes.c_int64 * v.ndim)(*v.shape)
             out = ctypes.c_void_p()
-            _check(_c["buf_wrap"](self.context._live(), _dtype_code(v.dtype), v.ndim, dims,
+            _check(_c["buf_wrap"](self.context._live(what), _dtype_code(v.dtype), v.ndim, dims,
                                   v.ctypes.data, None, None, ctypes.byref(out)),
-                   self.context._ptr)
+                   self.context._ptr, what)
             b = Buffer(self.context, out.value, _dtype_code(v.dtype), v.shape, owner=v)
         else:
             b, why = _dlpack_import(self.context, v)
@@ -211,28 +241,52 @@ class Tape:
         self._remember(v, b)
         return b
 
-    def _live(self):
-        if not self._ptr:
-            raise ArgumentError("the tape was released")
-        return self._ptr
+    def _live(self, what, forward_only=None):
+        """The handle; ArgumentError naming what (the Python call) once it is gone, or when
+        what is for the other mode (forward_only True or False) than the tape's, in the
+        runtime's words (tape.c, refuse_mode)."""
+        t = super()._live(what)
+        if forward_only is not None and forward_only != self.forward:
+            raise ArgumentError(
+                "%s: the tape is a forward tape (kern.Tape(forward=True)): it has tangents "
+                "(tape.set_tangent, tape.tangent), no adjoints, host steps or backward pass"
+                % what if self.forward else
+                "%s: the tape is a reverse tape (kern.Tape()): it has adjoints (tape.grad, "
+                "tape.adjoint), no tangents" % what)
+        return t
 
     def backward(self, seeds=None):
         """Runs the gradient kernels, newest call first. seeds: (output array, dL/d(output))
         pairs (a list; or a dict where the arrays are hashable, as Buffers and tensors are),
         written into the outputs' adjoints first; other adjoints start at zero."""
+        t = self._live("Tape.backward")
         if self.forward:
             raise ArgumentError("Tape.backward: a forward tape (kern.Tape(forward=True)) has no "
                                 "backward pass; tape.tangent(array) reads its tangents")
+        if self._running:
+            raise ArgumentError("Tape.backward: the tape is running its backward pass (a host "
+                                "step's backward cannot run backward its own tape)")
+        pairs = []
         for primal, seed in (seeds.items() if isinstance(seeds, dict) else (seeds or ())):
-            b = self._buffer_of(primal)
-            g = self._copy_like(primal, b, seed, "Tape.backward: a seed")
-            _check(_c["tape_set_grad"](self._ptr, b._live(), g._live()), self.context._ptr)
-            self._seeds.append(g)
+            b = self._buffer_of(primal, "Tape.backward: a seed's array")
+            pairs.append((b, self._copy_like(primal, b, seed, "Tape.backward: a seed")))
+        if self._ran:  # before the seeds replace the adjoints
+            raise ArgumentError("Tape.backward: the tape has run backward already; tape.zero() "
+                                "starts a new recording")
+        for b, g in pairs:
+            _check(_c["tape_set_grad"](t, b._live("Tape.backward: a seed's array"),
+                                       g._live("Tape.backward")),
+                   self.context._ptr, "Tape.backward")
+            self._seeds[id(b)] = (b, g)  # the tape's adjoint of b until replaced or released
         self._error = None
-        status = _c["tape_backward"](self._ptr)
+        self._running = self._ran = True
+        try:
+            status = _c["tape_backward"](t)
+        finally:
+            self._running = False
         err, self._error = self._error, None
         try:
-            _check(status, self.context._ptr)
+            _check(status, self.context._ptr, "Tape.backward")
             return
         except Error as e:
             if err is None:
@@ -246,56 +300,78 @@ class Tape:
     def grad(self, primal):
         """dL/d(primal) after backward, as a NumPy array (a copy); for a structured array
         (a struct parameter's), an array of its structured dtype."""
-        b = self._buffer_of(primal)
+        t = self._live("Tape.grad", forward_only=False)
+        b = self._buffer_of(primal, "Tape.grad")
         g = ctypes.c_void_p()
-        _check(_c["tape_grad"](self._ptr, b._live(), ctypes.byref(g)), self.context._ptr)
-        return _read_borrowed(self.context, g.value, b, primal)
+        _check(_c["tape_grad"](t, b._live("Tape.grad"), ctypes.byref(g)), self.context._ptr,
+               "Tape.grad")
+        return _read_borrowed(self.context, g.value, b, primal, "Tape.grad")
 
     def adjoint(self, primal):
         """The adjoint of primal as a kern.Buffer, in place: .numpy() views it on the CPU
         (`tape.adjoint(x).numpy()[:] += ...` inside a record_func backward), .write() and
-        DLPack (torch.from_dlpack) elsewhere. The tape owns it: valid until tape.zero() or
-        tape.release()."""
-        b = self._buffer_of(primal)
+        DLPack (torch.from_dlpack) elsewhere. The tape owns it: its methods raise
+        ArgumentError after tape.zero() or tape.release(); views of it made before stay
+        valid."""
+        t = self._live("Tape.adjoint", forward_only=False)
+        b = self._buffer_of(primal, "Tape.adjoint")
         g = ctypes.c_void_p()
-        _check(_c["tape_grad"](self._ptr, b._live(), ctypes.byref(g)), self.context._ptr)
-        return _Borrowed(self.context, g.value, b.dtype, b.shape)
+        _check(_c["tape_grad"](t, b._live("Tape.adjoint"), ctypes.byref(g)), self.context._ptr,
+               "Tape.adjoint")
+        return _Borrowed(self, g.value, b.dtype, b.shape)
 
     def scalar_grad(self, record, param):
-        """dL/d(scalar parameter `param`, a name or index) of record `record`."""
+        """dL/d(scalar parameter `param`, its index) of record `record`."""
+        t = self._live("Tape.scalar_grad", forward_only=False)
         out = ctypes.c_double()
         if isinstance(param, str):
             raise ArgumentError("Tape.scalar_grad: give the parameter's index")
-        _check(_c["tape_scalar_grad"](self._ptr, record, param, ctypes.byref(out)),
-               self.context._ptr)
+        _check(_c["tape_scalar_grad"](t, record, param, ctypes.byref(out)),
+               self.context._ptr, "Tape.scalar_grad")
         return out.value
 
     @property
     def records(self):
-        return _c["tape_count"](self._ptr)
+        return _c["tape_count"](self._live("Tape.records"))
 
     def zero(self):
-        """Forgets the records (and the host steps' callables) and the adjoints (a new
-        recording starts); on a forward tape, the tangents it made (those set with
-        set_tangent stay, as they are now)."""
-        _check(_c["tape_clear"](self._ptr), self.context._ptr)
-        self._seeds = []
+        """Forgets the records (and the host steps' callables, the Buffers, arrays and
+        modules the records used) and the adjoints (a new recording starts); on a forward
+        tape, the tangents it made (those set with set_tangent stay, as they are now)."""
+        t = self._live("Tape.zero")
+        _check(_c["tape_clear"](t), self.context._ptr, "Tape.zero")
+        self._ran = False
+        self._forget_borrowed()
+        self._keep = {}
+        # the runtime keeps the adjoints and tangents set by the user (seeds, set_tangent)
+        # with their primals: those stay alive, the seeds zeroed as a new adjoint is
+        kept = {id(e[0]) for e in list(self._seeds.values()) + list(self._tangents.values())}
+        self._buffers = {k: e for k, e in self._buffers.items() if id(e[1]) in kept}
+        for b, g in self._seeds.values():
+            g.write(_np().zeros(g.shape, g.numpy_dtype))
 
     def release(self):
-        if self._ptr and self.context._ptr:
-            _c["tape_destroy"](self._ptr)
-        self._ptr = None
+        """Frees the tape, its records and adjoints (also at garbage collection), and drops
+        what it kept. Its methods raise ArgumentError after it."""
+        if self._running:
+            raise ArgumentError("Tape.release: the tape is running its backward pass (a host "
+                                "step's backward cannot release its own tape)")
+        self._release_with(_c["tape_destroy"])
+
+    def _gone_now(self, why):
+        super()._gone_now(why)
+        self._forget_borrowed()
         self._buffers = {}
-        self._keep = []
-        self._seeds = []
+        self._keep = {}
+        self._seeds = {}
         self._tangents = {}
         self._steps = {}
 
-    def __del__(self):
-        try:
-            self.release()
-        except Exception:
-            pass
+    def _forget_borrowed(self):
+        for b in list(self._borrowed):
+            b._gone_now("the adjoint is gone: the tape freed it (tape.zero(), tape.release() "
+                        "or its context's release)")
+        self._borrowed = weakref.WeakSet()
 
 
 def _run_step(ref, key):
@@ -321,11 +397,16 @@ def _free_step(ref, key):
 
 
 class _Borrowed(Buffer):
-    """A buffer the tape owns, lent out: releasing it only forgets it."""
+    """A buffer the tape owns, lent out (tape.adjoint): releasing it only forgets it, and
+    the tape forgets it when it frees the buffer. It keeps the tape alive."""
+
+    def __init__(self, tape, ptr, dtype, shape):
+        super().__init__(tape.context, ptr, dtype, shape)
+        self._tape = tape
+        tape._borrowed.add(self)
 
     def release(self):
-        self._ptr = None
-        self._owner = None
+        self._gone_now("the adjoint was released")
 
 
 def _structured(a):
@@ -333,12 +414,12 @@ def _structured(a):
     return isinstance(a, np.ndarray) and a.dtype.names is not None
 
 
-def _read_borrowed(ctx, ptr, b, primal):
+def _read_borrowed(ctx, ptr, b, primal, what):
     """A copy of the tape's buffer ptr (an adjoint or tangent of b, primal's buffer) as NumPy:
     for a structured array, in its structured dtype."""
     adj = Buffer(ctx, ptr, b.dtype, b.shape)
     try:
-        out = adj.read()
+        out = adj._read(what)
         if _structured(primal):  # a struct array's adjoint in its structured dtype
             return out.view(primal.dtype).reshape(primal.shape)
         return out

@@ -180,9 +180,10 @@ def test_forward_tape_errors(mod):
         mod.k1(x0=x0, x1=x1, a=a)
     with pytest.raises(kern.ArgumentError, match="forward tape .* has no backward pass"):
         tape.backward()
-    with pytest.raises(kern.ArgumentError, match="kern_tape_grad: the tape is a forward tape"):
+    with pytest.raises(kern.ArgumentError, match=r"Tape.grad: the tape is a forward tape "
+                                                  r"\(kern.Tape\(forward=True\)\)"):
         tape.grad(x1)
-    with pytest.raises(kern.ArgumentError, match="kern_tape_record_func: the tape is a forward"):
+    with pytest.raises(kern.ArgumentError, match="Tape.record_func: the tape is a forward"):
         tape.record_func(lambda: None, [x1])
     with pytest.raises(kern.ArgumentError, match="tangent of shape"):
         tape.set_tangent(x0, np.zeros(N + 1))

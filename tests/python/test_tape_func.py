@@ -94,7 +94,7 @@ def test_exception_propagates_from_backward(mod):
         tape.backward()
     cause = info.value.__cause__
     assert isinstance(cause, kern.CallbackError)
-    assert str(cause) == ("kern_tape_backward: record 2 (host callback) failed: Diverged: the "
+    assert str(cause) == ("Tape.backward: record 2 (host callback) failed: Diverged: the "
                           "solver diverged")
     assert calls == []  # the pass stopped at the failing record
     with pytest.raises(kern.ArgumentError, match="has run backward already"):
@@ -154,6 +154,9 @@ def test_backward_cannot_record_on_its_own_tape(mod):
     def meddle():
         with pytest.raises(kern.ArgumentError, match="running its backward pass"):
             tape.zero()
+        with pytest.raises(kern.ArgumentError, match="Tape.release: the tape is running its "
+                                                     "backward pass"):
+            tape.release()
         with tape:
             with pytest.raises(kern.ArgumentError, match="running its backward pass"):
                 mod.sq(x=x, y=y, a=1.0)
