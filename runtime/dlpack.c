@@ -96,7 +96,8 @@ kern_status kern_buffer_from_dlpack(kern_context *ctx, void *managed_tensor, ker
                                 "%s: the tensor is not C-contiguous (stride %lld of dimension "
                                 "%d, %lld expected)",
                                 fn, (long long)t->strides[i], i, (long long)want);
-            want *= t->shape[i];
+            if (t->shape[i] < 0 || __builtin_mul_overflow(want, t->shape[i], &want))
+                break; /* such extents are refused by the shape check below */
         }
     }
     void *data = (char *)t->data + t->byte_offset;

@@ -144,6 +144,23 @@ Test(wrap, dlpack_refusals) {
     cr_expect_eq(kern_buffer_from_dlpack(ctx, &p->mt, &b), KERN_ERR_ARGUMENT);
     cr_expect(strstr(kern_context_last_error(ctx), "not C-contiguous"), "%s",
               kern_context_last_error(ctx));
+    /* extents whose product overflows int64, with C-order strides: the extent check
+     * refuses them (the stride check multiplied past int64 first, undefined behaviour
+     * that UBSan reports) */
+    p->shape[0] = p->shape[1] = (int64_t)1 << 40;
+    p->strides[0] = (int64_t)1 << 40;
+    p->strides[1] = 1;
+    cr_expect_eq(kern_buffer_from_dlpack(ctx, &p->mt, &b), KERN_ERR_ARGUMENT);
+    cr_expect(strstr(kern_context_last_error(ctx), "is too large"), "%s",
+              kern_context_last_error(ctx));
+    p->shape[0] = -((int64_t)1 << 62); /* negative extents, one stride wrapping the product */
+    p->shape[1] = 4;
+    p->strides[0] = 4;
+    cr_expect_eq(kern_buffer_from_dlpack(ctx, &p->mt, &b), KERN_ERR_ARGUMENT);
+    cr_expect(strstr(kern_context_last_error(ctx), "is negative"), "%s",
+              kern_context_last_error(ctx));
+    p->shape[0] = 2;
+    p->shape[1] = 3;
     p->strides[0] = 3;
     p->strides[1] = 1; /* C order, given explicitly */
     cr_expect_eq(kern_buffer_from_dlpack(ctx, &p->mt, &b), KERN_OK, "%s",
