@@ -16,11 +16,15 @@
  * count is 0: the task is skipped), with an unknown count (-1) on the full resident
  * grid; a kernel with adstacks never gets more threads than its slots.
  *
- * Module files (rt_modfile_parse): the container `kernc build --target=cuda` writes
- *     kern-module 1 TARGET\n
+ * Module files (rt_modfile_parse): the container `kernc build --target=cuda|amdgpu|vulkan`
+ * writes (common/modfile.h, its one definition):
+ *     kern-module 2 TARGET\n
  *     meta LEN\n<LEN bytes of metadata text>\n
  *     code LEN\n<LEN bytes of code>\n
- * with TARGET `cuda` (PTX) or `amdgpu` (an HSACO code object); nothing may follow. */
+ *     sum HEX\n                  FNV-1a 64 of every byte before this line, 16 hex digits
+ * with TARGET `cuda` (PTX), `amdgpu` (an HSACO code object) or `vulkan` (SPIR-V); nothing
+ * may follow. A damaged file is refused with "checksum mismatch", a version 1 file (no
+ * `sum`) with a message to rebuild it. */
 #ifndef KERN_RT_GPU_H
 #define KERN_RT_GPU_H
 

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/modfile.h"
 #include "../include/kern.h"
 
 static const char cases_meta[] = "kern-meta 1\n"
@@ -154,25 +155,24 @@ static const char cases_ptx[] =
                                                 "%rd10, %rd9;\nbra STK_ITEM;\n"
                                                 "STK_DONE:\nret;\n}\n";
 
-/* Writes a module file for target `target` with the given metadata and code; the path
- * goes to path (a temporary file the caller unlinks). */
+/* Writes a module file (common/modfile.h) for target `target` with the given metadata and
+ * code; the path goes to path (a temporary file the caller unlinks). */
 static int write_module(char *path, size_t plen, const char *target, const char *meta, size_t mlen,
                         const char *code, size_t clen) {
+    size_t n;
+    char *file = kern_modfile_build(target, meta, mlen, code, clen, &n);
     snprintf(path, plen, "/tmp/kern-cuda-case-XXXXXX");
-    int fd = mkstemp(path);
-    if (fd < 0)
-        return 0;
-    FILE *f = fdopen(fd, "wb");
+    int fd = file ? mkstemp(path) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
-        close(fd);
+        if (fd >= 0)
+            close(fd);
+        free(file);
         return 0;
     }
-    fprintf(f, "kern-module 1 %s\nmeta %zu\n", target, mlen);
-    fwrite(meta, 1, mlen, f);
-    fprintf(f, "\ncode %zu\n", clen);
-    fwrite(code, 1, clen, f);
-    fputc('\n', f);
-    return fclose(f) == 0;
+    size_t put = fwrite(file, 1, n, f);
+    free(file);
+    return (fclose(f) == 0) & (put == n);
 }
 
 typedef struct cuda_env {

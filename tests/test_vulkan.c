@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../backends/spirv/spv_emit.h"
+#include "../common/modfile.h"
 #include "../common/spvblock.h"
 #include "../compiler/driver.h"
 #include "../include/kern.h"
@@ -153,10 +154,12 @@ static kern_module *load_module(kern_context *ctx, const char *meta, const char 
     int fd = mkstemp(file);
     cr_assert(fd >= 0);
     FILE *f = fdopen(fd, "wb");
-    fprintf(f, "kern-module 1 vulkan\nmeta %zu\n%s\ncode %zu\n", strlen(meta), meta, len);
-    fwrite(code, 1, len, f);
-    fputc('\n', f);
+    size_t n;
+    char *bytes = kern_modfile_build("vulkan", meta, strlen(meta), code, len, &n);
+    cr_assert(f && bytes);
+    cr_assert_eq(fwrite(bytes, 1, n, f), n);
     fclose(f);
+    free(bytes);
     free(code);
     kern_module *m = NULL;
     kern_status s = kern_module_load_file(ctx, file, &m);
