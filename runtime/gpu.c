@@ -1,5 +1,5 @@
-/* gpu.c - the host side of the GPU kernel ABI: parameters, grids and module files (see
- * gpu.h). No driver calls here. */
+/* gpu.c - the host side of the GPU kernel ABI: parameters, grids, module files and the
+ * dispatch of the code checks (see gpu.h). No driver calls here. */
 #include "gpu.h"
 
 #include <stdio.h>
@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../common/modfile.h"
+#include "../common/sizeexpr.h"
 
 void rt_gpu_params_free(rt_gpu_params *p) {
     free(p->buf);
@@ -34,8 +35,7 @@ kern_status rt_gpu_pack_params(const kern_meta_kernel *mk, const rt_launch_arg *
                                const int64_t *ad_layout, rt_gpu_params *out, char *err,
                                size_t errlen) {
     memset(out, 0, sizeof *out);
-    /* at most: per param 1 + 4 values, then err, heap, slots, 2 per adstack; 8 bytes each */
-    size_t maxn = (size_t)mk->nparams * (1 + KERN_MAX_DIMS) + 3 + 2 * (size_t)mk->nadstacks;
+    size_t maxn = (size_t)rt_gpu_param_count(mk); /* 8 bytes each at most */
     out->buf = calloc(maxn, 8);
     out->ptrs = calloc(maxn, sizeof *out->ptrs);
     out->offsets = calloc(maxn, sizeof *out->offsets);
@@ -81,6 +81,17 @@ kern_status rt_gpu_pack_params(const kern_meta_kernel *mk, const rt_launch_arg *
     for (int i = 0; i < out->n; i++)
         out->ptrs[i] = out->buf + out->offsets[i];
     return KERN_OK;
+}
+
+int rt_gpu_param_count(const kern_meta_kernel *mk) {
+    int n = 3 + 2 * mk->nadstacks; /* err, heap, slots; per adstack offset and capacity */
+    for (int i = 0; i < mk->nparams; i++)
+        n += mk->params[i].type->kind == TY_ARRAY ? 1 + mk->params[i].type->rank : 1;
+    return n;
+}
+
+bool rt_gpu_needs_sizer(const kern_meta_kernel *mk, int s) {
+    return mk->adstacks[s].expr && sz_reads_memory(mk->adstacks[s].expr);
 }
 
 void rt_gpu_grid(bool parallel, int64_t count, int64_t resident_blocks, int64_t slots,
@@ -252,4 +263,15 @@ bool rt_modfile_parse(const void *data, size_t len, rt_modfile *out, char *err, 
         return false;
     }
     return true;
+}
+
+/* ---- code checks ------------------------------------------------------------------- */
+
+bool rt_code_check(const kern_meta *meta, const kern_code_image *img, char *err, size_t errlen) {
+    switch (img->kind) {
+    case KERN_CODE_SPIRV: return rt_spirv_check(img->bytes, img->len, meta, err, errlen);
+    case KERN_CODE_PTX: return rt_ptx_check(img->bytes, img->len, meta, err, errlen);
+    case KERN_CODE_HSACO: return rt_hsaco_check(img->bytes, img->len, meta, err, errlen);
+    default: return true;
+    }
 }

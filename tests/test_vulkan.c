@@ -130,13 +130,9 @@ static rt_device *device_or_skip(void) {
 }
 
 static kern_context *context_or_skip(void) {
-    kern_context *ctx = NULL;
-    if (kern_test_vulkan_context(&ctx) != KERN_OK) {
-        fprintf(stderr, "vulkan: no Vulkan device here (%s): the test is skipped\n",
-                kern_context_last_error(ctx));
-        kern_context_release(ctx);
+    kern_context *ctx = kern_test_vulkan_or_null();
+    if (!ctx)
         cr_skip_test("no Vulkan device");
-    }
     return ctx;
 }
 
