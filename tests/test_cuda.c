@@ -217,11 +217,14 @@ static uint64_t fnv(const void *data, size_t n) {
     return h;
 }
 
-/* n bytes of text followed by their checksum line, in buf; returns the file's length. */
+/* n bytes of text followed by their checksum line, in buf (size bytes; nothing is written
+ * past the line); returns the file's length. */
 static size_t seal(char *buf, size_t size, const char *text, size_t n) {
-    cr_assert_lt(n + KERN_MODFILE_SUM_LEN, size);
+    cr_assert_leq(n + KERN_MODFILE_SUM_LEN, size);
+    char sum[KERN_MODFILE_SUM_LEN + 1];
     memmove(buf, text, n);
-    snprintf(buf + n, size - n, "sum %016llx\n", (unsigned long long)fnv(buf, n));
+    snprintf(sum, sizeof sum, "sum %016llx\n", (unsigned long long)fnv(buf, n));
+    memcpy(buf + n, sum, KERN_MODFILE_SUM_LEN);
     return n + KERN_MODFILE_SUM_LEN;
 }
 
@@ -343,7 +346,7 @@ Test(cuda, module_file_mutations_never_crash) {
                 cr_assert(!rt_modfile_parse(p, n, &mf, err, sizeof err),
                           "byte %zu changed to 0x%02x parsed", i, (unsigned char)subst[s]);
             if (i < n - KERN_MODFILE_SUM_LEN)
-                seal(p, n + 1, p, n - KERN_MODFILE_SUM_LEN);
+                seal(p, n, p, n - KERN_MODFILE_SUM_LEN);
             if (rt_modfile_parse(p, n, &mf, err, sizeof err)) {
                 cr_assert_leq(mf.meta_len + mf.code_len, n);
                 cr_assert_geq(mf.meta, p);
