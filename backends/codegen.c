@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/modfile.h"
 #include "../common/outfile.h"
 #include "../include/kern.h"
 #include "../runtime/provider.h"
@@ -114,16 +115,18 @@ char *kc_codegen_targets(char *buf, size_t size) {
 
 bool kc_write_module_file(const char *path, const char *target, const char *meta, size_t metalen,
                           const char *code, size_t codelen, char *err, size_t errlen) {
-    kern_outfile o;
-    if (!kern_outfile_open(&o, path, err, errlen))
+    size_t len;
+    char *file = kern_modfile_build(target, meta, metalen, code, codelen, &len);
+    if (!file) {
+        snprintf(err, errlen, "out of memory for module file '%s'", path);
         return false;
-    char head[160];
-    int n = snprintf(head, sizeof head, "kern-module 1 %s\nmeta %zu\n", target, metalen);
-    kern_outfile_write(&o, head, (size_t)n);
-    kern_outfile_write(&o, meta, metalen);
-    n = snprintf(head, sizeof head, "\ncode %zu\n", codelen);
-    kern_outfile_write(&o, head, (size_t)n);
-    kern_outfile_write(&o, code, codelen);
-    kern_outfile_write(&o, "\n", 1);
-    return kern_outfile_commit(&o, path, err, errlen);
+    }
+    kern_outfile o;
+    bool ok = kern_outfile_open(&o, path, err, errlen);
+    if (ok) {
+        kern_outfile_write(&o, file, len);
+        ok = kern_outfile_commit(&o, path, err, errlen);
+    }
+    free(file);
+    return ok;
 }

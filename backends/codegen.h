@@ -47,9 +47,10 @@ const kc_codegen *kc_codegen_for_backend(int backend);
  * buf; returns buf. */
 char *kc_codegen_targets(char *buf, size_t size);
 
-/* Writes an ahead-of-time module file for a GPU target (docs/gpu-abi.md): the header line,
- * the metadata text and the code. Regular files are written through a temporary file and
- * a rename; false with a message on failure (nothing left behind). */
+/* Writes an ahead-of-time module file for a GPU target (docs/gpu-abi.md, common/modfile.h):
+ * the header line, the metadata text, the code and their checksum. Regular files are
+ * written through a temporary file and a rename; false with a message on failure (nothing
+ * left behind). */
 bool kc_write_module_file(const char *path, const char *target, const char *meta, size_t metalen,
                           const char *code, size_t codelen, char *err, size_t errlen);
 

@@ -380,7 +380,7 @@ static kern_status cuda_get_kernel(rt_device *d, void *code, const kern_meta_ker
     }
     /* the sizer kernels of the adstacks whose capacities read array elements */
     for (int a = 0; a < mk->nadstacks; a++) {
-        if (!mk->adstacks[a].expr || !sz_reads_memory(mk->adstacks[a].expr))
+        if (!rt_gpu_needs_sizer(mk, a))
             continue;
         if (!ck->sizer && !(ck->sizer = calloc((size_t)mk->nadstacks, sizeof *ck->sizer))) {
             free(ck);

@@ -1,5 +1,6 @@
-/* elfcheck.c - the checks a module file passes before the dynamic loader sees it
- * (rt.h, rt_elf_check; docs/runtime.md "Loading modules safely").
+/* elfcheck.c - the checks an ELF image passes before a loader sees it: a host shared object
+ * before the dynamic loader (rt.h, rt_elf_check) and an AMDGPU code object (gpu.h,
+ * rt_hsaco_check); docs/runtime.md, "Loading modules safely".
  *
  * glibc's loader trusts the file: a truncated shared object, or one whose program headers
  * or dynamic section point outside it, crashes the host process inside dlopen instead of
@@ -10,12 +11,22 @@
  * symbol tables, hash tables, relocations, init and fini arrays, versions) inside the
  * memory of a loadable segment, with its size; every relocation's target inside one too.
  * What passes may still be a hostile program (a module is code, loading runs its
- * initializers): only load modules you trust. */
+ * initializers): only load modules you trust.
+ *
+ * An AMDGPU code object (rt_hsaco_check, the code of an `amdgpu` module file) passes the
+ * same checks for EM_AMDGPU, and more, since a GPU loader reads its sections and symbols:
+ * the HSA OS/ABI; section headers inside the file, and each section's bytes; a dynamic
+ * symbol table whose names lie in its string table; notes inside their segment; and per
+ * task (and needed sizer) of every kernel a kernel descriptor "kern_<K>__t<t>.kd" of 64
+ * bytes in the file whose code entry lies in an executable segment. The notes' metadata
+ * (msgpack) is not read. */
 #include <elf.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "gpu.h"
 #include "rt.h"
 
 #if defined(__x86_64__)
@@ -38,15 +49,20 @@ typedef struct image {
 /* Whether [off, off + len) lies inside n bytes, without overflow. */
 static bool in_range(uint64_t off, uint64_t len, uint64_t n) { return off <= n && len <= n - off; }
 
-/* Whether [addr, addr + len) lies in the memory of one loadable segment. */
-static bool in_memory(const image *im, uint64_t addr, uint64_t len) {
+/* Whether [addr, addr + len) lies in the memory of one loadable segment with flags. */
+static bool in_segment(const image *im, uint64_t addr, uint64_t len, uint32_t flags) {
     for (int i = 0; i < im->nph; i++) {
         const Elf64_Phdr *p = &im->ph[i];
-        if (p->p_type == PT_LOAD && addr >= p->p_vaddr &&
+        if (p->p_type == PT_LOAD && (p->p_flags & flags) == flags && addr >= p->p_vaddr &&
             in_range(addr - p->p_vaddr, len, p->p_memsz))
             return true;
     }
     return false;
+}
+
+/* Whether [addr, addr + len) lies in the memory of one loadable segment. */
+static bool in_memory(const image *im, uint64_t addr, uint64_t len) {
+    return in_segment(im, addr, len, 0);
 }
 
 /* The file offset of [addr, addr + len) when it lies in one segment's file bytes. */
@@ -83,7 +99,9 @@ static bool check_relocs(const image *im, uint64_t addr, uint64_t size, char *er
     return true;
 }
 
-bool rt_elf_check(const void *data, size_t size, char *err, size_t errlen) {
+/* The checks of rt_elf_check for an object of machine (the host's, or EM_AMDGPU). */
+static bool check_object(image *out, const void *data, size_t size, int machine, char *err,
+                         size_t errlen) {
     image im = {data, size, NULL, 0};
     if ((uintptr_t)data % 8 != 0)
         return bad(err, errlen, "the image is not aligned in memory");
@@ -98,7 +116,7 @@ bool rt_elf_check(const void *data, size_t size, char *err, size_t errlen) {
         return bad(err, errlen, "not a 64-bit little-endian ELF file");
     if (eh.e_type != ET_DYN)
         return bad(err, errlen, "not a shared object");
-    if (eh.e_machine != HOST_MACHINE)
+    if (eh.e_machine != machine)
         return bad(err, errlen, "a shared object for another machine");
     if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum == PN_XNUM ||
         !in_range(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), size) ||
@@ -198,7 +216,13 @@ bool rt_elf_check(const void *data, size_t size, char *err, size_t errlen) {
         return false;
     if (has[DT_JMPREL] && !check_relocs(&im, v[DT_JMPREL], v[DT_PLTRELSZ], err, errlen))
         return false;
+    *out = im;
     return true;
+}
+
+bool rt_elf_check(const void *data, size_t size, char *err, size_t errlen) {
+    image im;
+    return check_object(&im, data, size, HOST_MACHINE, err, errlen);
 }
 
 bool rt_elf_in_memory(const void *data, size_t size, uint64_t vaddr, uint64_t len) {
@@ -212,4 +236,177 @@ bool rt_elf_in_memory(const void *data, size_t size, uint64_t vaddr, uint64_t le
     image im = {data, size, (const Elf64_Phdr *)((const unsigned char *)data + eh.e_phoff),
                 eh.e_phnum};
     return in_memory(&im, vaddr, len);
+}
+
+/* ---- HSACO code objects ------------------------------------------------------------ */
+
+#ifndef ELFOSABI_AMDGPU_HSA
+#define ELFOSABI_AMDGPU_HSA 64
+#endif
+
+/* A dynamic symbol with its name, for sorting by name. */
+typedef struct named_sym {
+    const char *name;
+    const Elf64_Sym *sym;
+} named_sym;
+
+typedef struct hsaco {
+    image im;
+    const Elf64_Shdr *sh; /* the section headers */
+    int nsh;
+    const Elf64_Sym *syms; /* the dynamic symbols */
+    size_t nsyms;
+    named_sym *byname; /* the same, sorted by name */
+    const char *str;   /* their string table, strsz bytes ending in a NUL */
+    uint64_t strsz;
+} hsaco;
+
+/* Section headers inside the file, the bytes of each section too, and the dynamic symbol
+ * table with its string table. */
+static bool hsaco_sections(hsaco *h, char *err, size_t errlen) {
+    Elf64_Ehdr eh;
+    memcpy(&eh, h->im.data, sizeof eh);
+    if (eh.e_shoff == 0 || eh.e_shnum == 0 || eh.e_shoff % 8 != 0 ||
+        eh.e_shentsize != sizeof(Elf64_Shdr) ||
+        !in_range(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), h->im.size) ||
+        eh.e_shstrndx >= eh.e_shnum)
+        return bad(err, errlen, "the section headers lie outside the file (truncated?)");
+    h->sh = (const Elf64_Shdr *)(h->im.data + eh.e_shoff);
+    h->nsh = eh.e_shnum;
+    const Elf64_Shdr *dynsym = NULL;
+    for (int i = 0; i < h->nsh; i++) {
+        const Elf64_Shdr *s = &h->sh[i];
+        if (s->sh_type != SHT_NOBITS && !in_range(s->sh_offset, s->sh_size, h->im.size))
+            return bad(err, errlen, "a section lies outside the file (truncated?)");
+        if (s->sh_link >= (uint32_t)h->nsh)
+            return bad(err, errlen, "a section links to a section that does not exist");
+        if (s->sh_type == SHT_DYNSYM && !dynsym)
+            dynsym = s;
+    }
+    if (!dynsym)
+        return bad(err, errlen, "no dynamic symbol table");
+    const Elf64_Shdr *str = &h->sh[dynsym->sh_link];
+    if (dynsym->sh_entsize != sizeof(Elf64_Sym) || dynsym->sh_size % sizeof(Elf64_Sym) ||
+        dynsym->sh_offset % 8 != 0 || str->sh_type != SHT_STRTAB || str->sh_size == 0 ||
+        h->im.data[str->sh_offset + str->sh_size - 1] != '\0')
+        return bad(err, errlen, "a malformed dynamic symbol or string table");
+    h->syms = (const Elf64_Sym *)(h->im.data + dynsym->sh_offset);
+    h->nsyms = dynsym->sh_size / sizeof(Elf64_Sym);
+    h->str = (const char *)h->im.data + str->sh_offset;
+    h->strsz = str->sh_size;
+    for (size_t i = 0; i < h->nsyms; i++)
+        if (h->syms[i].st_name >= h->strsz)
+            return bad(err, errlen, "a symbol's name lies outside its string table");
+    return true;
+}
+
+/* Every note of the note segments inside its segment. */
+static bool hsaco_notes(const hsaco *h, char *err, size_t errlen) {
+    for (int i = 0; i < h->im.nph; i++) {
+        const Elf64_Phdr *p = &h->im.ph[i];
+        if (p->p_type != PT_NOTE)
+            continue;
+        uint64_t off = 0;
+        while (off < p->p_filesz) {
+            Elf64_Nhdr n;
+            if (!in_range(off, sizeof n, p->p_filesz))
+                return bad(err, errlen, "a malformed note");
+            memcpy(&n, h->im.data + p->p_offset + off, sizeof n);
+            uint64_t body = ((uint64_t)n.n_namesz + 3) / 4 * 4 + ((uint64_t)n.n_descsz + 3) / 4 * 4;
+            if (!in_range(off + sizeof n, body, p->p_filesz))
+                return bad(err, errlen, "a note lies outside its segment");
+            off += sizeof n + body;
+        }
+    }
+    return true;
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const named_sym *)a)->name, ((const named_sym *)b)->name);
+}
+
+/* The defined dynamic symbol named name (NULL when there is none). */
+static const Elf64_Sym *hsaco_symbol(const hsaco *h, const char *name) {
+    named_sym key = {name, NULL};
+    const named_sym *s = bsearch(&key, h->byname, h->nsyms, sizeof *h->byname, by_name);
+    return s && s->sym->st_shndx != SHN_UNDEF ? s->sym : NULL;
+}
+
+/* The kernel descriptor sym.kd (64 bytes in the file) and the code it enters. */
+static bool hsaco_kernel(const hsaco *h, const kern_meta_kernel *mk, const char *what,
+                         const char *sym, char *err, size_t errlen) {
+    char kd[1100];
+    snprintf(kd, sizeof kd, "%s.kd", sym);
+    const Elf64_Sym *s = hsaco_symbol(h, kd);
+    uint64_t off;
+    if (!s || ELF64_ST_TYPE(s->st_info) != STT_OBJECT || s->st_size != 64 ||
+        !file_offset(&h->im, s->st_value, 64, &off)) {
+        snprintf(err, errlen, "kernel '%s', %s: no kernel descriptor '%s' in the code object",
+                 mk->name, what, kd);
+        return false;
+    }
+    int64_t entry; /* kernel_code_entry_byte_offset, from the descriptor */
+    memcpy(&entry, h->im.data + off + 16, sizeof entry);
+    uint64_t code = s->st_value + (uint64_t)entry;
+    if (!in_segment(&h->im, code, 4, PF_X)) {
+        snprintf(err, errlen,
+                 "kernel '%s', %s: the kernel descriptor '%s' enters code outside the "
+                 "executable segment",
+                 mk->name, what, kd);
+        return false;
+    }
+    return true;
+}
+
+static bool hsaco_kernels(hsaco *h, const kern_meta *meta, char *err, size_t errlen) {
+    h->byname = malloc((h->nsyms + 1) * sizeof *h->byname);
+    if (!h->byname)
+        return bad(err, errlen, "out of host memory to check the code object");
+    for (size_t i = 0; i < h->nsyms; i++)
+        h->byname[i] = (named_sym){h->str + h->syms[i].st_name, &h->syms[i]};
+    qsort(h->byname, h->nsyms, sizeof *h->byname, by_name);
+    for (int k = 0; k < meta->nkernels; k++) {
+        const kern_meta_kernel *mk = &meta->kernels[k];
+        char sym[1024], what[48];
+        for (int t = 0; t < mk->ntasks; t++) {
+            kern_meta_symbol(sym, sizeof sym, mk->name, t, false);
+            snprintf(what, sizeof what, "task %d", t);
+            if (!hsaco_kernel(h, mk, what, sym, err, errlen))
+                return false;
+        }
+        for (int s = 0; s < mk->nadstacks; s++) {
+            if (!rt_gpu_needs_sizer(mk, s))
+                continue;
+            kern_meta_sizer_symbol(sym, sizeof sym, mk->name, s);
+            snprintf(what, sizeof what, "adstack %d's sizer", s);
+            if (!hsaco_kernel(h, mk, what, sym, err, errlen))
+                return false;
+        }
+    }
+    return true;
+}
+
+bool rt_hsaco_check(const void *code, size_t len, const kern_meta *meta, char *err, size_t errlen) {
+    Elf64_Ehdr eh;
+    if (len < sizeof eh)
+        return bad(err, errlen, "malformed code object: too short for an ELF header");
+    memcpy(&eh, code, sizeof eh);
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_machine != EM_AMDGPU ||
+        eh.e_ident[EI_OSABI] != ELFOSABI_AMDGPU_HSA)
+        return bad(err, errlen, "malformed code object: not an AMDGPU HSA ELF file");
+    unsigned char *copy = malloc(len); /* aligned (the container's code may be at any offset) */
+    if (!copy)
+        return bad(err, errlen, "out of host memory to check the code object");
+    memcpy(copy, code, len);
+    hsaco h = {0};
+    char why[400];
+    bool ok = check_object(&h.im, copy, len, EM_AMDGPU, why, sizeof why) &&
+              hsaco_sections(&h, why, sizeof why) && hsaco_notes(&h, why, sizeof why);
+    if (!ok)
+        snprintf(err, errlen, "malformed code object: %s", why);
+    else
+        ok = hsaco_kernels(&h, meta, err, errlen);
+    free(h.byname);
+    free(copy);
+    return ok;
 }

@@ -1,10 +1,13 @@
-/* gpu.c - the host side of the GPU kernel ABI: parameters, grids and module files (see
- * gpu.h). No driver calls here. */
+/* gpu.c - the host side of the GPU kernel ABI: parameters, grids, module files and the
+ * dispatch of the code checks (see gpu.h). No driver calls here. */
 #include "gpu.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../common/modfile.h"
+#include "../common/sizeexpr.h"
 
 void rt_gpu_params_free(rt_gpu_params *p) {
     free(p->buf);
@@ -32,8 +35,7 @@ kern_status rt_gpu_pack_params(const kern_meta_kernel *mk, const rt_launch_arg *
                                const int64_t *ad_layout, rt_gpu_params *out, char *err,
                                size_t errlen) {
     memset(out, 0, sizeof *out);
-    /* at most: per param 1 + 4 values, then err, heap, slots, 2 per adstack; 8 bytes each */
-    size_t maxn = (size_t)mk->nparams * (1 + KERN_MAX_DIMS) + 3 + 2 * (size_t)mk->nadstacks;
+    size_t maxn = (size_t)rt_gpu_param_count(mk); /* 8 bytes each at most */
     out->buf = calloc(maxn, 8);
     out->ptrs = calloc(maxn, sizeof *out->ptrs);
     out->offsets = calloc(maxn, sizeof *out->offsets);
@@ -79,6 +81,17 @@ kern_status rt_gpu_pack_params(const kern_meta_kernel *mk, const rt_launch_arg *
     for (int i = 0; i < out->n; i++)
         out->ptrs[i] = out->buf + out->offsets[i];
     return KERN_OK;
+}
+
+int rt_gpu_param_count(const kern_meta_kernel *mk) {
+    int n = 3 + 2 * mk->nadstacks; /* err, heap, slots; per adstack offset and capacity */
+    for (int i = 0; i < mk->nparams; i++)
+        n += mk->params[i].type->kind == TY_ARRAY ? 1 + mk->params[i].type->rank : 1;
+    return n;
+}
+
+bool rt_gpu_needs_sizer(const kern_meta_kernel *mk, int s) {
+    return mk->adstacks[s].expr && sz_reads_memory(mk->adstacks[s].expr);
 }
 
 void rt_gpu_grid(bool parallel, int64_t count, int64_t resident_blocks, int64_t slots,
@@ -159,6 +172,35 @@ static bool section(const char *d, size_t len, size_t *pos, const char *word, co
     return true;
 }
 
+/* The trailing "sum HEX\n" of a file of len bytes (len >= KERN_MODFILE_SUM_LEN): whether it
+ * is there, and whether it matches the bytes before it. */
+static bool checksum(const char *d, size_t len, char *err, size_t errlen) {
+    const char *t = d + len - KERN_MODFILE_SUM_LEN;
+    uint64_t want = 0;
+    bool ok = memcmp(t, "sum ", 4) == 0 && t[KERN_MODFILE_SUM_LEN - 1] == '\n';
+    for (int i = 4; ok && i < KERN_MODFILE_SUM_LEN - 1; i++) {
+        char c = t[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        ok = v >= 0;
+        want = want << 4 | (uint64_t)(v & 15);
+    }
+    if (!ok) {
+        snprintf(err, errlen,
+                 "the file does not end with its checksum line 'sum HEX' (truncated, or "
+                 "damaged)");
+        return false;
+    }
+    uint64_t got = kern_fnv1a64(KERN_FNV1A64_INIT, d, len - KERN_MODFILE_SUM_LEN);
+    if (got != want) {
+        snprintf(err, errlen,
+                 "checksum mismatch: the file says %016llx, its bytes hash to %016llx (the "
+                 "file is damaged; rebuild it with kernc build)",
+                 (unsigned long long)want, (unsigned long long)got);
+        return false;
+    }
+    return true;
+}
+
 bool rt_modfile_parse(const void *data, size_t len, rt_modfile *out, char *err, size_t errlen) {
     const char *d = data;
     memset(out, 0, sizeof *out);
@@ -173,9 +215,20 @@ bool rt_modfile_parse(const void *data, size_t len, rt_modfile *out, char *err, 
     }
     const char *ver = d + sizeof magic - 1;
     const char *sp = memchr(ver, ' ', (size_t)(nl - ver));
-    if (!sp || sp - ver != 1 || *ver != '1') {
-        snprintf(err, errlen, "unsupported module file version '%.*s' (this runtime reads 1)",
-                 (int)((sp ? sp : nl) - ver), ver);
+    if (!sp) {
+        snprintf(err, errlen, "the first line is not 'kern-module VERSION TARGET'");
+        return false;
+    }
+    if (sp - ver == 1 && *ver == '1') {
+        snprintf(err, errlen,
+                 "module file version 1 has no checksum; rebuild the module with this kernc "
+                 "(kernc build), which writes version %d",
+                 KERN_MODFILE_VERSION);
+        return false;
+    }
+    if (sp - ver != 1 || *ver != '0' + KERN_MODFILE_VERSION) {
+        snprintf(err, errlen, "unsupported module file version '%.*s' (this runtime reads %d)",
+                 (int)(sp - ver < 32 ? sp - ver : 32), ver, KERN_MODFILE_VERSION);
         return false;
     }
     const char *tg = sp + 1;
@@ -193,14 +246,32 @@ bool rt_modfile_parse(const void *data, size_t len, rt_modfile *out, char *err, 
     memcpy(out->target, tg, tl);
     out->target[tl] = '\0';
     size_t pos = (size_t)(nl - d) + 1;
+    if (len - pos < KERN_MODFILE_SUM_LEN) {
+        snprintf(err, errlen, "the file ends after its first line (truncated)");
+        return false;
+    }
+    if (!checksum(d, len, err, errlen))
+        return false;
+    size_t end = len - KERN_MODFILE_SUM_LEN; /* the sections end where the sum begins */
     const char *code;
-    if (!section(d, len, &pos, "meta", &out->meta, &out->meta_len, err, errlen) ||
-        !section(d, len, &pos, "code", &code, &out->code_len, err, errlen))
+    if (!section(d, end, &pos, "meta", &out->meta, &out->meta_len, err, errlen) ||
+        !section(d, end, &pos, "code", &code, &out->code_len, err, errlen))
         return false;
     out->code = code;
-    if (pos != len) {
-        snprintf(err, errlen, "%zu bytes after the code section", len - pos);
+    if (pos != end) {
+        snprintf(err, errlen, "%zu bytes between the code section and the checksum", end - pos);
         return false;
     }
     return true;
+}
+
+/* ---- code checks ------------------------------------------------------------------- */
+
+bool rt_code_check(const kern_meta *meta, const kern_code_image *img, char *err, size_t errlen) {
+    switch (img->kind) {
+    case KERN_CODE_SPIRV: return rt_spirv_check(img->bytes, img->len, meta, err, errlen);
+    case KERN_CODE_PTX: return rt_ptx_check(img->bytes, img->len, meta, err, errlen);
+    case KERN_CODE_HSACO: return rt_hsaco_check(img->bytes, img->len, meta, err, errlen);
+    default: return true;
+    }
 }

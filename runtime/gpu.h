@@ -1,6 +1,6 @@
 /* gpu.h - the host side of the GPU kernel ABI (docs/gpu-abi.md) as pure functions, shared
  * by the GPU devices (cuda.c) and unit-tested without a GPU: the kernel parameters of a
- * launch, the grid of a task, and the module-file container.
+ * launch, the grid of a task, the module-file container and the checks of a module's code.
  *
  * Parameters (rt_gpu_pack_params): per kernel parameter in order, an array of rank r as
  * its data address (8 bytes) then r extents (i64), a scalar as its value (bool 1 byte,
@@ -16,11 +16,21 @@
  * count is 0: the task is skipped), with an unknown count (-1) on the full resident
  * grid; a kernel with adstacks never gets more threads than its slots.
  *
- * Module files (rt_modfile_parse): the container `kernc build --target=cuda` writes
- *     kern-module 1 TARGET\n
+ * Module files (rt_modfile_parse): the container `kernc build --target=cuda|amdgpu|vulkan`
+ * writes (common/modfile.h, its one definition):
+ *     kern-module 2 TARGET\n
  *     meta LEN\n<LEN bytes of metadata text>\n
  *     code LEN\n<LEN bytes of code>\n
- * with TARGET `cuda` (PTX) or `amdgpu` (an HSACO code object); nothing may follow. */
+ *     sum HEX\n                  FNV-1a 64 of every byte before this line, 16 hex digits
+ * with TARGET `cuda` (PTX), `amdgpu` (an HSACO code object) or `vulkan` (SPIR-V); nothing
+ * may follow. A damaged file is refused with "checksum mismatch", a version 1 file (no
+ * `sum`) with a message to rebuild it.
+ *
+ * Code checks (rt_code_check): what a GPU module's code passes before any loader or driver
+ * sees it, against the metadata of the module (docs/runtime.md, "Loading modules
+ * safely"). rt_module_create runs them for every module whose code the context's device
+ * runs, from a file or from the JIT; the fuzz harness and the tests call them without a
+ * device. Each is false with a message naming the kernel and what is wrong. */
 #ifndef KERN_RT_GPU_H
 #define KERN_RT_GPU_H
 
@@ -64,10 +74,34 @@ typedef struct rt_modfile {
     size_t code_len;
 } rt_modfile;
 
+/* The parameter values of a launch of mk in rt_gpu_pack_params's order: the count of an
+ * entry point's parameters (a sizer's: the count without the last 2 + 2 nadstacks). */
+int rt_gpu_param_count(const kern_meta_kernel *mk);
+/* Whether adstack s of mk needs a sizer entry point "kern_<K>__s<s>" (its capacity reads
+ * array elements; docs/gpu-abi.md). */
+bool rt_gpu_needs_sizer(const kern_meta_kernel *mk, int s);
+
 /* Whether data starts like a module file ("kern-module "). */
 bool rt_modfile_is(const void *data, size_t len);
 /* Parses a module file held in data (meta and code point into it). False with a message
  * (naming what is wrong and where) on malformed input; never reads outside data. */
 bool rt_modfile_parse(const void *data, size_t len, rt_modfile *out, char *err, size_t errlen);
+
+/* The check of img's kind (below) against meta; host code passes (module.c checks a shared
+ * object's ELF image before dlopen, the JIT's is the compiler's own). */
+bool rt_code_check(const kern_meta *meta, const kern_code_image *img, char *err, size_t errlen);
+/* SPIR-V (spvcheck.c): SPIRV-Tools' validator, then kern's layout (docs/spirv-abi.md). */
+bool rt_spirv_check(const void *code, size_t len, const kern_meta *meta, char *err, size_t errlen);
+/* Whether the pipeline layout of mk has binding (0-4, and 5 + p for each array parameter
+ * p): what vk_get_kernel creates and rt_spirv_check requires. */
+bool rt_spirv_binding_in_layout(const kern_meta_kernel *mk, uint32_t binding);
+/* PTX (ptxcheck.c): text without NULs or control characters, `.version`, `.target` and
+ * `.address_size 64` first, and per task (and needed sizer) of every kernel an `.entry` of
+ * the right name whose parameters have the count and sizes rt_gpu_pack_params passes. */
+bool rt_ptx_check(const void *code, size_t len, const kern_meta *meta, char *err, size_t errlen);
+/* An HSACO code object (elfcheck.c): a well-formed AMDGPU ELF shared object (rt_elf_check's
+ * checks, section headers and symbol tables inside the file), with a kernel descriptor
+ * "kern_<K>__t<t>.kd" per task whose code lies in an executable segment. */
+bool rt_hsaco_check(const void *code, size_t len, const kern_meta *meta, char *err, size_t errlen);
 
 #endif

@@ -443,7 +443,8 @@ static bool parse_kernel(meta_parser *ps, kern_meta *m) {
     for (uint32_t i = 0; i < np; i++) {
         k->nparams = (int)np; /* for the messages */
         bool ok = parse_param(ps, k, (int)i);
-        k->nparams = ok ? (int)i + 1 : (int)i;
+        /* a param refused for its VIEW has its name already: counted, so it is freed */
+        k->nparams = ok || k->params[i].name ? (int)i + 1 : (int)i;
         if (!ok)
             return false;
     }

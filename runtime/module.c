@@ -11,8 +11,13 @@
  * RTLD_LOCAL from a private memory file holding the checked bytes, and closed when the
  * module is released.
  * A file that starts with "kern-module " is instead the GPU container of docs/gpu-abi.md
- * (gpu.h: metadata + PTX or an HSACO code object), read whole and handed to the device's
- * load_code. */
+ * (gpu.h: metadata + PTX, an HSACO code object or SPIR-V, and their checksum), read whole
+ * and checked, then handed to the device's load_code.
+ *
+ * Every module's code for the device's target, from a file or the JIT, passes
+ * rt_code_check (gpu.h: SPIR-V validated and held to kern's layout, PTX and code objects
+ * to the entry points the metadata names) before the device's loader or driver sees it:
+ * damaged code is KERN_ERR_FORMAT with a message, never a crash in a driver. */
 #define _GNU_SOURCE /* memfd_create, dlinfo */
 #include <dlfcn.h>
 #include <errno.h>
@@ -93,6 +98,13 @@ kern_status rt_module_create(kern_context *ctx, kern_meta *meta, kern_code_image
     rt_device *d = ctx->dev;
     if (!meta_valid(meta, err, sizeof err)) {
         s = rt_error(ctx, KERN_ERR_FORMAT, "invalid module metadata: %s", err);
+        goto cleanup;
+    }
+    /* code for the device's target is checked before its loader or driver sees it; other
+     * kinds are refused by load_code, naming both */
+    if (d->ops->target && (int)code.kind == d->ops->target->code_kind &&
+        !rt_code_check(meta, &code, err, sizeof err)) {
+        s = rt_error(ctx, KERN_ERR_FORMAT, "%s", err);
         goto cleanup;
     }
     if ((s = d->ops->load_code(d, &code, &loaded, err, sizeof err)) != KERN_OK) {

@@ -1,12 +1,16 @@
 /* vk_code.c - code on the Vulkan device (vulkan.c): SPIR-V modules, refused with the
  * feature's name when they declare a capability the device lacks (vk_features: the optional
  * features of docs/spirv-abi.md that vk_instance.c enables), and kernels: a descriptor set
- * layout and, per task, a compute pipeline of the module's entry point. */
+ * layout and, per task, a compute pipeline of the module's entry point. A module reaches
+ * load_code validated and held to the layout get_kernel creates (rt_spirv_check, gpu.h, in
+ * rt_module_create); load_code's own scan keeps the driver safe from a device-level caller
+ * too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/spvblock.h"
+#include "gpu.h"
 #include "vk_internal.h"
 
 typedef struct vk_code {
@@ -163,8 +167,8 @@ kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, 
         goto done;
     }
     uint32_t nb = 0;
-    for (uint32_t i = 0; i < 5 + (uint32_t)mk->nparams; i++) {
-        if (i >= KERN_SPV_BIND_PARAM0 && !ty_is_array(mk->params[i - KERN_SPV_BIND_PARAM0].type))
+    for (uint32_t i = 0; i < KERN_SPV_BIND_PARAM0 + (uint32_t)mk->nparams; i++) {
+        if (!rt_spirv_binding_in_layout(mk, i)) /* the layout the module was checked against */
             continue;
         b[nb++] = (VkDescriptorSetLayoutBinding){
             .binding = i,

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/modfile.h"
 #include "../include/kern.h"
 
 static const char cases_meta[] = "kern-meta 1\n"
@@ -154,25 +155,24 @@ static const char cases_ptx[] =
                                                 "%rd10, %rd9;\nbra STK_ITEM;\n"
                                                 "STK_DONE:\nret;\n}\n";
 
-/* Writes a module file for target `target` with the given metadata and code; the path
- * goes to path (a temporary file the caller unlinks). */
+/* Writes a module file (common/modfile.h) for target `target` with the given metadata and
+ * code; the path goes to path (a temporary file the caller unlinks). */
 static int write_module(char *path, size_t plen, const char *target, const char *meta, size_t mlen,
                         const char *code, size_t clen) {
+    size_t n;
+    char *file = kern_modfile_build(target, meta, mlen, code, clen, &n);
     snprintf(path, plen, "/tmp/kern-cuda-case-XXXXXX");
-    int fd = mkstemp(path);
-    if (fd < 0)
-        return 0;
-    FILE *f = fdopen(fd, "wb");
+    int fd = file ? mkstemp(path) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
-        close(fd);
+        if (fd >= 0)
+            close(fd);
+        free(file);
         return 0;
     }
-    fprintf(f, "kern-module 1 %s\nmeta %zu\n", target, mlen);
-    fwrite(meta, 1, mlen, f);
-    fprintf(f, "\ncode %zu\n", clen);
-    fwrite(code, 1, clen, f);
-    fputc('\n', f);
-    return fclose(f) == 0;
+    size_t put = fwrite(file, 1, n, f);
+    free(file);
+    return (fclose(f) == 0) & (put == n);
 }
 
 typedef struct cuda_env {
@@ -408,11 +408,18 @@ int cuda_case_bad_ptx(char *msg, size_t len) {
     int ok = env_open(&e, msg, len);
     if (ok != 1)
         return ok;
-    static const char bad[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
-                              ".visible .entry kern_saxpy__t0()\n{\nfrobnicate.u32 %r0;\n}\n";
+    /* the entry point kern's check requires (rt_ptx_check), with an instruction only the
+     * driver's compiler refuses */
+    static const char meta[] = "kern-meta 1\nkernel saxpy 1 1 3 1\n"
+                               "param a f32 0\nparam x f32[] 0\nparam y f32[] 0\n"
+                               "task parallel 1 2 5\nend\n";
+    static const char bad[] =
+        ".version 7.0\n.target sm_70\n.address_size 64\n"
+        ".visible .entry kern_saxpy__t0(.param .f32 p_a, .param .u64 p_x, .param .u64 p_x0,\n"
+        "    .param .u64 p_y, .param .u64 p_y0, .param .u64 p_err, .param .u64 p_heap,\n"
+        "    .param .u64 p_slots)\n{\nfrobnicate.u32 %r0;\n}\n";
     char path[64];
-    if (!write_module(path, sizeof path, "cuda", cases_meta, sizeof cases_meta - 1, bad,
-                      sizeof bad - 1))
+    if (!write_module(path, sizeof path, "cuda", meta, sizeof meta - 1, bad, sizeof bad - 1))
         FAIL("cannot write a module file");
     kern_module *m = NULL;
     kern_status s = kern_module_load_file(e.ctx, path, &m);
@@ -445,8 +452,8 @@ int cuda_case_missing_symbol(char *msg, size_t len) {
     kern_status s = kern_module_load_file(e.ctx, path, &m);
     unlink(path);
     char want[256];
-    snprintf(want, sizeof want, "'%s': kernel 'saxpy', task 1: missing symbol 'kern_saxpy__t1'",
-             path);
+    snprintf(want, sizeof want,
+             "'%s': kernel 'saxpy', task 1: no .entry 'kern_saxpy__t1' in the PTX", path);
     if (s != KERN_ERR_FORMAT || strcmp(kern_context_last_error(e.ctx), want) != 0)
         FAIL("missing symbol: %s '%s'", kern_status_name(s), kern_context_last_error(e.ctx));
 done:

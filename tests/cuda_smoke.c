@@ -1,7 +1,8 @@
 /* cuda_smoke.c - runs tests/cuda_cases.c without Criterion, for a machine with a GPU
- * and a C compiler but not the test dependencies. From the repository root:
- *   cc -O1 -o /tmp/cuda-smoke tests/cuda_smoke.c tests/cuda_cases.c runtime/[a-z]*.c \
- *      common/util.c common/types.c common/arena.c common/sizeexpr.c -lpthread -ldl -lm
+ * and a C compiler but not the test dependencies. From the repository root, with the
+ * runtime's archive of a build (it holds SPIRV-Tools' validator, which is C++):
+ *   cc -O1 -Iinclude -o /tmp/cuda-smoke tests/cuda_smoke.c tests/cuda_cases.c \
+ *      build/runtime/libkern-rt.a -lSPIRV-Tools -lstdc++ -lpthread -ldl -lm
  *   /tmp/cuda-smoke
  * Exit status 0 when every case passed, 77 when there is no CUDA device, 1 otherwise. */
 #include <stdio.h>

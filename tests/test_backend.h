@@ -41,4 +41,16 @@ static inline kern_status kern_test_vulkan_context(kern_context **ctx) {
     return s;
 }
 
+/* A context of kern_test_vulkan_context, or NULL where no Vulkan device can be created,
+ * said on stderr for the caller, which skips its test. */
+static inline kern_context *kern_test_vulkan_or_null(void) {
+    kern_context *ctx = NULL;
+    if (kern_test_vulkan_context(&ctx) == KERN_OK)
+        return ctx;
+    fprintf(stderr, "vulkan: no Vulkan device here (%s): the test is skipped\n",
+            kern_context_last_error(ctx));
+    kern_context_release(ctx);
+    return NULL;
+}
+
 #endif

@@ -79,7 +79,7 @@ Test(cli, vulkan_outputs) {
     snprintf(args, sizeof args, "build examples/simulate.kern --target=vulkan -o '%s'", path);
     expect(args, 0, NULL);
     char *mod = kern_read_file(path, &len);
-    cr_assert(mod && !strncmp(mod, "kern-module 1 vulkan\n", 21), "%s", path);
+    cr_assert(mod && !strncmp(mod, "kern-module 2 vulkan\n", 21), "%s", path);
     cr_expect(strstr(mod, "kernel simulate.grad"), "the module has the gradient");
     free(mod);
     remove(path);
@@ -723,7 +723,7 @@ Test(cli, emit_ptx_and_build_cuda) {
     size_t len;
     char *text = kern_read_file(out, &len);
     cr_assert(text);
-    static const char head[] = "kern-module 1 cuda\nmeta ";
+    static const char head[] = "kern-module 2 cuda\nmeta ";
     cr_expect(!strncmp(text, head, sizeof head - 1), "%.40s", text);
     cr_expect(strstr(text, "kernel simulate.grad "), "no gradient in the module");
     cr_expect(strstr(text, "\ncode ") && strstr(text, ".entry kern_simulate__grad__t0("));
@@ -749,7 +749,7 @@ Test(cli, emit_amdgcn_and_build_amdgpu) {
     size_t len;
     char *text = kern_read_file(out, &len);
     cr_assert(text);
-    static const char head[] = "kern-module 1 amdgpu\nmeta ";
+    static const char head[] = "kern-module 2 amdgpu\nmeta ";
     cr_expect(!strncmp(text, head, sizeof head - 1), "%.40s", text);
     const char *code = strstr(text, "\ncode ");
     cr_assert(code);

@@ -1,9 +1,9 @@
 /* test_cuda.c - the CUDA device (suite `cuda`). Without a GPU: the driver library that
  * cannot be opened or lacks entry points (clear KERN_ERR_UNSUPPORTED messages), the
  * kernel parameters of docs/gpu-abi.md packed against a byte layout worked out by hand,
- * the grid of a task, the module-file container (good files, 14 malformed ones with their
- * messages, every truncation and byte substitution), and module files loaded into a CPU
- * context (refused with the right message). With a GPU (skipped with a message where
+ * the grid of a task, the module-file container (good files, 18 malformed ones with their
+ * messages, every truncation and byte substitution, each caught by the checksum), and
+ * module files loaded into a CPU context (refused with the right message). With a GPU (skipped with a message where
  * cuInit finds none): the end-to-end cases of tests/cuda_cases.c. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/modfile.h"
 #include "../include/kern.h"
 #include "../runtime/gpu.h"
 #include "../runtime/rt.h"
@@ -208,15 +209,43 @@ Test(cuda, grid_of_a_task) {
 static const char good_meta[] = "kern-meta 1\nkernel k 1 1 1 1\nparam x f32[] 0\n"
                                 "task parallel 1 2 5\nextent 0 (dim 0 0)\nend\n";
 
+/* FNV-1a 64, written out here as the reference the container's checksum must match. */
+static uint64_t fnv(const void *data, size_t n) {
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const unsigned char *)data)[i]) * 1099511628211ull;
+    return h;
+}
+
+/* n bytes of text followed by their checksum line, in buf (size bytes; nothing is written
+ * past the line); returns the file's length. */
+static size_t seal(char *buf, size_t size, const char *text, size_t n) {
+    cr_assert_leq(n + KERN_MODFILE_SUM_LEN, size);
+    char sum[KERN_MODFILE_SUM_LEN + 1];
+    memmove(buf, text, n);
+    snprintf(sum, sizeof sum, "sum %016llx\n", (unsigned long long)fnv(buf, n));
+    memcpy(buf + n, sum, KERN_MODFILE_SUM_LEN);
+    return n + KERN_MODFILE_SUM_LEN;
+}
+
 static size_t make_file(char *buf, size_t size, const char *target, const char *code) {
-    int n = snprintf(buf, size, "kern-module 1 %s\nmeta %zu\n%s\ncode %zu\n%s\n", target,
-                     strlen(good_meta), good_meta, strlen(code), code);
-    return (size_t)n;
+    size_t n;
+    char *f = kern_modfile_build(target, good_meta, strlen(good_meta), code, strlen(code), &n);
+    cr_assert(f && n <= size);
+    memcpy(buf, f, n);
+    free(f);
+    return n;
 }
 
 Test(cuda, module_file_parses) {
-    char f[1024];
+    char f[1024], want[1024];
     size_t n = make_file(f, sizeof f, "cuda", ".version 7.0\n// no NUL\n");
+    int wn = snprintf(want, sizeof want,
+                      "kern-module 2 cuda\nmeta %zu\n%s\ncode 23\n.version "
+                      "7.0\n// no NUL\n\n",
+                      strlen(good_meta), good_meta);
+    cr_assert_eq(n, seal(want, sizeof want, want, (size_t)wn), "the writer's framing");
+    cr_assert(!memcmp(f, want, n), "%.*s", (int)n, f);
     rt_modfile mf;
     char err[256];
     cr_assert(rt_modfile_is(f, n));
@@ -227,12 +256,14 @@ Test(cuda, module_file_parses) {
     cr_assert_eq(mf.code_len, strlen(".version 7.0\n// no NUL\n"));
     cr_assert(memcmp(mf.code, ".version 7.0\n// no NUL\n", mf.code_len) == 0);
     /* binary code with newlines and NULs, an empty section */
-    static const char bin[] = "kern-module 1 amdgpu\nmeta 0\n\ncode 5\n\x7f\n\0\n\0\n";
-    cr_assert(rt_modfile_parse(bin, sizeof bin - 1, &mf, err, sizeof err), "%s", err);
+    char *bin = kern_modfile_build("amdgpu", "", 0, "\x7f\n\0\n\0", 5, &n);
+    cr_assert(bin);
+    cr_assert(rt_modfile_parse(bin, n, &mf, err, sizeof err), "%s", err);
     cr_assert_str_eq(mf.target, "amdgpu");
     cr_assert_eq(mf.meta_len, 0);
     cr_assert_eq(mf.code_len, 5);
     cr_assert(memcmp(mf.code, "\x7f\n\0\n\0", 5) == 0);
+    free(bin);
     cr_assert(!rt_modfile_is("\x7f"
                              "ELF",
                              4));
@@ -242,38 +273,57 @@ Test(cuda, module_file_parses) {
 Test(cuda, module_file_malformed) {
     static const struct {
         const char *text;
+        bool sealed; /* followed by its checksum line */
         const char *msg;
     } bad[] = {
-        {"kern-modulo 1 cuda\n", "not a kern module file (it does not start with 'kern-module ')"},
-        {"kern-module 1 cuda", "the first line does not end"},
-        {"kern-module 2 cuda\nmeta 0\n\ncode 0\n\n",
-         "unsupported module file version '2' (this runtime reads 1)"},
-        {"kern-module 12 cuda\n", "unsupported module file version '12' (this runtime reads 1)"},
-        {"kern-module 1\n", "unsupported module file version '1' (this runtime reads 1)"},
-        {"kern-module 1 \n", "bad target ''"},
-        {"kern-module 1 CUDA\nmeta 0\n\ncode 0\n\n", "bad target 'CUDA'"},
-        {"kern-module 1 cuda\ncode 0\n\n", "expected 'meta LEN' at byte 19"},
-        {"kern-module 1 cuda\nmeta x\n", "the meta length at byte 24 is not a decimal number and "
-                                         "a newline"},
-        {"kern-module 1 cuda\nmeta 3 \nabc\n",
+        {"kern-modulo 2 cuda\n", false,
+         "not a kern module file (it does not start with 'kern-module ')"},
+        {"kern-module 2 cuda", false, "the first line does not end"},
+        {"kern-module 1 cuda\nmeta 0\n\ncode 0\n\n", false,
+         "module file version 1 has no checksum; rebuild the module with this kernc (kernc "
+         "build), which writes version 2"},
+        {"kern-module 3 cuda\nmeta 0\n\ncode 0\n\n", true,
+         "unsupported module file version '3' (this runtime reads 2)"},
+        {"kern-module 12 cuda\n", false,
+         "unsupported module file version '12' (this runtime reads 2)"},
+        {"kern-module 2\n", false, "the first line is not 'kern-module VERSION TARGET'"},
+        {"kern-module 2 \n", false, "bad target ''"},
+        {"kern-module 2 CUDA\nmeta 0\n\ncode 0\n\n", true, "bad target 'CUDA'"},
+        {"kern-module 2 cuda\nmeta 0\n\n", false, "the file ends after its first line (truncated)"},
+        {"kern-module 2 cuda\nmeta 0\n\ncode 0\n\nsum 0123456789abcdeF\n", false,
+         "the file does not end with its checksum line 'sum HEX' (truncated, or damaged)"},
+        {"kern-module 2 cuda\nmeta 0\n\ncode 0\n\nsum 0123456789abcdef\n", false,
+         "checksum mismatch: the file says 0123456789abcdef, its bytes hash to "
+         "e895a97696652041 (the file is damaged; rebuild it with kernc build)"},
+        {"kern-module 2 cuda\ncode 0\n\n", true, "expected 'meta LEN' at byte 19"},
+        {"kern-module 2 cuda\nmeta x\n", true,
          "the meta length at byte 24 is not a decimal number and a newline"},
-        {"kern-module 1 cuda\nmeta 30\nabc\n",
+        {"kern-module 2 cuda\nmeta 3 \nabc\n", true,
+         "the meta length at byte 24 is not a decimal number and a newline"},
+        {"kern-module 2 cuda\nmeta 30\nabc\n", true,
          "the meta section says 30 bytes and a newline, but the file has 4 bytes left"},
-        {"kern-module 1 cuda\nmeta 3\nabcd\n",
+        {"kern-module 2 cuda\nmeta 3\nabcd\n", true,
          "the meta section of 3 bytes is not followed by a newline"},
-        {"kern-module 1 cuda\nmeta 1\na\ncode 99999999999999999999\n",
+        {"kern-module 2 cuda\nmeta 1\na\ncode 99999999999999999999\n", true,
          "the code length at byte 52 is too long"},
-        {"kern-module 1 cuda\nmeta 1\na\ncode 2\nxy\nextra", "5 bytes after the code section"},
+        {"kern-module 2 cuda\nmeta 1\na\ncode 2\nxy\nextra", true,
+         "5 bytes between the code section and the checksum"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         rt_modfile mf;
-        char err[256] = "";
-        cr_assert(!rt_modfile_parse(bad[i].text, strlen(bad[i].text), &mf, err, sizeof err),
-                  "case %zu parsed", i);
+        char err[256] = "", f[256];
+        size_t n = strlen(bad[i].text);
+        if (bad[i].sealed)
+            n = seal(f, sizeof f, bad[i].text, n);
+        else
+            memcpy(f, bad[i].text, n);
+        cr_assert(!rt_modfile_parse(f, n, &mf, err, sizeof err), "case %zu parsed", i);
         cr_assert_str_eq(err, bad[i].msg, "case %zu", i);
     }
 }
 
+/* Every truncation and every changed byte is refused (FNV-1a tells any one changed byte);
+ * with the checksum made right again, what parses stays inside the file. */
 Test(cuda, module_file_mutations_never_crash) {
     char f[1024];
     size_t n = make_file(f, sizeof f, "cuda", ".version 7.0\n");
@@ -292,6 +342,11 @@ Test(cuda, module_file_mutations_never_crash) {
             char *p = malloc(n);
             memcpy(p, f, n);
             p[i] = subst[s];
+            if (p[i] != f[i])
+                cr_assert(!rt_modfile_parse(p, n, &mf, err, sizeof err),
+                          "byte %zu changed to 0x%02x parsed", i, (unsigned char)subst[s]);
+            if (i < n - KERN_MODFILE_SUM_LEN)
+                seal(p, n, p, n - KERN_MODFILE_SUM_LEN);
             if (rt_modfile_parse(p, n, &mf, err, sizeof err)) {
                 cr_assert_leq(mf.meta_len + mf.code_len, n);
                 cr_assert_geq(mf.meta, p);
@@ -351,12 +406,13 @@ Test(cuda, module_files_in_a_cpu_context) {
     write_file(path, f, n - 1);
     cr_assert_eq(kern_module_load_file(ctx, path, &m), KERN_ERR_FORMAT);
     snprintf(want, sizeof want,
-             "'%s': corrupt module file: the code section says 1 bytes and a newline, but the "
-             "file has 1 bytes left",
+             "'%s': corrupt module file: the file does not end with its checksum line 'sum HEX' "
+             "(truncated, or damaged)",
              path);
     cr_assert_str_eq(kern_context_last_error(ctx), want);
-    static const char badmeta[] = "kern-module 1 cuda\nmeta 12\nkern-meta 2\n\ncode 1\nx\n";
-    write_file(path, badmeta, sizeof badmeta - 1);
+    static const char badmeta[] = "kern-module 2 cuda\nmeta 12\nkern-meta 2\n\ncode 1\nx\n";
+    n = seal(f, sizeof f, badmeta, sizeof badmeta - 1);
+    write_file(path, f, n);
     cr_assert_eq(kern_module_load_file(ctx, path, &m), KERN_ERR_FORMAT);
     snprintf(want, sizeof want,
              "'%s': corrupt module metadata: metadata line 1: unsupported metadata version '2' "

@@ -184,6 +184,9 @@ static const struct {
      "metadata line 2: unexpected 'bogus' (expected kernel, source or end)"},
     {"kern-meta 1\nkernel k\t1 1 0 0\nend\n", "metadata line 2: control character 0x09"},
     {"kern-meta 1\r\nend\n", "metadata line 1: control character 0x0d"},
+    /* a param refused for its VIEW after its name was kept (freed: fuzz-module found it) */
+    {"kern-meta 1\nkernel k 1 1 1 0\nparam n i32 0 (read 1 0))\nend\n",
+     "metadata line 3: param 'n': a VIEW needs an array type, not i32"},
 };
 
 Test(runtime, meta_malformed) {

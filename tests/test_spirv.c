@@ -20,10 +20,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../backends/meta_ir.h"
 #include "../backends/spirv/spv_emit.h"
+#include "../common/modfile.h"
 #include "../common/util.h"
 #include "../compiler/driver.h"
-#include "../backends/meta_ir.h"
 #include "../include/kern.h"
 #include "../runtime/device.h"
 #include "../runtime/meta.h"
@@ -330,11 +331,12 @@ Test(vulkan, malformed_modules_are_format_errors) {
     size_t lens[] = {3, 24, 24};
     for (int i = 0; i < 3; i++) {
         FILE *f = fopen(path, "wb");
-        cr_assert(f);
-        fprintf(f, "kern-module 1 vulkan\nmeta %zu\n%s\ncode %zu\n", strlen(meta), meta, lens[i]);
-        fwrite(bad[i], 1, lens[i], f);
-        fputc('\n', f);
+        size_t n;
+        char *file = kern_modfile_build("vulkan", meta, strlen(meta), bad[i], lens[i], &n);
+        cr_assert(f && file);
+        cr_assert_eq(fwrite(file, 1, n, f), n);
         fclose(f);
+        free(file);
         kern_module *m = NULL;
         kern_status s = kern_module_load_file(ctx, path, &m);
         cr_expect_eq(s, KERN_ERR_FORMAT, "case %d: %s: %s", i, kern_status_name(s),

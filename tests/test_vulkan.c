@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../backends/spirv/spv_emit.h"
+#include "../common/modfile.h"
 #include "../common/spvblock.h"
 #include "../compiler/driver.h"
 #include "../include/kern.h"
@@ -129,13 +130,9 @@ static rt_device *device_or_skip(void) {
 }
 
 static kern_context *context_or_skip(void) {
-    kern_context *ctx = NULL;
-    if (kern_test_vulkan_context(&ctx) != KERN_OK) {
-        fprintf(stderr, "vulkan: no Vulkan device here (%s): the test is skipped\n",
-                kern_context_last_error(ctx));
-        kern_context_release(ctx);
+    kern_context *ctx = kern_test_vulkan_or_null();
+    if (!ctx)
         cr_skip_test("no Vulkan device");
-    }
     return ctx;
 }
 
@@ -153,10 +150,12 @@ static kern_module *load_module(kern_context *ctx, const char *meta, const char 
     int fd = mkstemp(file);
     cr_assert(fd >= 0);
     FILE *f = fdopen(fd, "wb");
-    fprintf(f, "kern-module 1 vulkan\nmeta %zu\n%s\ncode %zu\n", strlen(meta), meta, len);
-    fwrite(code, 1, len, f);
-    fputc('\n', f);
+    size_t n;
+    char *bytes = kern_modfile_build("vulkan", meta, strlen(meta), code, len, &n);
+    cr_assert(f && bytes);
+    cr_assert_eq(fwrite(bytes, 1, n, f), n);
     fclose(f);
+    free(bytes);
     free(code);
     kern_module *m = NULL;
     kern_status s = kern_module_load_file(ctx, file, &m);

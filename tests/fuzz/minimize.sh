@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # minimize.sh - shrinks a crashing input and prints the crash it still reproduces.
 #
-#   bash tests/fuzz/minimize.sh CRASH_FILE [frontend|compile|ir] [OUT]
+#   bash tests/fuzz/minimize.sh CRASH_FILE [frontend|compile|ir|npy|module] [OUT]
 #
 # Writes OUT (default: CRASH_FILE.min) and runs the harness once on it, so the stack trace
 # of the minimized input is printed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-crash=${1:?usage: tests/fuzz/minimize.sh CRASH_FILE [frontend|compile|ir] [OUT]}
+crash=${1:?usage: tests/fuzz/minimize.sh CRASH_FILE [frontend|compile|ir|npy|module] [OUT]}
 target=${2:-frontend}
 out=${3:-$crash.min}
 BUILD=${KERN_FUZZ_BUILD:-build-fuzz}

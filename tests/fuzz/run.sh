@@ -7,8 +7,8 @@
 # tests/fuzz/corpus-run/TARGET/ (git-ignored) and grows from run to run; every run first
 # copies the seeds into it: tests/golden/**/*.kern and examples/*.kern (the .kern
 # harnesses) or tests/golden/**/*.ir (the IR harness), examples/data/*.npy (npy), the
-# modules build/kernc builds from examples/*.kern for cpu, cuda and vulkan (module), plus
-# earlier reproducers from
+# committed corpus tests/fuzz/corpus/module/ and the modules build/kernc builds from
+# examples/*.kern for cpu, cuda, vulkan and amdgpu (module), plus earlier reproducers from
 # tests/fuzz/crashes/. Crashing inputs land in tests/fuzz/corpus-run/artifacts/; minimize
 # one with tests/fuzz/minimize.sh and commit it under tests/fuzz/crashes/.
 #
@@ -45,13 +45,14 @@ done < <(
         [ -d tests/golden ] && find tests/golden -name "*.$ext" -print0
         [ "$ext" = kern ] && find examples -maxdepth 1 -name '*.kern' -print0
         [ "$ext" = npy ] && find examples/data -name '*.npy' -print0
+        [ "$ext" = module ] && find tests/fuzz/corpus/module -type f -print0
         [ -d tests/fuzz/crashes ] && find tests/fuzz/crashes -name "*.$ext" -print0
     } 2>/dev/null || true
 )
 
 if [ "$ext" = module ]; then # modules of every target, built by the plain build
     for f in examples/*.kern; do
-        for t in cpu cuda vulkan; do
+        for t in cpu cuda vulkan amdgpu; do # amdgpu: the kernels without f32 sin, cos, exp
             build/kernc build "$f" --target=$t -o "$corpus/seed-$(basename "$f" .kern).$t" \
                 2>/dev/null && nseeds=$((nseeds + 1))
         done
