@@ -63,6 +63,26 @@ static const char *sev_name(diag_severity s) {
     return "error";
 }
 
+/* The end of the line starting at p: its '\n', '\r' or end. */
+static const char *line_end(const char *p, const char *end) {
+    while (p < end && *p != '\n' && *p != '\r')
+        p++;
+    return p;
+}
+
+/* The start of line `line` (1-based) of [text, end): lines end at "\n", "\r\n" or a lone
+ * "\r", as the lexer counts them; end when the text has fewer lines. */
+static const char *line_start(const char *text, const char *end, uint32_t line) {
+    const char *p = text;
+    for (uint32_t l = 1; l < line; l++) {
+        p = line_end(p, end);
+        if (p == end)
+            return end;
+        p += p[0] == '\r' && p + 1 < end && p[1] == '\n' ? 2 : 1;
+    }
+    return p;
+}
+
 void diag_print(FILE *f, const diag *d) {
     if (!d->src) {
         fprintf(f, "kernc: %s: %s\n", sev_name(d->severity), d->message);
@@ -74,15 +94,10 @@ void diag_print(FILE *f, const diag *d) {
     }
     fprintf(f, "%s:%u:%u: %s: %s\n", d->src->path, d->loc.line, d->loc.col,
             sev_name(d->severity), d->message);
-    /* Find the source line. */
-    const char *p = d->src->text, *end = d->src->text + d->src->len;
-    for (uint32_t l = 1; l < d->loc.line && p < end; p++)
-        if (*p == '\n')
-            l++;
-    const char *e = p;
-    while (e < end && *e != '\n' && *e != '\r')
-        e++;
-    if (p >= end && d->loc.line > 1 && p == e)
+    const char *end = d->src->text + d->src->len;
+    const char *p = line_start(d->src->text, end, d->loc.line);
+    const char *e = line_end(p, end);
+    if (p >= end && d->loc.line > 1)
         return; /* location past the end of the file: no line to show */
     fprintf(f, "    %.*s\n    ", (int)(e - p), p);
     for (uint32_t c = 1; c < d->loc.col && p + c - 1 < e; c++)

@@ -213,6 +213,15 @@ Test(lexer, crlf_line_endings) {
     lexed_free(&r);
 }
 
+/* A lone '\r' ends a line too (old Mac files), and ends a // comment: the comment does
+ * not swallow the rest of the file. */
+Test(lexer, cr_only_line_endings) {
+    lexed r = lex("a\rb\r\rc\r\n// x\ry /* \r */ z");
+    cr_expect_str_eq(r.toks, "id:a id:b id:c id:y id:z eof");
+    cr_expect_str_eq(r.locs, "1:1 2:1 4:1 6:1 7:5 7:6");
+    lexed_free(&r);
+}
+
 Test(lexer, byte_order_mark_is_skipped) {
     lexed r = lex("\xEF\xBB\xBFkernel");
     cr_expect_str_eq(r.toks, "kernel eof");
@@ -330,4 +339,47 @@ Test(lexer, errors_keep_later_locations_right) {
     cr_expect_str_eq(r.errors, "1:1: unexpected character '$'\n"
                                "2:3: malformed number '0x': expected hex digits after '0x'\n");
     lexed_free(&r);
+}
+
+/* ---- Diagnostics as printed ------------------------------------------------------- */
+
+/* A stream that counts its write calls (unbuffered: one call per write the printer
+ * makes, as on stderr) and keeps what was written. */
+typedef struct counted {
+    kern_buf text;
+    int writes;
+} counted;
+
+static ssize_t counted_write(void *cookie, const char *data, size_t n) {
+    counted *c = cookie;
+    buf_putn(&c->text, data, n);
+    c->writes++;
+    return (ssize_t)n;
+}
+
+/* The diagnostics of lexing text, as diag_print_all writes them, and its write count. */
+static char *printed(const char *text, size_t len, int *writes) {
+    counted c = {{0}, 0};
+    FILE *f = fopencookie(&c, "w", (cookie_io_functions_t){.write = counted_write});
+    cr_assert(f);
+    setvbuf(f, NULL, _IONBF, 0);
+    lexed r = lex_n(text, len);
+    diag_print_all(f, &r.ctx->diags);
+    fclose(f);
+    lexed_free(&r);
+    *writes = c.writes;
+    buf_putc(&c.text, 0);
+    return c.text.data;
+}
+
+/* The quoted line and the caret under the character: with CR-only line ends, the line of
+ * the error is quoted (not the file's first) and the caret stands under the '$'. */
+Test(diag, cr_only_lines_are_quoted_right) {
+    const char *text = "kernel k(a: f32[]) {\r  let x = $;\r}\r";
+    int writes;
+    char *out = printed(text, strlen(text), &writes);
+    cr_expect_str_eq(out, "t.kern:2:11: error: unexpected character '$'\n"
+                          "      let x = $;\n"
+                          "              ^\n");
+    free(out);
 }
