@@ -383,3 +383,50 @@ Test(diag, cr_only_lines_are_quoted_right) {
                           "              ^\n");
     free(out);
 }
+
+/* An error at column 5,000,001 of one line quotes a window of the line around the column,
+ * in one write (it printed the 5 MB line a byte per write(2), about 20 s). */
+Test(diag, long_line_is_cut_around_the_caret) {
+    size_t n = 5000000;
+    char *text = malloc(n + 16);
+    memset(text, ' ', n);
+    memcpy(text + n, "$ abc", 6);
+    int writes;
+    char *out = printed(text, n + 5, &writes);
+    cr_assert_eq(writes, 1, "%d writes", writes);
+    cr_expect_lt(strlen(out), 400, "%zu bytes printed", strlen(out));
+    const char *l1 = strchr(out, '\n') + 1, *l2 = strchr(l1, '\n') + 1;
+    cr_expect(!strncmp(out, "t.kern:1:5000001: error: unexpected character '$'\n", 50), "%s", out);
+    cr_expect(!strncmp(l1, "    ...", 7), "the cut is marked: %s", l1);
+    const char *dollar = strchr(l1, '$'), *caret = strchr(l2, '^');
+    cr_assert(dollar && caret, "%s", out);
+    cr_expect_eq(dollar - l1, caret - l2, "the caret under the '$':\n%s", out);
+    free(out);
+    /* a cut in the middle of the line is marked at both ends; UTF-8 is cut between
+     * characters (the window's ends fall inside an 'é' here) and the caret counts
+     * characters, not bytes */
+    memset(text, ' ', n);
+    size_t at = 2000200; /* the '$': the window is [at - 60, at + 60) */
+    memcpy(text + at - 200, "/*", 2);
+    for (size_t i = at - 99; i < at - 20; i += 2)
+        memcpy(text + i, "\xC3\xA9", 2);
+    memcpy(text + at - 10, "*/", 2);
+    text[at] = '$';
+    memcpy(text + at + 2, "/*", 2);
+    for (size_t i = at + 5; i < at + 100; i += 2)
+        memcpy(text + i, "\xC3\xA9", 2);
+    memcpy(text + at + 110, "*/", 2);
+    out = printed(text, n, &writes);
+    l1 = strchr(out, '\n') + 1, l2 = strchr(l1, '\n') + 1;
+    const char *e1 = strchr(l1, '\n');
+    cr_expect(!strncmp(l1, "    ...", 7) && !strncmp(e1 - 3, "...", 3), "%.*s", (int)(e1 - l1), l1);
+    cr_expect_neq((unsigned char)l1[7] & 0xC0, 0x80, "the window starts on a character");
+    cr_expect_neq((unsigned char)e1[-4] & 0xC0, 0xC0, "the window ends after a character");
+    dollar = strchr(l1, '$');
+    size_t chars = 0;
+    for (const char *p = l1; p < dollar; p++)
+        chars += ((unsigned char)*p & 0xC0) != 0x80;
+    cr_expect_eq(strchr(l2, '^') - l2, (ptrdiff_t)chars, "the caret under the '$'");
+    free(out);
+    free(text);
+}
