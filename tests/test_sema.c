@@ -228,6 +228,34 @@ Test(sema, fold_ideal_is_exact) {
     cr_expect_eq(r.i, 0);
 }
 
+/* Literal shifts are exact like + and *: a set bit reaching bit 63 overflows, 1 << 63 as
+ * much as 3 << 62 (1 << 63 was accepted, wrapping to -2^63, while 3 << 62 was an error:
+ * issue 23); a typed shift wraps per type. */
+Test(sema, ideal_shifts_overflow_alike) {
+    fe_value r;
+    cr_expect_eq(fe_fold_ideal_binary(BIN_SHL, I(ty_i64(), 1), I(ty_i64(), 63), &r), FOLD_OVERFLOW);
+    cr_expect_eq(fe_fold_ideal_binary(BIN_SHL, I(ty_i64(), 3), I(ty_i64(), 62), &r), FOLD_OVERFLOW);
+    cr_expect_eq(fe_fold_ideal_binary(BIN_SHL, I(ty_i64(), 1), I(ty_i64(), 64), &r), FOLD_SHIFT);
+    cr_assert_eq(fe_fold_ideal_binary(BIN_SHL, I(ty_i64(), 1), I(ty_i64(), 62), &r), FOLD_OK);
+    cr_expect_eq(r.i, INT64_C(1) << 62);
+    cr_assert_eq(fe_fold_ideal_binary(BIN_SHL, I(ty_i64(), 0), I(ty_i64(), 63), &r), FOLD_OK);
+    cr_expect_eq(r.i, 0);
+    const char *const overflow[] = {"1 << 63", "3 << 62", "2 << 62"};
+    for (size_t i = 0; i < sizeof overflow / sizeof *overflow; i++) {
+        char src[160];
+        snprintf(src, sizeof src, "const C: i64 = %s;\nkernel k(a: i64[]) { a[0] = C; }\n",
+                 overflow[i]);
+        checked c = check(src);
+        cr_expect(!c.ok &&
+                      strstr(c.diags, "1:18: error: integer constant overflows 64 bits in '<<'"),
+                  "%s: %s", overflow[i], c.diags);
+        done(&c);
+    }
+    checked c = check_ok("const C: i64 = i64(1) << 63;\nkernel k(a: i64[]) { a[0] = C; }\n");
+    cr_expect_eq(item(&c, "C")->sym->cval.i, INT64_MIN);
+    done(&c);
+}
+
 Test(sema, value_format) {
     char b[48];
     fe_value_format(b, sizeof b, F(ty_f64(), 0.1));
