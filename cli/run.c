@@ -64,8 +64,9 @@ static const kc_codegen *codegen_of(const char *target, const kc_options *o, int
         return NULL;
     }
     if (o->arch && !cg->arch_valid(o->arch)) {
-        *rc = fail(KERNC_EXIT_USAGE, "--arch: '%s' is not an architecture of target %s (e.g. %s)",
-                   o->arch, cg->t->name, cg->t->default_arch);
+        *rc = fail(KERNC_EXIT_USAGE,
+                   "--arch: '%s' is not an architecture of target %s (its architectures: %s)",
+                   o->arch, cg->t->name, cg->t->arches);
         return NULL;
     }
     return cg;

@@ -763,6 +763,48 @@ Test(cli, emit_amdgcn_and_build_amdgpu) {
     unlink(out);
 }
 
+/* An --arch that LLVM 19 does not know (or kern's code cannot run on) is a usage error
+ * listing the architectures, in every command that takes one: `build --arch=sm_99` exited 0
+ * after LLVM's warnings with `.target sm_99` PTX (or aborted), gfx9999 aborted (issue 23). */
+Test(cli, unknown_arches_are_usage_errors) {
+    char out[64];
+    temp_file(out, ".kmod", NULL);
+    unlink(out);
+    static const char *const cases[][2] = {
+        {"cuda", "sm_99"},    {"cuda", "sm_100a"},  {"cuda", "sm_20"},    {"amdgpu", "gfx9999"},
+        {"amdgpu", "gfx000"}, {"amdgpu", "gfx90b"}, {"amdgpu", "gfx600"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        bool cuda = !strcmp(cases[i][0], "cuda");
+        if (!kc_codegen_find(cases[i][0]))
+            continue;
+        const char *list =
+            cuda ? "(its architectures: sm_50, sm_52, " : "(its architectures: gfx700, ";
+        char args[512], want[160];
+        snprintf(want, sizeof want, "'%s' is not an architecture of target %s", cases[i][1],
+                 cases[i][0]);
+        snprintf(args, sizeof args, "build examples/elastic.kern --target=%s --arch=%s -o %s",
+                 cases[i][0], cases[i][1], out);
+        run_result r = run(args);
+        cr_expect(r.status == 2 && strstr(r.out, want) && strstr(r.out, list) &&
+                      !strstr(r.out, "not a recognized processor"),
+                  "kernc %s: status %d:\n%s", args, r.status, r.out);
+        cr_expect(access(out, F_OK) != 0, "%s was written", out);
+        free(r.out);
+        snprintf(args, sizeof args, "emit examples/elastic.kern --emit=%s --arch=%s",
+                 cuda ? "ptx" : "amdgcn", cases[i][1]);
+        expect(args, 2, want);
+        snprintf(args, sizeof args, "emit examples/elastic.kern --emit=llvm --target=%s --arch=%s",
+                 cases[i][0], cases[i][1]);
+        expect(args, 2, want);
+    }
+    /* run and gradcheck check it before they look for a device */
+    expect("run examples/saxpy.kern saxpy --target=cuda --arch=sm_99", 2,
+           "'sm_99' is not an architecture of target cuda");
+    expect("gradcheck examples/saxpy.kern saxpy --target=cuda --arch=sm_100a", 2,
+           "'sm_100a' is not an architecture of target cuda");
+}
+
 /* kernc build links with an argument vector, never a shell: an output path with quotes,
  * spaces and a command substitution is just a path; $CC may carry options; a driver that
  * does not exist is a clear error. */
