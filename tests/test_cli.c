@@ -959,6 +959,42 @@ Test(cli, run_options_usage) {
            "option of run and gradcheck only");
 }
 
+/* The command line takes any number of bindings and --save options: it took a KERNEL and
+ * 63 bindings, then "too many arguments" (issue 23). A kernel of 100 parameters runs. */
+Test(cli, run_takes_any_number_of_bindings) {
+    kern_buf src = {0}, args = {0};
+    buf_puts(&src, "kernel k(x: f32[]");
+    for (int i = 0; i < 99; i++)
+        buf_printf(&src, ", p%d: f32", i);
+    buf_puts(&src, ") { for i in 0..len(x) { x[i] = 0.0");
+    for (int i = 0; i < 99; i++)
+        buf_printf(&src, " + p%d", i);
+    buf_puts(&src, "; } }\n");
+    char path[64], npy[64];
+    temp_file(path, ".kern", src.data);
+    temp_npy_f32(npy, (const float[]){0, 0}, 2);
+    buf_printf(&args, "run %s k x=%s", path, npy);
+    for (int i = 0; i < 99; i++)
+        buf_printf(&args, " p%d=%d", i, i % 3);
+    for (int i = 0; i < 70; i++)
+        buf_puts(&args, " --save x=/dev/null");
+    expect(args.data, 0, NULL);
+    buf_free(&args);
+    buf_printf(&args, "run %s k x=%s", path, npy);
+    for (int i = 0; i < 99; i++)
+        buf_printf(&args, " p%d=%d", i, i % 3);
+    expect(args.data, 0, "x: f32[2] = 99 99"); /* 33 * (0 + 1 + 2) */
+    buf_free(&args);
+    buf_printf(&args, "gradcheck %s k", path);
+    for (int i = 0; i < 99; i++)
+        buf_printf(&args, " p%d=1", i);
+    expect(args.data, 0, "gradcheck k: ");
+    buf_free(&args);
+    buf_free(&src);
+    unlink(path);
+    unlink(npy);
+}
+
 /* y[i + 1] = x[i] writes one past the end of y: run checks bounds by default, so it is an
  * error naming the store, not a heap corruption. */
 Test(cli, run_checks_bounds_by_default) {
