@@ -521,6 +521,20 @@ static int run_command(cli *c) {
         return usage_error("unknown command '%s' (check, emit, build, run, gradcheck)", c->cmd);
     if (!c->file)
         return usage_error("%s: missing FILE.kern", c->cmd);
+    /* an option that the command would ignore is an error, never silently dropped */
+    bool writes = !strcmp(c->cmd, "emit") || !strcmp(c->cmd, "build");
+    if (c->out && !writes)
+        return usage_error(strcmp(c->cmd, "run") != 0
+                               ? "%s: -o is an option of emit and build only"
+                               : "%s: -o is an option of emit and build only (run writes arrays "
+                                 "with --save NAME=PATH.npy)",
+                           c->cmd);
+    if (c->emit && strcmp(c->cmd, "emit") != 0)
+        return usage_error("%s: --emit is an option of emit only", c->cmd);
+    if (c->kernel && strcmp(c->cmd, "emit") != 0)
+        return usage_error("%s: --kernel is an option of emit only (run and gradcheck take "
+                           "KERNEL after the file)",
+                           c->cmd);
     if (c->gc_option && strcmp(c->cmd, "gradcheck") != 0)
         return usage_error("%s is an option of gradcheck only", c->gc_option);
     if (c->opts.no_jvp && strcmp(c->cmd, "build") != 0)

@@ -959,6 +959,31 @@ Test(cli, run_options_usage) {
            "option of run and gradcheck only");
 }
 
+/* An option the command would ignore is a usage error: `run -o` was silently dropped
+ * (issue 23), as were --emit and --kernel outside emit and -o outside emit and build. */
+Test(cli, options_a_command_ignores_are_errors) {
+    static const char *const cases[][2] = {
+        {"run tests/golden/ir/saxpy.kern saxpy a=1 -o out.npy",
+         "run: -o is an option of emit and build only (run writes arrays with --save"},
+        {"gradcheck tests/golden/ir/saxpy.kern saxpy -o x",
+         "gradcheck: -o is an option of emit and build only"},
+        {"check tests/golden/ir/saxpy.kern -o x", "check: -o is an option of emit and build"},
+        {"check tests/golden/ir/saxpy.kern --emit=ir", "check: --emit is an option of emit"},
+        {"build tests/golden/ir/saxpy.kern -o x.so --emit=ir",
+         "build: --emit is an option of emit"},
+        {"run tests/golden/ir/saxpy.kern saxpy --emit=ir", "--emit is an option of emit"},
+        {"build tests/golden/ir/saxpy.kern -o x.so --kernel saxpy",
+         "build: --kernel is an option of emit only"},
+        {"run tests/golden/ir/saxpy.kern saxpy --kernel saxpy",
+         "run: --kernel is an option of emit only (run and gradcheck take KERNEL after the file)"},
+        {"check tests/golden/ir/saxpy.kern --kernel saxpy", "--kernel is an option of emit"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect(cases[i][0], 2, cases[i][1]);
+    cr_expect(access(KERN_SOURCE_ROOT "/x.so", F_OK) != 0 &&
+              access(KERN_SOURCE_ROOT "/x", F_OK) != 0);
+}
+
 /* The command line takes any number of bindings and --save options: it took a KERNEL and
  * 63 bindings, then "too many arguments" (issue 23). A kernel of 100 parameters runs. */
 Test(cli, run_takes_any_number_of_bindings) {
