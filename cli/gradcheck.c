@@ -232,7 +232,8 @@ static gradcheck_status compile(gc *g, const char *text, size_t len, bool promot
 static gradcheck_status find_kernels(gc *g, kern_module *mod, kern_kernel **k, kern_kernel **gk,
                                      kern_kernel **jk) {
     if (kern_kernel_find(mod, g->name, k) != KERN_OK)
-        return gc_fail(g, GRADCHECK_USER, "no kernel named '%s' in %s", g->name, g->path);
+        return gc_fail(g, GRADCHECK_USER, "no kernel named '%s' in %s%s", g->name, g->path,
+                       kern_module_kernel_count(mod) ? "" : ", which has no kernels");
     char gname[512];
     snprintf(gname, sizeof gname, "%s.grad", g->name);
     if (kern_kernel_find(mod, gname, gk) != KERN_OK)

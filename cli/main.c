@@ -392,6 +392,11 @@ static bool item_exists(const fe_file *f, const char *name) {
 static int cmd_check(cli *c, kc_ctx *ctx, loaded *l) {
     fe_file *f = kc_check_source(ctx, c->file, l->text, l->len);
     diag_print_all(stderr, &ctx->diags);
+    bool kernels = false;
+    for (int i = 0; f && i < f->nitems; i++)
+        kernels |= f->items[i]->kind == IT_KERNEL;
+    if (f && !kernels) /* valid, but nothing to build or run */
+        fprintf(stderr, "kernc: warning: no kernels in %s\n", c->file);
     return f ? 0 : EXIT_USER;
 }
 

@@ -552,7 +552,10 @@ int kernc_cmd_run(const kernc_run_args *a) {
                 fprintf(stderr, " (no gradient was built for '%s')", base);
             free(base);
         }
-        fprintf(stderr, "; kernels:");
+        if (kern_module_kernel_count(mod) == 0)
+            fprintf(stderr, ", which has no kernels");
+        else
+            fprintf(stderr, "; kernels:");
         for (int i = 0; i < kern_module_kernel_count(mod); i++)
             fprintf(stderr, " %s", kern_module_kernel_name(mod, i));
         fputc('\n', stderr);
@@ -861,6 +864,8 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
         kc_ctx_free(cc);
         return rc;
     }
+    if (m->nkernels == 0)
+        fprintf(stderr, "kernc build: warning: no kernels in %s: the module is empty\n", file);
     ir_foreach_kernel(k, m) {
         if (k->grad_error)
             fprintf(stderr, "kernc build: warning: no gradient '%s.grad' in the module: %s\n",

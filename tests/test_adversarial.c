@@ -540,8 +540,11 @@ Test(adversarial, one_context_two_threads, .timeout = 120) {
 #define SRC(text) "printf '%s' '" text "' > p.kern"
 
 static const cli_case source_cases[] = {
-    {"an empty file has no kernels", "touch p.kern", "check p.kern", 0, NULL, NULL},
-    {"/dev/null as a source", NULL, "check /dev/null", 0, NULL, NULL},
+    {"an empty file has no kernels", "touch p.kern", "check p.kern", 0,
+     "warning: no kernels in p.kern", NULL},
+    {"/dev/null as a source", NULL, "check /dev/null", 0, "no kernels in /dev/null", NULL},
+    {"run of a file without kernels", "touch p.kern", "run p.kern k", 1,
+     "no kernel named 'k' in p.kern, which has no kernels", NULL},
     {"a directory as a source", "mkdir d.kern", "check d.kern", 3,
      "cannot read 'd.kern': Is a directory", NULL},
     {"a missing source", NULL, "check nope.kern", 3,
@@ -569,7 +572,8 @@ static const cli_case source_cases[] = {
     {"a kernel named like a gradient's symbols",
      SRC("kernel k__grad(x: f32[]) { } kernel k(x: f32[]) { }"), "check p.kern", 1,
      "would have the symbols of 'k.grad'", NULL},
-    {"an unknown type", SRC("kernel k(x: q32[]) { }"), "check p.kern", 1, "unknown type 'q32'", NULL},
+    {"an unknown type", SRC("kernel k(x: q32[]) { }"), "check p.kern", 1, "unknown type 'q32'",
+     NULL},
     {"break outside a loop", SRC("kernel k(x: f32[]) { break; }"), "check p.kern", 1,
      "break outside of a loop", NULL},
     {"continue outside a loop", SRC("kernel k(x: f32[]) { continue; }"), "check p.kern", 1,

@@ -984,6 +984,29 @@ Test(cli, options_a_command_ignores_are_errors) {
               access(KERN_SOURCE_ROOT "/x", F_OK) != 0);
 }
 
+/* A file without kernels says so: check and build warn (status 0), run and gradcheck name
+ * it ("kernels:" followed by nothing, issue 23). */
+Test(cli, a_file_without_kernels_says_so) {
+    char src[64], mod[64], args[256];
+    temp_file(src, ".kern", "const A = 1;\nfunc f(x: f32) -> f32 { return x; }\n");
+    temp_file(mod, ".so", NULL);
+    snprintf(args, sizeof args, "check %s", src);
+    expect(args, 0, "warning: no kernels in /tmp/kern-cli-");
+    snprintf(args, sizeof args, "run %s k", src);
+    run_result r = run(args);
+    cr_expect(r.status == 1 && strstr(r.out, ", which has no kernels") &&
+                  !strstr(r.out, "kernels:"),
+              "%s", r.out);
+    free(r.out);
+    snprintf(args, sizeof args, "gradcheck %s k", src);
+    expect(args, 1, ", which has no kernels");
+    snprintf(args, sizeof args, "build %s -o %s", src, mod);
+    expect(args, 0, "no kernels in /tmp/kern-cli-");
+    expect("check /dev/null", 0, "warning: no kernels in /dev/null");
+    unlink(src);
+    unlink(mod);
+}
+
 /* The command line takes any number of bindings and --save options: it took a KERNEL and
  * 63 bindings, then "too many arguments" (issue 23). A kernel of 100 parameters runs. */
 Test(cli, run_takes_any_number_of_bindings) {
