@@ -340,6 +340,118 @@ Test(adversarial, rebuilt_module_is_new_code) {
     remove_tree(dir);
 }
 
+/* ---- source paths of any bytes --------------------------------------------------------- */
+
+#include "../runtime/meta.h"
+
+/* Runs kernc with args (no shell: the paths hold quotes); returns its exit status, its
+ * output (stdout and stderr) in *out. */
+static int kernc_argv(const char *const *args, int n, char **out) {
+    char log[] = "/tmp/kern-adv-log-XXXXXX";
+    int fd = mkstemp(log);
+    cr_assert(fd >= 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char *argv[16] = {(char *)KERNC_PATH};
+        for (int i = 0; i < n && i < 14; i++)
+            argv[i + 1] = (char *)args[i];
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(KERNC_PATH, argv);
+        _exit(127);
+    }
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    close(fd);
+    size_t len;
+    *out = kern_read_file(log, &len);
+    remove(log);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A source path may hold any byte but NUL: the metadata's `source` line escapes a
+ * backslash and control characters as \HH. A newline in the path split the line, and
+ * kern_module_load_file refused what `kernc build` wrote ("corrupt module metadata:
+ * metadata line 3", issue 23). */
+Test(adversarial, source_paths_of_any_bytes) {
+    char all[256], err[256];
+    for (int i = 1; i < 256; i++)
+        all[i - 1] = (char)i;
+    all[255] = 0;
+    kern_meta meta = {.source = all};
+    kern_buf text = {0};
+    kern_meta_print(&text, &meta);
+    kern_meta *back = kern_meta_parse(text.data, text.len, err, sizeof err);
+    cr_assert(back, "%s", err);
+    cr_expect(back->source && !strcmp(back->source, all), "every byte comes back");
+    kern_meta_free(back);
+    buf_free(&text);
+    /* metadata written before the escapes: a backslash before anything but two hex
+     * digits is itself */
+    const char old[] = "kern-meta 1\nsource a\\b\\zz\\\nend\n";
+    back = kern_meta_parse(old, sizeof old - 1, err, sizeof err);
+    cr_assert(back, "%s", err);
+    cr_expect_str_eq(back->source, "a\\b\\zz\\");
+    kern_meta_free(back);
+
+    /* kernc build from such a path; the module loads, and its errors name the path */
+    char dir[] = "/tmp/kern-adv-path-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    kern_buf sub = {0}, src = {0}, so = {0};
+    buf_printf(&sub, "%s/new\nline\ttab \"q\" 'q' \\5c \xff\xfe", dir);
+    cr_assert_eq(mkdir(sub.data, 0700), 0);
+    buf_printf(&src, "%s/o\n.kern", sub.data);
+    buf_printf(&so, "%s/o\nut\t.so", sub.data);
+    const char *text_src = "kernel s(x: f32[], y: f32[]) {\n"
+                           "    for i in 0..len(x) { y[i + 1] = x[i]; }\n"
+                           "}\n";
+    write_bytes(src.data, text_src, strlen(text_src));
+    const char *build[] = {"build", "--debug", src.data, "-o", so.data};
+    char *out;
+    int st = kernc_argv(build, 5, &out);
+    cr_assert_eq(st, 0, "kernc build: %s", out);
+    free(out);
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    kern_module *m = NULL;
+    cr_assert_eq(kern_module_load_file(ctx, so.data, &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "s", &k), KERN_OK);
+    int64_t n = 4;
+    kern_buffer *x, *y;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &x), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &y), KERN_OK);
+    kern_arg args[] = {kern_arg_buffer(x), kern_arg_buffer(y)};
+    kern_status ls = kern_launch(k, args, 2);
+    if (ls == KERN_OK)
+        ls = kern_sync(ctx);
+    kern_buf where = {0};
+    buf_printf(&where, "%s:2:", src.data);
+    cr_expect(ls != KERN_OK && strstr(kern_context_last_error(ctx), where.data),
+              "the bounds error names the file: %s", kern_context_last_error(ctx));
+    kern_buffer_release(x);
+    kern_buffer_release(y);
+    kern_module_release(m);
+    kern_context_release(ctx);
+    /* and kernc run of the file (the JIT's metadata, never printed) */
+    kern_buf xbind = {0}, ybind = {0};
+    buf_printf(&xbind, "x=%s/examples/data/x0.npy", KERN_SOURCE_ROOT);
+    buf_printf(&ybind, "y=%s/examples/data/x0.npy", KERN_SOURCE_ROOT);
+    const char *run[] = {"run", src.data, "s", xbind.data, ybind.data};
+    st = kernc_argv(run, 5, &out);
+    cr_expect(st == 1 && strstr(out, where.data), "kernc run: status %d: %s", st, out);
+    free(out);
+    buf_free(&xbind);
+    buf_free(&ybind);
+    buf_free(&where);
+    buf_free(&sub);
+    buf_free(&src);
+    buf_free(&so);
+    remove_tree(dir);
+}
+
 /* ---- the C API misused (checked mode, KERN_RUNTIME_CHECKS=1) -------------------------- */
 
 #include "../runtime/rt.h"
