@@ -98,7 +98,12 @@ static char *follow_links(const char *path, bool *via_proc) {
 }
 
 static bool fail(char *err, size_t errlen, const char *what, const char *path, int e) {
-    if (err && errlen)
+    /* a path too long for the message keeps its ends, so that the reason still shows */
+    size_t n = strlen(path);
+    if (err && errlen && n > 400)
+        snprintf(err, errlen, "cannot %s '%.200s...%s': %s", what, path, path + n - 190,
+                 strerror(e));
+    else if (err && errlen)
         snprintf(err, errlen, "cannot %s '%s': %s", what, path, strerror(e));
     errno = e;
     return false;
