@@ -1405,6 +1405,41 @@ static void temp_npy_shaped(char *path, kern_dtype t, int rank, const int64_t *s
     cr_assert_eq(kern_npy_write(path, t, rank, shape, data, err, sizeof err), KERN_OK, "%s", err);
 }
 
+/* INT_MIN / -1 is defined: it wraps to INT_MIN, and INT_MIN % -1 is 0, with the checks
+ * of --debug too (which report a division by zero only), as docs/backend-cpu.md and
+ * docs/passes.md say (passes.md said debug builds reported it: issue 23). */
+Test(cli, int_min_by_minus_one_wraps_under_debug) {
+    char src[64], o32[64], o64[64], args[512];
+    temp_file(src, ".kern",
+              "kernel d(a: i32, b: i32, o: i32[]) {\n"
+              "    for i in 0..1 { o[0] = a / b; o[1] = a % b; }\n"
+              "}\n"
+              "kernel d64(a: i64, b: i64, o: i64[]) {\n"
+              "    for i in 0..1 { o[0] = a / b; o[1] = a % b; }\n"
+              "}\n");
+    int64_t two = 2, zeros[2] = {0, 0};
+    temp_npy_shaped(o32, KERN_I32, 1, &two, zeros);
+    temp_npy_shaped(o64, KERN_I64, 1, &two, zeros);
+    static const struct {
+        const char *kernel, *a, *b, *option;
+        int status;
+        const char *want;
+    } cases[] = {
+        {"d", "-2147483648", "-1", "", 0, "o: i32[2] = -2147483648 0"},
+        {"d", "-2147483648", "-1", "--debug", 0, "o: i32[2] = -2147483648 0"},
+        {"d64", "-9223372036854775808", "-1", "", 0, "o: i64[2] = -9223372036854775808 0"},
+        {"d", "5", "0", "", 1, "integer division by zero"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(args, sizeof args, "run %s %s a=%s b=%s o=%s %s", src, cases[i].kernel, cases[i].a,
+                 cases[i].b, strcmp(cases[i].kernel, "d") ? o64 : o32, cases[i].option);
+        expect(args, cases[i].status, cases[i].want);
+    }
+    unlink(src);
+    unlink(o32);
+    unlink(o64);
+}
+
 /* By-value vectors and matrices inline (g=0,-10,0), a struct array as its (N, 7)
  * components, a vec3[] saved with shape (N, 3); the results against a C loop. */
 Test(cli_v1, run_binds_vectors_matrices_and_structs) {
