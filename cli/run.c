@@ -341,6 +341,37 @@ static int split_binding(const char *s, binding *b, char **copy, const char *wha
     return 0;
 }
 
+typedef struct keyed {
+    const char *key;
+    int i;
+} keyed;
+
+static int keyed_cmp(const void *a, const void *b) {
+    const keyed *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* Whether two of keys[0..n) are equal (NULL keys never are); *a < *b are the pair whose
+ * second comes first on the command line. Sorts a copy: n log n, where comparing every
+ * pair of 100,000 arguments took minutes. */
+static bool find_equal(const char **keys, int n, int *a, int *b) {
+    keyed *k = kern_xmalloc(sizeof *k * ((size_t)n + 1));
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (keys[i])
+            k[m++] = (keyed){keys[i], i};
+    qsort(k, (size_t)m, sizeof *k, keyed_cmp);
+    *b = -1;
+    for (int j = 1; j < m; j++)
+        if (!strcmp(k[j - 1].key, k[j].key) && (*b < 0 || k[j].i < *b)) {
+            *a = k[j - 1].i; /* equal keys sort by position: the earlier one */
+            *b = k[j].i;
+        }
+    free(k);
+    return *b >= 0;
+}
+
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -488,20 +519,29 @@ int kernc_cmd_run(const kernc_run_args *a) {
         rc = split_binding(a->saves[i], &save[i], &copies[nb + i], "--save");
     if (rc)
         goto cleanup;
+    /* a parameter bound twice, two saves to one file: by sorting, so n log n */
+    int i0, i1;
+    const char **names = kern_xmalloc(sizeof *names * ((size_t)nb + 1));
     for (int i = 0; i < nb; i++)
-        for (int j = 0; j < i; j++)
-            if (!strcmp(bind[i].name, bind[j].name)) {
-                rc = first(rc,
-                           fail(KERNC_EXIT_USAGE, "parameter '%s' is bound twice", bind[i].name));
-                goto cleanup;
-            }
+        names[i] = bind[i].name;
+    bool twice = find_equal(names, nb, &i0, &i1);
+    free(names);
+    if (twice) {
+        rc = fail(KERNC_EXIT_USAGE, "parameter '%s' is bound twice", bind[i1].name);
+        goto cleanup;
+    }
+    char **keys = kern_xmalloc(sizeof *keys * ((size_t)ns + 1));
     for (int i = 0; i < ns; i++)
-        for (int j = 0; j < i; j++)
-            if (kern_outfile_clash(save[i].value, save[j].value)) {
-                rc = fail(KERNC_EXIT_USAGE, "--save %s=%s and --save %s=%s write one file",
-                          save[j].name, save[j].value, save[i].name, save[i].value);
-                goto cleanup;
-            }
+        keys[i] = kern_outfile_key(save[i].value);
+    bool clash = find_equal((const char **)keys, ns, &i0, &i1);
+    for (int i = 0; i < ns; i++)
+        free(keys[i]);
+    free(keys);
+    if (clash) {
+        rc = fail(KERNC_EXIT_USAGE, "--save %s=%s and --save %s=%s write one file", save[i0].name,
+                  save[i0].value, save[i1].name, save[i1].value);
+        goto cleanup;
+    }
 
     /* K.grad: only that gradient is built, and a failed global-access check is an error
      * with both locations; a primal kernel needs no gradient at all. */

@@ -844,3 +844,19 @@ static const cli_case limit_cases[] = {
 };
 
 Test(adversarial, limits) { run_table(limit_cases, sizeof limit_cases / sizeof *limit_cases); }
+
+/* The command line has no limit on its arguments, so its checks are n log n: 5000 --save
+ * options to /dev/null (allowed: a device is written in place) compared every pair of
+ * paths with two stat calls each, about a minute. */
+static const cli_case many_argument_cases[] = {
+    {"5000 --save options", NULL,
+     RUN_S " $(for i in $(seq 5000); do printf ' --save out=/dev/null'; done)", 0, NULL, NULL},
+    {"a clash among 5000 --save options", NULL,
+     RUN_S " $(for i in $(seq 5000); do printf ' --save out=o%d.npy' $i; done) --save "
+           "x0=./o2500.npy",
+     2, "--save out=o2500.npy and --save x0=./o2500.npy write one file", NULL},
+};
+
+Test(adversarial, many_arguments, .timeout = 60) {
+    run_table(many_argument_cases, sizeof many_argument_cases / sizeof *many_argument_cases);
+}
