@@ -54,6 +54,7 @@ typedef struct fe_item_info {
                           expressions in the body */
     int *site_depth;   /* per entry of sites: the nesting at the call */
     int site_depth_cap;
+    int depth; /* structs: 1 + the deepest struct among the fields (1: none) */
 } fe_item_info;
 
 typedef struct fe_sema {

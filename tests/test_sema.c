@@ -1037,3 +1037,48 @@ Test(sema, builtins_v1_bad_arguments) {
         done(&c);
     }
 }
+
+/* Structs are bounded (docs/language.md section 11): at most 65536 scalars and 64 levels of
+ * structs in structs. A struct doubling 40 times overflowed its leaf count and aborted
+ * ("leaf of an empty struct"), and a chain of 280,000 structs, each holding the one
+ * defined after it, overflowed the stack (issue 23's "no abort from user input"). */
+Test(sema, struct_limits) {
+    kern_buf src = {0};
+    buf_puts(&src, "struct S0 { x: f32 }\n");
+    for (int i = 1; i < 40; i++)
+        buf_printf(&src, "struct S%d { a: S%d, b: S%d }\n", i, i - 1, i - 1);
+    buf_puts(&src, "kernel k(p: S39[]) { }\n");
+    checked c = check(src.data);
+    cr_expect(!c.ok && strstr(c.diags, "18:22: error: struct 'S17' holds more than 65536 scalars "
+                                       "(from field 'b' on), the limit of a struct\n"),
+              "%s", c.diags);
+    cr_expect_eq(c.ctx->diags.errors, 1, "%s", c.diags);
+    done(&c);
+    for (int reverse = 0; reverse < 2; reverse++) {
+        int n = reverse ? 280000 : 100;
+        src.len = 0;
+        for (int j = 1; j < n; j++) {
+            int i = reverse ? n - j : j;
+            buf_printf(&src, "struct S%d { a: S%d }\n", i, i - 1);
+        }
+        buf_puts(&src, "struct S0 { x: f32 }\nkernel k(x: f32[]) { }\n");
+        c = check(src.data);
+        cr_expect(!c.ok && strstr(c.diags, "error: struct 'S64' nests structs 65 deep (field 'a' "
+                                           "of type S63), more than the limit of 64\n"),
+                  "%.300s", c.diags);
+        cr_expect_eq(c.ctx->diags.errors, 1, "%.300s", c.diags);
+        done(&c);
+    }
+    /* at the limits: 64 deep, 65536 scalars */
+    src.len = 0;
+    buf_puts(&src, "struct S0 { x: f32 }\n");
+    for (int i = 1; i < 64; i++)
+        buf_printf(&src, "struct S%d { a: S%d }\n", i, i - 1);
+    for (int i = 1; i <= 16; i++)
+        buf_printf(&src, "struct W%d { a: %s%d, b: %s%d }\n", i, i > 1 ? "W" : "S",
+                   i > 1 ? i - 1 : 0, i > 1 ? "W" : "S", i > 1 ? i - 1 : 0);
+    buf_puts(&src, "kernel k(p: S63[], w: W16[]) { }\n");
+    c = check_ok(src.data);
+    done(&c);
+    buf_free(&src);
+}
