@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver.h"
 #include "sema.h"
 
 void fe_sema_error(fe_sema *s, kern_loc loc, const char *fmt, ...) {
@@ -283,13 +284,28 @@ fe_sym *fe_sema_resolve_const(fe_sema *s, fe_item *it, kern_loc use) {
         const_cycle(s, it, use);
         return it->sym; /* type NULL while resolving: uses stay silent */
     }
-    info->state = 1;
     fe_sym *y = ARENA_NEW(s->mem, fe_sym);
     y->kind = SYM_CONST;
     y->name = it->name;
     y->loc = it->name_loc;
     y->task = -1;
     it->sym = y;
+    if (s->const_depth > KC_MAX_NESTING) {
+        /* consts resolved inside consts recurse: a chain of 20,000 overflowed the stack. One
+         * error; the rest of the chain is left untyped (its uses stay silent). */
+        if (!s->const_too_deep && s->const_stack.len) {
+            const fe_item *first = s->const_stack.data[0];
+            const fe_item *last = s->const_stack.data[s->const_stack.len - 1];
+            fe_sema_error(s, use,
+                          "const '%s' is defined through consts and expressions nested more "
+                          "than %d deep (%s -> ... -> %s -> %s); the limit of nesting",
+                          it->name, KC_MAX_NESTING, first->name, last->name, it->name);
+        }
+        s->const_too_deep = true;
+        info->state = 2;
+        return y;
+    }
+    info->state = 1;
     ptrvec_push(&s->const_stack, it);
 
     /* a const initializer sees only items */

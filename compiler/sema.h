@@ -71,6 +71,9 @@ typedef struct fe_sema {
     int *names;              /* open-addressing table of item indices by name (-1: empty) */
     uint32_t names_mask;     /* its size - 1, a power of two minus one */
     bool const_ctx;          /* checking a const initializer: no locals, no calls */
+    int const_depth;         /* expressions being checked in const initializers, those of
+                                the consts they name included (at most KC_MAX_NESTING) */
+    bool const_too_deep;     /* that limit was reported */
     kern_ptrvec locals;      /* visible locals and params, innermost last */
     int scope_start;         /* index in locals where the innermost scope begins */
     int task;                /* current task of a kernel body, -1 elsewhere */

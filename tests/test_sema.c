@@ -1082,3 +1082,28 @@ Test(sema, struct_limits) {
     done(&c);
     buf_free(&src);
 }
+
+/* Consts that name consts defined after them are resolved inside each other: the nesting
+ * of consts and their expressions is bounded like a kernel's (KC_MAX_NESTING); a chain of
+ * 20,000 consts, each naming the next, overflowed the stack (SIGSEGV). One error. */
+Test(sema, const_nesting_limit) {
+    kern_buf src = {0};
+    for (int n = 1000; n <= 20000; n += 19000) {
+        src.len = 0;
+        for (int i = 0; i + 1 < n; i++)
+            buf_printf(&src, "const C%d = C%d;\n", i, i + 1);
+        buf_printf(&src, "const C%d = 7;\nkernel k(x: i32[]) { x[0] = C0; }\n", n - 1);
+        checked c = check(src.data);
+        if (n == 1000) {
+            cr_expect(c.ok, "%s", c.diags);
+        } else {
+            cr_expect(!c.ok && strstr(c.diags, "error: const 'C1501' is defined through consts "
+                                               "and expressions nested more than 1500 deep (C0 "
+                                               "-> ... -> C1500 -> C1501)"),
+                      "%.400s", c.diags);
+            cr_expect_eq(c.ctx->diags.errors, 1, "%.400s", c.diags);
+        }
+        done(&c);
+    }
+    buf_free(&src);
+}
