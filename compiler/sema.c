@@ -261,6 +261,13 @@ void fe_sema_note_call(fe_sema *s, fe_expr *call) {
 /* ---- Consts ------------------------------------------------------------------------- */
 
 /* Reports the cycle that closes when `it`, being resolved, is used again at loc. */
+void fe_sema_chain_link(kern_buf *b, int i, int n, const char *name) {
+    if (i < 6 || i == n - 1)
+        buf_printf(b, "%s -> ", name);
+    else if (i == 6)
+        buf_printf(b, "... (%d more) -> ", n - 7);
+}
+
 static void const_cycle(fe_sema *s, fe_item *it, kern_loc loc) {
     kern_buf b = {0};
     int start = 0;
@@ -268,7 +275,7 @@ static void const_cycle(fe_sema *s, fe_item *it, kern_loc loc) {
         start++;
     for (int i = start; i < s->const_stack.len; i++) {
         fe_item *c = s->const_stack.data[i];
-        buf_printf(&b, "%s -> ", c->name);
+        fe_sema_chain_link(&b, i - start, s->const_stack.len - start, c->name);
         s->info[item_index(s, c)].cyclic = true;
     }
     buf_puts(&b, it->name);
@@ -946,8 +953,8 @@ static void report_cycle(call_dfs *d, const fe_expr *call, int j) {
     int k = d->depth - 1;
     while (d->path[k] != j)
         k--;
-    for (; k < d->depth; k++)
-        buf_printf(&b, "%s -> ", s->file->items[d->path[k]]->name);
+    for (int i = k; i < d->depth; i++)
+        fe_sema_chain_link(&b, i - k, d->depth - k, s->file->items[d->path[i]]->name);
     buf_puts(&b, s->file->items[j]->name);
     fe_sema_error(s, call->call.name_loc,
                   "recursive call: %s; funcs are inlined, so recursion is not allowed", b.data);

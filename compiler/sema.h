@@ -97,6 +97,9 @@ fe_item *fe_sema_find_item(fe_sema *s, const char *name);
 fe_sym *fe_sema_lookup_value(fe_sema *s, const char *name, kern_loc loc);
 /* Records that the body being checked calls func callee (recursion check). */
 void fe_sema_note_call(fe_sema *s, fe_expr *call);
+/* Link i of a chain of n names in a message ("A -> B -> "): the first six and the last,
+ * "... (N more) -> " for those between, so that a cycle of 10^5 funcs is one line. */
+void fe_sema_chain_link(kern_buf *b, int i, int n, const char *name);
 /* The index of item it in file->items. */
 int fe_sema_item_index(const fe_sema *s, const fe_item *it);
 /* sema_race.c: warns about reads of a parallel for (a checked ST_FOR) that other threads

@@ -1107,3 +1107,18 @@ Test(sema, const_nesting_limit) {
     }
     buf_free(&src);
 }
+
+/* A cycle of many funcs is named in one line: its first six, the count of the others, the
+ * last (a cycle of 150,000 funcs printed 1.5 MB). */
+Test(sema, long_cycles_are_clipped) {
+    kern_buf src = {0};
+    for (int i = 0; i < 20; i++)
+        buf_printf(&src, "func g%d(x: f32) -> f32 { return g%d(x); }\n", i, (i + 1) % 20);
+    buf_puts(&src, "kernel k(x: f32[]) { x[0] = g0(x[0]); }\n");
+    checked c = check(src.data);
+    cr_expect(strstr(c.diags, "recursive call: g0 -> g1 -> g2 -> g3 -> g4 -> g5 -> ... (13 more) "
+                              "-> g19 -> g0; funcs are inlined"),
+              "%s", c.diags);
+    done(&c);
+    buf_free(&src);
+}
