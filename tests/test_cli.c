@@ -1556,21 +1556,31 @@ Test(cli_v1, gradcheck_vectors_matrices_and_structs) {
 /* A struct of f32 and i32 fields is stored as f32 words: gradcheck leaves the integer words
  * alone (24 + 24 + 4 words, 16 of them integers' bits), and finds a wrong float gradient. */
 Test(cli_v1, gradcheck_skips_integer_fields_of_structs) {
-    char src[64], args[512];
-    temp_file(src, ".kern",
-              "struct P { pos: vec3, id: i32, w: f32, flags: u32 }\n"
-              "kernel k(ps: P[], out: P[], y: f32[]) {\n"
-              "    for i in 0..len(ps) {\n"
-              "        var p = ps[i];\n"
-              "        y[i] = p.pos.y * p.w + f32(p.id % 7);\n"
-              "        p.id = p.id * 2 + i32(p.flags % 5);\n"
-              "        p.pos *= p.w;\n"
-              "        out[i] = p;\n"
-              "    }\n"
-              "}\n");
-    snprintf(args, sizeof args, "gradcheck %s k --size 4", src);
-    expect(args, 0, "gradcheck k: 36 elements");
-    unlink(src);
+    /* P of 6 words, and of 70 (its integer words were perturbed as floats beyond 64: a
+     * finite difference of 2.5e36 against the gradient, FAILED) */
+    static const char *const fields[][3] = {
+        {"", "", "gradcheck k: 36 elements"},
+        {", m0: mat4, m1: mat4, m2: mat4, m3: mat4", " + p.m3[1][2]", "): ok"},
+    };
+    for (int i = 0; i < 2; i++) {
+        char src[64], args[512], text[1024];
+        snprintf(text, sizeof text,
+                 "struct P { pos: vec3, id: i32, w: f32, flags: u32%s }\n"
+                 "kernel k(ps: P[], out: P[], y: f32[]) {\n"
+                 "    for i in 0..len(ps) {\n"
+                 "        var p = ps[i];\n"
+                 "        y[i] = p.pos.y * p.w + f32(p.id %% 7)%s;\n"
+                 "        p.id = p.id * 2 + i32(p.flags %% 5);\n"
+                 "        p.pos *= p.w;\n"
+                 "        out[i] = p;\n"
+                 "    }\n"
+                 "}\n",
+                 fields[i][0], fields[i][1]);
+        temp_file(src, ".kern", text);
+        snprintf(args, sizeof args, "gradcheck %s k --size 4", src);
+        expect(args, 0, fields[i][2]);
+        unlink(src);
+    }
 }
 
 /* A structured .npy of i32, f32 and u32 fields binds to a struct of those fields (stored as
