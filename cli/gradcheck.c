@@ -99,9 +99,9 @@ typedef struct gc_param {
     double *g64, *g32;    /* differentiable: K.grad's result in each precision */
     double *v;            /* differentiable: the tangent K.jvp starts from */
     double *t64, *t32;    /* differentiable: K.jvp's tangent of the state after */
-    bool intword[64];     /* a struct array stored as float words: which of the struct's
+    bool *intword;        /* a struct array stored as float words: which of the struct's
                              words (the last dimension) hold integer fields; those are not
-                             perturbed nor summed (their bits are not numbers) */
+                             perturbed nor summed (their bits are not numbers); NULL: none */
     int nwords;           /* 0: no integer words */
 } gc_param;
 
@@ -128,15 +128,17 @@ static const char *view_leaves(gc_param *p, const char *s, int *k) {
     if (!t)
         return NULL;
     for (int i = 0; i < (v ? ty_leaves(v) : 1); i++, (*k)++)
-        if (*k < 64)
+        if (*k < p->info.tail[0])
             p->intword[*k] = !ty_is_float(t);
     return s;
 }
 
 static void find_integer_words(gc_param *p) {
     p->nwords = 0;
-    if (!p->info.type_name || p->info.ntail != 1 || !strchr(p->info.type_name, '{') ||
-        p->info.tail[0] > 64)
+    if (!p->info.type_name || p->info.ntail != 1 || !strchr(p->info.type_name, '{'))
+        return;
+    p->intword = calloc((size_t)p->info.tail[0] + 1, sizeof *p->intword); /* a struct's words */
+    if (!p->intword)
         return;
     int k = 0;
     if (!view_leaves(p, p->info.type_name, &k) || k != p->info.tail[0])
@@ -147,7 +149,7 @@ static void find_integer_words(gc_param *p) {
 }
 
 static bool integer_word(const gc_param *p, int64_t e) {
-    return p->nwords > 0 && p->intword[e % p->nwords];
+    return p->nwords > 0 && p->intword && p->intword[e % p->nwords];
 }
 
 typedef struct gc {
@@ -232,7 +234,8 @@ static gradcheck_status compile(gc *g, const char *text, size_t len, bool promot
 static gradcheck_status find_kernels(gc *g, kern_module *mod, kern_kernel **k, kern_kernel **gk,
                                      kern_kernel **jk) {
     if (kern_kernel_find(mod, g->name, k) != KERN_OK)
-        return gc_fail(g, GRADCHECK_USER, "no kernel named '%s' in %s", g->name, g->path);
+        return gc_fail(g, GRADCHECK_USER, "no kernel named '%s' in %s%s", g->name, g->path,
+                       kern_module_kernel_count(mod) ? "" : ", which has no kernels");
     char gname[512];
     snprintf(gname, sizeof gname, "%s.grad", g->name);
     if (kern_kernel_find(mod, gname, gk) != KERN_OK)
@@ -1066,6 +1069,7 @@ done:
         free(p->v);
         free(p->t64);
         free(p->t32);
+        free(p->intword);
     }
     free(g.p);
     kern_module_release(mod64);

@@ -31,13 +31,13 @@ enum { EXIT_USER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
 typedef struct cli {
     const char *cmd;
     const char *file;
-    const char *positional[64]; /* KERNEL and NAME=VALUE bindings */
+    const char **positional; /* KERNEL and NAME=VALUE bindings (room for every argument) */
     int npositional;
     const char *emit;
     const char *out;
     const char *target;
     const char *kernel;
-    const char *saves[64];
+    const char **saves; /* --save NAME=PATH (room for every argument) */
     int nsaves;
     kc_options opts;
     gradcheck_options gc;
@@ -231,9 +231,12 @@ static bool parse_uint(const char *s, unsigned long long max, unsigned long long
     return true;
 }
 
-/* Parses argv into c; returns 0 or an exit status. */
+/* Parses argv into c; returns 0 or an exit status. The caller frees c->positional and
+ * c->saves. */
 static int parse_cli(int argc, char **argv, cli *c) {
     memset(c, 0, sizeof *c);
+    c->positional = kern_xmalloc((size_t)argc * sizeof *c->positional);
+    c->saves = kern_xmalloc((size_t)argc * sizeof *c->saves);
     kc_options_default(&c->opts);
     gradcheck_options_default(&c->gc);
     c->cmd = argv[1];
@@ -244,10 +247,8 @@ static int parse_cli(int argc, char **argv, cli *c) {
         if (a[0] != '-' || a[1] == 0) {
             if (!c->file)
                 c->file = a;
-            else if (c->npositional < 64)
-                c->positional[c->npositional++] = a;
             else
-                return usage_error("too many arguments (at '%s')", a);
+                c->positional[c->npositional++] = a;
             continue;
         }
         if (!strcmp(a, "--debug")) {
@@ -290,8 +291,6 @@ static int parse_cli(int argc, char **argv, cli *c) {
         } else if ((v = opt_value(a, "--save", argc, argv, &i, &m)) || m) {
             if (!v)
                 return usage_error("%s needs a value", "--save");
-            if (c->nsaves == 64)
-                return usage_error("too many %s options", "--save");
             c->saves[c->nsaves++] = v;
         } else if ((v = opt_value(a, "--ad-stack-size", argc, argv, &i, &m)) || m) {
             unsigned long long n;
@@ -393,6 +392,11 @@ static bool item_exists(const fe_file *f, const char *name) {
 static int cmd_check(cli *c, kc_ctx *ctx, loaded *l) {
     fe_file *f = kc_check_source(ctx, c->file, l->text, l->len);
     diag_print_all(stderr, &ctx->diags);
+    bool kernels = false;
+    for (int i = 0; f && i < f->nitems; i++)
+        kernels |= f->items[i]->kind == IT_KERNEL;
+    if (f && !kernels) /* valid, but nothing to build or run */
+        fprintf(stderr, "kernc: warning: no kernels in %s\n", c->file);
     return f ? 0 : EXIT_USER;
 }
 
@@ -512,6 +516,102 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
     return rc;
 }
 
+/* The command of a parsed command line; returns the exit status. */
+static int run_command(cli *c) {
+    int rc;
+    kc_options_from_env(&c->opts); /* the environment, once, under the command line's values */
+    bool known = !strcmp(c->cmd, "check") || !strcmp(c->cmd, "emit") || !strcmp(c->cmd, "build") ||
+                 !strcmp(c->cmd, "run") || !strcmp(c->cmd, "gradcheck");
+    if (!known)
+        return usage_error("unknown command '%s' (check, emit, build, run, gradcheck)", c->cmd);
+    if (!c->file)
+        return usage_error("%s: missing FILE.kern", c->cmd);
+    /* an option that the command would ignore is an error, never silently dropped */
+    bool writes = !strcmp(c->cmd, "emit") || !strcmp(c->cmd, "build");
+    if (c->out && !writes)
+        return usage_error(strcmp(c->cmd, "run") != 0
+                               ? "%s: -o is an option of emit and build only"
+                               : "%s: -o is an option of emit and build only (run writes arrays "
+                                 "with --save NAME=PATH.npy)",
+                           c->cmd);
+    if (c->emit && strcmp(c->cmd, "emit") != 0)
+        return usage_error("%s: --emit is an option of emit only", c->cmd);
+    if (c->kernel && strcmp(c->cmd, "emit") != 0)
+        return usage_error("%s: --kernel is an option of emit only (run and gradcheck take "
+                           "KERNEL after the file)",
+                           c->cmd);
+    if (c->gc_option && strcmp(c->cmd, "gradcheck") != 0)
+        return usage_error("%s is an option of gradcheck only", c->gc_option);
+    if (c->opts.no_jvp && strcmp(c->cmd, "build") != 0)
+        return usage_error("%s: --no-jvp is an option of build only", c->cmd);
+    if (c->run_option && strcmp(c->cmd, "run") != 0)
+        return usage_error("%s is an option of run only", c->run_option);
+    if ((c->steps || c->step_arg) && strcmp(c->cmd, "run") != 0 && strcmp(c->cmd, "gradcheck") != 0)
+        return usage_error("%s is an option of run and gradcheck only",
+                           c->steps ? "--steps" : "--step-arg");
+    if (!c->steps != !c->step_arg)
+        return usage_error("%s", "--steps N and --step-arg NAME go together");
+    if (c->no_checks && c->opts.debug)
+        return usage_error("%s", "--debug and --no-checks contradict each other");
+    if (!strcmp(c->cmd, "run") && !c->no_checks)
+        c->opts.debug = true; /* run checks bounds unless asked not to */
+    if (!strcmp(c->cmd, "run") || !strcmp(c->cmd, "gradcheck")) {
+        kernc_run_args ra = {c->file,
+                             c->npositional ? c->positional[0] : NULL,
+                             c->target,
+                             c->positional + (c->npositional ? 1 : 0),
+                             c->npositional ? c->npositional - 1 : 0,
+                             c->saves,
+                             c->nsaves,
+                             c->opts,
+                             c->threads,
+                             c->time,
+                             c->steps,
+                             c->step_arg};
+        if (!strcmp(c->cmd, "run"))
+            return kernc_cmd_run(&ra);
+        if (c->nsaves)
+            return usage_error("%s is an option of run, not gradcheck", "--save");
+        c->gc.steps = c->steps;
+        c->gc.step_arg = c->step_arg;
+        return kernc_cmd_gradcheck(&ra, &c->gc);
+    }
+    if (!strcmp(c->cmd, "build")) {
+        if (c->npositional)
+            return usage_error("build: unexpected argument '%s'", c->positional[0]);
+        return kernc_cmd_build(c->file, c->target, c->out, &c->opts);
+    }
+    const kern_target *owner = c->emit ? kern_target_of_emit(c->emit) : NULL;
+    if (!strcmp(c->cmd, "emit") && owner) {
+        /* code of a target: the --target's, else the first target whose emit kinds have
+         * it (the registry's order: llvm is cpu's, ptx cuda's, spirv vulkan's) */
+        const char *target = c->target ? c->target : owner->name;
+        if (c->npositional)
+            return usage_error("emit: unexpected argument '%s'", c->positional[0]);
+        if (c->kernel && is_grad_name(c->kernel)) { /* the code of K.grad too */
+            c->opts.grad = KC_GRAD_ALL;
+            c->opts.grad_only = c->kernel;
+        }
+        return kernc_cmd_emit_code(c->file, target, c->emit, c->out, c->kernel, &c->opts);
+    }
+    if (c->opts.arch && strcmp(c->cmd, "build") != 0 && strcmp(c->cmd, "run") != 0 &&
+        strcmp(c->cmd, "gradcheck") != 0)
+        return usage_error("%s: --arch applies to code of a GPU target only", c->cmd);
+    if (!strcmp(c->cmd, "check") && c->npositional)
+        return usage_error("check: unexpected argument '%s'", c->positional[0]);
+    if (!strcmp(c->cmd, "emit") && c->npositional)
+        return usage_error("emit: unexpected argument '%s'", c->positional[0]);
+    loaded l;
+    if ((rc = load_file(c->file, &l)))
+        return rc;
+    kc_ctx *ctx = kc_ctx_new();
+    ctx->opts = c->opts;
+    rc = !strcmp(c->cmd, "check") ? cmd_check(c, ctx, &l) : cmd_emit(c, ctx, &l);
+    kc_ctx_free(ctx);
+    free(l.text);
+    return rc;
+}
+
 static int kernc_main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
@@ -527,86 +627,9 @@ static int kernc_main(int argc, char **argv) {
     }
     cli c;
     int rc = parse_cli(argc, argv, &c);
-    if (c.help)
-        return command_usage(c.cmd);
-    if (rc)
-        return rc;
-    kc_options_from_env(&c.opts); /* the environment, once, under the command line's values */
-    bool known = !strcmp(c.cmd, "check") || !strcmp(c.cmd, "emit") || !strcmp(c.cmd, "build") ||
-                 !strcmp(c.cmd, "run") || !strcmp(c.cmd, "gradcheck");
-    if (!known)
-        return usage_error("unknown command '%s' (check, emit, build, run, gradcheck)", c.cmd);
-    if (!c.file)
-        return usage_error("%s: missing FILE.kern", c.cmd);
-    if (c.gc_option && strcmp(c.cmd, "gradcheck") != 0)
-        return usage_error("%s is an option of gradcheck only", c.gc_option);
-    if (c.opts.no_jvp && strcmp(c.cmd, "build") != 0)
-        return usage_error("%s: --no-jvp is an option of build only", c.cmd);
-    if (c.run_option && strcmp(c.cmd, "run") != 0)
-        return usage_error("%s is an option of run only", c.run_option);
-    if ((c.steps || c.step_arg) && strcmp(c.cmd, "run") != 0 && strcmp(c.cmd, "gradcheck") != 0)
-        return usage_error("%s is an option of run and gradcheck only",
-                           c.steps ? "--steps" : "--step-arg");
-    if (!c.steps != !c.step_arg)
-        return usage_error("%s", "--steps N and --step-arg NAME go together");
-    if (c.no_checks && c.opts.debug)
-        return usage_error("%s", "--debug and --no-checks contradict each other");
-    if (!strcmp(c.cmd, "run") && !c.no_checks)
-        c.opts.debug = true; /* run checks bounds unless asked not to */
-    if (!strcmp(c.cmd, "run") || !strcmp(c.cmd, "gradcheck")) {
-        kernc_run_args ra = {c.file,
-                             c.npositional ? c.positional[0] : NULL,
-                             c.target,
-                             c.positional + (c.npositional ? 1 : 0),
-                             c.npositional ? c.npositional - 1 : 0,
-                             c.saves,
-                             c.nsaves,
-                             c.opts,
-                             c.threads,
-                             c.time,
-                             c.steps,
-                             c.step_arg};
-        if (!strcmp(c.cmd, "run"))
-            return kernc_cmd_run(&ra);
-        if (c.nsaves)
-            return usage_error("%s is an option of run, not gradcheck", "--save");
-        c.gc.steps = c.steps;
-        c.gc.step_arg = c.step_arg;
-        return kernc_cmd_gradcheck(&ra, &c.gc);
-    }
-    if (!strcmp(c.cmd, "build")) {
-        if (c.npositional)
-            return usage_error("build: unexpected argument '%s'", c.positional[0]);
-        return kernc_cmd_build(c.file, c.target, c.out, &c.opts);
-    }
-    const kern_target *owner = c.emit ? kern_target_of_emit(c.emit) : NULL;
-    if (!strcmp(c.cmd, "emit") && owner) {
-        /* code of a target: the --target's, else the first target whose emit kinds have
-         * it (the registry's order: llvm is cpu's, ptx cuda's, spirv vulkan's) */
-        const char *target = c.target ? c.target : owner->name;
-        if (c.npositional)
-            return usage_error("emit: unexpected argument '%s'", c.positional[0]);
-        if (c.kernel && is_grad_name(c.kernel)) { /* the code of K.grad too */
-            c.opts.grad = KC_GRAD_ALL;
-            c.opts.grad_only = c.kernel;
-        }
-        return kernc_cmd_emit_code(c.file, target, c.emit, c.out, c.kernel, &c.opts);
-    }
-    if (c.opts.arch && strcmp(c.cmd, "build") != 0 && strcmp(c.cmd, "run") != 0 &&
-        strcmp(c.cmd, "gradcheck") != 0)
-        return usage_error("%s: --arch applies to code of a GPU target only", c.cmd);
-    if (!strcmp(c.cmd, "check") && c.npositional)
-        return usage_error("check: unexpected argument '%s'", c.positional[0]);
-    if (!strcmp(c.cmd, "emit") && c.npositional)
-        return usage_error("emit: unexpected argument '%s'", c.positional[0]);
-    loaded l;
-    if ((rc = load_file(c.file, &l)))
-        return rc;
-    kc_ctx *ctx = kc_ctx_new();
-    ctx->opts = c.opts;
-    rc = !strcmp(c.cmd, "check") ? cmd_check(&c, ctx, &l) : cmd_emit(&c, ctx, &l);
-    kc_ctx_free(ctx);
-    free(l.text);
+    rc = c.help ? command_usage(c.cmd) : rc ? rc : run_command(&c);
+    free(c.positional);
+    free(c.saves);
     return rc;
 }
 

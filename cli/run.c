@@ -64,8 +64,9 @@ static const kc_codegen *codegen_of(const char *target, const kc_options *o, int
         return NULL;
     }
     if (o->arch && !cg->arch_valid(o->arch)) {
-        *rc = fail(KERNC_EXIT_USAGE, "--arch: '%s' is not an architecture of target %s (e.g. %s)",
-                   o->arch, cg->t->name, cg->t->default_arch);
+        *rc = fail(KERNC_EXIT_USAGE,
+                   "--arch: '%s' is not an architecture of target %s (its architectures: %s)",
+                   o->arch, cg->t->name, cg->t->arches);
         return NULL;
     }
     return cg;
@@ -340,6 +341,37 @@ static int split_binding(const char *s, binding *b, char **copy, const char *wha
     return 0;
 }
 
+typedef struct keyed {
+    const char *key;
+    int i;
+} keyed;
+
+static int keyed_cmp(const void *a, const void *b) {
+    const keyed *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* Whether two of keys[0..n) are equal (NULL keys never are); *a < *b are the pair whose
+ * second comes first on the command line. Sorts a copy: n log n, where comparing every
+ * pair of 100,000 arguments took minutes. */
+static bool find_equal(const char **keys, int n, int *a, int *b) {
+    keyed *k = kern_xmalloc(sizeof *k * ((size_t)n + 1));
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (keys[i])
+            k[m++] = (keyed){keys[i], i};
+    qsort(k, (size_t)m, sizeof *k, keyed_cmp);
+    *b = -1;
+    for (int j = 1; j < m; j++)
+        if (!strcmp(k[j - 1].key, k[j].key) && (*b < 0 || k[j].i < *b)) {
+            *a = k[j - 1].i; /* equal keys sort by position: the earlier one */
+            *b = k[j].i;
+        }
+    free(k);
+    return *b >= 0;
+}
+
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -487,20 +519,29 @@ int kernc_cmd_run(const kernc_run_args *a) {
         rc = split_binding(a->saves[i], &save[i], &copies[nb + i], "--save");
     if (rc)
         goto cleanup;
+    /* a parameter bound twice, two saves to one file: by sorting, so n log n */
+    int i0, i1;
+    const char **names = kern_xmalloc(sizeof *names * ((size_t)nb + 1));
     for (int i = 0; i < nb; i++)
-        for (int j = 0; j < i; j++)
-            if (!strcmp(bind[i].name, bind[j].name)) {
-                rc = first(rc,
-                           fail(KERNC_EXIT_USAGE, "parameter '%s' is bound twice", bind[i].name));
-                goto cleanup;
-            }
+        names[i] = bind[i].name;
+    bool twice = find_equal(names, nb, &i0, &i1);
+    free(names);
+    if (twice) {
+        rc = fail(KERNC_EXIT_USAGE, "parameter '%s' is bound twice", bind[i1].name);
+        goto cleanup;
+    }
+    char **keys = kern_xmalloc(sizeof *keys * ((size_t)ns + 1));
     for (int i = 0; i < ns; i++)
-        for (int j = 0; j < i; j++)
-            if (kern_outfile_clash(save[i].value, save[j].value)) {
-                rc = fail(KERNC_EXIT_USAGE, "--save %s=%s and --save %s=%s write one file",
-                          save[j].name, save[j].value, save[i].name, save[i].value);
-                goto cleanup;
-            }
+        keys[i] = kern_outfile_key(save[i].value);
+    bool clash = find_equal((const char **)keys, ns, &i0, &i1);
+    for (int i = 0; i < ns; i++)
+        free(keys[i]);
+    free(keys);
+    if (clash) {
+        rc = fail(KERNC_EXIT_USAGE, "--save %s=%s and --save %s=%s write one file", save[i0].name,
+                  save[i0].value, save[i1].name, save[i1].value);
+        goto cleanup;
+    }
 
     /* K.grad: only that gradient is built, and a failed global-access check is an error
      * with both locations; a primal kernel needs no gradient at all. */
@@ -551,7 +592,10 @@ int kernc_cmd_run(const kernc_run_args *a) {
                 fprintf(stderr, " (no gradient was built for '%s')", base);
             free(base);
         }
-        fprintf(stderr, "; kernels:");
+        if (kern_module_kernel_count(mod) == 0)
+            fprintf(stderr, ", which has no kernels");
+        else
+            fprintf(stderr, "; kernels:");
         for (int i = 0; i < kern_module_kernel_count(mod); i++)
             fprintf(stderr, " %s", kern_module_kernel_name(mod, i));
         fputc('\n', stderr);
@@ -860,6 +904,8 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
         kc_ctx_free(cc);
         return rc;
     }
+    if (m->nkernels == 0)
+        fprintf(stderr, "kernc build: warning: no kernels in %s: the module is empty\n", file);
     ir_foreach_kernel(k, m) {
         if (k->grad_error)
             fprintf(stderr, "kernc build: warning: no gradient '%s.grad' in the module: %s\n",

@@ -1,6 +1,8 @@
 /* outfile.c - output files written safely (outfile.h, docs/cli.md "Output files"). */
 #include "outfile.h"
 
+#include "util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -10,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "util.h"
 
 enum { MAX_LINKS = 40 }; /* as the kernel's own limit on a path's symbolic links */
 
@@ -98,7 +102,12 @@ static char *follow_links(const char *path, bool *via_proc) {
 }
 
 static bool fail(char *err, size_t errlen, const char *what, const char *path, int e) {
-    if (err && errlen)
+    /* a path too long for the message keeps its ends, so that the reason still shows */
+    size_t n = strlen(path);
+    if (err && errlen && n > 400)
+        snprintf(err, errlen, "cannot %s '%.200s...%s': %s", what, path, path + n - 190,
+                 strerror(e));
+    else if (err && errlen)
         snprintf(err, errlen, "cannot %s '%s': %s", what, path, strerror(e));
     errno = e;
     return false;
@@ -241,16 +250,17 @@ static char *canonical(const char *path) {
     return r;
 }
 
-bool kern_outfile_clash(const char *a, const char *b) {
-    struct stat sa, sb;
-    bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
-    if (ea && eb)
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && !S_ISCHR(sa.st_mode);
-    if (ea != eb)
-        return false;
-    char *ca = canonical(a), *cb = canonical(b);
-    bool same = ca && cb ? !strcmp(ca, cb) : !strcmp(a, b);
-    free(ca);
-    free(cb);
-    return same;
+char *kern_outfile_key(const char *path) {
+    struct stat st;
+    kern_buf key = {0};
+    if (stat(path, &st) == 0) {
+        if (S_ISCHR(st.st_mode))
+            return NULL; /* written in place: any number of outputs may go there */
+        buf_printf(&key, "file %ju:%ju", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino);
+    } else {
+        char *c = canonical(path);
+        buf_printf(&key, "path %s", c ? c : path);
+        free(c);
+    }
+    return buf_take(&key);
 }

@@ -36,9 +36,11 @@ bool kern_outfile_commit(kern_outfile *o, const char *path, char *err, size_t er
 /* Gives up: closes the file and removes the temporary file (the target is untouched). */
 void kern_outfile_abort(kern_outfile *o);
 
-/* Whether two outputs would clash: they name one file (the same file when both exist, else
- * the same target after following symbolic links and the directories' real paths), other
- * than a character device (two outputs to /dev/null are fine). */
-bool kern_outfile_clash(const char *a, const char *b);
+/* What an output path writes, as a string (malloc'd): two outputs clash when their keys
+ * are equal, that is when they name one file (the same file when it exists, else the same
+ * target after following symbolic links and the directories' real paths). NULL for a
+ * character device, which clashes with nothing (two outputs to /dev/null are fine).
+ * Comparing keys, not pairs of paths, finds a clash among n outputs in n log n. */
+char *kern_outfile_key(const char *path);
 
 #endif

@@ -25,6 +25,14 @@ const kern_target kern_target_cuda = {
     .emit_kinds = "llvm, ptx",
     .binary_kinds = "",
     .default_arch = "sm_75",
+    /* The processors LLVM 19's NVPTX target knows (llc -mtriple=nvptx64-nvidia-cuda
+     * -mcpu=help; test_nvptx compares them) from sm_50 on: for a name it does not know,
+     * LLVM warns, goes on without the processor's features (PTX ISA 6.0, below what the
+     * warp votes and shuffles need) and can fail in instruction selection (an abort). A
+     * later LLVM knows more (sm_100 in LLVM 20); they join this list when kern is built and
+     * tested with it. */
+    .arches = "sm_50, sm_52, sm_53, sm_60, sm_61, sm_62, sm_70, sm_72, sm_75, sm_80, sm_86, "
+              "sm_87, sm_89, sm_90, sm_90a",
     .caps =
         KERN_TARGET_DEVICE | KERN_TARGET_POINTERS | KERN_TARGET_DLPACK | KERN_TARGET_AOT_CONTAINER,
     .dlpack_device = 2, /* kDLCUDA */
@@ -39,6 +47,16 @@ const kern_target kern_target_amdgpu = {
     .emit_kinds = "llvm, amdgcn",
     .binary_kinds = "",
     .default_arch = "gfx90a",
+    /* The gfxNNN processors LLVM 19's AMDGPU target knows (llc -mtriple=amdgcn-amd-amdhsa
+     * -mcpu=help; test_nvptx compares them) from gfx700 on: gfx6 has no flat addressing,
+     * so kern's atomics fail in instruction selection there, and an unknown name is a
+     * processor without features, where every kernel does. LLVM's aliases (tahiti) and
+     * generic targets (gfx9-generic, which need code object version 6) are left out. */
+    .arches = "gfx700, gfx701, gfx702, gfx703, gfx704, gfx705, gfx801, gfx802, gfx803, gfx805, "
+              "gfx810, gfx900, gfx902, gfx904, gfx906, gfx908, gfx909, gfx90a, gfx90c, gfx940, "
+              "gfx941, gfx942, gfx1010, gfx1011, gfx1012, gfx1013, gfx1030, gfx1031, gfx1032, "
+              "gfx1033, gfx1034, gfx1035, gfx1036, gfx1100, gfx1101, gfx1102, gfx1103, gfx1150, "
+              "gfx1151, gfx1152, gfx1200, gfx1201",
     .caps = KERN_TARGET_AOT_CONTAINER,
 };
 
@@ -103,6 +121,10 @@ bool kern_target_list_has(const char *list, const char *word) {
         list += strspn(list, ", ");
     }
     return false;
+}
+
+bool kern_target_arch_valid(const kern_target *t, const char *arch) {
+    return t->arches && kern_target_list_has(t->arches, arch);
 }
 
 const kern_target *kern_target_of_emit(const char *kind) {

@@ -46,6 +46,8 @@ typedef struct kern_target {
     const char *binary_kinds; /* those of emit_kinds that are the code image itself (never
                                  written to a terminal); "" none */
     const char *default_arch; /* NULL: the target takes no --arch */
+    const char *arches;       /* every --arch it compiles for, "sm_50, sm_52, ..." (one of
+                                 them default_arch; NULL with it): target.c says which */
     unsigned caps;            /* KERN_TARGET_* */
     int dlpack_device;        /* the DLDeviceType of its buffers (kDLCPU 1, kDLCUDA 2); 0 */
 } kern_target;
@@ -62,6 +64,8 @@ const kern_target *kern_target_of_backend(kern_backend b);
 const kern_target *kern_target_of_code(int code_kind);
 /* Whether word is one of the comma-separated list's words ("spirv" in "spirv, msl"). */
 bool kern_target_list_has(const char *list, const char *word);
+/* Whether arch is one of t's architectures (t->arches). */
+bool kern_target_arch_valid(const kern_target *t, const char *arch);
 /* The first target whose emit_kinds has kind, in the registry's order ("llvm": cpu). */
 const kern_target *kern_target_of_emit(const char *kind);
 /* The names of the targets that have every capability in caps ("cpu, cuda, vulkan"),

@@ -75,19 +75,25 @@ static const char *clip(fe_lexer *lx, const char *s, size_t n) {
 
 /* ---- Whitespace and comments ------------------------------------------------------ */
 
+/* Consumes a line end at lx->p: "\n", "\r\n" or a lone "\r" (old Mac files), so that
+ * lines and columns are what an editor shows (common/diag.c quotes lines the same way). */
+static void new_line(fe_lexer *lx) {
+    lx->p += lx->p[0] == '\r' && peekc(lx, 1) == '\n' ? 2 : 1;
+    lx->line++;
+    lx->line_start = lx->p;
+}
+
 /* Skips whitespace and comments. Returns false when an unterminated comment ended the
  * input (reported here). */
 static bool skip_space(fe_lexer *lx) {
     while (lx->p < lx->end) {
         int c = (unsigned char)*lx->p;
-        if (c == '\n') {
-            lx->p++;
-            lx->line++;
-            lx->line_start = lx->p;
+        if (c == '\n' || c == '\r') {
+            new_line(lx);
         } else if (is_space(c)) {
             lx->p++;
         } else if (c == '/' && peekc(lx, 1) == '/') {
-            while (lx->p < lx->end && *lx->p != '\n')
+            while (lx->p < lx->end && *lx->p != '\n' && *lx->p != '\r')
                 lx->p++;
         } else if (c == '/' && peekc(lx, 1) == '*') {
             kern_loc start = loc_of(lx, lx->p);
@@ -103,11 +109,10 @@ static bool skip_space(fe_lexer *lx) {
                     lx->p += 2;
                     break;
                 }
-                if (*lx->p == '\n') {
-                    lx->line++;
-                    lx->line_start = lx->p + 1;
-                }
-                lx->p++;
+                if (*lx->p == '\n' || *lx->p == '\r')
+                    new_line(lx);
+                else
+                    lx->p++;
             }
         } else {
             break;

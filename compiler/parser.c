@@ -355,7 +355,7 @@ static bool struct_literal_follows(const parser *p) {
         if (*c == ' ' || *c == '\t' || *c == '\n' || *c == '\r' || *c == '\f' || *c == '\v') {
             c++;
         } else if (c + 1 < end && c[0] == '/' && c[1] == '/') {
-            while (c < end && *c != '\n')
+            while (c < end && *c != '\n' && *c != '\r')
                 c++;
         } else if (c + 1 < end && c[0] == '/' && c[1] == '*') {
             const char *close = NULL;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver.h"
 #include "sema.h"
 
 void fe_sema_error(fe_sema *s, kern_loc loc, const char *fmt, ...) {
@@ -260,6 +261,13 @@ void fe_sema_note_call(fe_sema *s, fe_expr *call) {
 /* ---- Consts ------------------------------------------------------------------------- */
 
 /* Reports the cycle that closes when `it`, being resolved, is used again at loc. */
+void fe_sema_chain_link(kern_buf *b, int i, int n, const char *name) {
+    if (i < 6 || i == n - 1)
+        buf_printf(b, "%s -> ", name);
+    else if (i == 6)
+        buf_printf(b, "... (%d more) -> ", n - 7);
+}
+
 static void const_cycle(fe_sema *s, fe_item *it, kern_loc loc) {
     kern_buf b = {0};
     int start = 0;
@@ -267,7 +275,7 @@ static void const_cycle(fe_sema *s, fe_item *it, kern_loc loc) {
         start++;
     for (int i = start; i < s->const_stack.len; i++) {
         fe_item *c = s->const_stack.data[i];
-        buf_printf(&b, "%s -> ", c->name);
+        fe_sema_chain_link(&b, i - start, s->const_stack.len - start, c->name);
         s->info[item_index(s, c)].cyclic = true;
     }
     buf_puts(&b, it->name);
@@ -283,13 +291,28 @@ fe_sym *fe_sema_resolve_const(fe_sema *s, fe_item *it, kern_loc use) {
         const_cycle(s, it, use);
         return it->sym; /* type NULL while resolving: uses stay silent */
     }
-    info->state = 1;
     fe_sym *y = ARENA_NEW(s->mem, fe_sym);
     y->kind = SYM_CONST;
     y->name = it->name;
     y->loc = it->name_loc;
     y->task = -1;
     it->sym = y;
+    if (s->const_depth > KC_MAX_NESTING) {
+        /* consts resolved inside consts recurse: a chain of 20,000 overflowed the stack. One
+         * error; the rest of the chain is left untyped (its uses stay silent). */
+        if (!s->const_too_deep && s->const_stack.len) {
+            const fe_item *first = s->const_stack.data[0];
+            const fe_item *last = s->const_stack.data[s->const_stack.len - 1];
+            fe_sema_error(s, use,
+                          "const '%s' is defined through consts and expressions nested more "
+                          "than %d deep (%s -> ... -> %s -> %s); the limit of nesting",
+                          it->name, KC_MAX_NESTING, first->name, last->name, it->name);
+        }
+        s->const_too_deep = true;
+        info->state = 2;
+        return y;
+    }
+    info->state = 1;
     ptrvec_push(&s->const_stack, it);
 
     /* a const initializer sees only items */
@@ -930,8 +953,8 @@ static void report_cycle(call_dfs *d, const fe_expr *call, int j) {
     int k = d->depth - 1;
     while (d->path[k] != j)
         k--;
-    for (; k < d->depth; k++)
-        buf_printf(&b, "%s -> ", s->file->items[d->path[k]]->name);
+    for (int i = k; i < d->depth; i++)
+        fe_sema_chain_link(&b, i - k, d->depth - k, s->file->items[d->path[i]]->name);
     buf_puts(&b, s->file->items[j]->name);
     fe_sema_error(s, call->call.name_loc,
                   "recursive call: %s; funcs are inlined, so recursion is not allowed", b.data);

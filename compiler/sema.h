@@ -54,6 +54,7 @@ typedef struct fe_item_info {
                           expressions in the body */
     int *site_depth;   /* per entry of sites: the nesting at the call */
     int site_depth_cap;
+    int depth; /* structs: 1 + the deepest struct among the fields (1: none) */
 } fe_item_info;
 
 typedef struct fe_sema {
@@ -70,6 +71,9 @@ typedef struct fe_sema {
     int *names;              /* open-addressing table of item indices by name (-1: empty) */
     uint32_t names_mask;     /* its size - 1, a power of two minus one */
     bool const_ctx;          /* checking a const initializer: no locals, no calls */
+    int const_depth;         /* expressions being checked in const initializers, those of
+                                the consts they name included (at most KC_MAX_NESTING) */
+    bool const_too_deep;     /* that limit was reported */
     kern_ptrvec locals;      /* visible locals and params, innermost last */
     int scope_start;         /* index in locals where the innermost scope begins */
     int task;                /* current task of a kernel body, -1 elsewhere */
@@ -93,6 +97,9 @@ fe_item *fe_sema_find_item(fe_sema *s, const char *name);
 fe_sym *fe_sema_lookup_value(fe_sema *s, const char *name, kern_loc loc);
 /* Records that the body being checked calls func callee (recursion check). */
 void fe_sema_note_call(fe_sema *s, fe_expr *call);
+/* Link i of a chain of n names in a message ("A -> B -> "): the first six and the last,
+ * "... (N more) -> " for those between, so that a cycle of 10^5 funcs is one line. */
+void fe_sema_chain_link(kern_buf *b, int i, int n, const char *name);
 /* The index of item it in file->items. */
 int fe_sema_item_index(const fe_sema *s, const fe_item *it);
 /* sema_race.c: warns about reads of a parallel for (a checked ST_FOR) that other threads

@@ -3,8 +3,10 @@
  * and field access, operators and builtins.
  *
  * Types. A struct item becomes one kern_type (TY_STRUCT) in the context's arena, with its
- * four array types, built on first use so that items may come in any order; a struct that
- * contains itself is an error. A local array type (TY_LOCAL) is made per declaration and
+ * four array types, built on first use so that items may come in any order, after the
+ * structs it holds (depth first, on a stack of its own); a struct that contains itself is
+ * an error, as are more than FE_MAX_STRUCT_LEAVES scalars in one struct and structs nested
+ * more than FE_MAX_STRUCT_DEPTH deep. A local array type (TY_LOCAL) is made per declaration and
  * compared structurally (fe_sema_same_type). The parser's placeholders (TY_NAMED, a
  * TY_LOCAL whose extents are still expressions) are resolved by fe_sema_type.
  *
@@ -16,6 +18,7 @@
  * type); m * v, v * m, m * n are products, q * r the quaternion product; == and != compare
  * every component. Component-wise builtins take values of one such type and scalars. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sema.h"
@@ -24,6 +27,12 @@ enum {
     /* the scalar leaves a local array may hold: the lowering keeps each in its own SSA
      * value and selects among them for a dynamic index (docs/reference.md, local arrays) */
     FE_MAX_LOCAL_LEAVES = 256,
+    /* the scalars of one struct: its layout fits an int, and a parameter's metadata
+     * (its TAIL, docs/runtime.md) stays below the runtime's bound of 10^6 */
+    FE_MAX_STRUCT_LEAVES = 65536,
+    /* structs inside structs: the type's name, its view and every walk over its fields
+     * recurse this deep at most */
+    FE_MAX_STRUCT_DEPTH = 64,
 };
 
 /* ---- Types -------------------------------------------------------------------------- */
@@ -46,8 +55,7 @@ static int value_size(const kern_type *t) {
     }
 }
 
-/* Builds the struct type of item it (it->stype); reports fields of bad types and cycles. */
-static kern_type *build_struct(fe_sema *s, fe_item *it, kern_loc use);
+static kern_type *build_struct(fe_sema *s, fe_item *it);
 
 static const kern_type *resolve_named(fe_sema *s, const kern_type *t, kern_loc loc) {
     fe_item *it = fe_sema_find_item(s, t->name);
@@ -64,7 +72,7 @@ static const kern_type *resolve_named(fe_sema *s, const kern_type *t, kern_loc l
                       it->kind == IT_FUNC ? "func" : it->kind == IT_KERNEL ? "kernel" : "const");
         return NULL;
     }
-    return build_struct(s, it, loc);
+    return build_struct(s, it);
 }
 
 bool fe_sema_same_type(const kern_type *a, const kern_type *b) {
@@ -158,25 +166,25 @@ const kern_type *fe_sema_type(fe_sema *s, const kern_type *t, kern_loc loc) {
     }
 }
 
-static kern_type *build_struct(fe_sema *s, fe_item *it, kern_loc use) {
+/* The struct item a field's type names (through an array or local array), or NULL. */
+static fe_item *named_struct(fe_sema *s, const kern_type *t) {
+    while (t && (t->kind == TY_ARRAY || t->kind == TY_LOCAL))
+        t = t->elem;
+    fe_item *it = t && t->kind == TY_NAMED ? fe_sema_find_item(s, t->name) : NULL;
+    return it && it->kind == IT_STRUCT ? it : NULL;
+}
+
+/* The layout of struct it, whose fields' structs are built (state 2) or part of a cycle
+ * (reported); sets it->stype, NULL on an error. */
+static void lay_out_struct(fe_sema *s, fe_item *it) {
     fe_item_info *info = &s->info[fe_sema_item_index(s, it)];
-    if (info->state == 2)
-        return it->stype;
-    if (info->state == 1) {
-        if (!info->cyclic)
-            fe_sema_error(s, use, "struct '%s' contains itself; a struct cannot hold a value of "
-                                  "its own type, directly or through another struct",
-                          it->name);
-        info->cyclic = true;
-        return NULL;
-    }
-    info->state = 1;
     kern_type *t = ARENA_NEW(s->mem, kern_type);
     t->kind = TY_STRUCT;
     t->name = it->name;
     kern_field *fields = ARENA_ARRAY(s->mem, kern_field, it->nfields ? it->nfields : 1);
     bool ok = true;
-    int leaf = 0, offset = 0, align = 1;
+    int64_t leaf = 0, offset = 0;
+    int align = 1, depth = 1;
     for (int i = 0; i < it->nfields; i++) {
         const fe_field *f = &it->fields[i];
         for (int j = 0; j < i; j++)
@@ -201,22 +209,43 @@ static kern_type *build_struct(fe_sema *s, fe_item *it, kern_loc use) {
         }
         int a = field_align(ft);
         offset = (offset + a - 1) / a * a;
-        fields[i] = (kern_field){f->name, ft, leaf, offset};
+        fields[i] = (kern_field){f->name, ft, (int)leaf, (int)offset};
         offset += value_size(ft);
         leaf += ty_leaves(ft);
         if (a > align)
             align = a;
+        if (ft->kind == TY_STRUCT) {
+            int d = 1 + s->info[fe_sema_item_index(s, named_struct(s, f->type))].depth;
+            depth = d > depth ? d : depth;
+        }
+        if (leaf > FE_MAX_STRUCT_LEAVES) {
+            fe_sema_error(s, f->loc,
+                          "struct '%s' holds more than %d scalars (from field '%s' on), the "
+                          "limit of a struct",
+                          it->name, FE_MAX_STRUCT_LEAVES, f->name);
+            ok = false;
+            break;
+        }
+        if (depth > FE_MAX_STRUCT_DEPTH) {
+            fe_sema_error(s, f->loc,
+                          "struct '%s' nests structs %d deep (field '%s' of type %s), more than "
+                          "the limit of %d",
+                          it->name, depth, f->name, ft->name, FE_MAX_STRUCT_DEPTH);
+            ok = false;
+            break;
+        }
     }
     info->state = 2;
+    info->depth = depth;
     if (!ok || info->cyclic) {
         it->stype = NULL;
-        return NULL;
+        return;
     }
     t->fields = fields;
     t->nfields = it->nfields;
-    t->leaves = leaf;
+    t->leaves = (int)leaf;
     t->align = align;
-    t->size = (offset + align - 1) / align * align;
+    t->size = (int)((offset + align - 1) / align * align);
     kern_type *arrays = ARENA_ARRAY(s->mem, kern_type, KERN_MAX_RANK);
     for (int r = 1; r <= KERN_MAX_RANK; r++) {
         arrays[r - 1].kind = TY_ARRAY;
@@ -226,14 +255,62 @@ static kern_type *build_struct(fe_sema *s, fe_item *it, kern_loc use) {
     }
     t->arrays = arrays;
     it->stype = t;
-    return t;
+}
+
+/* Builds struct `root` and the unbuilt structs its fields name, depth first, with a stack
+ * of its own rather than recursion (a chain of 280,000 structs, each holding the next,
+ * overflowed the C stack): a struct is laid out when every struct it holds is; one met
+ * again while on the stack contains itself (an error at the field that names it). */
+static void build_from(fe_sema *s, fe_item *root) {
+    int n = s->file->nitems, sp = 0;
+    int *stack = kern_xmalloc(sizeof *stack * (size_t)n);
+    int *next_field = kern_xmalloc(sizeof *next_field * (size_t)n);
+    int r = fe_sema_item_index(s, root);
+    stack[sp++] = r;
+    next_field[r] = 0;
+    s->info[r].state = 1;
+    while (sp > 0) {
+        int top = stack[sp - 1];
+        fe_item *it = s->file->items[top];
+        if (next_field[top] == it->nfields) {
+            sp--;
+            lay_out_struct(s, it);
+            continue;
+        }
+        const fe_field *f = &it->fields[next_field[top]++];
+        fe_item *dep = named_struct(s, f->type);
+        fe_item_info *di = dep ? &s->info[fe_sema_item_index(s, dep)] : NULL;
+        if (di && di->state == 0) {
+            int d = fe_sema_item_index(s, dep);
+            stack[sp++] = d;
+            next_field[d] = 0;
+            di->state = 1;
+        } else if (di && di->state == 1 && !di->cyclic) {
+            fe_sema_error(s, f->loc,
+                          "struct '%s' contains itself; a struct cannot hold a value "
+                          "of its own type, directly or through another struct",
+                          dep->name);
+            di->cyclic = true;
+        }
+    }
+    free(stack);
+    free(next_field);
+}
+
+/* The type of struct it, built with those it holds on first use; NULL after an error (a
+ * struct of a cycle is on build_from's stack, state 1, until the cycle is reported). */
+static kern_type *build_struct(fe_sema *s, fe_item *it) {
+    fe_item_info *info = &s->info[fe_sema_item_index(s, it)];
+    if (info->state == 0)
+        build_from(s, it);
+    return info->state == 2 ? it->stype : NULL;
 }
 
 void fe_sema_build_structs(fe_sema *s) {
     for (int i = 0; i < s->file->nitems; i++) {
         fe_item *it = s->file->items[i];
         if (it && it->kind == IT_STRUCT)
-            build_struct(s, it, it->name_loc);
+            build_struct(s, it);
     }
 }
 
@@ -445,7 +522,7 @@ const kern_type *fe_sema_check_structlit(fe_sema *s, fe_expr *e) {
             fe_sema_value(s, &e->slit.values[i], NULL);
         return NULL;
     }
-    const kern_type *t = build_struct(s, it, e->slit.name_loc);
+    const kern_type *t = build_struct(s, it);
     if (!t)
         return NULL;
     bool ok = true;

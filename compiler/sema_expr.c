@@ -971,7 +971,9 @@ const kern_type *fe_sema_expr(fe_sema *s, fe_expr **slot, const kern_type *hint,
         if (++s->depth > info->max_depth)
             info->max_depth = s->depth;
     }
+    s->const_depth += s->const_ctx; /* the nesting of consts inside consts (sema.c) */
     const kern_type *t = sema_expr(s, slot, hint, flags);
+    s->const_depth -= s->const_ctx;
     if (s->fn)
         s->depth--;
     return t;

@@ -460,10 +460,12 @@ fe_fold_status fe_fold_ideal_binary(fe_binop op, fe_value a, fe_value b, fe_valu
         r = op == BIN_DIV ? x / y : x % y;
         break;
     case BIN_SHL:
-        if (y < 0 || y >= 63)
+        if (y < 0 || y >= 64)
             return FOLD_SHIFT;
-        if (x < 0 || (x >> (63 - y)) != 0)
-            return x < 0 ? FOLD_NOT_CONST : FOLD_OVERFLOW; /* negative: typed rules apply */
+        if (x < 0)
+            return FOLD_NOT_CONST; /* negative: typed rules apply */
+        if ((x >> (63 - y)) != 0)  /* a set bit reaches bit 63: 1 << 63 as much as 3 << 62 */
+            return FOLD_OVERFLOW;
         r = x << y;
         break;
     case BIN_SHR:

@@ -133,6 +133,44 @@ static bool is_name(const meta_field *f) {
     return f->len > 0 && !start;
 }
 
+/* The source path as the `source` line holds it: a backslash and the bytes that would
+ * end or garble a line (below 0x20, 0x7f) as \HH, two hex digits, as the IR's text form
+ * quotes strings; every other byte as it is. */
+static void escape_path(kern_buf *out, const char *path) {
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f || *c == '\\')
+            buf_printf(out, "\\%02x", *c);
+        else
+            buf_putc(out, (char)*c);
+    }
+}
+
+static int hex_digit(char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* The path of the `source` line [s, e), malloc'd: \HH is byte HH (not NUL); a backslash
+ * before anything else is itself, as metadata written before the escapes held it. */
+static char *unescape_path(const char *s, const char *e) {
+    char *d = malloc((size_t)(e - s) + 1), *q = d;
+    for (; d && s < e; s++) {
+        int hi = s + 2 < e && *s == '\\' ? hex_digit(s[1]) : -1;
+        int lo = hi >= 0 ? hex_digit(s[2]) : -1;
+        if (lo >= 0 && (hi | lo)) {
+            *q++ = (char)(hi << 4 | lo);
+            s += 2;
+        } else {
+            *q++ = *s;
+        }
+    }
+    if (d)
+        *q = '\0';
+    return d;
+}
+
 static char *dup_field(const meta_field *f) {
     char *s = malloc((size_t)f->len + 1);
     if (s) {
@@ -519,7 +557,7 @@ kern_meta *kern_meta_parse(const char *text, size_t len, char *err, size_t errle
                 fail(&ps, "empty source path");
                 goto fail;
             }
-            m->source = dup_field(&(meta_field){s, (int)(e - s)});
+            m->source = unescape_path(s, e);
             if (!m->source) {
                 fail(&ps, "out of memory");
                 goto fail;
@@ -558,8 +596,11 @@ fail:
 
 void kern_meta_print(kern_buf *out, const kern_meta *m) {
     buf_puts(out, "kern-meta 1\n");
-    if (m->source)
-        buf_printf(out, "source %s\n", m->source);
+    if (m->source) {
+        buf_puts(out, "source ");
+        escape_path(out, m->source);
+        buf_putc(out, '\n');
+    }
     for (int k = 0; k < m->nkernels; k++) {
         const kern_meta_kernel *kk = &m->kernels[k];
         buf_printf(out, "kernel %s %u %u %d %d\n", kk->name, kk->line, kk->col, kk->nparams,

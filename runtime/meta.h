@@ -6,7 +6,8 @@
  * Text form (one record per line, fields separated by single spaces, names are
  * identifiers possibly containing '.'):
  *   kern-meta 1
- *   source PATH-with-spaces-allowed-to-end-of-line      (optional)
+ *   source PATH-to-end-of-line         (optional) spaces as they are; a backslash and
+ *                                     bytes below 0x20 or 0x7f as \HH (two hex digits)
  *   kernel NAME LINE COL NPARAMS NTASKS
  *   param NAME TYPE NOGRAD [WRITTEN]  TYPE as in types.h: f32, i32[], f64[,], ...; NOGRAD 0|1;
  *                                     WRITTEN 0|1: whether the kernel may write the array

@@ -132,6 +132,12 @@ static const cli_case output_cases[] = {
      "head -1 f.txt | grep -qx first && grep -q 'kernel @simulate' f.txt"},
     {"a directory is refused", "mkdir d", "emit s.kern --emit=ir -o d", 3,
      "cannot write 'd': Is a directory", "test -d d"},
+    {"an output path of 5000 bytes: the message keeps the reason", NULL,
+     "emit s.kern --emit=ir -o $(printf %05000d 0)/x.ir", 3, "0/x.ir': File name too long", NULL},
+    {"a module path of 5000 bytes", NULL, "build s.kern -o $(printf %05000d 0).so", 3,
+     "File name too long", NULL},
+    {"--save to a path of 5000 bytes", NULL, RUN_S " --save out=$(printf %05000d 0).npy", 3,
+     "File name too long", NULL},
     {"a missing directory", NULL, "emit s.kern --emit=ir -o nodir/x.ir", 3,
      "cannot write 'nodir/x.ir': No such file or directory", NULL},
     {"a directory no one may write", NULL, "emit s.kern --emit=ir -o /sys/x.ir", 3,
@@ -340,6 +346,118 @@ Test(adversarial, rebuilt_module_is_new_code) {
     remove_tree(dir);
 }
 
+/* ---- source paths of any bytes --------------------------------------------------------- */
+
+#include "../runtime/meta.h"
+
+/* Runs kernc with args (no shell: the paths hold quotes); returns its exit status, its
+ * output (stdout and stderr) in *out. */
+static int kernc_argv(const char *const *args, int n, char **out) {
+    char log[] = "/tmp/kern-adv-log-XXXXXX";
+    int fd = mkstemp(log);
+    cr_assert(fd >= 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char *argv[16] = {(char *)KERNC_PATH};
+        for (int i = 0; i < n && i < 14; i++)
+            argv[i + 1] = (char *)args[i];
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(KERNC_PATH, argv);
+        _exit(127);
+    }
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    close(fd);
+    size_t len;
+    *out = kern_read_file(log, &len);
+    remove(log);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A source path may hold any byte but NUL: the metadata's `source` line escapes a
+ * backslash and control characters as \HH. A newline in the path split the line, and
+ * kern_module_load_file refused what `kernc build` wrote ("corrupt module metadata:
+ * metadata line 3", issue 23). */
+Test(adversarial, source_paths_of_any_bytes) {
+    char all[256], err[256];
+    for (int i = 1; i < 256; i++)
+        all[i - 1] = (char)i;
+    all[255] = 0;
+    kern_meta meta = {.source = all};
+    kern_buf text = {0};
+    kern_meta_print(&text, &meta);
+    kern_meta *back = kern_meta_parse(text.data, text.len, err, sizeof err);
+    cr_assert(back, "%s", err);
+    cr_expect(back->source && !strcmp(back->source, all), "every byte comes back");
+    kern_meta_free(back);
+    buf_free(&text);
+    /* metadata written before the escapes: a backslash before anything but two hex
+     * digits is itself */
+    const char old[] = "kern-meta 1\nsource a\\b\\zz\\\nend\n";
+    back = kern_meta_parse(old, sizeof old - 1, err, sizeof err);
+    cr_assert(back, "%s", err);
+    cr_expect_str_eq(back->source, "a\\b\\zz\\");
+    kern_meta_free(back);
+
+    /* kernc build from such a path; the module loads, and its errors name the path */
+    char dir[] = "/tmp/kern-adv-path-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    kern_buf sub = {0}, src = {0}, so = {0};
+    buf_printf(&sub, "%s/new\nline\ttab \"q\" 'q' \\5c \xff\xfe", dir);
+    cr_assert_eq(mkdir(sub.data, 0700), 0);
+    buf_printf(&src, "%s/o\n.kern", sub.data);
+    buf_printf(&so, "%s/o\nut\t.so", sub.data);
+    const char *text_src = "kernel s(x: f32[], y: f32[]) {\n"
+                           "    for i in 0..len(x) { y[i + 1] = x[i]; }\n"
+                           "}\n";
+    write_bytes(src.data, text_src, strlen(text_src));
+    const char *build[] = {"build", "--debug", src.data, "-o", so.data};
+    char *out;
+    int st = kernc_argv(build, 5, &out);
+    cr_assert_eq(st, 0, "kernc build: %s", out);
+    free(out);
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(NULL, &ctx), KERN_OK);
+    kern_module *m = NULL;
+    cr_assert_eq(kern_module_load_file(ctx, so.data, &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "s", &k), KERN_OK);
+    int64_t n = 4;
+    kern_buffer *x, *y;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &x), KERN_OK);
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F32, 1, &n, NULL, &y), KERN_OK);
+    kern_arg args[] = {kern_arg_buffer(x), kern_arg_buffer(y)};
+    kern_status ls = kern_launch(k, args, 2);
+    if (ls == KERN_OK)
+        ls = kern_sync(ctx);
+    kern_buf where = {0};
+    buf_printf(&where, "%s:2:", src.data);
+    cr_expect(ls != KERN_OK && strstr(kern_context_last_error(ctx), where.data),
+              "the bounds error names the file: %s", kern_context_last_error(ctx));
+    kern_buffer_release(x);
+    kern_buffer_release(y);
+    kern_module_release(m);
+    kern_context_release(ctx);
+    /* and kernc run of the file (the JIT's metadata, never printed) */
+    kern_buf xbind = {0}, ybind = {0};
+    buf_printf(&xbind, "x=%s/examples/data/x0.npy", KERN_SOURCE_ROOT);
+    buf_printf(&ybind, "y=%s/examples/data/x0.npy", KERN_SOURCE_ROOT);
+    const char *run[] = {"run", src.data, "s", xbind.data, ybind.data};
+    st = kernc_argv(run, 5, &out);
+    cr_expect(st == 1 && strstr(out, where.data), "kernc run: status %d: %s", st, out);
+    free(out);
+    buf_free(&xbind);
+    buf_free(&ybind);
+    buf_free(&where);
+    buf_free(&sub);
+    buf_free(&src);
+    buf_free(&so);
+    remove_tree(dir);
+}
+
 /* ---- the C API misused (checked mode, KERN_RUNTIME_CHECKS=1) -------------------------- */
 
 #include "../runtime/rt.h"
@@ -540,8 +658,11 @@ Test(adversarial, one_context_two_threads, .timeout = 120) {
 #define SRC(text) "printf '%s' '" text "' > p.kern"
 
 static const cli_case source_cases[] = {
-    {"an empty file has no kernels", "touch p.kern", "check p.kern", 0, NULL, NULL},
-    {"/dev/null as a source", NULL, "check /dev/null", 0, NULL, NULL},
+    {"an empty file has no kernels", "touch p.kern", "check p.kern", 0,
+     "warning: no kernels in p.kern", NULL},
+    {"/dev/null as a source", NULL, "check /dev/null", 0, "no kernels in /dev/null", NULL},
+    {"run of a file without kernels", "touch p.kern", "run p.kern k", 1,
+     "no kernel named 'k' in p.kern, which has no kernels", NULL},
     {"a directory as a source", "mkdir d.kern", "check d.kern", 3,
      "cannot read 'd.kern': Is a directory", NULL},
     {"a missing source", NULL, "check nope.kern", 3,
@@ -569,7 +690,8 @@ static const cli_case source_cases[] = {
     {"a kernel named like a gradient's symbols",
      SRC("kernel k__grad(x: f32[]) { } kernel k(x: f32[]) { }"), "check p.kern", 1,
      "would have the symbols of 'k.grad'", NULL},
-    {"an unknown type", SRC("kernel k(x: q32[]) { }"), "check p.kern", 1, "unknown type 'q32'", NULL},
+    {"an unknown type", SRC("kernel k(x: q32[]) { }"), "check p.kern", 1, "unknown type 'q32'",
+     NULL},
     {"break outside a loop", SRC("kernel k(x: f32[]) { break; }"), "check p.kern", 1,
      "break outside of a loop", NULL},
     {"continue outside a loop", SRC("kernel k(x: f32[]) { continue; }"), "check p.kern", 1,
@@ -722,3 +844,19 @@ static const cli_case limit_cases[] = {
 };
 
 Test(adversarial, limits) { run_table(limit_cases, sizeof limit_cases / sizeof *limit_cases); }
+
+/* The command line has no limit on its arguments, so its checks are n log n: 5000 --save
+ * options to /dev/null (allowed: a device is written in place) compared every pair of
+ * paths with two stat calls each, about a minute. */
+static const cli_case many_argument_cases[] = {
+    {"5000 --save options", NULL,
+     RUN_S " $(for i in $(seq 5000); do printf ' --save out=/dev/null'; done)", 0, NULL, NULL},
+    {"a clash among 5000 --save options", NULL,
+     RUN_S " $(for i in $(seq 5000); do printf ' --save out=o%d.npy' $i; done) --save "
+           "x0=./o2500.npy",
+     2, "--save out=o2500.npy and --save x0=./o2500.npy write one file", NULL},
+};
+
+Test(adversarial, many_arguments, .timeout = 60) {
+    run_table(many_argument_cases, sizeof many_argument_cases / sizeof *many_argument_cases);
+}

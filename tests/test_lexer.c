@@ -213,6 +213,15 @@ Test(lexer, crlf_line_endings) {
     lexed_free(&r);
 }
 
+/* A lone '\r' ends a line too (old Mac files), and ends a // comment: the comment does
+ * not swallow the rest of the file. */
+Test(lexer, cr_only_line_endings) {
+    lexed r = lex("a\rb\r\rc\r\n// x\ry /* \r */ z");
+    cr_expect_str_eq(r.toks, "id:a id:b id:c id:y id:z eof");
+    cr_expect_str_eq(r.locs, "1:1 2:1 4:1 6:1 7:5 7:6");
+    lexed_free(&r);
+}
+
 Test(lexer, byte_order_mark_is_skipped) {
     lexed r = lex("\xEF\xBB\xBFkernel");
     cr_expect_str_eq(r.toks, "kernel eof");
@@ -330,4 +339,94 @@ Test(lexer, errors_keep_later_locations_right) {
     cr_expect_str_eq(r.errors, "1:1: unexpected character '$'\n"
                                "2:3: malformed number '0x': expected hex digits after '0x'\n");
     lexed_free(&r);
+}
+
+/* ---- Diagnostics as printed ------------------------------------------------------- */
+
+/* A stream that counts its write calls (unbuffered: one call per write the printer
+ * makes, as on stderr) and keeps what was written. */
+typedef struct counted {
+    kern_buf text;
+    int writes;
+} counted;
+
+static ssize_t counted_write(void *cookie, const char *data, size_t n) {
+    counted *c = cookie;
+    buf_putn(&c->text, data, n);
+    c->writes++;
+    return (ssize_t)n;
+}
+
+/* The diagnostics of lexing text, as diag_print_all writes them, and its write count. */
+static char *printed(const char *text, size_t len, int *writes) {
+    counted c = {{0}, 0};
+    FILE *f = fopencookie(&c, "w", (cookie_io_functions_t){.write = counted_write});
+    cr_assert(f);
+    setvbuf(f, NULL, _IONBF, 0);
+    lexed r = lex_n(text, len);
+    diag_print_all(f, &r.ctx->diags);
+    fclose(f);
+    lexed_free(&r);
+    *writes = c.writes;
+    buf_putc(&c.text, 0);
+    return c.text.data;
+}
+
+/* The quoted line and the caret under the character: with CR-only line ends, the line of
+ * the error is quoted (not the file's first) and the caret stands under the '$'. */
+Test(diag, cr_only_lines_are_quoted_right) {
+    const char *text = "kernel k(a: f32[]) {\r  let x = $;\r}\r";
+    int writes;
+    char *out = printed(text, strlen(text), &writes);
+    cr_expect_str_eq(out, "t.kern:2:11: error: unexpected character '$'\n"
+                          "      let x = $;\n"
+                          "              ^\n");
+    free(out);
+}
+
+/* An error at column 5,000,001 of one line quotes a window of the line around the column,
+ * in one write (it printed the 5 MB line a byte per write(2), about 20 s). */
+Test(diag, long_line_is_cut_around_the_caret) {
+    size_t n = 5000000;
+    char *text = malloc(n + 16);
+    memset(text, ' ', n);
+    memcpy(text + n, "$ abc", 6);
+    int writes;
+    char *out = printed(text, n + 5, &writes);
+    cr_assert_eq(writes, 1, "%d writes", writes);
+    cr_expect_lt(strlen(out), 400, "%zu bytes printed", strlen(out));
+    const char *l1 = strchr(out, '\n') + 1, *l2 = strchr(l1, '\n') + 1;
+    cr_expect(!strncmp(out, "t.kern:1:5000001: error: unexpected character '$'\n", 50), "%s", out);
+    cr_expect(!strncmp(l1, "    ...", 7), "the cut is marked: %s", l1);
+    const char *dollar = strchr(l1, '$'), *caret = strchr(l2, '^');
+    cr_assert(dollar && caret, "%s", out);
+    cr_expect_eq(dollar - l1, caret - l2, "the caret under the '$':\n%s", out);
+    free(out);
+    /* a cut in the middle of the line is marked at both ends; UTF-8 is cut between
+     * characters (the window's ends fall inside an 'é' here) and the caret counts
+     * characters, not bytes */
+    memset(text, ' ', n);
+    size_t at = 2000200; /* the '$': the window is [at - 60, at + 60) */
+    memcpy(text + at - 200, "/*", 2);
+    for (size_t i = at - 99; i < at - 20; i += 2)
+        memcpy(text + i, "\xC3\xA9", 2);
+    memcpy(text + at - 10, "*/", 2);
+    text[at] = '$';
+    memcpy(text + at + 2, "/*", 2);
+    for (size_t i = at + 5; i < at + 100; i += 2)
+        memcpy(text + i, "\xC3\xA9", 2);
+    memcpy(text + at + 110, "*/", 2);
+    out = printed(text, n, &writes);
+    l1 = strchr(out, '\n') + 1, l2 = strchr(l1, '\n') + 1;
+    const char *e1 = strchr(l1, '\n');
+    cr_expect(!strncmp(l1, "    ...", 7) && !strncmp(e1 - 3, "...", 3), "%.*s", (int)(e1 - l1), l1);
+    cr_expect_neq((unsigned char)l1[7] & 0xC0, 0x80, "the window starts on a character");
+    cr_expect_neq((unsigned char)e1[-4] & 0xC0, 0xC0, "the window ends after a character");
+    dollar = strchr(l1, '$');
+    size_t chars = 0;
+    for (const char *p = l1; p < dollar; p++)
+        chars += ((unsigned char)*p & 0xC0) != 0x80;
+    cr_expect_eq(strchr(l2, '^') - l2, (ptrdiff_t)chars, "the caret under the '$'");
+    free(out);
+    free(text);
 }

@@ -228,6 +228,34 @@ Test(sema, fold_ideal_is_exact) {
     cr_expect_eq(r.i, 0);
 }
 
+/* Literal shifts are exact like + and *: a set bit reaching bit 63 overflows, 1 << 63 as
+ * much as 3 << 62 (1 << 63 was accepted, wrapping to -2^63, while 3 << 62 was an error:
+ * issue 23); a typed shift wraps per type. */
+Test(sema, ideal_shifts_overflow_alike) {
+    fe_value r;
+    cr_expect_eq(fe_fold_ideal_binary(BIN_SHL, I(ty_i64(), 1), I(ty_i64(), 63), &r), FOLD_OVERFLOW);
+    cr_expect_eq(fe_fold_ideal_binary(BIN_SHL, I(ty_i64(), 3), I(ty_i64(), 62), &r), FOLD_OVERFLOW);
+    cr_expect_eq(fe_fold_ideal_binary(BIN_SHL, I(ty_i64(), 1), I(ty_i64(), 64), &r), FOLD_SHIFT);
+    cr_assert_eq(fe_fold_ideal_binary(BIN_SHL, I(ty_i64(), 1), I(ty_i64(), 62), &r), FOLD_OK);
+    cr_expect_eq(r.i, INT64_C(1) << 62);
+    cr_assert_eq(fe_fold_ideal_binary(BIN_SHL, I(ty_i64(), 0), I(ty_i64(), 63), &r), FOLD_OK);
+    cr_expect_eq(r.i, 0);
+    const char *const overflow[] = {"1 << 63", "3 << 62", "2 << 62"};
+    for (size_t i = 0; i < sizeof overflow / sizeof *overflow; i++) {
+        char src[160];
+        snprintf(src, sizeof src, "const C: i64 = %s;\nkernel k(a: i64[]) { a[0] = C; }\n",
+                 overflow[i]);
+        checked c = check(src);
+        cr_expect(!c.ok &&
+                      strstr(c.diags, "1:18: error: integer constant overflows 64 bits in '<<'"),
+                  "%s: %s", overflow[i], c.diags);
+        done(&c);
+    }
+    checked c = check_ok("const C: i64 = i64(1) << 63;\nkernel k(a: i64[]) { a[0] = C; }\n");
+    cr_expect_eq(item(&c, "C")->sym->cval.i, INT64_MIN);
+    done(&c);
+}
+
 Test(sema, value_format) {
     char b[48];
     fe_value_format(b, sizeof b, F(ty_f64(), 0.1));
@@ -1008,4 +1036,89 @@ Test(sema, builtins_v1_bad_arguments) {
         cr_expect(strstr(c.diags, bad[i][1]), "%s: %s", bad[i][0], c.diags);
         done(&c);
     }
+}
+
+/* Structs are bounded (docs/language.md section 11): at most 65536 scalars and 64 levels of
+ * structs in structs. A struct doubling 40 times overflowed its leaf count and aborted
+ * ("leaf of an empty struct"), and a chain of 280,000 structs, each holding the one
+ * defined after it, overflowed the stack (issue 23's "no abort from user input"). */
+Test(sema, struct_limits) {
+    kern_buf src = {0};
+    buf_puts(&src, "struct S0 { x: f32 }\n");
+    for (int i = 1; i < 40; i++)
+        buf_printf(&src, "struct S%d { a: S%d, b: S%d }\n", i, i - 1, i - 1);
+    buf_puts(&src, "kernel k(p: S39[]) { }\n");
+    checked c = check(src.data);
+    cr_expect(!c.ok && strstr(c.diags, "18:22: error: struct 'S17' holds more than 65536 scalars "
+                                       "(from field 'b' on), the limit of a struct\n"),
+              "%s", c.diags);
+    cr_expect_eq(c.ctx->diags.errors, 1, "%s", c.diags);
+    done(&c);
+    for (int reverse = 0; reverse < 2; reverse++) {
+        int n = reverse ? 280000 : 100;
+        src.len = 0;
+        for (int j = 1; j < n; j++) {
+            int i = reverse ? n - j : j;
+            buf_printf(&src, "struct S%d { a: S%d }\n", i, i - 1);
+        }
+        buf_puts(&src, "struct S0 { x: f32 }\nkernel k(x: f32[]) { }\n");
+        c = check(src.data);
+        cr_expect(!c.ok && strstr(c.diags, "error: struct 'S64' nests structs 65 deep (field 'a' "
+                                           "of type S63), more than the limit of 64\n"),
+                  "%.300s", c.diags);
+        cr_expect_eq(c.ctx->diags.errors, 1, "%.300s", c.diags);
+        done(&c);
+    }
+    /* at the limits: 64 deep, 65536 scalars */
+    src.len = 0;
+    buf_puts(&src, "struct S0 { x: f32 }\n");
+    for (int i = 1; i < 64; i++)
+        buf_printf(&src, "struct S%d { a: S%d }\n", i, i - 1);
+    for (int i = 1; i <= 16; i++)
+        buf_printf(&src, "struct W%d { a: %s%d, b: %s%d }\n", i, i > 1 ? "W" : "S",
+                   i > 1 ? i - 1 : 0, i > 1 ? "W" : "S", i > 1 ? i - 1 : 0);
+    buf_puts(&src, "kernel k(p: S63[], w: W16[]) { }\n");
+    c = check_ok(src.data);
+    done(&c);
+    buf_free(&src);
+}
+
+/* Consts that name consts defined after them are resolved inside each other: the nesting
+ * of consts and their expressions is bounded like a kernel's (KC_MAX_NESTING); a chain of
+ * 20,000 consts, each naming the next, overflowed the stack (SIGSEGV). One error. */
+Test(sema, const_nesting_limit) {
+    kern_buf src = {0};
+    for (int n = 1000; n <= 20000; n += 19000) {
+        src.len = 0;
+        for (int i = 0; i + 1 < n; i++)
+            buf_printf(&src, "const C%d = C%d;\n", i, i + 1);
+        buf_printf(&src, "const C%d = 7;\nkernel k(x: i32[]) { x[0] = C0; }\n", n - 1);
+        checked c = check(src.data);
+        if (n == 1000) {
+            cr_expect(c.ok, "%s", c.diags);
+        } else {
+            cr_expect(!c.ok && strstr(c.diags, "error: const 'C1501' is defined through consts "
+                                               "and expressions nested more than 1500 deep (C0 "
+                                               "-> ... -> C1500 -> C1501)"),
+                      "%.400s", c.diags);
+            cr_expect_eq(c.ctx->diags.errors, 1, "%.400s", c.diags);
+        }
+        done(&c);
+    }
+    buf_free(&src);
+}
+
+/* A cycle of many funcs is named in one line: its first six, the count of the others, the
+ * last (a cycle of 150,000 funcs printed 1.5 MB). */
+Test(sema, long_cycles_are_clipped) {
+    kern_buf src = {0};
+    for (int i = 0; i < 20; i++)
+        buf_printf(&src, "func g%d(x: f32) -> f32 { return g%d(x); }\n", i, (i + 1) % 20);
+    buf_puts(&src, "kernel k(x: f32[]) { x[0] = g0(x[0]); }\n");
+    checked c = check(src.data);
+    cr_expect(strstr(c.diags, "recursive call: g0 -> g1 -> g2 -> g3 -> g4 -> g5 -> ... (13 more) "
+                              "-> g19 -> g0; funcs are inlined"),
+              "%s", c.diags);
+    done(&c);
+    buf_free(&src);
 }

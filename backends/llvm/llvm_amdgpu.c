@@ -146,20 +146,15 @@ static void init_amdgpu_once(void) {
 }
 
 bool llvm_amdgpu_arch_valid(const char *arch) {
-    if (!arch || strncmp(arch, "gfx", 3) != 0 || strlen(arch) < 6 || strlen(arch) > 8)
-        return false;
-    for (const char *p = arch + 3; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return false;
-    return true;
+    return kern_target_arch_valid(&kern_target_amdgpu, arch);
 }
 
 static LLVMTargetMachineRef amdgpu_machine(const kc_options *o, char *err, size_t errlen) {
     pthread_once(&amdgpu_once, init_amdgpu_once);
     const char *arch = o->arch ? o->arch : kern_target_amdgpu.default_arch;
     if (!llvm_amdgpu_arch_valid(arch)) {
-        llvm_errf(err, errlen, "unknown AMD GPU architecture '%s' (expected gfxNNN, e.g. gfx90a)",
-                  arch);
+        llvm_errf(err, errlen, "unknown AMD GPU architecture '%s' (this kern compiles for %s)",
+                  arch, kern_target_amdgpu.arches);
         return NULL;
     }
     LLVMTargetRef target;

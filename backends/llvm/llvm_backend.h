@@ -70,7 +70,7 @@ char *llvm_emit_text(const ir_module *m, const kc_options *o, char *err, size_t 
 
 /* ---- NVPTX (llvm_nvptx.c; docs/gpu-abi.md) ----------------------------------------- */
 
-/* Whether arch names a CUDA architecture (sm_NN, sm_NNa). */
+/* Whether kern compiles for CUDA architecture arch (kern_target_cuda.arches). */
 bool llvm_nvptx_arch_valid(const char *arch);
 /* The PTX of every kernel of m for o->arch (NULL: kern_target_cuda.default_arch), malloc'd, or
  * NULL with a message (an unknown arch, libdevice missing where math needs it). */
@@ -80,7 +80,7 @@ char *llvm_emit_nvptx_ir(const ir_module *m, const kc_options *o, char *err, siz
 
 /* ---- AMDGPU (llvm_amdgpu.c; docs/gpu-abi.md) ---------------------------------------- */
 
-/* Whether arch names an AMD GPU architecture (gfxNNN, hexadecimal digits). */
+/* Whether kern compiles for AMD GPU architecture arch (kern_target_amdgpu.arches). */
 bool llvm_amdgpu_arch_valid(const char *arch);
 /* --emit=amdgcn: the assembly of every kernel of m, malloc'd, or NULL with a message (a
  * builtin the target cannot compile in this build is an error naming it). */

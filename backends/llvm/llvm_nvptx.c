@@ -16,8 +16,8 @@
  * Float atomic adds whose old value is unused (the adjoints of values that many threads
  * read) are combined per warp when the whole warp adds to one address (nv_atomic_fadd).
  *
- * The default architecture is sm_75 (Turing: the oldest that CUDA 13 still supports; sm_70
- * is accepted for older toolkits); PTX is for the ISA version LLVM 19 picks for the
+ * The default architecture is sm_75 (Turing: the oldest that CUDA 13 still supports; sm_50
+ * to sm_90a are accepted, kern_target_cuda.arches); PTX is for the ISA version LLVM 19 picks for the
  * architecture, at least 6.3 (for the warp intrinsics). A driver JIT-compiles the PTX for
  * newer GPUs. */
 #include <pthread.h>
@@ -326,20 +326,15 @@ static void init_nvptx_once(void) {
 }
 
 bool llvm_nvptx_arch_valid(const char *arch) {
-    if (!arch || strncmp(arch, "sm_", 3) != 0 || !arch[3])
-        return false;
-    for (const char *p = arch + 3; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (p[1] == 0 && p != arch + 3 && *p == 'a')))
-            return false;
-    int v = atoi(arch + 3);
-    return v >= 50 && v <= 999;
+    return kern_target_arch_valid(&kern_target_cuda, arch);
 }
 
 static LLVMTargetMachineRef nvptx_machine(const kc_options *o, char *err, size_t errlen) {
     pthread_once(&nvptx_once, init_nvptx_once);
     const char *arch = o->arch ? o->arch : kern_target_cuda.default_arch;
     if (!llvm_nvptx_arch_valid(arch)) {
-        llvm_errf(err, errlen, "unknown CUDA architecture '%s' (expected sm_NN, e.g. sm_90)", arch);
+        llvm_errf(err, errlen, "unknown CUDA architecture '%s' (this kern compiles for %s)", arch,
+                  kern_target_cuda.arches);
         return NULL;
     }
     LLVMTargetRef target;
