@@ -374,7 +374,7 @@ static char *printed(const char *text, size_t len, int *writes) {
 
 /* The quoted line and the caret under the character: with CR-only line ends, the line of
  * the error is quoted (not the file's first) and the caret stands under the '$'. */
-Test(diag, cr_only_lines_are_quoted_right) {
+Test(lexer, diagnostic_quotes_the_line_of_cr_only_line_ends) {
     const char *text = "kernel k(a: f32[]) {\r  let x = $;\r}\r";
     int writes;
     char *out = printed(text, strlen(text), &writes);
@@ -386,7 +386,7 @@ Test(diag, cr_only_lines_are_quoted_right) {
 
 /* An error at column 5,000,001 of one line quotes a window of the line around the column,
  * in one write (it printed the 5 MB line a byte per write(2), about 20 s). */
-Test(diag, long_line_is_cut_around_the_caret) {
+Test(lexer, diagnostic_cuts_a_long_line_around_the_caret) {
     size_t n = 5000000;
     char *text = malloc(n + 16);
     memset(text, ' ', n);
