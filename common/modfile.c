@@ -5,11 +5,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t kern_fnv1a64(uint64_t h, const void *data, size_t len) {
+static uint64_t sum_step(uint64_t h, uint64_t w) {
+    h = (h ^ w) * 0x100000001b3ull;
+    return h ^ (h >> 32);
+}
+
+uint64_t kern_modfile_sum(const void *data, size_t len) {
     const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w = 0;
+        for (int b = 0; b < 8; b++) /* little-endian on every host */
+            w |= (uint64_t)p[i + b] << (8 * b);
+        h = sum_step(h, w);
+    }
+    uint64_t w = 0;
+    for (int b = 0; i + (size_t)b < len; b++)
+        w |= (uint64_t)p[i + b] << (8 * b);
+    return sum_step(sum_step(h, w), (uint64_t)len);
 }
 
 char *kern_modfile_build(const char *target, const char *meta, size_t metalen, const void *code,
@@ -37,7 +51,7 @@ char *kern_modfile_build(const char *target, const char *meta, size_t metalen, c
     p += codelen;
     *p++ = '\n';
     snprintf(p, KERN_MODFILE_SUM_LEN + 1, "sum %016llx\n",
-             (unsigned long long)kern_fnv1a64(KERN_FNV1A64_INIT, f, body));
+             (unsigned long long)kern_modfile_sum(f, body));
     *len = body + KERN_MODFILE_SUM_LEN;
     return f;
 }

@@ -6,10 +6,10 @@
  *     code LEN\n<LEN bytes of code>\n
  *     sum HEX\n
  * TARGET a registry name (cuda, amdgpu, vulkan), LEN decimal, HEX the 16 lowercase hex
- * digits of the FNV-1a 64-bit hash of every byte before the `sum` line. The hash is
- * against accidental damage (a flipped byte, a truncated copy): any change of one byte
- * changes it, and any other damage goes unnoticed with probability 2^-64. It is no
- * signature: a module is code, load only modules you trust. Version 1 had no `sum` line. */
+ * digits of kern_modfile_sum of every byte before the `sum` line. The sum is against
+ * accidental damage (a flipped byte, a truncated copy): any change of one byte changes it,
+ * and other damage goes unnoticed with a probability near 2^-64. It is no signature: a
+ * module is code, load only modules you trust. Version 1 had no `sum` line. */
 #ifndef KERN_MODFILE_H
 #define KERN_MODFILE_H
 
@@ -21,10 +21,15 @@ enum {
     KERN_MODFILE_SUM_LEN = 21, /* "sum " + 16 hex digits + "\n" */
 };
 
-#define KERN_FNV1A64_INIT 0xcbf29ce484222325ull
-
-/* FNV-1a 64 of len bytes, continuing from h (KERN_FNV1A64_INIT to start). */
-uint64_t kern_fnv1a64(uint64_t h, const void *data, size_t len);
+/* The module file's checksum of len bytes: FNV-1a's step over 64-bit little-endian words
+ * (then the last len % 8 bytes as one word, then len), each step followed by h ^= h >> 32:
+ *     h = 0xcbf29ce484222325;  for each word w: h = (h ^ w) * 0x100000001b3; h ^= h >> 32
+ * Every step is a bijection of h for a given word and one-to-one in the word for a given
+ * h, so a change of any one word (any one byte) always changes the sum; the shift feeds
+ * the high bits back, so two changes do not cancel the way FNV over words lets bit 63
+ * changes cancel. Eight times fewer multiplications than byte-wise FNV-1a (the check
+ * runs on every module load and in every fuzz-module execution). */
+uint64_t kern_modfile_sum(const void *data, size_t len);
 
 /* The whole module file of target's metadata and code, malloc'd (*len bytes); NULL when
  * memory runs out. */

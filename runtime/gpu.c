@@ -190,7 +190,7 @@ static bool checksum(const char *d, size_t len, char *err, size_t errlen) {
                  "damaged)");
         return false;
     }
-    uint64_t got = kern_fnv1a64(KERN_FNV1A64_INIT, d, len - KERN_MODFILE_SUM_LEN);
+    uint64_t got = kern_modfile_sum(d, len - KERN_MODFILE_SUM_LEN);
     if (got != want) {
         snprintf(err, errlen,
                  "checksum mismatch: the file says %016llx, its bytes hash to %016llx (the "

@@ -21,7 +21,8 @@
  *     kern-module 2 TARGET\n
  *     meta LEN\n<LEN bytes of metadata text>\n
  *     code LEN\n<LEN bytes of code>\n
- *     sum HEX\n                  FNV-1a 64 of every byte before this line, 16 hex digits
+ *     sum HEX\n                  kern_modfile_sum (common/modfile.h) of every byte
+ *                                before this line, 16 hex digits
  * with TARGET `cuda` (PTX), `amdgpu` (an HSACO code object) or `vulkan` (SPIR-V); nothing
  * may follow. A damaged file is refused with "checksum mismatch", a version 1 file (no
  * `sum`) with a message to rebuild it.

@@ -59,8 +59,7 @@ static void container(uint8_t *copy, size_t size) {
         return;
     size_t body = size - KERN_MODFILE_SUM_LEN;
     char sum[KERN_MODFILE_SUM_LEN + 1];
-    snprintf(sum, sizeof sum, "sum %016llx\n",
-             (unsigned long long)kern_fnv1a64(KERN_FNV1A64_INIT, copy, body));
+    snprintf(sum, sizeof sum, "sum %016llx\n", (unsigned long long)kern_modfile_sum(copy, body));
     memcpy(copy + body, sum, KERN_MODFILE_SUM_LEN);
     err[0] = '\0';
     if (!rt_modfile_parse(copy, size, &mf, err, sizeof err)) {
