@@ -21,7 +21,6 @@
  *      the emitter uses).
  * What passes makes the driver see the layout kern creates; it may still be a program
  * that computes nonsense (a module is code: load only modules you trust). */
-#include <spirv-tools/libspirv.h>
 #include <spirv/unified1/spirv.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,6 +28,7 @@
 #include <string.h>
 
 #include "../common/spvblock.h"
+#include "../common/spvtools.h"
 #include "gpu.h"
 
 enum { WORKGROUP_BYTES = 16384 };
@@ -69,25 +69,6 @@ __attribute__((format(printf, 2, 3))) static bool fail(spv_check *c, const char 
     vsnprintf(c->err, c->errlen, fmt, ap);
     va_end(ap);
     return false;
-}
-
-static bool validate(const uint32_t *w, size_t n, char *err, size_t errlen) {
-    spv_context ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
-    spv_validator_options vo = spvValidatorOptionsCreate();
-    spv_const_binary_t bin = {w, n};
-    spv_diagnostic dg = NULL;
-    bool ok = ctx && vo && spvValidateWithOptions(ctx, vo, &bin, &dg) == SPV_SUCCESS;
-    if (!ok) {
-        snprintf(err, errlen, "invalid SPIR-V: %s",
-                 dg && dg->error ? dg->error : "the validator failed (no message)");
-        for (char *p = err; *p; p++) /* one line */
-            if (*p == '\n')
-                *p = ' ';
-    }
-    spvDiagnosticDestroy(dg);
-    spvValidatorOptionsDestroy(vo);
-    spvContextDestroy(ctx);
-    return ok;
 }
 
 static spv_id *id_of(spv_check *c, uint32_t id) {
@@ -466,7 +447,7 @@ bool rt_spirv_check(const void *code, size_t len, const kern_meta *meta, char *e
              w[1] >> 16 & 0xff, w[1] >> 8 & 0xff);
         goto done;
     }
-    if (!validate(w, c.n, err, errlen))
+    if (!kern_spirv_validate(w, c.n, err, errlen))
         goto done;
     c.bound = w[3]; /* the validator checked every id against it */
     c.ids = calloc(c.bound, sizeof *c.ids);
