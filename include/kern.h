@@ -133,7 +133,25 @@ typedef struct kern_context_options {
     kern_validation validation; /* Vulkan ($KERN_VULKAN_VALIDATION: 1 on, fatal) */
     bool staging;          /* Vulkan: copies always go through a staging buffer, never through
                             * mapped device memory ($KERN_VULKAN_STAGING=1; for tests) */
+    /* The bytes a gradient launch's adstack heap (and a tape's saved ranges) may take;
+     * 0 = the default: 3/4 of the device's free memory (CPU: the free physical
+     * memory) plus the heap it already has, measured when a launch needs more than it has. A
+     * launch whose store-all heap does not fit runs with fewer slots or checkpointed
+     * (docs/autodiff.md), or fails naming what it would need. Negative is
+     * KERN_ERR_ARGUMENT at creation. */
+    int64_t ad_memory_budget;
+    /* Forces a strategy for every gradient launch (tests, benchmarks; $KERN_AD_STRATEGY =
+     * store, slots or recompute); KERN_AD_AUTO (the default) chooses per launch. */
+    int ad_strategy; /* a kern_ad_strategy */
 } kern_context_options;
+
+/* How a launch of a kernel with adstacks keeps what its reverse sweep needs. */
+typedef enum kern_ad_strategy {
+    KERN_AD_AUTO = 0,       /* options only: choose per launch */
+    KERN_AD_STORE_ALL = 1,  /* every loop iteration's carried values, for every slot */
+    KERN_AD_FEWER_SLOTS = 2, /* store all, for fewer thread slots (items run in more waves) */
+    KERN_AD_RECOMPUTE = 3,  /* checkpoints every k-th iteration; segments recomputed */
+} kern_ad_strategy;
 
 typedef struct kern_context kern_context;
 
@@ -174,6 +192,11 @@ typedef struct kern_adstack_info {
     int64_t last_stride; /* bytes per thread slot of the last launch with adstacks */
     int64_t last_slots;  /* thread slots it was sized for (CPU: the context's threads) */
     int last_count;      /* adstacks of that launch */
+    int last_strategy;   /* the kern_ad_strategy it ran with (0: no launch with adstacks) */
+    int64_t last_store_all_bytes; /* the heap storing everything would have taken */
+    int64_t last_needed_bytes;    /* the heap the chosen strategy took */
+    int64_t last_budget;          /* the budget it was checked against */
+    double last_recompute;        /* expected cost of K.grad against store-all (1.0: none) */
 } kern_adstack_info;
 
 kern_status kern_context_adstack_info(kern_context *ctx, kern_adstack_info *out);

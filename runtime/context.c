@@ -264,8 +264,28 @@ kern_context_options kern_context_options_default(void) {
                       : !strcmp(v, "fatal")              ? KERN_VALIDATION_FATAL
                                                          : KERN_VALIDATION_ON,
         .staging = env_on("KERN_VULKAN_STAGING"),
+        .ad_strategy = rt_ad_strategy_env(),
     };
     return o;
+}
+
+int rt_ad_strategy_env(void) {
+    const char *v = getenv("KERN_AD_STRATEGY");
+    static const char *const names[] = {"auto", "store", "slots", "recompute"};
+    for (int i = 0; v && i < 4; i++)
+        if (!strcmp(v, names[i]))
+            return i;
+    return v && *v ? -1 : KERN_AD_AUTO; /* an unknown name: refused at creation */
+}
+
+int64_t rt_ad_budget(kern_context *ctx) {
+    if (ctx->opts.ad_memory_budget > 0)
+        return ctx->opts.ad_memory_budget;
+    int64_t free_bytes = ctx->dev->ops->mem_free ? ctx->dev->ops->mem_free(ctx->dev) : -1;
+    if (free_bytes < 0)
+        return INT64_MAX;
+    int64_t have = (int64_t)ctx->adheap.bytes; /* the heap's memory is the budget's too */
+    return free_bytes / 4 * 3 + (have > INT64_MAX / 2 ? INT64_MAX / 2 : have);
 }
 
 /* The device of o->backend: o->device, else (-1) the backend's own choice; a Vulkan
@@ -323,6 +343,16 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
                         "adstack size %lld is out of range (0 for the default, or 1 to 2^31 "
                         "entries, as kernc's --ad-stack-size)",
                         (long long)ctx->opts.ad_stack_size);
+    if (ctx->opts.ad_memory_budget < 0)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "adstack memory budget %lld is negative (0 for the default, or bytes)",
+                        (long long)ctx->opts.ad_memory_budget);
+    if (ctx->opts.ad_strategy < KERN_AD_AUTO || ctx->opts.ad_strategy > KERN_AD_RECOMPUTE)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "adstack strategy %d is not one of KERN_AD_AUTO, KERN_AD_STORE_ALL, "
+                        "KERN_AD_FEWER_SLOTS, KERN_AD_RECOMPUTE ($KERN_AD_STRATEGY: auto, store, "
+                        "slots or recompute)",
+                        ctx->opts.ad_strategy);
     char err[512];
     int ordinal;
     kern_status s = device_ordinal(ctx, &ordinal);

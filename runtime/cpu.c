@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "device.h"
 #include "pool.h"
@@ -161,6 +162,14 @@ static int64_t cpu_ad_slots(rt_device *d, int64_t max_items) {
     return rt_pool_threads(((cpu_device *)d)->pool);
 }
 
+/* The free physical memory (the page cache not counted: a lower bound). */
+static int64_t cpu_mem_free(rt_device *d) {
+    long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || size <= 0)
+        return -1;
+    return pages > INT64_MAX / size ? INT64_MAX : (int64_t)pages * size;
+}
+
 static const rt_device_ops cpu_ops = {
     .name = "cpu",
     .target = &kern_target_cpu,
@@ -179,6 +188,7 @@ static const rt_device_ops cpu_ops = {
     .wait = cpu_wait,
     .sync = cpu_sync,
     .ad_slots = cpu_ad_slots,
+    .mem_free = cpu_mem_free,
 };
 
 kern_status rt_cpu_device_create(int threads, rt_device **out, char *err, size_t errlen) {

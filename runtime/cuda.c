@@ -77,6 +77,7 @@ enum {
     X(cuCtxSetCurrent, CUresult, (CUcontext))                                                      \
     X(cuMemAlloc_v2, CUresult, (CUdeviceptr *, size_t))                                            \
     X(cuMemFree_v2, CUresult, (CUdeviceptr))                                                       \
+    X(cuMemGetInfo_v2, CUresult, (size_t *, size_t *))                                             \
     X(cuMemsetD8Async, CUresult, (CUdeviceptr, unsigned char, size_t, CUstream))                   \
     X(cuMemcpyHtoDAsync_v2, CUresult, (CUdeviceptr, const void *, size_t, CUstream))               \
     X(cuMemcpyDtoH_v2, CUresult, (void *, CUdeviceptr, size_t))                                    \
@@ -581,6 +582,15 @@ static int64_t cuda_ad_slots(rt_device *d, int64_t max_items) {
     return want < resident ? want : resident;
 }
 
+static int64_t cuda_mem_free(rt_device *d) {
+    cuda_device *c = cuda_of(d);
+    size_t free_bytes = 0, total = 0;
+    if (c->api.cuCtxSetCurrent(c->cu) != CUDA_SUCCESS ||
+        c->api.cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS)
+        return -1;
+    return free_bytes > (size_t)INT64_MAX ? INT64_MAX : (int64_t)free_bytes;
+}
+
 static void cuda_destroy(rt_device *d) {
     cuda_device *c = cuda_of(d);
     if (c->cu && c->api.cuCtxSetCurrent(c->cu) == CUDA_SUCCESS) {
@@ -785,6 +795,7 @@ static const rt_device_ops cuda_ops = {
     .wait = cuda_wait,
     .sync = cuda_sync,
     .ad_slots = cuda_ad_slots,
+    .mem_free = cuda_mem_free,
     .size_adstack = cuda_size_adstack,
     .graph_build = cuda_graph_build,
     .graph_launch = cuda_graph_launch,

@@ -152,6 +152,9 @@ typedef struct rt_device_ops {
                                 size_t errlen);
     void (*graph_free)(rt_device *d, void *graph);
     int64_t (*ad_slots)(rt_device *d, int64_t max_items);
+    /* The device memory free now, in bytes (the default adstack budget, docs/autodiff.md);
+     * -1 when the device cannot tell. NULL: -1. */
+    int64_t (*mem_free)(rt_device *d);
 } rt_device_ops;
 
 struct rt_device {

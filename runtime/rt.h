@@ -206,6 +206,12 @@ bool rt_elf_in_memory(const void *data, size_t size, uint64_t vaddr, uint64_t le
 void rt_clear_error(kern_context *ctx);
 /* The file, line and column part of messages: "FILE:L:C" or "L:C" without a source. */
 void rt_format_loc(char *buf, size_t size, const kern_meta *m, uint32_t line, uint32_t col);
+/* The bytes the adstack heap and a tape's saved ranges may take now (docs/autodiff.md):
+ * kern_context_options.ad_memory_budget, else 3/4 of the device's free memory plus the
+ * heap it holds (CPU: the free physical memory); INT64_MAX when the device cannot tell. */
+int64_t rt_ad_budget(kern_context *ctx);
+/* $KERN_AD_STRATEGY as a kern_ad_strategy (auto when unset; -1 when unknown). */
+int rt_ad_strategy_env(void);
 /* Formats a device error record of kernel k into buf. */
 void rt_format_device_error(char *buf, size_t size, const kern_kernel *k,
                             const kern_err_record *rec);

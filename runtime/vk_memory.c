@@ -208,3 +208,15 @@ kern_status vk_zero(rt_device *d, void *mem, size_t offset, size_t n, char *err,
     free(z);
     return s;
 }
+
+/* Without VK_EXT_memory_budget the free memory is not known: the largest device-local heap
+ * stands for it (the budget's default takes 3/4 of it, docs/autodiff.md). */
+int64_t vk_mem_free(rt_device *d) {
+    vk_device *v = vk_of(d);
+    VkDeviceSize best = 0;
+    for (uint32_t i = 0; i < v->memprops.memoryHeapCount; i++)
+        if ((v->memprops.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+            v->memprops.memoryHeaps[i].size > best)
+            best = v->memprops.memoryHeaps[i].size;
+    return best == 0 ? -1 : best > (VkDeviceSize)INT64_MAX ? INT64_MAX : (int64_t)best;
+}
