@@ -22,6 +22,9 @@ typedef struct kernc_run_args {
     bool time;            /* print compile and launch times on stderr */
     int steps;            /* launches with step_arg = 0 .. steps-1 (0: one, no step argument) */
     const char *step_arg; /* the i32/u32/i64 scalar parameter that counts the steps */
+    int64_t ad_budget;    /* --ad-memory-budget BYTES (0: the runtime's default) */
+    int ad_strategy;      /* --ad-strategy (a kern_ad_strategy; 0: auto) */
+    bool verbose;         /* --verbose: how a gradient launch kept its adstacks, on stderr */
 } kernc_run_args;
 
 /* KERNEL may be K.grad: the file is then compiled with that gradient (KC_GRAD_ALL), and a

@@ -1013,6 +1013,10 @@ gradcheck_status gradcheck_source(const char *path, const char *text, size_t len
     kern_context_options co = kern_context_options_default();
     co.debug = true;
     co.backend = (kern_backend)o->backend;
+    if (o->ad_budget)
+        co.ad_memory_budget = o->ad_budget;
+    if (o->ad_strategy)
+        co.ad_strategy = o->ad_strategy;
     if (kern_context_create(&co, &g.ctx) != KERN_OK) {
         st = gc_fail(&g, GRADCHECK_USER, "%s",
                      g.ctx ? kern_context_last_error(g.ctx) : "out of memory");

@@ -27,6 +27,8 @@ typedef struct gradcheck_options {
     double rtol_f32;  /* tolerance of the gradient as written, f32 (default 1e-2) */
     int max_checks;   /* elements checked at most, sampled evenly (default 200) */
     int backend;      /* the kern_backend K and K.grad run on (default cpu) */
+    int64_t ad_budget; /* kern_context_options.ad_memory_budget (0: the default) */
+    int ad_strategy;   /* kern_context_options.ad_strategy (0: auto, or $KERN_AD_STRATEGY) */
     int steps;        /* > 0: K is a sequence of `steps` launches with the integer scalar
                          parameter step_arg = 0 .. steps-1, its gradient through the tape */
     const char *step_arg;

@@ -46,6 +46,10 @@ typedef struct cli {
     bool help;              /* --help after the command: that command's usage */
     bool no_checks;         /* run: no bounds checks (run checks by default) */
     int threads;            /* run: --threads N (0: the online CPUs) */
+    int64_t ad_budget;      /* run, gradcheck: --ad-memory-budget */
+    int ad_strategy;        /* run, gradcheck: --ad-strategy */
+    bool verbose;           /* run: --verbose */
+    const char *ad_option;  /* the first option of run and gradcheck only: --ad-strategy, ... */
     bool time;              /* run: --time */
     int steps;              /* run, gradcheck: --steps N (0: one launch, no step argument) */
     const char *step_arg;   /* run, gradcheck: --step-arg NAME */
@@ -127,8 +131,9 @@ static const struct {
               "  that cannot be built are named, with why\n"
               "  --no-jvp       leave K.jvp and K.grad.jvp out (a smaller, faster build)\n"},
     {"run", "usage: kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
-            "       [--target=T] [--threads N] [--time] [--no-checks]\n"
-            "       [--steps N --step-arg NAME] [compiler options]\n"
+            "       [--target=T] [--threads N] [--time] [--no-checks] [--verbose]\n"
+            "       [--steps N --step-arg NAME] [--ad-memory-budget B] [--ad-strategy S]\n"
+            "       [compiler options]\n"
             "  NAME=VALUE      a number for a scalar, a .npy file for an array; unbound\n"
             "                  adjoints of K.grad start as zeros of the primal's shape\n"
             "  --save N=P.npy  write array N after the run\n"
@@ -136,7 +141,11 @@ static const struct {
             "  --time          print the compile and launch times on standard error\n"
             "  --no-checks     no bounds, division and shift checks (run checks by default)\n"
             "  --steps N       launch N times with --step-arg NAME = 0 .. N-1; K.grad runs\n"
-            "                  the gradient of the whole sequence through the tape\n"},
+            "                  the gradient of the whole sequence through the tape\n"
+            "  --ad-memory-budget B  bytes K.grad's adstacks may take (K, M, G, T suffixes;\n"
+            "                  default: 3/4 of the device's free memory)\n"
+            "  --ad-strategy S auto (the default), store, slots or recompute\n"
+            "  --verbose       how each gradient launch kept its adstacks, on standard error\n"},
     {"gradcheck",
      "usage: kernc gradcheck FILE.kern KERNEL [NAME=VALUE ...] [--seed N] [--size N]\n"
      "       [--eps E] [--rtol R] [--rtol-f32 R] [--max-checks N]\n"
@@ -228,6 +237,28 @@ static bool parse_uint(const char *s, unsigned long long max, unsigned long long
     if (errno || *end || v > max || s[0] == '-')
         return false;
     *out = v;
+    return true;
+}
+
+/* A byte count: digits, then an optional K, M, G or T (powers of 2^10); positive, below
+ * 2^63. */
+static bool parse_bytes(const char *s, int64_t *out) {
+    if (!s || !*s || s[0] == '-')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = 0;
+    if (*end && !end[1]) {
+        const char *units = "KMGT", *u = strchr(units, *end);
+        if (!u)
+            return false;
+        shift = 10 * (int)(u - units + 1);
+        end++;
+    }
+    if (errno || *end || end == s || v == 0 || v > (unsigned long long)INT64_MAX >> shift)
+        return false;
+    *out = (int64_t)(v << shift);
     return true;
 }
 
@@ -336,6 +367,26 @@ static int parse_cli(int argc, char **argv, cli *c) {
         } else if (!strcmp(a, "--time")) {
             c->time = true;
             c->run_option = "--time";
+        } else if (!strcmp(a, "--verbose")) {
+            c->verbose = true;
+            c->run_option = "--verbose";
+        } else if ((v = opt_value(a, "--ad-memory-budget", argc, argv, &i, &m)) || m) {
+            c->ad_option = "--ad-memory-budget";
+            if (!parse_bytes(v, &c->ad_budget))
+                return usage_error("--ad-memory-budget needs a positive number of bytes (a "
+                                   "suffix K, M, G or T multiplies by 2^10 ...), got '%s'",
+                                   v ? v : "");
+        } else if ((v = opt_value(a, "--ad-strategy", argc, argv, &i, &m)) || m) {
+            static const char *const names[] = {"auto", "store", "slots", "recompute"};
+            c->ad_option = "--ad-strategy";
+            c->ad_strategy = -1;
+            for (int n = 0; v && n < 4; n++)
+                if (!strcmp(v, names[n]))
+                    c->ad_strategy = n;
+            if (c->ad_strategy < 0)
+                return usage_error("--ad-strategy needs auto, store, slots or recompute, got "
+                                   "'%s'",
+                                   v ? v : "");
         } else if ((v = opt_value(a, "--threads", argc, argv, &i, &m)) || m) {
             unsigned long long n;
             if (!parse_uint(v, 4096, &n) || n == 0)
@@ -418,7 +469,9 @@ static int emit_ir_derived(cli *c, kc_ctx *ctx, loaded *l, kern_buf *out, const 
     if (c->kernel) {
         size_t n = strlen(c->kernel);
         want = malloc(n + 6);
-        snprintf(want, n + 6, "%s%s", c->kernel, has_suffix(c->kernel, suffix) ? "" : suffix);
+        bool ckpt = !jvp && has_suffix(c->kernel, ".grad.ckpt"); /* asked for by name */
+        snprintf(want, n + 6, "%s%s", c->kernel,
+                 has_suffix(c->kernel, suffix) || ckpt ? "" : suffix);
     }
     if (jvp) { /* forward mode only: no K.grad unless K.grad.jvp is asked for */
         ctx->opts.grad = want && has_suffix(want, ".grad.jvp") ? KC_GRAD_ALL : KC_GRAD_NONE;
@@ -446,7 +499,8 @@ static int emit_ir_derived(cli *c, kc_ctx *ctx, loaded *l, kern_buf *out, const 
     } else {
         bool first = true;
         ir_foreach_kernel(k, m) {
-            if (!has_suffix(k->name, suffix) || (want && strcmp(k->name, want) != 0))
+            if ((!has_suffix(k->name, suffix) && !(want && has_suffix(want, ".ckpt"))) ||
+                (want && strcmp(k->name, want) != 0))
                 continue;
             if (!first)
                 buf_putc(out, '\n');
@@ -546,6 +600,8 @@ static int run_command(cli *c) {
         return usage_error("%s: --no-jvp is an option of build only", c->cmd);
     if (c->run_option && strcmp(c->cmd, "run") != 0)
         return usage_error("%s is an option of run only", c->run_option);
+    if (c->ad_option && strcmp(c->cmd, "run") != 0 && strcmp(c->cmd, "gradcheck") != 0)
+        return usage_error("%s is an option of run and gradcheck only", c->ad_option);
     if ((c->steps || c->step_arg) && strcmp(c->cmd, "run") != 0 && strcmp(c->cmd, "gradcheck") != 0)
         return usage_error("%s is an option of run and gradcheck only",
                            c->steps ? "--steps" : "--step-arg");
@@ -567,13 +623,18 @@ static int run_command(cli *c) {
                              c->threads,
                              c->time,
                              c->steps,
-                             c->step_arg};
+                             c->step_arg,
+                             c->ad_budget,
+                             c->ad_strategy,
+                             c->verbose};
         if (!strcmp(c->cmd, "run"))
             return kernc_cmd_run(&ra);
         if (c->nsaves)
             return usage_error("%s is an option of run, not gradcheck", "--save");
         c->gc.steps = c->steps;
         c->gc.step_arg = c->step_arg;
+        c->gc.ad_budget = c->ad_budget;
+        c->gc.ad_strategy = c->ad_strategy;
         return kernc_cmd_gradcheck(&ra, &c->gc);
     }
     if (!strcmp(c->cmd, "build")) {

@@ -421,6 +421,28 @@ static bool zero_adjoint(kern_context *ctx, kern_kernel *k, const kern_param_inf
     return st == KERN_OK;
 }
 
+/* --verbose: how the last launch with adstacks kept them (docs/autodiff.md). */
+static void print_adstacks(kern_context *ctx, const char *kernel) {
+    kern_adstack_info in;
+    if (kern_context_adstack_info(ctx, &in) != KERN_OK || !in.last_strategy) {
+        fprintf(stderr, "kernc run: %s: no adstacks\n", kernel);
+        return;
+    }
+    static const char *const what[] = {
+        "", "store all (every iteration's carried values)",
+        "fewer slots (every iteration's carried values, the items in more waves)",
+        "recompute (every k-th iteration's carried values; segments recomputed)"};
+    char budget[32] = "the device's memory";
+    if (in.last_budget < INT64_MAX)
+        snprintf(budget, sizeof budget, "%lld bytes", (long long)in.last_budget);
+    fprintf(stderr,
+            "kernc run: %s: adstacks: %s: %lld bytes (%lld per slot x %lld slots); storing "
+            "all: %lld bytes; budget: %s; expected time %.2fx of storing all\n",
+            kernel, what[in.last_strategy], (long long)in.last_needed_bytes,
+            (long long)in.last_stride, (long long)in.last_slots, (long long)in.last_store_all_bytes,
+            budget, in.last_recompute);
+}
+
 /* The launches of a run: k once, or --steps N times with the step argument = 0..N-1.
  * For K.grad with --steps, K runs N times through a tape and the tape's backward pass
  * runs the N gradient launches (docs/reference.md section 8: newest first), with the bound adjoints
@@ -572,6 +594,10 @@ int kernc_cmd_run(const kernc_run_args *a) {
     o.debug = a->opts.debug;
     o.ad_stack_size = a->opts.ad_stack_size;
     o.threads = a->threads;
+    if (a->ad_budget)
+        o.ad_memory_budget = a->ad_budget;
+    if (a->ad_strategy)
+        o.ad_strategy = a->ad_strategy;
     kern_status st = kern_context_create(&o, &ctx);
     if (st == KERN_OK)
         st = jit_module_from_ir(ctx, m, &co, a->file, &mod);
@@ -761,6 +787,8 @@ int kernc_cmd_run(const kernc_run_args *a) {
         fprintf(stderr, "kernc run: %s: compile %.3f ms, run %.3f ms (%d launch%s, %d threads)\n",
                 a->kernel, t_compiled - t0, now_ms() - t_launch, a->steps ? a->steps : 1,
                 a->steps > 1 ? "es" : "", kern_context_threads(ctx));
+    if (a->verbose)
+        print_adstacks(ctx, a->kernel);
     for (int j = 0; j < ns; j++) {
         for (int i = 0; i < np; i++) {
             kern_param_info p;

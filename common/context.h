@@ -40,6 +40,8 @@ typedef struct kc_options {
                                vectors), -1 off (scalar), 4 / 8 / 16 / 32 / 64 */
     int jit_threads;        /* CPU JIT: threads compiling one module's parts (0: online CPUs) */
     bool scatter_adjoints;  /* neighbour reads keep atomic scatter adjoints (no gather form) */
+    bool no_ckpt;           /* no K.grad.ckpt (the checkpointed gradient the runtime runs when
+                               K.grad's adstacks exceed the memory budget) */
     bool no_neighbour_adds; /* CPU: neighbour scatters stay atomic inside a chunk too */
     bool no_vector_math;    /* CPU SIMD: math lane by lane through libm, not libmvec */
     bool eager_grads;       /* JIT: every K.grad at once, not at its first lookup */

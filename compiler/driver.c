@@ -98,7 +98,7 @@ static bool only_is(const kc_options *o, const char *name, const char *suffix) {
  * "K.grad.jvp"), K.jvp and K.grad.jvp (kc_options.jvp, or asked for by name). */
 static bool grad_wanted(const kc_options *o, const char *name) {
     return !o->grad_only || only_is(o, name, "") || only_is(o, name, ".grad") ||
-           only_is(o, name, ".grad.jvp");
+           only_is(o, name, ".grad.jvp") || only_is(o, name, ".grad.ckpt");
 }
 static bool jvp_wanted(const kc_options *o, const char *name) {
     return (o->jvp && (!o->grad_only || only_is(o, name, ""))) || only_is(o, name, ".jvp");
@@ -197,6 +197,12 @@ static bool build_grads(kc_ctx *ctx, const kern_source *src, ir_module *m) {
         added = true;
         if (!o->scatter_adjoints)
             ad_gather_kernel(m, grads[i]);
+        /* the checkpointed variant the runtime launches instead when K.grad's adstacks
+         * do not fit its memory budget (docs/autodiff.md) */
+        bool want_ck = !o->no_ckpt && (!o->grad_only || only_is(o, k->name, ".grad.ckpt"));
+        ir_kernel *ck = want_ck ? ad_grad_ckpt_kernel(k, o->ad_stack_size) : NULL;
+        if (ck && !o->scatter_adjoints)
+            ad_gather_kernel(m, ck);
     }
     if (ok && added) {
         ir_pass_after(m, "ad_grad", true);

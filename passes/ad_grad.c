@@ -264,6 +264,17 @@ static ad_loop *loop_record(ad_ctx *a, ir_op *loop, ir_region *carried_in) {
     sz_expr *cap = loop->code == IR_FOR ? ad_loop_capacity(a->pk, loop, &scratch) : NULL;
     if (!cap) /* while, or bounds the analysis cannot follow: the default capacity */
         cap = sz_const(&scratch, (int64_t)a->ad_stack_size + 1);
+    sz_expr *ck_cap = NULL;
+    if (a->ck_k && a->ck_k[loop->id]) { /* segments of min(k, N), checkpoints ceil(N / k) */
+        sz_expr *k = sz_bin(&scratch, SZ_MAX, sz_param(&scratch, (int)a->ck_param[loop->id]),
+                            sz_const(&scratch, 1));
+        ck_cap = sz_bin(
+            &scratch, SZ_DIV,
+            sz_bin(&scratch, SZ_ADD, cap, sz_bin(&scratch, SZ_SUB, k, sz_const(&scratch, 1))), k);
+        cap = sz_bin(&scratch, SZ_MIN, k, cap);
+        L->ck_stacks = ARENA_ARRAY(&a->m->mem, uint32_t, L->ncarried + 1);
+        L->ck_k = a->ck_k[loop->id];
+    }
     for (uint32_t i = 0; i < L->ncarried; i++) {
         ir_value *arg = carried_in->args[first + i];
         /* the value the next iteration gets, in terms of this iteration's */
@@ -279,10 +290,13 @@ static ad_loop *loop_record(ad_ctx *a, ir_op *loop, ir_region *carried_in) {
                 next = terminator(after)->operands[i];
             }
         }
-        if (next && recomputable(loop, self, next, &L->step[i], &L->neg[i]))
+        if (next && recomputable(loop, self, next, &L->step[i], &L->neg[i])) {
             L->stacks[i] = UINT32_MAX;
-        else
+        } else {
             L->stacks[i] = ir_kernel_add_adstack(a->gk, arg->type, cap, loop->loc);
+            if (ck_cap)
+                L->ck_stacks[i] = ir_kernel_add_adstack(a->gk, arg->type, ck_cap, loop->loc);
+        }
     }
     arena_free(&scratch);
     a->loops[loop->id] = L;
@@ -296,37 +310,68 @@ static void push_carried(ad_ctx *a, ad_loop *L, ir_region *to, uint32_t first, k
             ir_adpush(&a->b, L->stacks[i], to->args[first + i]);
 }
 
+/* A checkpointed loop's forward sweep: an iteration pushes its carried values on the
+ * checkpoint stacks when it starts a segment (`left`, the iterations until the next
+ * checkpoint, is 0: iterations 0, k, 2k, ...). */
+static void push_checkpoint(ad_ctx *a, ad_loop *L, ir_region *to, uint32_t first, ir_value *left,
+                            kern_loc loc) {
+    a->b.loc = loc;
+    ir_value *starts = ir_binop(&a->b, IR_EQ, left, ir_const_int(&a->b, ty_i64(), 0));
+    ir_op *w = ir_if(&a->b, starts, NULL, 0);
+    ir_builder saved = a->b;
+    a->b = ir_builder_at_end(a->m, w->regions[0]);
+    for (uint32_t i = 0; i < L->ncarried; i++)
+        if (L->stacks[i] != UINT32_MAX)
+            ir_adpush(&a->b, L->ck_stacks[i], to->args[first + i]);
+    ir_yield(&a->b, NULL, 0);
+    a->b = ir_builder_at_end(a->m, w->regions[1]);
+    ir_yield(&a->b, NULL, 0);
+    a->b = saved;
+}
+
 /* FOR with pushes: every iteration first pushes its carried values; an early-exit for
  * also counts its iterations in one more carried value. */
 static void copy_for_push(ad_ctx *a, ir_op *op) {
     ir_region *body = op->regions[0];
     ad_loop *L = loop_record(a, op, body);
-    bool early = op->attr & IR_FOR_EARLY_EXIT;
+    bool early = op->attr & IR_FOR_EARLY_EXIT, ck = L->ck_stacks != NULL;
     uint32_t n = op->noperands - 2;
-    ir_value **inits = ARENA_ARRAY(&a->m->mem, ir_value *, n + 1);
+    ir_value **inits = ARENA_ARRAY(&a->m->mem, ir_value *, n + 2);
     for (uint32_t i = 0; i < n; i++)
         inits[i] = ad_val(a, op->operands[2 + i]);
     a->b.loc = op->loc;
     if (early)
         inits[n] = ir_const_int(&a->b, ty_i32(), 0);
+    if (ck) /* a checkpointed loop counts k - 1 .. 0 down to its next checkpoint */
+        inits[n + early] = ir_const_int(&a->b, ty_i64(), 0);
     ir_op *c = ir_for(&a->b, ad_val(a, op->operands[0]), ad_val(a, op->operands[1]), inits,
-                      n + early, early);
+                      n + early + ck, early);
     ir_region *to = c->regions[0];
     for (uint32_t i = 0; i < body->nargs; i++)
         set_val(a, body->args[i], to->args[i]);
     ir_builder saved = a->b;
     a->b = ir_builder_at_end(a->m, to);
-    push_carried(a, L, to, 1, op->loc);
+    if (ck)
+        push_checkpoint(a, L, to, 1, to->args[1 + n + early], op->loc);
+    else
+        push_carried(a, L, to, 1, op->loc);
     copy_region(a, body, false); /* without the terminator */
     ir_op *y = terminator(body);
     uint32_t ny = y->noperands;
-    ir_value **ys = ARENA_ARRAY(&a->m->mem, ir_value *, ny + 1);
+    ir_value **ys = ARENA_ARRAY(&a->m->mem, ir_value *, ny + 2);
     for (uint32_t i = 0; i < ny; i++)
         ys[i] = ad_val(a, y->operands[i]);
     a->b.loc = y->loc;
     if (early)
         ys[ny] = ir_binop(&a->b, IR_ADD, to->args[1 + n], ir_const_int(&a->b, ty_i32(), 1));
-    ir_yield(&a->b, ys, ny + early);
+    if (ck) {
+        ir_value *left = to->args[1 + n + early], *zero = ir_const_int(&a->b, ty_i64(), 0);
+        ys[ny + early] =
+            ir_select(&a->b, ir_binop(&a->b, IR_EQ, left, zero),
+                      ir_binop(&a->b, IR_SUB, L->ck_k, ir_const_int(&a->b, ty_i64(), 1)),
+                      ir_binop(&a->b, IR_SUB, left, ir_const_int(&a->b, ty_i64(), 1)));
+    }
+    ir_yield(&a->b, ys, ny + early + ck);
     a->b = saved;
     for (uint32_t i = 0; i < op->nresults; i++)
         set_val(a, op->results[i], c->results[i]);
@@ -616,17 +661,106 @@ static void rev_finish(ad_ctx *a, ir_op *w, rev_carry *rc, ir_value *const *init
     ptrvec_free(&rc->free);
 }
 
-static void reverse_for(ad_ctx *a, ir_op *op) {
+static ir_value *to_i64(ad_ctx *a, ir_value *v) {
+    return v->type == ty_i64() ? v : ir_cast(&a->b, ty_i64(), v);
+}
+
+/* The body of a reverse loop over a for's iterations, at primal index j: wb carries the
+ * adjoints of the float carried values, then the free adjoints, after its counter. */
+static void rev_iteration(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_region *wb,
+                          ir_value *j) {
     ir_region *body = op->regions[0];
+    set_val(a, body->args[0], j);
+    pop_carried(a, L, op, body, 1, ir_binop(&a->b, IR_SUB, j, ad_val(a, op->operands[0])));
+    clear_adj(a, body);
+    for (int i = 0; i < rc->free.len; i++)
+        a->adj[((ir_value *)rc->free.data[i])->id] = wb->args[1 + rc->nfloat + i];
+    copy_region(a, body, true);
+    ir_op *y = terminator(body);
+    uint32_t skip = op->attr & IR_FOR_EARLY_EXIT ? 1 : 0; /* the "go on" flag */
+    for (uint32_t i = 0; i < rc->nfloat; i++)
+        ad_accum(a, y->operands[skip + rc->fidx[i]], wb->args[1 + i]);
+    reverse_ops(a, body);
+    rev_yield(a, rc, body, 1, op->loc);
+}
+
+/* The reverse of a checkpointed for (K.grad.ckpt): for each segment of k iterations,
+ * newest first, the carried values at its start come from the checkpoint stacks (or are
+ * recomputed), the segment runs forward again pushing them on the segment stacks, and
+ * then reverses as an unsegmented loop does. Returns the outer loop, which carries what
+ * the reverse loop of reverse_for carries. */
+static ir_op *reverse_for_ckpt(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_value **inits) {
+    ir_region *body = op->regions[0];
+    ir_value *lo = ad_val(a, op->operands[0]), *hi = ad_val(a, op->operands[1]);
+    const kern_type *it = lo->type;
+    ir_value *k = L->ck_k, *zero = ir_const_int(&a->b, ty_i64(), 0),
+             *one = ir_const_int(&a->b, ty_i64(), 1);
+    ir_value *n = op->attr & IR_FOR_EARLY_EXIT
+                      ? to_i64(a, L->count)
+                      : ir_select(&a->b, ir_binop(&a->b, IR_GT, hi, lo),
+                                  to_i64(a, ir_binop(&a->b, IR_SUB, hi, lo)), zero);
+    ir_value *nseg =
+        ir_binop(&a->b, IR_DIV, ir_binop(&a->b, IR_ADD, n, ir_binop(&a->b, IR_SUB, k, one)), k);
+    uint32_t nc = rc->nfloat + (uint32_t)rc->free.len;
+    ir_op *w = ir_for(&a->b, zero, nseg, inits, nc, false);
+    ir_region *wb = w->regions[0];
+    ir_builder saved = a->b;
+    a->b = ir_builder_at_end(a->m, wb);
+    ir_value *seg = ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_SUB, nseg, one), wb->args[0]);
+    ir_value *start = ir_binop(&a->b, IR_MUL, seg, k);
+    ir_value *end = ir_binop(&a->b, IR_MIN, ir_binop(&a->b, IR_ADD, start, k), n);
+    ir_value *slo = ir_binop(&a->b, IR_ADD, lo, ir_cast(&a->b, it, start));
+    ir_value *shi = ir_binop(&a->b, IR_ADD, lo, ir_cast(&a->b, it, end));
+    /* the segment forward from its checkpoint, pushing each iteration's carried values */
+    ir_value **x = ARENA_ARRAY(&a->m->mem, ir_value *, L->ncarried + 1);
+    for (uint32_t i = 0; i < L->ncarried; i++)
+        x[i] = L->stacks[i] != UINT32_MAX ? ir_adpop(&a->b, L->ck_stacks[i])
+                                          : recompute_carried(a, L, op, i, start);
+    ir_op *f = ir_for(&a->b, slo, shi, x, L->ncarried, false);
+    ir_region *fb = f->regions[0];
+    for (uint32_t i = 0; i < body->nargs; i++)
+        set_val(a, body->args[i], fb->args[i]);
+    a->b = ir_builder_at_end(a->m, fb);
+    push_carried(a, L, fb, 1, op->loc);
+    copy_region(a, body, false);
+    ir_op *y = terminator(body);
+    uint32_t skip = op->attr & IR_FOR_EARLY_EXIT ? 1 : 0;
+    ir_value **ys = ARENA_ARRAY(&a->m->mem, ir_value *, L->ncarried + 1);
+    for (uint32_t i = 0; i < L->ncarried; i++)
+        ys[i] = ad_val(a, y->operands[skip + i]);
+    a->b.loc = y->loc;
+    ir_yield(&a->b, ys, L->ncarried);
+    /* then the segment in reverse: primal index slo + shi - 1 - counter */
+    a->b = ir_builder_at_end(a->m, wb);
+    a->b.loc = op->loc;
+    ir_op *v = ir_for(&a->b, slo, shi, wb->args + 1, nc, false);
+    ir_region *vb = v->regions[0];
+    a->b = ir_builder_at_end(a->m, vb);
+    ir_value *last =
+        ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_ADD, slo, shi), ir_const_int(&a->b, it, 1));
+    rev_iteration(a, op, L, rc, vb, ir_binop(&a->b, IR_SUB, last, vb->args[0]));
+    a->b = ir_builder_at_end(a->m, wb);
+    a->b.loc = op->loc;
+    ir_yield(&a->b, v->results, nc);
+    a->b = saved;
+    return w;
+}
+
+static void reverse_for(ad_ctx *a, ir_op *op) {
     ad_loop *L = a->loops[op->id];
     kern_assert(L);
     bool early = op->attr & IR_FOR_EARLY_EXIT;
     rev_carry rc;
-    rev_carry_init(a, op, body, 1, &rc);
+    rev_carry_init(a, op, op->regions[0], 1, &rc);
     ir_value **cadj = ARENA_ARRAY(&a->m->mem, ir_value *, rc.nfloat + 1);
     a->b.loc = op->loc;
     for (uint32_t i = 0; i < rc.nfloat; i++)
         cadj[i] = adj_or_zero(a, op->results[rc.fidx[i]]);
+    if (L->ck_stacks) {
+        ir_op *w = reverse_for_ckpt(a, op, L, &rc, rev_inits(a, &rc, cadj));
+        rev_finish(a, w, &rc, op->operands + 2);
+        return;
+    }
     ir_value *lo = ad_val(a, op->operands[0]), *hi = ad_val(a, op->operands[1]);
     const kern_type *it = lo->type;
     /* iteration k of the reverse loop runs primal index last - k */
@@ -650,19 +784,7 @@ static void reverse_for(ad_ctx *a, ir_op *op) {
     ir_value *k = wb->args[0];
     if (early && k->type != it)
         k = ir_cast(&a->b, it, k);
-    ir_value *j = ir_binop(&a->b, IR_SUB, last, k);
-    set_val(a, body->args[0], j);
-    pop_carried(a, L, op, body, 1, ir_binop(&a->b, IR_SUB, j, lo));
-    clear_adj(a, body);
-    for (int i = 0; i < rc.free.len; i++)
-        a->adj[((ir_value *)rc.free.data[i])->id] = wb->args[1 + rc.nfloat + i];
-    copy_region(a, body, true);
-    ir_op *y = terminator(body);
-    uint32_t skip = early ? 1 : 0; /* the "go on" flag */
-    for (uint32_t i = 0; i < rc.nfloat; i++)
-        ad_accum(a, y->operands[skip + rc.fidx[i]], wb->args[1 + i]);
-    reverse_ops(a, body);
-    rev_yield(a, &rc, body, 1, op->loc);
+    rev_iteration(a, op, L, &rc, wb, ir_binop(&a->b, IR_SUB, last, k));
     a->b = saved;
     rev_finish(a, w, &rc, op->operands + 2);
 }
@@ -873,19 +995,55 @@ ir_param *ad_grad_params(const ir_kernel *k, uint32_t *nparams) {
     return ps;
 }
 
-ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size) {
+/* The loops K.grad.ckpt checkpoints: the active fors of r that no loop encloses (those
+ * inside ifs included), in order. */
+static void find_ckpt_loops(ir_region *r, kern_ptrvec *out) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_FOR && op_active(op))
+            ptrvec_push(out, op);
+        else if (op->code == IR_IF || op->code == IR_PARALLEL || op->code == IR_SERIAL)
+            for (uint32_t i = 0; i < op->nregions; i++)
+                find_ckpt_loops(op->regions[i], out);
+    }
+}
+
+static ir_kernel *build_grad(ir_kernel *k, uint32_t ad_stack_size, bool ckpt) {
     ir_module *m = k->module;
     kern_assert(!m->lowered); /* the rules see plain ops: ir_lower_semantics runs after */
+    kern_ptrvec ckl = {0};
+    if (ckpt) {
+        find_ckpt_loops(k->body, &ckl);
+        if (ckl.len == 0)
+            return NULL;
+    }
     uint32_t np;
     ir_param *ps = ad_grad_params(k, &np);
+    if (ckpt) { /* K.grad's parameters, then ckpt.0, ckpt.1, ...: each loop's k */
+        ir_param *more = ARENA_ARRAY(&m->mem, ir_param, np + (uint32_t)ckl.len + 1);
+        memcpy(more, ps, np * sizeof *ps);
+        for (int i = 0; i < ckl.len; i++)
+            more[np + (uint32_t)i] = (ir_param){.name = arena_printf(&m->mem, "ckpt.k%d", i),
+                                                .type = ty_i64(),
+                                                .nograd = true,
+                                                .loc = ((ir_op *)ckl.data[i])->loc};
+        ps = more;
+        np += (uint32_t)ckl.len;
+    }
     ad_ctx A = {.m = m, .pk = k, .ad_stack_size = ad_stack_size}, *a = &A;
-    a->gk = ir_kernel_new(m, arena_printf(&m->mem, "%s.grad", k->name), k->loc, ps, np);
+    a->gk = ir_kernel_new(m, arena_printf(&m->mem, ckpt ? "%s.grad.ckpt" : "%s.grad", k->name),
+                          k->loc, ps, np);
     ad_number_region(a, k->body);
     a->map = calloc(a->nvals + 1, sizeof *a->map);
     a->adj = calloc(a->nvals + 1, sizeof *a->adj);
     a->mark = calloc(a->nvals + 1, sizeof *a->mark);
     a->loops = calloc(a->nops + 1, sizeof *a->loops);
     a->grad_param = calloc(k->nparams + 1, sizeof *a->grad_param);
+    if (ckpt) {
+        a->ck_k = calloc(a->nops + 1, sizeof *a->ck_k);
+        a->ck_param = calloc(a->nops + 1, sizeof *a->ck_param);
+        if (!a->ck_k || !a->ck_param)
+            kern_oom(a->nops * sizeof(void *));
+    }
     if (!a->map || !a->adj || !a->mark || !a->loops || !a->grad_param)
         kern_oom(a->nvals * sizeof(void *));
     for (uint32_t i = 0, g = k->nparams; i < k->nparams; i++) {
@@ -895,8 +1053,15 @@ ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size) {
         if (ty_is_float(e) && !k->params[i].nograd)
             a->grad_param[i] = a->gk->body->args[g++];
     }
-    /* the uniform values, then the tasks in reverse order */
     a->b = ir_builder_at_end(m, a->gk->body);
+    for (int i = 0; i < ckl.len; i++) { /* k = max(ckpt.i, 1) */
+        ir_op *loop = ckl.data[i];
+        uint32_t p = np - (uint32_t)ckl.len + (uint32_t)i;
+        ir_value *one = ir_const_int(&a->b, ty_i64(), 1), *kp = a->gk->body->args[p];
+        a->ck_k[loop->id] = ir_select(&a->b, ir_binop(&a->b, IR_LT, kp, one), one, kp);
+        a->ck_param[loop->id] = p;
+    }
+    /* the uniform values, then the tasks in reverse order */
     ir_foreach_op(op, k->body) if (op->code != IR_PARALLEL && op->code != IR_SERIAL)
         copy_plain(a, op);
     for (ir_op *op = k->body->last; op; op = op->prev)
@@ -907,5 +1072,16 @@ ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size) {
     free(a->mark);
     free(a->loops);
     free(a->grad_param);
+    free(a->ck_k);
+    free(a->ck_param);
+    ptrvec_free(&ckl);
     return a->gk;
+}
+
+ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size) {
+    return build_grad(k, ad_stack_size, false);
+}
+
+ir_kernel *ad_grad_ckpt_kernel(ir_kernel *k, uint32_t ad_stack_size) {
+    return build_grad(k, ad_stack_size, true);
 }

@@ -13,6 +13,11 @@ typedef struct ad_loop {
     bool *neg;
     uint32_t ncarried;
     ir_value *count; /* early-exit for and while: the iterations the forward sweep ran */
+    /* K.grad.ckpt (checkpointed loops): the checkpoint adstack of each pushed carried
+     * value (every k-th iteration's value), k (an i64 >= 1 of the kernel body); NULL
+     * ck_stacks otherwise. L->stacks then hold one segment of at most k iterations. */
+    uint32_t *ck_stacks;
+    ir_value *ck_k;
 } ad_loop;
 
 typedef struct ad_ctx {
@@ -28,6 +33,9 @@ typedef struct ad_ctx {
     uint32_t markgen;
     ad_loop **loops;       /* primal op -> its loop record (FOR, WHILE) */
     ir_value **grad_param; /* primal param index -> the adjoint array param of K.grad */
+    ir_value **ck_k;       /* K.grad.ckpt: primal op -> its segment length k (i64 >= 1) when
+                              the loop is checkpointed, else NULL; NULL for K.grad */
+    uint32_t *ck_param;    /* K.grad.ckpt: primal op -> the parameter ckpt.kN of its k */
     ir_builder b;          /* where new code goes */
 } ad_ctx;
 

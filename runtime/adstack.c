@@ -225,7 +225,8 @@ kern_status rt_adstack_reserve(rt_adstack_heap *h, rt_device *d, rt_retire_queue
         return KERN_ERR_OUT_OF_MEMORY;
     }
     size_t want = bytes;
-    if (h->mem && h->bytes <= (size_t)PTRDIFF_MAX / 2 && 2 * h->bytes > bytes)
+    if (h->mem && h->bytes <= (size_t)PTRDIFF_MAX / 2 && 2 * h->bytes > bytes &&
+        (h->limit <= 0 || 2 * h->bytes <= (uint64_t)h->limit))
         want = 2 * h->bytes;
     void *mem = NULL;
     char derr[512];

@@ -47,6 +47,11 @@ typedef struct rt_adstack_heap {
     int last_n;
     int64_t *last_layout; /* 2 x last_n: offset, capacity (malloc'd, grows) */
     int last_cap;
+    /* how the last launch with adstacks kept them (kern_adstack_info) */
+    int last_strategy;
+    int64_t last_store_all, last_needed, last_budget;
+    int64_t limit; /* growth by doubling stays at or below it (the budget; 0: none) */
+    double last_recompute;
 } rt_adstack_heap;
 
 /* Fills args[i] for parameter i of k from the launch's arguments: an integer or bool

@@ -444,6 +444,11 @@ kern_status kern_context_adstack_info(kern_context *ctx, kern_adstack_info *out)
     out->last_stride = h->last_stride;
     out->last_slots = h->last_slots;
     out->last_count = h->last_n;
+    out->last_strategy = h->last_strategy;
+    out->last_store_all_bytes = h->last_store_all;
+    out->last_needed_bytes = h->last_needed;
+    out->last_budget = h->last_budget;
+    out->last_recompute = h->last_recompute;
     return KERN_OK;
 }
 

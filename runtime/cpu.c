@@ -36,6 +36,7 @@ typedef struct cpu_task_run {
     char *ad_heap; /* NULL: no adstacks */
     int64_t ad_stride;
     const int64_t *ad_layout;
+    int64_t items, per_slot; /* fewer slots than threads: each slot's share of the items */
 } cpu_task_run;
 
 static void cpu_destroy(rt_device *d) {
@@ -93,6 +94,17 @@ static void cpu_run_range(void *user, int worker, int64_t begin, int64_t end) {
     r->body(r->args, begin, end, r->err, slice, r->ad_heap ? r->ad_layout : NULL);
 }
 
+/* A heap with fewer slots than threads (the fewer-slots strategy, docs/autodiff.md): slot
+ * w runs items [w x per_slot, (w + 1) x per_slot) on whichever worker claims it. */
+static void cpu_run_slots(void *user, int worker, int64_t begin, int64_t end) {
+    const cpu_task_run *r = user;
+    for (int64_t w = begin; w < end; w++) {
+        int64_t b = w * r->per_slot, e = b + r->per_slot < r->items ? b + r->per_slot : r->items;
+        if (b < e)
+            r->body(r->args, b, e, r->err, r->ad_heap + w * r->ad_stride, r->ad_layout);
+    }
+}
+
 static kern_status cpu_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err,
                               size_t errlen) {
     cpu_device *c = (cpu_device *)d;
@@ -133,11 +145,15 @@ static kern_status cpu_launch(rt_device *d, const rt_launch *l, uint64_t *point,
         run.ad_stride = l->ad_stride;
         run.ad_layout = l->ad_layout;
         int64_t n = hk->count[t](argv);
-        if (!l->tasks[t].parallel)
+        int threads = rt_pool_threads(c->pool);
+        if (!l->tasks[t].parallel) {
             cpu_run_range(&run, 0, 0, 1);
-        else if (n > 0)
-            rt_pool_run(c->pool, n, rt_pool_chunk(n, rt_pool_threads(c->pool)), cpu_run_range,
-                        &run);
+        } else if (n > 0 && l->ad_heap && l->ad_slots < threads) {
+            run.items = n;
+            run.per_slot = n / l->ad_slots + (n % l->ad_slots != 0);
+            rt_pool_run(c->pool, l->ad_slots, 1, cpu_run_slots, &run);
+        } else if (n > 0)
+            rt_pool_run(c->pool, n, rt_pool_chunk(n, threads), cpu_run_range, &run);
         if (l->err->code != 0) /* the pool's barrier ordered the workers' writes */
             break;
     }

@@ -219,7 +219,8 @@ static kern_status size_on_device(kern_kernel *k, const kern_arg *args, const rt
  * on the host only where the device's memory is host memory, after waiting for the
  * launches that may write them. */
 static kern_status size_launch(kern_kernel *k, const kern_arg *args, const rt_launch_arg *la,
-                               int64_t *counts, int64_t *layout, int64_t *stride, int64_t *slots) {
+                               int64_t want_slots, int64_t *counts, int64_t *layout,
+                               int64_t *stride, int64_t *slots, size_t *bytes) {
     kern_context *ctx = k->mod->ctx;
     const kern_meta_kernel *mk = k->meta;
     rt_device *d = ctx->dev;
@@ -278,19 +279,13 @@ static kern_status size_launch(kern_kernel *k, const kern_arg *args, const rt_la
     *stride = 0;
     if (mk->nadstacks == 0)
         goto cleanup;
-    *slots = d->ops->ad_slots ? d->ops->ad_slots(d, max_items) : 1;
+    *slots = want_slots > 0 ? want_slots : d->ops->ad_slots ? d->ops->ad_slots(d, max_items) : 1;
     if (*slots < 1)
         *slots = 1;
-    size_t bytes;
     if ((s = rt_adstack_layout_known(k->mod->meta, mk, sa, mk->nparams,
                                      ad_reads && !d->host_memory ? known : NULL, d->ad_slot_major,
-                                     *slots, layout, stride, &bytes, err, sizeof err)) != KERN_OK ||
-        (s = rt_adstack_reserve(&ctx->adheap, d, &ctx->retired, mk->name, bytes, *stride, *slots,
-                                err, sizeof err)) != KERN_OK) {
+                                     *slots, layout, stride, bytes, err, sizeof err)) != KERN_OK)
         s = rt_error(ctx, s, "%s", err);
-        goto cleanup;
-    }
-    rt_adstack_remember(&ctx->adheap, layout, mk->nadstacks, *stride, *slots);
 cleanup:
     if (sa != small)
         free(sa);
@@ -354,25 +349,252 @@ kern_status rt_submit(kern_context *ctx, const rt_ready *r) {
     return KERN_OK;
 }
 
+/* ---- the memory budget (docs/autodiff.md, "Memory budget and checkpointing") ---------- */
+
+/* A k larger than any trip count: the variant's segment stacks then size as K.grad's. */
+enum { RT_CKPT_PROBE = 1 << 30 };
+/* The expected cost of a checkpointed K.grad against storing every iteration: one more
+ * forward pass over each checkpointed loop (measured in bench/gpu-bench). */
+#define RT_RECOMPUTE_COST 1.3
+
+/* K.grad.ckpt of K.grad k, when its module has one whose parameters extend k's by i64
+ * scalars (looked up once). */
+static kern_kernel *ckpt_of(kern_kernel *k) {
+    if (k->ckpt_looked)
+        return k->ckpt;
+    k->ckpt_looked = true;
+    const kern_meta_kernel *mk = k->meta;
+    size_t n = strlen(mk->name);
+    if (n < 6 || strcmp(mk->name + n - 5, ".grad") != 0)
+        return NULL;
+    kern_kernel *v = NULL;
+    if (k->mod->lazy_parent) { /* a JIT module's gradient: the variant is built now */
+        char name[KERN_MAX_NAME + 32];
+        snprintf(name, sizeof name, "%s.ckpt", mk->name);
+        v = rt_module_lazy_ckpt(k->mod->lazy_parent, name);
+    }
+    for (int i = 0; !v && i < k->mod->nkernels; i++) {
+        const kern_meta_kernel *c = k->mod->kernels[i].meta;
+        if (!strncmp(c->name, mk->name, n) && !strcmp(c->name + n, ".ckpt"))
+            v = &k->mod->kernels[i];
+    }
+    const kern_meta_kernel *c = v ? v->meta : NULL;
+    bool ok = c && c->nparams > mk->nparams;
+    for (int p = 0; ok && p < c->nparams; p++)
+        ok = p < mk->nparams ? !strcmp(c->params[p].type->name, mk->params[p].type->name)
+                             : c->params[p].type->kind == TY_I64;
+    k->ckpt = ok ? v : NULL;
+    return k->ckpt;
+}
+
+static bool uses_param(const sz_expr *e, int64_t p) {
+    if (e->op == SZ_PARAM && e->v == p)
+        return true;
+    for (int i = 0; i < e->nkids; i++)
+        if (uses_param(e->kids[i], p))
+            return true;
+    return false;
+}
+
+/* The most slots (a multiple of the device's granule g, at most full) whose heap of
+ * `stride` bytes each fits in budget; 0 when not even g fit. */
+static int64_t fit_slots(int64_t budget, int64_t stride, int64_t g, int64_t full) {
+    int64_t n = stride > 0 ? budget / stride : full;
+    n = n / g * g;
+    return n > full ? full : n;
+}
+
+typedef struct ad_option {
+    kern_kernel *k; /* NULL: not possible */
+    int strategy;
+    int64_t slots;
+    size_t bytes;
+    double cost;
+} ad_option;
+
+/* K.grad.ckpt's arguments (K.grad's, then its ckpt.kN) and room for its layout and task
+ * counts; NULL arrays until a launch needs the variant. */
+typedef struct ad_variant {
+    kern_kernel *k;
+    kern_arg *args;
+    rt_launch_arg *la;
+    kern_buffer **bufs;
+    int64_t *layout, *counts;
+} ad_variant;
+
+static void variant_free(ad_variant *v) {
+    free(v->args);
+    free(v->la);
+    free(v->bufs);
+    free(v->layout);
+    free(v->counts);
+}
+
+static bool variant_alloc(ad_variant *v, kern_kernel *k, const kern_arg *args,
+                          const rt_launch_arg *la, kern_buffer *const *bufs, int nargs) {
+    const kern_meta_kernel *mv = v->k->meta;
+    size_t np = (size_t)mv->nparams;
+    v->args = calloc(np, sizeof *v->args);
+    v->la = calloc(np, sizeof *v->la);
+    v->bufs = calloc(np, sizeof *v->bufs);
+    v->layout = calloc(2 * (size_t)mv->nadstacks + 2, sizeof *v->layout);
+    v->counts = calloc((size_t)mv->ntasks + 1, sizeof *v->counts);
+    if (!v->args || !v->la || !v->bufs || !v->layout || !v->counts)
+        return false;
+    memcpy(v->args, args, (size_t)nargs * sizeof *args);
+    memcpy(v->la, la, (size_t)nargs * sizeof *la);
+    memcpy(v->bufs, bufs, (size_t)nargs * sizeof *bufs);
+    (void)k;
+    return true;
+}
+
+static int64_t isqrt_up(int64_t n) {
+    int64_t r = 1;
+    while (r < 3037000499 && r * r < n)
+        r++;
+    return r;
+}
+
+/* The checkpoint lengths of variant v (parameters nargs.. of la): each loop's k =
+ * ceil(sqrt(N)) for its trip count N (what stores the least: N / k checkpoints plus a
+ * segment of k), from a sizing with k beyond every N. */
+static kern_status ckpt_lengths(kern_kernel *v, kern_arg *args, rt_launch_arg *la, int nargs,
+                                int64_t slots, int64_t *counts, int64_t *layout) {
+    const kern_meta_kernel *mv = v->meta;
+    for (int j = nargs; j < mv->nparams; j++) {
+        memset(&la[j], 0, sizeof la[j]);
+        la[j].scalar.i64 = RT_CKPT_PROBE;
+        args[j] = kern_arg_i64(RT_CKPT_PROBE);
+    }
+    int64_t stride, sl;
+    size_t bytes;
+    kern_status s = size_launch(v, args, la, slots, counts, layout, &stride, &sl, &bytes);
+    if (s != KERN_OK)
+        return s;
+    for (int j = nargs; j < mv->nparams; j++) {
+        int64_t n = 0;
+        for (int a = 0; a < mv->nadstacks; a++)
+            if (mv->adstacks[a].expr && uses_param(mv->adstacks[a].expr, j) &&
+                layout[2 * a + 1] > n)
+                n = layout[2 * a + 1];
+        la[j].scalar.i64 = isqrt_up(n);
+        args[j] = kern_arg_i64(la[j].scalar.i64);
+    }
+    return KERN_OK;
+}
+
+/* What a launch of k (with adstacks) runs: K.grad storing everything for the device's
+ * slots when that fits the budget; else the cheapest of K.grad for fewer slots and
+ * K.grad.ckpt (for all slots or fewer) that fits; ctx->opts.ad_strategy forces one. The
+ * arrays args, la hold room for K.grad.ckpt's parameters after k's nargs. */
+static kern_status plan_adstacks(kern_kernel *k, const kern_arg *args, const rt_launch_arg *la,
+                                 kern_buffer *const *bufs, int nargs, int64_t *counts,
+                                 int64_t *layout, ad_variant *var, ad_option *out) {
+    kern_context *ctx = k->mod->ctx;
+    rt_device *d = ctx->dev;
+    rt_adstack_heap *h = &ctx->adheap;
+    int forced = ctx->opts.ad_strategy;
+    int64_t full, stride;
+    size_t store;
+    kern_status s = size_launch(k, args, la, 0, counts, layout, &stride, &full, &store);
+    if (s != KERN_OK)
+        return s;
+    int64_t budget = ctx->opts.ad_memory_budget > 0 ? ctx->opts.ad_memory_budget
+                     : store <= h->bytes            ? INT64_MAX
+                                                    : rt_ad_budget(ctx);
+    h->last_store_all = (int64_t)store;
+    h->last_budget = budget;
+    *out = (ad_option){k, KERN_AD_STORE_ALL, full, store, 1.0};
+    if (forced == KERN_AD_STORE_ALL || (forced == KERN_AD_AUTO && (int64_t)store <= budget))
+        return KERN_OK;
+    int64_t g = d->host_memory || !d->ops->ad_slots ? 1 : d->ops->ad_slots(d, 1);
+    if (g < 1)
+        g = 1;
+    ad_option fewer = {0}, ckpt = {0};
+    int64_t fs = fit_slots(budget, stride, g, full);
+    if (forced == KERN_AD_FEWER_SLOTS && fs >= full) /* forced: half the slots at most */
+        fs = full / 2 / g * g > 0 ? full / 2 / g * g : g;
+    if (fs >= 1 && (fs < full || forced == KERN_AD_FEWER_SLOTS))
+        fewer = (ad_option){k, KERN_AD_FEWER_SLOTS, fs, (size_t)(stride * fs),
+                            (double)full / (double)fs};
+    kern_kernel *v = ckpt_of(k);
+    if (v) {
+        var->k = v;
+        if (!variant_alloc(var, k, args, la, bufs, nargs))
+            return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+        if ((s = ckpt_lengths(v, var->args, var->la, nargs, full, var->counts, var->layout)) !=
+            KERN_OK)
+            return s;
+        int64_t cs, cslots;
+        size_t cbytes;
+        if ((s = size_launch(v, var->args, var->la, full, var->counts, var->layout, &cs, &cslots,
+                             &cbytes)) != KERN_OK)
+            return s;
+        if ((int64_t)cbytes <= budget || forced == KERN_AD_RECOMPUTE) {
+            ckpt = (ad_option){v, KERN_AD_RECOMPUTE, full, cbytes, RT_RECOMPUTE_COST};
+        } else {
+            int64_t f2 = fit_slots(budget, cs, g, full);
+            if (f2 >= 1)
+                ckpt = (ad_option){v, KERN_AD_RECOMPUTE, f2, (size_t)(cs * f2),
+                                   RT_RECOMPUTE_COST * (double)full / (double)f2};
+        }
+    }
+    if (forced == KERN_AD_FEWER_SLOTS && fewer.k) {
+        *out = fewer;
+    } else if (forced == KERN_AD_RECOMPUTE) {
+        if (ckpt.k) /* a kernel without checkpointable loops stores everything */
+            *out = ckpt;
+    } else if (fewer.k && (!ckpt.k || fewer.cost <= ckpt.cost)) {
+        *out = fewer;
+    } else if (ckpt.k) {
+        *out = ckpt;
+    } else {
+        /* nothing fits: name the loop with the largest stacks */
+        const kern_meta_kernel *mk = k->meta;
+        int big = 0;
+        int64_t most = -1;
+        for (int a = 0; a < mk->nadstacks; a++) {
+            int64_t b =
+                layout[2 * a + 1] * (int64_t)kern_dtype_size(rt_dtype_of(mk->adstacks[a].type));
+            if (b > most) {
+                most = b;
+                big = a;
+            }
+        }
+        char loc[512];
+        rt_format_loc(loc, sizeof loc, k->mod->meta, mk->adstacks[big].line, mk->adstacks[big].col);
+        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
+                        "kernel '%s': its adstacks need %lld bytes storing every iteration (%lld "
+                        "bytes per thread x %lld threads; the loop at %s is the largest)%s, and "
+                        "the memory budget is %lld bytes; raise "
+                        "kern_context_options.ad_memory_budget (kernc --ad-memory-budget), or "
+                        "run fewer items per launch",
+                        mk->name, (long long)store, (long long)stride, (long long)full, loc,
+                        v ? "; checkpointed, even one slot does not fit" : "", (long long)budget);
+    }
+    return KERN_OK;
+}
+
 static kern_status launch_(kern_kernel *k, const kern_arg *args, int nargs) {
     kern_context *ctx = k->mod->ctx;
     rt_clear_error(ctx);
     const kern_meta_kernel *mk = k->meta;
     kern_status s = KERN_OK;
-    rt_launch_arg small[16];
-    kern_buffer *bsmall[16];
-    rt_launch_arg *la = small;
-    kern_buffer **bufs = bsmall;
-    int64_t layout_small[32];
-    int64_t *layout = layout_small, stride = 0, slots = 0;
-    int64_t counts_small[16];
-    int64_t *counts = counts_small;
     if (nargs != mk->nparams)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kernel '%s' takes %d argument%s, got %d", mk->name,
                         mk->nparams, mk->nparams == 1 ? "" : "s", nargs);
     if (nargs > 0 && !args)
         return rt_error(ctx, KERN_ERR_ARGUMENT, "kernel '%s': the argument array is NULL",
                         mk->name);
+    rt_launch_arg small[16];
+    kern_buffer *bsmall[16];
+    rt_launch_arg *la = small;
+    kern_buffer **bufs = bsmall;
+    int64_t layout_small[32];
+    int64_t *layout = layout_small;
+    int64_t counts_small[16];
+    int64_t *counts = counts_small;
+    ad_variant var = {0}; /* K.grad.ckpt, when the plan looks at it */
     if (nargs > (int)(sizeof small / sizeof small[0])) {
         la = calloc((size_t)nargs, sizeof *la);
         bufs = calloc((size_t)nargs, sizeof *bufs);
@@ -398,9 +620,39 @@ static kern_status launch_(kern_kernel *k, const kern_arg *args, int nargs) {
         s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
         goto cleanup;
     }
-    if ((s = size_launch(k, args, la, counts, layout, &stride, &slots)) != KERN_OK)
-        goto cleanup;
-    rt_ready r = {k, la, bufs, nargs, counts, layout, stride, slots};
+    int64_t stride = 0, slots = 0;
+    size_t bytes = 0;
+    kern_kernel *run = k;
+    rt_ready r = {k, la, bufs, nargs, counts, layout, 0, 0};
+    if (mk->nadstacks == 0) {
+        if ((s = size_launch(k, args, la, 0, counts, layout, &stride, &slots, &bytes)) != KERN_OK)
+            goto cleanup;
+    } else {
+        ad_option o;
+        if ((s = plan_adstacks(k, args, la, bufs, nargs, counts, layout, &var, &o)) != KERN_OK)
+            goto cleanup;
+        run = o.k;
+        if (run == var.k) /* K.grad.ckpt, with its own arguments */
+            r = (rt_ready){run, var.la, var.bufs, run->meta->nparams, var.counts, var.layout, 0, 0};
+        /* the chosen kernel's layout (the plan sized others after it) and its heap */
+        if ((s = size_launch(run, run == k ? args : var.args, r.la, o.slots, r.counts, r.layout,
+                             &stride, &slots, &bytes)) != KERN_OK)
+            goto cleanup;
+        rt_adstack_heap *h = &ctx->adheap;
+        char err[1024];
+        h->limit = h->last_budget < INT64_MAX ? h->last_budget : 0;
+        if ((s = rt_adstack_reserve(h, ctx->dev, &ctx->retired, run->meta->name, bytes, stride,
+                                    slots, err, sizeof err)) != KERN_OK) {
+            s = rt_error(ctx, s, "%s", err);
+            goto cleanup;
+        }
+        rt_adstack_remember(h, r.layout, run->meta->nadstacks, stride, slots);
+        h->last_strategy = o.strategy;
+        h->last_needed = (int64_t)bytes;
+        h->last_recompute = o.cost;
+    }
+    r.stride = stride;
+    r.slots = slots;
     if (ctx->capture) { /* recorded for the graph's replays, not run now */
         s = rt_graph_record(ctx->capture, &r);
         goto cleanup;
@@ -412,6 +664,7 @@ cleanup:
         free(la);
     if (bufs != bsmall)
         free(bufs);
+    variant_free(&var);
     if (layout != layout_small)
         free(layout);
     if (counts != counts_small)

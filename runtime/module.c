@@ -162,6 +162,13 @@ static void lazy_free(kern_module *m) {
         }
         free(l->names[i]);
     }
+    for (int i = 0; l->ckpt && i < m->nkernels; i++)
+        if (l->ckpt[i]) {
+            l->ckpt[i]->lazy_parent = NULL;
+            kern_module_release(l->ckpt[i]);
+        }
+    free(l->ckpt);
+    free(l->ckpt_tried);
     if (l->free)
         l->free(l->state);
     free(l->names);
@@ -177,11 +184,15 @@ kern_status rt_module_set_lazy_grads(kern_module *m,
     if (l) {
         l->names = calloc(3 * (size_t)m->nkernels + 1, sizeof *l->names);
         l->built = calloc(3 * (size_t)m->nkernels + 1, sizeof *l->built);
+        l->ckpt = calloc((size_t)m->nkernels + 1, sizeof *l->ckpt);
+        l->ckpt_tried = calloc((size_t)m->nkernels + 1, sizeof *l->ckpt_tried);
     }
-    if (!l || !l->names || !l->built) {
+    if (!l || !l->names || !l->built || !l->ckpt || !l->ckpt_tried) {
         if (l) {
             free(l->names);
             free(l->built);
+            free(l->ckpt);
+            free(l->ckpt_tried);
         }
         free(l);
         free_state(state);
@@ -217,6 +228,9 @@ void rt_module_destroy(kern_module *m) {
     for (int i = 0; pl && i < pl->nnames; i++) /* its parent goes first, or forgets it */
         if (pl->built[i] == m)
             pl->built[i] = NULL;
+    for (int i = 0; pl && i < m->lazy_parent->nkernels; i++)
+        if (pl->ckpt[i] == m)
+            pl->ckpt[i] = NULL;
     rt_list_remove(&m->link);
     free_kernels(m);
     kern_meta_free(m->meta);
@@ -477,6 +491,34 @@ const char *kern_module_kernel_name(const kern_module *m, int i) {
     return NULL;
 }
 
+kern_kernel *rt_module_lazy_ckpt(kern_module *parent, const char *name) {
+    rt_lazy_grads *l = parent->lazy;
+    size_t n = strlen(name);
+    for (int i = 0; l && i < parent->nkernels; i++) {
+        const char *k = parent->kernels[i].meta->name;
+        size_t kl = strlen(k);
+        if (kl + 10 != n || strncmp(name, k, kl) != 0 || strcmp(name + kl, ".grad.ckpt") != 0)
+            continue;
+        if (!l->ckpt[i] && !l->ckpt_tried[i]) {
+            l->ckpt_tried[i] = true; /* a kernel without checkpointable loops has none */
+            char msg[RT_MSG_SIZE];
+            memcpy(msg, parent->ctx->msg, sizeof msg);
+            kern_module *g = NULL;
+            if (l->build(parent->ctx, l->state, name, &g) == KERN_OK) {
+                g->lazy_parent = parent;
+                l->ckpt[i] = g;
+            }
+            memcpy(parent->ctx->msg, msg, sizeof msg);
+        }
+        kern_module *g = l->ckpt[i];
+        for (int j = 0; g && j < g->nkernels; j++)
+            if (!strcmp(g->kernels[j].meta->name, name))
+                return &g->kernels[j];
+        return NULL;
+    }
+    return NULL;
+}
+
 /* K.grad of a module whose gradients are lazy: built alone with its first lookup. */
 static kern_status find_lazy_grad(kern_module *m, const char *name, kern_kernel **out) {
     rt_lazy_grads *l = m->lazy;
@@ -524,6 +566,10 @@ kern_status kern_kernel_find(kern_module *m, const char *name, kern_kernel **out
     for (int i = 0; m->lazy && i < m->lazy->nnames; i++)
         if (!strcmp(m->lazy->names[i], name))
             return find_lazy_grad(m, name, out);
+    /* K.grad.ckpt, which kernel lists leave out (the runtime launches it for K.grad) */
+    if (m->lazy && namelen > 10 && !strcmp(name + namelen - 10, ".grad.ckpt") &&
+        (*out = rt_module_lazy_ckpt(m, name)))
+        return KERN_OK;
     /* "K.grad" of a kernel K whose gradient was not built says why */
     size_t nlen = strlen(name);
     if (nlen > 5 && strcmp(name + nlen - 5, ".grad") == 0) {

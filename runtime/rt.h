@@ -146,6 +146,10 @@ struct kern_kernel {
     const kern_meta_kernel *meta;
     void *handle;    /* the device's (get_kernel) */
     rt_sized *sized; /* per adstack: the last device sizing (NULL until one) */
+    /* K.grad: its checkpointed variant K.grad.ckpt in the same module, looked up at the
+     * first launch over the memory budget (ckpt_looked); NULL when there is none */
+    struct kern_kernel *ckpt;
+    bool ckpt_looked;
 };
 
 /* The gradients of a JIT module, each built the first time it is looked up (jit.c). */
@@ -159,8 +163,15 @@ typedef struct rt_lazy_grads {
                             passed the global-access check */
     kern_module **built; /* per name: its module once built, owned by this one */
     int nnames;
+    /* per primal kernel: K.grad.ckpt's module once built (rt_module_lazy_ckpt), owned */
+    kern_module **ckpt;
+    bool *ckpt_tried;
 } rt_lazy_grads;
 
+/* K.grad.ckpt for K.grad of the lazy module `parent` (docs/autodiff.md): built alone the
+ * first time a launch needs it; NULL when the kernel has none or it cannot be built (the
+ * context's message is left as it was). */
+kern_kernel *rt_module_lazy_ckpt(kern_module *parent, const char *name);
 
 struct kern_module {
     rt_list link;

@@ -541,7 +541,13 @@ Test(adstack_rt, cpu_slices_layout_reuse_and_growth) {
 }
 
 Test(adstack_rt, cpu_heap_overflow_and_oom_are_clear_errors) {
-    kern_context *ctx = ctx_threads(4);
+    /* a budget beyond any heap, so that the allocation itself fails (the budget's own
+     * refusal is suite adbudget's) */
+    kern_context_options o = kern_context_options_default();
+    o.threads = 4;
+    o.ad_memory_budget = INT64_MAX;
+    kern_context *ctx = NULL;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK);
     kern_module *m = hand_module(ctx);
     kern_kernel *k;
     cr_assert_eq(kern_kernel_find(m, "slices.grad", &k), KERN_OK);

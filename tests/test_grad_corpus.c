@@ -452,7 +452,23 @@ typedef struct run {
     kern_module *mod;
     char jvp_error[1024];
     kern_buffer *buf[MAX_PARAMS];
+    int want_strategy; /* $KERN_AD_STRATEGY forced: what K.grad's launches must report */
 } run;
+
+/* With $KERN_AD_STRATEGY forcing a strategy (.ci/run runs the corpus with each), a launch
+ * of K.grad with adstacks must have used it: recompute where the module has K.grad.ckpt,
+ * store-all otherwise (docs/autodiff.md). */
+static bool check_strategy(const gcase *c, run *r, msgbuf *m) {
+    kern_adstack_info in;
+    if (!r->want_strategy || kern_kernel_adstack_count(r->kg) <= 0)
+        return true;
+    if (kern_context_adstack_info(r->ctx, &in) != KERN_OK || in.last_strategy != r->want_strategy) {
+        msg_add(m, "%s: %s ran with adstack strategy %d, not the forced %d\n", c->name,
+                kern_kernel_name(r->kg), in.last_strategy, r->want_strategy);
+        return false;
+    }
+    return true;
+}
 
 static bool launch_seq(const gcase *c, run *r, const aval *vals, int np, kern_dtype real,
                        msgbuf *m) {
@@ -547,6 +563,14 @@ static bool compile(const gcase *c, const char *type, run *r, msgbuf *m) {
                 kern_context_last_error(r->ctx));
         return false;
     }
+    r->want_strategy = o.ad_strategy;
+    if (o.ad_strategy == KERN_AD_RECOMPUTE) {
+        kern_kernel *ck;
+        char cname[160];
+        snprintf(cname, sizeof cname, "%s.ckpt", gname);
+        if (kern_kernel_find(mod, cname, &ck) != KERN_OK)
+            r->want_strategy = KERN_AD_STORE_ALL;
+    }
     snprintf(gname, sizeof gname, "%s.jvp", kname);
     if (kern_kernel_find(mod, gname, &r->kj) != KERN_OK)
         snprintf(r->jvp_error, sizeof r->jvp_error, "%s", kern_context_last_error(r->ctx));
@@ -631,6 +655,7 @@ static bool analytic(const gcase *c, run *r, const aval *vals_in, int np, double
                     kern_kernel_name(r->kg), kern_context_last_error(r->ctx));
             ok = false;
         }
+        ok = ok && check_strategy(c, r, m);
     }
     for (int i = 0; ok && i < np; i++) {
         if (vals[i].diff)

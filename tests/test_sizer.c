@@ -108,7 +108,11 @@ static void random_args(rng_t *r, const ir_kernel *k, launch_args *a) {
         if (ty_is_array(t)) {
             int64_t elems = 1;
             for (int d = 0; d < KERN_MAX_RANK; d++) {
-                h->shape[d] = d < t->rank ? rng_in(r, 0, t->rank == 1 ? 7 : 3) : 1;
+                h->shape[d] = d < t->rank ? rng_in(r, 0,
+                                                   t->rank == 1  ? 7
+                                                   : t->rank < 4 ? 3
+                                                                 : 2)
+                                          : 1;
                 elems *= h->shape[d];
             }
             cr_assert(elems <= MAX_ELEMS);

@@ -7,12 +7,14 @@ import threading
 import weakref
 
 from ._errors import _ERRORS, ArgumentError, Error, _check, _python_words
-from ._library import _BACKENDS, _c, _Options
+from ._library import _BACKENDS, _AdstackInfo, _c, _Options
 
 class Context:
     """A device and everything made on it: `Context("cpu")`, `Context("cuda")` (device 0),
     `Context("vulkan")`. Options: threads (CPU workers, 0 = all), debug (bounds, division
-    and shift checks in JIT code), ad_stack_size (adstack capacity of unbounded loops).
+    and shift checks in JIT code), ad_stack_size (adstack capacity of unbounded loops),
+    ad_memory_budget (bytes a gradient launch's adstacks may take, 0 = 3/4 of the device's
+    free memory) and ad_strategy ("auto", "store", "slots" or "recompute"; docs/autodiff.md).
     A context is used by one thread at a time.
 
     sync (GPUs): True (the default) makes every call wait for the producers' work before and
@@ -26,7 +28,10 @@ class Context:
     instead of corrupting memory. Context(debug=False) compiles without the checks (faster:
     for code that is known to be right)."""
 
-    def __init__(self, device="cpu", threads=0, debug=True, ad_stack_size=0, sync=True):
+    _AD_STRATEGIES = {"auto": 0, "store": 1, "slots": 2, "recompute": 3}
+
+    def __init__(self, device="cpu", threads=0, debug=True, ad_stack_size=0, sync=True,
+                 ad_memory_budget=0, ad_strategy=None):
         self.sync = bool(sync)
         self._torch_stream = None
         if device not in _BACKENDS:
@@ -34,6 +39,12 @@ class Context:
         opts = _c["ctx_defaults"]()  # the runtime's defaults and its environment
         opts.backend, opts.debug = _BACKENDS[device], bool(debug)
         opts.threads, opts.ad_stack_size = int(threads), int(ad_stack_size)
+        opts.ad_memory_budget = int(ad_memory_budget)
+        if ad_strategy is not None:  # None: $KERN_AD_STRATEGY, else auto
+            if ad_strategy not in self._AD_STRATEGIES:
+                raise ArgumentError("unknown ad_strategy %r (%s)" % (
+                    ad_strategy, ", ".join(self._AD_STRATEGIES)))
+            opts.ad_strategy = self._AD_STRATEGIES[ad_strategy]
         p = ctypes.c_void_p()
         status = _c["ctx_create"](ctypes.byref(opts), ctypes.byref(p))
         self._ptr = p.value
@@ -49,6 +60,21 @@ class Context:
     @property
     def device_name(self):
         return _c["device_name"](self._live("Context.device_name")).decode()
+
+    def adstack_info(self):
+        """How the last gradient launch kept its adstacks (docs/autodiff.md): a dict with
+        strategy ("store", "slots", "recompute"; None before any), needed_bytes,
+        store_all_bytes, budget (None: the device's memory, not measured), slots, stride,
+        heap_bytes and recompute (the expected time against storing all)."""
+        info = _AdstackInfo()
+        p = self._live("Context.adstack_info")
+        _check(_c["adstack_info"](p, ctypes.byref(info)), p, "Context.adstack_info")
+        names = {v: k for k, v in self._AD_STRATEGIES.items() if v}
+        return {"strategy": names.get(info.last_strategy), "needed_bytes": info.last_needed_bytes,
+                "store_all_bytes": info.last_store_all_bytes,
+                "budget": None if info.last_budget >= 2**63 - 1 else info.last_budget,
+                "slots": info.last_slots, "stride": info.last_stride,
+                "heap_bytes": info.heap_bytes, "recompute": info.last_recompute}
 
     def synchronize(self):
         """Waits for every launch of the context (and reports a device error)."""

@@ -42,7 +42,17 @@ class _Options(ctypes.Structure):
     """kern_context_options (include/kern.h), field for field."""
     _fields_ = [("backend", ctypes.c_int), ("debug", ctypes.c_bool), ("threads", ctypes.c_int),
                 ("ad_stack_size", ctypes.c_int64), ("device", ctypes.c_int),
-                ("validation", ctypes.c_int), ("staging", ctypes.c_bool)]
+                ("validation", ctypes.c_int), ("staging", ctypes.c_bool),
+                ("ad_memory_budget", ctypes.c_int64), ("ad_strategy", ctypes.c_int)]
+
+
+class _AdstackInfo(ctypes.Structure):
+    """kern_adstack_info (include/kern.h), field for field."""
+    _fields_ = [("heap_bytes", ctypes.c_int64), ("heap_allocs", ctypes.c_int64),
+                ("last_stride", ctypes.c_int64), ("last_slots", ctypes.c_int64),
+                ("last_count", ctypes.c_int), ("last_strategy", ctypes.c_int),
+                ("last_store_all_bytes", ctypes.c_int64), ("last_needed_bytes", ctypes.c_int64),
+                ("last_budget", ctypes.c_int64), ("last_recompute", ctypes.c_double)]
 
 
 class _ParamInfo(ctypes.Structure):
@@ -83,6 +93,7 @@ _c = {
     "device_name": _fn("kern_context_device_name", ctypes.c_char_p, _vp),
     "cuda_stream": _fn("kern_context_cuda_stream", _vp, _vp),
     "sync": _fn("kern_sync", _st, _vp),
+    "adstack_info": _fn("kern_context_adstack_info", _st, _vp, ctypes.c_void_p),
     "buf_create": _fn("kern_buffer_create", _st, _vp, _int, _int, _i64p, _vp, _pvp),
     "buf_wrap": _fn("kern_buffer_wrap", _st, _vp, _int, _int, _i64p, _vp, _vp, _vp, _pvp),
     "buf_read": _fn("kern_buffer_read", _st, _vp, _vp, ctypes.c_size_t),
