@@ -699,10 +699,14 @@ static void bench_huge(const opts *o, const kern_context_options *base) {
         g_ctx = outer;
         return;
     }
-    /* the probe: with many items, the slots are the device's resident threads */
+    /* the probe: with many items, a GPU's slots are its resident threads (the CPU's are its
+     * worker threads, for any number of items) */
     int64_t slots = 0, stride_at = 0, steps_at = 0;
     double step_bytes = 0;
-    int64_t probe_n = o->huge_n > 0 ? o->huge_n : (int64_t)1 << 22;
+    int64_t probe_n = o->huge_n > 0                       ? o->huge_n
+                      : base->backend == KERN_BACKEND_CPU ? o->n
+                      : o->n > (1 << 22)                  ? o->n
+                                                          : (int64_t)1 << 22;
     if (!probe_slots(o, probe_n, &slots, &step_bytes, &stride_at, &steps_at)) {
         printf("kern %s check FAILED\n", name);
         g_failed = 1;
