@@ -173,7 +173,10 @@ awk -v K="$ckpt" -v gpu="$(command -v nvidia-smi > /dev/null && nvidia-smi --que
   { v[side, $2, $3] = $4 }
   function val(s, w, m) { return ((s, w, m) in v) ? v[s, w, m] : "-" }
   function ratio(a, b) { return (a == "-" || b == "-" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
-  function gb(x) { return x == "-" ? "-" : sprintf("%.3g GB", x / 1e9) }
+  function gb(x) {
+    return x == "-" ? "-" : x >= 1e9 ? sprintf("%.3g GB", x / 1e9) : x >= 1e6 ? sprintf("%.3g MB", x / 1e6) \
+      : sprintf("%.0f bytes", x)
+  }
   function row(label, how, s, w, store, mem) {
     printf "| %s | %s | %s | %s | %s | %s |\n", label, how, val(s, w, "fwdrev_ms"),
       ratio(val(s, w, "fwdrev_ms"), val(s, store, "fwdrev_ms")), gb(val(s, w, mem)), val(s, w, "check")
