@@ -12,8 +12,10 @@
 //
 // Build and run on the GPU machine (run.sh does both):
 //   nvcc -O3 -arch=sm_90 -o baseline bench/gpu-bench/baseline.cu
-//   ./baseline [--n N] [--steps T] [--reps N] [--warmup N] [--check N] [--only loop|ragged]
-//              [--dump DIR]
+//   ./baseline [--n N] [--steps T] [--reps N] [--warmup N] [--check N] [--only PARTS]
+//              [--ckpt K] [--dump DIR]
+// PARTS: a comma-separated list of loop, ragged, ckpt (loop_ckptK) and huge (kern's alone:
+// nothing here); all by default.
 // Prints `baseline WORKLOAD METRIC VALUE` lines ('#' lines are comments): forward_ms, fwdrev_ms
 // (the two kernels of fwd+rev together), fwdstore_ms and rev_ms (each alone), medians of
 // --reps runs after --warmup runs, timed with cudaEvents around the kernels only (w.grad is
@@ -22,6 +24,16 @@
 // double-precision reference). --dump DIR writes the full-size results of the seed g as raw
 // float32 files DIR/baseline_WORKLOAD_{out,x0grad,wgrad}.f32, which kern-bench --compare DIR
 // and jax_bench.py --compare DIR read.
+//
+// loop_ckptK (--only ckpt; K = --ckpt, 32 by default; 8, 16, 32 or 64): the loop workload
+// with checkpoints, as a CUDA programmer would write it under a memory limit: the forward
+// kernel stores x every K steps only (cp[s * n + i] = x_{sK}, slot-major: n * ceil(T/K)
+// floats, 1/K of the store-all buffer); the reverse kernel walks the segments down, recomputes
+// each segment's K values of x from its checkpoint into registers (a fully unrolled array),
+// then runs the segment's reverse steps as k_reverse does. Metrics as for loop, and
+// saved_bytes (the buffer of saved x), vs_store_all (its fwdrev_ms over loop's, when loop
+// ran) and vs_store_all_maxrel (its results against loop's: the same arithmetic, so 0 or
+// last-bit differences).
 // Exit status: 0 when every check passed, 1 when one failed or CUDA failed, 2 bad usage,
 // 3 no CUDA device.
 #include <cuda_runtime.h>
@@ -117,16 +129,103 @@ __global__ void __launch_bounds__(BLOCK)
         atomicAdd(&wgrad[t], wsum[t]);
 }
 
+// loop_ckptK's forward: x every K steps into cp (slot-major), out[i] = x
+template <int K>
+__global__ void __launch_bounds__(BLOCK)
+    k_forward_ckpt(const float *__restrict__ x0, const float *__restrict__ w,
+                   float *__restrict__ out, float *__restrict__ cp, int n, int steps) {
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= n)
+        return;
+    float x = x0[i];
+    for (int t0 = 0, s = 0; t0 < steps; t0 += K, s++) {
+        cp[(size_t)s * n + i] = x;
+        int len = min(K, steps - t0);
+        for (int j = 0; j < len; j++)
+            x = 0.5f * sinf(x) * w[t0 + j] + 0.4f * x + 0.1f;
+    }
+    out[i] = x;
+}
+
+// loop_ckptK's reverse: per segment, from the last: x of its K steps recomputed from the
+// checkpoint into xs[] (registers: the loops are unrolled), then the segment's reverse steps
+// with w.grad summed as in k_reverse. Every item runs `steps` steps, so `len` is the same
+// for the whole grid; lanes past n keep a = 0 and take part in the shuffles.
+template <int K>
+__global__ void __launch_bounds__(BLOCK)
+    k_reverse_ckpt(const float *__restrict__ cp, const float *__restrict__ w,
+                   const float *__restrict__ g, float *__restrict__ x0grad,
+                   float *__restrict__ wgrad, int n, int steps) {
+    extern __shared__ float wsum[];
+    int i = blockIdx.x * BLOCK + threadIdx.x, lane = threadIdx.x & 31;
+    bool valid = i < n;
+    for (int t = threadIdx.x; t < steps; t += BLOCK)
+        wsum[t] = 0.0f;
+    __syncthreads();
+    float a = valid ? g[i] : 0.0f;
+    int nseg = (steps + K - 1) / K;
+    for (int s = nseg - 1; s >= 0; s--) {
+        int t0 = s * K, len = min(K, steps - t0);
+        float xs[K];
+        float x = valid ? cp[(size_t)s * n + i] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < K; j++) {
+            xs[j] = x;
+            if (j < len)
+                x = 0.5f * sinf(x) * w[t0 + j] + 0.4f * x + 0.1f;
+        }
+#pragma unroll
+        for (int j = K - 1; j >= 0; j--) {
+            if (j >= len)
+                continue;
+            float sn, co;
+            sincosf(xs[j], &sn, &co);
+            float c = a * 0.5f * sn;
+            a = a * (0.5f * co * w[t0 + j] + 0.4f);
+            for (int off = 16; off > 0; off >>= 1)
+                c += __shfl_down_sync(0xffffffffu, c, off);
+            if (lane == 0)
+                atomicAdd(&wsum[t0 + j], c);
+        }
+    }
+    if (valid)
+        x0grad[i] = a;
+    __syncthreads();
+    for (int t = threadIdx.x; t < steps; t += BLOCK)
+        atomicAdd(&wgrad[t], wsum[t]);
+}
+
+enum { PART_LOOP = 1, PART_RAGGED = 2, PART_CKPT = 4, PART_HUGE = 8, PART_ALL = 15 };
+
 struct Opts {
     long long n = 1 << 20, steps = 1024;
-    int reps = 20, warmup = 3, check = 4096;
-    const char *only = nullptr, *dump = nullptr;
+    int reps = 20, warmup = 3, check = 4096, ckpt = 32;
+    unsigned only = PART_ALL; // PART_*
+    const char *dump = nullptr;
 };
 
 struct Dev {
     float *x0, *w, *g, *gsub, *out, *xs, *x0grad, *wgrad;
     int *count;
 };
+
+// --only's list: comma-separated names of parts; 0 for a bad list
+static unsigned parse_parts(const char *v) {
+    static const char *const names[] = {"loop", "ragged", "ckpt", "huge"};
+    unsigned parts = 0;
+    while (*v) {
+        size_t len = strcspn(v, ",");
+        unsigned bit = 0;
+        for (unsigned p = 0; p < 4; p++)
+            if (strlen(names[p]) == len && !strncmp(v, names[p], len))
+                bit = 1u << p;
+        if (!bit)
+            return 0;
+        parts |= bit;
+        v += len + (v[len] == ',');
+    }
+    return parts;
+}
 
 static int g_failed = 0;
 
@@ -144,7 +243,33 @@ static void write_f32(const char *path, const std::vector<float> &v) {
     }
 }
 
-static void run(const Opts &o, const char *name, bool ragged, Dev &d) {
+// the check lines of `name`: the results of the seed on the check subset against the
+// reference (r*, filled on the subset); a failed check makes the exit status 1
+static void check_print(const char *name, const std::vector<float> &out,
+                        const std::vector<float> &x0g, const std::vector<float> &wg,
+                        const std::vector<double> &rout, const std::vector<double> &rx0g,
+                        const std::vector<double> &rwg, long long n, int steps, long long stride) {
+    double e_out = gb_maxrel_f32(out.data(), rout.data(), n, stride);
+    double e_x0g = gb_maxrel_f32(x0g.data(), rx0g.data(), n, stride);
+    double e_wg = gb_maxrel_f32(wg.data(), rwg.data(), steps, 1);
+    double e = std::max(e_out, std::max(e_x0g, e_wg));
+    if (e_out != e_out || e_x0g != e_x0g || e_wg != e_wg)
+        e = NAN;
+    printf("# baseline %s: check on %lld items (every %lld-th), w.grad from those items\n", name,
+           (n + stride - 1) / stride, stride);
+    printf("baseline %s check_out %.3g\nbaseline %s check_x0grad %.3g\n", name, e_out, name, e_x0g);
+    printf("baseline %s check_wgrad %.3g\nbaseline %s check_maxrel %.3g\n", name, e_wg, name, e);
+    bool ok = e <= GB_CHECK_TOL;
+    printf("baseline %s check %s\n", name, ok ? "ok" : "FAILED");
+    if (!ok) {
+        fprintf(stderr, "baseline: CHECK FAILED: %s: largest error %.3g (tolerance %g)\n", name, e,
+                GB_CHECK_TOL);
+        g_failed = 1;
+    }
+}
+
+// the workload loop (ragged false) or ragged with every x_t stored; returns fwdrev_ms
+static float run(const Opts &o, const char *name, bool ragged, Dev &d) {
     int n = (int)o.n, steps = (int)o.steps, grid = (n + BLOCK - 1) / BLOCK;
     const int *count = ragged ? d.count : nullptr;
     size_t smem = (size_t)steps * sizeof(float);
@@ -191,23 +316,7 @@ static void run(const Opts &o, const char *name, bool ragged, Dev &d) {
         long long ti = ragged ? gb_count(i, steps) : steps;
         rout[i] = gb_reference(gb_x0(i), w.data(), ti, gsub[i], &rx0g[i], rwg.data(), xs.data());
     }
-    double e_out = gb_maxrel_f32(out.data(), rout.data(), n, stride);
-    double e_x0g = gb_maxrel_f32(x0g.data(), rx0g.data(), n, stride);
-    double e_wg = gb_maxrel_f32(wg.data(), rwg.data(), steps, 1);
-    double e = std::max(e_out, std::max(e_x0g, e_wg));
-    if (e_out != e_out || e_x0g != e_x0g || e_wg != e_wg)
-        e = NAN;
-    printf("# baseline %s: check on %lld items (every %lld-th), w.grad from those items\n", name,
-           (n + stride - 1) / stride, stride);
-    printf("baseline %s check_out %.3g\nbaseline %s check_x0grad %.3g\n", name, e_out, name, e_x0g);
-    printf("baseline %s check_wgrad %.3g\nbaseline %s check_maxrel %.3g\n", name, e_wg, name, e);
-    bool ok = e <= GB_CHECK_TOL;
-    printf("baseline %s check %s\n", name, ok ? "ok" : "FAILED");
-    if (!ok) {
-        fprintf(stderr, "baseline: CHECK FAILED: %s: largest error %.3g (tolerance %g)\n", name, e,
-                GB_CHECK_TOL);
-        g_failed = 1;
-    }
+    check_print(name, out, x0g, wg, rout, rx0g, rwg, n, steps, stride);
     // the forward kernel alone must agree with the storing one
     forward();
     CK(cudaDeviceSynchronize());
@@ -242,6 +351,7 @@ static void run(const Opts &o, const char *name, bool ragged, Dev &d) {
     printf("baseline %s fwdrev_ms %.3f\n", name, median(tfr));
     printf("baseline %s fwdstore_ms %.3f\n", name, median(ts));
     printf("baseline %s rev_ms %.3f\n", name, median(tr));
+    printf("baseline %s saved_bytes %.0f\n", name, 4.0 * (double)n * steps); // the xs buffer
     double bytes = 8.0 * (double)work_steps; // every x_t written once, read once
     printf("# baseline %s: x_t store %.3g GB, written and read back at %.0f GB/s effective\n", name,
            bytes * 0.5e-9, bytes / (median(tfr) * 1e-3) * 1e-9);
@@ -262,12 +372,100 @@ static void run(const Opts &o, const char *name, bool ragged, Dev &d) {
     }
     fflush(stdout);
     cudaEventDestroy(e0), cudaEventDestroy(e1), cudaEventDestroy(e2);
+    return median(tfr);
+}
+
+// loop_ckptK. store_ms > 0: loop ran just before (its fwdrev_ms), and d.out, d.x0grad and
+// d.wgrad still hold its full-size results, which this one's are compared with.
+template <int K> static void run_ckpt(const Opts &o, Dev &d, float store_ms) {
+    char name[32];
+    snprintf(name, sizeof name, "loop_ckpt%d", K);
+    int n = (int)o.n, steps = (int)o.steps, grid = (n + BLOCK - 1) / BLOCK;
+    int nseg = (steps + K - 1) / K;
+    size_t smem = (size_t)steps * sizeof(float);
+    std::vector<float> s_out, s_x0g, s_wg; // loop's (store-all) full-size results
+    if (store_ms > 0) {
+        s_out.resize(n), s_x0g.resize(n), s_wg.resize(steps);
+        CK(cudaMemcpy(s_out.data(), d.out, 4 * (size_t)n, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(s_x0g.data(), d.x0grad, 4 * (size_t)n, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(s_wg.data(), d.wgrad, smem, cudaMemcpyDeviceToHost));
+    }
+    float *cp;
+    size_t cp_bytes = 4 * (size_t)n * nseg;
+    CK(cudaMalloc(&cp, cp_bytes));
+    cudaEvent_t e0, e1, e2;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventCreate(&e2));
+    auto fwdrev = [&](const float *g, float *ms_store, float *ms_rev) {
+        CK(cudaMemsetAsync(d.wgrad, 0, smem));
+        CK(cudaEventRecord(e0));
+        k_forward_ckpt<K><<<grid, BLOCK>>>(d.x0, d.w, d.out, cp, n, steps);
+        CK(cudaGetLastError());
+        CK(cudaEventRecord(e1));
+        k_reverse_ckpt<K><<<grid, BLOCK, smem>>>(cp, d.w, g, d.x0grad, d.wgrad, n, steps);
+        CK(cudaGetLastError());
+        CK(cudaEventRecord(e2));
+        CK(cudaEventSynchronize(e2));
+        CK(cudaEventElapsedTime(ms_store, e0, e1));
+        CK(cudaEventElapsedTime(ms_rev, e1, e2));
+    };
+    printf("# baseline %s: %d items, %d steps, x saved every %d steps: %.4g bytes (every step: "
+           "%.4g)\n",
+           name, n, steps, K, (double)cp_bytes, 4.0 * n * steps);
+
+    long long stride = gb_stride(o.n, o.check);
+    std::vector<float> out(n), x0g(n), wg(steps), w(steps), gsub(n);
+    for (int t = 0; t < steps; t++)
+        w[t] = gb_w(t);
+    float s0, s1;
+    fwdrev(d.gsub, &s0, &s1);
+    CK(cudaMemcpy(gsub.data(), d.gsub, 4 * (size_t)n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(out.data(), d.out, 4 * (size_t)n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(x0g.data(), d.x0grad, 4 * (size_t)n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(wg.data(), d.wgrad, smem, cudaMemcpyDeviceToHost));
+    std::vector<double> rout(n), rx0g(n), rwg(steps), xs(steps);
+    for (long long i = 0; i < n; i += stride)
+        rout[i] = gb_reference(gb_x0(i), w.data(), steps, gsub[i], &rx0g[i], rwg.data(), xs.data());
+    check_print(name, out, x0g, wg, rout, rx0g, rwg, n, steps, stride);
+
+    std::vector<float> ts, tr, tfr;
+    for (int r = 0; r < o.warmup + o.reps; r++) {
+        float a, b;
+        fwdrev(d.g, &a, &b);
+        if (r >= o.warmup) {
+            ts.push_back(a);
+            tr.push_back(b);
+            tfr.push_back(a + b);
+        }
+    }
+    printf("baseline %s fwdrev_ms %.3f\n", name, median(tfr));
+    printf("baseline %s fwdstore_ms %.3f\n", name, median(ts));
+    printf("baseline %s rev_ms %.3f\n", name, median(tr));
+    printf("baseline %s saved_bytes %.0f\n", name, (double)cp_bytes);
+    if (store_ms > 0) {
+        printf("baseline %s vs_store_all %.3f\n", name, median(tfr) / store_ms);
+        // the last fwdrev ran with the full seed g, as loop's last one did
+        CK(cudaMemcpy(out.data(), d.out, 4 * (size_t)n, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(x0g.data(), d.x0grad, 4 * (size_t)n, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(wg.data(), d.wgrad, smem, cudaMemcpyDeviceToHost));
+        double e = std::max(gb_maxrel_ff(out.data(), s_out.data(), n),
+                            std::max(gb_maxrel_ff(x0g.data(), s_x0g.data(), n),
+                                     gb_maxrel_ff(wg.data(), s_wg.data(), steps)));
+        printf("baseline %s vs_store_all_maxrel %.3g\n", name, e);
+        if (!(e <= GB_AGREE_TOL))
+            fprintf(stderr, "baseline: %s and loop differ by %.3g\n", name, e);
+    }
+    fflush(stdout);
+    CK(cudaFree(cp));
+    cudaEventDestroy(e0), cudaEventDestroy(e1), cudaEventDestroy(e2);
 }
 
 static void usage(FILE *to) {
     fprintf(to, "usage: baseline [--n N] [--steps T] [--reps N] [--warmup N] [--check N]\n"
-                "                [--only loop|ragged] [--dump DIR]\n"
-                "defaults: --n 1048576 --steps 1024 --reps 20 --warmup 3 --check 4096\n");
+                "                [--only loop,ragged,ckpt,huge] [--ckpt 8|16|32|64] [--dump DIR]\n"
+                "defaults: --n 1048576 --steps 1024 --reps 20 --warmup 3 --check 4096\n"
+                "          --ckpt 32\n");
 }
 
 int main(int argc, char **argv) {
@@ -295,8 +493,10 @@ int main(int argc, char **argv) {
             o.warmup = (int)x;
         else if (!strcmp(a, "--check") && num && x >= 0)
             o.check = (int)x;
-        else if (!strcmp(a, "--only") && (!strcmp(v, "loop") || !strcmp(v, "ragged")))
-            o.only = v;
+        else if (!strcmp(a, "--only") && parse_parts(v))
+            o.only = parse_parts(v);
+        else if (!strcmp(a, "--ckpt") && num && (x == 8 || x == 16 || x == 32 || x == 64))
+            o.ckpt = (int)x;
         else if (!strcmp(a, "--dump"))
             o.dump = v;
         else {
@@ -351,9 +551,20 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(d.g, g.data(), 4 * n, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d.gsub, gsub.data(), 4 * n, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d.count, count.data(), 4 * n, cudaMemcpyHostToDevice));
-    if (!o.only || !strcmp(o.only, "loop"))
-        run(o, "loop", false, d);
-    if (!o.only || !strcmp(o.only, "ragged"))
+    float store_ms = 0;
+    if (o.only & PART_LOOP)
+        store_ms = run(o, "loop", false, d);
+    if (o.only & PART_CKPT) {
+        switch (o.ckpt) {
+        case 8: run_ckpt<8>(o, d, store_ms); break;
+        case 16: run_ckpt<16>(o, d, store_ms); break;
+        case 32: run_ckpt<32>(o, d, store_ms); break;
+        default: run_ckpt<64>(o, d, store_ms); break;
+        }
+    }
+    if (o.only & PART_RAGGED)
         run(o, "ragged", true, d);
+    if (o.only == PART_HUGE)
+        printf("# baseline: nothing to run (loop_huge is kern's alone)\n");
     return g_failed;
 }

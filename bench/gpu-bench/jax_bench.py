@@ -6,9 +6,15 @@ The workloads "loop" and "ragged" of workload.h, written the usual JAX way:
            jax.jit(jax.grad(L, argnums=(0, 1))) for the gradient of L = sum(out * g);
   ragged:  JAX cannot differentiate lax.while_loop in reverse mode, so the scan runs to the
            largest count, len(w), and item i keeps x unchanged once t >= count[i] (jnp.where):
-           every item computes len(w) steps, masked.
+           every item computes len(w) steps, masked;
+  loop_ckptK (--only ckpt, K = --ckpt, 32 by default): loop with checkpoints, the JAX way: a
+           scan over segments of K steps whose body (an inner scan of K steps) is
+           jax.checkpoint-ed, so the gradient keeps x at the start of each segment and
+           recomputes the segment's steps in the reverse sweep (a remainder of len(w) mod K
+           steps is a plain scan after it). Checked and compared with the baseline's loop.
 Prints `jax WORKLOAD METRIC VALUE` lines ('#' lines are comments): compile_ms (the first call
-of each jitted function), forward_ms and fwdrev_ms (medians of --reps calls after --warmup,
+of each jitted function), temp_bytes (XLA's temporary memory of the compiled gradient, from
+memory_analysis(), where JAX has it), forward_ms and fwdrev_ms (medians of --reps calls after --warmup,
 time.perf_counter around the call and jax.block_until_ready), check_* (the gradient with g
 kept on a subset of items against a double-precision numpy reference), and with --compare
 DIR vs_baseline_* (the full-size results against the CUDA baseline's). --dump DIR writes
@@ -85,13 +91,18 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--check", type=int, default=4096)
-    ap.add_argument("--only", choices=["loop", "ragged"])
+    ap.add_argument("--only", default="loop,ragged,ckpt,huge",
+                    help="comma-separated parts: loop, ragged, ckpt (loop_ckptK), huge (kern's alone)")
+    ap.add_argument("--ckpt", type=int, default=32, help="loop_ckptK's segment length K")
     ap.add_argument("--compare", metavar="DIR")
     ap.add_argument("--dump", metavar="DIR")
     ap.add_argument("--cpu", action="store_true", help="run on JAX's CPU backend if it has no GPU")
     o = ap.parse_args()
-    if o.n < 1 or o.steps < 2 or o.reps < 1 or o.warmup < 0 or o.check < 0:
+    if o.n < 1 or o.steps < 2 or o.reps < 1 or o.warmup < 0 or o.check < 0 or o.ckpt < 2:
         ap.error("sizes must be positive")
+    parts = o.only.split(",")
+    if not parts or any(p not in ("loop", "ragged", "ckpt", "huge") for p in parts):
+        ap.error(f"--only {o.only}: a comma-separated list of loop, ragged, ckpt, huge")
 
     try:
         import numpy as np
@@ -120,6 +131,20 @@ def main():
         x, _ = lax.scan(lambda x, wt: (step(x, wt), None), x0, w)
         return x
 
+    def loop_ckpt_fwd(x0, w):
+        k = o.ckpt
+        m = w.shape[0] // k * k
+
+        @jax.checkpoint
+        def segment(x, ws):
+            x, _ = lax.scan(lambda x, wt: (step(x, wt), None), x, ws)
+            return x, None
+
+        x, _ = lax.scan(segment, x0, w[:m].reshape(m // k, k))
+        if m < w.shape[0]:
+            x, _ = lax.scan(lambda x, wt: (step(x, wt), None), x, w[m:])
+        return x
+
     def ragged_fwd(x0, w, count):
         def body(x, tw):
             t, wt = tw
@@ -130,11 +155,22 @@ def main():
 
     x0, w, g, count, gsub, stride = make_inputs(np, o.n, o.steps, o.check)
     failed = False
-    for name in ["loop", "ragged"]:
-        if o.only and o.only != name:
+    ckpt_name = f"loop_ckpt{o.ckpt}"
+    work = [("loop", "loop"), (ckpt_name, "ckpt"), ("ragged", "ragged")]
+    for name, part in work:
+        if part not in parts:
             continue
         ragged = name == "ragged"
-        if ragged:
+        base = "loop" if name == ckpt_name else name  # the baseline's results to compare with
+        if name == ckpt_name:
+            fwd = jax.jit(loop_ckpt_fwd)
+            grad = jax.jit(
+                jax.grad(lambda x0, w, g: jnp.sum(loop_ckpt_fwd(x0, w) * g), argnums=(0, 1))
+            )
+            args = (jnp.asarray(x0), jnp.asarray(w))
+            print(f"# jax {name}: scan of {o.steps // o.ckpt} segments of {o.ckpt} steps, each "
+                  f"jax.checkpoint-ed, then {o.steps % o.ckpt} steps stored", flush=True)
+        elif ragged:
             fwd = jax.jit(ragged_fwd)
             grad = jax.jit(
                 jax.grad(lambda x0, w, c, g: jnp.sum(ragged_fwd(x0, w, c) * g), argnums=(0, 1))
@@ -155,6 +191,11 @@ def main():
         (gx0, gw), ms_g = timed(grad, *args, jgsub)
         print(f"jax {name} compile_ms {ms_f:.1f}", flush=True)  # the forward's first call
         print(f"jax {name} grad_compile_ms {ms_g:.1f}", flush=True)
+        try:  # what XLA allocates for the gradient besides its arguments and results
+            mem = grad.lower(*args, jgsub).compile().memory_analysis()
+            print(f"jax {name} temp_bytes {int(mem.temp_size_in_bytes)}", flush=True)
+        except Exception as e:
+            print(f"# jax {name}: no memory analysis ({type(e).__name__}: {e})", flush=True)
 
         # the check: g kept on every stride-th item, against double precision
         sub = np.arange(0, o.n, stride)
@@ -192,7 +233,7 @@ def main():
         if o.compare:
             worst, have = 0.0, True
             for k, v in full.items():
-                path = f"{o.compare}/baseline_{name}_{k}.f32"
+                path = f"{o.compare}/baseline_{base}_{k}.f32"
                 try:
                     ref = np.fromfile(path, dtype=np.float32)
                 except OSError:

@@ -20,6 +20,21 @@
  *                   CUDA baseline's (DIR/baseline_WORKLOAD_{out,x0grad,wgrad}.f32)
  * Lines that start with '#' are comments (the device, the sizes, why something failed).
  *
+ * The adstack memory budget (issue 22; --only ckpt and huge, README.md "Memory budget"):
+ *   loop_store, loop_budgetK, loop_budgetK_slots, loop_budgetK_recompute: the loop workload
+ *       (--n x --steps) in fresh contexts: store-all forced; then ad_memory_budget = the
+ *       store-all heap / K (--ckpt K, 32) with the strategy chosen by the runtime, then with
+ *       KERN_AD_FEWER_SLOTS and KERN_AD_RECOMPUTE forced. Each: the check, fwdrev_ms,
+ *       strategy, budget, needed_bytes, store_all_bytes, recompute (the runtime's expected
+ *       cost factor), within_budget, vs_store_all (fwdrev_ms over loop_store's).
+ *   loop_huge: the loop workload with as many steps as make its store-all heap at least
+ *       --huge-ratio (10) times the device's memory, with the default budget: items (default:
+ *       the thread slots the device keeps resident, probed), steps, device_mem_bytes,
+ *       store_all_bytes, store_all_ratio, budget, strategy, needed_bytes, recompute,
+ *       forward_ms and fwdrev_ms (one run each) and the check on --huge-check items.
+ * On the CUDA device the device's memory is cuDeviceTotalMem's; on others loop_huge runs
+ * only with --huge-mem BYTES (a pretend memory size: the CPU check of this code).
+ *
  * Modules: by default the JIT compiles KERNELS/loop.kern and KERNELS/ragged.kern for the
  * context's backend; --module PATH (repeatable) loads an ahead-of-time module instead
  * (`kernc build X.kern --target=cuda -o PATH`), and a workload takes its kernel from the
@@ -29,6 +44,7 @@
  * Exit status: 0 when every check passed; 1 when a check or a kern call failed; 2 for bad
  * usage; 3 when the context could not be created (no such backend in this runtime, no GPU):
  * the runtime's message is printed. */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,17 +62,29 @@
 
 enum { MAX_MODULES = 8 };
 
+/* the parts of the benchmark (--only takes a comma-separated list of their names) */
+enum { PART_LOOP = 1, PART_RAGGED = 2, PART_CKPT = 4, PART_HUGE = 8, PART_ALL = 15 };
+
 typedef struct opts {
     kern_backend backend;
     int64_t n, steps;
     int reps, warmup, launches, check, threads;
     bool debug;
-    const char *only, *kernels, *compare, *dump;
+    unsigned only; /* PART_* */
+    const char *kernels, *compare, *dump;
     const char *modules[MAX_MODULES];
     int nmodules;
+    int ckpt;           /* the budget of loop_budgetK: the store-all heap / ckpt */
+    int64_t huge_n;     /* loop_huge's items (0: the device's resident thread slots) */
+    int64_t huge_steps; /* loop_huge's steps (0: enough for huge_ratio) */
+    int64_t huge_mem;   /* the memory loop_huge measures against (0: the device's) */
+    double huge_ratio;  /* loop_huge's store-all heap over that memory, at least */
+    int huge_check;     /* loop_huge's items in the check subset */
 } opts;
 
-static kern_context *g_ctx; /* for the messages of failed calls */
+/* The context in use: every kern call below goes to it, and kcheck takes its messages from
+ * it. The memory-budget parts switch it to contexts of their own and back. */
+static kern_context *g_ctx;
 static int g_failed;
 
 static void die(const char *what, const char *why) {
@@ -106,6 +134,7 @@ typedef struct work {
     kern_buffer *x0, *w, *count, *out, *x0g, *wg, *outg;
     float *g, *gsub, *zeros; /* host: the seed, the seed on the check subset, zeros */
     int64_t n, steps;
+    int check; /* items in the check subset */
 } work;
 
 static int fwd_args(const work *wk, kern_arg *a) {
@@ -228,17 +257,56 @@ static void print_metric(const work *wk, const char *metric, const char *fmt, do
     fflush(stdout);
 }
 
-/* K and K.grad with g kept on the check subset, against the double-precision reference */
-static void check(work *wk) {
-    int64_t n = wk->n, steps = wk->steps, stride = gb_stride(n, wk->o->check);
+/* A failed kern call of a part that must not end the program: the message, then false. */
+static bool soft(kern_status st, const work *wk, const char *what) {
+    if (st == KERN_OK)
+        return true;
+    printf("# kern %s: %s failed: %s: %s\n", wk->name, what, kern_status_name(st),
+           kern_context_last_error(g_ctx));
+    fprintf(stderr, "kern-bench: %s: %s failed: %s: %s\n", wk->name, what, kern_status_name(st),
+            kern_context_last_error(g_ctx));
+    return false;
+}
+
+/* K and K.grad with g kept on the check subset, against the double-precision reference.
+ * With fwd_ms and grad_ms, the two launches are timed alone (host clock, one run each).
+ * A failed launch is a failed check, not the end of the program: false. */
+static bool check(work *wk, double *fwd_ms, double *grad_ms) {
+    int64_t n = wk->n, steps = wk->steps, stride = gb_stride(n, wk->check);
+    kern_arg a[8];
+    int na;
+    double t0, t1;
+    bool ran;
+    char what[64];
+    snprintf(what, sizeof what, "%s.grad", wk->name);
+    sync_all();
+    t0 = bench_now_ms();
+    na = fwd_args(wk, a);
+    ran = soft(kern_launch(wk->k, a, na), wk, wk->name) && soft(kern_sync(g_ctx), wk, "kern_sync");
+    t1 = bench_now_ms();
+    if (fwd_ms)
+        *fwd_ms = t1 - t0;
+    if (ran) {
+        seed_grad(wk, wk->gsub);
+        sync_all();
+        t0 = bench_now_ms();
+        na = grad_args(wk, a);
+        ran = soft(kern_launch(wk->kg, a, na), wk, what) &&
+              soft(kern_sync(g_ctx), wk, "kern_sync after K.grad");
+        t1 = bench_now_ms();
+        if (grad_ms)
+            *grad_ms = t1 - t0;
+    }
+    if (!ran) {
+        printf("kern %s check FAILED\n", wk->name);
+        fflush(stdout);
+        g_failed = 1;
+        return false;
+    }
     float *out = xalloc((size_t)n * 4), *x0g = xalloc((size_t)n * 4),
           *wg = xalloc((size_t)steps * 4), *w = xalloc((size_t)steps * 4);
     double *rout = xalloc((size_t)n * 8), *rx0g = xalloc((size_t)n * 8),
            *rwg = xalloc((size_t)steps * 8), *xs = xalloc((size_t)steps * 8);
-    run_fwd(wk);
-    seed_grad(wk, wk->gsub);
-    run_grad(wk);
-    sync_all();
     kcheck(kern_buffer_read(wk->out, out, (size_t)n * 4), "read out");
     kcheck(kern_buffer_read(wk->x0g, x0g, (size_t)n * 4), "read x0.grad");
     kcheck(kern_buffer_read(wk->wg, wg, (size_t)steps * 4), "read w.grad");
@@ -267,6 +335,7 @@ static void check(work *wk) {
         g_failed = 1;
     }
     free(out), free(x0g), free(wg), free(w), free(rout), free(rx0g), free(rwg), free(xs);
+    return true;
 }
 
 /* The full-size results (out from K, the gradients with the full seed): written with --dump,
@@ -322,104 +391,411 @@ static void full_results(work *wk) {
         free(res[a]);
 }
 
-static kern_module *load_module(const opts *o, const char *name, kern_module **mods, int nmods,
-                                kern_kernel **k) {
-    for (int m = 0; m < nmods; m++)
-        if (kern_kernel_find(mods[m], name, k) == KERN_OK)
-            return mods[m];
-    if (o->nmodules > 0) {
+/* name and name.grad on g_ctx: from the first --module file that has name (each is loaded
+ * into g_ctx), else the JIT compiles KERNELS/name.kern (compile_ms printed when report). */
+static void load_kernels(const opts *o, const char *name, kern_kernel **k, kern_kernel **kg,
+                         bool report) {
+    kern_module *mod = NULL;
+    for (int m = 0; m < o->nmodules && !mod; m++) {
+        kern_module *candidate;
+        kcheck(kern_module_load_file(g_ctx, o->modules[m], &candidate), o->modules[m]);
+        if (kern_kernel_find(candidate, name, k) == KERN_OK)
+            mod = candidate;
+    }
+    if (!mod && o->nmodules > 0) {
         fprintf(stderr, "kern-bench: no module given with --module has a kernel '%s'\n", name);
         exit(1);
     }
+    if (!mod) {
 #ifdef KERN_BENCH_NO_JIT
-    fprintf(stderr, "kern-bench: this build has no JIT: give the module of '%s' with --module\n",
-            name);
-    exit(2);
+        fprintf(stderr,
+                "kern-bench: this build has no JIT: give the module of '%s' with --module\n", name);
+        exit(2);
 #else
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.kern", o->kernels, name);
-    kern_module *mod;
-    double t0 = bench_now_ms();
-    kcheck(kern_module_from_file_source(g_ctx, path, &mod), path);
-    double ms = bench_now_ms() - t0;
-    printf("kern %s compile_ms %.1f\n", name, ms);
-    kcheck(kern_kernel_find(mod, name, k), name);
-    return mod;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s.kern", o->kernels, name);
+        double t0 = bench_now_ms();
+        kcheck(kern_module_from_file_source(g_ctx, path, &mod), path);
+        double ms = bench_now_ms() - t0;
+        if (report)
+            printf("kern %s compile_ms %.1f\n", name, ms);
+        kcheck(kern_kernel_find(mod, name, k), name);
 #endif
-}
-
-static void bench_workload(const opts *o, const char *name, bool ragged, kern_module **mods,
-                           int nmods) {
-    work wk = {.o = o, .name = name, .ragged = ragged, .n = o->n, .steps = o->steps};
-    int64_t n = wk.n, steps = wk.steps;
-    kern_module *mod = load_module(o, name, mods, nmods, &wk.k);
+    }
     char gname[64];
     snprintf(gname, sizeof gname, "%s.grad", name);
-    kcheck(kern_kernel_find(mod, gname, &wk.kg), gname);
+    kcheck(kern_kernel_find(mod, gname, kg), gname);
+}
 
+/* The inputs of workload.h for n items and `steps` steps in buffers of g_ctx. */
+static void work_init(work *wk, int64_t n, int64_t steps, int check) {
+    wk->n = n, wk->steps = steps, wk->check = check;
     float *x0 = xalloc((size_t)n * 4), *w = xalloc((size_t)steps * 4);
-    int32_t *count = xalloc((size_t)n * 4);
-    wk.g = xalloc((size_t)n * 4);
-    wk.gsub = xalloc((size_t)n * 4);
-    wk.zeros = xalloc((size_t)(n > steps ? n : steps) * 4);
-    int64_t stride = gb_stride(n, o->check), work_steps = 0;
+    int32_t *count = wk->ragged ? xalloc((size_t)n * 4) : NULL;
+    wk->g = xalloc((size_t)n * 4);
+    wk->gsub = xalloc((size_t)n * 4);
+    wk->zeros = xalloc((size_t)(n > steps ? n : steps) * 4);
+    int64_t stride = gb_stride(n, check);
     for (int64_t i = 0; i < n; i++) {
         x0[i] = gb_x0(i);
-        wk.g[i] = gb_g(i);
-        wk.gsub[i] = i % stride == 0 ? wk.g[i] : 0.0f;
-        count[i] = gb_count(i, steps);
-        work_steps += ragged ? count[i] : steps;
+        wk->g[i] = gb_g(i);
+        wk->gsub[i] = i % stride == 0 ? wk->g[i] : 0.0f;
+        if (count)
+            count[i] = gb_count(i, steps);
     }
     for (int64_t t = 0; t < steps; t++)
         w[t] = gb_w(t);
+    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &n, x0, &wk->x0), "buffer x0");
+    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &steps, w, &wk->w), "buffer w");
+    if (count)
+        kcheck(kern_buffer_create(g_ctx, KERN_I32, 1, &n, count, &wk->count), "buffer count");
+    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &n, NULL, &wk->out), "buffer out");
+    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &n, NULL, &wk->x0g), "buffer x0.grad");
+    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &steps, NULL, &wk->wg), "buffer w.grad");
+    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &n, NULL, &wk->outg), "buffer out.grad");
+    free(x0), free(w), free(count);
+}
+
+static void work_free(work *wk) {
+    kern_buffer *bufs[] = {wk->x0, wk->w, wk->count, wk->out, wk->x0g, wk->wg, wk->outg};
+    for (size_t b = 0; b < sizeof bufs / sizeof *bufs; b++)
+        kern_buffer_release(bufs[b]);
+    free(wk->g), free(wk->gsub), free(wk->zeros);
+}
+
+static void bench_workload(const opts *o, const char *name, bool ragged) {
+    work wk = {.o = o, .name = name, .ragged = ragged};
+    load_kernels(o, name, &wk.k, &wk.kg, true);
+    work_init(&wk, o->n, o->steps, o->check);
+    int64_t n = wk.n, steps = wk.steps, work_steps = 0;
+    for (int64_t i = 0; i < n; i++)
+        work_steps += ragged ? gb_count(i, steps) : steps;
     printf("# kern %s: %lld items, %lld steps (%s), %.4g steps in all\n", name, (long long)n,
            (long long)steps,
            ragged ? "item i runs count[i] = T/2 + (i * 7919) % (T - T/2 + 1)" : "every item",
            (double)work_steps);
-    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &n, x0, &wk.x0), "buffer x0");
-    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &steps, w, &wk.w), "buffer w");
-    if (ragged)
-        kcheck(kern_buffer_create(g_ctx, KERN_I32, 1, &n, count, &wk.count), "buffer count");
-    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &n, NULL, &wk.out), "buffer out");
-    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &n, NULL, &wk.x0g), "buffer x0.grad");
-    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &steps, NULL, &wk.wg), "buffer w.grad");
-    kcheck(kern_buffer_create(g_ctx, KERN_F32, 1, &n, NULL, &wk.outg), "buffer out.grad");
 
-    check(&wk);
-    print_metric(&wk, "forward_ms", "%.3f", median_of(&wk, time_fwd, o->warmup, o->reps));
-    print_metric(&wk, "fwdrev_ms", "%.3f", median_of(&wk, time_grad, o->warmup, o->reps));
-    print_metric(&wk, "launch_us", "%.2f", launch_us(&wk, false, o->launches));
-    print_metric(&wk, "grad_launch_us", "%.2f", launch_us(&wk, true, o->launches));
-    double step_ms;
-    double gus = graph_launch_us(&wk, o->launches, &step_ms);
-    print_metric(&wk, "graph_launch_us", "%.2f", gus);
-    print_metric(&wk, "graph_step_ms", "%.3f", step_ms);
-    kern_adstack_info ai;
+    if (check(&wk, NULL, NULL)) {
+        print_metric(&wk, "forward_ms", "%.3f", median_of(&wk, time_fwd, o->warmup, o->reps));
+        print_metric(&wk, "fwdrev_ms", "%.3f", median_of(&wk, time_grad, o->warmup, o->reps));
+        print_metric(&wk, "launch_us", "%.2f", launch_us(&wk, false, o->launches));
+        print_metric(&wk, "grad_launch_us", "%.2f", launch_us(&wk, true, o->launches));
+        double step_ms;
+        double gus = graph_launch_us(&wk, o->launches, &step_ms);
+        print_metric(&wk, "graph_launch_us", "%.2f", gus);
+        print_metric(&wk, "graph_step_ms", "%.3f", step_ms);
+        kern_adstack_info ai = {0};
+        kcheck(kern_context_adstack_info(g_ctx, &ai), "adstack info");
+        print_metric(&wk, "adstack_bytes", "%.0f", (double)ai.heap_bytes);
+        printf("# kern %s: adstack heap %lld bytes in %lld allocations, %lld slots of %lld "
+               "bytes\n",
+               name, (long long)ai.heap_bytes, (long long)ai.heap_allocs, (long long)ai.last_slots,
+               (long long)ai.last_stride);
+        full_results(&wk);
+    }
+    work_free(&wk);
+}
+
+/* ---- the adstack memory budget (issue 22) ----------------------------------------------- */
+
+static const char *strategy_name(int s) {
+    switch (s) {
+    case KERN_AD_STORE_ALL: return "store";
+    case KERN_AD_FEWER_SLOTS: return "slots";
+    case KERN_AD_RECOMPUTE: return "recompute";
+    default: return "unreported"; /* 0: a runtime without strategies, or no launch */
+    }
+}
+
+/* The heap storing every iteration would take: the runtime's figure, else (a runtime that
+ * does not report it) the slots times the bytes per slot of the last launch. */
+static int64_t store_all_of(const kern_adstack_info *ai) {
+    return ai->last_store_all_bytes > 0 ? ai->last_store_all_bytes
+                                        : ai->last_slots * ai->last_stride;
+}
+
+/* The heap the last launch took: the runtime's figure, else the heap's size. */
+static int64_t needed_of(const kern_adstack_info *ai) {
+    return ai->last_needed_bytes > 0 ? ai->last_needed_bytes : ai->heap_bytes;
+}
+
+static kern_adstack_info adstack_info(void) {
+    kern_adstack_info ai = {0}; /* fields a runtime does not fill stay 0 */
     kcheck(kern_context_adstack_info(g_ctx, &ai), "adstack info");
-    print_metric(&wk, "adstack_bytes", "%.0f", (double)ai.heap_bytes);
-    printf("# kern %s: adstack heap %lld bytes in %lld allocations, %lld slots of %lld bytes\n",
-           name, (long long)ai.heap_bytes, (long long)ai.heap_allocs, (long long)ai.last_slots,
-           (long long)ai.last_stride);
-    full_results(&wk);
+    return ai;
+}
 
-    kern_buffer *bufs[] = {wk.x0, wk.w, wk.count, wk.out, wk.x0g, wk.wg, wk.outg};
-    for (size_t b = 0; b < sizeof bufs / sizeof *bufs; b++)
-        kern_buffer_release(bufs[b]);
-    free(x0), free(w), free(count), free(wk.g), free(wk.gsub), free(wk.zeros);
+/* A context like base, with this budget and strategy; NULL (the message printed) when it
+ * cannot be created. */
+static kern_context *budget_context(const kern_context_options *base, const char *name,
+                                    int64_t budget, int strategy) {
+    kern_context_options ko = *base;
+    ko.ad_memory_budget = budget;
+    ko.ad_strategy = strategy;
+    kern_context *ctx = NULL;
+    kern_status st = kern_context_create(&ko, &ctx);
+    if (st != KERN_OK) {
+        const char *why = ctx ? kern_context_last_error(ctx) : "out of memory";
+        printf("# kern %s: no context with budget %lld and strategy %s: %s: %s\n", name,
+               (long long)budget, strategy_name(strategy), kern_status_name(st), why);
+        fprintf(stderr, "kern-bench: %s: cannot create its context: %s: %s\n", name,
+                kern_status_name(st), why);
+        printf("kern %s check FAILED\n", name);
+        kern_context_release(ctx);
+        g_failed = 1;
+        return NULL;
+    }
+    return ctx;
+}
+
+static void print_adstack(const work *wk, const kern_adstack_info *ai) {
+    print_metric(wk, "budget", "%.0f", (double)ai->last_budget);
+    printf("kern %s strategy %s\n", wk->name, strategy_name(ai->last_strategy));
+    print_metric(wk, "needed_bytes", "%.0f", (double)needed_of(ai));
+    print_metric(wk, "store_all_bytes", "%.0f", (double)store_all_of(ai));
+    print_metric(wk, "recompute", "%.3g", ai->last_recompute);
+    print_metric(wk, "slots", "%.0f", (double)ai->last_slots);
+    printf("# kern %s: adstack heap %lld bytes, %lld slots of %lld bytes, strategy %s, "
+           "budget %lld, store-all %lld bytes%s\n",
+           wk->name, (long long)ai->heap_bytes, (long long)ai->last_slots,
+           (long long)ai->last_stride, strategy_name(ai->last_strategy), (long long)ai->last_budget,
+           (long long)store_all_of(ai),
+           ai->last_store_all_bytes > 0 ? "" : " (slots x stride: not reported by the runtime)");
+}
+
+/* One row of the budget part: the loop workload (--n x --steps) in a fresh context with
+ * this budget (0: the default) and strategy: the check, then K.grad timed. Returns its
+ * fwdrev_ms (NAN when it failed); *ai gets the adstack figures of its last launch. */
+static double budget_row(const opts *o, const kern_context_options *base, const char *name,
+                         int64_t budget, int strategy, kern_adstack_info *ai) {
+    kern_context *outer = g_ctx;
+    *ai = (kern_adstack_info){0};
+    g_ctx = budget_context(base, name, budget, strategy);
+    if (!g_ctx) {
+        g_ctx = outer;
+        return NAN;
+    }
+    work wk = {.o = o, .name = name};
+    load_kernels(o, "loop", &wk.k, &wk.kg, false);
+    work_init(&wk, o->n, o->steps, o->check);
+    double ms = NAN;
+    if (check(&wk, NULL, NULL)) {
+        ms = median_of(&wk, time_grad, o->warmup, o->reps);
+        print_metric(&wk, "fwdrev_ms", "%.3f", ms);
+        *ai = adstack_info();
+        print_adstack(&wk, ai);
+        int64_t need = needed_of(ai);
+        bool within = budget <= 0 || need <= budget;
+        printf("kern %s within_budget %s\n", name, within ? "yes" : "no");
+        if (!within) {
+            fprintf(stderr,
+                    "kern-bench: %s: the adstack heap (%lld bytes) exceeds the budget "
+                    "(%lld bytes)\n",
+                    name, (long long)need, (long long)budget);
+            g_failed = 1;
+        }
+    }
+    work_free(&wk);
+    kern_context_release(g_ctx);
+    g_ctx = outer;
+    return ms;
+}
+
+/* loop_store, then loop_budgetK with the runtime's choice and each strategy forced. */
+static void bench_budget(const opts *o, const kern_context_options *base) {
+    kern_adstack_info ai;
+    printf("# kern budget: loop, %lld items x %lld steps, budget = the store-all heap / %d\n",
+           (long long)o->n, (long long)o->steps, o->ckpt);
+    double store_ms = budget_row(o, base, "loop_store", 0, KERN_AD_STORE_ALL, &ai);
+    int64_t store_all = store_all_of(&ai);
+    if (!(store_ms == store_ms) || store_all <= 0) {
+        printf("# kern budget: no store-all heap to take a budget from; the budget rows are "
+               "skipped\n");
+        return;
+    }
+    int64_t budget = store_all / o->ckpt;
+    static const struct {
+        const char *suffix;
+        int strategy;
+    } rows[] = {
+        {"", KERN_AD_AUTO}, {"_slots", KERN_AD_FEWER_SLOTS}, {"_recompute", KERN_AD_RECOMPUTE}};
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "loop_budget%d%s", o->ckpt, rows[r].suffix);
+        double ms = budget_row(o, base, name, budget, rows[r].strategy, &ai);
+        if (ms == ms)
+            printf("kern %s vs_store_all %.3f\n", name, ms / store_ms);
+        if (rows[r].strategy == KERN_AD_AUTO && ms == ms)
+            printf("# kern %s: K.grad %.3f ms at 1/%d of the store-all heap, %.2fx store-all's "
+                   "%.3f ms (the aim: at most 1.5x)\n",
+                   name, ms, o->ckpt, ms / store_ms, store_ms);
+        fflush(stdout);
+    }
+}
+
+/* The CUDA device's memory (cuDeviceTotalMem, through the driver library the runtime
+ * loaded); -1 when it cannot tell. */
+static int64_t cuda_total_mem(int ordinal) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib)
+        return -1;
+    int (*device_get)(int *, int);
+    int (*total_mem)(size_t *, int);
+    void *f = dlsym(lib, "cuDeviceGet");
+    memcpy(&device_get, &f, sizeof f);
+    f = dlsym(lib, "cuDeviceTotalMem_v2");
+    memcpy(&total_mem, &f, sizeof f);
+    int dev = 0;
+    size_t bytes = 0;
+    int64_t r =
+        device_get && total_mem && device_get(&dev, ordinal) == 0 && total_mem(&bytes, dev) == 0
+            ? (int64_t)bytes
+            : -1;
+    dlclose(lib);
+    return r;
+}
+
+/* The thread slots and the adstack bytes per slot and step of a K.grad of loop on g_ctx:
+ * two launches with n items, at 64 and 1088 steps (store-all at those sizes). */
+static bool probe_slots(const opts *o, int64_t n, int64_t *slots, double *step_bytes,
+                        int64_t *stride_at, int64_t *steps_at) {
+    int64_t steps[2] = {64, 1088}, stride[2] = {0, 0};
+    for (int p = 0; p < 2; p++) {
+        work wk = {.o = o, .name = "loop_huge"};
+        load_kernels(o, "loop", &wk.k, &wk.kg, false);
+        work_init(&wk, n, steps[p], 0);
+        seed_grad(&wk, wk.g);
+        kern_arg a[8];
+        int na = grad_args(&wk, a);
+        bool ok = soft(kern_launch(wk.kg, a, na), &wk, "the probe's K.grad") &&
+                  soft(kern_sync(g_ctx), &wk, "kern_sync after the probe");
+        kern_adstack_info ai = adstack_info();
+        work_free(&wk);
+        if (!ok)
+            return false;
+        *slots = ai.last_slots;
+        stride[p] = ai.last_stride;
+    }
+    *step_bytes = (double)(stride[1] - stride[0]) / (double)(steps[1] - steps[0]);
+    *stride_at = stride[1], *steps_at = steps[1];
+    return *slots > 0 && *step_bytes > 0;
+}
+
+/* loop_huge: as many steps as make the store-all heap huge_ratio times the device's
+ * memory, in a fresh context with the default budget; one K and one K.grad, checked. */
+static void bench_huge(const opts *o, const kern_context_options *base) {
+    const char *name = "loop_huge";
+    int64_t mem = o->huge_mem;
+    if (mem <= 0 && base->backend == KERN_BACKEND_CUDA)
+        mem = cuda_total_mem(base->device < 0 ? 0 : base->device);
+    if (mem <= 0) {
+        printf("# kern %s: skipped: the device's memory is unknown on %s (--huge-mem BYTES)\n",
+               name, kern_backend_name(base->backend));
+        return;
+    }
+    kern_context *outer = g_ctx;
+    g_ctx = budget_context(base, name, base->ad_memory_budget, base->ad_strategy);
+    if (!g_ctx) {
+        g_ctx = outer;
+        return;
+    }
+    /* the probe: with many items, a GPU's slots are its resident threads (the CPU's are its
+     * worker threads, for any number of items) */
+    int64_t slots = 0, stride_at = 0, steps_at = 0;
+    double step_bytes = 0;
+    int64_t probe_n = o->huge_n > 0                       ? o->huge_n
+                      : base->backend == KERN_BACKEND_CPU ? o->n
+                      : o->n > (1 << 22)                  ? o->n
+                                                          : (int64_t)1 << 22;
+    if (!probe_slots(o, probe_n, &slots, &step_bytes, &stride_at, &steps_at)) {
+        printf("kern %s check FAILED\n", name);
+        g_failed = 1;
+        kern_context_release(g_ctx);
+        g_ctx = outer;
+        return;
+    }
+    int64_t n = o->huge_n > 0 ? o->huge_n : slots;
+    int64_t use = n < slots ? n : slots; /* the slots loop_huge's launch will have */
+    int64_t steps = o->huge_steps;
+    if (steps <= 0) {
+        double per_slot = o->huge_ratio * (double)mem / (double)use;
+        double t = (double)steps_at + (per_slot - (double)stride_at) / step_bytes;
+        steps = ((int64_t)ceil(t) + 1023) / 1024 * 1024;
+        steps = steps < steps_at ? steps_at : steps;
+    }
+    if (steps > INT32_MAX) {
+        printf("# kern %s: skipped: %lld steps would be needed (w's extent must stay below "
+               "2^31); give --huge-n\n",
+               name, (long long)steps);
+        kern_context_release(g_ctx);
+        g_ctx = outer;
+        return;
+    }
+    double estimate = (double)use * ((double)stride_at + (double)(steps - steps_at) * step_bytes);
+    printf("# kern %s: %s, memory %lld bytes%s; %lld items, %lld steps; store-all heap about "
+           "%.4g bytes (%lld slots of %.4g bytes/step), %.1fx the memory\n",
+           name, kern_context_device_name(g_ctx), (long long)mem,
+           o->huge_mem > 0 ? " (--huge-mem)" : "", (long long)n, (long long)steps, estimate,
+           (long long)use, step_bytes, estimate / (double)mem);
+    fflush(stdout);
+
+    work wk = {.o = o, .name = name};
+    load_kernels(o, "loop", &wk.k, &wk.kg, false);
+    work_init(&wk, n, steps, o->huge_check);
+    print_metric(&wk, "items", "%.0f", (double)n);
+    print_metric(&wk, "steps", "%.0f", (double)steps);
+    print_metric(&wk, "device_mem_bytes", "%.0f", (double)mem);
+    double fwd_ms = NAN, grad_ms = NAN;
+    if (check(&wk, &fwd_ms, &grad_ms)) {
+        kern_adstack_info ai = adstack_info();
+        double ratio = (double)store_all_of(&ai) / (double)mem;
+        print_metric(&wk, "forward_ms", "%.3f", fwd_ms);
+        print_metric(&wk, "fwdrev_ms", "%.3f", grad_ms);
+        print_adstack(&wk, &ai);
+        print_metric(&wk, "store_all_ratio", "%.2f", ratio);
+        if (ratio < o->huge_ratio)
+            printf("# kern %s: the store-all heap is only %.2fx the memory (the aim: %gx); "
+                   "give --huge-steps\n",
+                   name, ratio, o->huge_ratio);
+    }
+    work_free(&wk);
+    kern_context_release(g_ctx);
+    g_ctx = outer;
 }
 
 /* ---- main ---------------------------------------------------------------------------------- */
 
 static void usage(FILE *to) {
-    fprintf(to,
-            "usage: kern-bench [--target cuda|vulkan|cpu] [--n N] [--steps T] [--reps N] [--warmup N]\n"
-            "                  [--launches N] [--check N] [--only loop|ragged] [--threads N]\n"
-            "                  [--debug] [--kernels DIR] [--module PATH]... [--compare DIR]\n"
-            "                  [--dump DIR]\n"
-            "defaults: --target cuda --n 1048576 --steps 1024 --reps 20 --warmup 3\n"
-            "          --launches 100 --check 4096 --kernels %s\n"
-            "The GPU benchmark's kern side: see bench/gpu-bench/README.md.\n",
-            KERN_GPU_BENCH_DIR);
+    fprintf(
+        to,
+        "usage: kern-bench [--target cuda|vulkan|cpu] [--n N] [--steps T] [--reps N] [--warmup N]\n"
+        "                  [--launches N] [--check N] [--only PARTS] [--threads N]\n"
+        "                  [--debug] [--kernels DIR] [--module PATH]... [--compare DIR]\n"
+        "                  [--dump DIR] [--ckpt K] [--huge-n N] [--huge-steps T]\n"
+        "                  [--huge-mem BYTES] [--huge-ratio R] [--huge-check N]\n"
+        "defaults: --target cuda --n 1048576 --steps 1024 --reps 20 --warmup 3\n"
+        "          --launches 100 --check 4096 --kernels %s\n"
+        "          --only loop,ragged,ckpt,huge --ckpt 32 --huge-ratio 10 --huge-check 16\n"
+        "The GPU benchmark's kern side: see bench/gpu-bench/README.md.\n",
+        KERN_GPU_BENCH_DIR);
+}
+
+/* --only's list: comma-separated names of parts; 0 for a bad list */
+static unsigned parse_parts(const char *v) {
+    static const char *const names[] = {"loop", "ragged", "ckpt", "huge"};
+    unsigned parts = 0;
+    while (v && *v) {
+        size_t len = strcspn(v, ",");
+        unsigned bit = 0;
+        for (unsigned p = 0; p < 4; p++)
+            if (strlen(names[p]) == len && !strncmp(v, names[p], len))
+                bit = 1u << p;
+        if (!bit)
+            return 0;
+        parts |= bit;
+        v += len + (v[len] == ',');
+    }
+    return parts;
 }
 
 static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -439,6 +815,10 @@ int main(int argc, char **argv) {
               .warmup = 3,
               .launches = 100,
               .check = 4096,
+              .only = PART_ALL,
+              .ckpt = 32,
+              .huge_ratio = 10,
+              .huge_check = 16,
               .kernels = KERN_GPU_BENCH_DIR};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -472,8 +852,28 @@ int main(int argc, char **argv) {
             if (ok)
                 *dst = (int)x;
         } else if (!strcmp(a, "--only")) {
-            ok = v && (!strcmp(v, "loop") || !strcmp(v, "ragged"));
-            o.only = v;
+            o.only = parse_parts(v);
+            ok = o.only != 0;
+        } else if (!strcmp(a, "--ckpt")) {
+            ok = parse_i64(v, 2, 1 << 20, &x);
+            if (ok)
+                o.ckpt = (int)x;
+        } else if (!strcmp(a, "--huge-n") || !strcmp(a, "--huge-steps") ||
+                   !strcmp(a, "--huge-mem")) {
+            ok = parse_i64(v, 1, !strcmp(a, "--huge-mem") ? INT64_MAX : INT32_MAX, &x);
+            int64_t *dst = !strcmp(a, "--huge-n")       ? &o.huge_n
+                           : !strcmp(a, "--huge-steps") ? &o.huge_steps
+                                                        : &o.huge_mem;
+            if (ok)
+                *dst = x;
+        } else if (!strcmp(a, "--huge-ratio")) {
+            char *end;
+            o.huge_ratio = v ? strtod(v, &end) : 0;
+            ok = v && *v && !*end && o.huge_ratio > 0;
+        } else if (!strcmp(a, "--huge-check")) {
+            ok = parse_i64(v, 1, 1 << 30, &x);
+            if (ok)
+                o.huge_check = (int)x;
         } else if (!strcmp(a, "--kernels")) {
             ok = v != NULL;
             o.kernels = v;
@@ -524,13 +924,15 @@ int main(int argc, char **argv) {
     if (o.backend == KERN_BACKEND_CPU)
         printf("# kern-bench: %d CPU threads\n", kern_context_threads(g_ctx));
 
-    kern_module *mods[MAX_MODULES];
-    for (int m = 0; m < o.nmodules; m++)
-        kcheck(kern_module_load_file(g_ctx, o.modules[m], &mods[m]), o.modules[m]);
-    if (!o.only || !strcmp(o.only, "loop"))
-        bench_workload(&o, "loop", false, mods, o.nmodules);
-    if (!o.only || !strcmp(o.only, "ragged"))
-        bench_workload(&o, "ragged", true, mods, o.nmodules);
+    printf("# kern-bench: device %s\n", kern_context_device_name(g_ctx));
+    if (o.only & PART_LOOP)
+        bench_workload(&o, "loop", false);
+    if (o.only & PART_RAGGED)
+        bench_workload(&o, "ragged", true);
+    if (o.only & PART_CKPT)
+        bench_budget(&o, &ko);
+    if (o.only & PART_HUGE)
+        bench_huge(&o, &ko);
     kern_context_release(g_ctx);
     return g_failed;
 }
