@@ -329,6 +329,13 @@ static void push_checkpoint(ad_ctx *a, ad_loop *L, ir_region *to, uint32_t first
     a->b = saved;
 }
 
+/* The next value of a checkpointed loop's countdown to its next checkpoint. */
+static ir_value *countdown(ad_ctx *a, ad_loop *L, ir_value *left) {
+    ir_value *zero = ir_const_int(&a->b, ty_i64(), 0), *one = ir_const_int(&a->b, ty_i64(), 1);
+    return ir_select(&a->b, ir_binop(&a->b, IR_EQ, left, zero),
+                     ir_binop(&a->b, IR_SUB, L->ck_k, one), ir_binop(&a->b, IR_SUB, left, one));
+}
+
 /* FOR with pushes: every iteration first pushes its carried values; an early-exit for
  * also counts its iterations in one more carried value. */
 static void copy_for_push(ad_ctx *a, ir_op *op) {
@@ -364,13 +371,8 @@ static void copy_for_push(ad_ctx *a, ir_op *op) {
     a->b.loc = y->loc;
     if (early)
         ys[ny] = ir_binop(&a->b, IR_ADD, to->args[1 + n], ir_const_int(&a->b, ty_i32(), 1));
-    if (ck) {
-        ir_value *left = to->args[1 + n + early], *zero = ir_const_int(&a->b, ty_i64(), 0);
-        ys[ny + early] =
-            ir_select(&a->b, ir_binop(&a->b, IR_EQ, left, zero),
-                      ir_binop(&a->b, IR_SUB, L->ck_k, ir_const_int(&a->b, ty_i64(), 1)),
-                      ir_binop(&a->b, IR_SUB, left, ir_const_int(&a->b, ty_i64(), 1)));
-    }
+    if (ck)
+        ys[ny + early] = countdown(a, L, to->args[1 + n + early]);
     ir_yield(&a->b, ys, ny + early + ck);
     a->b = saved;
     for (uint32_t i = 0; i < op->nresults; i++)
@@ -383,13 +385,16 @@ static void copy_for_push(ad_ctx *a, ir_op *op) {
 static void copy_while_push(ad_ctx *a, ir_op *op) {
     ir_region *before = op->regions[0], *after = op->regions[1];
     ad_loop *L = loop_record(a, op, before);
+    bool ck = L->ck_stacks != NULL; /* one more carried i64: the countdown */
     uint32_t n = op->noperands;
-    ir_value **inits = ARENA_ARRAY(&a->m->mem, ir_value *, n + 1);
+    ir_value **inits = ARENA_ARRAY(&a->m->mem, ir_value *, n + 2);
     for (uint32_t i = 0; i < n; i++)
         inits[i] = ad_val(a, op->operands[i]);
     a->b.loc = op->loc;
     inits[n] = ir_const_int(&a->b, ty_i32(), 0);
-    ir_op *c = ir_while(&a->b, inits, n + 1);
+    if (ck)
+        inits[n + 1] = ir_const_int(&a->b, ty_i64(), 0);
+    ir_op *c = ir_while(&a->b, inits, n + 1 + ck);
     /* ir_while gives both regions the carried types; the after region receives the
      * condition's forwarded values, which are the while's results. */
     ir_region *tb = c->regions[0], *ta = c->regions[1];
@@ -397,27 +402,34 @@ static void copy_while_push(ad_ctx *a, ir_op *op) {
         set_val(a, before->args[i], tb->args[i]);
     ir_builder saved = a->b;
     a->b = ir_builder_at_end(a->m, tb);
-    push_carried(a, L, tb, 0, op->loc);
+    if (ck) /* every test pushes: the final one's values are a checkpoint too */
+        push_checkpoint(a, L, tb, 0, tb->args[n + 1], op->loc);
+    else
+        push_carried(a, L, tb, 0, op->loc);
     copy_region(a, before, false);
     ir_op *cond = terminator(before);
-    ir_value **cv = ARENA_ARRAY(&a->m->mem, ir_value *, cond->noperands + 1);
+    ir_value **cv = ARENA_ARRAY(&a->m->mem, ir_value *, cond->noperands + 2);
     for (uint32_t i = 1; i < cond->noperands; i++)
         cv[i - 1] = ad_val(a, cond->operands[i]);
     cv[cond->noperands - 1] = tb->args[n];
+    if (ck)
+        cv[cond->noperands] = tb->args[n + 1];
     a->b.loc = cond->loc;
-    ir_condition(&a->b, ad_val(a, cond->operands[0]), cv, cond->noperands);
+    ir_condition(&a->b, ad_val(a, cond->operands[0]), cv, cond->noperands + ck);
     for (uint32_t i = 0; i < after->nargs; i++)
         set_val(a, after->args[i], ta->args[i]);
     a->b = ir_builder_at_end(a->m, ta);
     copy_region(a, after, false);
     ir_op *y = terminator(after);
-    ir_value **ys = ARENA_ARRAY(&a->m->mem, ir_value *, y->noperands + 1);
+    ir_value **ys = ARENA_ARRAY(&a->m->mem, ir_value *, y->noperands + 2);
     for (uint32_t i = 0; i < y->noperands; i++)
         ys[i] = ad_val(a, y->operands[i]);
     a->b.loc = y->loc;
     ys[y->noperands] =
         ir_binop(&a->b, IR_ADD, ta->args[after->nargs], ir_const_int(&a->b, ty_i32(), 1));
-    ir_yield(&a->b, ys, y->noperands + 1);
+    if (ck)
+        ys[y->noperands + 1] = countdown(a, L, ta->args[after->nargs + 1]);
+    ir_yield(&a->b, ys, y->noperands + 1 + ck);
     a->b = saved;
     for (uint32_t i = 0; i < op->nresults; i++)
         set_val(a, op->results[i], c->results[i]);
@@ -789,16 +801,107 @@ static void reverse_for(ad_ctx *a, ir_op *op) {
     rev_finish(a, w, &rc, op->operands + 2);
 }
 
-static void reverse_while(ad_ctx *a, ir_op *op) {
+/* The body of a reverse loop over a while's iterations, for iteration km (counted from 0):
+ * after(v_km) then before(x_km) reversed; wb carries what rev_inits made after its
+ * counter. */
+static void rev_while_iteration(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_region *wb,
+                                ir_value *km) {
     ir_region *before = op->regions[0], *after = op->regions[1];
     ir_op *cond = terminator(before), *y = terminator(after);
+    pop_carried(a, L, op, before, 0, km);
+    clear_adj(a, before);
+    clear_adj(a, after);
+    for (int i = 0; i < rc->free.len; i++)
+        a->adj[((ir_value *)rc->free.data[i])->id] = wb->args[1 + rc->nfloat + i];
+    copy_region(a, before, true);
+    for (uint32_t i = 0; i < after->nargs; i++)
+        set_val(a, after->args[i], ad_val(a, cond->operands[1 + i]));
+    copy_region(a, after, true);
+    /* adj(x_{m+1}) flows into after's yield; the carried values that are not floats get
+     * none */
+    for (uint32_t i = 0; i < rc->nfloat; i++)
+        ad_accum(a, y->operands[rc->fidx[i]], wb->args[1 + i]);
+    reverse_ops(a, after);
+    for (uint32_t i = 0; i < after->nargs; i++) {
+        ir_value *g = a->adj[after->args[i]->id];
+        if (g)
+            ad_accum(a, cond->operands[1 + i], g);
+    }
+    reverse_ops(a, before);
+    rev_yield(a, rc, before, 0, op->loc);
+}
+
+/* A for over [lo, hi) (i64) that runs a while's iterations forward from the carried values
+ * x (the test, whose outcome is known to be true, then the body), pushing each
+ * iteration's values on the segment stacks when push; returns the values after them. */
+static ir_value **while_forward(ad_ctx *a, ir_op *op, ad_loop *L, ir_value **x, ir_value *lo,
+                                ir_value *hi, bool push) {
+    ir_region *before = op->regions[0], *after = op->regions[1];
+    ir_op *cond = terminator(before), *y = terminator(after);
+    ir_op *f = ir_for(&a->b, lo, hi, x, L->ncarried, false);
+    ir_region *fb = f->regions[0];
+    for (uint32_t i = 0; i < before->nargs; i++)
+        set_val(a, before->args[i], fb->args[1 + i]);
+    ir_builder saved = a->b;
+    a->b = ir_builder_at_end(a->m, fb);
+    if (push)
+        push_carried(a, L, fb, 1, op->loc);
+    copy_region(a, before, false);
+    for (uint32_t i = 0; i < after->nargs; i++)
+        set_val(a, after->args[i], ad_val(a, cond->operands[1 + i]));
+    copy_region(a, after, false);
+    ir_value **ys = ARENA_ARRAY(&a->m->mem, ir_value *, L->ncarried + 1);
+    for (uint32_t i = 0; i < L->ncarried; i++)
+        ys[i] = ad_val(a, y->operands[i]);
+    a->b.loc = y->loc;
+    ir_yield(&a->b, ys, L->ncarried);
+    a->b = saved;
+    return f->results;
+}
+
+/* The carried values at a checkpoint at iteration `at` (i64): popped, or recomputed. */
+static ir_value **pop_checkpoint(ad_ctx *a, ad_loop *L, ir_op *op, ir_value *at) {
+    ir_value **x = ARENA_ARRAY(&a->m->mem, ir_value *, L->ncarried + 1);
+    for (uint32_t i = 0; i < L->ncarried; i++)
+        x[i] = L->stacks[i] != UINT32_MAX ? ir_adpop(&a->b, L->ck_stacks[i])
+                                          : recompute_carried(a, L, op, i, at);
+    return x;
+}
+
+static void reverse_while(ad_ctx *a, ir_op *op) {
+    ir_region *before = op->regions[0];
+    ir_op *cond = terminator(before);
     ad_loop *L = a->loops[op->id];
     kern_assert(L);
     rev_carry rc;
     rev_carry_init(a, op, before, 0, &rc);
     a->b.loc = op->loc;
-    /* the last test: before(x_k) gave the results (k = count) */
-    pop_carried(a, L, op, before, 0, L->count);
+    bool ck = L->ck_stacks != NULL;
+    ir_value *n = NULL, *k = L->ck_k, *one = NULL;
+    if (ck) {
+        /* the final test's values: from the last checkpoint c = (count / k) k, forward
+         * count - c iterations; the checkpoint goes back for its segment when c < count */
+        n = to_i64(a, L->count);
+        one = ir_const_int(&a->b, ty_i64(), 1);
+        ir_value *c = ir_binop(&a->b, IR_MUL, ir_binop(&a->b, IR_DIV, n, k), k);
+        ir_value **xc = pop_checkpoint(a, L, op, c);
+        ir_op *back = ir_if(&a->b, ir_binop(&a->b, IR_LT, c, n), NULL, 0);
+        ir_builder saved = a->b;
+        a->b = ir_builder_at_end(a->m, back->regions[0]);
+        for (uint32_t i = 0; i < L->ncarried; i++)
+            if (L->stacks[i] != UINT32_MAX)
+                ir_adpush(&a->b, L->ck_stacks[i], xc[i]);
+        ir_yield(&a->b, NULL, 0);
+        a->b = ir_builder_at_end(a->m, back->regions[1]);
+        ir_yield(&a->b, NULL, 0);
+        a->b = saved;
+        ir_value **xn = while_forward(a, op, L, xc, c, n, false);
+        for (uint32_t i = 0; i < L->ncarried; i++)
+            set_val(a, before->args[i], xn[i]);
+    } else {
+        /* the last test: before(x_k) gave the results (k = count) */
+        pop_carried(a, L, op, before, 0, L->count);
+    }
     clear_adj(a, before);
     copy_region(a, before, true);
     for (uint32_t i = 0; i < op->nresults; i++) {
@@ -814,6 +917,30 @@ static void reverse_while(ad_ctx *a, ir_op *op) {
     ir_value **inits = rev_inits(a, &rc, cadj);
     uint32_t nc = rc.nfloat + (uint32_t)rc.free.len;
     a->b.loc = op->loc;
+    if (ck) { /* segments of k iterations, newest first, each recomputed from its checkpoint */
+        ir_value *nseg =
+            ir_binop(&a->b, IR_DIV, ir_binop(&a->b, IR_ADD, n, ir_binop(&a->b, IR_SUB, k, one)), k);
+        ir_op *w = ir_for(&a->b, ir_const_int(&a->b, ty_i64(), 0), nseg, inits, nc, false);
+        ir_region *wb = w->regions[0];
+        ir_builder saved = a->b;
+        a->b = ir_builder_at_end(a->m, wb);
+        ir_value *seg = ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_SUB, nseg, one), wb->args[0]);
+        ir_value *start = ir_binop(&a->b, IR_MUL, seg, k);
+        ir_value *end = ir_binop(&a->b, IR_MIN, ir_binop(&a->b, IR_ADD, start, k), n);
+        while_forward(a, op, L, pop_checkpoint(a, L, op, start), start, end, true);
+        a->b.loc = op->loc;
+        ir_op *v = ir_for(&a->b, start, end, wb->args + 1, nc, false);
+        ir_region *vb = v->regions[0];
+        a->b = ir_builder_at_end(a->m, vb);
+        ir_value *last = ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_ADD, start, end), one);
+        rev_while_iteration(a, op, L, &rc, vb, ir_binop(&a->b, IR_SUB, last, vb->args[0]));
+        a->b = ir_builder_at_end(a->m, wb);
+        a->b.loc = op->loc;
+        ir_yield(&a->b, v->results, nc);
+        a->b = saved;
+        rev_finish(a, w, &rc, op->operands);
+        return;
+    }
     ir_op *w = ir_for(&a->b, ir_const_int(&a->b, ty_i32(), 0), L->count, inits, nc, false);
     ir_region *wb = w->regions[0];
     ir_builder saved = a->b;
@@ -822,27 +949,7 @@ static void reverse_while(ad_ctx *a, ir_op *op) {
     ir_value *km =
         ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_SUB, L->count, ir_const_int(&a->b, ty_i32(), 1)),
                  wb->args[0]);
-    pop_carried(a, L, op, before, 0, km);
-    clear_adj(a, before);
-    clear_adj(a, after);
-    for (int i = 0; i < rc.free.len; i++)
-        a->adj[((ir_value *)rc.free.data[i])->id] = wb->args[1 + rc.nfloat + i];
-    copy_region(a, before, true);
-    for (uint32_t i = 0; i < after->nargs; i++)
-        set_val(a, after->args[i], ad_val(a, cond->operands[1 + i]));
-    copy_region(a, after, true);
-    /* adj(x_{m+1}) flows into after's yield; the carried values that are not floats get
-     * none */
-    for (uint32_t i = 0; i < rc.nfloat; i++)
-        ad_accum(a, y->operands[rc.fidx[i]], wb->args[1 + i]);
-    reverse_ops(a, after);
-    for (uint32_t i = 0; i < after->nargs; i++) {
-        ir_value *g = a->adj[after->args[i]->id];
-        if (g)
-            ad_accum(a, cond->operands[1 + i], g);
-    }
-    reverse_ops(a, before);
-    rev_yield(a, &rc, before, 0, op->loc);
+    rev_while_iteration(a, op, L, &rc, wb, km);
     a->b = saved;
     rev_finish(a, w, &rc, op->operands);
 }
@@ -999,7 +1106,7 @@ ir_param *ad_grad_params(const ir_kernel *k, uint32_t *nparams) {
  * inside ifs included), in order. */
 static void find_ckpt_loops(ir_region *r, kern_ptrvec *out) {
     ir_foreach_op(op, r) {
-        if (op->code == IR_FOR && op_active(op))
+        if ((op->code == IR_FOR || op->code == IR_WHILE) && op_active(op))
             ptrvec_push(out, op);
         else if (op->code == IR_IF || op->code == IR_PARALLEL || op->code == IR_SERIAL)
             for (uint32_t i = 0; i < op->nregions; i++)

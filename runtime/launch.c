@@ -530,7 +530,7 @@ static kern_status plan_adstacks(kern_kernel *k, const kern_arg *args, const rt_
         if ((s = size_launch(v, var->args, var->la, full, var->counts, var->layout, &cs, &cslots,
                              &cbytes)) != KERN_OK)
             return s;
-        if ((int64_t)cbytes <= budget || forced == KERN_AD_RECOMPUTE) {
+        if ((int64_t)cbytes <= budget) {
             ckpt = (ad_option){v, KERN_AD_RECOMPUTE, full, cbytes, RT_RECOMPUTE_COST};
         } else {
             int64_t f2 = fit_slots(budget, cs, g, full);
@@ -541,7 +541,7 @@ static kern_status plan_adstacks(kern_kernel *k, const kern_arg *args, const rt_
     }
     if (forced == KERN_AD_FEWER_SLOTS && fewer.k) {
         *out = fewer;
-    } else if (forced == KERN_AD_RECOMPUTE) {
+    } else if (forced == KERN_AD_RECOMPUTE && (ckpt.k || !v)) {
         if (ckpt.k) /* a kernel without checkpointable loops stores everything */
             *out = ckpt;
     } else if (fewer.k && (!ckpt.k || fewer.cost <= ckpt.cost)) {

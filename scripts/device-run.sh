@@ -62,7 +62,7 @@ fuzz_run() { # HARNESS: one libFuzzer process per core, each with its own corpus
     [ "$crashes" = 0 ]
 }
 
-for STEP in suite corpus vulkan stress cli sanitizer bench fuzz; do
+for STEP in suite corpus vulkan budget stress cli sanitizer bench fuzz; do
     [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
     case $STEP in
     suite) step suite kern-tests -j8 ;;
@@ -78,6 +78,11 @@ for STEP in suite corpus vulkan stress cli sanitizer bench fuzz; do
         kernc run examples/simulate.kern simulate --target=vulkan x0=examples/data/x0.npy w=examples/data/w.npy out=examples/data/out.npy steps=16
         kernc gradcheck examples/simulate.kern simulate --target=vulkan x0=examples/data/x0.npy w=examples/data/w.npy out=examples/data/out.npy steps=16
         true' ;;
+    budget) step budget-cuda env KERN_TEST_BACKEND=cuda kern-tests -j4 --filter 'adbudget/*'
+            step ckpt-cuda env KERN_TEST_BACKEND=cuda KERN_AD_STRATEGY=recompute kern-tests -j4 --filter 'grad_corpus/*'
+            step slots-cuda env KERN_TEST_BACKEND=cuda KERN_AD_STRATEGY=slots kern-tests -j4 --filter 'grad_corpus/*'
+            step budget-vulkan env KERN_TEST_BACKEND=vulkan kern-tests -j4 --filter 'adbudget/*'
+            step ckpt-vulkan env KERN_TEST_BACKEND=vulkan KERN_AD_STRATEGY=recompute kern-tests -j4 --filter 'grad_corpus/*' ;;
     stress) step stress env KERN_TEST_BACKEND=cuda KERN_STRESS_LAUNCHES=100000 kern-tests --verbose --filter 'stress/*' ;;
     cli) step cli bash -c '
         set -e
