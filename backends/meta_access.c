@@ -12,7 +12,8 @@
  * or after MAX_JOINS different bounds; an array that any other op than these and `dim`
  * uses is read and written whole. Loads read, stores write, atomics do both. An enclosing
  * `if` is not looked at: a guarded access counts as if it always ran (a larger range,
- * never a smaller one). Derived kernels (K.grad, K.jvp) get no access lines: a reverse
+ * never a smaller one). A kernel with a `grad G` clause reads every array whole: its
+ * K.grad is G's code, which may read what K wrote. Derived kernels (K.grad, K.jvp) get no access lines: a reverse
  * tape records primal kernels, and a kernel without them counts as touching every array
  * whole. */
 #include <stdlib.h>
@@ -123,6 +124,8 @@ void kc_meta_access(kern_meta *meta, kern_meta_kernel *mk, const ir_kernel *k) {
     arena scratch;
     arena_init(&scratch);
     walk(&scratch, k, k->body, reads, writes);
+    for (uint32_t p = 0; k->grad_kernel && p < k->nparams; p++)
+        make_whole(&reads[p]); /* K.grad is G, which may read anything, what K wrote too */
     for (uint32_t p = 0; p < k->nparams; p++) {
         const kern_type *t = k->params[p].type;
         if (!ty_is_array(t))
