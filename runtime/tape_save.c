@@ -220,7 +220,7 @@ kern_status rt_tape_save(kern_tape *t, const kern_kernel *k, const tape_span *wr
     tape_save *saves = calloc((size_t)nwrites + 1, sizeof *saves);
     if (!saves)
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
-    int64_t budget = rt_ad_budget(ctx), left = budget - held(ctx);
+    int64_t budget = -1, left = 0; /* asked for at the first overlap (a device query) */
     int ns = 0, reader = 0, rp = 0;
     kern_status s = KERN_OK;
     for (int i = 0; i < nwrites && s == KERN_OK; i++) {
@@ -230,6 +230,10 @@ kern_status rt_tape_save(kern_tape *t, const kern_kernel *k, const tape_span *wr
         int64_t count = sv.hi - sv.lo;
         size_t es = kern_dtype_size(sv.b->dtype);
         sv.bytes = count * (int64_t)es; /* within the buffer's bytes */
+        if (budget < 0) {
+            budget = rt_ad_budget(ctx);
+            left = budget - held(ctx);
+        }
         if (sv.bytes > left) {
             s = over_budget(t, k, &writes[i], &sv, reader, rp, left, budget);
             break;
