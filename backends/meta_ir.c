@@ -117,6 +117,7 @@ static void fill_kernel(kern_meta *meta, kern_meta_kernel *mk, const ir_kernel *
         mk->adstacks[i].cap = sz_text(k->adstacks[i].cap);
     }
     mk->grad_error = k->grad_error ? one_line(k->grad_error) : NULL;
+    kc_meta_access(meta, mk, k);
 }
 
 kern_meta *kc_meta_from_ir(const ir_module *m) {

@@ -11,5 +11,9 @@
  * malloc'd as runtime/meta.h says, so kern_meta_free releases it. Never returns NULL
  * (out of memory aborts through kern_oom). */
 kern_meta *kc_meta_from_ir(const ir_module *m);
+/* Fills mk's access lines (runtime/meta.h) from kernel k: per array parameter, the
+ * elements a launch may read and write (backends/meta_access.c); none for derived kernels
+ * (K.grad, K.jvp). */
+void kc_meta_access(kern_meta *meta, kern_meta_kernel *mk, const ir_kernel *k);
 
 #endif

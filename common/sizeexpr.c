@@ -77,6 +77,24 @@ sz_expr *sz_copy(arena *a, const sz_expr *e) {
     return r;
 }
 
+bool sz_equal(const sz_expr *x, const sz_expr *y) {
+    if (x->op != y->op || x->v != y->v || x->d != y->d || x->nkids != y->nkids)
+        return false;
+    for (int i = 0; i < x->nkids; i++)
+        if (!sz_equal(x->kids[i], y->kids[i]))
+            return false;
+    return true;
+}
+
+int sz_depth(const sz_expr *e) {
+    int d = 0;
+    for (int i = 0; i < e->nkids; i++) {
+        int k = sz_depth(e->kids[i]);
+        d = k > d ? k : d;
+    }
+    return d + 1;
+}
+
 /* ---- Text form --------------------------------------------------------------------- */
 
 static const char *const sz_names[] = {

@@ -74,6 +74,10 @@ sz_expr *sz_bin(arena *a, sz_op op, sz_expr *x, sz_expr *y); /* ADD..MAX */
 sz_expr *sz_maxover(arena *a, int var, sz_expr *lo, sz_expr *hi, sz_expr *body);
 /* A deep copy of e in arena a. */
 sz_expr *sz_copy(arena *a, const sz_expr *e);
+/* Whether x and y are the same tree (same ops, values and kids). */
+bool sz_equal(const sz_expr *x, const sz_expr *y);
+/* The nesting depth of e: 1 for a leaf (the parser takes at most 63). */
+int sz_depth(const sz_expr *e);
 
 /* Appends the text form. */
 void sz_print(kern_buf *out, const sz_expr *e);

@@ -467,10 +467,19 @@ void kern_graph_release(kern_graph *g);
  * the adjoint buffers given to it; they must stay alive until kern_tape_clear or
  * kern_tape_destroy (a backward pass that finds one released fails with
  * KERN_ERR_ARGUMENT rather than using it, as far as it can tell). Buffers the tape
- * creates belong to it: kern_tape_clear and kern_tape_destroy release them. The tape
- * copies no data: K.grad reads the primal arrays as they are when backward runs, so a
- * launch must not overwrite an array that an earlier recorded launch read (use
- * time-indexed arrays, as the language's gradient rules require).
+ * creates belong to it: kern_tape_clear and kern_tape_destroy release them.
+ *
+ * K.grad reads the primal arrays when backward runs. So that it reads what K read, a
+ * launch that may overwrite elements an earlier record may have read (the index ranges
+ * of the kernel's metadata, evaluated for the launch) first copies them into a buffer of
+ * the tape's, and backward puts them back, newest record first, right after that launch's
+ * K.grad; after backward each such element holds the value the earlier records read.
+ * Time-indexed arrays (x[t + 1, i] from x[t, i]) overlap nothing and cost nothing. The
+ * copies count against the context's adstack budget (kern_context_options.
+ * ad_memory_budget) with the adstack heap; a launch whose copies do not fit fails before
+ * it runs (KERN_ERR_OUT_OF_MEMORY, naming both kernels, the parameter and the bytes).
+ * Writes the tape does not see (kern_buffer_write, a host step's own work) are not
+ * saved: they must not change what an earlier record read.
  *
  * A step that is not a kern kernel (a library call, a host solver) is recorded with its
  * own backward by kern_tape_record_func, below; backward calls it at its place among the
@@ -543,6 +552,10 @@ kern_status kern_tape_error(kern_tape *tape, kern_status status, const char *mes
 kern_status kern_tape_backward(kern_tape *tape);
 /* The number of records, host steps included. */
 int kern_tape_record_count(const kern_tape *tape);
+/* The bytes of the copies the tape keeps now (above: what a launch overwrote of earlier
+ * records' reads); 0 for a NULL tape. Backward releases each record's copies once it has
+ * put them back; kern_tape_clear and kern_tape_destroy release the rest. */
+int64_t kern_tape_saved_bytes(const kern_tape *tape);
 /* After backward: dL/d(scalar parameter `param`) of record `record` (0-based, in launch
  * order), read back as a double. KERN_ERR_ARGUMENT when the record or parameter is out
  * of range, the record is a host step, or the parameter is not a differentiable scalar;

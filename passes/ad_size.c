@@ -21,6 +21,10 @@
  * index it mentions (a range may mention outer indices, which are wrapped later).
  * Variables are numbered from the outermost maxover, v0. A while loop gives NULL.
  *
+ * The same forms give the range of an index (ad_value_range, for the tape's access ranges
+ * in the metadata): the affine form's smallest and largest values, each index term
+ * replaced, innermost first, by the end of its range that makes it smallest or largest.
+ *
  * Values are computed as mathematical integers: a bound whose computation wraps around
  * in the kernel's integer type is not modeled. Reads the kernel only; the tree goes to
  * the caller's arena as a tree (the IR's adstack table, the metadata), never as text. */
@@ -60,15 +64,6 @@ typedef struct sizer {
 } sizer;
 
 /* ---- Affine forms ------------------------------------------------------------------- */
-
-static bool sz_equal(const sz_expr *x, const sz_expr *y) {
-    if (x->op != y->op || x->v != y->v || x->d != y->d || x->nkids != y->nkids)
-        return false;
-    for (int i = 0; i < x->nkids; i++)
-        if (!sz_equal(x->kids[i], y->kids[i]))
-            return false;
-    return true;
-}
 
 static lin *lin_new(sizer *s, int64_t c, int cap) {
     lin *l = ARENA_NEW(s->a, lin);
@@ -338,10 +333,11 @@ static bool expr_nonneg(sizer *s, const sz_expr *e) {
     }
 }
 
-/* Whether l >= 0 wherever every index lies in its range: each index term is replaced,
- * innermost first, by the end of its range that makes l smallest,
- * until only a constant and non-negative extents remain. */
-static bool lin_nonneg(sizer *s, lin *l) {
+/* The smallest (largest: the largest) value of l wherever every index lies in its range:
+ * each index term is replaced, innermost first, by the end of its range that makes l
+ * smallest (largest), until no index term is left (an index may still appear inside
+ * another atom). NULL when a range's end cannot be followed. */
+static lin *lin_extreme(sizer *s, lin *l, bool largest) {
     for (int round = 0; l && round < 2 * AD_SIZE_MAXVARS; round++) {
         int best = -1;
         for (int i = 0; i < l->n; i++)
@@ -349,17 +345,25 @@ static bool lin_nonneg(sizer *s, lin *l) {
                 (best < 0 || s->vars[l->t[i].atom->v].depth > s->vars[l->t[best].atom->v].depth))
                 best = i;
         if (best < 0)
-            break;
+            return l;
         term t = l->t[best];
         const ivar *iv = &s->vars[t.atom->v];
-        lin *b = lin_of(s, t.coef > 0 ? iv->lo : iv->hi);
+        bool low_end = (t.coef > 0) != largest;
+        lin *b = lin_of(s, low_end ? iv->lo : iv->hi);
         if (!b)
-            return false;
-        if (t.coef < 0 && !(b = lin_axpy(s, b, -1, lin_const(s, 1)))) /* hi - 1 */
-            return false;
+            return NULL;
+        if (!low_end && !(b = lin_axpy(s, b, -1, lin_const(s, 1)))) /* hi - 1 */
+            return NULL;
         lin *rest = lin_axpy(s, l, -t.coef, lin_atom(s, t.atom));
         l = rest ? lin_axpy(s, rest, t.coef, b) : NULL;
     }
+    return NULL;
+}
+
+/* Whether l >= 0 wherever every index lies in its range: its smallest value is a
+ * constant and non-negative extents. */
+static bool lin_nonneg(sizer *s, lin *l) {
+    l = lin_extreme(s, l, false);
     if (!l || l->c < 0)
         return false;
     for (int i = 0; i < l->n; i++)
@@ -445,4 +449,32 @@ sz_expr *ad_task_extent(const ir_kernel *k, const ir_op *task, uint32_t d, arena
         kern_unreachable("ad_task_extent: not a dimension of a parallel task");
     /* the ranges of a task are uniform: no enclosing index to maximize over */
     return capacity_in(k, task, task->operands[2 * d], task->operands[2 * d + 1], out);
+}
+
+/* Whether e mentions an index variable or reads array elements. */
+static bool varies(const sz_expr *e) {
+    if (e->op == SZ_VAR || e->op == SZ_READ)
+        return true;
+    for (int i = 0; i < e->nkids; i++)
+        if (varies(e->kids[i]))
+            return true;
+    return false;
+}
+
+bool ad_value_range(const ir_kernel *k, const ir_value *v, arena *out, sz_expr **lo, sz_expr **hi) {
+    arena scratch;
+    arena_init(&scratch);
+    sizer s = {.k = k, .a = &scratch};
+    *lo = *hi = NULL;
+    lin *l = lin_of(&s, v);
+    lin *min = l ? lin_extreme(&s, l, false) : NULL;
+    lin *max = l ? lin_extreme(&s, l, true) : NULL;
+    lin *end = max ? lin_axpy(&s, max, 1, lin_const(&s, 1)) : NULL;
+    sz_expr *elo = min ? lin_expr(&s, min) : NULL, *ehi = end ? lin_expr(&s, end) : NULL;
+    if (elo && ehi && !varies(elo) && !varies(ehi)) {
+        *lo = sz_copy(out, elo);
+        *hi = sz_copy(out, ehi);
+    }
+    arena_free(&scratch);
+    return *lo != NULL;
 }

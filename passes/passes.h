@@ -121,6 +121,13 @@ sz_expr *ad_loop_capacity(const ir_kernel *k, const ir_op *loop, arena *out);
  * in arena out, so that the runtime can size a GPU grid on the host (docs/gpu-abi.md);
  * NULL when the range cannot be expressed (a bound from floats, say). */
 sz_expr *ad_task_extent(const ir_kernel *k, const ir_op *task, uint32_t d, arena *out);
+/* The values integer v of kernel k takes wherever its op runs, as [*lo, *hi) (trees in
+ * arena out) over the ranges of the parallel and serial loop indices it depends on: exact
+ * for affine forms of indices, parameters and extents (`t + 1`, `2 * i + j`), an enclosing
+ * range being non-empty whenever the op runs. False (both NULL) when it cannot be
+ * expressed without the data: loop-carried values, loads, floats, selects, products of
+ * indices. Values are mathematical integers, as for ad_loop_capacity. */
+bool ad_value_range(const ir_kernel *k, const ir_value *v, arena *out, sz_expr **lo, sz_expr **hi);
 
 /* Retypes every f32 of m (parameters, values, consts, adstacks) to f64 and removes the
  * casts that become identities (passes/ad_promote.c): kernc gradcheck runs K and K.grad

@@ -117,8 +117,7 @@ cleanup:
     return s;
 }
 
-/* Waits for the last launch that used b, then collects completed launches. */
-static kern_status wait_buffer(kern_buffer *b) {
+kern_status rt_buffer_wait(kern_buffer *b) {
     kern_context *ctx = b->ctx;
     char err[512];
     if (b->last_use > ctx->dev->ops->poll(ctx->dev)) {
@@ -152,7 +151,7 @@ kern_status kern_buffer_read(kern_buffer *b, void *dst, size_t size) {
     char err[512];
     kern_status s = check_transfer(b, dst, size, "kern_buffer_read");
     if (s == KERN_OK)
-        s = wait_buffer(b);
+        s = rt_buffer_wait(b);
     if (s == KERN_OK) {
         s = ctx->dev->ops->copy_out(ctx->dev, dst, b->mem, 0, size, err, sizeof err);
         if (s != KERN_OK)
@@ -174,7 +173,7 @@ kern_status kern_buffer_write(kern_buffer *b, const void *src, size_t size) {
     char err[512];
     kern_status s = check_transfer(b, src, size, "kern_buffer_write");
     if (s == KERN_OK)
-        s = wait_buffer(b);
+        s = rt_buffer_wait(b);
     if (s == KERN_OK) {
         s = ctx->dev->ops->copy_in(ctx->dev, b->mem, 0, src, size, err, sizeof err);
         if (s != KERN_OK)

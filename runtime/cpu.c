@@ -88,6 +88,13 @@ static kern_status cpu_copy_out(rt_device *d, void *dst, const void *mem, size_t
     return KERN_OK;
 }
 
+static kern_status cpu_copy(rt_device *d, void *dst, size_t doff, const void *src, size_t soff,
+                            size_t n, char *err, size_t errlen) {
+    if (n)
+        memmove((char *)dst + doff, (const char *)src + soff, n);
+    return KERN_OK;
+}
+
 static void cpu_run_range(void *user, int worker, int64_t begin, int64_t end) {
     const cpu_task_run *r = user;
     void *slice = r->ad_heap ? r->ad_heap + (int64_t)worker * r->ad_stride : NULL;
@@ -195,6 +202,7 @@ static const rt_device_ops cpu_ops = {
     .zero = cpu_zero,
     .copy_in = cpu_copy_in,
     .copy_out = cpu_copy_out,
+    .copy = cpu_copy,
     .load_code = rt_host_load_code,
     .get_kernel = rt_host_get_kernel,
     .free_kernel = rt_host_free_kernel,

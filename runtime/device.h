@@ -104,6 +104,11 @@ typedef struct rt_device_ops {
                            char *err, size_t errlen);
     kern_status (*copy_out)(rt_device *d, void *dst, const void *mem, size_t offset, size_t n,
                             char *err, size_t errlen);
+    /* Copies n bytes from allocation src at soff to allocation dst at doff (the two may be
+     * one allocation, the ranges apart), complete when it returns, like copy_out. NULL:
+     * the runtime copies through host memory (copy_out, then copy_in). */
+    kern_status (*copy)(rt_device *d, void *dst, size_t doff, const void *src, size_t soff,
+                        size_t n, char *err, size_t errlen);
     /* Loads a module's code image (provider.h) into *code. A kind the device cannot run
      * is KERN_ERR_UNSUPPORTED with a message naming both ("the module holds PTX for cuda;
      * the context's device is cpu"). On success the code object owns what it keeps of

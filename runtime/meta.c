@@ -8,7 +8,7 @@
  * one may not), fields are separated by exactly one space, numbers are unsigned decimal
  * without signs, a kernel line is followed by exactly NPARAMS param lines and then NTASKS
  * task lines (a parallel task's line followed by none or NDIMS extent lines), then any
- * adstack lines and at most one graderror line, and `end` is the
+ * adstack lines, at most one graderror line and any access lines, and `end` is the
  * last line. A single NUL byte may follow the text (C
  * strings embedded in a module file may count their terminator). Kernel names are unique,
  * parameter names unique within their kernel. Every error names the line. */
@@ -198,6 +198,7 @@ void kern_meta_free(kern_meta *m) {
             free(kk->adstacks[i].cap);
         free(kk->adstacks);
         free(kk->grad_error);
+        free(kk->access);
         free(kk->name);
     }
     free(m->kernels);
@@ -387,15 +388,16 @@ static bool raw_line(meta_parser *ps, const char *prefix, const char **s, const 
     return true;
 }
 
-/* Splits the next space-terminated field off [*s, e) (of an adstack line). */
+/* Splits the next space-terminated field off [*s, e) (of a line of the form `usage`). */
 static bool take_field(meta_parser *ps, const char **s, const char *e, meta_field *f,
-                       const char *what) {
+                       const char *usage, const char *what) {
     const char *b = *s;
     const char *q = b;
     while (q < e && *q != ' ')
         q++;
     if (q == b || q == e)
-        return fail(ps, "adstack: expected 'adstack TYPE LINE COL SIZEEXPR' (no %s)", what);
+        return fail(ps, "%.*s: expected '%s' (no %s)", (int)strcspn(usage, " "), usage, usage,
+                    what);
     *f = (meta_field){b, (int)(q - b)};
     *s = q + 1;
     return true;
@@ -404,9 +406,10 @@ static bool take_field(meta_parser *ps, const char **s, const char *e, meta_fiel
 /* adstack TYPE LINE COL SIZEEXPR-to-end-of-line */
 static bool parse_adstack(meta_parser *ps, kern_meta *m, kern_meta_kernel *k, const char *s,
                           const char *e) {
+    static const char usage[] = "adstack TYPE LINE COL SIZEEXPR";
     meta_field ft = {0}, fl = {0}, fc = {0};
-    if (!take_field(ps, &s, e, &ft, "TYPE") || !take_field(ps, &s, e, &fl, "LINE") ||
-        !take_field(ps, &s, e, &fc, "COL"))
+    if (!take_field(ps, &s, e, &ft, usage, "TYPE") || !take_field(ps, &s, e, &fl, usage, "LINE") ||
+        !take_field(ps, &s, e, &fc, usage, "COL"))
         return false;
     const kern_type *t = ty_parse(ft.s, ft.len);
     if (!t || !ty_is_scalar(t))
@@ -438,6 +441,93 @@ static bool parse_adstack(meta_parser *ps, kern_meta *m, kern_meta_kernel *k, co
     a->line = line;
     a->col = col;
     a->expr = x;
+    return true;
+}
+
+/* The end of the SizeExpr that starts at s: a parenthesized group with its nested ones, or
+ * a token up to the next space (an unbalanced group runs to e; sz_parse says why). */
+static const char *expr_end(const char *s, const char *e) {
+    if (s < e && *s == '(') {
+        int depth = 0;
+        for (const char *q = s; q < e; q++)
+            if (*q == '(')
+                depth++;
+            else if (*q == ')' && --depth == 0)
+                return q + 1;
+        return e;
+    }
+    while (s < e && *s != ' ')
+        s++;
+    return s;
+}
+
+/* One SizeExpr of an access line, from *s up to a space or e, into *out; its leaves are
+ * checked against k, and it may not read array elements (the tape evaluates it for any
+ * device). */
+static bool access_expr(meta_parser *ps, kern_meta *m, const kern_meta_kernel *k, const char **s,
+                        const char *e, sz_expr **out) {
+    const char *b = *s, *q = expr_end(b, e);
+    char err[256];
+    if (q == b)
+        return fail(ps, "access: a range needs LO and HI");
+    if (!(*out = sz_parse(&m->mem, b, (size_t)(q - b), err, sizeof err)))
+        return fail(ps, "access: bad SizeExpr '%.*s': %s", (int)(q - b), b, err);
+    if (!check_leaves(*out, k, err, sizeof err))
+        return fail(ps, "access: SizeExpr %s", err);
+    if (sz_reads_memory(*out))
+        return fail(ps, "access: SizeExpr '%.*s' reads array elements", (int)(q - b), b);
+    if (q < e && *q != ' ')
+        return fail(ps, "access: expected a space after '%.*s'", (int)(q - b), b);
+    *s = q < e ? q + 1 : q;
+    return true;
+}
+
+/* access P read|write none | access P read|write RANGE... (RANGE: * or LO HI, one per
+ * dimension of P) */
+static bool parse_access(meta_parser *ps, kern_meta *m, kern_meta_kernel *k, const char *s,
+                         const char *e) {
+    static const char usage[] = "access P read|write none|RANGE...";
+    meta_field fp = {0}, fk = {0};
+    uint32_t p;
+    if (!take_field(ps, &s, e, &fp, usage, "P") || !take_field(ps, &s, e, &fk, usage, "kind") ||
+        !parse_u32(ps, &fp, "P", UINT32_MAX, &p))
+        return false;
+    if (p >= (uint32_t)k->nparams || !ty_is_array(k->params[p].type))
+        return fail(ps, "access: parameter %u of kernel '%s' is not an array parameter", p,
+                    k->name);
+    if (!field_is(&fk, "read") && !field_is(&fk, "write"))
+        return fail(ps, "access: kind '%.*s' (read or write)", fk.len, fk.s);
+    bool write = field_is(&fk, "write");
+    if (kern_meta_access_of(k, (int)p, write))
+        return fail(ps, "access: a second '%s' line for parameter '%s'", write ? "write" : "read",
+                    k->params[p].name);
+    kern_meta_access a = {.param = (int)p, .write = write};
+    int rank = k->params[p].type->rank;
+    if ((size_t)(e - s) == 4 && memcmp(s, "none", 4) == 0) {
+        a.none = true;
+        s = e;
+    }
+    for (int d = 0; !a.none && d < rank; d++) {
+        if (s >= e)
+            return fail(ps, "access: '%s' has %d dimensions: %d ranges, not %d", k->params[p].name,
+                        rank, rank, d);
+        if (*s == '*' && (s + 1 == e || s[1] == ' ')) {
+            s += s + 1 == e ? 1 : 2;
+            continue;
+        }
+        if (!access_expr(ps, m, k, &s, e, &a.lo[d]) || !access_expr(ps, m, k, &s, e, &a.hi[d]))
+            return false;
+    }
+    if (s < e)
+        return fail(ps, "access: '%s' has %d dimensions: text after its ranges", k->params[p].name,
+                    rank);
+    if (k->naccess >= META_MAX_COUNT)
+        return fail(ps, "kernel '%s' has too many access lines", k->name);
+    kern_meta_access *na = realloc(k->access, ((size_t)k->naccess + 1) * sizeof *na);
+    if (!na)
+        return fail(ps, "out of memory");
+    k->access = na;
+    k->access[k->naccess++] = a;
     return true;
 }
 
@@ -502,6 +592,12 @@ static bool parse_kernel(meta_parser *ps, kern_meta *m) {
         return false;
     if (found && !(k->grad_error = dup_field(&(meta_field){s, (int)(e - s)})))
         return fail(ps, "out of memory");
+    for (found = true; found;) {
+        if (!raw_line(ps, "access ", &s, &e, &found))
+            return false;
+        if (found && !parse_access(ps, m, k, s, e))
+            return false;
+    }
     return true;
 }
 
@@ -574,8 +670,11 @@ kern_meta *kern_meta_parse(const char *text, size_t len, char *err, size_t errle
                 goto fail;
         } else if (field_is(&ps.f[0], "end") && ps.nf == 1) {
             ended = true;
-        } else if (field_is(&ps.f[0], "adstack") || field_is(&ps.f[0], "graderror")) {
-            fail(&ps, "'%.*s' must follow a kernel's tasks (adstacks first, then graderror)",
+        } else if (field_is(&ps.f[0], "adstack") || field_is(&ps.f[0], "graderror") ||
+                   field_is(&ps.f[0], "access")) {
+            fail(&ps,
+                 "'%.*s' must follow a kernel's tasks (adstacks first, then graderror, then "
+                 "access)",
                  ps.f[0].len, ps.f[0].s);
             goto fail;
         } else {
@@ -592,6 +691,23 @@ kern_meta *kern_meta_parse(const char *text, size_t len, char *err, size_t errle
 fail:
     kern_meta_free(m);
     return NULL;
+}
+
+static void print_access(kern_buf *out, const kern_meta_kernel *k, const kern_meta_access *a) {
+    buf_printf(out, "access %d %s", a->param, a->write ? "write" : "read");
+    if (a->none)
+        buf_puts(out, " none");
+    for (int d = 0; !a->none && d < k->params[a->param].type->rank; d++) {
+        if (!a->lo[d] || !a->hi[d]) {
+            buf_puts(out, " *");
+            continue;
+        }
+        buf_putc(out, ' ');
+        sz_print(out, a->lo[d]);
+        buf_putc(out, ' ');
+        sz_print(out, a->hi[d]);
+    }
+    buf_putc(out, '\n');
 }
 
 void kern_meta_print(kern_buf *out, const kern_meta *m) {
@@ -634,6 +750,8 @@ void kern_meta_print(kern_buf *out, const kern_meta *m) {
                        kk->adstacks[i].line, kk->adstacks[i].col, kk->adstacks[i].cap);
         if (kk->grad_error)
             buf_printf(out, "graderror %s\n", kk->grad_error);
+        for (int i = 0; i < kk->naccess; i++)
+            print_access(out, kk, &kk->access[i]);
     }
     buf_puts(out, "end\n");
 }
@@ -642,6 +760,13 @@ const kern_meta_kernel *kern_meta_find(const kern_meta *m, const char *name) {
     for (int k = 0; k < m->nkernels; k++)
         if (strcmp(m->kernels[k].name, name) == 0)
             return &m->kernels[k];
+    return NULL;
+}
+
+const kern_meta_access *kern_meta_access_of(const kern_meta_kernel *k, int param, bool write) {
+    for (int i = 0; i < k->naccess; i++)
+        if (k->access[i].param == param && k->access[i].write == write)
+            return &k->access[i];
     return NULL;
 }
 

@@ -16,6 +16,7 @@
  *   extent D SIZEEXPR | extent D ?    after a parallel task: none, or one per dimension
  *   adstack TYPE LINE COL SIZEEXPR    TYPE a scalar type; SIZEEXPR to the end of the line
  *   graderror MESSAGE-to-end-of-line  (optional, at most once)
+ *   access P read|write none | access P read|write RANGE...   (optional, see below)
  *   end
  * A kernel's params, tasks, adstacks (gradient kernels: the adstack table in order, LINE
  * COL the loop's location, SIZEEXPR the capacity in the text form of common/sizeexpr.h)
@@ -29,7 +30,14 @@
  * items along each dimension (hi - lo of its range; a negative value counts as 0) as a
  * SizeExpr over the kernel's parameters, or `?` where the compiler could not express it,
  * so the runtime can compute the work-item count on the host (rt_task_count, adstack.h).
- * Metadata without extent lines (older files) parses with every extent unknown. */
+ * Metadata without extent lines (older files) parses with every extent unknown.
+ *
+ * `access` lines (after graderror; at most one per array parameter P and kind) give the
+ * elements a launch may read or write (stores and atomics write; atomics also read) of
+ * array parameter P, for the gradient tape (runtime/tape_save.c): `none`, or one RANGE
+ * per dimension of P, `*` for the whole dimension or `LO HI`, two SizeExprs giving the
+ * half-open index range [LO, HI) over the kernel's scalar parameters and extents. A
+ * parameter and kind without a line (older files) may touch the whole array. */
 #ifndef KERN_META_H
 #define KERN_META_H
 
@@ -75,6 +83,16 @@ typedef struct kern_meta_adstack {
                             * parsed from cap; NULL until parsed */
 } kern_meta_adstack;
 
+/* What a launch may read or write of one array parameter (the `access` lines). */
+typedef struct kern_meta_access {
+    int param;  /* an array parameter */
+    bool write; /* the elements it may write (else read) */
+    bool none;  /* it touches no element */
+    /* per dimension below the parameter's rank: the range [lo, hi) (trees in
+     * kern_meta.mem), both NULL for the whole dimension */
+    sz_expr *lo[KERN_MAX_RANK], *hi[KERN_MAX_RANK];
+} kern_meta_access;
+
 typedef struct kern_meta_kernel {
     char *name;
     uint32_t line, col;
@@ -88,6 +106,8 @@ typedef struct kern_meta_kernel {
     int ad_lanes;     /* CPU code: work items one worker runs at once (SIMD lanes; 0 or 1:
                          one), read from the code's kern_<K>__lanes when it is loaded; the
                          adstack slices hold that many items' stacks. Not in the text form. */
+    kern_meta_access *access; /* the access lines, in order (may be NULL when naccess is 0) */
+    int naccess;
 } kern_meta_kernel;
 
 typedef struct kern_meta {
@@ -111,6 +131,9 @@ void kern_meta_free(kern_meta *m);
  * task. */
 bool kern_meta_check_adstacks(kern_meta *m, char *err, size_t errlen);
 const kern_meta_kernel *kern_meta_find(const kern_meta *m, const char *name);
+/* The access line of parameter `param` and kind `write` of k; NULL when there is none
+ * (then the launch may touch the whole array). */
+const kern_meta_access *kern_meta_access_of(const kern_meta_kernel *k, int param, bool write);
 /* The symbol of task t of kernel `kernel` (abi.h): writes "kern_<K>__t<t>" or, with
  * count, "kern_<K>__t<t>_count" into buf. */
 void kern_meta_symbol(char *buf, size_t size, const char *kernel, int task, bool count);

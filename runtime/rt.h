@@ -245,6 +245,9 @@ void rt_buffer_outlive_context(kern_buffer *b, rt_orphans *o);
 void rt_orphan_destroy(kern_buffer *b);
 /* Frees a module; the caller has waited for its launches. */
 void rt_module_destroy(kern_module *m);
+/* Waits for the last launch that used b (its completion point); the device's error as the
+ * context's message. */
+kern_status rt_buffer_wait(kern_buffer *b);
 /* "f32[3, 4]" */
 void rt_format_buffer(char *buf, size_t size, const kern_buffer *b);
 

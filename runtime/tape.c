@@ -35,41 +35,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt.h"
-
-typedef struct tape_grad {
-    kern_buffer *primal, *grad; /* grad: the adjoint, or on a forward tape the tangent */
-    bool owned; /* created by the tape */
-} tape_grad;
-
-typedef struct tape_record {
-    kern_kernel *k; /* NULL for a host step */
-    kern_arg *args; /* a host step's: its declared buffers */
-    int nargs;
-    kern_buffer **scalar_grads;     /* per parameter: the scalar's adjoint (forward: tangent) */
-    kern_tape_backward_fn backward; /* a host step's */
-    void *user;
-    void (*free_user)(void *user);
-} tape_record;
-
-struct kern_tape {
-    rt_list link; /* in the context's list of tapes */
-    kern_context *ctx;
-    tape_record *recs;
-    int nrecs, caprecs;
-    tape_grad *grads;
-    int ngrads, capgrads;
-    bool forward; /* launches run K.jvp; grads holds tangents */
-    bool ran;     /* backward has run over the records */
-    bool running; /* backward is running (a host step's callback may be on the stack) */
-};
+#include "tape.h"
 
 static bool differentiable(const kern_meta_param *p) {
     const kern_type *t = ty_is_array(p->type) ? p->type->elem : p->type;
     return ty_is_float(t) && !p->nograd;
 }
 
-static bool buffer_alive(kern_context *ctx, const kern_buffer *b) {
+bool rt_tape_buffer_alive(kern_context *ctx, const kern_buffer *b) {
     for (rt_list *l = ctx->buffers.next; l != &ctx->buffers; l = l->next)
         if ((const kern_buffer *)l == b)
             return true;
@@ -132,10 +105,12 @@ static void free_records(kern_tape *t) {
     for (int r = 0; r < t->nrecs; r++) {
         tape_record *rec = &t->recs[r];
         for (int i = 0; rec->scalar_grads && i < rec->nargs; i++)
-            if (rec->scalar_grads[i] && buffer_alive(t->ctx, rec->scalar_grads[i]))
+            if (rec->scalar_grads[i] && rt_tape_buffer_alive(t->ctx, rec->scalar_grads[i]))
                 kern_buffer_release(rec->scalar_grads[i]);
         free(rec->scalar_grads);
         free(rec->args);
+        free(rec->reads);
+        rt_tape_drop(t, rec->saves, rec->nsaves);
         if (rec->free_user)
             rec->free_user(rec->user);
     }
@@ -148,7 +123,7 @@ static void free_owned_grads(kern_tape *t) {
     int n = 0;
     for (int i = 0; i < t->ngrads; i++) {
         if (t->grads[i].owned) {
-            if (buffer_alive(t->ctx, t->grads[i].grad))
+            if (rt_tape_buffer_alive(t->ctx, t->grads[i].grad))
                 kern_buffer_release(t->grads[i].grad);
         } else {
             t->grads[n++] = t->grads[i];
@@ -253,7 +228,7 @@ static kern_status set_assoc(kern_tape *t, kern_buffer *primal, kern_buffer *gra
         return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: the %s %s does not match the buffer %s", fn,
                         word, gw, pw);
     tape_grad *g = find_grad(t, primal);
-    if (g && g->owned && g->grad != grad && buffer_alive(ctx, g->grad))
+    if (g && g->owned && g->grad != grad && rt_tape_buffer_alive(ctx, g->grad))
         kern_buffer_release(g->grad);
     if (!g && !(g = add_grad(t)))
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -337,25 +312,42 @@ kern_status kern_tape_launch(kern_tape *t, kern_kernel *k, const kern_arg *args,
         return KERN_ERR_ARGUMENT;
     if (t->forward)
         return launch_forward(t, k, args, nargs, NULL, "kern_tape_launch");
-    kern_status s = kern_launch(k, args, nargs);
-    if (s != KERN_OK)
+    /* what the launch reads, and what it overwrites of earlier records' reads, saved
+     * before it runs (tape_save.c); arguments that do not match are kern_launch's error */
+    tape_span *reads = NULL, *writes = NULL;
+    tape_save *saves = NULL;
+    int nreads = 0, nwrites = 0, nsaves = 0;
+    kern_status s = KERN_OK;
+    if (rt_tape_spans(k, args, nargs, false, &reads, &nreads) &&
+        rt_tape_spans(k, args, nargs, true, &writes, &nwrites))
+        s = rt_tape_save(t, k, writes, nwrites, &saves, &nsaves);
+    else if (nreads < 0 || nwrites < 0)
+        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory");
+    free(writes);
+    if (s == KERN_OK)
+        s = kern_launch(k, args, nargs);
+    tape_record *rec = s == KERN_OK ? new_record(t) : NULL;
+    kern_arg *rargs = rec ? malloc(((size_t)nargs + 1) * sizeof *rargs) : NULL;
+    kern_buffer **scalar_grads = rargs ? calloc((size_t)nargs + 1, sizeof *scalar_grads) : NULL;
+    if (s == KERN_OK && !scalar_grads)
+        s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
+                     "out of host memory: kernel '%s' ran but was not recorded", k->meta->name);
+    if (s != KERN_OK) {
+        free(rargs);
+        free(reads);
+        rt_tape_drop(t, saves, nsaves);
         return s;
-    tape_record *rec = new_record(t);
-    if (!rec)
-        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
-                        "out of host memory: kernel '%s' ran but was not recorded", k->meta->name);
-    rec->k = k;
-    rec->nargs = nargs;
-    rec->args = malloc(((size_t)nargs + 1) * sizeof *rec->args);
-    rec->scalar_grads = calloc((size_t)nargs + 1, sizeof *rec->scalar_grads);
-    if (!rec->args || !rec->scalar_grads) {
-        free(rec->args);
-        free(rec->scalar_grads);
-        return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
-                        "out of host memory: kernel '%s' ran but was not recorded", k->meta->name);
     }
     if (nargs)
-        memcpy(rec->args, args, (size_t)nargs * sizeof *args);
+        memcpy(rargs, args, (size_t)nargs * sizeof *args);
+    *rec = (tape_record){.k = k,
+                         .args = rargs,
+                         .nargs = nargs,
+                         .scalar_grads = scalar_grads,
+                         .reads = reads,
+                         .nreads = nreads,
+                         .saves = saves,
+                         .nsaves = nsaves};
     t->nrecs++;
     return KERN_OK;
 }
@@ -374,7 +366,7 @@ static kern_status check_record_func(kern_tape *t, kern_tape_backward_fn backwar
     for (int i = 0; i < nbuffers; i++) {
         if (!buffers[i])
             return rt_error(ctx, KERN_ERR_ARGUMENT, "kern_tape_record_func: buffer %d is NULL", i);
-        if (!buffer_alive(ctx, buffers[i]))
+        if (!rt_tape_buffer_alive(ctx, buffers[i]))
             return rt_error(ctx, KERN_ERR_ARGUMENT,
                             "kern_tape_record_func: buffer %d is not a live buffer of the "
                             "tape's context",
@@ -396,10 +388,13 @@ kern_status kern_tape_record_func(kern_tape *t, kern_tape_backward_fn backward, 
     kern_status s = check_record_func(t, backward, buffers, nbuffers);
     tape_record *rec = s == KERN_OK ? new_record(t) : NULL;
     kern_arg *args = rec ? malloc(((size_t)nbuffers + 1) * sizeof *args) : NULL;
-    if (s == KERN_OK && !args)
+    /* its callback may read any of its buffers: later launches save what they overwrite */
+    tape_span *reads = args ? rt_tape_whole_spans(buffers, nbuffers) : NULL;
+    if (s == KERN_OK && !reads)
         s = rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
                      "out of host memory: the host step was not recorded");
     if (s != KERN_OK) {
+        free(args);
         if (free_user)
             free_user(user);
         return s;
@@ -408,6 +403,8 @@ kern_status kern_tape_record_func(kern_tape *t, kern_tape_backward_fn backward, 
         args[i] = kern_arg_buffer(buffers[i]);
     *rec = (tape_record){.args = args,
                          .nargs = nbuffers,
+                         .reads = reads,
+                         .nreads = nbuffers,
                          .backward = backward,
                          .user = user,
                          .free_user = free_user};
@@ -421,6 +418,10 @@ kern_status kern_tape_error(kern_tape *t, kern_status status, const char *messag
     if (status == KERN_OK)
         status = KERN_ERR_CALLBACK;
     return rt_error(t->ctx, status, "%s", message ? message : "");
+}
+
+int64_t kern_tape_saved_bytes(const kern_tape *t) {
+    return t && rt_handle_check(t, RT_H_TAPE, "kern_tape_saved_bytes") ? t->saved_bytes : 0;
 }
 
 int kern_tape_record_count(const kern_tape *t) {
@@ -438,7 +439,7 @@ static kern_status new_zeroed(kern_tape *t, kern_dtype dtype, int rank, const in
 static kern_status ensure_grad(kern_tape *t, kern_buffer *b, const char *what, kern_buffer **out) {
     kern_context *ctx = t->ctx;
     tape_grad *g = find_grad(t, b);
-    if (g && !buffer_alive(ctx, g->grad))
+    if (g && !rt_tape_buffer_alive(ctx, g->grad))
         return rt_error(ctx, KERN_ERR_ARGUMENT, "the %s buffer of %s was released", assoc_word(t),
                         what);
     if (!g) {
@@ -461,7 +462,7 @@ static kern_status ensure_grad(kern_tape *t, kern_buffer *b, const char *what, k
 static kern_status backward_host(kern_tape *t, tape_record *rec, bool *in_callback) {
     kern_context *ctx = t->ctx;
     for (int i = 0; i < rec->nargs; i++)
-        if (!buffer_alive(ctx, rec->args[i].u.buffer))
+        if (!rt_tape_buffer_alive(ctx, rec->args[i].u.buffer))
             return rt_error(ctx, KERN_ERR_ARGUMENT, "its buffer %d was released", i);
     for (int i = 0; i < rec->nargs; i++) {
         kern_buffer *b = rec->args[i].u.buffer, *g;
@@ -521,7 +522,8 @@ static kern_status backward_one(kern_tape *t, int r) {
         return rt_error(ctx, KERN_ERR_ARGUMENT, "its module was released");
     const kern_meta_kernel *mk = rec->k->meta;
     for (int i = 0; i < rec->nargs; i++)
-        if (rec->args[i].kind == KERN_ARG_BUFFER && !buffer_alive(ctx, rec->args[i].u.buffer))
+        if (rec->args[i].kind == KERN_ARG_BUFFER &&
+            !rt_tape_buffer_alive(ctx, rec->args[i].u.buffer))
             return rt_error(ctx, KERN_ERR_ARGUMENT, "the buffer of parameter '%s' was released",
                             mk->params[i].name);
     kern_kernel *gk;
@@ -585,7 +587,7 @@ static kern_status launch_forward(kern_tape *t, kern_kernel *k, const kern_arg *
         kern_buffer *tb = NULL;
         if (ty_is_array(p->type)) {
             kern_buffer *b = args[i].kind == KERN_ARG_BUFFER ? args[i].u.buffer : NULL;
-            if (!b || !buffer_alive(ctx, b)) {
+            if (!b || !rt_tape_buffer_alive(ctx, b)) {
                 s = rt_error(ctx, KERN_ERR_ARGUMENT, "%s: kernel '%s', parameter '%s': %s", fn,
                              mk->name, p->name,
                              args[i].kind != KERN_ARG_BUFFER ? "expected a buffer"
@@ -677,6 +679,12 @@ kern_status kern_tape_backward(kern_tape *t) {
             const char *name = module_alive(ctx, rec->k->mod) ? rec->k->meta->name : "?";
             rt_error(ctx, s, "kern_tape_backward: record %d (kernel '%s'): %s", r, name, ctx->msg);
         }
+        /* the elements the launch overwrote of earlier records' reads, as they read them */
+        if (s == KERN_OK && (s = rt_tape_restore(t, rec)) != KERN_OK)
+            rt_error(ctx, s,
+                     "kern_tape_backward: record %d: putting back the elements it "
+                     "overwrote: %s",
+                     r, ctx->msg);
     }
     t->running = false;
     return s;

@@ -140,7 +140,7 @@ static const struct {
     {"graderror \nend\n", "metadata line 6: graderror: nothing after it"},
     {"graderror x\nadstack f64 3 5 1\nend\n",
      "metadata line 7: 'adstack' must follow a kernel's tasks (adstacks first, then "
-     "graderror)"},
+     "graderror, then access)"},
     {"graderror x\ngraderror y\nend\n",
      "metadata line 7: 'graderror' must follow a kernel's tasks"},
 };
@@ -164,7 +164,7 @@ Test(adstack_rt, meta_errors_name_the_line) {
     char err[512];
     cr_assert_null(kern_meta_parse(t, strlen(t), err, sizeof err));
     cr_assert_str_eq(err, "metadata line 2: 'adstack' must follow a kernel's tasks (adstacks "
-                          "first, then graderror)");
+                          "first, then graderror, then access)");
 }
 
 /* ---- layout and sizing -------------------------------------------------------------- */

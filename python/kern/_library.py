@@ -126,6 +126,7 @@ _c = {
     "tape_record_func": _fn("kern_tape_record_func", _st, _vp, _vp, _vp, _vp, _pvp, _int),
     "tape_error": _fn("kern_tape_error", _st, _vp, _st, ctypes.c_char_p),
     "tape_count": _fn("kern_tape_record_count", _int, _vp),
+    "tape_saved_bytes": _fn("kern_tape_saved_bytes", ctypes.c_int64, _vp),
     "tape_create_forward": _fn("kern_tape_create_forward", _st, _vp, _pvp),
     "tape_set_tan": _fn("kern_tape_set_tan", _st, _vp, _vp, _vp),
     "tape_tan": _fn("kern_tape_tan", _st, _vp, _vp, _pvp),

@@ -334,6 +334,12 @@ class Tape(_Made):
     def records(self):
         return _c["tape_count"](self._live("Tape.records"))
 
+    @property
+    def saved_bytes(self):
+        """The bytes of the copies the tape keeps: what a recorded call overwrote of an
+        earlier recorded call's reads, put back during backward (kern_tape_saved_bytes)."""
+        return _c["tape_saved_bytes"](self._live("Tape.saved_bytes"))
+
     def zero(self):
         """Forgets the records (and the host steps' callables, the Buffers, arrays and
         modules the records used) and the adjoints (a new recording starts); on a forward
