@@ -199,7 +199,8 @@ static bool build_grads(kc_ctx *ctx, const kern_source *src, ir_module *m) {
             ad_gather_kernel(m, grads[i]);
         /* the checkpointed variant the runtime launches instead when K.grad's adstacks
          * do not fit its memory budget (docs/autodiff.md) */
-        bool want_ck = !o->no_ckpt && (!o->grad_only || only_is(o, k->name, ".grad.ckpt"));
+        bool want_ck = !o->no_ckpt && (!o->grad_only || only_is(o, k->name, ".grad") ||
+                                       only_is(o, k->name, ".grad.ckpt"));
         ir_kernel *ck = want_ck ? ad_grad_ckpt_kernel(k, o->ad_stack_size) : NULL;
         if (ck && !o->scatter_adjoints)
             ad_gather_kernel(m, ck);

@@ -105,6 +105,9 @@ static kern_status build_grad(kern_context *ctx, void *p, const char *grad, kern
     cc->opts = l->opts;
     cc->opts.grad = KC_GRAD_POSSIBLE;
     cc->opts.grad_only = grad;
+    /* K.grad.ckpt is built on its own, when a launch needs it (rt_module_lazy_ckpt) */
+    size_t gl = strlen(grad);
+    cc->opts.no_ckpt = gl < 10 || strcmp(grad + gl - 10, ".grad.ckpt") != 0;
     kern_status st;
     ir_module *m = kc_compile_source(cc, l->name, l->source, l->len);
     ir_kernel *keep = NULL;

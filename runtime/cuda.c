@@ -81,6 +81,7 @@ enum {
     X(cuMemsetD8Async, CUresult, (CUdeviceptr, unsigned char, size_t, CUstream))                   \
     X(cuMemcpyHtoDAsync_v2, CUresult, (CUdeviceptr, const void *, size_t, CUstream))               \
     X(cuMemcpyDtoH_v2, CUresult, (void *, CUdeviceptr, size_t))                                    \
+    X(cuMemcpyDtoDAsync_v2, CUresult, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                \
     X(cuMemHostAlloc, CUresult, (void **, size_t, unsigned))                                       \
     X(cuMemHostGetDevicePointer_v2, CUresult, (CUdeviceptr *, void *, unsigned))                   \
     X(cuMemFreeHost, CUresult, (void *))                                                           \
@@ -304,6 +305,21 @@ static kern_status cuda_copy_out(rt_device *d, void *dst, const void *mem, size_
     if (s != KERN_OK || n == 0)
         return s;
     CU_CHECK(c, c->api.cuMemcpyDtoH_v2(dst, (CUdeviceptr)(uintptr_t)mem + off, n), "cuMemcpyDtoH");
+    return KERN_OK;
+}
+
+/* In stream order after the launches submitted so far, and complete when it returns. */
+static kern_status cuda_copy(rt_device *d, void *dst, size_t doff, const void *src, size_t soff,
+                             size_t n, char *err, size_t errlen) {
+    cuda_device *c = cuda_of(d);
+    kern_status s = cuda_current(c, err, errlen);
+    if (s != KERN_OK || n == 0)
+        return s;
+    CU_CHECK(c,
+             c->api.cuMemcpyDtoDAsync_v2((CUdeviceptr)(uintptr_t)dst + doff,
+                                         (CUdeviceptr)(uintptr_t)src + soff, n, c->stream),
+             "cuMemcpyDtoDAsync");
+    CU_CHECK(c, c->api.cuStreamSynchronize(c->stream), "cuStreamSynchronize");
     return KERN_OK;
 }
 
@@ -796,6 +812,7 @@ static const rt_device_ops cuda_ops = {
     .sync = cuda_sync,
     .ad_slots = cuda_ad_slots,
     .mem_free = cuda_mem_free,
+    .copy = cuda_copy,
     .size_adstack = cuda_size_adstack,
     .graph_build = cuda_graph_build,
     .graph_launch = cuda_graph_launch,

@@ -502,6 +502,8 @@ static kern_status plan_adstacks(kern_kernel *k, const kern_arg *args, const rt_
     int64_t budget = ctx->opts.ad_memory_budget > 0 ? ctx->opts.ad_memory_budget
                      : store <= h->bytes            ? INT64_MAX
                                                     : rt_ad_budget(ctx);
+    if (budget < INT64_MAX) /* what the tapes keep of overwritten ranges counts too */
+        budget -= rt_tapes_saved(ctx);
     h->last_store_all = (int64_t)store;
     h->last_budget = budget;
     *out = (ad_option){k, KERN_AD_STORE_ALL, full, store, 1.0};

@@ -221,6 +221,8 @@ void rt_format_loc(char *buf, size_t size, const kern_meta *m, uint32_t line, ui
  * kern_context_options.ad_memory_budget, else 3/4 of the device's free memory plus the
  * heap it holds (CPU: the free physical memory); INT64_MAX when the device cannot tell. */
 int64_t rt_ad_budget(kern_context *ctx);
+/* The bytes the context's tapes keep of overwritten ranges (tape_save.c): the budget's too. */
+int64_t rt_tapes_saved(kern_context *ctx);
 /* $KERN_AD_STRATEGY as a kern_ad_strategy (auto when unset; -1 when unknown). */
 int rt_ad_strategy_env(void);
 /* Formats a device error record of kernel k into buf. */

@@ -159,13 +159,15 @@ static kern_status copy_range(kern_context *ctx, kern_buffer *dst, size_t doff, 
     return KERN_OK;
 }
 
-/* The bytes the context's adstack heap and tapes hold now. */
-static int64_t held(kern_context *ctx) {
-    int64_t h = (int64_t)ctx->adheap.bytes;
+int64_t rt_tapes_saved(kern_context *ctx) {
+    int64_t h = 0;
     for (rt_list *l = ctx->tapes.next; l != &ctx->tapes; l = l->next)
         h += ((const kern_tape *)l)->saved_bytes;
     return h;
 }
+
+/* The bytes the context's adstack heap and tapes hold now. */
+static int64_t held(kern_context *ctx) { return (int64_t)ctx->adheap.bytes + rt_tapes_saved(ctx); }
 
 /* The span from the first to the last element that w overwrites of the reads of t's
  * records; false when it overwrites none. *reader and *rp: the first record whose read

@@ -203,6 +203,8 @@ void vk_graph_free(rt_device *d, void *graph);
 /* vk_adstack.c */
 int64_t vk_ad_slots(rt_device *d, int64_t max_items);
 int64_t vk_mem_free(rt_device *d);
+kern_status vk_copy(rt_device *d, void *dst, size_t doff, const void *src, size_t soff, size_t n,
+                    char *err, size_t errlen);
 kern_status vk_size_adstack(rt_device *d, const void *kernel, const kern_meta_kernel *mk, int s,
                             const rt_launch_arg *args, int64_t res[4], char *err, size_t errlen);
 

@@ -186,6 +186,22 @@ kern_status vk_copy_out(rt_device *d, void *dst, const void *mem, size_t offset,
     return staged(vk_of(d), m, offset, dst, NULL, n, err, errlen);
 }
 
+/* Device to device (the tape's saved ranges): one transfer, waited for; a memmove where
+ * both are mapped. The runtime has waited for the launches that use either. */
+kern_status vk_copy(rt_device *d, void *dst, size_t doff, const void *src, size_t soff, size_t n,
+                    char *err, size_t errlen) {
+    vk_mem *md = dst;
+    const vk_mem *ms = src;
+    if (n == 0)
+        return KERN_OK;
+    if (md->map && ms->map) {
+        memmove((char *)md->map + doff, (const char *)ms->map + soff, n);
+        return KERN_OK;
+    }
+    copy_args a = {ms->buf, md->buf, soff, doff, n, 0};
+    return vk_run_transfer(vk_of(d), rec_copy, &a, err, errlen);
+}
+
 kern_status vk_zero(rt_device *d, void *mem, size_t offset, size_t n, char *err, size_t errlen) {
     vk_device *v = vk_of(d);
     vk_mem *m = mem;

@@ -92,6 +92,7 @@ static const rt_device_ops vk_ops = {
     .graph_free = vk_graph_free,
     .ad_slots = vk_ad_slots,
     .mem_free = vk_mem_free,
+    .copy = vk_copy,
 };
 
 void rt_vulkan_device_forget(rt_device *d, uint32_t capability) {

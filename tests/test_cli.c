@@ -1942,3 +1942,48 @@ Test(cli, emit_code_of_one_kernel) {
     }
     unlink(src);
 }
+
+/* --ad-memory-budget, --ad-strategy and --verbose (docs/cli.md): the strategy a gradient
+ * run took, a budget nothing fits, and the usage errors. */
+Test(cli_grad, adstack_budget_options) {
+    static const char walk_src[] = "kernel walk(x0: f32[], w: f32[], out: f32[]) {\n"
+                                   "    for i in 0..len(x0) {\n"
+                                   "        var x = x0[i];\n"
+                                   "        for t in 0..len(w) {\n"
+                                   "            x = 0.5 * sin(x) * w[t] + 0.4 * x;\n"
+                                   "        }\n"
+                                   "        out[i] = x;\n"
+                                   "    }\n"
+                                   "}\n";
+    float x[4] = {0.1f, 0.2f, 0.3f, 0.4f}, w[400];
+    for (int t = 0; t < 400; t++)
+        w[t] = 1.0f + (float)(t % 3) / 3.0f;
+    char src[64], px[64], pw[64], po[64], args[1024];
+    temp_file(src, ".kern", walk_src);
+    temp_npy_f32(px, x, 4);
+    temp_npy_f32(pw, w, 400);
+    temp_npy_f32(po, x, 4);
+    const char *run_args = "run %s walk.grad x0=%s w=%s out=%s --threads 2 --verbose %s";
+    /* storing all: 401 floats x 2 threads; 2K holds the checkpoints (2 x 21 floats) only */
+    snprintf(args, sizeof args, run_args, src, px, pw, po, "");
+    expect(args, 0, "adstacks: store all");
+    snprintf(args, sizeof args, run_args, src, px, pw, po, "--ad-memory-budget 2K");
+    expect(args, 0, "adstacks: recompute");
+    snprintf(args, sizeof args, run_args, src, px, pw, po, "--ad-strategy slots");
+    expect(args, 0, "adstacks: fewer slots");
+    snprintf(args, sizeof args, run_args, src, px, pw, po, "--ad-memory-budget 16");
+    expect(args, 1, "the memory budget is 16 bytes");
+    snprintf(args, sizeof args, "gradcheck %s walk --ad-strategy recompute", src);
+    expect(args, 0, "ok");
+    expect("run examples/saxpy.kern saxpy --ad-strategy sometimes", 2,
+           "--ad-strategy needs auto, store, slots or recompute");
+    expect("run examples/saxpy.kern saxpy --ad-memory-budget 12X", 2,
+           "--ad-memory-budget needs a positive number of bytes");
+    expect("run examples/saxpy.kern saxpy --ad-memory-budget 0", 2, "--ad-memory-budget");
+    expect("run examples/saxpy.kern saxpy --ad-memory-budget 99999999999T", 2,
+           "--ad-memory-budget");
+    expect("build examples/saxpy.kern -o /dev/null --ad-strategy store", 2,
+           "--ad-strategy is an option of run and gradcheck only");
+    expect("gradcheck examples/saxpy.kern saxpy --verbose", 2,
+           "--verbose is an option of run only");
+}

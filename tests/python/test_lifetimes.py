@@ -212,6 +212,7 @@ CALLS = {
     "Context": {
         "device_name": lambda w: w.ctx.device_name,
         "synchronize": lambda w: w.ctx.synchronize(),
+        "adstack_info": lambda w: w.ctx.adstack_info(),
         "cuda_stream": lambda w: w.ctx.cuda_stream,
         "__enter__ of kern.Tape(context=)": lambda w: kern.Tape(context=w.ctx),
         "Buffer.zeros(context=)": lambda w: kern.Buffer.zeros(4, context=w.ctx),
