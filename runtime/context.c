@@ -150,6 +150,31 @@ static bool option_sized(const kern_kernel *k, const kern_err_record *rec) {
     return false;
 }
 
+static bool has_const(const sz_expr *e, int64_t v) {
+    if (e->op == SZ_CONST && e->v == v)
+        return true;
+    for (int i = 0; i < e->nkids; i++)
+        if (has_const(e->kids[i], v))
+            return true;
+    return false;
+}
+
+/* The same for K.grad.ckpt, whose stacks hold checkpoints and segments of a loop sized by
+ * the option: its message is in iterations too, without the count it reached (a
+ * checkpoint stands for k of them). */
+static bool option_sized_ckpt(const kern_kernel *k, const kern_err_record *rec, int64_t *opt) {
+    size_t n = strlen(k->meta->name);
+    if (!k->mod || !k->mod->ctx || n < 10 || strcmp(k->meta->name + n - 10, ".grad.ckpt") != 0)
+        return false;
+    *opt = k->mod->ctx->opts.ad_stack_size > 0 ? k->mod->ctx->opts.ad_stack_size : 1024;
+    for (int s = 0; s < k->meta->nadstacks; s++) {
+        const kern_meta_adstack *a = &k->meta->adstacks[s];
+        if (a->line == rec->line && a->col == rec->col && a->expr && has_const(a->expr, *opt + 1))
+            return true;
+    }
+    return false;
+}
+
 void rt_format_device_error(char *buf, size_t size, const kern_kernel *k,
                             const kern_err_record *rec) {
     char what[256], loc[1024];
@@ -182,6 +207,16 @@ void rt_format_device_error(char *buf, size_t size, const kern_kernel *k,
                      "(kernc), or kern_context_options.ad_stack_size = %lld",
                      k->meta->name, loc, (long long)rec->b - 1, (long long)rec->b - 1,
                      (long long)rec->a - 1, (long long)rec->a - 1);
+            return;
+        }
+        int64_t opt;
+        if (option_sized_ckpt(k, rec, &opt)) {
+            snprintf(buf, size,
+                     "kernel '%s': adstack overflow in %s: the loop runs more than %lld "
+                     "iterations (--ad-stack-size %lld; checkpointed: the gradient ran as "
+                     "K.grad.ckpt under the memory budget); raise --ad-stack-size N (kernc) or "
+                     "kern_context_options.ad_stack_size",
+                     k->meta->name, loc, (long long)opt, (long long)opt);
             return;
         }
         snprintf(buf, size,

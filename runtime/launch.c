@@ -513,6 +513,7 @@ static kern_status plan_adstacks(kern_kernel *k, const kern_arg *args, const rt_
     if (g < 1)
         g = 1;
     ad_option fewer = {0}, ckpt = {0};
+    int64_t ck_stride = INT64_MAX;
     int64_t fs = fit_slots(budget, stride, g, full);
     if (forced == KERN_AD_FEWER_SLOTS && fs >= full) /* forced: half the slots at most */
         fs = full / 2 / g * g > 0 ? full / 2 / g * g : g;
@@ -527,11 +528,12 @@ static kern_status plan_adstacks(kern_kernel *k, const kern_arg *args, const rt_
         if ((s = ckpt_lengths(v, var->args, var->la, nargs, full, var->counts, var->layout)) !=
             KERN_OK)
             return s;
-        int64_t cs, cslots;
+        int64_t cs, cslots; /* K.grad.ckpt's bytes per slot, its slots */
         size_t cbytes;
         if ((s = size_launch(v, var->args, var->la, full, var->counts, var->layout, &cs, &cslots,
                              &cbytes)) != KERN_OK)
             return s;
+        ck_stride = cs;
         if ((int64_t)cbytes <= budget) {
             ckpt = (ad_option){v, KERN_AD_RECOMPUTE, full, cbytes, RT_RECOMPUTE_COST};
         } else {
@@ -563,16 +565,21 @@ static kern_status plan_adstacks(kern_kernel *k, const kern_arg *args, const rt_
                 big = a;
             }
         }
-        char loc[512];
+        char loc[512], least[160];
         rt_format_loc(loc, sizeof loc, k->mod->meta, mk->adstacks[big].line, mk->adstacks[big].col);
+        /* the least any strategy takes: g slots (one group), checkpointed when it can be */
+        int64_t per = ck_stride < stride ? ck_stride : stride;
+        snprintf(least, sizeof least, "; the least it can take is %lld bytes (%s, %lld thread%s)",
+                 (long long)(per * g), per < stride ? "checkpointed" : "storing every iteration",
+                 (long long)g, g == 1 ? "" : "s");
         return rt_error(ctx, KERN_ERR_OUT_OF_MEMORY,
                         "kernel '%s': its adstacks need %lld bytes storing every iteration (%lld "
                         "bytes per thread x %lld threads; the loop at %s is the largest)%s, and "
                         "the memory budget is %lld bytes; raise "
                         "kern_context_options.ad_memory_budget (kernc --ad-memory-budget), or "
                         "run fewer items per launch",
-                        mk->name, (long long)store, (long long)stride, (long long)full, loc,
-                        v ? "; checkpointed, even one slot does not fit" : "", (long long)budget);
+                        mk->name, (long long)store, (long long)stride, (long long)full, loc, least,
+                        (long long)budget);
     }
     return KERN_OK;
 }

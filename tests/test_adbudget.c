@@ -204,7 +204,8 @@ Test(adbudget, nothing_fits_is_an_error_before_allocating) {
     cr_assert_eq(kern_launch(kg, args, 9), KERN_ERR_OUT_OF_MEMORY);
     const char *msg = kern_context_last_error(ctx);
     cr_expect(strstr(msg, "kernel 'loop.grad'") && strstr(msg, "memory budget is 16 bytes") &&
-                  strstr(msg, "b.kern:4:") && strstr(msg, "ad_memory_budget"),
+                  strstr(msg, "b.kern:4:") && strstr(msg, "ad_memory_budget") &&
+                  strstr(msg, "the least it can take is ") && strstr(msg, "(checkpointed, "),
               "%s", msg);
     kern_adstack_info in;
     cr_assert_eq(kern_context_adstack_info(ctx, &in), KERN_OK);
@@ -462,5 +463,44 @@ Test(adbudget, graph_replays_keep_the_captured_strategy) {
     cr_assert_eq(kern_context_adstack_info(ctx, &in), KERN_OK);
     cr_expect_eq(in.last_strategy, KERN_AD_RECOMPUTE);
     kern_graph_release(gr);
+    kern_context_release(ctx);
+}
+
+/* A while loop past --ad-stack-size in K.grad.ckpt is an overflow in the option's units. */
+Test(adbudget, checkpointed_overflow_names_the_option) {
+    static const char src[] = "kernel walk(x0: f32[], n: i32[], out: f32[]) {\n"
+                              "    for i in 0..len(x0) {\n"
+                              "        var x = x0[i];\n"
+                              "        var t = 0;\n"
+                              "        while t < n[i] {\n"
+                              "            x = 0.9 * x + 0.1 * sin(x);\n"
+                              "            t += 1;\n"
+                              "        }\n"
+                              "        out[i] = x;\n"
+                              "    }\n"
+                              "}\n";
+    kern_context_options o = kern_context_options_default();
+    o.threads = 2;
+    o.backend = kern_test_backend();
+    o.ad_stack_size = 15;
+    o.ad_strategy = KERN_AD_RECOMPUTE;
+    kern_context *ctx = NULL;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_kernel *kg = find(ctx, src, "walk.grad");
+    float x0[3] = {1, 1, 1}, zero[3] = {0};
+    int32_t n[3] = {5, 12, 40};
+    kern_buffer *bx = buf(ctx, KERN_F32, 3, x0), *bn = buf(ctx, KERN_I32, 3, n),
+                *bo = buf(ctx, KERN_F32, 3, zero), *gbx = buf(ctx, KERN_F32, 3, zero),
+                *gbo = buf(ctx, KERN_F32, 3, zero);
+    kern_arg args[] = {kern_arg_buffer(bx), kern_arg_buffer(bn), kern_arg_buffer(bo),
+                       kern_arg_buffer(gbx), kern_arg_buffer(gbo)};
+    kern_status st = kern_launch(kg, args, 5);
+    if (st == KERN_OK)
+        st = kern_sync(ctx);
+    cr_assert_neq(st, KERN_OK);
+    const char *msg = kern_context_last_error(ctx);
+    cr_expect(strstr(msg, "adstack overflow in the loop at b.kern:5:9") &&
+                  strstr(msg, "runs more than 15 iterations (--ad-stack-size 15; checkpointed"),
+              "%s", msg);
     kern_context_release(ctx);
 }
