@@ -50,6 +50,7 @@ typedef struct cli {
     int ad_strategy;        /* run, gradcheck: --ad-strategy */
     bool verbose;           /* run: --verbose */
     const char *ad_option;  /* the first option of run and gradcheck only: --ad-strategy, ... */
+    bool no_ckpt;           /* build: --no-ckpt ($KERN_NO_CKPT sets opts.no_ckpt everywhere) */
     bool time;              /* run: --time */
     int steps;              /* run, gradcheck: --steps N (0: one launch, no step argument) */
     const char *step_arg;   /* run, gradcheck: --step-arg NAME */
@@ -124,12 +125,14 @@ static const struct {
              "  -o OUT         write to OUT (default: standard output)\n"
              "  --kernel NAME  only this kernel (ast: or func; ir: K.grad is ir-grad, K.jvp and\n"
              "                 K.grad.jvp are ir-jvp)\n"},
-    {"build", "usage: kernc build FILE.kern [--target=T] -o OUT [--arch=A] [--no-jvp]\n"
+    {"build", "usage: kernc build FILE.kern [--target=T] -o OUT [--arch=A] [--no-jvp] [--no-ckpt]\n"
               "       [compiler options]\n"
               "  an ahead-of-time module: cpu (the default) a shared object, cuda, vulkan and\n"
               "  amdgpu a module file, with K.grad, K.jvp and K.grad.jvp of each kernel; those\n"
               "  that cannot be built are named, with why\n"
-              "  --no-jvp       leave K.jvp and K.grad.jvp out (a smaller, faster build)\n"},
+              "  --no-jvp       leave K.jvp and K.grad.jvp out (a smaller, faster build)\n"
+              "  --no-ckpt      leave K.grad.ckpt out: K.grad then stores every iteration or\n"
+              "                 runs with fewer slots under the memory budget\n"},
     {"run", "usage: kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
             "       [--target=T] [--threads N] [--time] [--no-checks] [--verbose]\n"
             "       [--steps N --step-arg NAME] [--ad-memory-budget B] [--ad-strategy S]\n"
@@ -286,6 +289,8 @@ static int parse_cli(int argc, char **argv, cli *c) {
             c->opts.debug = true;
         } else if (!strcmp(a, "--no-grad-check")) {
             c->opts.no_grad_check = true;
+        } else if (!strcmp(a, "--no-ckpt")) {
+            c->opts.no_ckpt = c->no_ckpt = true;
         } else if (!strcmp(a, "--no-jvp")) {
             c->opts.no_jvp = true;
         } else if (a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && a[3] == 0) {
@@ -598,6 +603,8 @@ static int run_command(cli *c) {
         return usage_error("%s is an option of gradcheck only", c->gc_option);
     if (c->opts.no_jvp && strcmp(c->cmd, "build") != 0)
         return usage_error("%s: --no-jvp is an option of build only", c->cmd);
+    if (c->no_ckpt && strcmp(c->cmd, "build") != 0)
+        return usage_error("%s: --no-ckpt is an option of build only", c->cmd);
     if (c->run_option && strcmp(c->cmd, "run") != 0)
         return usage_error("%s is an option of run only", c->run_option);
     if (c->ad_option && strcmp(c->cmd, "run") != 0 && strcmp(c->cmd, "gradcheck") != 0)

@@ -582,6 +582,9 @@ int kernc_cmd_run(const kernc_run_args *a) {
                   a->kernel);
         goto cleanup;
     }
+    /* K.grad.ckpt only when a launch needs it (jit_module_lazy_ckpt, below) */
+    bool lazy_ckpt = is_grad && !co.no_ckpt;
+    co.no_ckpt = true;
     kc_ctx *cc = NULL;
     double t0 = now_ms();
     ir_module *m = compile_file(a->file, &co, &cc, &rc);
@@ -601,6 +604,12 @@ int kernc_cmd_run(const kernc_run_args *a) {
     kern_status st = kern_context_create(&o, &ctx);
     if (st == KERN_OK)
         st = jit_module_from_ir(ctx, m, &co, a->file, &mod);
+    if (st == KERN_OK && lazy_ckpt) {
+        size_t len;
+        char *text = kc_read_source(a->file, &len);
+        st = text ? jit_module_lazy_ckpt(mod, &co, a->file, text, len) : KERN_ERR_NOT_FOUND;
+        free(text);
+    }
     ir_module_free(m);
     kc_ctx_free(cc);
     if (st != KERN_OK) {

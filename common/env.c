@@ -71,6 +71,7 @@ void kc_options_from_env(kc_options *o) {
             o->jit_threads = (int)n;
     }
     o->scatter_adjoints |= env_on("KERN_SCATTER_ADJOINTS");
+    o->no_ckpt |= env_on("KERN_NO_CKPT");
     o->no_neighbour_adds |= env_on("KERN_NO_NEIGHBOUR_ADDS");
     o->no_vector_math |= env_on("KERN_NO_LIBMVEC");
     o->eager_grads |= env_on("KERN_JIT_EAGER_GRADS");

@@ -24,6 +24,7 @@ unsigned kc_parse_pass_debug(const char *s);
  *   KERN_SIMD               simd (when 0)
  *   KERN_JIT_THREADS        jit_threads (when 0)
  *   KERN_SCATTER_ADJOINTS   scatter_adjoints (1: the atomic scatter form of neighbour reads)
+ *   KERN_NO_CKPT            no_ckpt (1: no K.grad.ckpt, as kernc build --no-ckpt)
  *   KERN_NO_NEIGHBOUR_ADDS  no_neighbour_adds (CPU: neighbour scatters stay atomic)
  *   KERN_NO_LIBMVEC         no_vector_math (SIMD math lane by lane through libm)
  *   KERN_JIT_EAGER_GRADS    eager_grads (JIT modules build every K.grad at once)

@@ -190,6 +190,27 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
     return st;
 }
 
+kern_status jit_module_lazy_ckpt(kern_module *mod, const kc_options *o, const char *name,
+                                 const char *source, size_t len) {
+    lazy_source *l = calloc(1, sizeof *l);
+    if (l) {
+        l->source = malloc(len + 1);
+        l->name = strdup(name ? name : "<source>");
+        l->len = len;
+        l->opts = *o;
+        l->opts.no_ckpt = false;
+        l->opts.grad_only = NULL;
+    }
+    if (!l || !l->source || !l->name) {
+        if (l)
+            lazy_source_free(l);
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    memcpy(l->source, source, len);
+    l->source[len] = '\0';
+    return rt_module_set_lazy_ckpt(mod, build_grad, lazy_source_free, l);
+}
+
 kern_status kern_module_from_file_source(kern_context *ctx, const char *path, kern_module **out) {
     if (!ctx || !rt_context_check(ctx, "kern_module_from_file_source"))
         return KERN_ERR_ARGUMENT;

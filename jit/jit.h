@@ -16,5 +16,9 @@
  * generation fails. */
 kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_options *o,
                                const char *name, kern_module **out);
+/* Lets the launches of mod's K.grad build K.grad.ckpt from `source` (compiled with o) when
+ * the memory budget needs it (docs/autodiff.md): kernc run compiles without it. */
+kern_status jit_module_lazy_ckpt(kern_module *mod, const kc_options *o, const char *name,
+                                 const char *source, size_t len);
 
 #endif

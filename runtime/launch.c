@@ -378,6 +378,11 @@ static kern_kernel *ckpt_of(kern_kernel *k) {
         if (!strncmp(c->name, mk->name, n) && !strcmp(c->name + n, ".ckpt"))
             v = &k->mod->kernels[i];
     }
+    if (!v && k->mod->lazy) { /* kernc run's module: K.grad.ckpt from the source, now */
+        char name[KERN_MAX_NAME + 32];
+        snprintf(name, sizeof name, "%s.ckpt", mk->name);
+        v = rt_module_lazy_ckpt(k->mod, name);
+    }
     const kern_meta_kernel *c = v ? v->meta : NULL;
     bool ok = c && c->nparams > mk->nparams;
     for (int p = 0; ok && p < c->nparams; p++)

@@ -491,6 +491,35 @@ const char *kern_module_kernel_name(const kern_module *m, int i) {
     return NULL;
 }
 
+kern_status rt_module_set_lazy_ckpt(kern_module *m,
+                                    kern_status (*build)(kern_context *, void *, const char *,
+                                                         kern_module **),
+                                    void (*free_state)(void *), void *state) {
+    rt_lazy_grads *l = calloc(1, sizeof *l);
+    if (l) {
+        l->names = calloc(1, sizeof *l->names);
+        l->built = calloc(1, sizeof *l->built);
+        l->ckpt = calloc((size_t)m->nkernels + 1, sizeof *l->ckpt);
+        l->ckpt_tried = calloc((size_t)m->nkernels + 1, sizeof *l->ckpt_tried);
+    }
+    if (!l || !l->names || !l->built || !l->ckpt || !l->ckpt_tried) {
+        if (l) {
+            free(l->names);
+            free(l->built);
+            free(l->ckpt);
+            free(l->ckpt_tried);
+        }
+        free(l);
+        free_state(state);
+        return rt_error(m->ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a module");
+    }
+    l->build = build;
+    l->free = free_state;
+    l->state = state;
+    m->lazy = l;
+    return KERN_OK;
+}
+
 kern_kernel *rt_module_lazy_ckpt(kern_module *parent, const char *name) {
     rt_lazy_grads *l = parent->lazy;
     size_t n = strlen(name);

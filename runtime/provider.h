@@ -63,6 +63,13 @@ kern_status rt_module_set_lazy_grads(kern_module *m,
                                                           kern_module **),
                                      void (*free_state)(void *), void *state);
 
+/* Gives m (which holds its gradients already) K.grad.ckpt built lazily by `build` (as
+ * rt_module_set_lazy_grads, without lazy names). */
+kern_status rt_module_set_lazy_ckpt(kern_module *m,
+                                    kern_status (*build)(kern_context *, void *, const char *,
+                                                         kern_module **),
+                                    void (*free_state)(void *), void *state);
+
 /* Whether ctx is a live context (checked mode, KERN_RUNTIME_CHECKS; always true off it),
  * said on stderr when not: the check every public entry point makes on its context. */
 bool rt_context_check(const kern_context *ctx, const char *fn);

@@ -1986,4 +1986,18 @@ Test(cli_grad, adstack_budget_options) {
            "--ad-strategy is an option of run and gradcheck only");
     expect("gradcheck examples/saxpy.kern saxpy --verbose", 2,
            "--verbose is an option of run only");
+    expect("run examples/saxpy.kern saxpy --no-ckpt", 2, "--no-ckpt is an option of build only");
+    /* a module without K.grad.ckpt is smaller */
+    char with[64], without[64];
+    temp_file(with, ".so", NULL);
+    temp_file(without, ".so", NULL);
+    snprintf(args, sizeof args, "build %s -o %s --no-jvp", src, with);
+    expect(args, 0, NULL);
+    snprintf(args, sizeof args, "build %s -o %s --no-jvp --no-ckpt", src, without);
+    expect(args, 0, NULL);
+    struct stat sw, so;
+    cr_assert_eq(stat(with, &sw), 0);
+    cr_assert_eq(stat(without, &so), 0);
+    cr_expect_lt(so.st_size, sw.st_size, "--no-ckpt: %lld bytes, without it %lld",
+                 (long long)so.st_size, (long long)sw.st_size);
 }
