@@ -176,14 +176,16 @@ static void lazy_free(kern_module *m) {
     free(l);
 }
 
-kern_status rt_module_set_lazy_grads(kern_module *m,
-                                     kern_status (*build)(kern_context *, void *, const char *,
-                                                          kern_module **),
-                                     void (*free_state)(void *), void *state) {
+/* m->lazy with room for `names` lazy names and K.grad.ckpt of each kernel; takes state
+ * (freed now on failure). */
+static kern_status lazy_new(kern_module *m, int names,
+                            kern_status (*build)(kern_context *, void *, const char *,
+                                                 kern_module **),
+                            void (*free_state)(void *), void *state) {
     rt_lazy_grads *l = calloc(1, sizeof *l);
     if (l) {
-        l->names = calloc(3 * (size_t)m->nkernels + 1, sizeof *l->names);
-        l->built = calloc(3 * (size_t)m->nkernels + 1, sizeof *l->built);
+        l->names = calloc((size_t)names + 1, sizeof *l->names);
+        l->built = calloc((size_t)names + 1, sizeof *l->built);
         l->ckpt = calloc((size_t)m->nkernels + 1, sizeof *l->ckpt);
         l->ckpt_tried = calloc((size_t)m->nkernels + 1, sizeof *l->ckpt_tried);
     }
@@ -202,6 +204,17 @@ kern_status rt_module_set_lazy_grads(kern_module *m,
     l->free = free_state;
     l->state = state;
     m->lazy = l;
+    return KERN_OK;
+}
+
+kern_status rt_module_set_lazy_grads(kern_module *m,
+                                     kern_status (*build)(kern_context *, void *, const char *,
+                                                          kern_module **),
+                                     void (*free_state)(void *), void *state) {
+    kern_status st = lazy_new(m, 3 * m->nkernels, build, free_state, state);
+    if (st != KERN_OK)
+        return st;
+    rt_lazy_grads *l = m->lazy;
     /* K.grad and K.grad.jvp where the global-access check allows them, K.jvp always */
     static const char *const suffixes[] = {".grad", ".jvp", ".grad.jvp"};
     for (int i = 0; i < m->nkernels; i++) {
@@ -495,29 +508,7 @@ kern_status rt_module_set_lazy_ckpt(kern_module *m,
                                     kern_status (*build)(kern_context *, void *, const char *,
                                                          kern_module **),
                                     void (*free_state)(void *), void *state) {
-    rt_lazy_grads *l = calloc(1, sizeof *l);
-    if (l) {
-        l->names = calloc(1, sizeof *l->names);
-        l->built = calloc(1, sizeof *l->built);
-        l->ckpt = calloc((size_t)m->nkernels + 1, sizeof *l->ckpt);
-        l->ckpt_tried = calloc((size_t)m->nkernels + 1, sizeof *l->ckpt_tried);
-    }
-    if (!l || !l->names || !l->built || !l->ckpt || !l->ckpt_tried) {
-        if (l) {
-            free(l->names);
-            free(l->built);
-            free(l->ckpt);
-            free(l->ckpt_tried);
-        }
-        free(l);
-        free_state(state);
-        return rt_error(m->ctx, KERN_ERR_OUT_OF_MEMORY, "out of host memory for a module");
-    }
-    l->build = build;
-    l->free = free_state;
-    l->state = state;
-    m->lazy = l;
-    return KERN_OK;
+    return lazy_new(m, 0, build, free_state, state);
 }
 
 kern_kernel *rt_module_lazy_ckpt(kern_module *parent, const char *name) {
