@@ -21,8 +21,8 @@
  *
  * The saves count against the context's adstack budget (rt_ad_budget) together with the
  * adstack heap and every tape's saves; a launch whose saves do not fit fails before it
- * runs. Copies go through the device's copy op, or through host memory where the device
- * has none (CUDA and Vulkan for now: copy_out, then copy_in). */
+ * runs. Copies go through the device's copy op (device to device on the CPU, CUDA and
+ * Vulkan), or through host memory where a device has none (copy_out, then copy_in). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
