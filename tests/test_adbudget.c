@@ -191,7 +191,7 @@ Test(adbudget, automatic_choice_follows_the_budget) {
 Test(adbudget, nothing_fits_is_an_error_before_allocating) {
     kern_context *ctx = new_ctx(KERN_AD_AUTO, 16);
     kern_kernel *kg = find(ctx, loop_src, "loop.grad");
-    float x0[N], w[T], zero[N] = {0};
+    float x0[N], w[T], zero[T] = {0};
     int32_t count[N];
     inputs(x0, w, count);
     kern_buffer *bx = buf(ctx, KERN_F32, N, x0), *bw = buf(ctx, KERN_F32, T, w),
@@ -291,7 +291,7 @@ Test(adbudget, checkpointed_variant_sizes_segments_and_checkpoints) {
     cr_expect_eq(p.dtype, KERN_I64);
     /* launched directly with k = 7 (and a k below 1, which counts as 1): capacities
      * min(k, N) and ceil(N / k) for N = max count = 90 */
-    float x0[N], w[T], zero[N] = {0};
+    float x0[N], w[T], zero[T] = {0};
     int32_t count[N];
     inputs(x0, w, count);
     const int64_t ks[] = {7, -3};
