@@ -42,6 +42,13 @@
  * are ordinary values of the forward sweep, so inside a loop they are recomputed or
  * popped like any other.
  *
+ * K.grad.ckpt (ad_grad_ckpt_kernel) is the same transform with the loops that no loop
+ * encloses checkpointed: their forward sweep pushes the carried values every k-th
+ * iteration only (k = the parameter ckpt.kN, at least 1; a countdown carried beside them),
+ * and their reverse runs segments of k iterations newest first, each recomputed forward
+ * from its checkpoint onto the segment stacks and then reversed as K.grad reverses the
+ * whole loop (a while loop first recomputes its final test from the last checkpoint).
+ *
  * Loops and ifs without float values (integer searches, counters) are copied, never
  * reversed. Requires verified primal IR; runs after the optimization pipeline, and
  * compiler/driver.c optimizes the result (DCE removes the forward sweep's dead copies). */

@@ -88,7 +88,7 @@ bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src
  * kernel. Requires verified IR; the result verifies. */
 ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size);
 /* K.grad.ckpt, the checkpointed gradient of k (docs/autodiff.md, "Memory budget"): K.grad's
- * parameters, then one i64 `ckpt.kN` per checkpointed loop (the active `for` loops of a task
+ * parameters, then one i64 `ckpt.kN` per checkpointed loop (the active `for` and `while` loops of a task
  * body that no other loop encloses): the forward sweep pushes the loop's carried values
  * every k-th iteration only, and the reverse sweep recomputes each segment of k iterations
  * from its checkpoint before reversing it. NULL when k has no such loop. */
