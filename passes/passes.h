@@ -88,10 +88,10 @@ bool ad_check_kernel(const ir_kernel *k, diag_sink *sink, const kern_source *src
  * kernel. Requires verified IR; the result verifies. */
 ir_kernel *ad_grad_kernel(ir_kernel *k, uint32_t ad_stack_size);
 /* K.grad.ckpt, the checkpointed gradient of k (docs/autodiff.md, "Memory budget"): K.grad's
- * parameters, then one i64 `ckpt.kN` per checkpointed loop (the active `for` and `while` loops of a task
- * body that no other loop encloses): the forward sweep pushes the loop's carried values
- * every k-th iteration only, and the reverse sweep recomputes each segment of k iterations
- * from its checkpoint before reversing it. NULL when k has no such loop. */
+ * parameters, then one i64 `ckpt.kN` per checkpointed loop (the active `for` and `while`
+ * loops of a task body that no other loop encloses): the forward sweep pushes the loop's
+ * carried values every k-th iteration only, and the reverse sweep recomputes each segment
+ * of k iterations from its checkpoint before reversing it. NULL when k has no such loop. */
 ir_kernel *ad_grad_ckpt_kernel(ir_kernel *k, uint32_t ad_stack_size);
 /* The parameters of K.grad for primal kernel k: k's, then `p.grad` for each differentiable
  * p (in k's module's arena; *nparams gets the count). */
