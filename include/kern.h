@@ -2,10 +2,11 @@
  * built by `kernc build`, no compiler) or libkern-jit (pkg-config kern-jit: the same API with
  * the JIT compiler and LLVM), never both.
  *
- * A host program creates a context for a device (the CPU, or a CUDA GPU), creates buffers from
- * host data, loads a module (an ahead-of-time file built by `kernc build`, or source code
- * compiled by the JIT library), finds a kernel by name, launches it with typed arguments
- * that are checked against the kernel's signature, synchronizes and reads buffers back.
+ * A host program creates a context for a device (the CPU, a CUDA GPU or a Vulkan device),
+ * creates buffers from host data, loads a module (an ahead-of-time file built by `kernc
+ * build`, or source code compiled by the JIT library), finds a kernel by name, launches it
+ * with typed arguments that are checked against the kernel's signature, synchronizes and
+ * reads buffers back.
  *
  * Conventions (docs/runtime.md has the details):
  * - Handles are opaque; everything made from a context is released with it. A released
