@@ -703,6 +703,15 @@ static void rev_iteration(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_re
     rev_yield(a, rc, body, 1, op->loc);
 }
 
+/* The carried values at a checkpoint at iteration `at` (i64): popped, or recomputed. */
+static ir_value **pop_checkpoint(ad_ctx *a, ad_loop *L, ir_op *op, ir_value *at) {
+    ir_value **x = ARENA_ARRAY(&a->m->mem, ir_value *, L->ncarried + 1);
+    for (uint32_t i = 0; i < L->ncarried; i++)
+        x[i] = L->stacks[i] != UINT32_MAX ? ir_adpop(&a->b, L->ck_stacks[i])
+                                          : recompute_carried(a, L, op, i, at);
+    return x;
+}
+
 /* The reverse of a checkpointed for (K.grad.ckpt): for each segment of k iterations,
  * newest first, the carried values at its start come from the checkpoint stacks (or are
  * recomputed), the segment runs forward again pushing them on the segment stacks, and
@@ -731,11 +740,7 @@ static ir_op *reverse_for_ckpt(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, 
     ir_value *slo = ir_binop(&a->b, IR_ADD, lo, ir_cast(&a->b, it, start));
     ir_value *shi = ir_binop(&a->b, IR_ADD, lo, ir_cast(&a->b, it, end));
     /* the segment forward from its checkpoint, pushing each iteration's carried values */
-    ir_value **x = ARENA_ARRAY(&a->m->mem, ir_value *, L->ncarried + 1);
-    for (uint32_t i = 0; i < L->ncarried; i++)
-        x[i] = L->stacks[i] != UINT32_MAX ? ir_adpop(&a->b, L->ck_stacks[i])
-                                          : recompute_carried(a, L, op, i, start);
-    ir_op *f = ir_for(&a->b, slo, shi, x, L->ncarried, false);
+    ir_op *f = ir_for(&a->b, slo, shi, pop_checkpoint(a, L, op, start), L->ncarried, false);
     ir_region *fb = f->regions[0];
     for (uint32_t i = 0; i < body->nargs; i++)
         set_val(a, body->args[i], fb->args[i]);
@@ -864,15 +869,6 @@ static ir_value **while_forward(ad_ctx *a, ir_op *op, ad_loop *L, ir_value **x, 
     ir_yield(&a->b, ys, L->ncarried);
     a->b = saved;
     return f->results;
-}
-
-/* The carried values at a checkpoint at iteration `at` (i64): popped, or recomputed. */
-static ir_value **pop_checkpoint(ad_ctx *a, ad_loop *L, ir_op *op, ir_value *at) {
-    ir_value **x = ARENA_ARRAY(&a->m->mem, ir_value *, L->ncarried + 1);
-    for (uint32_t i = 0; i < L->ncarried; i++)
-        x[i] = L->stacks[i] != UINT32_MAX ? ir_adpop(&a->b, L->ck_stacks[i])
-                                          : recompute_carried(a, L, op, i, at);
-    return x;
 }
 
 static void reverse_while(ad_ctx *a, ir_op *op) {
