@@ -415,6 +415,7 @@ typedef struct ad_option {
     int64_t slots;
     size_t bytes;
     double cost;
+    int64_t stride; /* > 0: sized already (store all: layout and counts hold its sizing) */
 } ad_option;
 
 /* K.grad.ckpt's arguments (K.grad's, then its ckpt.kN) and room for its layout and task
@@ -511,7 +512,7 @@ static kern_status plan_adstacks(kern_kernel *k, const kern_arg *args, const rt_
         budget -= rt_tapes_saved(ctx);
     h->last_store_all = (int64_t)store;
     h->last_budget = budget;
-    *out = (ad_option){k, KERN_AD_STORE_ALL, full, store, 1.0};
+    *out = (ad_option){k, KERN_AD_STORE_ALL, full, store, 1.0, stride > 0 ? stride : 0};
     if (forced == KERN_AD_STORE_ALL || (forced == KERN_AD_AUTO && (int64_t)store <= budget))
         return KERN_OK;
     int64_t g = d->host_memory || !d->ops->ad_slots ? 1 : d->ops->ad_slots(d, 1);
@@ -524,7 +525,7 @@ static kern_status plan_adstacks(kern_kernel *k, const kern_arg *args, const rt_
         fs = full / 2 / g * g > 0 ? full / 2 / g * g : g;
     if (fs >= 1 && (fs < full || forced == KERN_AD_FEWER_SLOTS))
         fewer = (ad_option){k, KERN_AD_FEWER_SLOTS, fs, (size_t)(stride * fs),
-                            (double)full / (double)fs};
+                            (double)full / (double)fs, 0};
     kern_kernel *v = ckpt_of(k);
     if (v) {
         var->k = v;
@@ -540,12 +541,12 @@ static kern_status plan_adstacks(kern_kernel *k, const kern_arg *args, const rt_
             return s;
         ck_stride = cs;
         if ((int64_t)cbytes <= budget) {
-            ckpt = (ad_option){v, KERN_AD_RECOMPUTE, full, cbytes, RT_RECOMPUTE_COST};
+            ckpt = (ad_option){v, KERN_AD_RECOMPUTE, full, cbytes, RT_RECOMPUTE_COST, 0};
         } else {
             int64_t f2 = fit_slots(budget, cs, g, full);
             if (f2 >= 1)
                 ckpt = (ad_option){v, KERN_AD_RECOMPUTE, f2, (size_t)(cs * f2),
-                                   RT_RECOMPUTE_COST * (double)full / (double)f2};
+                                   RT_RECOMPUTE_COST * (double)full / (double)f2, 0};
         }
     }
     if (forced == KERN_AD_FEWER_SLOTS && fewer.k) {
@@ -648,10 +649,16 @@ static kern_status launch_(kern_kernel *k, const kern_arg *args, int nargs) {
         run = o.k;
         if (run == var.k) /* K.grad.ckpt, with its own arguments */
             r = (rt_ready){run, var.la, var.bufs, run->meta->nparams, var.counts, var.layout, 0, 0};
-        /* the chosen kernel's layout (the plan sized others after it) and its heap */
-        if ((s = size_launch(run, run == k ? args : var.args, r.la, o.slots, r.counts, r.layout,
-                             &stride, &slots, &bytes)) != KERN_OK)
+        /* the chosen kernel's layout (the plan sized others after it, unless it stores
+         * all: that sizing is the plan's first) and its heap */
+        if (o.stride > 0) {
+            stride = o.stride;
+            slots = o.slots;
+            bytes = o.bytes;
+        } else if ((s = size_launch(run, run == k ? args : var.args, r.la, o.slots, r.counts,
+                                    r.layout, &stride, &slots, &bytes)) != KERN_OK) {
             goto cleanup;
+        }
         rt_adstack_heap *h = &ctx->adheap;
         char err[1024];
         h->limit = h->last_budget < INT64_MAX ? h->last_budget : 0;
