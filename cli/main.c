@@ -77,6 +77,9 @@ static void usage(FILE *f) {
           "  --debug                         runtime checks: bounds, division by zero, shifts\n"
           "  --ad-stack-size N               adstack capacity of unbounded loops (default 1024)\n"
           "  --no-grad-check                 global-access check of K.grad warns, not fails\n"
+          "  --fast-math                     GPU targets: the fast approximations of f32 sin,\n"
+          "                                  exp, log, pow, ... (CUDA's __sinf class, Vulkan's\n"
+          "                                  own) instead of kern's accuracy table\n"
           "  --simd=S                        CPU: SIMD lanes of parallel tasks: auto (default:\n"
           "                                  $KERN_SIMD, else the host's widest vectors, 1 to\n"
           "                                  4 of them per task),\n"
@@ -291,6 +294,8 @@ static int parse_cli(int argc, char **argv, cli *c) {
             c->opts.no_grad_check = true;
         } else if (!strcmp(a, "--no-ckpt")) {
             c->opts.no_ckpt = c->no_ckpt = true;
+        } else if (!strcmp(a, "--fast-math")) {
+            c->opts.fast_math = true;
         } else if (!strcmp(a, "--no-jvp")) {
             c->opts.no_jvp = true;
         } else if (a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && a[3] == 0) {

@@ -44,6 +44,12 @@ typedef struct kc_options {
                                K.grad's adstacks exceed the memory budget) */
     bool no_neighbour_adds; /* CPU: neighbour scatters stay atomic inside a chunk too */
     bool no_vector_math;    /* CPU SIMD: math lane by lane through libm, not libmvec */
+    bool fast_math;         /* the targets' fast approximations of f32 sin, exp, ... (CUDA's
+                               __sinf class, Vulkan's GLSL.std.450) instead of kern's accuracy
+                               table (docs/reference.md, "Accuracy of the math builtins") */
+    bool own_math;          /* kern's own math library (passes/lower_libm.c) on every target,
+                               the CPU and CUDA too, in Vulkan's variant (no fused fma): the
+                               same numbers as Vulkan ($KERN_OWN_MATH=1) */
     bool eager_grads;       /* JIT: every K.grad at once, not at its first lookup */
     unsigned pass_debug;    /* IR_DEBUG_* (ir/ir.h): print / roundtrip / verify after passes */
     bool keep_rules;        /* kc_compile_source stops before ir_lower_semantics: the IR keeps

@@ -74,6 +74,8 @@ void kc_options_from_env(kc_options *o) {
     o->no_ckpt |= env_on("KERN_NO_CKPT");
     o->no_neighbour_adds |= env_on("KERN_NO_NEIGHBOUR_ADDS");
     o->no_vector_math |= env_on("KERN_NO_LIBMVEC");
+    o->fast_math |= env_on("KERN_FAST_MATH");
+    o->own_math |= env_on("KERN_OWN_MATH");
     o->eager_grads |= env_on("KERN_JIT_EAGER_GRADS");
     o->pass_debug |= kc_parse_pass_debug(getenv("KERN_DEBUG"));
     if (!o->libdevice)

@@ -260,6 +260,10 @@ ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, si
     if (!ctx->opts.keep_rules) {
         ir_lower_semantics(m, ctx->opts.debug);
         ir_pass_after(m, "ir_lower_semantics", true);
+        /* kern's own math on every target, in the variant that SPIR-V gets (the SPIR-V and
+         * AMDGPU code generators lower what they need of it themselves) */
+        if (ctx->opts.own_math && ir_lower_libm(m, IR_LIBM_F32 | IR_LIBM_F64 | IR_LIBM_NO_FMA))
+            ir_pass_after(m, "ir_lower_libm", true);
         if (ctx->opts.opt_level > 0) { /* constant divisors and counts, shared compares */
             bool progress = false;
             IR_PASS(progress, m, ir_opt_fold);

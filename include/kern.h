@@ -144,6 +144,10 @@ typedef struct kern_context_options {
     /* Forces a strategy for every gradient launch (tests, benchmarks; $KERN_AD_STRATEGY =
      * store, slots or recompute); KERN_AD_AUTO (the default) chooses per launch. */
     int ad_strategy; /* a kern_ad_strategy */
+    /* JIT modules use the targets' fast approximations of f32 sin, cos, tan, exp, log, log2
+     * and pow (CUDA's __sinf class, Vulkan's GLSL.std.450) instead of kern's accuracy table
+     * (docs/reference.md, "Accuracy of the math builtins"; $KERN_FAST_MATH=1) */
+    bool fast_math;
 } kern_context_options;
 
 /* How a launch of a kernel with adstacks keeps what its reverse sweep needs. */

@@ -1,7 +1,9 @@
-/* clone.c - a copy of a kernel under another name (ir_kernel_clone).
+/* clone.c - a copy of a kernel under another name (ir_kernel_clone), and of a module
+ * (ir_module_copy).
  *
- * Used by compiler/driver.c for `kernel K(...) grad G`: K.grad is G's IR under K.grad's
- * name and parameter names. Every value of the source gets a number in its scratch id
+ * ir_kernel_clone is used by compiler/driver.c for `kernel K(...) grad G`: K.grad is G's IR
+ * under K.grad's name and parameter names; ir_module_copy by the code generators that lower
+ * a module further for their target (backends/codegen.c, kc_math_lowered). Every value of the source gets a number in its scratch id
  * (program order: a use always comes after its definition), and the copy maps numbers to
  * the new values. Linear in the kernel's size. */
 #include <stdlib.h>
@@ -49,9 +51,9 @@ static void copy_region(ir_module *m, ir_value **map, const ir_region *from, ir_
     }
 }
 
-ir_kernel *ir_kernel_clone(ir_kernel *src, const char *name, const ir_param *params,
-                           uint32_t nparams) {
-    ir_module *m = src->module;
+/* A copy of src in module m as a kernel called name with the given parameters. */
+static ir_kernel *clone_into(ir_module *m, const ir_kernel *src, const char *name,
+                             const ir_param *params, uint32_t nparams) {
     kern_assert(nparams == src->nparams);
     for (uint32_t i = 0; i < nparams; i++)
         kern_assert(params[i].type == src->params[i].type);
@@ -68,4 +70,30 @@ ir_kernel *ir_kernel_clone(ir_kernel *src, const char *name, const ir_param *par
     copy_region(m, map, src->body, k->body);
     free(map);
     return k;
+}
+
+ir_kernel *ir_kernel_clone(ir_kernel *src, const char *name, const ir_param *params,
+                           uint32_t nparams) {
+    return clone_into(src->module, src, name, params, nparams);
+}
+
+static const char *dup_or_null(ir_module *m, const char *s) {
+    return s ? arena_strdup(&m->mem, s) : NULL;
+}
+
+ir_module *ir_module_copy(const ir_module *src) {
+    ir_module *m = ir_module_new(src->source_path);
+    m->debug = src->debug;
+    m->lowered = src->lowered;
+    ir_foreach_kernel(s, src) {
+        ir_kernel *k = clone_into(m, s, s->name, s->params, s->nparams);
+        k->grad_error = dup_or_null(m, s->grad_error);
+        k->jvp_error = dup_or_null(m, s->jvp_error);
+        k->grad_kernel = dup_or_null(m, s->grad_kernel);
+        k->nextents = s->nextents;
+        k->extents = s->nextents ? ARENA_ARRAY(&m->mem, sz_expr *, s->nextents) : NULL;
+        for (uint32_t i = 0; i < s->nextents; i++)
+            k->extents[i] = s->extents[i] ? sz_copy(&m->mem, s->extents[i]) : NULL;
+    }
+    return m;
 }

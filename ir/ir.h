@@ -52,6 +52,8 @@ enum {
     OPF_INT = 1 << 4,
     OPF_NUM = 1 << 5,
     OPF_INTBOOL = 1 << 6,
+    OPF_LIBM = 1 << 7, /* a function of a math library (sin, exp, pow, ...): libm, libmvec,
+                          libdevice, or kern's own (passes/lower_libm.c) */
 };
 
 typedef struct ir_opinfo {
@@ -203,6 +205,9 @@ uint32_t ir_kernel_add_adstack(ir_kernel *k, const kern_type *type, const sz_exp
  * in order (names and flags may differ). */
 ir_kernel *ir_kernel_clone(ir_kernel *src, const char *name, const ir_param *params,
                            uint32_t nparams);
+/* A copy of module src (its kernels, their tables, extents and errors) in a module of its
+ * own. Uses the scratch ids of src's values. */
+ir_module *ir_module_copy(const ir_module *src);
 
 /* Creates a detached op with room for the given operands, results (typed) and regions
  * (each region created empty, with no arguments). */

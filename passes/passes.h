@@ -37,6 +37,25 @@ bool ir_lower_semantics(ir_module *m, bool checks);
  * (passes/lower_narrow.c); run by ir_lower_semantics, last. */
 bool ir_lower_narrow(ir_module *m);
 
+/* kern's own math library (passes/lower_libm.c): sin, cos, tan, asin, acos, atan, atan2,
+ * sinh, cosh, tanh, exp, exp2, log, log2 and pow of the float types in `which` replaced by
+ * plain IR, for targets without an accurate library of their own. Requires a lowered
+ * module. ir_libm_needed: whether m has such an op; ir_libm_lowers: whether op is one. */
+enum {
+    IR_LIBM_F32 = 1,
+    IR_LIBM_F64 = 2,
+    IR_LIBM_KEEP_F32_EXPLOG = 4, /* f32 exp, exp2, log and log2 stay ops (AMDGPU's own) */
+    IR_LIBM_NO_FMA = 8,          /* the target's fma may round twice (Vulkan): no method
+                                    relies on a fused one */
+};
+bool ir_lower_libm(ir_module *m, unsigned which);
+bool ir_libm_needed(const ir_module *m, unsigned which);
+bool ir_libm_lowers(const ir_op *op, unsigned which);
+/* A lowered copy of m (ir_module_copy, ir_lower_libm, then fold, cse and dce: sin and cos
+ * of one argument share their reduction), or NULL when m has nothing to lower: what a code
+ * generator emits instead of m. */
+ir_module *ir_libm_copy(const ir_module *m, unsigned which);
+
 /* ---- Analyses: divergence (passes/divergence.c) ------------------------------------- */
 
 /* What ir_uniform_in has already decided (zeroed: nothing; freed by the caller). */

@@ -296,10 +296,11 @@ kern_context_options kern_context_options_default(void) {
         .backend = KERN_BACKEND_CPU,
         .device = -1,
         .validation = !env_on("KERN_VULKAN_VALIDATION") ? KERN_VALIDATION_OFF
-                      : !strcmp(v, "fatal")              ? KERN_VALIDATION_FATAL
-                                                         : KERN_VALIDATION_ON,
+                      : !strcmp(v, "fatal")             ? KERN_VALIDATION_FATAL
+                                                        : KERN_VALIDATION_ON,
         .staging = env_on("KERN_VULKAN_STAGING"),
         .ad_strategy = rt_ad_strategy_env(),
+        .fast_math = env_on("KERN_FAST_MATH"),
     };
     return o;
 }

@@ -471,7 +471,7 @@ static void emit_everywhere(const char *what, const char *src) {
         char *code = cg->code ? cg->code(r.m, &cc->opts, &len, err, sizeof err)
                               : cg->emit(r.m, &cc->opts, "llvm", err, sizeof err);
         cr_expect(code || err[0], "%s on %s: refused without a message", what, targets[t]);
-        if (!code && strcmp(targets[t], "amdgpu") != 0) /* amdgpu lacks some math */
+        if (!code)
             cr_expect_fail("%s on %s: %s", what, targets[t], err);
         free(code);
     }

@@ -217,9 +217,6 @@ Test(modcheck, built_modules_pass) {
             const kc_codegen *cg = kc_codegen_find(targets[t]);
             if (!cg)
                 continue;
-            /* AMDGPU has no f32 transcendental functions yet: those examples do not build */
-            if (!strcmp(targets[t], "amdgpu") && strstr(src, "sin("))
-                continue;
             cr_assert(build(src, targets[t], &b));
             char err[1024];
             cr_expect(check(&b, targets[t], b.code, b.len, err, sizeof err), "%s for %s: %s",
@@ -580,10 +577,13 @@ static int flips(kern_context *ctx, const built *b, const char *target, int coun
         cr_expect_eq(s, KERN_ERR_FORMAT, "%s flip %d (byte %zu): %s", target, i, at,
                      kern_status_name(s));
         cr_expect(strstr(msg, "checksum mismatch"), "%s flip %d: %s", target, i, msg);
-        /* the same code behind a right checksum: the code checks see it */
+        /* the same code behind a right checksum: the code checks see it, or the driver
+         * refuses what SPIR-V's validator accepts (a decoration on an id that its compiler
+         * does not expect) with an error, never a crash */
         s = load(ctx, b, target, code, b->len, msg, sizeof msg);
-        cr_expect(s == KERN_OK || (s == KERN_ERR_FORMAT && msg[0]), "%s flip %d (byte %zu): %s: %s",
-                  target, i, at, kern_status_name(s), msg);
+        bool driver = s == KERN_ERR_DEVICE && strstr(msg, "vkCreateComputePipelines failed");
+        cr_expect(s == KERN_OK || ((s == KERN_ERR_FORMAT || driver) && msg[0]),
+                  "%s flip %d (byte %zu): %s: %s", target, i, at, kern_status_name(s), msg);
         loaded += s == KERN_OK;
     }
     free(good);

@@ -7,12 +7,11 @@
  * v5 (LLVM 19's default).
  *
  * Math: ROCm's device libraries (ocml) are not part of this build (Debian 12 does not
- * package them), so only the builtins that LLVM lowers to exact or correctly rounded AMDGPU
- * code are available: sqrt, rsqrt (1 / sqrt), abs, floor, ceil, round, fma, min, max,
- * clamp, sign, and exp, exp2, log, log2 in f32 (LLVM 19's accurate expansions). A kernel that
- * uses another transcendental builtin (sin, pow, f64 exp, ...) is refused with an error
- * naming the builtin, the kernel and the line, never compiled into an inaccurate or
- * unresolved call.
+ * package them). sqrt, fma, floor and the like are LLVM intrinsics that AMDGPU lowers to
+ * exact code, f32 exp, exp2, log and log2 too (LLVM 19's accurate expansions); every other
+ * transcendental builtin (sin, pow, f64 exp, ...) is kern's own, lowered to plain IR on a
+ * copy of the module before the emitter sees it (passes/lower_libm.c), with the accuracy of
+ * docs/reference.md's table.
  *
  * `kernc build --target=amdgpu` links the relocatable object with ld.lld (ld.lld-19, found
  * at $KERN_LLD, then on PATH and in LLVM 19's directory; started with an argument vector,
@@ -30,6 +29,7 @@
 
 #include <llvm-c/Target.h>
 
+#include "../../passes/passes.h"
 #include "llvm_backend.h"
 #include "llvm_gpu.h"
 
@@ -79,60 +79,6 @@ static const llvm_gpu_target amdgpu_target = {
     .mark_kernel = amd_mark_kernel,
 };
 
-/* ---- what the target cannot compile -------------------------------------------------- */
-
-static bool math_supported(const ir_op *op) {
-    bool f32 = op->noperands && op->operands[0]->type->kind == TY_F32;
-    switch (op->code) {
-    case IR_SIN:
-    case IR_COS:
-    case IR_TAN:
-    case IR_ASIN:
-    case IR_ACOS:
-    case IR_ATAN:
-    case IR_SINH:
-    case IR_COSH:
-    case IR_TANH:
-    case IR_ATAN2:
-    case IR_POW: return false;
-    case IR_EXP:
-    case IR_EXP2:
-    case IR_LOG:
-    case IR_LOG2: return f32;
-    default: return true;
-    }
-}
-
-static const ir_op *unsupported_in(const ir_region *r) {
-    ir_foreach_op(op, r) {
-        if (!math_supported(op))
-            return op;
-        for (uint32_t i = 0; i < op->nregions; i++) {
-            const ir_op *u = unsupported_in(op->regions[i]);
-            if (u)
-                return u;
-        }
-    }
-    return NULL;
-}
-
-/* False with a message naming the first builtin of m that this target cannot compile. */
-static bool check_math(const ir_module *m, char *err, size_t errlen) {
-    ir_foreach_kernel(k, m) {
-        const ir_op *op = unsupported_in(k->body);
-        if (!op)
-            continue;
-        llvm_errf(err, errlen,
-                  "%s:%u:%u: kernel '%s' uses %s on %s, which the amdgpu target cannot compile in "
-                  "this build (its accurate implementation needs ROCm's device libraries, which "
-                  "are not available); the cpu and cuda targets have it",
-                  m->source_path ? m->source_path : "<source>", op->loc.line, op->loc.col, k->name,
-                  ir_info(op->code)->name, op->operands[0]->type->name);
-        return false;
-    }
-    return true;
-}
-
 /* ---- target machine, assembly, objects -------------------------------------------- */
 
 static pthread_once_t amdgpu_once = PTHREAD_ONCE_INIT;
@@ -175,14 +121,14 @@ static LLVMTargetMachineRef amdgpu_machine(const kc_options *o, char *err, size_
 /* Emits m for AMDGPU as assembly, LLVM IR text or an object; malloc'd, *len bytes. */
 static char *amdgpu_output(const ir_module *m, const kc_options *o, int what, size_t *len,
                            char *err, size_t errlen) {
-    if (!check_math(m, err, errlen))
-        return NULL;
     LLVMTargetMachineRef tm = amdgpu_machine(o, err, errlen);
     if (!tm)
         return NULL;
+    ir_module *own = ir_libm_copy(m, IR_LIBM_F32 | IR_LIBM_F64 | IR_LIBM_KEEP_F32_EXPLOG);
     LLVMContextRef ctx = llvm_context_new();
-    LLVMModuleRef mod =
-        llvm_finish_module(llvm_gpu_emit_module(ctx, m, o, &amdgpu_target), o, tm, err, errlen);
+    LLVMModuleRef mod = llvm_finish_module(
+        llvm_gpu_emit_module(ctx, own ? own : m, o, &amdgpu_target), o, tm, err, errlen);
+    ir_module_free(own);
     char *out = NULL;
     if (mod && what == 2) {
         char *s = LLVMPrintModuleToString(mod);

@@ -4,7 +4,8 @@
  * %nctaid.x * %ntid.x threads); entry points are marked through !nvvm.annotations.
  * Transcendental math (sin cos tan asin acos atan sinh cosh tanh atan2 exp exp2 log log2
  * pow, f32 and f64) calls libdevice's __nv_* functions, whose accuracy NVIDIA documents
- * (CUDA Math API, within 1-4 ulp); sqrt, fabs, floor, ceil, round and fma are LLVM
+ * (CUDA Math API, within 1-4 ulp; with fast math, f32 sin cos tan exp log log2 pow call
+ * __nv_fast_*, the approximations of CUDA's __sinf class); sqrt, fabs, floor, ceil, round and fma are LLVM
  * intrinsics that NVPTX lowers to the exact PTX instructions. A module that calls
  * libdevice gets libdevice.10.bc linked in (its functions internalized, so the pipeline
  * drops those the kernels do not call) and "nvvm-reflect-ftz" = 0 (no flush to zero).
@@ -201,8 +202,14 @@ static LLVMValueRef nv_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) 
     default: return NULL;
     }
     bool f32 = op->operands[0]->type->kind == TY_F32;
+    /* fast math: libdevice's __nv_fast_* (the __sinf class: sin.approx, ex2.approx,
+     * lg2.approx) where it has one */
+    bool fast =
+        f32 && em->opts->fast_math &&
+        (op->code == IR_SIN || op->code == IR_COS || op->code == IR_TAN || op->code == IR_EXP ||
+         op->code == IR_LOG || op->code == IR_LOG2 || op->code == IR_POW);
     char name[32];
-    snprintf(name, sizeof name, "__nv_%s%s", base, f32 ? "f" : "");
+    snprintf(name, sizeof name, "__nv_%s%s%s", fast ? "fast_" : "", base, f32 ? "f" : "");
     LLVMTypeRef t = f32 ? em->t_f32 : em->t_f64;
     LLVMTypeRef ps[2] = {t, t};
     LLVMTypeRef fty = LLVMFunctionType(t, ps, nargs, 0);

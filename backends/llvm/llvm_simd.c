@@ -73,26 +73,7 @@ void *llvm_simd_vector_math_address(const char *name) {
     return mvec_lib ? dlsym(mvec_lib, name) : NULL;
 }
 
-bool llvm_simd_is_math_op(ir_opcode c) {
-    switch (c) {
-    case IR_SIN:
-    case IR_COS:
-    case IR_TAN:
-    case IR_ASIN:
-    case IR_ACOS:
-    case IR_ATAN:
-    case IR_SINH:
-    case IR_COSH:
-    case IR_TANH:
-    case IR_EXP:
-    case IR_EXP2:
-    case IR_LOG:
-    case IR_LOG2:
-    case IR_POW:
-    case IR_ATAN2: return true;
-    default: return false;
-    }
-}
+bool llvm_simd_is_math_op(ir_opcode c) { return (ir_info(c)->flags & OPF_LIBM) != 0; }
 
 /* ---- what suits SIMD: the costs of a task, from its divergence ---------------------- */
 

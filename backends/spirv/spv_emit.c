@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../../common/spvblock.h"
+#include "../../passes/passes.h"
 #include "spv_emit_priv.h"
 
 /* ---- value map -------------------------------------------------------------------------- */
@@ -400,9 +401,8 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
 /* SPIR-V's universal limit on the members of a structure (the launch block is one). */
 enum { SPV_MAX_MEMBERS = 16383 };
 
-uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords, char *err,
-                        size_t errlen) {
-    kern_assert(m->lowered); /* kc_compile_source, or ir_lower_semantics for IR made by hand */
+static uint32_t *emit_module(const ir_module *m, const kc_options *o, size_t *nwords, char *err,
+                             size_t errlen) {
     ir_foreach_kernel(k, m) {
         size_t nm = 1 + 2 * (size_t)k->nadstacks; /* kernel_begin's launch block */
         for (uint32_t p = 0; p < k->nparams; p++)
@@ -437,7 +437,6 @@ uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords,
         kernel_end(&em);
     }
     spv_emit_helpers(&em);
-    spv_math64_finish(&em.b, &em.m64);
     free(em.map.keys);
     free(em.map.vals);
     free(em.used.keys);
@@ -453,5 +452,17 @@ uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords,
         return NULL;
     }
 #endif
+    return words;
+}
+
+uint32_t *kc_spirv_emit(const ir_module *m, const kc_options *o, size_t *nwords, char *err,
+                        size_t errlen) {
+    kern_assert(m->lowered); /* kc_compile_source, or ir_lower_semantics for IR made by hand */
+    /* kern's own math: GLSL.std.450 has no f64 functions, and its f32 ones are the driver's
+     * approximations, which only fast math takes (docs/backend-spirv.md) */
+    ir_module *own =
+        ir_libm_copy(m, IR_LIBM_NO_FMA | IR_LIBM_F64 | (o->fast_math ? 0 : IR_LIBM_F32));
+    uint32_t *words = emit_module(own ? own : m, o, nwords, err, errlen);
+    ir_module_free(own);
     return words;
 }

@@ -5,8 +5,10 @@
  * as backends/llvm/llvm_emit_ops.c's llvm.fptosi.sat does (emulated with a clamp and
  * selects), and round is half away from zero.
  *
- * f64 math: GLSL.std.450's transcendental functions take 16- and 32-bit floats only; f64 sin,
- * exp, ... call kern's own SPIR-V functions (spv_math64.c). */
+ * Math: GLSL.std.450's transcendental functions take 16- and 32-bit floats only, and its f32
+ * ones are the driver's approximations: f64 sin, exp, ... always, and f32 ones without fast
+ * math, arrive here as kern's own functions in plain IR (passes/lower_libm.c, run by
+ * kc_spirv_emit). Only fast math's f32 functions map to GLSL.std.450. */
 #include <math.h>
 #include <string.h>
 
@@ -252,8 +254,9 @@ static uint32_t emit_float_math(spv_emitter *em, const ir_op *op, const uint32_t
     case IR_POW: g = GLSLstd450Pow; break;
     default: kern_unreachable("SPIR-V backend: not a float math op");
     }
-    if (f64) /* GLSL.std.450 has these for 16- and 32-bit floats only */
-        return spv_math64_call(&em->b, &em->m64, op->code, x);
+    /* f64 (GLSL.std.450 has these for 16- and 32-bit floats only) and f32 without fast math
+     * are kern's own functions, lowered before (passes/lower_libm.c) */
+    kern_assert(!f64 && em->opts->fast_math);
     return spv_ext(&em->b, ty, g, x, op->code == IR_ATAN2 || op->code == IR_POW ? 2 : 1);
 }
 
@@ -329,6 +332,13 @@ void spv_emit_simple(spv_emitter *em, const ir_op *op) {
         case IR_CLAMP: kern_unreachable("SPIR-V backend: lowered by ir_lower_semantics");
         default: r = emit_float_math(em, op, x); break;
         }
+        /* IEEE arithmetic, as the LLVM targets give it: a driver may neither contract a * b + c
+         * into one fma nor reassociate (Mesa treats undecorated float ops as inexact); kern's
+         * own math (passes/lower_libm.c) depends on it. Fast math lets the driver choose. */
+        if (fl && !em->opts->fast_math &&
+            (op->code == IR_ADD || op->code == IR_SUB || op->code == IR_MUL || op->code == IR_DIV ||
+             op->code == IR_NEG || op->code == IR_FMA))
+            spv_decorate(&em->b, r, SpvDecorationNoContraction, NULL, 0);
     }
     }
     if (op->nresults)

@@ -20,7 +20,6 @@
 
 #include "spv_builder.h"
 #include "spv_emit.h"
-#include "spv_math64.h"
 
 /* ---- the emitter's state ---------------------------------------------------------------- */
 
@@ -47,7 +46,6 @@ typedef struct spv_emitter {
     uint32_t v_heap[3];           /* bindings 2, 3, 4: the heap as u8, u32, u64 */
     uint32_t fn_error, fn_ovf;    /* record_error, adstack_overflow */
     uint32_t arr_struct[2][4];    /* per (float?, 8/16/32/64 bits) the Block struct */
-    spv_math64 m64;               /* the f64 functions the module calls */
     /* per kernel */
     const ir_kernel *kernel;
     uint32_t v_block;

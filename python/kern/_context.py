@@ -14,8 +14,9 @@ class Context:
     `Context("vulkan")`. Options: threads (CPU workers, 0 = all), debug (bounds, division
     and shift checks in JIT code), ad_stack_size (adstack capacity of unbounded loops),
     ad_memory_budget (bytes a gradient launch's adstacks may take, 0 = 3/4 of the device's
-    free memory) and ad_strategy ("auto", "store", "slots" or "recompute"; docs/autodiff.md).
-    A context is used by one thread at a time.
+    free memory), ad_strategy ("auto", "store", "slots" or "recompute"; docs/autodiff.md) and
+    fast_math (True: the GPU's fast approximations of f32 sin, exp, log, pow, ... instead of
+    kern's accuracy table, docs/reference.md; None: $KERN_FAST_MATH). A context is used by one thread at a time.
 
     sync (GPUs): True (the default) makes every call wait for the producers' work before and
     for its own kernels after, so any consumer sees the results. sync=False orders by
@@ -31,7 +32,7 @@ class Context:
     _AD_STRATEGIES = {"auto": 0, "store": 1, "slots": 2, "recompute": 3}
 
     def __init__(self, device="cpu", threads=0, debug=True, ad_stack_size=0, sync=True,
-                 ad_memory_budget=0, ad_strategy=None):
+                 ad_memory_budget=0, ad_strategy=None, fast_math=None):
         self.sync = bool(sync)
         self._torch_stream = None
         if device not in _BACKENDS:
@@ -40,6 +41,8 @@ class Context:
         opts.backend, opts.debug = _BACKENDS[device], bool(debug)
         opts.threads, opts.ad_stack_size = int(threads), int(ad_stack_size)
         opts.ad_memory_budget = int(ad_memory_budget)
+        if fast_math is not None:  # None: $KERN_FAST_MATH, else kern's accuracy table
+            opts.fast_math = bool(fast_math)
         if ad_strategy is not None:  # None: $KERN_AD_STRATEGY, else auto
             if ad_strategy not in self._AD_STRATEGIES:
                 raise ArgumentError("unknown ad_strategy %r (%s)" % (

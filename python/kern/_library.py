@@ -43,7 +43,8 @@ class _Options(ctypes.Structure):
     _fields_ = [("backend", ctypes.c_int), ("debug", ctypes.c_bool), ("threads", ctypes.c_int),
                 ("ad_stack_size", ctypes.c_int64), ("device", ctypes.c_int),
                 ("validation", ctypes.c_int), ("staging", ctypes.c_bool),
-                ("ad_memory_budget", ctypes.c_int64), ("ad_strategy", ctypes.c_int)]
+                ("ad_memory_budget", ctypes.c_int64), ("ad_strategy", ctypes.c_int),
+                ("fast_math", ctypes.c_bool)]
 
 
 class _AdstackInfo(ctypes.Structure):
