@@ -4,7 +4,8 @@
 #
 #   source .device/env.sh; bash scripts/device-run.sh [STEP ...]
 #
-# STEPS (default: all): suite, corpus, vulkan, stress, cli, sanitizer, bench, fuzz (the
+# STEPS (default: all): suite, corpus, vulkan, libm (the accuracy table measured on CUDA and
+# Vulkan, the corpus with fast math), stress, cli, sanitizer, bench, fuzz (the
 # runtime's harnesses on every core but two for FUZZ_SECS seconds each, default 120). Each prints a header and
 # what it ran; results also go to $OUT (when set) as STEP.txt. Exit status: the number of
 # failed steps.
@@ -62,7 +63,7 @@ fuzz_run() { # HARNESS: one libFuzzer process per core, each with its own corpus
     [ "$crashes" = 0 ]
 }
 
-for STEP in suite corpus vulkan budget stress cli sanitizer bench fuzz; do
+for STEP in suite corpus vulkan libm budget stress cli sanitizer bench fuzz; do
     [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
     case $STEP in
     suite) step suite kern-tests -j8 ;;
@@ -83,6 +84,9 @@ for STEP in suite corpus vulkan budget stress cli sanitizer bench fuzz; do
             step slots-cuda env KERN_TEST_BACKEND=cuda KERN_AD_STRATEGY=slots kern-tests -j4 --filter 'grad_corpus/*'
             step budget-vulkan env KERN_TEST_BACKEND=vulkan kern-tests -j4 --filter 'adbudget/*'
             step ckpt-vulkan env KERN_TEST_BACKEND=vulkan KERN_AD_STRATEGY=recompute kern-tests -j4 --filter 'grad_corpus/*' ;;
+    libm) step libm kern-tests --filter 'libm/*'
+          step corpus-fast-cuda env KERN_TEST_BACKEND=cuda KERN_FAST_MATH=1 kern-tests -j4 --filter 'grad_corpus/*'
+          step corpus-fast-vulkan env KERN_TEST_BACKEND=vulkan KERN_FAST_MATH=1 kern-tests -j4 --filter 'grad_corpus/*' ;;
     stress) step stress env KERN_TEST_BACKEND=cuda KERN_STRESS_LAUNCHES=100000 kern-tests --verbose --filter 'stress/*' ;;
     cli) step cli bash -c '
         set -e
