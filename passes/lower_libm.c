@@ -15,11 +15,11 @@
  *               results and overflow come out right);
  *   log, log2   x = m 2^e with m in [sqrt(1/2), sqrt(2)) from the bits (subnormals scaled
  *               first), log m = 2 atanh(s), s = (m - 1) / (m + 1), a series in s^2;
- *   sin, cos, tan  k = round(x 2/pi), r = x - k pi/2 with pi/2 in three parts and fma
- *               (exact for |k| < 2^24 in f32, 2^20 in f64: |x| below about 2.6e7 resp.
- *               1.6e6; beyond, the error grows with |x|), Taylor polynomials of sin and cos
- *               valid for |r| <= 1.3 (f32's k may be off by one), picked and signed by k
- *               mod 4, computed in floats;
+ *   sin, cos, tan  k = round(x 2/pi) from x 2/pi in two parts (right where it rounds
+ *               across a half), r = x - k pi/2 exactly for |k| < 2^24 in f32, 2^20 in f64
+ *               (|x| below about 2.6e7 resp. 1.6e6; beyond, the error grows with |x|;
+ *               reduce_pio2), Taylor polynomials of sin and cos on |r| <= pi/4, picked and
+ *               signed by k mod 4, computed in floats;
  *   atan, atan2, asin, acos  atan reduced to |t| <= tan(pi/12) (1/x, then the pi/6 step)
  *               and a series; atan2 by quadrant; asin and acos through atan2 and sqrt;
  *   sinh, cosh, tanh  from exp and expm1 (a series below 1/2);
@@ -274,14 +274,22 @@ static ir_value *reduce_pio2(lm *m, ir_value *x, ir_value *q) {
     return r;
 }
 
+/* round(x 2/pi), the quadrant, right also where x 2/pi rounds across a half: the product
+ * to about twice the type's precision (2/pi in two parts, the first product exact) */
+static ir_value *quadrant(lm *m, ir_value *x) {
+    double hi = m->f64 ? 0.6366197723675814 : 0.6366197466850281;
+    double lo = m->f64 ? -3.935735335036497e-17 : 2.568255326690366e-08;
+    ir_value *pl, *p = two_prod(m, x, k(m, hi), &pl);
+    ir_value *q = un(m, IR_FLOOR, add(m, p, k(m, 0.5)));
+    ir_value *d = add(m, sub(m, p, q), fma3(m, x, k(m, lo), pl)); /* x 2/pi - q */
+    q = add(m, q, sel(m, gt(m, d, k(m, 0.5)), k(m, 1.0), k(m, 0.0)));
+    return sub(m, q, sel(m, lt(m, d, k(m, -0.5)), k(m, 1.0), k(m, 0.0)));
+}
+
 /* which: 0 sin, 1 cos, 2 tan */
 static ir_value *lm_trig(lm *m, ir_value *x, int which) {
-    ir_value *q = un(m, IR_FLOOR, fma3(m, x, k(m, M_2_PI), k(m, 0.5)));
-    ir_value *r = reduce_pio2(m, x, q);
-    /* q may be off by one where x 2/pi rounds (f32 beyond 2^22): once more on r */
-    ir_value *qc = un(m, IR_FLOOR, fma3(m, r, k(m, M_2_PI), k(m, 0.5)));
-    r = reduce_pio2(m, r, qc);
-    q = add(m, q, qc);
+    ir_value *q = quadrant(m, x);
+    ir_value *r = reduce_pio2(m, x, q); /* |r| <= pi/4 (and a little) */
     ir_value *z = mul(m, r, r);
     double cs[9], cc[10], f = 1.0;
     int ns = m->f64 ? 9 : 6, nc = m->f64 ? 10 : 7;
