@@ -342,15 +342,8 @@ static bool torch_setup(work *w, const char *name, const char *params) {
 
 /* ---- measurement -------------------------------------------------------------------- */
 
-/* One run of a side; returns its time in ms (measured by the side itself, so that
- * untimed preparation such as re-seeding adjoints stays out). */
-typedef double (*run_fn)(void *u);
-
-typedef struct side {
-    run_fn f;
-    void *u;
-    double ms;
-} side;
+typedef bench_run_fn run_fn;
+typedef bench_side side;
 
 static double torch_run(void *u) {
     work *w = u;
@@ -360,32 +353,12 @@ static double torch_run(void *u) {
     return atof(ans + 6);
 }
 
-
-enum { ROUNDS = 3 };
-
-static void measure(const bench *b, side *sides, int n) {
-    int per = (b->o.reps + ROUNDS - 1) / ROUNDS;
-    double *t = xalloc(sizeof *t * (size_t)(n * per * ROUNDS));
-    for (int r = 0; r < ROUNDS; r++) {
-        for (int s = 0; s < n; s++) {
-            for (int i = 0; i < b->o.warmup; i++)
-                sides[s].f(sides[s].u);
-            for (int i = 0; i < per; i++)
-                t[(s * ROUNDS + r) * per + i] = sides[s].f(sides[s].u);
-            bench_settle();
-        }
-    }
-    for (int s = 0; s < n; s++)
-        sides[s].ms = bench_median(t + s * ROUNDS * per, ROUNDS * per);
-    free(t);
-}
-
 /* K, K.grad and (when available) PyTorch, interleaved */
 static void measure_work(work *w, run_fn fwd, run_fn grad, bool torch) {
     fprintf(stderr, "grad-bench: timing %s (%s)\n", w->r->name,
             w->r->check ? w->r->check : "no check");
     side sides[] = {{fwd, w, 0}, {grad, w, 0}, {torch_run, w, 0}};
-    measure(w->b, sides, torch ? 3 : 2);
+    bench_measure(sides, torch ? 3 : 2, w->b->o.reps, w->b->o.warmup);
     w->r->fwd_ms = sides[0].ms;
     w->r->grad_ms = sides[1].ms;
     /* a PyTorch process that failed during the runs gave no valid times */
@@ -748,7 +721,7 @@ static void print_header(const bench *b) {
     if (f)
         fclose(f);
     bench_load_average(load, sizeof load);
-    int per = (b->o.reps + ROUNDS - 1) / ROUNDS;
+    int per = (b->o.reps + BENCH_ROUNDS - 1) / BENCH_ROUNDS;
     printf("grad-bench  %s\n", date);
     printf("machine:    %s, %ld online cores, load average %s\n", model,
            sysconf(_SC_NPROCESSORS_ONLN), load);
@@ -758,7 +731,7 @@ static void print_header(const bench *b) {
     printf("PyTorch:    %s (%s %s)\n", b->py.version, b->o.python, b->o.script);
     printf("timing:     median of %d runs (%d rounds of %d; K, K.grad and PyTorch interleaved, "
            "%d warm-up run(s) before each)\n\n",
-           per * ROUNDS, ROUNDS, per, b->o.warmup);
+           per * BENCH_ROUNDS, BENCH_ROUNDS, per, b->o.warmup);
 }
 
 static void print_bytes(char *buf, size_t size, int64_t v) {
