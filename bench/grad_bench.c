@@ -40,6 +40,9 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#ifdef KERN_BENCH_TRIPS
+#include "grad_trips.h"
+#endif
 #include "../include/kern.h"
 
 #ifndef KERN_BENCH_KERNELS_DIR /* set by bench/meson.build to the source directory's */
@@ -785,7 +788,8 @@ static void usage(FILE *to) {
             "  --reps N      timed runs per measurement, median (default 9, max 255)\n"
             "  --warmup N    untimed runs before each round of timed runs (default 1)\n"
             "  --quick       problem sizes / 16, 3 runs: a smoke test, not numbers\n"
-            "  --only NAME   only loop64, loop1024, springs, stencil or ragged\n"
+            "  --only NAME   only loop64, loop1024, springs, stencil, ragged or trips (trip-count\n"
+            "                distributions: kern SIMD, kern scalar, hand SIMD C; bench/README.md)\n"
             "  --no-torch    leave PyTorch out (no check, no PyTorch column)\n"
             "  --python PATH the Python with torch (default /usr/bin/python3)\n"
             "  --torch-script PATH  default %s\n"
@@ -838,8 +842,8 @@ int main(int argc, char **argv) {
     }
     if (b.o.threads < 1 || b.o.threads > 1024 || b.o.reps < 1 || b.o.reps > 255 || b.o.warmup < 0 ||
         (b.o.only && strcmp(b.o.only, "loop64") && strcmp(b.o.only, "loop1024") &&
-         strcmp(b.o.only, "springs") && strcmp(b.o.only, "stencil") &&
-         strcmp(b.o.only, "ragged"))) {
+         strcmp(b.o.only, "springs") && strcmp(b.o.only, "stencil") && strcmp(b.o.only, "ragged") &&
+         strcmp(b.o.only, "trips"))) {
         usage(stderr);
         return 2;
     }
@@ -868,7 +872,18 @@ int main(int argc, char **argv) {
         bench_stencil(&b, &rows[n++]);
     if (want(&b, "ragged"))
         bench_ragged(&b, &rows[n++]);
-    print_table(rows, n);
+    if (n > 0)
+        print_table(rows, n);
+#ifdef KERN_BENCH_TRIPS
+    if (want(&b, "trips")) {
+        trips_opts to = {.threads = b.o.threads,
+                         .reps = b.o.reps,
+                         .warmup = b.o.warmup,
+                         .shrink = b.o.shrink,
+                         .kernel = KERN_GPU_BENCH_DIR "/divergent.kern"};
+        b.failed |= !grad_trips_run(&to);
+    }
+#endif
     char load[128];
     bench_load_average(load, sizeof load);
     printf("\nload average at the end: %s\n", load);
