@@ -880,7 +880,7 @@ int main(int argc, char **argv) {
                          .reps = b.o.reps,
                          .warmup = b.o.warmup,
                          .shrink = b.o.shrink,
-                         .kernel = KERN_GPU_BENCH_DIR "/divergent.kern"};
+                         .dir = KERN_GPU_BENCH_DIR};
         b.failed |= !grad_trips_run(&to);
     }
 #endif

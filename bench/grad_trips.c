@@ -6,7 +6,8 @@
  * The workload is the GPU benchmark's "divergent" (bench/gpu-bench/divergent.kern,
  * workload.h's inputs): item i runs count[i] steps of x = 0.5 sin(x) w[t] + 0.4 x + 0.1;
  * the gradient of L = sum_i out[i] g[i] with respect to x0 and w. Distributions of count[i]
- * over T steps:
+ * over T steps, after a first row with the GPU benchmark's loop.kern (every item T steps,
+ * the bound len(w): no count array):
  *   equal:   T for every item;
  *   uniform: uniform in 0 .. T (workload.h's gb_count_uniform);
  *   skewed:  T for one item in 16 (a fixed-seed hash of i), T / 16 for the others.
@@ -30,9 +31,9 @@
 #include "gpu-bench/workload.h"
 #include "trips_ref.h"
 
-enum { DIST_EQUAL, DIST_UNIFORM, DIST_SKEWED, NDIST };
-static const char *const dist_names[NDIST] = {"equal", "uniform 0..T",
-                                              "skewed (1/16 T, else T/16)"};
+enum { DIST_LOOP, DIST_EQUAL, DIST_UNIFORM, DIST_SKEWED, NDIST };
+static const char *const dist_names[NDIST] = {"T, loop.kern (bound len(w))", "equal (T)",
+                                              "uniform 0..T", "skewed (1/16 T, else T/16)"};
 
 static int32_t dist_count(int dist, int64_t i, int64_t steps) {
     switch (dist) {
@@ -53,6 +54,7 @@ typedef struct inputs {
 typedef struct kside {
     const inputs *in;
     kern_context *ctx;
+    bool counted; /* divergent.kern (count[] bounds the loop), else loop.kern (len(w)) */
     kern_kernel *k, *kg;
     kern_buffer *x0, *w, *count, *out, *x0g, *wg, *outg;
 } kside;
@@ -66,25 +68,30 @@ static void kdie(kside *s, kern_status st, const char *what) {
 }
 
 /* simd false: the module is compiled with KERN_SIMD=off */
-static void kside_open(kside *s, const trips_opts *o, const inputs *in, bool simd) {
+static void kside_open(kside *s, const trips_opts *o, const inputs *in, bool simd, bool counted) {
     memset(s, 0, sizeof *s);
     s->in = in;
+    s->counted = counted;
+    const char *name = counted ? "divergent" : "loop";
+    char path[4096], gname[64];
+    snprintf(path, sizeof path, "%s/%s.kern", o->dir, name);
+    snprintf(gname, sizeof gname, "%s.grad", name);
     kern_context_options ko = kern_context_options_default();
     ko.threads = o->threads;
     kdie(s, kern_context_create(&ko, &s->ctx), "context");
     size_t len;
-    char *src = bench_read_text(o->kernel, &len);
+    char *src = bench_read_text(path, &len);
     if (!src) {
-        fprintf(stderr, "grad-bench: trips: cannot read %s\n", o->kernel);
+        fprintf(stderr, "grad-bench: trips: cannot read %s\n", path);
         exit(1);
     }
     char *prev = getenv("KERN_SIMD") ? strdup(getenv("KERN_SIMD")) : NULL;
     if (!simd)
         setenv("KERN_SIMD", "off", 1);
     kern_module *mod;
-    kdie(s, kern_module_from_source(s->ctx, src, len, o->kernel, &mod), o->kernel);
-    kdie(s, kern_kernel_find(mod, "divergent", &s->k), "divergent");
-    kdie(s, kern_kernel_find(mod, "divergent.grad", &s->kg), "divergent.grad"); /* built now */
+    kdie(s, kern_module_from_source(s->ctx, src, len, path, &mod), path);
+    kdie(s, kern_kernel_find(mod, name, &s->k), name);
+    kdie(s, kern_kernel_find(mod, gname, &s->kg), gname); /* built now */
     if (prev)
         setenv("KERN_SIMD", prev, 1);
     else
@@ -100,10 +107,25 @@ static void kside_open(kside *s, const trips_opts *o, const inputs *in, bool sim
     kdie(s, kern_buffer_create(s->ctx, KERN_F32, 1, &n, NULL, &s->outg), "buffer");
 }
 
+/* the arguments of K; with adjoints, of K.grad */
+static int kside_args(const kside *s, bool adjoints, kern_arg *a) {
+    int na = 0;
+    a[na++] = kern_arg_buffer(s->x0);
+    a[na++] = kern_arg_buffer(s->w);
+    if (s->counted)
+        a[na++] = kern_arg_buffer(s->count);
+    a[na++] = kern_arg_buffer(s->out);
+    if (adjoints) {
+        a[na++] = kern_arg_buffer(s->x0g);
+        a[na++] = kern_arg_buffer(s->wg);
+        a[na++] = kern_arg_buffer(s->outg);
+    }
+    return na;
+}
+
 static void kside_fwd(kside *s) {
-    kern_arg a[] = {kern_arg_buffer(s->x0), kern_arg_buffer(s->w), kern_arg_buffer(s->count),
-                    kern_arg_buffer(s->out)};
-    kdie(s, kern_launch(s->k, a, 4), "divergent");
+    kern_arg a[8];
+    kdie(s, kern_launch(s->k, a, kside_args(s, false, a)), "K");
 }
 
 static void kside_seed(kside *s) {
@@ -114,10 +136,8 @@ static void kside_seed(kside *s) {
 }
 
 static void kside_grad(kside *s) {
-    kern_arg a[] = {kern_arg_buffer(s->x0),  kern_arg_buffer(s->w),   kern_arg_buffer(s->count),
-                    kern_arg_buffer(s->out), kern_arg_buffer(s->x0g), kern_arg_buffer(s->wg),
-                    kern_arg_buffer(s->outg)};
-    kdie(s, kern_launch(s->kg, a, 7), "divergent.grad");
+    kern_arg a[8];
+    kdie(s, kern_launch(s->kg, a, kside_args(s, true, a)), "K.grad");
 }
 
 static double kern_k(void *u) {
@@ -241,8 +261,8 @@ bool grad_trips_run(const trips_opts *o) {
             ref[i] =
                 gb_reference(in.x0[i], in.w, in.count[i], in.g[i], &ref[n + i], ref + 2 * n, xs);
         kside simd, scalar;
-        kside_open(&simd, o, &in, true);
-        kside_open(&scalar, o, &in, false);
+        kside_open(&simd, o, &in, true, d != DIST_LOOP);
+        kside_open(&scalar, o, &in, false, d != DIST_LOOP);
         bool dok = kside_check(&simd, "kern SIMD", dist_names[d], ref, &worst);
         dok &= kside_check(&scalar, "kern scalar", dist_names[d], ref, &worst);
         if (hand) {

@@ -7,7 +7,7 @@
 typedef struct trips_opts {
     int threads, reps, warmup;
     int shrink;         /* items / shrink (--quick) */
-    const char *kernel; /* the path of divergent.kern */
+    const char *dir;    /* bench/gpu-bench: loop.kern and divergent.kern */
 } trips_opts;
 
 /* Runs the part and prints its table; false when a check failed. */
