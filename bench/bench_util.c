@@ -53,3 +53,24 @@ void bench_load_average(char *buf, size_t size) {
 }
 
 void bench_settle(void) { usleep(300 * 1000); }
+
+void bench_measure(bench_side *sides, int n, int reps, int warmup) {
+    int per = (reps + BENCH_ROUNDS - 1) / BENCH_ROUNDS;
+    double *t = malloc(sizeof *t * (size_t)(n * per * BENCH_ROUNDS));
+    if (!t) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    for (int r = 0; r < BENCH_ROUNDS; r++) {
+        for (int s = 0; s < n; s++) {
+            for (int i = 0; i < warmup; i++)
+                sides[s].f(sides[s].u);
+            for (int i = 0; i < per; i++)
+                t[(s * BENCH_ROUNDS + r) * per + i] = sides[s].f(sides[s].u);
+            bench_settle();
+        }
+    }
+    for (int s = 0; s < n; s++)
+        sides[s].ms = bench_median(t + s * BENCH_ROUNDS * per, BENCH_ROUNDS * per);
+    free(t);
+}

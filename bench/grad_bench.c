@@ -40,6 +40,9 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#ifdef KERN_BENCH_TRIPS
+#include "grad_trips.h"
+#endif
 #include "../include/kern.h"
 
 #ifndef KERN_BENCH_KERNELS_DIR /* set by bench/meson.build to the source directory's */
@@ -342,15 +345,8 @@ static bool torch_setup(work *w, const char *name, const char *params) {
 
 /* ---- measurement -------------------------------------------------------------------- */
 
-/* One run of a side; returns its time in ms (measured by the side itself, so that
- * untimed preparation such as re-seeding adjoints stays out). */
-typedef double (*run_fn)(void *u);
-
-typedef struct side {
-    run_fn f;
-    void *u;
-    double ms;
-} side;
+typedef bench_run_fn run_fn;
+typedef bench_side side;
 
 static double torch_run(void *u) {
     work *w = u;
@@ -360,32 +356,12 @@ static double torch_run(void *u) {
     return atof(ans + 6);
 }
 
-
-enum { ROUNDS = 3 };
-
-static void measure(const bench *b, side *sides, int n) {
-    int per = (b->o.reps + ROUNDS - 1) / ROUNDS;
-    double *t = xalloc(sizeof *t * (size_t)(n * per * ROUNDS));
-    for (int r = 0; r < ROUNDS; r++) {
-        for (int s = 0; s < n; s++) {
-            for (int i = 0; i < b->o.warmup; i++)
-                sides[s].f(sides[s].u);
-            for (int i = 0; i < per; i++)
-                t[(s * ROUNDS + r) * per + i] = sides[s].f(sides[s].u);
-            bench_settle();
-        }
-    }
-    for (int s = 0; s < n; s++)
-        sides[s].ms = bench_median(t + s * ROUNDS * per, ROUNDS * per);
-    free(t);
-}
-
 /* K, K.grad and (when available) PyTorch, interleaved */
 static void measure_work(work *w, run_fn fwd, run_fn grad, bool torch) {
     fprintf(stderr, "grad-bench: timing %s (%s)\n", w->r->name,
             w->r->check ? w->r->check : "no check");
     side sides[] = {{fwd, w, 0}, {grad, w, 0}, {torch_run, w, 0}};
-    measure(w->b, sides, torch ? 3 : 2);
+    bench_measure(sides, torch ? 3 : 2, w->b->o.reps, w->b->o.warmup);
     w->r->fwd_ms = sides[0].ms;
     w->r->grad_ms = sides[1].ms;
     /* a PyTorch process that failed during the runs gave no valid times */
@@ -748,7 +724,7 @@ static void print_header(const bench *b) {
     if (f)
         fclose(f);
     bench_load_average(load, sizeof load);
-    int per = (b->o.reps + ROUNDS - 1) / ROUNDS;
+    int per = (b->o.reps + BENCH_ROUNDS - 1) / BENCH_ROUNDS;
     printf("grad-bench  %s\n", date);
     printf("machine:    %s, %ld online cores, load average %s\n", model,
            sysconf(_SC_NPROCESSORS_ONLN), load);
@@ -758,7 +734,7 @@ static void print_header(const bench *b) {
     printf("PyTorch:    %s (%s %s)\n", b->py.version, b->o.python, b->o.script);
     printf("timing:     median of %d runs (%d rounds of %d; K, K.grad and PyTorch interleaved, "
            "%d warm-up run(s) before each)\n\n",
-           per * ROUNDS, ROUNDS, per, b->o.warmup);
+           per * BENCH_ROUNDS, BENCH_ROUNDS, per, b->o.warmup);
 }
 
 static void print_bytes(char *buf, size_t size, int64_t v) {
@@ -812,7 +788,8 @@ static void usage(FILE *to) {
             "  --reps N      timed runs per measurement, median (default 9, max 255)\n"
             "  --warmup N    untimed runs before each round of timed runs (default 1)\n"
             "  --quick       problem sizes / 16, 3 runs: a smoke test, not numbers\n"
-            "  --only NAME   only loop64, loop1024, springs, stencil or ragged\n"
+            "  --only NAME   only loop64, loop1024, springs, stencil, ragged or trips (trip-count\n"
+            "                distributions: kern SIMD, kern scalar, hand SIMD C; bench/README.md)\n"
             "  --no-torch    leave PyTorch out (no check, no PyTorch column)\n"
             "  --python PATH the Python with torch (default /usr/bin/python3)\n"
             "  --torch-script PATH  default %s\n"
@@ -865,8 +842,8 @@ int main(int argc, char **argv) {
     }
     if (b.o.threads < 1 || b.o.threads > 1024 || b.o.reps < 1 || b.o.reps > 255 || b.o.warmup < 0 ||
         (b.o.only && strcmp(b.o.only, "loop64") && strcmp(b.o.only, "loop1024") &&
-         strcmp(b.o.only, "springs") && strcmp(b.o.only, "stencil") &&
-         strcmp(b.o.only, "ragged"))) {
+         strcmp(b.o.only, "springs") && strcmp(b.o.only, "stencil") && strcmp(b.o.only, "ragged") &&
+         strcmp(b.o.only, "trips"))) {
         usage(stderr);
         return 2;
     }
@@ -895,7 +872,18 @@ int main(int argc, char **argv) {
         bench_stencil(&b, &rows[n++]);
     if (want(&b, "ragged"))
         bench_ragged(&b, &rows[n++]);
-    print_table(rows, n);
+    if (n > 0)
+        print_table(rows, n);
+#ifdef KERN_BENCH_TRIPS
+    if (want(&b, "trips")) {
+        trips_opts to = {.threads = b.o.threads,
+                         .reps = b.o.reps,
+                         .warmup = b.o.warmup,
+                         .shrink = b.o.shrink,
+                         .dir = KERN_GPU_BENCH_DIR};
+        b.failed |= !grad_trips_run(&to);
+    }
+#endif
     char load[128];
     bench_load_average(load, sizeof load);
     printf("\nload average at the end: %s\n", load);

@@ -59,11 +59,18 @@ if [ -e .device/bin/fuzz-module ]; then # their seeds: modules of every target, 
     cp examples/data/*.npy .device/fuzz-seeds/npy/
 fi
 mkdir -p .device/modules
-for k in loop ragged; do
+for k in loop ragged divergent kepler; do
     $B/kernc build "bench/gpu-bench/$k.kern" --target=cuda -o ".device/modules/$k.kmod"
     # the Vulkan side of the benchmark (bench/gpu-bench/run.sh), when kernc has the target
     if $B/kernc build "bench/gpu-bench/$k.kern" --target=vulkan -o ".device/modules/$k.vkmod" \
         2>/dev/null; then :; else rm -f ".device/modules/$k.vkmod"; fi
+    # the forward at equal math (NAME.fast.*: kernc --fast-math), when kernc has the option
+    for t in cuda:kmod vulkan:vkmod; do
+        if $B/kernc build "bench/gpu-bench/$k.kern" --target=${t%:*} --fast-math \
+            -o ".device/modules/$k.fast.${t#*:}" 2>/dev/null; then :; else
+            rm -f ".device/modules/$k.fast.${t#*:}"
+        fi
+    done
 done
 # the carry (64 MiB) also holds the working tree: the libraries (libkernc alone is 45 MB
 # with LLVM) travel compressed, and device-run.sh unpacks them before anything runs

@@ -1,5 +1,6 @@
 // baseline.cu - the hand-written CUDA side of the GPU benchmark (bench/gpu-bench/README.md):
-// the workloads "loop" and "ragged" of workload.h written the way a CUDA programmer would.
+// the workloads "loop", "ragged", "divergent" and "kepler" (the `while` workload) of
+// workload.h written the way a CUDA programmer would.
 //
 //   forward:  one thread per work item, T_i steps in registers, out[i] = x.
 //   fwd+rev:  a forward kernel that also stores every x_t (the input of step t) slot-major,
@@ -9,13 +10,21 @@
 //             a *= 0.5 cos(x_t) w[t] + 0.4; x0.grad[i] = a at the end. w's gradient is summed
 //             per warp (shuffles), then per block in shared memory (a shared float atomic per
 //             warp and step), then one global atomicAdd per block and step.
+//             ragged and divergent: the reverse runs the warp to its longest item, lanes
+//             past their own count idle, so that the lanes of a warp share the step t.
+//   kepler:   the forward stores x of every iteration slot-major and the item's iteration
+//             count; the reverse walks k down from the warp's largest count, aligned the same
+//             way; each item adds 0.6 dL/de into w.grad[i mod T] with one atomicAdd.
+//   forward_fast_ms: the forward kernels again with __sinf instead of sinf (a template
+//             parameter), the counterpart of kern's --fast-math (check_fast_out: its out
+//             against the double-precision reference, tolerance GB_FAST_TOL).
 //
 // Build and run on the GPU machine (run.sh does both):
 //   nvcc -O3 -arch=sm_90 -o baseline bench/gpu-bench/baseline.cu
 //   ./baseline [--n N] [--steps T] [--reps N] [--warmup N] [--check N] [--only PARTS]
 //              [--ckpt K] [--dump DIR]
-// PARTS: a comma-separated list of loop, ragged, ckpt (loop_ckptK) and huge (kern's alone:
-// nothing here); all by default.
+// PARTS: a comma-separated list of loop, ragged, ckpt (loop_ckptK), huge (kern's alone:
+// nothing here), divergent and kepler; all by default.
 // Prints `baseline WORKLOAD METRIC VALUE` lines ('#' lines are comments): forward_ms, fwdrev_ms
 // (the two kernels of fwd+rev together), fwdstore_ms and rev_ms (each alone), medians of
 // --reps runs after --warmup runs, timed with cudaEvents around the kernels only (w.grad is
@@ -59,7 +68,9 @@
 
 enum { BLOCK = 256 };
 
-// count == nullptr: every item runs `steps` steps
+// count == nullptr: every item runs `steps` steps. FAST: __sinf (the forward at equal math
+// with kern's --fast-math), else sinf (kern's default)
+template <bool FAST>
 __global__ void __launch_bounds__(BLOCK)
     k_forward(const float *__restrict__ x0, const float *__restrict__ w,
               const int *__restrict__ count, float *__restrict__ out, int n, int steps) {
@@ -69,8 +80,75 @@ __global__ void __launch_bounds__(BLOCK)
     int T = count ? count[i] : steps;
     float x = x0[i];
     for (int t = 0; t < T; t++)
-        x = 0.5f * sinf(x) * w[t] + 0.4f * x + 0.1f;
+        x = 0.5f * (FAST ? __sinf(x) : sinf(x)) * w[t] + 0.4f * x + 0.1f;
     out[i] = x;
+}
+
+// kepler (workload.h): x = m + e sin(x) from x = m until |d| <= GB_KEPLER_TOL or `steps`
+// iterations; FAST as in k_forward
+template <bool FAST>
+__global__ void __launch_bounds__(BLOCK)
+    k_kepler(const float *__restrict__ x0, const float *__restrict__ w, float *__restrict__ out,
+             int n, int steps) {
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= n)
+        return;
+    float m = x0[i], e = 0.6f * w[i % steps], x = m, d = 1.0f;
+    for (int k = 0; k < steps && fabsf(d) > (float)GB_KEPLER_TOL; k++) {
+        float xn = m + e * (FAST ? __sinf(x) : sinf(x));
+        d = xn - x;
+        x = xn;
+    }
+    out[i] = x;
+}
+
+// kepler's forward that keeps what the reverse needs: x of every iteration k slot-major,
+// xs[k * n + i], and the item's iteration count
+__global__ void __launch_bounds__(BLOCK)
+    k_kepler_store(const float *__restrict__ x0, const float *__restrict__ w,
+                   float *__restrict__ out, float *__restrict__ xs, int *__restrict__ iters, int n,
+                   int steps) {
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    if (i >= n)
+        return;
+    float m = x0[i], e = 0.6f * w[i % steps], x = m, d = 1.0f;
+    int k = 0;
+    while (k < steps && fabsf(d) > (float)GB_KEPLER_TOL) {
+        xs[(size_t)k * n + i] = x;
+        float xn = m + e * sinf(x);
+        d = xn - x;
+        x = xn;
+        k++;
+    }
+    out[i] = x;
+    iters[i] = k;
+}
+
+// kepler's reverse, aligned as k_reverse: the warp walks k down from its largest count, lanes
+// past their own count idle, so the lanes of a warp load row k of xs together. Each item adds
+// 0.6 dL/de into w.grad[i mod steps] (neighbouring items, neighbouring elements).
+__global__ void __launch_bounds__(BLOCK)
+    k_kepler_reverse(const float *__restrict__ xs, const float *__restrict__ w,
+                     const int *__restrict__ iters, const float *__restrict__ g,
+                     float *__restrict__ x0grad, float *__restrict__ wgrad, int n, int steps) {
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    bool valid = i < n;
+    int K = valid ? iters[i] : 0;
+    int wmax = __reduce_max_sync(0xffffffffu, K);
+    float e = valid ? 0.6f * w[i % steps] : 0.0f, a = valid ? g[i] : 0.0f, am = 0.0f, ae = 0.0f;
+    for (int k = wmax - 1; k >= 0; k--) {
+        if (k < K) {
+            float s, co;
+            sincosf(xs[(size_t)k * n + i], &s, &co);
+            am += a;
+            ae += a * s;
+            a *= e * co;
+        }
+    }
+    if (valid) {
+        x0grad[i] = am + a;
+        atomicAdd(&wgrad[i % steps], 0.6f * ae);
+    }
 }
 
 __global__ void __launch_bounds__(BLOCK)
@@ -195,8 +273,6 @@ __global__ void __launch_bounds__(BLOCK)
         atomicAdd(&wgrad[t], wsum[t]);
 }
 
-enum { PART_LOOP = 1, PART_RAGGED = 2, PART_CKPT = 4, PART_HUGE = 8, PART_ALL = 15 };
-
 struct Opts {
     long long n = 1 << 20, steps = 1024;
     int reps = 20, warmup = 3, check = 4096, ckpt = 32;
@@ -206,26 +282,8 @@ struct Opts {
 
 struct Dev {
     float *x0, *w, *g, *gsub, *out, *xs, *x0grad, *wgrad;
-    int *count;
+    int *count, *dcount, *iters; // ragged's and divergent's counts, kepler's iterations
 };
-
-// --only's list: comma-separated names of parts; 0 for a bad list
-static unsigned parse_parts(const char *v) {
-    static const char *const names[] = {"loop", "ragged", "ckpt", "huge"};
-    unsigned parts = 0;
-    while (*v) {
-        size_t len = strcspn(v, ",");
-        unsigned bit = 0;
-        for (unsigned p = 0; p < 4; p++)
-            if (strlen(names[p]) == len && !strncmp(v, names[p], len))
-                bit = 1u << p;
-        if (!bit)
-            return 0;
-        parts |= bit;
-        v += len + (v[len] == ',');
-    }
-    return parts;
-}
 
 static int g_failed = 0;
 
@@ -268,27 +326,41 @@ static void check_print(const char *name, const std::vector<float> &out,
     }
 }
 
-// the workload loop (ragged false) or ragged with every x_t stored; returns fwdrev_ms
-static float run(const Opts &o, const char *name, bool ragged, Dev &d) {
+// a workload of workload.h (GB_LOOP, GB_RAGGED, GB_DIVERGENT, GB_KEPLER) with every x_t
+// stored; returns fwdrev_ms
+static float run(const Opts &o, const char *name, int kind, Dev &d) {
     int n = (int)o.n, steps = (int)o.steps, grid = (n + BLOCK - 1) / BLOCK;
-    const int *count = ragged ? d.count : nullptr;
+    const int *count = kind == GB_RAGGED ? d.count : kind == GB_DIVERGENT ? d.dcount : nullptr;
     size_t smem = (size_t)steps * sizeof(float);
     cudaEvent_t e0, e1, e2;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     CK(cudaEventCreate(&e2));
-    auto forward = [&]() {
-        k_forward<<<grid, BLOCK>>>(d.x0, d.w, count, d.out, n, steps);
+    auto forward = [&](bool fast) {
+        if (kind == GB_KEPLER && fast)
+            k_kepler<true><<<grid, BLOCK>>>(d.x0, d.w, d.out, n, steps);
+        else if (kind == GB_KEPLER)
+            k_kepler<false><<<grid, BLOCK>>>(d.x0, d.w, d.out, n, steps);
+        else if (fast)
+            k_forward<true><<<grid, BLOCK>>>(d.x0, d.w, count, d.out, n, steps);
+        else
+            k_forward<false><<<grid, BLOCK>>>(d.x0, d.w, count, d.out, n, steps);
         CK(cudaGetLastError());
     };
     // fwd+rev with seed g; w.grad zeroed before the start event; returns {store, rev} ms
     auto fwdrev = [&](const float *g, float *ms_store, float *ms_rev) {
         CK(cudaMemsetAsync(d.wgrad, 0, smem));
         CK(cudaEventRecord(e0));
-        k_forward_store<<<grid, BLOCK>>>(d.x0, d.w, count, d.out, d.xs, n, steps);
+        if (kind == GB_KEPLER)
+            k_kepler_store<<<grid, BLOCK>>>(d.x0, d.w, d.out, d.xs, d.iters, n, steps);
+        else
+            k_forward_store<<<grid, BLOCK>>>(d.x0, d.w, count, d.out, d.xs, n, steps);
         CK(cudaGetLastError());
         CK(cudaEventRecord(e1));
-        k_reverse<<<grid, BLOCK, smem>>>(d.xs, d.w, count, g, d.x0grad, d.wgrad, n, steps);
+        if (kind == GB_KEPLER)
+            k_kepler_reverse<<<grid, BLOCK>>>(d.xs, d.w, d.iters, g, d.x0grad, d.wgrad, n, steps);
+        else
+            k_reverse<<<grid, BLOCK, smem>>>(d.xs, d.w, count, g, d.x0grad, d.wgrad, n, steps);
         CK(cudaGetLastError());
         CK(cudaEventRecord(e2));
         CK(cudaEventSynchronize(e2));
@@ -301,43 +373,67 @@ static float run(const Opts &o, const char *name, bool ragged, Dev &d) {
     std::vector<float> out(n), x0g(n), wg(steps), w(steps), gsub(n);
     for (int t = 0; t < steps; t++)
         w[t] = gb_w(t);
-    for (long long i = 0; i < n; i++)
-        work_steps += ragged ? gb_count(i, steps) : steps;
+    std::vector<double> rout(n), rx0g(n), rwg(steps), xs(steps);
+    for (long long i = 0; i < n; i++) {
+        if (kind == GB_KEPLER) {
+            double xg, eg;
+            int64_t iters;
+            gb_kepler_reference(gb_x0(i), gb_kepler_e(i, w.data(), steps), steps, 1.0, &xg, &eg,
+                                &iters, xs.data());
+            work_steps += iters;
+        } else {
+            work_steps += gb_trips(kind, i, steps);
+        }
+    }
     printf("# baseline %s: %d items, %d steps (%s), %.4g steps in all\n", name, n, steps,
-           ragged ? "item i runs count[i]" : "every item", (double)work_steps);
+           kind == GB_LOOP     ? "every item"
+           : kind == GB_KEPLER ? "the cap; iterations to convergence, in double"
+                               : "item i runs count[i]",
+           (double)work_steps);
     float s0, s1;
     fwdrev(d.gsub, &s0, &s1);
     CK(cudaMemcpy(gsub.data(), d.gsub, 4 * (size_t)n, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(out.data(), d.out, 4 * (size_t)n, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(x0g.data(), d.x0grad, 4 * (size_t)n, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(wg.data(), d.wgrad, smem, cudaMemcpyDeviceToHost));
-    std::vector<double> rout(n), rx0g(n), rwg(steps), xs(steps);
-    for (long long i = 0; i < n; i += stride) {
-        long long ti = ragged ? gb_count(i, steps) : steps;
-        rout[i] = gb_reference(gb_x0(i), w.data(), ti, gsub[i], &rx0g[i], rwg.data(), xs.data());
-    }
+    for (long long i = 0; i < n; i += stride)
+        rout[i] =
+            gb_item_reference(kind, i, w.data(), steps, gsub[i], &rx0g[i], rwg.data(), xs.data());
     check_print(name, out, x0g, wg, rout, rx0g, rwg, n, steps, stride);
     // the forward kernel alone must agree with the storing one
-    forward();
+    forward(false);
     CK(cudaDeviceSynchronize());
     std::vector<float> out2(n);
     CK(cudaMemcpy(out2.data(), d.out, 4 * (size_t)n, cudaMemcpyDeviceToHost));
     if (memcmp(out.data(), out2.data(), 4 * (size_t)n) != 0)
         printf("# baseline %s: the forward kernels differ (max rel %.3g)\n", name,
                gb_maxrel_ff(out2.data(), out.data(), n));
+    // the __sinf forward: its out on the check subset against the reference
+    forward(true);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(out2.data(), d.out, 4 * (size_t)n, cudaMemcpyDeviceToHost));
+    double e_fast = gb_maxrel_f32(out2.data(), rout.data(), n, stride);
+    printf("baseline %s check_fast_out %.3g\n", name, e_fast);
+    if (!(e_fast <= GB_FAST_TOL)) {
+        fprintf(stderr,
+                "baseline: CHECK FAILED: %s: the __sinf forward is %.3g off (tolerance %g)\n", name,
+                e_fast, GB_FAST_TOL);
+        g_failed = 1;
+    }
 
     // timing
-    std::vector<float> tf, ts, tr, tfr;
-    for (int r = 0; r < o.warmup + o.reps; r++) {
-        float ms;
-        CK(cudaEventRecord(e0));
-        forward();
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (r >= o.warmup)
-            tf.push_back(ms);
-    }
+    std::vector<float> tf, tff, ts, tr, tfr;
+    for (int fast = 0; fast < 2; fast++)
+        for (int r = 0; r < o.warmup + o.reps; r++) {
+            float ms;
+            CK(cudaEventRecord(e0));
+            forward(fast);
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            if (r >= o.warmup)
+                (fast ? tff : tf).push_back(ms);
+        }
     for (int r = 0; r < o.warmup + o.reps; r++) {
         float a, b;
         fwdrev(d.g, &a, &b);
@@ -348,6 +444,7 @@ static float run(const Opts &o, const char *name, bool ragged, Dev &d) {
         }
     }
     printf("baseline %s forward_ms %.3f\n", name, median(tf));
+    printf("baseline %s forward_fast_ms %.3f\n", name, median(tff));
     printf("baseline %s fwdrev_ms %.3f\n", name, median(tfr));
     printf("baseline %s fwdstore_ms %.3f\n", name, median(ts));
     printf("baseline %s rev_ms %.3f\n", name, median(tr));
@@ -462,10 +559,12 @@ template <int K> static void run_ckpt(const Opts &o, Dev &d, float store_ms) {
 }
 
 static void usage(FILE *to) {
-    fprintf(to, "usage: baseline [--n N] [--steps T] [--reps N] [--warmup N] [--check N]\n"
-                "                [--only loop,ragged,ckpt,huge] [--ckpt 8|16|32|64] [--dump DIR]\n"
-                "defaults: --n 1048576 --steps 1024 --reps 20 --warmup 3 --check 4096\n"
-                "          --ckpt 32\n");
+    fprintf(to,
+            "usage: baseline [--n N] [--steps T] [--reps N] [--warmup N] [--check N]\n"
+            "                [--only loop,ragged,ckpt,huge,divergent,kepler] [--ckpt 8|16|32|64]\n"
+            "                [--dump DIR]\n"
+            "defaults: --n 1048576 --steps 1024 --reps 20 --warmup 3 --check 4096\n"
+            "          --ckpt 32\n");
 }
 
 int main(int argc, char **argv) {
@@ -493,8 +592,8 @@ int main(int argc, char **argv) {
             o.warmup = (int)x;
         else if (!strcmp(a, "--check") && num && x >= 0)
             o.check = (int)x;
-        else if (!strcmp(a, "--only") && parse_parts(v))
-            o.only = parse_parts(v);
+        else if (!strcmp(a, "--only") && gb_parse_parts(v))
+            o.only = gb_parse_parts(v);
         else if (!strcmp(a, "--ckpt") && num && (x == 8 || x == 16 || x == 32 || x == 64))
             o.ckpt = (int)x;
         else if (!strcmp(a, "--dump"))
@@ -526,13 +625,14 @@ int main(int argc, char **argv) {
 
     size_t n = (size_t)o.n, T = (size_t)o.steps;
     std::vector<float> x0(n), w(T), g(n), gsub(n);
-    std::vector<int> count(n);
+    std::vector<int> count(n), dcount(n);
     long long stride = gb_stride(o.n, o.check);
     for (size_t i = 0; i < n; i++) {
         x0[i] = gb_x0((int64_t)i);
         g[i] = gb_g((int64_t)i);
         gsub[i] = (long long)i % stride == 0 ? g[i] : 0.0f;
         count[i] = gb_count((int64_t)i, o.steps);
+        dcount[i] = gb_count_uniform((int64_t)i, o.steps);
     }
     for (size_t t = 0; t < T; t++)
         w[t] = gb_w((int64_t)t);
@@ -542,6 +642,8 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&d.g, 4 * n));
     CK(cudaMalloc(&d.gsub, 4 * n));
     CK(cudaMalloc(&d.count, 4 * n));
+    CK(cudaMalloc(&d.dcount, 4 * n));
+    CK(cudaMalloc(&d.iters, 4 * n));
     CK(cudaMalloc(&d.out, 4 * n));
     CK(cudaMalloc(&d.x0grad, 4 * n));
     CK(cudaMalloc(&d.wgrad, 4 * T));
@@ -551,9 +653,10 @@ int main(int argc, char **argv) {
     CK(cudaMemcpy(d.g, g.data(), 4 * n, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d.gsub, gsub.data(), 4 * n, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d.count, count.data(), 4 * n, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d.dcount, dcount.data(), 4 * n, cudaMemcpyHostToDevice));
     float store_ms = 0;
     if (o.only & PART_LOOP)
-        store_ms = run(o, "loop", false, d);
+        store_ms = run(o, "loop", GB_LOOP, d);
     if (o.only & PART_CKPT) {
         switch (o.ckpt) {
         case 8: run_ckpt<8>(o, d, store_ms); break;
@@ -563,7 +666,11 @@ int main(int argc, char **argv) {
         }
     }
     if (o.only & PART_RAGGED)
-        run(o, "ragged", true, d);
+        run(o, "ragged", GB_RAGGED, d);
+    if (o.only & PART_DIVERGENT)
+        run(o, "divergent", GB_DIVERGENT, d);
+    if (o.only & PART_KEPLER)
+        run(o, "kepler", GB_KEPLER, d);
     if (o.only == PART_HUGE)
         printf("# baseline: nothing to run (loop_huge is kern's alone)\n");
     return g_failed;

@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
 """jax_bench.py - the JAX side of the GPU benchmark (bench/gpu-bench/README.md).
 
-The workloads "loop" and "ragged" of workload.h, written the usual JAX way:
+The workloads "loop", "ragged", "divergent" and "kepler" of workload.h, written the usual
+JAX way:
   loop:    lax.scan over w (one step per element), jax.jit for the forward,
            jax.jit(jax.grad(L, argnums=(0, 1))) for the gradient of L = sum(out * g);
   ragged:  JAX cannot differentiate lax.while_loop in reverse mode, so the scan runs to the
            largest count, len(w), and item i keeps x unchanged once t >= count[i] (jnp.where):
            every item computes len(w) steps, masked;
+  divergent: the same as ragged with divergent's counts (uniform in 0 .. len(w));
+  kepler:  the `while` workload. The forward is a lax.while_loop over the whole batch (one
+           iteration per step of every item, masked per item with jnp.where once it has
+           converged) that stops when every item has converged or at the cap len(w); the
+           gradient cannot go through lax.while_loop in reverse mode, so it differentiates a
+           lax.scan of len(w) masked iterations (the cap): every item computes len(w)
+           iterations in K.grad's counterpart;
   loop_ckptK (--only ckpt, K = --ckpt, 32 by default): loop with checkpoints, the JAX way: a
            scan over segments of K steps whose body (an inner scan of K steps) is
            jax.checkpoint-ed, so the gradient keeps x at the start of each segment and
@@ -52,9 +60,11 @@ def make_inputs(np, n, steps, check):
     g = (0.5 + frac(i, 3)).astype(np.float32)
     lo = steps // 2
     count = (lo + (i * 7919) % (steps - lo + 1)).astype(np.int32)
+    dcount = np.minimum(np.floor(frac(i, 4) * (steps + 1)), steps).astype(np.int32)
+    e = (np.float32(0.6) * w[i % steps]).astype(np.float32)  # kepler's e, as in float
     stride = n // check if check > 0 and n > check else 1
     gsub = np.where(i % stride == 0, g, np.float32(0)).astype(np.float32)
-    return x0, w, g, count, gsub, stride
+    return x0, w, g, count, dcount, e, gsub, stride
 
 
 def reference(np, x0, w, T, g):
@@ -75,6 +85,31 @@ def reference(np, x0, w, T, g):
     return x, a, wg
 
 
+def kepler_reference(np, m, e, steps, g, tol):
+    """kepler in double precision over the given items: out, dL/dm, dL/de."""
+    m = m.astype(np.float64)
+    e = e.astype(np.float64)
+    x, d = m.copy(), np.ones_like(m)
+    k = np.zeros(m.shape, dtype=np.int64)
+    xs = []
+    for it in range(steps):
+        on = np.abs(d) > tol
+        if not on.any():
+            break
+        xs.append(x.copy())
+        xn = m + e * np.sin(x)
+        d = np.where(on, xn - x, d)
+        x = np.where(on, xn, x)
+        k += on
+    a, am, ae = g.astype(np.float64), np.zeros_like(m), np.zeros_like(m)
+    for it in range(len(xs) - 1, -1, -1):
+        on = it < k
+        am = np.where(on, am + a, am)
+        ae = np.where(on, ae + a * np.sin(xs[it]), ae)
+        a = np.where(on, a * e * np.cos(xs[it]), a)
+    return x, am + a, ae
+
+
 def maxrel(np, got, ref):
     """workload.h's measure: max |got - ref| / max |ref| (at least 1e-30); NaN wins."""
     got = np.asarray(got, dtype=np.float64)
@@ -91,8 +126,9 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--check", type=int, default=4096)
-    ap.add_argument("--only", default="loop,ragged,ckpt,huge",
-                    help="comma-separated parts: loop, ragged, ckpt (loop_ckptK), huge (kern's alone)")
+    ap.add_argument("--only", default="loop,ragged,ckpt,huge,divergent,kepler",
+                    help="comma-separated parts: loop, ragged, ckpt (loop_ckptK), huge (kern's "
+                    "alone), divergent, kepler")
     ap.add_argument("--ckpt", type=int, default=32, help="loop_ckptK's segment length K")
     ap.add_argument("--compare", metavar="DIR")
     ap.add_argument("--dump", metavar="DIR")
@@ -101,8 +137,9 @@ def main():
     if o.n < 1 or o.steps < 2 or o.reps < 1 or o.warmup < 0 or o.check < 0 or o.ckpt < 2:
         ap.error("sizes must be positive")
     parts = o.only.split(",")
-    if not parts or any(p not in ("loop", "ragged", "ckpt", "huge") for p in parts):
-        ap.error(f"--only {o.only}: a comma-separated list of loop, ragged, ckpt, huge")
+    names = ("loop", "ragged", "ckpt", "huge", "divergent", "kepler")
+    if not parts or any(p not in names for p in parts):
+        ap.error(f"--only {o.only}: a comma-separated list of {', '.join(names)}")
 
     try:
         import numpy as np
@@ -153,14 +190,49 @@ def main():
         x, _ = lax.scan(body, x0, (jnp.arange(w.shape[0], dtype=jnp.int32), w))
         return x
 
-    x0, w, g, count, gsub, stride = make_inputs(np, o.n, o.steps, o.check)
+    KEPLER_TOL = 1e-6  # workload.h GB_KEPLER_TOL
+
+    def kepler_fwd(x0, e):
+        """lax.while_loop: until every item has converged, or len(w) iterations"""
+        tol = jnp.float32(KEPLER_TOL)
+
+        def cond(c):
+            k, x, d = c
+            return (k < o.steps) & jnp.any(jnp.abs(d) > tol)
+
+        def body(c):
+            k, x, d = c
+            on = jnp.abs(d) > tol
+            xn = x0 + e * jnp.sin(x)
+            return k + 1, jnp.where(on, xn, x), jnp.where(on, xn - x, d)
+
+        _, x, _ = lax.while_loop(cond, body, (jnp.int32(0), x0, jnp.ones_like(x0)))
+        return x
+
+    def kepler_scan(x0, w):
+        """len(w) masked iterations (reverse mode goes through lax.scan)"""
+        e = jnp.float32(0.6) * w[jnp.arange(x0.shape[0]) % w.shape[0]]
+        tol = jnp.float32(KEPLER_TOL)
+
+        def body(c, _):
+            x, d = c
+            on = jnp.abs(d) > tol
+            xn = x0 + e * jnp.sin(x)
+            return (jnp.where(on, xn, x), jnp.where(on, xn - x, d)), None
+
+        (x, _), _ = lax.scan(body, (x0, jnp.ones_like(x0)), None, length=w.shape[0])
+        return x
+
+    x0, w, g, count, dcount, e, gsub, stride = make_inputs(np, o.n, o.steps, o.check)
     failed = False
     ckpt_name = f"loop_ckpt{o.ckpt}"
-    work = [("loop", "loop"), (ckpt_name, "ckpt"), ("ragged", "ragged")]
+    work = [("loop", "loop"), (ckpt_name, "ckpt"), ("ragged", "ragged"),
+            ("divergent", "divergent"), ("kepler", "kepler")]
     for name, part in work:
         if part not in parts:
             continue
-        ragged = name == "ragged"
+        ragged = name in ("ragged", "divergent")
+        counts = dcount if name == "divergent" else count
         base = "loop" if name == ckpt_name else name  # the baseline's results to compare with
         if name == ckpt_name:
             fwd = jax.jit(loop_ckpt_fwd)
@@ -175,7 +247,15 @@ def main():
             grad = jax.jit(
                 jax.grad(lambda x0, w, c, g: jnp.sum(ragged_fwd(x0, w, c) * g), argnums=(0, 1))
             )
-            args = (jnp.asarray(x0), jnp.asarray(w), jnp.asarray(count))
+            args = (jnp.asarray(x0), jnp.asarray(w), jnp.asarray(counts))
+        elif name == "kepler":
+            kfwd = jax.jit(kepler_fwd)
+            je = jnp.asarray(e)
+            fwd = lambda x0, w: kfwd(x0, je)  # noqa: E731 (the same arguments as the gradient)
+            grad = jax.jit(jax.grad(lambda x0, w, g: jnp.sum(kepler_scan(x0, w) * g), argnums=(0, 1)))
+            args = (jnp.asarray(x0), jnp.asarray(w))
+            print(f"# jax {name}: forward lax.while_loop (masked per item); gradient through a "
+                  f"lax.scan of {o.steps} masked iterations (the cap)", flush=True)
         else:
             fwd = jax.jit(loop_fwd)
             grad = jax.jit(jax.grad(lambda x0, w, g: jnp.sum(loop_fwd(x0, w) * g), argnums=(0, 1)))
@@ -199,8 +279,12 @@ def main():
 
         # the check: g kept on every stride-th item, against double precision
         sub = np.arange(0, o.n, stride)
-        T = count[sub] if ragged else np.full(sub.shape, o.steps)
-        rout, rx0g, rwg = reference(np, x0[sub], w, T, gsub[sub])
+        if name == "kepler":
+            rout, rx0g, reg = kepler_reference(np, x0[sub], e[sub], o.steps, gsub[sub], KEPLER_TOL)
+            rwg = 0.6 * np.bincount(sub % o.steps, weights=reg, minlength=o.steps)
+        else:
+            T = counts[sub] if ragged else np.full(sub.shape, o.steps)
+            rout, rx0g, rwg = reference(np, x0[sub], w, T, gsub[sub])
         e_out = maxrel(np, np.asarray(out)[sub], rout)
         e_x0g = maxrel(np, np.asarray(gx0)[sub], rx0g)
         e_wg = maxrel(np, np.asarray(gw), rwg)

@@ -1,9 +1,14 @@
 /* kern_bench.c - kern-bench: the kern side of the GPU benchmark (bench/gpu-bench/README.md).
  *
- * Runs the workloads "loop" (loop.kern) and "ragged" (ragged.kern) of workload.h through
+ * Runs the workloads "loop", "ragged", "divergent" and "kepler" (the `while` workload) of
+ * workload.h (the kernels: NAME.kern) through
  * kern's C API on a CUDA context (--target vulkan: the Vulkan device; --target cpu: the CPU
  * device, to try it where there is no GPU) and prints one line per measurement, `kern WORKLOAD METRIC VALUE`:
  *   forward_ms      K, median of --reps runs of kern_launch + kern_sync (host clock)
+ *   forward_fast_ms the same in a context made with KERN_FAST_MATH=1 (the targets' fast
+ *                   sin: the forward at equal math with the baseline's __sinf build); its
+ *                   kernels from --fast-module files, else the JIT; check_fast_out: its out
+ *                   against the reference (tolerance GB_FAST_TOL)
  *   fwdrev_ms       K.grad alone (it runs the forward sweep itself, keeping every x_t, then
  *                   the reverse sweep), median, the adjoints re-seeded outside the window
  *   launch_us       host time of one kern_launch(K) without sync, averaged over --launches
@@ -35,7 +40,7 @@
  * On the CUDA device the device's memory is cuDeviceTotalMem's; on others loop_huge runs
  * only with --huge-mem BYTES (a pretend memory size: the CPU check of this code).
  *
- * Modules: by default the JIT compiles KERNELS/loop.kern and KERNELS/ragged.kern for the
+ * Modules: by default the JIT compiles KERNELS/NAME.kern for the
  * context's backend; --module PATH (repeatable) loads an ahead-of-time module instead
  * (`kernc build X.kern --target=cuda -o PATH`), and a workload takes its kernel from the
  * first module that has it. kern-bench-aot is this program built without the JIT (and so
@@ -63,7 +68,6 @@
 enum { MAX_MODULES = 8 };
 
 /* the parts of the benchmark (--only takes a comma-separated list of their names) */
-enum { PART_LOOP = 1, PART_RAGGED = 2, PART_CKPT = 4, PART_HUGE = 8, PART_ALL = 15 };
 
 typedef struct opts {
     kern_backend backend;
@@ -74,6 +78,8 @@ typedef struct opts {
     const char *kernels, *compare, *dump;
     const char *modules[MAX_MODULES];
     int nmodules;
+    const char *fast_modules[MAX_MODULES]; /* --fast-module: built with kernc --fast-math */
+    int nfast_modules;
     int ckpt;           /* the budget of loop_budgetK: the store-all heap / ckpt */
     int64_t huge_n;     /* loop_huge's items (0: the device's resident thread slots) */
     int64_t huge_steps; /* loop_huge's steps (0: enough for huge_ratio) */
@@ -129,7 +135,7 @@ static void write_f32(const char *path, const float *src, int64_t n) {
 typedef struct work {
     const opts *o;
     const char *name;
-    bool ragged;
+    int kind; /* GB_LOOP, GB_RAGGED, GB_DIVERGENT, GB_KEPLER */
     kern_kernel *k, *kg;
     kern_buffer *x0, *w, *count, *out, *x0g, *wg, *outg;
     float *g, *gsub, *zeros; /* host: the seed, the seed on the check subset, zeros */
@@ -141,7 +147,7 @@ static int fwd_args(const work *wk, kern_arg *a) {
     int na = 0;
     a[na++] = kern_arg_buffer(wk->x0);
     a[na++] = kern_arg_buffer(wk->w);
-    if (wk->ragged)
+    if (wk->count)
         a[na++] = kern_arg_buffer(wk->count);
     a[na++] = kern_arg_buffer(wk->out);
     return na;
@@ -312,10 +318,8 @@ static bool check(work *wk, double *fwd_ms, double *grad_ms) {
     kcheck(kern_buffer_read(wk->wg, wg, (size_t)steps * 4), "read w.grad");
     for (int64_t t = 0; t < steps; t++)
         w[t] = gb_w(t);
-    for (int64_t i = 0; i < n; i += stride) {
-        int64_t ti = wk->ragged ? gb_count(i, steps) : steps;
-        rout[i] = gb_reference(gb_x0(i), w, ti, wk->gsub[i], &rx0g[i], rwg, xs);
-    }
+    for (int64_t i = 0; i < n; i += stride)
+        rout[i] = gb_item_reference(wk->kind, i, w, steps, wk->gsub[i], &rx0g[i], rwg, xs);
     double e_out = gb_maxrel_f32(out, rout, n, stride), e_x0g = gb_maxrel_f32(x0g, rx0g, n, stride),
            e_wg = gb_maxrel_f32(wg, rwg, steps, 1);
     double e = e_out > e_x0g ? e_out : e_x0g;
@@ -391,7 +395,7 @@ static void full_results(work *wk) {
         free(res[a]);
 }
 
-/* name and name.grad on g_ctx: from the first --module file that has name (each is loaded
+/* name and name.grad (kg NULL: name alone) on g_ctx: from the first --module file that has name (each is loaded
  * into g_ctx), else the JIT compiles KERNELS/name.kern (compile_ms printed when report). */
 static void load_kernels(const opts *o, const char *name, kern_kernel **k, kern_kernel **kg,
                          bool report) {
@@ -424,14 +428,16 @@ static void load_kernels(const opts *o, const char *name, kern_kernel **k, kern_
     }
     char gname[64];
     snprintf(gname, sizeof gname, "%s.grad", name);
-    kcheck(kern_kernel_find(mod, gname, kg), gname);
+    if (kg) /* NULL: K alone (the JIT builds K.grad only when it is looked up) */
+        kcheck(kern_kernel_find(mod, gname, kg), gname);
 }
 
 /* The inputs of workload.h for n items and `steps` steps in buffers of g_ctx. */
 static void work_init(work *wk, int64_t n, int64_t steps, int check) {
     wk->n = n, wk->steps = steps, wk->check = check;
     float *x0 = xalloc((size_t)n * 4), *w = xalloc((size_t)steps * 4);
-    int32_t *count = wk->ragged ? xalloc((size_t)n * 4) : NULL;
+    bool counted = wk->kind == GB_RAGGED || wk->kind == GB_DIVERGENT;
+    int32_t *count = counted ? xalloc((size_t)n * 4) : NULL;
     wk->g = xalloc((size_t)n * 4);
     wk->gsub = xalloc((size_t)n * 4);
     wk->zeros = xalloc((size_t)(n > steps ? n : steps) * 4);
@@ -441,7 +447,7 @@ static void work_init(work *wk, int64_t n, int64_t steps, int check) {
         wk->g[i] = gb_g(i);
         wk->gsub[i] = i % stride == 0 ? wk->g[i] : 0.0f;
         if (count)
-            count[i] = gb_count(i, steps);
+            count[i] = (int32_t)gb_trips(wk->kind, i, steps);
     }
     for (int64_t t = 0; t < steps; t++)
         w[t] = gb_w(t);
@@ -463,17 +469,102 @@ static void work_free(work *wk) {
     free(wk->g), free(wk->gsub), free(wk->zeros);
 }
 
-static void bench_workload(const opts *o, const char *name, bool ragged) {
-    work wk = {.o = o, .name = name, .ragged = ragged};
+/* The forward at equal math with the baseline's __sinf build: K of the workload in a
+ * context created, and its kernel compiled, with KERN_FAST_MATH=1 (the runtime's default
+ * options and the JIT read it), from a --fast-module file when one has it; its out against
+ * the reference, then forward_fast_ms. A runtime without fast math measures the default. */
+static void bench_fast(const opts *o, const char *name, int kind) {
+    opts fo = *o;
+    memcpy(fo.modules, o->fast_modules, sizeof fo.modules);
+    fo.nmodules = o->nfast_modules;
+    bool has = false;
+    for (int m = 0; m < fo.nmodules && !has; m++) {
+        kern_module *mod;
+        kern_kernel *k;
+        has = kern_module_load_file(g_ctx, fo.modules[m], &mod) == KERN_OK &&
+              kern_kernel_find(mod, name, &k) == KERN_OK;
+    }
+#ifdef KERN_BENCH_NO_JIT
+    if (!has) {
+        printf("# kern %s: no forward_fast_ms: no --fast-module has '%s' (this build has no "
+               "JIT)\n",
+               name, name);
+        return;
+    }
+#endif
+    if (!has)
+        fo.nmodules = 0; /* the JIT, then */
+    kern_context *outer = g_ctx;
+    kern_context_options base = kern_context_get_options(outer);
+    setenv("KERN_FAST_MATH", "1", 1);
+    kern_context_options ko = kern_context_options_default();
+    ko.backend = base.backend, ko.debug = base.debug, ko.threads = base.threads;
+    ko.device = base.device;
+    kern_status st = kern_context_create(&ko, &g_ctx);
+    work wk = {.o = o, .name = name, .kind = kind};
+    if (st == KERN_OK)
+        load_kernels(&fo, name, &wk.k, NULL, false);
+    unsetenv("KERN_FAST_MATH");
+    if (st != KERN_OK) {
+        printf("# kern %s: no fast-math context: %s\n", name, kern_context_last_error(g_ctx));
+        kern_context_release(g_ctx);
+        g_ctx = outer;
+        return;
+    }
+    work_init(&wk, o->n, o->steps, o->check);
+    int64_t n = wk.n, steps = wk.steps, stride = gb_stride(n, wk.check);
+    run_fwd(&wk);
+    sync_all();
+    float *out = xalloc((size_t)n * 4), *w = xalloc((size_t)steps * 4);
+    double *rout = xalloc((size_t)n * 8), *rwg = xalloc((size_t)steps * 8),
+           *xs = xalloc((size_t)steps * 8), xg;
+    kcheck(kern_buffer_read(wk.out, out, (size_t)n * 4), "read out");
+    for (int64_t t = 0; t < steps; t++)
+        w[t] = gb_w(t);
+    for (int64_t i = 0; i < n; i += stride)
+        rout[i] = gb_item_reference(kind, i, w, steps, 1.0, &xg, rwg, xs);
+    double e = gb_maxrel_f32(out, rout, n, stride);
+    print_metric(&wk, "check_fast_out", "%.3g", e);
+    if (!(e <= GB_FAST_TOL)) {
+        fprintf(stderr,
+                "kern-bench: CHECK FAILED: %s: the fast-math forward is %.3g off "
+                "(tolerance %g)\n",
+                name, e, GB_FAST_TOL);
+        printf("kern %s check FAILED\n", name);
+        g_failed = 1;
+    }
+    print_metric(&wk, "forward_fast_ms", "%.3f", median_of(&wk, time_fwd, o->warmup, o->reps));
+    free(out), free(w), free(rout), free(rwg), free(xs);
+    work_free(&wk);
+    kern_context_release(g_ctx);
+    g_ctx = outer;
+}
+
+static void bench_workload(const opts *o, const char *name, int kind) {
+    work wk = {.o = o, .name = name, .kind = kind};
     load_kernels(o, name, &wk.k, &wk.kg, true);
     work_init(&wk, o->n, o->steps, o->check);
     int64_t n = wk.n, steps = wk.steps, work_steps = 0;
-    for (int64_t i = 0; i < n; i++)
-        work_steps += ragged ? gb_count(i, steps) : steps;
+    float *w = xalloc((size_t)steps * 4);
+    double *xs = xalloc((size_t)steps * 8);
+    for (int64_t t = 0; t < steps; t++)
+        w[t] = gb_w(t);
+    for (int64_t i = 0; i < n; i++) {
+        double xg, eg;
+        int64_t iters = 0;
+        if (kind == GB_KEPLER) /* the iterations in double: the float ones may differ by one */
+            gb_kepler_reference(gb_x0(i), gb_kepler_e(i, w, steps), steps, 1.0, &xg, &eg, &iters,
+                                xs);
+        work_steps += kind == GB_KEPLER ? iters : gb_trips(kind, i, steps);
+    }
+    free(w), free(xs);
+    static const char *const how[] = {
+        [GB_LOOP] = "every item",
+        [GB_RAGGED] = "item i runs count[i] = T/2 + (i * 7919) % (T - T/2 + 1)",
+        [GB_DIVERGENT] = "item i runs count[i], uniform in 0 .. T",
+        [GB_KEPLER] = "the cap of a while loop that runs until x converges"};
     printf("# kern %s: %lld items, %lld steps (%s), %.4g steps in all\n", name, (long long)n,
-           (long long)steps,
-           ragged ? "item i runs count[i] = T/2 + (i * 7919) % (T - T/2 + 1)" : "every item",
-           (double)work_steps);
+           (long long)steps, how[kind], (double)work_steps);
 
     if (check(&wk, NULL, NULL)) {
         print_metric(&wk, "forward_ms", "%.3f", median_of(&wk, time_fwd, o->warmup, o->reps));
@@ -494,6 +585,7 @@ static void bench_workload(const opts *o, const char *name, bool ragged) {
         full_results(&wk);
     }
     work_free(&wk);
+    bench_fast(o, name, kind);
 }
 
 /* ---- the adstack memory budget (issue 22) ----------------------------------------------- */
@@ -770,32 +862,16 @@ static void usage(FILE *to) {
         to,
         "usage: kern-bench [--target cuda|vulkan|cpu] [--n N] [--steps T] [--reps N] [--warmup N]\n"
         "                  [--launches N] [--check N] [--only PARTS] [--threads N]\n"
-        "                  [--debug] [--kernels DIR] [--module PATH]... [--compare DIR]\n"
+        "                  [--debug] [--kernels DIR] [--module PATH]... [--fast-module PATH]...\n"
+        "                  [--compare DIR]\n"
         "                  [--dump DIR] [--ckpt K] [--huge-n N] [--huge-steps T]\n"
         "                  [--huge-mem BYTES] [--huge-ratio R] [--huge-check N]\n"
         "defaults: --target cuda --n 1048576 --steps 1024 --reps 20 --warmup 3\n"
         "          --launches 100 --check 4096 --kernels %s\n"
-        "          --only loop,ragged,ckpt,huge --ckpt 32 --huge-ratio 10 --huge-check 16\n"
+        "          --only loop,ragged,ckpt,huge,divergent,kepler --ckpt 32 --huge-ratio 10\n"
+        "          --huge-check 16\n"
         "The GPU benchmark's kern side: see bench/gpu-bench/README.md.\n",
         KERN_GPU_BENCH_DIR);
-}
-
-/* --only's list: comma-separated names of parts; 0 for a bad list */
-static unsigned parse_parts(const char *v) {
-    static const char *const names[] = {"loop", "ragged", "ckpt", "huge"};
-    unsigned parts = 0;
-    while (v && *v) {
-        size_t len = strcspn(v, ",");
-        unsigned bit = 0;
-        for (unsigned p = 0; p < 4; p++)
-            if (strlen(names[p]) == len && !strncmp(v, names[p], len))
-                bit = 1u << p;
-        if (!bit)
-            return 0;
-        parts |= bit;
-        v += len + (v[len] == ',');
-    }
-    return parts;
 }
 
 static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -852,7 +928,7 @@ int main(int argc, char **argv) {
             if (ok)
                 *dst = (int)x;
         } else if (!strcmp(a, "--only")) {
-            o.only = parse_parts(v);
+            o.only = gb_parse_parts(v);
             ok = o.only != 0;
         } else if (!strcmp(a, "--ckpt")) {
             ok = parse_i64(v, 2, 1 << 20, &x);
@@ -887,6 +963,10 @@ int main(int argc, char **argv) {
             ok = v && o.nmodules < MAX_MODULES;
             if (ok)
                 o.modules[o.nmodules++] = v;
+        } else if (!strcmp(a, "--fast-module")) {
+            ok = v && o.nfast_modules < MAX_MODULES;
+            if (ok)
+                o.fast_modules[o.nfast_modules++] = v;
         } else {
             ok = false;
             v = NULL;
@@ -899,6 +979,11 @@ int main(int argc, char **argv) {
         i++;
     }
 
+    if (getenv("KERN_FAST_MATH")) { /* the default context must be the default */
+        printf("# kern-bench: KERN_FAST_MATH=%s ignored: forward_fast_ms sets it itself\n",
+               getenv("KERN_FAST_MATH"));
+        unsetenv("KERN_FAST_MATH");
+    }
     kern_context_options ko = kern_context_options_default();
     ko.backend = o.backend;
     ko.debug = o.debug;
@@ -926,9 +1011,13 @@ int main(int argc, char **argv) {
 
     printf("# kern-bench: device %s\n", kern_context_device_name(g_ctx));
     if (o.only & PART_LOOP)
-        bench_workload(&o, "loop", false);
+        bench_workload(&o, "loop", GB_LOOP);
     if (o.only & PART_RAGGED)
-        bench_workload(&o, "ragged", true);
+        bench_workload(&o, "ragged", GB_RAGGED);
+    if (o.only & PART_DIVERGENT)
+        bench_workload(&o, "divergent", GB_DIVERGENT);
+    if (o.only & PART_KEPLER)
+        bench_workload(&o, "kepler", GB_KEPLER);
     if (o.only & PART_CKPT)
         bench_budget(&o, &ko);
     if (o.only & PART_HUGE)

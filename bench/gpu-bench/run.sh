@@ -6,7 +6,11 @@
 #                          [--only PARTS] [--ckpt K]
 #
 # The options go to all three programs (defaults: 2^20 items, 1024 steps, 20 reps, 3 warm-up;
-# PARTS a comma-separated list of loop, ragged, ckpt and huge, all by default; K 32).
+# PARTS a comma-separated list of loop, ragged, ckpt, huge, divergent (trip counts uniform in
+# 0..T) and kepler (the `while` workload), all by default; K 32).
+# Every workload's forward also runs at equal math with kern's --fast-math: the baseline's
+# __sinf build (forward_fast_ms) against kern with KERN_FAST_MATH=1 (kern-bench sets it for
+# that run; AOT: the modules NAME.fast.kmod that `kernc build --fast-math` wrote).
 # 1. builds baseline.cu with nvcc -O3 -arch=sm_90 (NVCC, NVCC_ARCH override) and runs it; it
 #    writes its full-size results to the output directory;
 # 2. runs jax_bench.py (python3; PYTHON overrides) with --compare against those results;
@@ -15,13 +19,15 @@
 #    the modules of .device/modules (KERN_BENCH, KERN_MODULES override; KERN_BENCH_ARGS adds
 #    options, e.g. "--target cpu" to try this script without a GPU), with --compare too;
 #    Then the same on the Vulkan device (--target vulkan, modules .device/modules/*.vkmod;
-#    GPU_BENCH_VULKAN=0 skips it; only loop and ragged there unless GPU_BENCH_VULKAN_ONLY
+#    GPU_BENCH_VULKAN=0 skips it; only loop, ragged, divergent and kepler there unless
+#    GPU_BENCH_VULKAN_ONLY
 #    or an --only of the command line says otherwise);
 # 3b. runs vec-bench (vec3 kernels against the same kernels scalarized by hand, forward and
 #    K.grad) on CUDA, then Vulkan: its own table with the ratios vec3 / scalar
 #    (GPU_BENCH_VEC=0 skips it);
 # 4. prints one table: every metric of the four sides, and the ratios kern / baseline,
-#    JAX / kern and vulkan / kern of forward_ms and fwdrev_ms (above 1: kern slower than the
+#    JAX / kern and vulkan / kern of forward_ms, forward_fast_ms and fwdrev_ms (above 1: kern
+#    slower than the
 #    baseline, resp. faster than JAX, resp. Vulkan slower than kern's CUDA path);
 # 5. prints the memory-budget tables of issue 22 in markdown (budget.txt): the loop workload's
 #    gradient stored whole and checkpointed on the three sides (baseline loop and loop_ckptK,
@@ -93,8 +99,9 @@ kern_side() {
     return
   fi
   local margs=()
-  for k in loop ragged; do
+  for k in loop ragged divergent kepler; do
     [[ -f $modules/$k.$ext ]] && margs+=(--module "$modules/$k.$ext")
+    [[ -f $modules/$k.fast.$ext ]] && margs+=(--fast-module "$modules/$k.fast.$ext")
   done
   if [[ $kb == *-aot && ${#margs[@]} == 0 ]]; then
     note "$name: no modules $modules/*.$ext for $kb"
@@ -111,7 +118,7 @@ kern_side() {
 }
 kern_side kern cuda kmod "$@"
 [[ ${GPU_BENCH_VULKAN:-1} == 1 ]] &&
-  kern_side vulkan vulkan vkmod --only "${GPU_BENCH_VULKAN_ONLY:-loop,ragged}" "$@"
+  kern_side vulkan vulkan vkmod --only "${GPU_BENCH_VULKAN_ONLY:-loop,ragged,divergent,kepler}" "$@"
 [[ -f $out/vulkan.txt ]] || : > "$out/vulkan.txt"
 
 # ---- 3b. vec3 against hand-scalarized kernels (vec-bench, bench/README.md), CUDA then Vulkan --
@@ -136,9 +143,9 @@ fi
 # ---- 4. the table ----------------------------------------------------------------------------
 awk '
   BEGIN {
-    nm = split("forward_ms fwdrev_ms fwdstore_ms rev_ms launch_us grad_launch_us compile_ms " \
-               "grad_compile_ms adstack_bytes saved_bytes temp_bytes needed_bytes check_maxrel " \
-               "check vs_baseline_maxrel", metrics, " ")
+    nm = split("forward_ms forward_fast_ms fwdrev_ms fwdstore_ms rev_ms launch_us grad_launch_us " \
+               "compile_ms grad_compile_ms adstack_bytes saved_bytes temp_bytes needed_bytes " \
+               "check_maxrel check_fast_out check vs_baseline_maxrel", metrics, " ")
   }
   FNR == 1 { side = FILENAME; sub(/.*\//, "", side); sub(/\.txt$/, "", side) }
   /^#/ || NF != 4 { next }
@@ -157,7 +164,7 @@ awk '
         if (!((w, k) in have)) continue
         b = val("baseline", w, k); j = val("jax", w, k); kk = val("kern", w, k); vk = val("vulkan", w, k)
         r1 = r2 = r3 = ""
-        if (k == "forward_ms" || k == "fwdrev_ms") { r1 = ratio(kk, b); r2 = ratio(j, kk); r3 = ratio(vk, kk) }
+        if (k == "forward_ms" || k == "forward_fast_ms" || k == "fwdrev_ms") { r1 = ratio(kk, b); r2 = ratio(j, kk); r3 = ratio(vk, kk) }
         printf "%-24s %-19s %10s %10s %10s %10s %13s %9s %11s\n", w, k, b, j, kk, vk, r1, r2, r3
       }
   }' "$out/baseline.txt" "$out/jax.txt" "$out/kern.txt" "$out/vulkan.txt" | tee "$out/table.txt"

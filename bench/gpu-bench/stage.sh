@@ -4,8 +4,10 @@
 #
 #   bench/gpu-bench/stage.sh [BUILDDIR]        (default: build)
 #
-# - builds the AOT modules .device/modules/loop.kmod and ragged.kmod with
-#   `kernc build --target=cuda` (skipped, with a note, while kernc has no cuda target);
+# - builds the AOT modules .device/modules/NAME.kmod (NAME: loop, ragged, divergent, kepler)
+#   with `kernc build --target=cuda` (skipped, with a note, while kernc has no cuda target),
+#   and NAME.fast.kmod with --fast-math too (the forward at equal math; skipped while kernc
+#   has no such option);
 # - stages BUILDDIR/bench/kern-bench-aot (no LLVM: a few hundred KB with libkern.so) with
 #   ../shared/device/bundle.sh, and BUILDDIR/bench/kern-bench (the JIT, which links LLVM) as
 #   well when STAGE_JIT=1: that one fits in what a run may carry only with LLVM linked
@@ -35,14 +37,17 @@ grep -qx '/.device/' "$top/.gitignore" 2>/dev/null ||
   echo "stage.sh: note: .device/ is not in .gitignore; do not commit it" >&2
 
 mkdir -p .device/modules
-for k in loop ragged; do
-  if "$build/kernc" build "bench/gpu-bench/$k.kern" --target=cuda -o ".device/modules/$k.kmod" \
-      2> "$scratch/kernc.err"; then
-    echo "stage.sh: built .device/modules/$k.kmod"
-  else
-    rm -f ".device/modules/$k.kmod"
-    echo "stage.sh: no AOT module for $k: $(head -1 "$scratch/kernc.err")"
-  fi
+for k in loop ragged divergent kepler; do
+  for v in "" fast; do
+    mod=.device/modules/$k${v:+.$v}.kmod
+    if "$build/kernc" build "bench/gpu-bench/$k.kern" --target=cuda ${v:+--fast-math} -o "$mod" \
+        2> "$scratch/kernc.err"; then
+      echo "stage.sh: built $mod"
+    else
+      rm -f "$mod"
+      echo "stage.sh: no AOT module $mod: $(head -1 "$scratch/kernc.err")"
+    fi
+  done
 done
 echo "stage.sh: staged $(ls .device/bin | tr '\n' ' ')and $(ls .device/modules | wc -l) modules;" \
   "$(du -sm .device | cut -f1) MiB in .device/"
