@@ -90,6 +90,8 @@ typedef struct rt_launch {
     const int64_t *ad_layout;
 } rt_launch;
 
+enum { RT_GRAPH_MAX_SETS = 64 }; /* copies of a device graph (graph_build) */
+
 typedef struct rt_device_ops {
     const char *name;
     /* Its entry in the target registry (common/target.h): what its memory allows
@@ -146,11 +148,13 @@ typedef struct rt_device_ops {
                                 const rt_launch_arg *args, int64_t res[4], char *err,
                                 size_t errlen);
     /* Graphs (runtime contract 9, docs/runtime-contracts.md): builds a device graph of n
-     * launches in order, in *nsets copies (their err fields unused: copy c has a record
-     * per launch, records[c * n + i], whose host address goes to *recs; a replay of copy
-     * c reuses its records, so copies let replays overlap), replays copy `set` after the
-     * work submitted so far (one completion point), frees it. NULL graph_build: the
-     * runtime replays launch by launch. */
+     * launches in order, with room for *nsets (at most RT_GRAPH_MAX_SETS) copies (their err
+     * fields unused: copy c has a record per launch, records[c * n + i], whose host address
+     * goes to *recs; a replay of copy c reuses its records, so copies let replays overlap;
+     * the runtime takes copies 0, 1, ... in order as replays pile up, and a device may
+     * build a copy the first time it is replayed), replays copy `set` after the work
+     * submitted so far (one completion point), frees it. NULL graph_build: the runtime
+     * replays launch by launch. */
     kern_status (*graph_build)(rt_device *d, const rt_launch *ls, int n, void **graph, int *nsets,
                                kern_err_record **recs, char *err, size_t errlen);
     kern_status (*graph_launch)(rt_device *d, void *graph, int set, uint64_t *point, char *err,

@@ -10,8 +10,9 @@
  * or move while a graph lives, rt_adstack_reserve refuses instead).
  *
  * Replay: errors of earlier work are reported first (and the graph is not replayed); with
- * a device graph, its copies (each with its own error records) take turns: the copy's
- * previous replay must have completed (the host waits only when every copy is in flight),
+ * a device graph, a replay takes a copy (each with its own error records) whose previous
+ * replay completed, else one not used yet, and waits only when every copy is in flight
+ * (pick_set),
  * its records are zeroed, and one graph launch is one completion point whose pending
  * entry names the graph and copy (rt_collect reads those records); without one, each launch is submitted as kern_launch would. Every
  * launch uses the heap at the address it had when the capture ended. */
@@ -194,6 +195,37 @@ kern_status kern_graph_launch(kern_graph *g) {
     return s;
 }
 
+/* *set: the copy of g that the next replay uses: one whose last replay completed (its
+ * records were collected: `done` was polled before the collection), else a copy not used
+ * yet (the device records it then: a Vulkan graph grows only as far as replays pile up),
+ * else, all in flight, the oldest, after waiting for it. */
+static kern_status pick_set(kern_graph *g, uint64_t done, int *set) {
+    kern_context *ctx = g->ctx;
+    rt_device *d = ctx->dev;
+    int oldest = 0;
+    for (int c = 0; c < g->used; c++) {
+        if (g->set_point[c] <= done) {
+            *set = c;
+            return KERN_OK;
+        }
+        if (g->set_point[c] < g->set_point[oldest])
+            oldest = c;
+    }
+    if (g->used < g->nsets) {
+        *set = g->used++;
+        return KERN_OK;
+    }
+    char err[512];
+    kern_status s = d->ops->wait(d, g->set_point[oldest], err, sizeof err);
+    if (s != KERN_OK)
+        return rt_error(ctx, s, "device %s: %s", d->ops->name, err);
+    if ((s = rt_collect(ctx, true)) != KERN_OK)
+        return rt_error(ctx, s, "%s (observed before replaying a graph, which was not replayed)",
+                        ctx->msg);
+    *set = oldest;
+    return KERN_OK;
+}
+
 static kern_status graph_launch_(kern_graph *g) {
     kern_context *ctx = g->ctx;
     rt_clear_error(ctx);
@@ -206,6 +238,7 @@ static kern_status graph_launch_(kern_graph *g) {
     if (ctx->capture)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "kern_graph_launch: a capture is under way; graphs are not captured");
+    uint64_t done = d->ops->poll(d); /* before the collection: what it has surely seen */
     if ((s = rt_collect(ctx, true)) != KERN_OK)
         return rt_error(ctx, s, "%s (observed before replaying a graph, which was not replayed)",
                         ctx->msg);
@@ -217,17 +250,9 @@ static kern_status graph_launch_(kern_graph *g) {
         g->last_point = d->submitted;
         return rt_collect(ctx, true);
     }
-    /* the copies take turns; a copy's records are reused: its previous replay must have
-     * completed and been seen (a wait only when nsets replays are in flight) */
-    int set = g->next_set;
-    g->next_set = (set + 1) % g->nsets;
-    if (g->set_point[set] > d->ops->poll(d)) {
-        if ((s = d->ops->wait(d, g->set_point[set], err, sizeof err)) != KERN_OK)
-            return rt_error(ctx, s, "device %s: %s", d->ops->name, err);
-        if ((s = rt_collect(ctx, true)) != KERN_OK)
-            return rt_error(
-                ctx, s, "%s (observed before replaying a graph, which was not replayed)", ctx->msg);
-    }
+    int set = 0;
+    if ((s = pick_set(g, done, &set)) != KERN_OK)
+        return s;
     memset(g->recs + (size_t)set * (size_t)g->n, 0, (size_t)g->n * sizeof *g->recs);
     rt_pending *p = rt_pending_new(ctx);
     if (!p)

@@ -63,8 +63,6 @@ void rt_tape_destroy(kern_tape *t);
  * first into msg and counts the others. */
 int rt_graph_errors(const kern_graph *g, int set, char *msg, size_t size);
 
-enum { RT_GRAPH_MAX_SETS = 64 };
-
 struct kern_graph {
     rt_list link;
     kern_context *ctx;
@@ -72,9 +70,9 @@ struct kern_graph {
     int n, cap;
     void *dev;             /* the device's graph (NULL: replayed launch by launch) */
     int nsets;             /* its copies, each with its own records */
+    int used;              /* the copies replayed so far (0 .. used - 1) */
     kern_err_record *recs; /* nsets x n records (host view) */
     uint64_t set_point[RT_GRAPH_MAX_SETS]; /* completion point of each copy's last replay */
-    int next_set;
     uint64_t last_point; /* completion point of its last replay */
     bool ended;
 };
