@@ -68,9 +68,14 @@ static ir_value *eq(lm *m, ir_value *x, ir_value *y) { return bin(m, IR_EQ, x, y
 static ir_value *land(lm *m, ir_value *x, ir_value *y) { return bin(m, IR_AND, x, y); }
 static ir_value *lor(lm *m, ir_value *x, ir_value *y) { return bin(m, IR_OR, x, y); }
 static ir_value *lnot(lm *m, ir_value *x) { return un(m, IR_NOT, x); }
-static ir_value *isnan_(lm *m, ir_value *x) { return bin(m, IR_NE, x, x); }
-static ir_value *isinf_(lm *m, ir_value *x) { return eq(m, un(m, IR_ABS, x), k(m, INFINITY)); }
 static ir_value *bits(lm *m, ir_value *x) { return ir_bitcast(m->b, m->ut, x); }
+/* NaN and inf from the bits: no driver may assume them away */
+static ir_value *absbits(lm *m, ir_value *x) {
+    return bin(m, IR_AND, bits(m, x), uk(m, m->f64 ? 0x7fffffffffffffffull : 0x7fffffffu));
+}
+static ir_value *infbits(lm *m) { return uk(m, m->f64 ? 0x7ff0000000000000ull : 0x7f800000u); }
+static ir_value *isnan_(lm *m, ir_value *x) { return gt(m, absbits(m, x), infbits(m)); }
+static ir_value *isinf_(lm *m, ir_value *x) { return eq(m, absbits(m, x), infbits(m)); }
 static ir_value *from_bits(lm *m, ir_value *u) { return ir_bitcast(m->b, m->t, u); }
 /* the sign bit of x (also of -0.0 and NaNs) */
 static ir_value *signbit_(lm *m, ir_value *x) {

@@ -105,6 +105,8 @@ static bool known_capability(uint32_t cap) {
         SpvCapabilityStorageBuffer16BitAccess,
         SpvCapabilityStorageBuffer8BitAccess,
         SpvCapabilityAtomicFloat32AddEXT,
+        SpvCapabilitySignedZeroInfNanPreserve, /* the float controls (spv_emit.c), which */
+        SpvCapabilityDenormPreserve,           /* vk_code.c drops where the device lacks them */
     };
     for (size_t i = 0; i < sizeof caps / sizeof *caps; i++)
         if (caps[i] == cap)
@@ -237,9 +239,17 @@ static bool walk(spv_check *c) {
         case SpvOpExecutionMode:
             if (len < 3)
                 return fail(c, "a malformed OpExecutionMode at word %zu", i);
+            if (w[i + 2] == SpvExecutionModeSignedZeroInfNanPreserve ||
+                w[i + 2] == SpvExecutionModeDenormPreserve) {
+                if (len != 4 || (w[i + 3] != 32 && w[i + 3] != 64))
+                    return fail(c, "a float-control execution mode of width %u",
+                                len > 3 ? w[i + 3] : 0);
+                break;
+            }
             if (w[i + 2] != SpvExecutionModeLocalSize)
                 return fail(c,
-                            "the module uses execution mode %u; kern's kernels have LocalSize only",
+                            "the module uses execution mode %u; kern's kernels have LocalSize "
+                            "and the float controls only",
                             w[i + 2]);
             if (len != 6 || w[i + 3] != KERN_SPV_GROUP || w[i + 4] != 1 || w[i + 5] != 1)
                 return fail(c, "an entry point of LocalSize %u %u %u; kern's kernels run %d 1 1",

@@ -35,6 +35,37 @@ const vk_feature vk_features[] = {
 
 const size_t vk_nfeatures = sizeof vk_features / sizeof *vk_features;
 
+/* Drops from the n words of w (instructions checked to fit) the float-control execution
+ * modes that v lacks, and their capability when it supports no width of it: kern's
+ * modules ask for IEEE infinities, NaNs and subnormals (backends/spirv/spv_emit.c), which
+ * a device without them gives as far as it can. Returns the new word count. */
+static size_t drop_float_controls(const vk_device *v, uint32_t *w, size_t n) {
+    size_t o = 5;
+    for (size_t i = 5; i < n;) {
+        uint32_t len = w[i] >> 16, op = w[i] & 0xffffu;
+        bool drop = false;
+        if (op == 16 /* OpExecutionMode */ && len == 4) {
+            bool wide = w[i + 3] == 64;
+            if (w[i + 2] == 4461 /* SignedZeroInfNanPreserve */)
+                drop = !(wide ? v->keeps_nan64 : v->keeps_nan32);
+            if (w[i + 2] == 4459 /* DenormPreserve */)
+                drop = !(wide ? v->keeps_denorm64 : v->keeps_denorm32);
+        }
+        if (op == 17 /* OpCapability */ && len == 2) {
+            if (w[i + 1] == 4466 /* SignedZeroInfNanPreserve */)
+                drop = !v->keeps_nan32 && !v->keeps_nan64;
+            if (w[i + 1] == 4464 /* DenormPreserve */)
+                drop = !v->keeps_denorm32 && !v->keeps_denorm64;
+        }
+        if (!drop) {
+            memmove(w + o, w + i, len * sizeof *w);
+            o += len;
+        }
+        i += len;
+    }
+    return o;
+}
+
 kern_status vk_load_code(rt_device *d, const kern_code_image *img, void **out, char *err,
                          size_t errlen) {
     vk_device *v = vk_of(d);
@@ -88,6 +119,7 @@ kern_status vk_load_code(rt_device *d, const kern_code_image *img, void **out, c
         }
         i += len;
     }
+    n = drop_float_controls(v, w, n);
     vk_code *c = calloc(1, sizeof *c);
     if (!c) {
         free(w);
@@ -95,7 +127,7 @@ kern_status vk_load_code(rt_device *d, const kern_code_image *img, void **out, c
         return KERN_ERR_OUT_OF_MEMORY;
     }
     VkShaderModuleCreateInfo ci = {
-        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = img->len, .pCode = w};
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = n * 4, .pCode = w};
     VkResult r = v->api.vkCreateShaderModule(v->dev, &ci, NULL, &c->module);
     if (r != VK_SUCCESS) {
         free(w);

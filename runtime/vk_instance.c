@@ -219,6 +219,10 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
                                       .pNext = &sgp};
     a->vkGetPhysicalDeviceProperties2(v->phys, &p2);
     v->max_alloc = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : (VkDeviceSize)1 << 30;
+    v->keeps_nan32 = p12.shaderSignedZeroInfNanPreserveFloat32;
+    v->keeps_nan64 = p12.shaderSignedZeroInfNanPreserveFloat64;
+    v->keeps_denorm32 = p12.shaderDenormPreserveFloat32;
+    v->keeps_denorm64 = p12.shaderDenormPreserveFloat64;
     snprintf(v->driver, sizeof v->driver, "%.*s", (int)sizeof p12.driverInfo, p12.driverInfo);
     bool sg_compute = (sgp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
     v->has_sg_basic = sg_compute && (sgp.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);

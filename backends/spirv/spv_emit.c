@@ -398,6 +398,29 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
               1);
 }
 
+/* IEEE semantics for the floats every entry point computes with: infinities, NaNs and
+ * signed zeros are kept (a driver may otherwise assume there are none: NVIDIA's compiled
+ * pow(NaN, y) to inf and x != x to false) and subnormals are not flushed (NVIDIA flushes
+ * f32 ones by default). A device without the float controls loads the module without
+ * these modes (runtime/vk_code.c); fast math leaves them out. */
+static void float_controls(spv_builder *b) {
+    bool f64 = (b->capset >> SpvCapabilityFloat64) & 1;
+    size_t n = b->modes.n;
+    for (size_t i = 0; i < n; i += b->modes.w[i] >> 16) {
+        uint32_t *w = &b->modes.w[i];
+        if ((w[0] & 0xffffu) != SpvOpExecutionMode || w[2] != SpvExecutionModeLocalSize)
+            continue;
+        uint32_t fn = w[1];
+        for (int bits = 32; bits <= (f64 ? 64 : 32); bits += 32) {
+            spv_instv(&b->modes, SpvOpExecutionMode, 3, fn,
+                      SpvExecutionModeSignedZeroInfNanPreserve, bits);
+            spv_instv(&b->modes, SpvOpExecutionMode, 3, fn, SpvExecutionModeDenormPreserve, bits);
+        }
+    }
+    spv_capability(b, SpvCapabilitySignedZeroInfNanPreserve);
+    spv_capability(b, SpvCapabilityDenormPreserve);
+}
+
 /* SPIR-V's universal limit on the members of a structure (the launch block is one). */
 enum { SPV_MAX_MEMBERS = 16383 };
 
@@ -437,6 +460,8 @@ static uint32_t *emit_module(const ir_module *m, const kc_options *o, size_t *nw
         kernel_end(&em);
     }
     spv_emit_helpers(&em);
+    if (!o->fast_math)
+        float_controls(&em.b);
     free(em.map.keys);
     free(em.map.vals);
     free(em.used.keys);
