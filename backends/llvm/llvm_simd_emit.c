@@ -458,6 +458,22 @@ static void vpop(llvm_emitter *em, const ir_op *op) {
     llvm_set_val(em, op->results[0], r);
 }
 
+/* lanemax: the largest value of the current mask's lanes (the others neutral: the type's
+ * minimum), a scalar; a uniform operand is its own maximum. */
+static void vlanemax(llvm_emitter *em, const ir_op *op) {
+    LLVMValueRef x = llvm_val(em, op->operands[0]);
+    if (is_vec(x)) {
+        bool uns = ty_is_unsigned(op->operands[0]->type);
+        LLVMTypeRef et = LLVMGetElementType(LLVMTypeOf(x)), vt = LLVMTypeOf(x);
+        unsigned bits = LLVMGetIntTypeWidth(et);
+        LLVMValueRef low = LLVMConstInt(et, uns ? 0 : 1ULL << (bits - 1), 0);
+        x = LLVMBuildSelect(em->b, llvm_cpu(em)->mask, x, splat(em, low), "");
+        x = call_intr(em, uns ? "llvm.vector.reduce.umax" : "llvm.vector.reduce.smax", &vt, 1, &x,
+                      1);
+    }
+    llvm_set_val(em, op->results[0], x);
+}
+
 /* ---- control flow ------------------------------------------------------------------- */
 
 static LLVMValueRef *tmp(uint32_t n) {
@@ -770,6 +786,7 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
         case IR_WHILE: vwhile(em, op); break;
         case IR_ADPUSH: vpush(em, op); break;
         case IR_ADPOP: vpop(em, op); break;
+        case IR_LANEMAX: vlanemax(em, op); break;
         case IR_LOAD:
             if (is_v(em, op->results[0]))
                 vload(em, op);
