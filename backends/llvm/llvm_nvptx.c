@@ -137,7 +137,8 @@ static bool nv_atomic_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, 
 }
 
 /* lanemax: the largest x over the warp's active threads (__activemask), in each of them.
- * sm_80 and later reduce a 32-bit x with redux.sync.max; otherwise one vote per bit from
+ * sm_80 and later reduce with redux.sync.max (a 64-bit x: its high halves, then the low
+ * halves of the lanes with the largest high half); before, one vote per bit from
  * the top, in the unsigned order (a signed x with its sign bit flipped): the bit is in
  * the maximum when a candidate has it, and then the candidates without it drop out. */
 static LLVMValueRef nv_lanemax(llvm_emitter *em, const ir_op *op, LLVMValueRef x) {
@@ -146,9 +147,24 @@ static LLVMValueRef nv_lanemax(llvm_emitter *em, const ir_op *op, LLVMValueRef x
     LLVMTypeRef t = LLVMTypeOf(x);
     unsigned bits = LLVMGetIntTypeWidth(t);
     LLVMValueRef mask = nvvm(em, "llvm.nvvm.activemask", NULL, 0);
-    if (bits == 32 && atoi(arch + 3) >= 80) {
-        LLVMValueRef a[2] = {x, mask};
-        return nvvm(em, uns ? "llvm.nvvm.redux.sync.umax" : "llvm.nvvm.redux.sync.max", a, 2);
+    if (atoi(arch + 3) >= 80) {
+        const char *top = uns ? "llvm.nvvm.redux.sync.umax" : "llvm.nvvm.redux.sync.max";
+        if (bits == 32) {
+            LLVMValueRef a[2] = {x, mask};
+            return nvvm(em, top, a, 2);
+        }
+        /* 64 bits: the high halves' maximum, then the low halves' among the lanes with it */
+        LLVMValueRef sh = LLVMConstInt(t, 32, 0);
+        LLVMValueRef hi = LLVMBuildTrunc(em->b, LLVMBuildLShr(em->b, x, sh, ""), em->t_i32, "");
+        LLVMValueRef lo = LLVMBuildTrunc(em->b, x, em->t_i32, "");
+        LLVMValueRef ah[2] = {hi, mask};
+        LLVMValueRef mh = nvvm(em, top, ah, 2);
+        LLVMValueRef al[2] = {LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, hi, mh, ""),
+                                              lo, i32c(em, 0), ""),
+                              mask};
+        LLVMValueRef ml = nvvm(em, "llvm.nvvm.redux.sync.umax", al, 2);
+        return LLVMBuildOr(em->b, LLVMBuildShl(em->b, LLVMBuildZExt(em->b, mh, t, ""), sh, ""),
+                           LLVMBuildZExt(em->b, ml, t, ""), "");
     }
     LLVMValueRef flip = LLVMConstInt(t, uns ? 0 : 1ULL << (bits - 1), 0);
     LLVMValueRef u = LLVMBuildXor(em->b, x, flip, ""), r = LLVMConstNull(t);
