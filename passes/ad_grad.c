@@ -756,7 +756,9 @@ static ir_op *rev_loop(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_value
     const kern_type **types = ARENA_ARRAY(&a->m->mem, const kern_type *, nc + 1);
     for (uint32_t i = 0; i < nc; i++)
         types[i] = inits[i]->type;
-    ir_op *mine = ir_if(&a->b, ir_binop(&a->b, IR_LT, km, n), types, nc);
+    /* k < n, written r >= N - n: where N is n (one lane), LLVM folds it to true */
+    ir_op *mine = ir_if(&a->b, ir_binop(&a->b, IR_GE, wb->args[0], ir_binop(&a->b, IR_SUB, total, n)),
+                        types, nc);
     a->b = ir_builder_at_end(a->m, mine->regions[0]);
     a->b.loc = op->loc;
     step(a, op, L, rc, wb, km);
