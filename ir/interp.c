@@ -278,6 +278,7 @@ static bool exec_int(interp *I, const ir_op *op) {
             r = a < 0 ? (int64_t) ~(~ua >> amount) : (int64_t)(ua >> amount);
         break;
     }
+    case IR_LANEMAX: r = a; break; /* one work item at a time: a group of one lane */
     case IR_ABS: r = k != TY_U32 && a < 0 ? wrap(k, 0 - ua) : a; break;
     case IR_SIGN: r = (a > 0) - (a < 0); break;
     case IR_MIN: r = b < a ? b : a; break;

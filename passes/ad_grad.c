@@ -35,6 +35,15 @@
  * iteration is "before" (the test) then "after"; the reverse handles the last test
  * first, then pairs of (after, before) in reverse.
  *
+ * Aligned reverse loops. A loop of a parallel task whose trip count n differs between
+ * work items (ir_div_loop_divergent: a varying bound, break, or a while's test) is
+ * reversed by a loop over a counter that the lanes running together share: N = lanemax(n)
+ * iterations, iteration r reversing forward iteration N - 1 - r in the lanes where that
+ * is below n, the others carrying their adjoints through. The lanes of a warp, subgroup
+ * or SIMD vector then pop their adstacks at one depth and add into w.grad[t] at one t.
+ * Any N >= n is correct (a group of one lane is the plain loop), so correctness never
+ * depends on the group. The segments of a checkpointed loop are aligned the same way.
+ *
  * A `custom` op (a call of a func with a custom adjoint) is its primal region in the
  * forward sweep and its adjoint region in the reverse sweep: the region, inlined with its
  * arguments mapped to the forward sweep's operands and results and the results'
@@ -712,29 +721,90 @@ static ir_value **pop_checkpoint(ad_ctx *a, ad_loop *L, ir_op *op, ir_value *at)
     return x;
 }
 
-/* The reverse of a checkpointed for (K.grad.ckpt): for each segment of k iterations,
- * newest first, the carried values at its start come from the checkpoint stacks (or are
- * recomputed), the segment runs forward again pushing them on the segment stacks, and
- * then reverses as an unsegmented loop does. Returns the outer loop, which carries what
- * the reverse loop of reverse_for carries. */
-static ir_op *reverse_for_ckpt(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_value **inits) {
-    ir_region *body = op->regions[0];
-    ir_value *lo = ad_val(a, op->operands[0]), *hi = ad_val(a, op->operands[1]);
-    const kern_type *it = lo->type;
-    ir_value *k = L->ck_k, *zero = ir_const_int(&a->b, ty_i64(), 0),
-             *one = ir_const_int(&a->b, ty_i64(), 1);
-    ir_value *n = op->attr & IR_FOR_EARLY_EXIT
-                      ? to_i64(a, L->count)
-                      : ir_select(&a->b, ir_binop(&a->b, IR_GT, hi, lo),
-                                  to_i64(a, ir_binop(&a->b, IR_SUB, hi, lo)), zero);
-    ir_value *nseg =
-        ir_binop(&a->b, IR_DIV, ir_binop(&a->b, IR_ADD, n, ir_binop(&a->b, IR_SUB, k, one)), k);
+/* One reverse iteration: km is the forward iteration (0-based) it reverses, wb the body
+ * of the reverse loop (its counter, then what rev_inits made); ends with a yield. */
+typedef void (*rev_step_fn)(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_region *wb,
+                            ir_value *km);
+
+/* Whether the reverse of loop op is aligned across lanes (see the header). */
+static bool rev_aligned(const ad_ctx *a, const ir_op *op) {
+    return a->div_ok && ir_div_loop_divergent(&a->div, op);
+}
+
+/* A reverse loop over n forward iterations (an integer >= 0), newest first, carrying the
+ * adjoints `inits`: n iterations, iteration r reversing forward iteration n - 1 - r; when
+ * aligned, N = lanemax(n) iterations, iteration r reversing forward iteration N - 1 - r
+ * in the lanes where that is below n. */
+static ir_op *rev_loop(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_value *n,
+                       ir_value **inits, bool aligned, rev_step_fn step) {
     uint32_t nc = rc->nfloat + (uint32_t)rc->free.len;
-    ir_op *w = ir_for(&a->b, zero, nseg, inits, nc, false);
+    const kern_type *t = n->type;
+    a->b.loc = op->loc;
+    ir_value *total = aligned ? ir_unop(&a->b, IR_LANEMAX, n) : n;
+    ir_op *w = ir_for(&a->b, ir_const_int(&a->b, t, 0), total, inits, nc, false);
     ir_region *wb = w->regions[0];
     ir_builder saved = a->b;
     a->b = ir_builder_at_end(a->m, wb);
-    ir_value *seg = ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_SUB, nseg, one), wb->args[0]);
+    a->b.loc = op->loc;
+    ir_value *km = ir_binop(&a->b, IR_SUB,
+                            ir_binop(&a->b, IR_SUB, total, ir_const_int(&a->b, t, 1)), wb->args[0]);
+    if (!aligned) {
+        step(a, op, L, rc, wb, km);
+        a->b = saved;
+        return w;
+    }
+    const kern_type **types = ARENA_ARRAY(&a->m->mem, const kern_type *, nc + 1);
+    for (uint32_t i = 0; i < nc; i++)
+        types[i] = inits[i]->type;
+    /* k < n, written r >= N - n: where N is n (one lane), LLVM folds it to true */
+    ir_op *mine = ir_if(&a->b, ir_binop(&a->b, IR_GE, wb->args[0], ir_binop(&a->b, IR_SUB, total, n)),
+                        types, nc);
+    a->b = ir_builder_at_end(a->m, mine->regions[0]);
+    a->b.loc = op->loc;
+    step(a, op, L, rc, wb, km);
+    a->b = ir_builder_at_end(a->m, mine->regions[1]);
+    a->b.loc = op->loc;
+    ir_yield(&a->b, wb->args + 1, nc);
+    a->b = ir_builder_at_end(a->m, wb);
+    a->b.loc = op->loc;
+    ir_yield(&a->b, mine->results, nc);
+    a->b = saved;
+    return w;
+}
+
+/* A for's reverse iteration for forward iteration km: primal index lo + km. */
+static void rev_for_step(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_region *wb,
+                         ir_value *km) {
+    ir_value *lo = ad_val(a, op->operands[0]);
+    rev_iteration(
+        a, op, L, rc, wb,
+        ir_binop(&a->b, IR_ADD, lo, km->type == lo->type ? km : ir_cast(&a->b, lo->type, km)));
+}
+
+/* The number of iterations a for ran in the forward sweep: an i32 or the index type, or
+ * with i64 an i64. */
+static ir_value *for_count(ad_ctx *a, ir_op *op, ad_loop *L, bool i64) {
+    if (op->attr & IR_FOR_EARLY_EXIT)
+        return i64 ? to_i64(a, L->count) : L->count;
+    ir_value *lo = ad_val(a, op->operands[0]), *hi = ad_val(a, op->operands[1]), *n;
+    n = ir_binop(&a->b, IR_SUB, hi, lo);
+    return ir_select(&a->b, ir_binop(&a->b, IR_GT, hi, lo), i64 ? to_i64(a, n) : n,
+                     ir_const_int(&a->b, i64 ? ty_i64() : lo->type, 0));
+}
+
+/* Segment seg of a checkpointed for (K.grad.ckpt), reversed: the carried values at its
+ * start come from the checkpoint stacks (or are recomputed), the segment of k iterations
+ * runs forward again pushing them on the segment stacks, and then reverses as an
+ * unsegmented loop does. reverse_for runs the segments newest first (rev_loop), carrying
+ * what an unsegmented reverse loop carries. */
+static void ckpt_for_segment(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_region *wb,
+                             ir_value *seg) {
+    ir_region *body = op->regions[0];
+    ir_value *lo = ad_val(a, op->operands[0]);
+    const kern_type *it = lo->type;
+    ir_value *k = L->ck_k, *n = for_count(a, op, L, true);
+    uint32_t nc = rc->nfloat + (uint32_t)rc->free.len;
+    ir_builder here = a->b;
     ir_value *start = ir_binop(&a->b, IR_MUL, seg, k);
     ir_value *end = ir_binop(&a->b, IR_MIN, ir_binop(&a->b, IR_ADD, start, k), n);
     ir_value *slo = ir_binop(&a->b, IR_ADD, lo, ir_cast(&a->b, it, start));
@@ -755,7 +825,7 @@ static ir_op *reverse_for_ckpt(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, 
     a->b.loc = y->loc;
     ir_yield(&a->b, ys, L->ncarried);
     /* then the segment in reverse: primal index slo + shi - 1 - counter */
-    a->b = ir_builder_at_end(a->m, wb);
+    a->b = here;
     a->b.loc = op->loc;
     ir_op *v = ir_for(&a->b, slo, shi, wb->args + 1, nc, false);
     ir_region *vb = v->regions[0];
@@ -763,52 +833,49 @@ static ir_op *reverse_for_ckpt(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, 
     ir_value *last =
         ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_ADD, slo, shi), ir_const_int(&a->b, it, 1));
     rev_iteration(a, op, L, rc, vb, ir_binop(&a->b, IR_SUB, last, vb->args[0]));
-    a->b = ir_builder_at_end(a->m, wb);
+    a->b = here;
     a->b.loc = op->loc;
     ir_yield(&a->b, v->results, nc);
-    a->b = saved;
-    return w;
 }
 
 static void reverse_for(ad_ctx *a, ir_op *op) {
     ad_loop *L = a->loops[op->id];
     kern_assert(L);
-    bool early = op->attr & IR_FOR_EARLY_EXIT;
+    bool early = op->attr & IR_FOR_EARLY_EXIT, aligned = rev_aligned(a, op);
     rev_carry rc;
     rev_carry_init(a, op, op->regions[0], 1, &rc);
     ir_value **cadj = ARENA_ARRAY(&a->m->mem, ir_value *, rc.nfloat + 1);
     a->b.loc = op->loc;
     for (uint32_t i = 0; i < rc.nfloat; i++)
         cadj[i] = adj_or_zero(a, op->results[rc.fidx[i]]);
-    if (L->ck_stacks) {
-        ir_op *w = reverse_for_ckpt(a, op, L, &rc, rev_inits(a, &rc, cadj));
+    ir_value **inits = rev_inits(a, &rc, cadj);
+    if (L->ck_stacks) { /* segments of k iterations: ceil(n / k) */
+        ir_value *n = for_count(a, op, L, true), *k = L->ck_k;
+        ir_value *nseg =
+            ir_binop(&a->b, IR_DIV,
+                     ir_binop(&a->b, IR_ADD, n,
+                              ir_binop(&a->b, IR_SUB, k, ir_const_int(&a->b, ty_i64(), 1))),
+                     k);
+        ir_op *w = rev_loop(a, op, L, &rc, nseg, inits, aligned, ckpt_for_segment);
         rev_finish(a, w, &rc, op->operands + 2);
         return;
     }
-    ir_value *lo = ad_val(a, op->operands[0]), *hi = ad_val(a, op->operands[1]);
-    const kern_type *it = lo->type;
-    /* iteration k of the reverse loop runs primal index last - k */
-    ir_value *rlo, *rhi, *last;
-    if (early) {
-        rlo = ir_const_int(&a->b, ty_i32(), 0);
-        rhi = L->count;
-        last = ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_ADD, lo, ir_cast(&a->b, it, L->count)),
-                        ir_const_int(&a->b, it, 1));
-    } else {
-        rlo = lo;
-        rhi = hi;
-        last = ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_ADD, lo, hi), ir_const_int(&a->b, it, 1));
+    if (early || aligned) {
+        ir_op *w =
+            rev_loop(a, op, L, &rc, for_count(a, op, L, false), inits, aligned, rev_for_step);
+        rev_finish(a, w, &rc, op->operands + 2);
+        return;
     }
-    ir_value **inits = rev_inits(a, &rc, cadj);
+    /* iteration k of the reverse loop runs primal index lo + hi - 1 - k */
+    ir_value *lo = ad_val(a, op->operands[0]), *hi = ad_val(a, op->operands[1]);
+    ir_value *last =
+        ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_ADD, lo, hi), ir_const_int(&a->b, lo->type, 1));
     uint32_t nc = rc.nfloat + (uint32_t)rc.free.len;
-    ir_op *w = ir_for(&a->b, rlo, rhi, inits, nc, false);
+    ir_op *w = ir_for(&a->b, lo, hi, inits, nc, false);
     ir_region *wb = w->regions[0];
     ir_builder saved = a->b;
     a->b = ir_builder_at_end(a->m, wb);
-    ir_value *k = wb->args[0];
-    if (early && k->type != it)
-        k = ir_cast(&a->b, it, k);
-    rev_iteration(a, op, L, &rc, wb, ir_binop(&a->b, IR_SUB, last, k));
+    rev_iteration(a, op, L, &rc, wb, ir_binop(&a->b, IR_SUB, last, wb->args[0]));
     a->b = saved;
     rev_finish(a, w, &rc, op->operands + 2);
 }
@@ -871,6 +938,27 @@ static ir_value **while_forward(ad_ctx *a, ir_op *op, ad_loop *L, ir_value **x, 
     return f->results;
 }
 
+/* Segment seg of a checkpointed while (K.grad.ckpt), reversed: recomputed forward from its
+ * checkpoint onto the segment stacks, then reversed iteration by iteration. */
+static void ckpt_while_segment(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_region *wb,
+                               ir_value *seg) {
+    ir_value *k = L->ck_k, *n = to_i64(a, L->count), *one = ir_const_int(&a->b, ty_i64(), 1);
+    uint32_t nc = rc->nfloat + (uint32_t)rc->free.len;
+    ir_builder here = a->b;
+    ir_value *start = ir_binop(&a->b, IR_MUL, seg, k);
+    ir_value *end = ir_binop(&a->b, IR_MIN, ir_binop(&a->b, IR_ADD, start, k), n);
+    while_forward(a, op, L, pop_checkpoint(a, L, op, start), start, end, true);
+    a->b.loc = op->loc;
+    ir_op *v = ir_for(&a->b, start, end, wb->args + 1, nc, false);
+    ir_region *vb = v->regions[0];
+    a->b = ir_builder_at_end(a->m, vb);
+    ir_value *last = ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_ADD, start, end), one);
+    rev_while_iteration(a, op, L, rc, vb, ir_binop(&a->b, IR_SUB, last, vb->args[0]));
+    a->b = here;
+    a->b.loc = op->loc;
+    ir_yield(&a->b, v->results, nc);
+}
+
 static void reverse_while(ad_ctx *a, ir_op *op) {
     ir_region *before = op->regions[0];
     ir_op *cond = terminator(before);
@@ -918,42 +1006,16 @@ static void reverse_while(ad_ctx *a, ir_op *op) {
         cadj[i] = adj_or_zero(a, before->args[rc.fidx[i]]);
     /* then the iterations, newest first: after(v_m) then before(x_m) reversed */
     ir_value **inits = rev_inits(a, &rc, cadj);
-    uint32_t nc = rc.nfloat + (uint32_t)rc.free.len;
     a->b.loc = op->loc;
+    bool aligned = rev_aligned(a, op);
+    ir_op *w;
     if (ck) { /* segments of k iterations, newest first, each recomputed from its checkpoint */
         ir_value *nseg =
             ir_binop(&a->b, IR_DIV, ir_binop(&a->b, IR_ADD, n, ir_binop(&a->b, IR_SUB, k, one)), k);
-        ir_op *w = ir_for(&a->b, ir_const_int(&a->b, ty_i64(), 0), nseg, inits, nc, false);
-        ir_region *wb = w->regions[0];
-        ir_builder saved = a->b;
-        a->b = ir_builder_at_end(a->m, wb);
-        ir_value *seg = ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_SUB, nseg, one), wb->args[0]);
-        ir_value *start = ir_binop(&a->b, IR_MUL, seg, k);
-        ir_value *end = ir_binop(&a->b, IR_MIN, ir_binop(&a->b, IR_ADD, start, k), n);
-        while_forward(a, op, L, pop_checkpoint(a, L, op, start), start, end, true);
-        a->b.loc = op->loc;
-        ir_op *v = ir_for(&a->b, start, end, wb->args + 1, nc, false);
-        ir_region *vb = v->regions[0];
-        a->b = ir_builder_at_end(a->m, vb);
-        ir_value *last = ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_ADD, start, end), one);
-        rev_while_iteration(a, op, L, &rc, vb, ir_binop(&a->b, IR_SUB, last, vb->args[0]));
-        a->b = ir_builder_at_end(a->m, wb);
-        a->b.loc = op->loc;
-        ir_yield(&a->b, v->results, nc);
-        a->b = saved;
-        rev_finish(a, w, &rc, op->operands);
-        return;
+        w = rev_loop(a, op, L, &rc, nseg, inits, aligned, ckpt_while_segment);
+    } else { /* reverse iteration r recomputes forward iteration count - 1 - r */
+        w = rev_loop(a, op, L, &rc, L->count, inits, aligned, rev_while_iteration);
     }
-    ir_op *w = ir_for(&a->b, ir_const_int(&a->b, ty_i32(), 0), L->count, inits, nc, false);
-    ir_region *wb = w->regions[0];
-    ir_builder saved = a->b;
-    a->b = ir_builder_at_end(a->m, wb);
-    /* reverse iteration m recomputes forward iteration count - 1 - m */
-    ir_value *km =
-        ir_binop(&a->b, IR_SUB, ir_binop(&a->b, IR_SUB, L->count, ir_const_int(&a->b, ty_i32(), 1)),
-                 wb->args[0]);
-    rev_while_iteration(a, op, L, &rc, wb, km);
-    a->b = saved;
     rev_finish(a, w, &rc, op->operands);
 }
 
@@ -1068,6 +1130,9 @@ static void grad_task(ad_ctx *a, ir_op *task) {
         t = ir_serial(&a->b);
     }
     t->loc = task->loc;
+    a->div_ok = task->code == IR_PARALLEL; /* which loops get aligned reverse loops */
+    if (a->div_ok)
+        ir_divergence_task(&a->div, a->pk, task);
     for (uint32_t i = 0; i < body->nargs; i++)
         set_val(a, body->args[i], t->regions[0]->args[i]);
     a->b = ir_builder_at_end(a->m, t->regions[0]);
@@ -1184,6 +1249,7 @@ static ir_kernel *build_grad(ir_kernel *k, uint32_t ad_stack_size, bool ckpt) {
     free(a->grad_param);
     free(a->ck_k);
     free(a->ck_param);
+    ir_divergence_free(&a->div);
     ptrvec_free(&ckl);
     return a->gk;
 }

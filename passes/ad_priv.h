@@ -37,6 +37,8 @@ typedef struct ad_ctx {
                               the loop is checkpointed, else NULL; NULL for K.grad */
     uint32_t *ck_param;    /* K.grad.ckpt: primal op -> the parameter ckpt.kN of its k */
     ir_builder b;          /* where new code goes */
+    ir_divergence div;     /* the primal task being reversed, when it is parallel */
+    bool div_ok;           /* div holds it (a serial task has no lanes) */
 } ad_ctx;
 
 /* The type of the adjoint of a value of float type t: f16 and bf16 values have f32

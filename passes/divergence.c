@@ -21,7 +21,11 @@
  *                             count differs (ir_div_loop_divergent). Loads at uniform
  *                             indices are uniform; results of atomics and adstack pops vary;
  *                             a value defined under control flow that diverges varies (the
- *                             items leave a loop at different iterations).
+ *                             items leave a loop at different iterations). A lanemax is
+ *                             uniform: one value in the lanes that execute it together,
+ *                             which is what SIMD and the other readers of this analysis
+ *                             mean (never one value for the whole task: ir_uniform_in
+ *                             says no to it).
  *
  * Algorithm: a forward pass over the task body, repeated until nothing changes (a value
  * carried around a loop may become varying in a later round); sets only grow, so it ends.
@@ -48,6 +52,8 @@ bool ir_uniform_in(const ir_value *v, const ir_region *scope, ir_uniform_memo *m
         return true;
     const ir_op *d = v->def;
     if (!d || d->nregions || !(ir_info(d->code)->flags & OPF_PURE)) /* loads, atomics, pops */
+        return false;
+    if (d->code == IR_LANEMAX) /* one value per group of lanes, not per task */
         return false;
     if (ir_valset_has(&memo->yes, v))
         return true;
@@ -116,7 +122,8 @@ static void analyze(ir_divergence *d, const ir_region *r, bool cv) {
         case IR_DIM:
         case IR_YIELD:
         case IR_CONDITION:
-        case IR_STORE: break;
+        case IR_STORE:
+        case IR_LANEMAX: break; /* one value in the lanes that run it together */
         case IR_LOAD:
             if (ir_div_access_varying(d, op))
                 set_v(d, op->results[0]);

@@ -100,6 +100,7 @@ static bool fold_int(ir_opcode code, const kern_type *t, const int64_t *v, int64
             *out = v[0] < 0 ? (int64_t)~(~a >> amount) : (int64_t)(a >> amount);
         return true;
     }
+    case IR_LANEMAX: *out = v[0]; return true; /* a constant is the same in every lane */
     case IR_ABS: *out = opt_wrap(t, !uns && v[0] < 0 ? 0 - a : a); return true;
     case IR_SIGN: *out = (v[0] > 0) - (v[0] < 0); return true;
     case IR_MIN: *out = v[1] < v[0] ? v[1] : v[0]; return true;

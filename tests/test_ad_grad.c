@@ -123,3 +123,75 @@ Test(ad_grad, conditional_counts_are_pushed) {
     ir_module_free(m);
     kc_ctx_free(c);
 }
+
+static int count_of(const char *text, const char *s) {
+    int n = 0;
+    for (const char *p = strstr(text, s); p; p = strstr(p + 1, s))
+        n++;
+    return n;
+}
+
+/* Loops whose trip count differs between work items are reversed over lanemax(n)
+ * iterations (passes/ad_grad.c, "Aligned reverse loops"); uniform ones as before. The
+ * gradients: test_lanes.c. */
+Test(ad_grad, divergent_loops_get_the_aligned_reverse_and_uniform_ones_do_not) {
+    const struct {
+        const char *src, *why;
+        int lanemax; /* in k.grad */
+    } cases[] = {
+        {"kernel k(x: f32[], w: f32[], n: i32[], y: f32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    for t in 0..len(w) { v = sin(v) * w[t]; }\n"
+         "    y[i] = v; } }\n",
+         "a uniform bound", 0},
+        {"kernel k(x: f32[], w: f32[], n: i32[], y: f32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    for t in 0..n[i] { for u in 0..3 { v = sin(v) * w[t + u]; } }\n"
+         "    y[i] = v; } }\n",
+         "a varying bound around a uniform one", 1},
+        {"kernel k(x: f32[], w: f32[], n: i32[], y: f32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    for t in 0..len(w) { if v > 2.0 { break; } v = sin(v) * w[t] + v; }\n"
+         "    y[i] = v; } }\n",
+         "a break on a varying value", 1},
+        {"kernel k(x: f32[], w: f32[], n: i32[], y: f32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    while v < 4.0 { v = v * 1.5 + w[0]; }\n"
+         "    y[i] = v; } }\n",
+         "a while with a data-dependent exit", 1},
+        {"kernel k(x: f32[], w: f32[], n: i32, y: f32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i]; var k = 0;\n"
+         "    while k < n { v = v * 1.5 + w[k]; k += 1; }\n"
+         "    y[i] = v; } }\n",
+         "a while whose exit is uniform", 0},
+        {"kernel k(x: f32[], w: f32[], n: i32[], y: f32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    if v > 0.0 { for t in 0..n[i] { for u in 0..(n[i] + t) % 5 { v = sin(v) * w[u]; } } "
+         "}\n"
+         "    while v < 4.0 { v = v * 1.5 + w[0]; }\n"
+         "    y[i] = v; } }\n",
+         "in a varying if: a for, the for in it; a while", 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        kc_ctx *c;
+        ir_module *m = grad_of(&c, cases[i].src);
+        kern_buf b = {0};
+        ir_print(&b, m, "k.grad");
+        cr_expect_eq(count_of(b.data, "= lanemax "), cases[i].lanemax, "%s: %d lanemax in\n%s",
+                     cases[i].why, count_of(b.data, "= lanemax "), b.data);
+        /* the text form parses back to the same text */
+        kern_source src = {"<k.grad>", b.data, b.len};
+        ir_module *p = ir_parse(b.data, b.len, &src, &c->diags);
+        if (!p)
+            diag_print_all(stderr, &c->diags);
+        cr_assert(p, "%s: the printed IR does not parse", cases[i].why);
+        kern_buf b2 = {0};
+        ir_print(&b2, p, NULL);
+        cr_expect_str_eq(b2.data, b.data, "%s: print -> parse -> print differs", cases[i].why);
+        buf_free(&b2);
+        ir_module_free(p);
+        buf_free(&b);
+        ir_module_free(m);
+        kc_ctx_free(c);
+    }
+}

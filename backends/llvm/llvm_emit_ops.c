@@ -591,6 +591,7 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
             }
             break;
         case IR_CHECK: emit_check(em, op, x); return;
+        case IR_LANEMAX: r = em->hooks->lanemax ? em->hooks->lanemax(em, op, x[0]) : x[0]; break;
         case IR_SIGN:
         case IR_MIN:
         case IR_MAX:

@@ -51,6 +51,9 @@ typedef struct llvm_target_hooks {
      * inside the chunk, without an atomic); false: the generic path. */
     bool (*atomic_add)(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef v,
                        unsigned align);
+    /* The largest x over the threads that run this lanemax op together (a warp's active
+     * ones); NULL: x (a group of one lane, as on the CPU's scalar path) */
+    LLVMValueRef (*lanemax)(llvm_emitter *em, const ir_op *op, LLVMValueRef x);
 } llvm_target_hooks;
 
 /* The state of emitting one module. */

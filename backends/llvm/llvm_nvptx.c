@@ -137,6 +137,53 @@ static bool nv_atomic_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, 
     return true;
 }
 
+/* lanemax: the largest x over the warp's active threads (__activemask), in each of them.
+ * sm_80 and later reduce with redux.sync.max (a 64-bit x: its high halves, then the low
+ * halves of the lanes with the largest high half); before, one vote per bit from
+ * the top, in the unsigned order (a signed x with its sign bit flipped): the bit is in
+ * the maximum when a candidate has it, and then the candidates without it drop out. */
+static LLVMValueRef nv_lanemax(llvm_emitter *em, const ir_op *op, LLVMValueRef x) {
+    const char *arch = em->opts->arch ? em->opts->arch : kern_target_cuda.default_arch;
+    bool uns = ty_is_unsigned(op->operands[0]->type);
+    LLVMTypeRef t = LLVMTypeOf(x);
+    unsigned bits = LLVMGetIntTypeWidth(t);
+    LLVMValueRef mask = nvvm(em, "llvm.nvvm.activemask", NULL, 0);
+    if (atoi(arch + 3) >= 80) {
+        const char *top = uns ? "llvm.nvvm.redux.sync.umax" : "llvm.nvvm.redux.sync.max";
+        if (bits == 32) {
+            LLVMValueRef a[2] = {x, mask};
+            return nvvm(em, top, a, 2);
+        }
+        /* 64 bits: the high halves' maximum, then the low halves' among the lanes with it */
+        LLVMValueRef sh = LLVMConstInt(t, 32, 0);
+        LLVMValueRef hi = LLVMBuildTrunc(em->b, LLVMBuildLShr(em->b, x, sh, ""), em->t_i32, "");
+        LLVMValueRef lo = LLVMBuildTrunc(em->b, x, em->t_i32, "");
+        LLVMValueRef ah[2] = {hi, mask};
+        LLVMValueRef mh = nvvm(em, top, ah, 2);
+        LLVMValueRef al[2] = {LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, hi, mh, ""),
+                                              lo, i32c(em, 0), ""),
+                              mask};
+        LLVMValueRef ml = nvvm(em, "llvm.nvvm.redux.sync.umax", al, 2);
+        return LLVMBuildOr(em->b, LLVMBuildShl(em->b, LLVMBuildZExt(em->b, mh, t, ""), sh, ""),
+                           LLVMBuildZExt(em->b, ml, t, ""), "");
+    }
+    LLVMValueRef flip = LLVMConstInt(t, uns ? 0 : 1ULL << (bits - 1), 0);
+    LLVMValueRef u = LLVMBuildXor(em->b, x, flip, ""), r = LLVMConstNull(t);
+    LLVMValueRef cand = LLVMConstInt(em->t_i1, 1, 0), zero = LLVMConstNull(t);
+    for (int b = (int)bits - 1; b >= 0; b--) {
+        LLVMValueRef bit = LLVMConstInt(t, 1ULL << b, 0);
+        LLVMValueRef has =
+            LLVMBuildICmp(em->b, LLVMIntNE, LLVMBuildAnd(em->b, u, bit, ""), zero, "");
+        LLVMValueRef a[2] = {mask, LLVMBuildAnd(em->b, cand, has, "")};
+        LLVMValueRef some = LLVMBuildICmp(
+            em->b, LLVMIntNE, nvvm(em, "llvm.nvvm.vote.ballot.sync", a, 2), i32c(em, 0), "");
+        r = LLVMBuildOr(em->b, r, LLVMBuildSelect(em->b, some, bit, zero, ""), "");
+        cand = LLVMBuildAnd(em->b, cand, LLVMBuildOr(em->b, has, LLVMBuildNot(em->b, some, ""), ""),
+                            "");
+    }
+    return LLVMBuildXor(em->b, r, flip, "");
+}
+
 static void nv_barrier(llvm_emitter *em) { nvvm(em, "llvm.nvvm.barrier0", NULL, 0); }
 
 static LLVMValueRef nv_block_index(llvm_emitter *em) {
@@ -222,7 +269,7 @@ static LLVMValueRef nv_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) 
 }
 
 static const llvm_gpu_target nvptx_target = {
-    .hooks = {.math = nv_math, .atomic_fadd = nv_atomic_fadd},
+    .hooks = {.math = nv_math, .atomic_fadd = nv_atomic_fadd, .lanemax = nv_lanemax},
     .thread_index = nv_thread_index,
     .thread_count = nv_thread_count,
     .mark_kernel = nv_mark_kernel,

@@ -27,7 +27,8 @@
  * `kern_<K>__lanes`, runtime/adstack.c). A stack whose pushes and pops all happen under
  * uniform control keeps one depth for all lanes: a push or pop is one vector store or
  * load. Otherwise each lane has its own depth and pushes and pops are masked scatters
- * and gathers. Overflows are checked per lane and recorded as in the scalar path. */
+ * and gathers, but a pop whose active lanes are at one depth (an aligned reverse loop's)
+ * is one vector load. Overflows are checked per lane and recorded as in the scalar path. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -446,16 +447,62 @@ static void vpop(llvm_emitter *em, const ir_op *op) {
         LLVMValueRef d1 =
             LLVMBuildSub(em->b, d, LLVMBuildZExt(em->b, llvm_cpu(em)->mask, dt, ""), "");
         LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+        LLVMValueRef mask = llvm_cpu(em)->mask;
         LLVMValueRef good =
-            LLVMBuildAnd(em->b, llvm_cpu(em)->mask,
-                         LLVMBuildICmp(em->b, LLVMIntULT, d1, splat(em, cap), ""), "");
+            LLVMBuildAnd(em->b, mask, LLVMBuildICmp(em->b, LLVMIntULT, d1, splat(em, cap), ""), "");
+        /* the mask's lanes at one depth below the capacity (an aligned reverse loop's pops,
+         * docs/autodiff.md): their entries are consecutive, one vector load */
+        LLVMValueRef top = call_intr(
+            em, "llvm.vector.reduce.umax", &dt, 1,
+            (LLVMValueRef[]){LLVMBuildSelect(em->b, mask, d1, LLVMConstNull(dt), "")}, 1);
+        LLVMValueRef bottom = call_intr(
+            em, "llvm.vector.reduce.umin", &dt, 1,
+            (LLVMValueRef[]){LLVMBuildSelect(em->b, mask, d1, LLVMConstAllOnes(dt), "")}, 1);
+        LLVMValueRef one = LLVMBuildAnd(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, top, bottom, ""),
+                                        LLVMBuildICmp(em->b, LLVMIntULT, top, cap, ""), "");
+        LLVMBasicBlockRef bb_one = llvm_new_block(em, "ad.pop.one"),
+                          bb_each = llvm_new_block(em, "ad.pop.each"),
+                          bb_cont = llvm_new_block(em, "ad.popped");
+        LLVMBuildCondBr(em->b, one, bb_one, bb_each);
+        LLVMPositionBuilderAtEnd(em->b, bb_one);
+        LLVMValueRef e1 = LLVMBuildMul(em->b, top, LLVMConstInt(em->t_i64, em->simd_w, 0), "");
+        LLVMValueRef v1 = LLVMBuildLoad2(
+            em->b, vt, LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &e1, 1, ""), "");
+        LLVMSetAlignment(v1, align);
+        v1 = LLVMBuildSelect(em->b, mask, v1, LLVMConstNull(vt), ""); /* as the gather's */
+        LLVMBasicBlockRef from_one = LLVMGetInsertBlock(em->b);
+        LLVMBuildBr(em->b, bb_cont);
+        LLVMPositionBuilderAtEnd(em->b, bb_each);
         LLVMValueRef e = ad_slots(em, d1);
         LLVMValueRef ptrs = LLVMBuildGEP2(em->b, mt, em->ad_base[s], &e, 1, "");
-        r = gather(em, vt, ptrs, good, align);
+        LLVMValueRef v2 = gather(em, vt, ptrs, good, align);
+        LLVMBasicBlockRef from_each = LLVMGetInsertBlock(em->b);
+        LLVMBuildBr(em->b, bb_cont);
+        LLVMPositionBuilderAtEnd(em->b, bb_cont);
+        r = LLVMBuildPhi(em->b, vt, "");
+        LLVMValueRef in[2] = {v1, v2};
+        LLVMBasicBlockRef from[2] = {from_one, from_each};
+        LLVMAddIncoming(r, in, from, 2);
     }
     if (st->type->kind == TY_BOOL)
         r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(vt), "");
     llvm_set_val(em, op->results[0], r);
+}
+
+/* lanemax: the largest value of the current mask's lanes (the others neutral: the type's
+ * minimum), a scalar; a uniform operand is its own maximum. */
+static void vlanemax(llvm_emitter *em, const ir_op *op) {
+    LLVMValueRef x = llvm_val(em, op->operands[0]);
+    if (is_vec(x)) {
+        bool uns = ty_is_unsigned(op->operands[0]->type);
+        LLVMTypeRef et = LLVMGetElementType(LLVMTypeOf(x)), vt = LLVMTypeOf(x);
+        unsigned bits = LLVMGetIntTypeWidth(et);
+        LLVMValueRef low = LLVMConstInt(et, uns ? 0 : 1ULL << (bits - 1), 0);
+        x = LLVMBuildSelect(em->b, llvm_cpu(em)->mask, x, splat(em, low), "");
+        x = call_intr(em, uns ? "llvm.vector.reduce.umax" : "llvm.vector.reduce.smax", &vt, 1, &x,
+                      1);
+    }
+    llvm_set_val(em, op->results[0], x);
 }
 
 /* ---- control flow ------------------------------------------------------------------- */
@@ -770,6 +817,7 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
         case IR_WHILE: vwhile(em, op); break;
         case IR_ADPUSH: vpush(em, op); break;
         case IR_ADPOP: vpop(em, op); break;
+        case IR_LANEMAX: vlanemax(em, op); break;
         case IR_LOAD:
             if (is_v(em, op->results[0]))
                 vload(em, op);

@@ -1,4 +1,5 @@
-/* spv_emit_adds.c - f32 atomic adds whose old value nobody reads (adjoints such as w.grad).
+/* spv_emit_adds.c - f32 atomic adds whose old value nobody reads (adjoints such as w.grad),
+ * and the other subgroup operation, lanemax.
  *
  * When every active lane of a subgroup adds into the same element, the subgroup sums first
  * and one lane adds the sum (as the CUDA path combines per warp). A parallel task that
@@ -203,4 +204,14 @@ void spv_block_copies_end(spv_emitter *em) {
     for (int i = 0; i < em->nblk; i++)
         block_loop(em, i, lid, 1);
     em->nblk = 0;
+}
+
+/* lanemax: the largest x over the subgroup's active invocations (a reduction, in each). */
+uint32_t spv_emit_lanemax(spv_emitter *em, const ir_op *op, uint32_t x) {
+    spv_capability(&em->b, SpvCapabilityGroupNonUniform);
+    spv_capability(&em->b, SpvCapabilityGroupNonUniformArithmetic);
+    const kern_type *t = op->operands[0]->type;
+    uint32_t ops[3] = {cu32(em, SpvScopeSubgroup), SpvGroupOperationReduce, x};
+    return spv_op(&em->b, ty_is_unsigned(t) ? SpvOpGroupNonUniformUMax : SpvOpGroupNonUniformSMax,
+                  spv_reg_type(em, op->results[0]->type), ops, 3);
 }

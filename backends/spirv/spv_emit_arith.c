@@ -326,6 +326,7 @@ void spv_emit_simple(spv_emitter *em, const ir_op *op) {
                             spv_op1(&em->b, SpvOpSNegate, ty, x[0]), x[0]);
             break;
         case IR_CHECK: emit_check(em, op, x); break;
+        case IR_LANEMAX: r = spv_emit_lanemax(em, op, x[0]); break;
         case IR_SIGN:
         case IR_MIN:
         case IR_MAX:

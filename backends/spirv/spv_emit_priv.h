@@ -185,6 +185,8 @@ void spv_block_copies_begin(spv_emitter *em, const ir_op *task);
 void spv_block_copies_end(spv_emitter *em);
 int spv_block_copy_of(const spv_emitter *em, int p);
 void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v);
+/* lanemax of x (op's operand): the maximum over the subgroup's active invocations. */
+uint32_t spv_emit_lanemax(spv_emitter *em, const ir_op *op, uint32_t x);
 void spv_emit_block_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v);
 
 /* ---- spv_emit_check.c ------------------------------------------------------------------- */
