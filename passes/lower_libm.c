@@ -38,12 +38,24 @@
 
 #include "passes.h"
 
+/* The reductions of sin, cos and tan made in the region being lowered (its later ops, and
+ * the regions nested in them, may use them): argument x, quadrant q, reduced argument r.
+ * sin and cos of one argument share one. */
+typedef struct reductions {
+    const ir_region *region;
+    struct {
+        ir_value *x, *q, *r;
+    } at[8];
+    int n, next;
+} reductions;
+
 typedef struct lm {
     ir_builder *b;
     const kern_type *t, *ut; /* the float type and the unsigned integer of its size */
     bool f64;
     bool fused;      /* fma rounds once (LLVM's targets; not Vulkan's Fma) */
     int mbits, bias; /* mantissa bits (23, 52) and exponent bias (127, 1023) */
+    reductions *red;
 } lm;
 
 static ir_value *k(lm *m, double v) { return ir_const_float(m->b, m->t, v); }
@@ -244,6 +256,14 @@ static ir_value *lm_log(lm *m, ir_value *x, bool two) {
 
 /* ---- sin, cos, tan ----------------------------------------------------------------------- */
 
+/* pi/2 in parts of 12 bits (the last rounded): q times a part is exact for |q| < 2^12 */
+static const double pio2_12[6] = {1.5703125,
+                                  0.0004837512969970703,
+                                  7.549533620476723e-08,
+                                  2.5632829192545614e-12,
+                                  6.123031769111886e-17,
+                                  2.0222662487959506e-21};
+
 /* r = x - q pi/2, the reduced argument of sin, cos and tan for an integer-valued q. With a
  * fused fma, pi/2 in three parts (exact for |q| < 2^24 in f32: x - q p0 is then below 2 and
  * exact). Without one (SPIR-V: Vulkan's Fma may round twice), every product must be exact
@@ -254,12 +274,6 @@ static ir_value *reduce_pio2(lm *m, ir_value *x, ir_value *q) {
                                   2.02226624871116645580e-21};
     static const double p32[3] = {1.5707963705062866, -4.371138828673793e-08,
                                   -1.7151245100058819e-15};
-    static const double c12[6] = {1.5703125,
-                                  0.0004837512969970703,
-                                  7.549533620476723e-08,
-                                  2.5632829192545614e-12,
-                                  6.123031769111886e-17,
-                                  2.0222662487959506e-21};
     ir_value *r = x, *nq = un(m, IR_NEG, q);
     if (m->f64 && !m->fused) {
         for (int i = 0; i < 3; i++)
@@ -271,10 +285,10 @@ static ir_value *reduce_pio2(lm *m, ir_value *x, ir_value *q) {
         ir_value *ql = sub(m, q, mul(m, un(m, IR_TRUNC, mul(m, q, k(m, 0x1p-12))), k(m, 4096.0)));
         ir_value *qh = sub(m, q, ql);
         for (int i = 0; i < 5; i++) {
-            r = sub(m, r, mul(m, qh, k(m, c12[i])));
-            r = sub(m, r, mul(m, ql, k(m, c12[i])));
+            r = sub(m, r, mul(m, qh, k(m, pio2_12[i])));
+            r = sub(m, r, mul(m, ql, k(m, pio2_12[i])));
         }
-        r = sub(m, r, mul(m, q, k(m, c12[5])));
+        r = sub(m, r, mul(m, q, k(m, pio2_12[5])));
     }
     return r;
 }
@@ -291,10 +305,51 @@ static ir_value *quadrant(lm *m, ir_value *x) {
     return sub(m, q, sel(m, lt(m, d, k(m, -0.5)), k(m, 1.0), k(m, 0.0)));
 }
 
+/* r = x - q pi/2 with q = round(x 2/pi), |r| <= pi/4 (and a little), into *r and *q.
+ * f64: the rounded product decides q (within the exact range, |x| < 1.6e6, it is off only
+ * where x 2/pi is within 1e-10 of a half); f32 with a fused fma: quadrant. f32 without
+ * one: below |x| = 6000 (q < 4096) the rounded product and pi/2 in 12-bit parts times q
+ * (exact products, about 15 operations); above, quadrant and q in two halves (about 45),
+ * in the else branch of an `if`, which a GPU skips where no lane of a warp needs it. */
+static void reduce(lm *m, ir_value *x, ir_value **r, ir_value **q) {
+    if (m->f64 || m->fused) {
+        *q = m->f64 ? un(m, IR_FLOOR, fma3(m, x, k(m, M_2_PI), k(m, 0.5))) : quadrant(m, x);
+        *r = reduce_pio2(m, x, *q);
+        return;
+    }
+    ir_value *small = lt(m, un(m, IR_ABS, x), k(m, 6000.0));
+    const kern_type *ts[2] = {m->t, m->t};
+    ir_op *iff = ir_if(m->b, small, ts, 2);
+    ir_builder tb = ir_builder_at_end(m->b->m, iff->regions[0]);
+    lm t = *m;
+    t.b = &tb;
+    ir_value *tq = un(&t, IR_FLOOR, fma3(&t, x, k(&t, M_2_PI), k(&t, 0.5)));
+    ir_value *tr = x;
+    for (int i = 0; i < 6; i++)
+        tr = sub(&t, tr, mul(&t, tq, k(&t, pio2_12[i])));
+    ir_yield(&tb, (ir_value *[]){tr, tq}, 2);
+    ir_builder eb = ir_builder_at_end(m->b->m, iff->regions[1]);
+    lm e = *m;
+    e.b = &eb;
+    ir_value *eq_ = quadrant(&e, x);
+    ir_yield(&eb, (ir_value *[]){reduce_pio2(&e, x, eq_), eq_}, 2);
+    *r = iff->results[0];
+    *q = iff->results[1];
+}
+
 /* which: 0 sin, 1 cos, 2 tan */
 static ir_value *lm_trig(lm *m, ir_value *x, int which) {
-    ir_value *q = quadrant(m, x);
-    ir_value *r = reduce_pio2(m, x, q); /* |r| <= pi/4 (and a little) */
+    ir_value *q = NULL, *r = NULL;
+    reductions *red = m->red;
+    for (int i = 0; i < red->n; i++)
+        if (red->at[i].x == x)
+            r = red->at[i].r, q = red->at[i].q;
+    if (!r) {
+        reduce(m, x, &r, &q);
+        red->at[red->next].x = x, red->at[red->next].r = r, red->at[red->next].q = q;
+        red->next = (red->next + 1) % 8;
+        red->n = red->n < 8 ? red->n + 1 : 8;
+    }
     ir_value *z = mul(m, r, r);
     double cs[9], cc[10], f = 1.0;
     int ns = m->f64 ? 9 : 6, nc = m->f64 ? 10 : 7;
@@ -468,16 +523,17 @@ bool ir_libm_lowers(const ir_op *op, unsigned which) {
     return !explog || t == TY_F64 || !(which & IR_LIBM_KEEP_F32_EXPLOG);
 }
 
-static ir_value *lower_op(ir_builder *b, ir_op *op, unsigned which) {
+static ir_value *lower_op(ir_builder *b, ir_op *op, unsigned which, reductions *red) {
     ir_value *x = op->operands[0];
     bool f64 = x->type->kind == TY_F64;
-    lm M = {b,
-            x->type,
-            f64 ? ty_u64() : ty_u32(),
-            f64,
-            !(which & IR_LIBM_NO_FMA),
-            f64 ? 52 : 23,
-            f64 ? 1023 : 127};
+    lm M = {.b = b,
+            .t = x->type,
+            .ut = f64 ? ty_u64() : ty_u32(),
+            .f64 = f64,
+            .fused = !(which & IR_LIBM_NO_FMA),
+            .mbits = f64 ? 52 : 23,
+            .bias = f64 ? 1023 : 127,
+            .red = red};
     lm *m = &M;
     switch (op->code) {
     case IR_EXP: return lm_exp(m, x, false);
@@ -501,6 +557,7 @@ static ir_value *lower_op(ir_builder *b, ir_op *op, unsigned which) {
 
 static bool lower_region(ir_module *m, ir_subst *s, ir_region *r, unsigned which) {
     bool any = false;
+    reductions red = {.region = r};
     for (ir_op *op = r->first, *next; op; op = next) {
         next = op->next;
         ir_subst_op(s, op);
@@ -509,7 +566,7 @@ static bool lower_region(ir_module *m, ir_subst *s, ir_region *r, unsigned which
         if (!ir_libm_lowers(op, which))
             continue;
         ir_builder b = ir_builder_before(m, op);
-        ir_subst_add(s, op->results[0], lower_op(&b, op, which));
+        ir_subst_add(s, op->results[0], lower_op(&b, op, which, &red));
         ir_remove(op);
         any = true;
     }
