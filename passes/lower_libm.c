@@ -6,7 +6,8 @@
  * device libraries in Debian) and, on request, every target (kc_options.own_math).
  *
  * Each function is built from arithmetic, fma, floor, trunc, sqrt, abs, compares, selects
- * and bitcasts, with no control flow, in the operand's type (f32 in f32: no f64 is needed
+ * and bitcasts, with no control flow but one `if` (f32 trig's large arguments without a
+ * fused fma), in the operand's type (f32 in f32: no f64 is needed
  * on the device). The same code serves both types; only the constants and the number of
  * terms differ. The methods (T the type, u = 2^-24 for f32, 2^-53 for f64):
  *   exp, exp2   n = round(x / ln 2) (exp2: round(x)), r = x - n ln 2 with ln 2 in two parts
