@@ -206,12 +206,36 @@ void spv_block_copies_end(spv_emitter *em) {
     em->nblk = 0;
 }
 
-/* lanemax: the largest x over the subgroup's active invocations (a reduction, in each). */
+static uint32_t group_max(spv_emitter *em, SpvOp op, uint32_t x) {
+    uint32_t ops[3] = {cu32(em, SpvScopeSubgroup), SpvGroupOperationReduce, x};
+    return spv_op(&em->b, op, em->t_u32, ops, 3);
+}
+
+/* lanemax: the largest x over the subgroup's active invocations (a reduction, in each).
+ * 64-bit values reduce as two 32-bit halves (group operations on 64-bit integers need
+ * shaderSubgroupExtendedTypes): the high words' maximum, then the low words' among the
+ * invocations that hold it; a signed value's sign bit flipped first, so that unsigned
+ * order is its order. */
 uint32_t spv_emit_lanemax(spv_emitter *em, const ir_op *op, uint32_t x) {
     spv_capability(&em->b, SpvCapabilityGroupNonUniform);
     spv_capability(&em->b, SpvCapabilityGroupNonUniformArithmetic);
     const kern_type *t = op->operands[0]->type;
-    uint32_t ops[3] = {cu32(em, SpvScopeSubgroup), SpvGroupOperationReduce, x};
-    return spv_op(&em->b, ty_is_unsigned(t) ? SpvOpGroupNonUniformUMax : SpvOpGroupNonUniformSMax,
-                  spv_reg_type(em, op->results[0]->type), ops, 3);
+    bool sgn = !ty_is_unsigned(t);
+    if (ty_size(t) < 8)
+        return group_max(em, sgn ? SpvOpGroupNonUniformSMax : SpvOpGroupNonUniformUMax, x);
+    spv_builder *b = &em->b;
+    uint32_t u64 = em->t_u64, u32 = em->t_u32, bias = cu64(em, 0x8000000000000000ull);
+    uint32_t u = sgn ? spv_op2(b, SpvOpBitwiseXor, u64, x, bias) : x;
+    uint32_t hi =
+        spv_op1(b, SpvOpUConvert, u32, spv_op2(b, SpvOpShiftRightLogical, u64, u, cu64(em, 32)));
+    uint32_t lo = spv_op1(b, SpvOpUConvert, u32, u);
+    uint32_t mh = group_max(em, SpvOpGroupNonUniformUMax, hi);
+    uint32_t top = spv_op2(b, SpvOpIEqual, em->t_bool, hi, mh);
+    uint32_t ml =
+        group_max(em, SpvOpGroupNonUniformUMax, spv_op3(b, SpvOpSelect, u32, top, lo, cu32(em, 0)));
+    uint32_t m = spv_op2(
+        b, SpvOpBitwiseOr, u64,
+        spv_op2(b, SpvOpShiftLeftLogical, u64, spv_op1(b, SpvOpUConvert, u64, mh), cu64(em, 32)),
+        spv_op1(b, SpvOpUConvert, u64, ml));
+    return sgn ? spv_op2(b, SpvOpBitwiseXor, u64, m, bias) : m;
 }
