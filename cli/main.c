@@ -44,7 +44,7 @@ typedef struct cli {
     const char *gc_option;  /* the first gradcheck option seen (only gradcheck takes them) */
     const char *run_option; /* the first option of run (and gradcheck) only: --threads, ... */
     bool help;              /* --help after the command: that command's usage */
-    bool no_checks;         /* run: no bounds checks (run checks by default) */
+    bool no_checks;         /* --no-checks: no bounds, division and shift checks */
     int threads;            /* run: --threads N (0: the online CPUs) */
     int64_t ad_budget;      /* run, gradcheck: --ad-memory-budget */
     int ad_strategy;        /* run, gradcheck: --ad-strategy */
@@ -74,7 +74,9 @@ static void usage(FILE *f) {
           "\n"
           "compiler options (every command that compiles):\n"
           "  -O0 .. -O3                      optimization level (default -O2)\n"
-          "  --debug                         runtime checks: bounds, division by zero, shifts\n"
+          "  --no-checks                     no bounds, division and shift checks (checked by\n"
+          "                                  default: SIMD and GPU code stay fast)\n"
+          "  --debug                         a debug build: the checks and scalar CPU code\n"
           "  --ad-stack-size N               adstack capacity of unbounded loops (default 1024)\n"
           "  --no-grad-check                 global-access check of K.grad warns, not fails\n"
           "  --fast-math                     GPU targets: the fast approximations of f32 sin,\n"
@@ -145,7 +147,7 @@ static const struct {
             "  --save N=P.npy  write array N after the run\n"
             "  --threads N     CPU worker threads (default: the online CPUs)\n"
             "  --time          print the compile and launch times on standard error\n"
-            "  --no-checks     no bounds, division and shift checks (run checks by default)\n"
+            "  --no-checks     no bounds, division and shift checks (checked by default)\n"
             "  --steps N       launch N times with --step-arg NAME = 0 .. N-1; K.grad runs\n"
             "                  the gradient of the whole sequence through the tape\n"
             "  --ad-memory-budget B  bytes K.grad's adstacks may take (K, M, G, T suffixes;\n"
@@ -373,7 +375,6 @@ static int parse_cli(int argc, char **argv, cli *c) {
             c->gc_option = "--rtol";
         } else if (!strcmp(a, "--no-checks")) {
             c->no_checks = true;
-            c->run_option = "--no-checks";
         } else if (!strcmp(a, "--time")) {
             c->time = true;
             c->run_option = "--time";
@@ -621,8 +622,10 @@ static int run_command(cli *c) {
         return usage_error("%s", "--steps N and --step-arg NAME go together");
     if (c->no_checks && c->opts.debug)
         return usage_error("%s", "--debug and --no-checks contradict each other");
-    if (!strcmp(c->cmd, "run") && !c->no_checks)
-        c->opts.debug = true; /* run checks bounds unless asked not to */
+    if (c->no_checks && !strcmp(c->cmd, "gradcheck"))
+        return usage_error("%s", "--no-checks: gradcheck always checks (its random inputs may "
+                                 "index out of range)");
+    c->opts.checks = !c->no_checks; /* every command compiles checked code by default */
     if (!strcmp(c->cmd, "run") || !strcmp(c->cmd, "gradcheck")) {
         kernc_run_args ra = {c->file,
                              c->npositional ? c->positional[0] : NULL,

@@ -595,6 +595,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
     kern_context_options o = kern_context_options_default();
     o.backend = (kern_backend)cg->t->backend;
     o.debug = a->opts.debug;
+    o.no_checks = !kc_checks(&a->opts);
     o.ad_stack_size = a->opts.ad_stack_size;
     o.threads = a->threads;
     if (a->ad_budget)

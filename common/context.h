@@ -21,7 +21,11 @@ typedef enum kc_grad_mode {
 
 typedef struct kc_options {
     int opt_level;          /* 0..3, default 2 */
-    bool debug;             /* runtime checks: bounds, division by zero, shifts */
+    bool checks;            /* runtime checks: bounds, division by zero, shifts (SIMD and
+                               GPU code keep their fast paths: a vector compare and one
+                               branch per access) */
+    bool debug;             /* a debug build: the checks, and scalar code on the CPU (no
+                               SIMD across work items) */
     bool no_grad_check;     /* the global-access check warns instead of failing */
     uint32_t ad_stack_size; /* adstack capacity of unbounded loops (default 1024) */
     kc_grad_mode grad;      /* which gradient kernels kc_compile_source builds */
@@ -68,6 +72,8 @@ typedef struct kc_ctx {
 } kc_ctx;
 
 void kc_options_default(kc_options *o);
+/* Whether code compiled with o checks bounds, divisions and shifts (checks, or debug). */
+static inline bool kc_checks(const kc_options *o) { return o->checks || o->debug; }
 kc_ctx *kc_ctx_new(void);
 void kc_ctx_free(kc_ctx *c);
 /* Registers a source; the text is copied into the context. */

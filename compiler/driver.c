@@ -258,7 +258,7 @@ ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, si
         (void)progress;
     }
     if (!ctx->opts.keep_rules) {
-        ir_lower_semantics(m, ctx->opts.debug);
+        ir_lower_semantics(m, kc_checks(&ctx->opts));
         ir_pass_after(m, "ir_lower_semantics", true);
         /* kern's own math on every target, in the variant that SPIR-V gets (the SPIR-V and
          * AMDGPU code generators lower what they need of it themselves) */

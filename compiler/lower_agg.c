@@ -151,7 +151,7 @@ static int index_value(lw *L, const lw_place *p, const fe_expr *ix, int extent, 
         return (int)ix->cval.i;
     }
     *dyn = lw_expr(L, ix);
-    if (L->ctx->opts.debug && !p->mem) {
+    if (kc_checks(&L->ctx->opts) && !p->mem) {
         const kern_type *t = (*dyn)->type;
         ir_value *ok = ir_binop(&L->b, IR_LT, *dyn, ir_const_int(&L->b, t, extent));
         if (!ty_is_unsigned(t))

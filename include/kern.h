@@ -124,7 +124,8 @@ typedef enum kern_validation {
  * (docs/runtime.md, "The environment"); every one has a field here. */
 typedef struct kern_context_options {
     kern_backend backend;  /* KERN_BACKEND_CPU by default, KERN_BACKEND_CUDA, KERN_BACKEND_VULKAN */
-    bool debug;            /* JIT modules compile with bounds, division and shift checks */
+    bool debug;            /* JIT modules compile as debug builds: the checks, and scalar
+                            * code on the CPU (no SIMD across work items) */
     int threads;           /* CPU worker threads including the caller; 0 = online CPUs */
     int64_t ad_stack_size; /* default adstack capacity for JIT modules: 0 = the default (1024),
                             * else 1 to 2^31 (larger is KERN_ERR_ARGUMENT) */
@@ -148,6 +149,11 @@ typedef struct kern_context_options {
      * and pow (CUDA's __sinf class, Vulkan's GLSL.std.450) instead of kern's accuracy table
      * (docs/reference.md, "Accuracy of the math builtins"; $KERN_FAST_MATH=1) */
     bool fast_math;
+    /* JIT modules compile without their bounds, division and shift checks (checked code is
+     * the default, from every front end: an index out of range is an error record naming
+     * the access, where unchecked code reads or writes outside the array). Checked code
+     * keeps the SIMD and GPU code paths; docs/runtime.md says what it costs. */
+    bool no_checks;
 } kern_context_options;
 
 /* How a launch of a kernel with adstacks keeps what its reverse sweep needs. */

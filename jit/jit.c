@@ -144,6 +144,7 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
         return no_codegen(ctx, o.backend);
     kc_ctx *cc = kc_ctx_new();
     cc->opts.debug = o.debug;
+    cc->opts.checks = !o.no_checks;
     cc->opts.fast_math = o.fast_math;
     if (o.ad_stack_size > 0)
         cc->opts.ad_stack_size = (uint32_t)o.ad_stack_size;

@@ -301,6 +301,7 @@ kern_context_options kern_context_options_default(void) {
         .staging = env_on("KERN_VULKAN_STAGING"),
         .ad_strategy = rt_ad_strategy_env(),
         .fast_math = env_on("KERN_FAST_MATH"),
+        .no_checks = env_on("KERN_NO_CHECKS"),
     };
     return o;
 }

@@ -15,12 +15,14 @@
 /* ---- compiling and running ---------------------------------------------------------- */
 
 int build_simd;
+bool build_checks;
 
 prog build(const char *src, int opt, bool debug) {
     prog p = {0};
     p.ctx = kc_ctx_new();
     p.ctx->opts.opt_level = opt;
     p.ctx->opts.debug = debug;
+    p.ctx->opts.checks = build_checks;
     p.ctx->opts.simd = build_simd;
     kc_options_from_env(&p.ctx->opts); /* KERN_SIMD of CI's scalar and sse runs */
     p.m = kc_compile_source(p.ctx, "test.kern", src, strlen(src));

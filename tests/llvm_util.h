@@ -18,10 +18,12 @@ typedef struct prog {
     kern_meta *meta;
 } prog;
 
-/* Compiles src at -O`opt` (with debug checks when debug) and JIT-compiles it, with
- * kc_options.simd = build_simd (0 unless a test sets it: the default lanes). */
+/* Compiles src at -O`opt` (a debug build when debug) and JIT-compiles it, with
+ * kc_options.simd = build_simd (0 unless a test sets it: the default lanes) and
+ * kc_options.checks = build_checks (false unless a test sets it). */
 prog build(const char *src, int opt, bool debug);
 extern int build_simd;
+extern bool build_checks;
 void release(prog *p);
 /* Runs every task of `kernel` as the runtime does (count once, then the body over chunks
  * of `chunk` items on `threads` threads, tasks in order); returns the error record. */

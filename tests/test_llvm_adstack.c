@@ -603,9 +603,11 @@ Test(llvm_adstack, reductions_accumulate_per_call) {
         ref_t[i % 2] += x[i];
         ref_n += i;
     }
-    for (int l = 0; l < 2; l++) {
+    for (int l = 0; l < 4; l++) { /* -O0, -O3; unchecked, then checked code */
         for (int threads = 1; threads <= 4; threads += 3) {
-            prog p = build(src, OPT_LEVELS[l], false);
+            build_checks = l >= 2;
+            prog p = build(src, OPT_LEVELS[l % 2], false);
+            build_checks = false;
             double s[3] = {0, 1.0, 0}, t[2] = {0, 0};
             int64_t n[1] = {5};
             int32_t m[2] = {0, 0}, k = 1;
@@ -614,7 +616,7 @@ Test(llvm_adstack, reductions_accumulate_per_call) {
             void *args[6] = {&dx, &dn, &ds, &dt, &dm, &k};
             kern_err_record e = run_mt(&p, "red", args, 97, threads);
             cr_expect_eq(e.code, 0);
-            cr_expect_eq(n[0], 5 + ref_n, "-O%d %d threads: n = %lld", OPT_LEVELS[l], threads,
+            cr_expect_eq(n[0], 5 + ref_n, "-O%d %d threads: n = %lld", OPT_LEVELS[l % 2], threads,
                          (long long)n[0]);
             cr_expect_eq(m[0], NRED);
             cr_expect(fabs(s[1] - (1.0 + ref_s)) <= 1e-9 * fabs(ref_s), "s = %.17g, C %.17g", s[1],
@@ -634,14 +636,18 @@ Test(llvm_adstack, reductions_accumulate_per_call) {
         char err[512];
         char *text = llvm_emit_text(m, &c->opts, err, sizeof err);
         cr_assert(text, "%s", err);
-        /* release: an accumulator (\"red\" alloca) per reduced atomic: s[k] +=, s[k] -=
-         * and n[0] +=; t and m keep their per-item atomics. Debug: none. */
+        /* an accumulator (\"red\" alloca) per reduced atomic: s[k] +=, s[k] -= and
+         * n[0] +=; t and m keep their per-item atomics. Checked code (debug) also has a
+         * flag per accumulator, whether its add ran (its error is recorded at the end). */
         int acc = count_of(text, "%red");
         int allocas = count_of(text, "= alloca");
+        int ran = count_of(text, "%red.ran");
+        cr_expect(allocas >= 3 && acc >= 3, "%s: 3 accumulators, got %d", dbg ? "debug" : "release",
+                  acc);
         if (dbg)
-            cr_expect_eq(acc, 0, "debug: no accumulators, got %d", acc);
+            cr_expect(ran >= 3, "debug: 3 flags, got %d", ran);
         else
-            cr_expect(allocas >= 3 && acc >= 3, "release: 3 accumulators, got %d", acc);
+            cr_expect_eq(ran, 0, "release: no flags, got %d", ran);
         free(text);
         ir_module_free(m);
         kc_ctx_free(c);

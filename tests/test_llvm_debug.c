@@ -1,5 +1,6 @@
-/* test_llvm_debug.c - the LLVM CPU backend in debug mode: bounds, division by zero and
- * shift errors with their line:col, the faulting operation skipped; release code without
+/* test_llvm_debug.c - the LLVM CPU backend's checked code (debug builds, scalar, and
+ * checked builds, whose SIMD code tests the lanes at once): bounds, division by zero and
+ * shift errors with their line:col, the faulting operation skipped; unchecked code without
  * any check (suite `llvm_debug`). */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -19,97 +20,325 @@
 #include "../runtime/meta.h"
 #include "llvm_util.h"
 
-/* ---- debug mode --------------------------------------------------------------------- */
+/* ---- checked code ------------------------------------------------------------------- */
+
+/* The checked builds: debug (scalar code), and checked code (kc_options.checks) on the
+ * scalar path, in SSE's 4 lanes and in the host's widest vectors. Every test below expects
+ * the same of each. */
+typedef struct mode {
+    const char *name;
+    bool debug;
+    int simd;
+} mode;
+static const mode MODES[] = {
+    {"debug", true, 0},
+    {"checks, scalar", false, -1},
+    {"checks, 4 lanes", false, 4},
+    {"checks, the host's lanes", false, 0},
+};
+enum { NMODES = sizeof MODES / sizeof *MODES };
+
+static prog build_mode(const char *src, int opt, const mode *m) {
+    build_simd = m->simd;
+    build_checks = !m->debug;
+    prog p = build(src, opt, m->debug);
+    build_simd = 0;
+    build_checks = false;
+    return p;
+}
 
 Test(llvm_debug, debug_bounds_load_and_store) {
-    /* columns counted by hand: `a` of a[i] on line 3 is column 18; the store's `=` col 16 */
-    const char *src = "kernel dbg(a: f32[], out: f32[], n: i32) {\n"
-                      "    for i in 0..n {\n"
-                      "        out[i] = a[i] * 2.0;\n"
-                      "    }\n"
-                      "}\n";
-    prog p = build(src, 2, true);
-    float a[4] = {1, 2, 3, 4}, buf[10];
-    for (int i = 0; i < 10; i++)
-        buf[i] = -1.0f;
-    int32_t n = 6;
-    /* out has 8 elements, a 4: a[4], a[5] fail */
-    kern_array_desc da = desc(a, 4, 1, 1), dout = desc(buf, 8, 1, 1);
-    void *args[] = {&da, &dout, &n};
-    kern_err_record e = run(&p, "dbg", args, 100);
-    cr_assert_eq(e.code, KERN_DEVERR_BOUNDS);
-    cr_expect_eq(e.line, 3);
-    cr_expect_eq(e.col, 18);
-    cr_expect_eq(e.dim, 0);
-    cr_expect_eq(e.a, 4, "the first failing index wins");
-    cr_expect_eq(e.b, 4);
-    for (int i = 0; i < 4; i++)
-        cr_expect(buf[i] == a[i] * 2.0f);
-    cr_expect(buf[4] == 0.0f && buf[5] == 0.0f, "a failed load yields 0");
-    cr_expect(buf[6] == -1.0f && buf[7] == -1.0f);
+    for (int mi = 0; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        /* columns counted by hand: `a` of a[i] on line 3 is column 18; the store's `=` col 16 */
+        const char *src = "kernel dbg(a: f32[], out: f32[], n: i32) {\n"
+                          "    for i in 0..n {\n"
+                          "        out[i] = a[i] * 2.0;\n"
+                          "    }\n"
+                          "}\n";
+        prog p = build_mode(src, 2, md);
+        float a[4] = {1, 2, 3, 4}, buf[10];
+        for (int i = 0; i < 10; i++)
+            buf[i] = -1.0f;
+        int32_t n = 6;
+        /* out has 8 elements, a 4: a[4], a[5] fail */
+        kern_array_desc da = desc(a, 4, 1, 1), dout = desc(buf, 8, 1, 1);
+        void *args[] = {&da, &dout, &n};
+        kern_err_record e = run(&p, "dbg", args, 100);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect_eq(e.line, 3, "%s", md->name);
+        cr_expect_eq(e.col, 18, "%s", md->name);
+        cr_expect_eq(e.dim, 0, "%s", md->name);
+        cr_expect_eq(e.a, 4, "%s: the first failing index wins", md->name);
+        cr_expect_eq(e.b, 4, "%s", md->name);
+        for (int i = 0; i < 4; i++)
+            cr_expect(buf[i] == a[i] * 2.0f, "%s", md->name);
+        cr_expect(buf[4] == 0.0f && buf[5] == 0.0f, "a failed load yields 0");
+        cr_expect(buf[6] == -1.0f && buf[7] == -1.0f, "%s", md->name);
 
-    /* now the store is out of bounds: out has 3 elements of a bigger buffer */
-    n = 4;
-    for (int i = 0; i < 10; i++)
-        buf[i] = -1.0f;
-    dout = desc(buf, 3, 1, 1);
-    e = run(&p, "dbg", args, 1);
-    cr_assert_eq(e.code, KERN_DEVERR_BOUNDS);
-    cr_expect_eq(e.line, 3);
-    cr_expect_eq(e.col, 16);
-    cr_expect(e.a == 3 && e.b == 3 && e.dim == 0);
-    cr_expect(buf[2] == 6.0f && buf[3] == -1.0f, "the store past the end is dropped");
-    release(&p);
+        /* now the store is out of bounds: out has 3 elements of a bigger buffer */
+        n = 4;
+        for (int i = 0; i < 10; i++)
+            buf[i] = -1.0f;
+        dout = desc(buf, 3, 1, 1);
+        e = run(&p, "dbg", args, 1);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect_eq(e.line, 3, "%s", md->name);
+        cr_expect_eq(e.col, 16, "%s", md->name);
+        cr_expect(e.a == 3 && e.b == 3 && e.dim == 0, "%s", md->name);
+        cr_expect(buf[2] == 6.0f && buf[3] == -1.0f, "the store past the end is dropped");
+        release(&p);
+    }
 }
 
 Test(llvm_debug, debug_bounds_2d_negative_index) {
-    const char *src = "kernel d2(m: i32[,], out: i32[], k: i32) {\n"
-                      "    for i in 0..len(out) {\n"
-                      "        out[i] = m[i, i - k];\n"
-                      "    }\n"
-                      "}\n";
-    prog p = build(src, 3, true);
-    int32_t m[3][3] = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}}, out[3] = {-1, -1, -1}, k = 1;
-    kern_array_desc dm = desc(m, 3, 3, 1), dout = desc(out, 3, 1, 1);
-    void *args[] = {&dm, &dout, &k};
-    kern_err_record e = run(&p, "d2", args, 1);
-    cr_assert_eq(e.code, KERN_DEVERR_BOUNDS);
-    cr_expect(e.line == 3 && e.col == 18, "at %u:%u", e.line, e.col);
-    cr_expect(e.dim == 1 && e.a == -1 && e.b == 3, "dim %d index %lld extent %lld", e.dim,
-              (long long)e.a, (long long)e.b);
-    cr_expect(out[0] == 0 && out[1] == 4 && out[2] == 8);
-    release(&p);
+    for (int mi = 0; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        const char *src = "kernel d2(m: i32[,], out: i32[], k: i32) {\n"
+                          "    for i in 0..len(out) {\n"
+                          "        out[i] = m[i, i - k];\n"
+                          "    }\n"
+                          "}\n";
+        prog p = build_mode(src, 3, md);
+        int32_t m[3][3] = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}}, out[3] = {-1, -1, -1}, k = 1;
+        kern_array_desc dm = desc(m, 3, 3, 1), dout = desc(out, 3, 1, 1);
+        void *args[] = {&dm, &dout, &k};
+        kern_err_record e = run(&p, "d2", args, 1);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.line == 3 && e.col == 18, "at %u:%u", e.line, e.col);
+        cr_expect(e.dim == 1 && e.a == -1 && e.b == 3, "dim %d index %lld extent %lld", e.dim,
+                  (long long)e.a, (long long)e.b);
+        cr_expect(out[0] == 0 && out[1] == 4 && out[2] == 8, "%s", md->name);
+        release(&p);
+    }
 }
 
 Test(llvm_debug, debug_div_zero_and_shift) {
-    const char *src = "kernel ds(a: i32[], b: i32[], q: i32[], s: i64[], sh: i64[]) {\n"
-                      "    for i in 0..len(a) {\n"
-                      "        q[i] = a[i] / b[i];\n"
-                      "        s[i] = i64(a[i]) << sh[i];\n"
+    for (int mi = 0; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        const char *src = "kernel ds(a: i32[], b: i32[], q: i32[], s: i64[], sh: i64[]) {\n"
+                          "    for i in 0..len(a) {\n"
+                          "        q[i] = a[i] / b[i];\n"
+                          "        s[i] = i64(a[i]) << sh[i];\n"
+                          "    }\n"
+                          "}\n";
+        prog p = build_mode(src, 3, md);
+        int32_t a[4] = {7, 8, 9, 10}, b[4] = {2, 0, 3, 0}, q[4];
+        int64_t s[4], sh[4] = {1, 2, 64, 3};
+        kern_array_desc da = desc(a, 4, 1, 1), db = desc(b, 4, 1, 1), dq = desc(q, 4, 1, 1),
+                        dsv = desc(s, 4, 1, 1), dsh = desc(sh, 4, 1, 1);
+        void *args[] = {&da, &db, &dq, &dsv, &dsh};
+        kern_err_record e = run(&p, "ds", args, 4);
+        cr_assert_eq(e.code, KERN_DEVERR_DIV_ZERO, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.line == 3 && e.col == 21, "at %u:%u", e.line, e.col);
+        /* the checked arithmetic goes on with the release results (passes/lower_semantics.c) */
+        cr_expect(q[0] == 3 && q[1] == 8 && q[2] == 3 && q[3] == 10,
+                  "a failed division divides by 1");
+        cr_expect(s[0] == 14 && s[1] == 32 && s[2] == 9 && s[3] == 80,
+                  "a failed shift masks its count");
+
+        /* no division error: the shift's error is recorded */
+        b[1] = b[3] = 1;
+        e = run(&p, "ds", args, 4);
+        cr_assert_eq(e.code, KERN_DEVERR_SHIFT, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.line == 4 && e.col == 26, "at %u:%u", e.line, e.col);
+        cr_expect(e.a == 64 && e.b == 64, "%s", md->name);
+        release(&p);
+    }
+}
+
+/* Gathers and scatters: the lowest bad item is recorded, the bad lanes' loads yield 0 and
+ * their stores are dropped, the other lanes run. */
+Test(llvm_debug, checked_gather_and_scatter) {
+    const char *src = "kernel g(x: f32[], idx: i32[], y: f32[]) {\n"
+                      "    for i in 0..len(y) {\n"
+                      "        y[i] = x[idx[i]] + 1.0;\n"
+                      "    }\n"
+                      "}\n"
+                      "kernel s(idx: i32[], y: f32[]) {\n"
+                      "    for i in 0..len(idx) {\n"
+                      "        y[idx[i]] = f32(i);\n"
                       "    }\n"
                       "}\n";
-    prog p = build(src, 3, true);
-    int32_t a[4] = {7, 8, 9, 10}, b[4] = {2, 0, 3, 0}, q[4];
-    int64_t s[4], sh[4] = {1, 2, 64, 3};
-    kern_array_desc da = desc(a, 4, 1, 1), db = desc(b, 4, 1, 1), dq = desc(q, 4, 1, 1),
-                    dsv = desc(s, 4, 1, 1), dsh = desc(sh, 4, 1, 1);
-    void *args[] = {&da, &db, &dq, &dsv, &dsh};
-    kern_err_record e = run(&p, "ds", args, 4);
-    cr_assert_eq(e.code, KERN_DEVERR_DIV_ZERO);
-    cr_expect(e.line == 3 && e.col == 21, "at %u:%u", e.line, e.col);
-    /* the checked arithmetic goes on with the release results (passes/lower_semantics.c) */
-    cr_expect(q[0] == 3 && q[1] == 8 && q[2] == 3 && q[3] == 10,
-              "a failed division divides by 1");
-    cr_expect(s[0] == 14 && s[1] == 32 && s[2] == 9 && s[3] == 80,
-              "a failed shift masks its count");
+    enum { NI = 64, NX = 100 };
+    for (int mi = 0; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        prog p = build_mode(src, 3, md);
+        float x[NX], y[NI + 8];
+        int32_t idx[NI];
+        for (int i = 0; i < NX; i++)
+            x[i] = (float)(3 * i);
+        for (int i = 0; i < NI; i++)
+            idx[i] = (i * 7) % NX;
+        idx[37] = 1000;
+        idx[50] = -3;
+        idx[51] = NX;
+        kern_array_desc dx = desc(x, NX, 1, 1), di = desc(idx, NI, 1, 1), dy = desc(y, NI, 1, 1);
+        void *args[] = {&dx, &di, &dy};
+        kern_err_record e = run(&p, "g", args, 1000);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.line == 3 && e.col == 16 && e.dim == 0, "%s: at %u:%u dim %d", md->name, e.line,
+                  e.col, e.dim);
+        cr_expect(e.a == 1000 && e.b == NX, "%s: the lowest bad item's index %lld, extent %lld",
+                  md->name, (long long)e.a, (long long)e.b);
+        for (int i = 0; i < NI; i++) {
+            float want = i == 37 || i == 50 || i == 51 ? 1.0f : x[idx[i]] + 1.0f;
+            cr_expect(y[i] == want, "%s: y[%d] = %g, want %g", md->name, i, y[i], want);
+        }
 
-    /* no division error: the shift's error is recorded */
-    b[1] = b[3] = 1;
-    e = run(&p, "ds", args, 4);
-    cr_assert_eq(e.code, KERN_DEVERR_SHIFT);
-    cr_expect(e.line == 4 && e.col == 26, "at %u:%u", e.line, e.col);
-    cr_expect(e.a == 64 && e.b == 64);
-    release(&p);
+        /* scatter: y has NI elements of a buffer of NI + 8 */
+        for (int i = 0; i < NI + 8; i++)
+            y[i] = -1.0f;
+        for (int i = 0; i < NI; i++)
+            idx[i] = NI - 1 - i;
+        idx[5] = NI;     /* just past the end */
+        idx[9] = NI + 3; /* inside the buffer, outside the array */
+        idx[20] = -1;
+        void *sargs[] = {&di, &dy};
+        e = run(&p, "s", sargs, 1000);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.line == 8 && e.a == NI && e.b == NI, "%s: line %u index %lld", md->name, e.line,
+                  (long long)e.a);
+        for (int i = 0; i < NI + 8; i++) {
+            int item = NI - 1 - i; /* the item that writes element i, when it is in range */
+            float want = i >= NI || item == 5 || item == 9 || item == 20 ? -1.0f : (float)item;
+            cr_expect(y[i] == want, "%s: y[%d] = %g, want %g", md->name, i, y[i], want);
+        }
+        release(&p);
+    }
+}
+
+/* A uniform index out of range in a vector access: every lane fails, the dimension is the
+ * uniform one. */
+Test(llvm_debug, checked_uniform_dimension) {
+    const char *src = "kernel r(m: f32[,], k: i32, out: f32[]) {\n"
+                      "    for i in 0..len(out) {\n"
+                      "        out[i] = m[k, i];\n"
+                      "    }\n"
+                      "}\n";
+    for (int mi = 0; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        prog p = build_mode(src, 3, md);
+        float m[3][20], out[20];
+        for (int r = 0; r < 3; r++)
+            for (int c = 0; c < 20; c++)
+                m[r][c] = (float)(r * 100 + c);
+        int32_t k = 2;
+        kern_array_desc dm = desc(m, 3, 20, 1), dout = desc(out, 20, 1, 1);
+        void *args[] = {&dm, &k, &dout};
+        kern_err_record e = run(&p, "r", args, 7);
+        cr_expect_eq(e.code, 0, "%s: row 2 is in range", md->name);
+        for (int c = 0; c < 20; c++)
+            cr_expect(out[c] == m[2][c], "%s: out[%d]", md->name, c);
+        k = 3;
+        e = run(&p, "r", args, 7);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.dim == 0 && e.a == 3 && e.b == 3, "%s: dim %d index %lld extent %lld", md->name,
+                  e.dim, (long long)e.a, (long long)e.b);
+        for (int c = 0; c < 20; c++)
+            cr_expect(out[c] == 0.0f, "%s: a failed load yields 0", md->name);
+        release(&p);
+    }
+}
+
+/* A reduction into one element (accumulated per task call, llvm_reduce.c): in range, the
+ * sum; out of range, the op's error when it ran, and nothing when it did not. */
+Test(llvm_debug, checked_reduction) {
+    const char *src = "kernel r(x: f32[], s: f32[], k: i32, lim: f32) {\n"
+                      "    for i in 0..len(x) {\n"
+                      "        if x[i] > lim {\n"
+                      "            s[k] += x[i];\n"
+                      "        }\n"
+                      "    }\n"
+                      "}\n";
+    enum { NX = 301 };
+    float x[NX], s[4];
+    double want = 0;
+    for (int i = 0; i < NX; i++) {
+        x[i] = (float)(i % 17) * 0.5f;
+        want += x[i] > 2.0f ? x[i] : 0.0f;
+    }
+    for (int mi = 0; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        prog p = build_mode(src, 3, md);
+        int32_t k = 1;
+        float lim = 2.0f;
+        memset(s, 0, sizeof s);
+        kern_array_desc dx = desc(x, NX, 1, 1), ds = desc(s, 3, 1, 1);
+        void *args[] = {&dx, &ds, &k, &lim};
+        kern_err_record e = run_mt(&p, "r", args, 50, 2);
+        cr_expect_eq(e.code, 0, "%s", md->name);
+        cr_expect(fabs(s[1] - want) < 1e-3 && s[0] == 0 && s[2] == 0 && s[3] == 0,
+                  "%s: s[1] = %g, want %g", md->name, s[1], want);
+        k = 3; /* s has 3 elements of a buffer of 4 */
+        e = run_mt(&p, "r", args, 50, 2);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.line == 4 && e.dim == 0 && e.a == 3 && e.b == 3, "%s: line %u index %lld",
+                  md->name, e.line, (long long)e.a);
+        cr_expect(s[3] == 0, "%s: nothing is added out of range", md->name);
+        lim = 100.0f; /* the add never runs: no error */
+        e = run_mt(&p, "r", args, 50, 2);
+        cr_expect_eq(e.code, 0, "%s: an add that never ran reports nothing", md->name);
+        release(&p);
+    }
+}
+
+/* Checked code in range computes what unchecked code computes, on several threads. */
+Test(llvm_debug, checked_in_range_matches_plain_loop) {
+    const char *src = "kernel k(a: f32[], b: f32[], q: i32[], out: f32[], n: i32) {\n"
+                      "    for i in 0..n {\n"
+                      "        out[i] = a[i] * b[(i * 5) % n] + f32(q[i] / (i % 7 + 1));\n"
+                      "    }\n"
+                      "}\n";
+    enum { NN = 10007 };
+    float *a = malloc(NN * sizeof *a), *b = malloc(NN * sizeof *b), *out = malloc(NN * 4);
+    int32_t *q = malloc(NN * sizeof *q);
+    cr_assert(a && b && out && q);
+    for (int i = 0; i < NN; i++) {
+        a[i] = (float)(i % 13) - 6.0f;
+        b[i] = 0.25f * (float)(i % 5);
+        q[i] = i * 3 - 5000;
+    }
+    for (int mi = 1; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        prog p = build_mode(src, 3, md);
+        int32_t n = NN;
+        memset(out, 0, NN * sizeof *out);
+        kern_array_desc da = desc(a, NN, 1, 1), db = desc(b, NN, 1, 1), dq = desc(q, NN, 1, 1),
+                        dout = desc(out, NN, 1, 1);
+        void *args[] = {&da, &db, &dq, &dout, &n};
+        kern_err_record e = run_mt(&p, "k", args, 333, 3);
+        cr_expect_eq(e.code, 0, "%s", md->name);
+        for (int i = 0; i < NN; i++) {
+            float want = a[i] * b[(i * 5) % NN] + (float)(q[i] / (i % 7 + 1));
+            if (out[i] != want) {
+                cr_expect_fail("%s: out[%d] = %g, want %g", md->name, i, out[i], want);
+                break;
+            }
+        }
+        release(&p);
+    }
+    free(a), free(b), free(out), free(q);
+}
+
+/* Checked code keeps the SIMD path: its task runs in lanes and records errors. */
+Test(llvm_debug, checked_code_runs_in_lanes) {
+    const char *src = "kernel k(a: f32[], out: f32[]) {\n"
+                      "    for i in 0..len(out) { out[i] = a[i + 1] * 2.0; }\n"
+                      "}\n";
+    kc_ctx *c = kc_ctx_new();
+    c->opts.checks = true;
+    c->opts.simd = 4;
+    ir_module *m = kc_compile_source(c, "t.kern", src, strlen(src));
+    cr_assert(m);
+    char err[512];
+    char *text = llvm_emit_text(m, &c->opts, err, sizeof err);
+    cr_assert(text, "%s", err);
+    cr_expect(has(text, "\"kern-simd\"=\"4 lanes\""), "checked code runs in 4 lanes");
+    cr_expect(has(text, "kern.record_error"), "checked code records errors");
+    free(text);
+    ir_module_free(m);
+    kc_ctx_free(c);
 }
 
 Test(llvm_debug, release_has_no_checks) {

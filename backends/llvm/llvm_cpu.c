@@ -220,7 +220,7 @@ static unsigned emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
     LLVMTypeRef fty = LLVMFunctionType(em->t_void, params, 6, 0);
     LLVMValueRef fn = llvm_function_begin(em, name, fty, NULL);
     em->err = LLVMGetParam(fn, 3);
-    em->checks = em->opts->debug;
+    em->checks = kc_checks(em->opts);
     /* the adstack heap is the runtime's own allocation, seen through nothing else; the
      * layout is only read (attribute index = parameter number + 1) */
     llvm_add_attr(em, fn, 5, "noalias");
@@ -281,7 +281,7 @@ static void emit_lanes(llvm_emitter *em, unsigned lanes) {
 /* The lanes task `task` would run with, without emitting it. */
 static unsigned task_lanes(llvm_emitter *em, const ir_op *task) {
     const char *why = NULL;
-    em->checks = em->opts->debug;
+    em->checks = kc_checks(em->opts);
     return llvm_simd_lanes(em, task, &why);
 }
 

@@ -348,7 +348,7 @@ LLVMValueRef llvm_function_begin(llvm_emitter *em, const char *name, LLVMTypeRef
     llvm_add_attr(em, fn, LLVMAttributeFunctionIndex, "nounwind");
     em->fn = fn;
     em->err = err;
-    em->checks = err && em->opts->debug;
+    em->checks = err && kc_checks(em->opts);
     map_clear(&em->map);
     LLVMPositionBuilderAtEnd(em->b, llvm_new_block(em, "entry"));
     return fn;

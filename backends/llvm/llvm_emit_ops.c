@@ -22,7 +22,8 @@
  * atomic_xchg (made by autodiff) atomicrmw xchg on any element type (bool as its byte);
  * atomic_cas (ir_lower_narrow, 16-bit elements) a strong cmpxchg i16.
  *
- * Debug mode (kc_options.debug, in task bodies): every index is checked 0 <= i < n, and
+ * Checked mode (kc_checks: kc_options.checks or debug, in task bodies): every index is
+ * checked 0 <= i < n (SIMD code: llvm_simd_emit.c, lanes at once), and
  * each `check` op (the lowering's checks of divisions and shifts) tests its condition. On a
  * failure the module's helper `kern.record_error` writes the record (first error wins by
  * cmpxchg of code 0 -> code); a failed access is skipped (a load or an atomic yields 0, a
@@ -138,7 +139,7 @@ static LLVMValueRef unary_intrinsic(llvm_emitter *em, const char *name, LLVMValu
     return call_intrinsic(em, name, &t, 1, &a, 1);
 }
 
-/* ---- debug checks ------------------------------------------------------------------- */
+/* ---- checks ------------------------------------------------------------------------- */
 
 /* void kern.record_error(ptr err, i32 code, i32 line, i32 col, i32 dim, i64 a, i64 b) */
 static LLVMValueRef error_fn(llvm_emitter *em) {
@@ -184,6 +185,19 @@ static LLVMValueRef error_fn(llvm_emitter *em) {
     return fn;
 }
 
+void llvm_record_error(llvm_emitter *em, const ir_op *op, int code, LLVMValueRef dim,
+                       LLVMValueRef a64, LLVMValueRef b64) {
+    LLVMValueRef fn = error_fn(em);
+    LLVMValueRef args[7] = {em->err,
+                            LLVMConstInt(em->t_i32, (unsigned)code, 0),
+                            LLVMConstInt(em->t_i32, op->loc.line, 0),
+                            LLVMConstInt(em->t_i32, op->loc.col, 0),
+                            dim,
+                            a64,
+                            b64};
+    LLVMBuildCall2(em->b, LLVMGlobalGetValueType(fn), fn, args, 7, "");
+}
+
 /* A guarded operation: checks branch to blocks that record an error and go to `skip`. */
 typedef struct guard {
     LLVMBasicBlockRef skip;
@@ -196,15 +210,7 @@ static void guard_check(llvm_emitter *em, guard *g, const ir_op *op, LLVMValueRe
     LLVMBasicBlockRef pass = llvm_new_block(em, "chk.ok"), fail = llvm_new_block(em, "chk.fail");
     LLVMBuildCondBr(em->b, ok, pass, fail);
     LLVMPositionBuilderAtEnd(em->b, fail);
-    LLVMValueRef fn = error_fn(em);
-    LLVMValueRef args[7] = {em->err,
-                            LLVMConstInt(em->t_i32, (unsigned)code, 0),
-                            LLVMConstInt(em->t_i32, op->loc.line, 0),
-                            LLVMConstInt(em->t_i32, op->loc.col, 0),
-                            LLVMConstInt(em->t_i32, (unsigned)dim, 0),
-                            a64,
-                            b64};
-    LLVMBuildCall2(em->b, LLVMGlobalGetValueType(fn), fn, args, 7, "");
+    llvm_record_error(em, op, code, LLVMConstInt(em->t_i32, (unsigned)dim, 0), a64, b64);
     LLVMBuildBr(em->b, g->skip);
     LLVMPositionBuilderAtEnd(em->b, pass);
 }

@@ -319,7 +319,7 @@ static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op 
     gt->mark_kernel(em, fn);
     unsigned abi = llvm_gpu_bind_params(em, fn);
     em->err = LLVMGetParam(fn, abi);
-    em->checks = em->opts->debug;
+    em->checks = kc_checks(em->opts);
     LLVMValueRef w = gt->thread_index(em), nthreads = gt->thread_count(em);
     llvm_adstack_begin(em);
     bind_adstacks(em, fn, abi + 1, w);

@@ -3,7 +3,7 @@
  * Target-neutral (every target's code goes through these):
  *   llvm_emit.c      the emitter's state, value map, structured control flow, uniforms,
  *                    one work item of a task
- *   llvm_emit_ops.c  scalar ops, math, casts, array accesses, atomics, debug checks
+ *   llvm_emit_ops.c  scalar ops, math, casts, array accesses, atomics, checks
  *   llvm_adstack.c   adstack depth counters, push and pop, overflow records
  *   llvm_reduce.c    atomic adds into uniform elements accumulated per task call
  *   llvm_target.c    verification and the optimization pipeline
@@ -68,7 +68,7 @@ struct llvm_emitter {
     /* per function */
     LLVMValueRef fn;  /* the function being emitted */
     LLVMValueRef err; /* its kern_err_record * (NULL in a _count function) */
-    bool checks;      /* emit debug-mode checks (opts->debug and err != NULL) */
+    bool checks;      /* emit the checks (kc_checks(opts) and err != NULL) */
     const ir_kernel *kernel;
     LLVMValueRef *arr_data;                   /* per parameter: an array's data pointer */
     LLVMValueRef (*arr_shape)[KERN_MAX_RANK]; /* per parameter: an array's extents (i64) */
@@ -85,6 +85,7 @@ struct llvm_emitter {
     /* per parallel task function: atomic adds accumulated locally (llvm_reduce.c) */
     const ir_op **red_ops;
     LLVMValueRef *red_acc; /* per such op: its accumulator (entry-block alloca) */
+    LLVMValueRef *red_ran; /* checked code: per such op, whether it ran (an i1 alloca) */
     uint32_t nred, capred;
     /* vector registers (the CPU's SIMD across work items, llvm_simd*.c) */
     unsigned simd_w; /* lanes of the task being emitted (0: the scalar path) */
@@ -156,6 +157,11 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op);
 /* An integer value of type t widened to i64 (sign- or zero-extended as t says). */
 LLVMValueRef llvm_to_i64(llvm_emitter *em, LLVMValueRef v, const kern_type *t);
 
+/* Calls the module's kern.record_error for op (its line and column): error `code`,
+ * dimension dim (i32), values a64 and b64 (i64). The first error of a launch wins. */
+void llvm_record_error(llvm_emitter *em, const ir_op *op, int code, LLVMValueRef dim,
+                       LLVMValueRef a64, LLVMValueRef b64);
+
 /* The address of the element that access op addresses (no debug checks: em->checks must
  * be off). */
 LLVMValueRef llvm_element_ptr(llvm_emitter *em, const ir_op *op);
@@ -163,7 +169,7 @@ LLVMValueRef llvm_element_ptr(llvm_emitter *em, const ir_op *op);
 /* ---- llvm_reduce.c ---- */
 /* In a parallel task function, after the uniform values: finds the atomic adds/subs
  * into uniform elements of arrays the task accesses no other way, and zeroes a local
- * accumulator for each (nothing in debug builds). */
+ * accumulator for each (checked code tests the element's indices at the end). */
 void llvm_reduce_begin(llvm_emitter *em, const ir_op *task);
 /* Accumulates op locally when it is one of those; false otherwise. */
 bool llvm_reduce_emit(llvm_emitter *em, const ir_op *op);

@@ -13,11 +13,13 @@
  *
  * The element receives the same total; float additions are grouped per chunk instead of
  * one by one (docs/backend-cpu.md; docs/reference.md section 7 leaves the order of atomics open).
- * Debug builds keep the per-item atomics, so a bounds error is reported where it happens.
- * Integer adds are exact either way. */
+ * Integer adds are exact either way. In checked code the end tests the element's
+ * indices: in range, the atomic; out of range, the error record of the op, when it ran in
+ * the call (a flag per op), and no add. */
 #include <stdlib.h>
 
 #include "../../passes/opt_util.h"
+#include "../../runtime/abi.h"
 #include "llvm_cpu.h"
 
 /* The same value for every work item, and available where the task function ends: a
@@ -68,7 +70,8 @@ static void collect(llvm_emitter *em, const ir_region *r, const ir_region *body)
             em->capred = em->capred ? 2 * em->capred : 8;
             em->red_ops = realloc(em->red_ops, em->capred * sizeof *em->red_ops);
             em->red_acc = realloc(em->red_acc, em->capred * sizeof *em->red_acc);
-            if (!em->red_ops || !em->red_acc)
+            em->red_ran = realloc(em->red_ran, em->capred * sizeof *em->red_ran);
+            if (!em->red_ops || !em->red_acc || !em->red_ran)
                 kern_oom(em->capred * sizeof(void *));
         }
         em->red_ops[em->nred++] = op;
@@ -77,7 +80,7 @@ static void collect(llvm_emitter *em, const ir_region *r, const ir_region *body)
 
 void llvm_reduce_begin(llvm_emitter *em, const ir_op *task) {
     em->nred = 0;
-    if (task->code != IR_PARALLEL || em->checks)
+    if (task->code != IR_PARALLEL)
         return;
     collect(em, task->regions[0], task->regions[0]);
     /* allocas at the top of the entry block, where SROA promotes them */
@@ -86,6 +89,10 @@ void llvm_reduce_begin(llvm_emitter *em, const ir_op *task) {
         LLVMTypeRef t = llvm_mem_type(em, em->red_ops[i]->operands[0]->type->elem);
         em->red_acc[i] = LLVMBuildAlloca(eb, t, "red");
         LLVMBuildStore(em->b, LLVMConstNull(t), em->red_acc[i]);
+        if (em->checks) {
+            em->red_ran[i] = LLVMBuildAlloca(eb, em->t_i1, "red.ran");
+            LLVMBuildStore(em->b, LLVMConstInt(em->t_i1, 0, 0), em->red_ran[i]);
+        }
     }
     LLVMDisposeBuilder(eb);
 }
@@ -101,24 +108,64 @@ bool llvm_reduce_emit(llvm_emitter *em, const ir_op *op) {
         LLVMValueRef sum =
             ty_is_float(et) ? LLVMBuildFAdd(em->b, acc, v, "") : LLVMBuildAdd(em->b, acc, v, "");
         LLVMBuildStore(em->b, sum, em->red_acc[i]);
+        if (em->checks)
+            LLVMBuildStore(em->b, LLVMConstInt(em->t_i1, 1, 0), em->red_ran[i]);
         return true;
     }
     return false;
 }
 
+/* Checked code: branches to the add when op's element is in range; else records the
+ * error when op ran, and goes to the returned block, where the add goes too. */
+static LLVMBasicBlockRef check_reduced(llvm_emitter *em, uint32_t i) {
+    const ir_op *op = em->red_ops[i];
+    const ir_value *a = op->operands[0];
+    kern_assert(!a->def && a->region == em->kernel->body);
+    LLVMValueRef *shape = em->arr_shape[a->index];
+    LLVMValueRef ok = NULL, dim = NULL, idx = NULL, ext = NULL;
+    for (int d = a->type->rank - 1; d >= 0; d--) { /* the first dimension out of range */
+        const ir_value *iv = op->operands[1 + d];
+        LLVMValueRef x = llvm_to_i64(em, llvm_val(em, iv), iv->type);
+        LLVMValueRef in = LLVMBuildICmp(em->b, LLVMIntULT, x, shape[d], "");
+        LLVMValueRef dc = LLVMConstInt(em->t_i32, (unsigned)d, 0);
+        dim = dim ? LLVMBuildSelect(em->b, in, dim, dc, "") : dc;
+        idx = idx ? LLVMBuildSelect(em->b, in, idx, x, "") : x;
+        ext = ext ? LLVMBuildSelect(em->b, in, ext, shape[d], "") : shape[d];
+        ok = ok ? LLVMBuildAnd(em->b, ok, in, "") : in;
+    }
+    LLVMBasicBlockRef add = llvm_new_block(em, "red.add"), bad = llvm_new_block(em, "red.bad"),
+                      rec = llvm_new_block(em, "red.record"), done = llvm_new_block(em, "red.done");
+    llvm_likely_first(em, LLVMBuildCondBr(em->b, ok, add, bad));
+    LLVMPositionBuilderAtEnd(em->b, bad);
+    LLVMBuildCondBr(em->b, LLVMBuildLoad2(em->b, em->t_i1, em->red_ran[i], ""), rec, done);
+    LLVMPositionBuilderAtEnd(em->b, rec);
+    llvm_record_error(em, op, KERN_DEVERR_BOUNDS, dim, idx, ext);
+    LLVMBuildBr(em->b, done);
+    LLVMPositionBuilderAtEnd(em->b, add);
+    return done;
+}
+
 void llvm_reduce_end(llvm_emitter *em) {
+    bool checks = em->checks;
     for (uint32_t i = 0; i < em->nred; i++) {
         const ir_op *op = em->red_ops[i];
         const kern_type *et = op->operands[0]->type->elem;
         bool fl = ty_is_float(et);
         LLVMTypeRef t = llvm_mem_type(em, et);
+        LLVMBasicBlockRef done = checks ? check_reduced(em, i) : NULL;
         LLVMValueRef acc = LLVMBuildLoad2(em->b, t, em->red_acc[i], "");
         LLVMAtomicRMWBinOp rmw = op->code == IR_ATOMIC_ADD
                                      ? (fl ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd)
                                      : (fl ? LLVMAtomicRMWBinOpFSub : LLVMAtomicRMWBinOpSub);
+        em->checks = false; /* checked above */
         LLVMValueRef r = LLVMBuildAtomicRMW(em->b, rmw, llvm_element_ptr(em, op), acc,
                                             LLVMAtomicOrderingMonotonic, 0);
+        em->checks = checks;
         LLVMSetAlignment(r, (unsigned)ty_size(et));
+        if (done) {
+            LLVMBuildBr(em->b, done);
+            LLVMPositionBuilderAtEnd(em->b, done);
+        }
     }
     em->nred = 0;
 }
@@ -126,8 +173,10 @@ void llvm_reduce_end(llvm_emitter *em) {
 void llvm_reduce_free(llvm_emitter *em) {
     free(em->red_ops);
     free(em->red_acc);
+    free(em->red_ran);
     em->red_ops = NULL;
     em->red_acc = NULL;
+    em->red_ran = NULL;
     em->nred = em->capred = 0;
 }
 
@@ -220,7 +269,7 @@ static void nb_collect(llvm_emitter *em, const ir_region *r, const ir_value *arr
 
 void llvm_neighbour_begin(llvm_emitter *em, const ir_op *task, LLVMValueRef from, LLVMValueRef to) {
     llvm_cpu(em)->nnb = 0;
-    if (task->code != IR_PARALLEL || em->checks || em->opts->no_neighbour_adds)
+    if (task->code != IR_PARALLEL || em->opts->no_neighbour_adds)
         return;
     const ir_region *body = task->regions[0];
     const ir_value *i0 = body->args[0];

@@ -2,9 +2,11 @@
  * ISPC): each lane of a W-wide vector runs one work item. This file decides which tasks run
  * so and with how many lanes, and holds the vector math; llvm_simd_emit.c emits the task.
  *
- * Which tasks: the parallel tasks of release builds; in a task over several dimensions
- * the innermost one runs across the lanes and the outer ones are scalar loops. Serial
- * tasks, debug builds (--debug: the checks are scalar) and --simd=off / KERN_SIMD=off
+ * Which tasks: the parallel tasks of every build but debug ones; in a task over several
+ * dimensions the innermost one runs across the lanes and the outer ones are scalar loops.
+ * Checked builds (kc_options.checks, the front ends' default) keep the vector code: each
+ * access tests its lanes' indices (llvm_simd_emit.c, "checks"). Serial tasks, debug builds
+ * (--debug: scalar code) and --simd=off / KERN_SIMD=off
  * take the scalar path of llvm_cpu.c. The choice is per task and shows in `kernc emit
  * --emit=llvm` as the task function's attribute "kern-simd" ("16 lanes", or "scalar: "
  * and the reason).
@@ -210,8 +212,8 @@ unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) 
                "pass's bit for bit (vector and scalar math may differ in the last bit)";
         return 0;
     }
-    if (em->checks) {
-        *why = "debug checks (--debug) run on the scalar path";
+    if (em->opts->debug) {
+        *why = "a debug build (--debug) runs on the scalar path";
         return 0;
     }
     if (!analyze_task(em, task, why))

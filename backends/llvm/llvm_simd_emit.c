@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../runtime/abi.h"
 #include "llvm_simd.h"
 
 /* ---- vector helpers ----------------------------------------------------------------- */
@@ -263,7 +264,7 @@ static void scatter(llvm_emitter *em, LLVMValueRef v, LLVMValueRef ptrs, LLVMVal
     }
 }
 
-static void vload(llvm_emitter *em, const ir_op *op) {
+static LLVMValueRef vload_masked(llvm_emitter *em, const ir_op *op) {
     const kern_type *et = op->operands[0]->type->elem;
     LLVMTypeRef mt = llvm_mem_type(em, et), vt = vty(em, mt);
     LLVMValueRef align = LLVMConstInt(em->t_i32, ty_size(et), 0), ptrs;
@@ -277,10 +278,10 @@ static void vload(llvm_emitter *em, const ir_op *op) {
     }
     if (et->kind == TY_BOOL)
         r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(vt), "");
-    llvm_set_val(em, op->results[0], r);
+    return r;
 }
 
-static void vstore(llvm_emitter *em, const ir_op *op) {
+static LLVMValueRef vstore_masked(llvm_emitter *em, const ir_op *op) {
     const kern_type *et = op->operands[0]->type->elem;
     LLVMTypeRef mt = llvm_mem_type(em, et), vt = vty(em, mt);
     LLVMValueRef align = LLVMConstInt(em->t_i32, ty_size(et), 0), ptrs;
@@ -314,6 +315,166 @@ static void vstore(llvm_emitter *em, const ir_op *op) {
     } else {
         scatter(em, v, ptrs, llvm_cpu(em)->mask, (unsigned)ty_size(et));
     }
+    return NULL;
+}
+
+/* ---- checks ------------------------------------------------------------------------- */
+
+/* Checked code (kc_checks) keeps the vector path. An access tests its lanes' indices
+ * against the extents at once: the lanes that are on and out of range are `bad`; when
+ * none is (one branch, almost always taken) the access runs as in unchecked code. Else a
+ * cold block records the lowest bad lane (its dimension, index and extent, as the scalar
+ * code records its item) and runs the access without the bad lanes: their loads yield 0,
+ * their stores are dropped, as in scalar code. A contiguous access first tests its first
+ * and last lane with two scalar compares, the vector test only when that fails (the last,
+ * partly masked vector of an array). A `check` (divisions, shifts) records its lowest
+ * failing lane and goes on. */
+
+static LLVMValueRef mask_bits(llvm_emitter *em, LLVMValueRef m) {
+    return LLVMBuildBitCast(em->b, m, LLVMIntTypeInContext(em->ctx, em->simd_w), "");
+}
+
+/* Whether a lane of m is on, as one integer compare of its bits. */
+static LLVMValueRef any_bit(llvm_emitter *em, LLVMValueRef m) {
+    LLVMValueRef bits = mask_bits(em, m);
+    return LLVMBuildICmp(em->b, LLVMIntNE, bits, LLVMConstNull(LLVMTypeOf(bits)), "");
+}
+
+/* The number (i32) of the lowest lane on in m (which has one). */
+static LLVMValueRef lowest_lane(llvm_emitter *em, LLVMValueRef m) {
+    LLVMValueRef bits = mask_bits(em, m);
+    LLVMTypeRef it = LLVMTypeOf(bits);
+    LLVMValueRef args[2] = {bits, LLVMConstInt(em->t_i1, 1, 0)};
+    LLVMValueRef l = call_intr(em, "llvm.cttz", &it, 1, args, 2);
+    return LLVMBuildIntCast2(em->b, l, em->t_i32, 0, "");
+}
+
+/* Lane l of x, or x when it is uniform. */
+static LLVMValueRef lane_of(llvm_emitter *em, LLVMValueRef x, LLVMValueRef l) {
+    return is_vec(x) ? LLVMBuildExtractElement(em->b, x, l, "") : x;
+}
+
+/* Branches on `ok` to a new block `pass` (taken almost always) or `fail`; leaves the
+ * builder in fail. */
+static LLVMBasicBlockRef branch_unlikely(llvm_emitter *em, LLVMValueRef ok, LLVMBasicBlockRef pass,
+                                         const char *name) {
+    LLVMBasicBlockRef fail = llvm_new_block(em, name);
+    llvm_likely_first(em, LLVMBuildCondBr(em->b, ok, pass, fail));
+    LLVMPositionBuilderAtEnd(em->b, fail);
+    return fail;
+}
+
+/* A vector access under the checks: `body` emits it under llvm_cpu(em)->mask and returns
+ * a load's value (NULL for a store). */
+static LLVMValueRef checked_access(llvm_emitter *em, const ir_op *op,
+                                   LLVMValueRef (*body)(llvm_emitter *, const ir_op *)) {
+    int p = param_index(em, op->operands[0]);
+    int rank = op->operands[0]->type->rank;
+    bool contiguous = is_lin(em, op->operands[rank]);
+    for (int d = 0; d + 1 < rank; d++)
+        if (is_v(em, op->operands[1 + d]))
+            contiguous = false;
+    LLVMValueRef m = llvm_cpu(em)->mask, oob[KERN_MAX_RANK], idx[KERN_MAX_RANK];
+    LLVMValueRef fast = contiguous ? LLVMConstInt(em->t_i1, 1, 0) : NULL;
+    for (int d = 0; d < rank; d++) {
+        const ir_value *iv = op->operands[1 + d];
+        LLVMValueRef n = em->arr_shape[p][d], i = llvm_val(em, iv);
+        if (contiguous && d == rank - 1) {
+            /* the lanes address base, base + 1, ...: base >= 0 and base + W <= n */
+            if (is_vec(i))
+                i = LLVMBuildExtractElement(em->b, i, LLVMConstInt(em->t_i32, 0, 0), "");
+            LLVMValueRef base = llvm_to_i64(em, i, iv->type);
+            LLVMValueRef end =
+                LLVMBuildAdd(em->b, base, LLVMConstInt(em->t_i64, em->simd_w, 0), "");
+            fast = LLVMBuildAnd(
+                em->b, fast,
+                LLVMBuildAnd(em->b,
+                             LLVMBuildICmp(em->b, LLVMIntSGE, base, LLVMConstNull(em->t_i64), ""),
+                             LLVMBuildICmp(em->b, LLVMIntSLE, end, n, ""), ""),
+                "");
+            i = LLVMBuildAdd(em->b, splat(em, base), lane_ids(em, em->t_i64), "");
+        } else {
+            i = llvm_to_i64(em, i, iv->type);
+        }
+        idx[d] = i;
+        oob[d] = LLVMBuildICmp(em->b, LLVMIntUGE, i, is_vec(i) ? splat(em, n) : n, "");
+        if (fast && !is_vec(i))
+            fast = LLVMBuildAnd(em->b, fast, LLVMBuildNot(em->b, oob[d], ""), "");
+    }
+    LLVMBasicBlockRef run = llvm_new_block(em, "chk.run"), join = llvm_new_block(em, "chk.join");
+    if (fast)
+        branch_unlikely(em, fast, run, "chk.lanes");
+    LLVMValueRef bad = NULL;
+    for (int d = 0; d < rank; d++) {
+        LLVMValueRef o = is_vec(oob[d]) ? oob[d] : splat(em, oob[d]);
+        bad = d ? LLVMBuildOr(em->b, bad, o, "") : o;
+    }
+    bad = LLVMBuildAnd(em->b, m, bad, "");
+    branch_unlikely(em, LLVMBuildNot(em->b, any_bit(em, bad), ""), run, "chk.fail");
+    /* the lowest bad lane, its first dimension out of range */
+    LLVMValueRef l = lowest_lane(em, bad), dim = LLVMConstInt(em->t_i32, 0, 0);
+    LLVMValueRef a = lane_of(em, idx[0], l), b = em->arr_shape[p][0];
+    for (int d = rank - 1; d > 0; d--) {
+        LLVMValueRef out = lane_of(em, oob[d], l);
+        for (int k = d - 1; k >= 0; k--) /* an earlier dimension out of range goes first */
+            out = LLVMBuildAnd(em->b, out, LLVMBuildNot(em->b, lane_of(em, oob[k], l), ""), "");
+        dim = LLVMBuildSelect(em->b, out, LLVMConstInt(em->t_i32, (unsigned)d, 0), dim, "");
+        a = LLVMBuildSelect(em->b, out, lane_of(em, idx[d], l), a, "");
+        b = LLVMBuildSelect(em->b, out, em->arr_shape[p][d], b, "");
+    }
+    llvm_record_error(em, op, KERN_DEVERR_BOUNDS, dim, a, b);
+    llvm_cpu(em)->mask = LLVMBuildAnd(em->b, m, LLVMBuildNot(em->b, bad, ""), "");
+    LLVMValueRef v_fail = body(em, op);
+    llvm_cpu(em)->mask = m;
+    LLVMBasicBlockRef fail_end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, join);
+    LLVMPositionBuilderAtEnd(em->b, run);
+    LLVMValueRef v_run = body(em, op);
+    LLVMBasicBlockRef run_end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, join);
+    LLVMPositionBuilderAtEnd(em->b, join);
+    if (!v_run)
+        return NULL;
+    LLVMValueRef phi = LLVMBuildPhi(em->b, LLVMTypeOf(v_run), "");
+    LLVMValueRef in[2] = {v_run, v_fail};
+    LLVMBasicBlockRef from[2] = {run_end, fail_end};
+    LLVMAddIncoming(phi, in, from, 2);
+    return phi;
+}
+
+static void vload(llvm_emitter *em, const ir_op *op) {
+    llvm_set_val(em, op->results[0],
+                 em->checks ? checked_access(em, op, vload_masked) : vload_masked(em, op));
+}
+
+static void vstore(llvm_emitter *em, const ir_op *op) {
+    if (em->checks)
+        checked_access(em, op, vstore_masked);
+    else
+        vstore_masked(em, op);
+}
+
+/* A `check` of a division or shift (passes/lower_semantics.c) whose operands vary:
+ * records the lowest lane on that fails it. */
+static void vcheck(llvm_emitter *em, const ir_op *op) {
+    LLVMValueRef ok = llvm_val(em, op->operands[0]);
+    if (!is_vec(ok) && !is_vec(llvm_val(em, op->operands[1])) &&
+        !is_vec(llvm_val(em, op->operands[2]))) {
+        llvm_emit_simple_op(em, op); /* uniform: the scalar check */
+        return;
+    }
+    if (!em->checks)
+        return;
+    ok = vec(em, op->operands[0]);
+    LLVMValueRef bad = LLVMBuildAnd(em->b, llvm_cpu(em)->mask, LLVMBuildNot(em->b, ok, ""), "");
+    LLVMBasicBlockRef pass = llvm_new_block(em, "chk.ok");
+    branch_unlikely(em, LLVMBuildNot(em->b, any_bit(em, bad), ""), pass, "chk.fail");
+    LLVMValueRef l = lowest_lane(em, bad);
+    llvm_record_error(em, op, (int)op->imm.i, LLVMConstInt(em->t_i32, 0, 0),
+                      lane_of(em, llvm_val(em, op->operands[1]), l),
+                      lane_of(em, llvm_val(em, op->operands[2]), l));
+    LLVMBuildBr(em->b, pass);
+    LLVMPositionBuilderAtEnd(em->b, pass);
 }
 
 /* An atomic add/sub whose old value is unused, at a uniform element: the masked lanes'
@@ -834,7 +995,7 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
             break;
         case IR_PARALLEL:
         case IR_SERIAL: kern_unreachable("LLVM backend: a task inside a region");
-        case IR_CHECK: kern_unreachable("LLVM backend: debug checks run on the scalar path");
+        case IR_CHECK: vcheck(em, op); break;
         default:
             if (ir_is_atomic(op->code)) {
                 if (!vatomic_sum(em, op))

@@ -338,7 +338,7 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
     em->map.len = 0;
     if (em->map.cap)
         memset(em->map.keys, 0, em->map.cap * sizeof *em->map.keys);
-    em->checks = em->opts->debug;
+    em->checks = kc_checks(em->opts);
     uint32_t fn = spv_id(&em->b), u64 = u64t(em);
     spv_function_begin(em, fn, spv_type_fn(&em->b, em->t_void, NULL, 0));
     label(em, spv_id(&em->b));

@@ -163,8 +163,8 @@ static void block_loop(spv_emitter *em, int bi, uint32_t lid, int what) {
 void spv_block_copies_begin(spv_emitter *em, const ir_op *task) {
     const ir_kernel *k = em->kernel;
     em->nblk = 0;
-    if (em->opts->debug)
-        return; /* debug builds keep every access where the checks see it */
+    if (em->checks)
+        return; /* checked builds keep every access where the checks see it */
     int *use = calloc(k->nparams + 1, sizeof *use);
     if (!use)
         kern_oom(k->nparams * sizeof *use);

@@ -11,8 +11,9 @@ from ._library import _BACKENDS, _AdstackInfo, _c, _Options
 
 class Context:
     """A device and everything made on it: `Context("cpu")`, `Context("cuda")` (device 0),
-    `Context("vulkan")`. Options: threads (CPU workers, 0 = all), debug (bounds, division
-    and shift checks in JIT code), ad_stack_size (adstack capacity of unbounded loops),
+    `Context("vulkan")`. Options: threads (CPU workers, 0 = all), checks (bounds, division
+    and shift checks in JIT code, on by default), debug (a debug build: the checks and
+    scalar CPU code), ad_stack_size (adstack capacity of unbounded loops),
     ad_memory_budget (bytes a gradient launch's adstacks may take, 0 = 3/4 of the device's
     free memory), ad_strategy ("auto", "store", "slots" or "recompute"; docs/autodiff.md) and
     fast_math (True: the GPU's fast approximations of f32 sin, exp, log, pow, ... instead of
@@ -24,21 +25,22 @@ class Context:
     their work (__dlpack__(stream=...)), and after a call PyTorch's current stream waits
     for kern's; other consumers must call synchronize() before reading results.
 
-    debug is on by default, as `kernc run` checks bounds by default: an index out of
-    bounds, a division by zero or a bad shift raises DeviceError with the .kern line
-    instead of corrupting memory. Context(debug=False) compiles without the checks (faster:
-    for code that is known to be right)."""
+    checks are on by default, as in `kernc` and the C API: an index out of bounds, a
+    division by zero or a bad shift raises DeviceError with the .kern line instead of
+    corrupting memory. Checked code keeps the SIMD and GPU code paths (docs/runtime.md says
+    what the checks cost); Context(checks=False) leaves them out."""
 
     _AD_STRATEGIES = {"auto": 0, "store": 1, "slots": 2, "recompute": 3}
 
-    def __init__(self, device="cpu", threads=0, debug=True, ad_stack_size=0, sync=True,
-                 ad_memory_budget=0, ad_strategy=None, fast_math=None):
+    def __init__(self, device="cpu", threads=0, debug=False, ad_stack_size=0, sync=True,
+                 ad_memory_budget=0, ad_strategy=None, fast_math=None, checks=True):
         self.sync = bool(sync)
         self._torch_stream = None
         if device not in _BACKENDS:
             raise ArgumentError("unknown device %r (%s)" % (device, ", ".join(_BACKENDS)))
         opts = _c["ctx_defaults"]()  # the runtime's defaults and its environment
         opts.backend, opts.debug = _BACKENDS[device], bool(debug)
+        opts.no_checks = not checks and not debug
         opts.threads, opts.ad_stack_size = int(threads), int(ad_stack_size)
         opts.ad_memory_budget = int(ad_memory_budget)
         if fast_math is not None:  # None: $KERN_FAST_MATH, else kern's accuracy table
