@@ -5,6 +5,8 @@ kern.Graph of CUDA tensors, and the refusal inside torch.cuda.graph. Needs a GPU
 machines without one every test is reported as skipped with the reason. Run by
 `scripts/device-run.sh torch` on the GPU machine."""
 
+import os
+
 import pytest
 
 import kern
@@ -19,27 +21,7 @@ except kern.Error as e:
     pytest.skip("kern has no CUDA device here: %s" % e, allow_module_level=True)
 import kern.torch as kt  # noqa: E402
 
-SRC = """
-kernel sim(x0: f64[], w: f64[], out: f64[], steps: i32) {
-    for i in 0..len(x0) {
-        var x = x0[i];
-        for t in 0..steps {
-            x = sin(x) * w[t] + x;
-        }
-        out[i] = x;
-    }
-}
-
-kernel sim32(x0: f32[], w: f32[], out: f32[], steps: i32) {
-    for i in 0..len(x0) {
-        var x = x0[i];
-        for t in 0..steps {
-            x = sin(x) * w[t] + x;
-        }
-        out[i] = x;
-    }
-}
-"""
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bridge.kern")
 
 
 def torch_sim(x0, w, steps):

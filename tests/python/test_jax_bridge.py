@@ -5,6 +5,7 @@ jax.pure_callback), on JAX's CPU with a CPU context and on its GPU with a CUDA c
 Needs JAX, which the development machines lack (skipped here, with the reason); run by
 `scripts/device-run.sh torch` on the GPU machine."""
 
+import os
 import warnings
 
 import numpy as np
@@ -17,23 +18,7 @@ jax.config.update("jax_enable_x64", True)
 jnp = jax.numpy
 import kern.jax as kj  # noqa: E402
 
-SRC = """
-kernel sim(x0: f64[], w: f64[], out: f64[], steps: i32) {
-    for i in 0..len(x0) {
-        var x = x0[i];
-        for t in 0..steps {
-            x = sin(x) * w[t] + x;
-        }
-        out[i] = x;
-    }
-}
-
-kernel axpy(a: f64, x: f64[], y: f64[]) {
-    for i in 0..len(x) {
-        y[i] += a * sin(x[i]);
-    }
-}
-"""
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bridge.kern")
 
 
 def jax_sim(x0, w, steps):

@@ -4,6 +4,7 @@ an independent reference), values and gradients against the same computation wri
 PyTorch, zero copies (the tensors' own pointers reach kern_buffer_wrap, no CopyWarning),
 and the errors. CPU here; tests/python/test_bridge_cuda.py has the CUDA half."""
 
+import os
 import warnings
 
 import pytest
@@ -13,41 +14,7 @@ import kern
 torch = pytest.importorskip("torch")
 import kern.torch as kt  # noqa: E402
 
-SRC = """
-kernel sim(x0: f64[], w: f64[], out: f64[], steps: i32) {
-    for i in 0..len(x0) {
-        var x = x0[i];
-        for t in 0..steps {
-            x = sin(x) * w[t] + x;
-        }
-        out[i] = x;
-    }
-}
-
-kernel axpy(a: f64, x: f64[], y: f64[]) {
-    for i in 0..len(x) {
-        y[i] += a * sin(x[i]);
-    }
-}
-
-kernel pick(x: f64[], idx: i32[], s: f64[], q: f64[]) {
-    for i in 0..len(idx) {
-        let v = x[idx[i]];
-        s[i] = v * v;
-        q[i] = exp(v) * 0.5;
-    }
-}
-
-kernel sim32(x0: f32[], w: f32[], out: f32[], steps: i32) {
-    for i in 0..len(x0) {
-        var x = x0[i];
-        for t in 0..steps {
-            x = sin(x) * w[t] + x;
-        }
-        out[i] = x;
-    }
-}
-"""
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bridge.kern")
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +187,23 @@ def test_inside_torch_compile(mod):
     assert torch.allclose(got, ref, rtol=1e-12)
     assert torch.allclose(mine[0], x0.grad, rtol=1e-10, atol=1e-12)
     assert torch.allclose(mine[1], w.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_refused_while_capturing_a_kern_graph(mod):
+    sim = kt.function(mod.sim, shapes={"out": "x0"})
+    with kern.Graph(mod.context) as g:
+        with pytest.raises(kern.ArgumentError, match="captures a kern.Graph"):
+            sim(f64(3), f64(2), steps=2)
+    assert g.launches == 0
+
+
+def test_vulkan_context_refused():
+    if "vulkan" not in kern._library._BACKENDS:
+        pytest.skip("this runtime has no Vulkan device")
+    try:
+        ctx = kern.Context("vulkan")
+    except kern.Error as e:
+        pytest.skip("no Vulkan device: %s" % e)
+    m = kern.compile(SRC, context=ctx)
+    with pytest.raises(kern.ArgumentError, match="runs on a vulkan context, and PyTorch"):
+        kt.function(m.sim, shapes={"out": "x0"})
