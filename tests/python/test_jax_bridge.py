@@ -100,3 +100,32 @@ def test_errors():
         sim(jnp.zeros(3, jnp.float32), jnp.zeros(2), steps=2)
     with pytest.raises(kern.ArgumentError, match="missing argument 'w'"):
         sim(jnp.zeros(3), steps=2)
+
+
+def test_eager_call_uses_jax_memory_in_place(place, monkeypatch):
+    """An eager call imports JAX's arrays through DLPack (kern_buffer_from_dlpack) and makes
+    its buffers without host data: nothing is copied through the host."""
+    ctx, jdev = place
+    sim = kj.function(kern.compile(SRC, context=ctx).sim, shapes={"out": "x0"})
+    x0, w = data(jdev, 64, 3, 3)
+    sim(x0, w, steps=3)  # compiled, warm
+    calls = {"dlpack": 0, "host data": 0}
+    imp, create = kern._c["from_dlpack"], kern._c["buf_create"]
+
+    def spy_import(*a):
+        calls["dlpack"] += 1
+        return imp(*a)
+
+    def spy_create(ctx_, code, rank, dims, data, out):
+        calls["host data"] += data is not None
+        return create(ctx_, code, rank, dims, data, out)
+    monkeypatch.setitem(kern._c, "from_dlpack", spy_import)
+    monkeypatch.setitem(kern._c, "buf_create", spy_create)
+    out = sim(x0, w, steps=3)
+    assert calls == {"dlpack": 2, "host data": 0}
+    assert _platforms(out) == _platforms(x0)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(jax_sim(x0, w, 3)), rtol=1e-12)
+
+
+def _platforms(a):
+    return {d.platform for d in a.devices()}
