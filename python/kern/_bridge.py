@@ -80,7 +80,12 @@ class _Op:
         """The shape of output i, not given in values."""
         spec = self.shapes[i]
         if isinstance(spec, str):
-            return tuple(values[self.kernel._index[spec]].shape)
+            like = values[self.kernel._index[spec]]
+            if like is _MISSING:
+                raise ArgumentError("%s: kernel '%s', output '%s' is shaped like '%s', which "
+                                    "is not given" % (self.what, self.name, self.params[i].name,
+                                                      spec))
+            return tuple(like.shape)
         if callable(spec):
             named = {p.name: v for p, v in zip(self.params, values) if v is not _MISSING}
             spec = spec(**named)

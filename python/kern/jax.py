@@ -11,9 +11,10 @@ jax.custom_vjp function whose forward runs the kernel K and whose backward runs 
 Called on concrete arrays (eagerly, and under jax.grad where JAX hands the rule concrete
 values) the kernel uses JAX's memory in place through DLPack, and its outputs are kern
 Buffers lent to JAX through DLPack: no copies through the host (an array the kernel updates
-starts as a copy made on the device by a kern kernel: JAX's own memory is never written). Under tracing (jax.jit) it runs through
-jax.pure_callback, whose arrays are host (NumPy) arrays: on a CUDA context they are copied
-to kern buffers and back. Imported on demand (`import kern.jax`)."""
+starts as a copy made on the device by a kern kernel: JAX's own memory is never written).
+Under tracing (jax.jit) it runs through jax.pure_callback, whose arrays are host (NumPy)
+arrays: on a CUDA context they are copied to kern buffers and back. Imported on demand
+(`import kern.jax`)."""
 
 import jax as _jax
 import numpy as _np

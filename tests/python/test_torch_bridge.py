@@ -163,6 +163,10 @@ def test_errors(mod):
         sim(f64(3), f64(2), step=2)
     with pytest.raises(kern.ArgumentError, match="'steps': expected a scalar i32"):
         sim(f64(3), f64(2), steps=torch.ones(2, dtype=torch.int32))
+    with pytest.raises(kern.ArgumentError, match="output 'q' is shaped like 's', which is "
+                                                 "not given"):
+        kt.function(mod.pick, shapes={"s": (2,), "q": "s"})(f64(3), torch.zeros(
+            2, dtype=torch.int32))
     with pytest.raises(kern.ArgumentError, match="shape \\(3, 'x'\\) is not a tuple"):
         kt.function(mod.sim, shapes={"out": (3, "x")})(f64(3), f64(2), steps=2)
 
