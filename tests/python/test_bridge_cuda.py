@@ -75,7 +75,8 @@ def test_stream_order_on_a_side_stream():
     (r2 * r2).sum().backward()
     assert torch.max(torch.abs(out2.double() - r2)).item() < 1e-4
     assert torch.max(torch.abs(gx - xr.grad)).item() < 1e-3 * torch.max(torch.abs(xr.grad))
-    assert torch.max(torch.abs(gw - wr.grad)).item() < 1e-3 * torch.max(torch.abs(wr.grad))
+    # w.grad sums a million f32 terms per step (atomics in any order)
+    assert torch.max(torch.abs(gw - wr.grad)).item() < 5e-3 * torch.max(torch.abs(wr.grad))
 
 
 def test_kern_graph_of_cuda_tensors():
