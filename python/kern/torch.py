@@ -116,6 +116,8 @@ class Function:
         initial values of updated arrays, and of scalars given as tensors)."""
         op = self._op
         params = op.params
+        if not any(needs):
+            return [None] * len(params)
         adj = {}
         for i, p in enumerate(params):
             if not p.differentiable:
@@ -130,8 +132,6 @@ class Function:
                     g.detach().to(call[i].dtype).contiguous().clone()
             else:
                 adj[i] = _torch.zeros_like(call[i])
-        if not any(needs):
-            return [None] * len(params)
         self._launch(op.grad_kernel(), call + [adj[i] for i in sorted(adj)])
         out = []
         for i, (p, v) in enumerate(zip(params, values)):
