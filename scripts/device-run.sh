@@ -5,7 +5,9 @@
 #   source .device/env.sh; bash scripts/device-run.sh [STEP ...]
 #
 # STEPS (default: all): suite, corpus, vulkan, libm (the accuracy table measured on CUDA and
-# Vulkan, the corpus with fast math), stress, cli, sanitizer, bench, fuzz (the
+# Vulkan, the corpus with fast math), stress, cli, sanitizer, bench, torch (kern.torch,
+# kern.jax and kern.Graph from Python: tests/python/test_bridge_cuda.py, test_jax_bridge.py,
+# test_torch_bridge.py, test_graph.py with the machine's python3), fuzz (the
 # runtime's harnesses on every core but two for FUZZ_SECS seconds each, default 120). Each prints a header and
 # what it ran; results also go to $OUT (when set) as STEP.txt. Exit status: the number of
 # failed steps.
@@ -63,7 +65,7 @@ fuzz_run() { # HARNESS: one libFuzzer process per core, each with its own corpus
     [ "$crashes" = 0 ]
 }
 
-for STEP in suite corpus vulkan libm budget stress cli sanitizer bench fuzz; do
+for STEP in suite corpus vulkan libm budget stress cli sanitizer bench torch fuzz; do
     [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
     case $STEP in
     suite) step suite kern-tests -j8 ;;
@@ -98,6 +100,10 @@ for STEP in suite corpus vulkan libm budget stress cli sanitizer bench fuzz; do
         set -o pipefail
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15' ;;
+    torch) step torch env KERN_LIBRARY="$PWD/.device/bin/libkern-jit.so.0.1.0" \
+            PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -v -rs \
+            -p no:cacheprovider tests/python/test_bridge_cuda.py tests/python/test_jax_bridge.py \
+            tests/python/test_torch_bridge.py tests/python/test_graph.py ;;
     bench) step bench env -u OUT GPU_BENCH_OUT=/tmp/gpu-bench bash bench/gpu-bench/run.sh ;;
     fuzz) step fuzz-module fuzz_run fuzz-module
           step fuzz-npy fuzz_run fuzz-npy ;;

@@ -28,6 +28,10 @@ The package's modules, one room each:
     _binding.py    a call's arguments: binding, scalar checks, copies written back
     _module.py     Module, Kernel, compile(), load()
     _gradcheck.py  gradcheck()
+    _graph.py      Graph: calls captured into a C graph, replayed
+    _bridge.py     a kernel as a function of its inputs (kern.torch, kern.jax share it)
+    torch.py       kern.torch: kernels as torch.autograd.Functions (imported on demand)
+    jax.py         kern.jax: kernels as jax.custom_vjp functions (imported on demand)
 """
 
 # Names of the single-file package that stay (re-exported, hence the noqa): its imports
@@ -44,12 +48,13 @@ from ._errors import (ArgumentError, CallbackError, CompileError, CopyWarning, D
                       FormatError, InternalError, IOError, NotFoundError, OutOfMemoryError,
                       UnsupportedError, _check)  # noqa: F401
 from ._gradcheck import gradcheck
+from ._graph import Graph
 from ._library import _c, _lib, version  # noqa: F401
 from ._module import Kernel, Module, compile, load
 from ._tape import Tape
 
 __all__ = [
-    "Context", "Module", "Kernel", "Buffer", "Tape", "Error", "ArgumentError",
+    "Context", "Module", "Kernel", "Buffer", "Tape", "Graph", "Error", "ArgumentError",
     "NotFoundError", "IOError", "FormatError", "CompileError", "UnsupportedError",
     "DeviceError", "OutOfMemoryError", "InternalError", "CallbackError", "CopyWarning", "context",
     "compile", "load", "gradcheck", "synchronize", "version",

@@ -9,7 +9,6 @@ from ._buffer import Buffer, _check_extents, _dlpack_import, _to_host
 from ._errors import ArgumentError, CopyWarning, _check
 from ._library import (_ARG_BUFFER, _ARG_SCALAR, _BOOL, _DTYPES, _F32, _INT_SCALARS,
                        _KERN_NAMES, _Arg, _c, _np)
-from ._tape import _current_tape
 
 _MISSING = object()
 try:
@@ -26,7 +25,7 @@ def _is_tensor_like(obj):
 class _Bound:
     """One call's arguments: kern_arg array, buffers made for it, copies to write back."""
 
-    def __init__(self, kernel, args, kwargs):
+    def __init__(self, kernel, args, kwargs, tape):
         self.kernel = kernel
         ctx = kernel.module.context
         params = kernel.params
@@ -57,7 +56,8 @@ class _Bound:
         self.raw = []        # kern buffers wrapped for this call only (no Python object)
         self.copy_back = []  # (temporary buffer, the caller's array)
         self.buffers = []    # the kern Buffers given as arguments (a tape keeps them)
-        self.tape = _current_tape()
+        self.values = values  # what the call was given (a graph keeps them alive)
+        self.tape = tape  # the tape recording the call, or None
         self.used_torch = False
         self.cuda_torch = []  # PyTorch CUDA tensors wrapped in place
         for i, p in enumerate(params):

@@ -36,6 +36,7 @@ class Context:
                  ad_memory_budget=0, ad_strategy=None, fast_math=None, checks=True):
         self.sync = bool(sync)
         self._torch_stream = None
+        self._graph = None  # the kern.Graph capturing this context's launches
         if device not in _BACKENDS:
             raise ArgumentError("unknown device %r (%s)" % (device, ", ".join(_BACKENDS)))
         opts = _c["ctx_defaults"]()  # the runtime's defaults and its environment

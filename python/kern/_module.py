@@ -85,13 +85,24 @@ class Kernel:
         return self.param(name).element_dtype
 
     def __call__(self, *args, **kwargs):
+        self._run(args, kwargs, _current_tape())
+
+    def _run(self, args, kwargs, tape):
+        """One call, recorded on tape (None: launched); while the context captures a graph
+        (kern.Graph), recorded into the graph instead, which keeps the call's arrays."""
         ctx = self.module.context
         self.module._live("kernel '%s'" % self.name)
-        bound = _Bound(self, args, kwargs)
-        tape = _current_tape()
-        if bound.cuda_torch:
-            ctx._before_torch_call()
+        graph = ctx._graph
+        if graph is not None and tape is not None:
+            raise ArgumentError("kernel '%s': a call on a kern.Tape cannot be captured into a "
+                                "kern.Graph (capture the gradient kernels' calls themselves, "
+                                "mod['%s.grad'](...))" % (self.name, self.name))
+        bound = _Bound(self, args, kwargs, tape)
         try:
+            if graph is not None:
+                graph._capture(self, bound)
+            if bound.cuda_torch:
+                ctx._before_torch_call()
             if tape is not None:
                 tape._record(self, bound)
             else:

@@ -26,6 +26,7 @@ def _current_tape():
     return stack[-1] if stack else None
 
 
+
 class Tape(_Made):
     """Records kernel calls made inside `with tape:` and runs their gradients (K.grad) in
     reverse: reverse mode over a sequence of launches, like wp.Tape.
@@ -263,6 +264,9 @@ class Tape(_Made):
         if self.forward:
             raise ArgumentError("Tape.backward: a forward tape (kern.Tape(forward=True)) has no "
                                 "backward pass; tape.tangent(array) reads its tangents")
+        if self.context._graph is not None:
+            raise ArgumentError("Tape.backward: the context is capturing a kern.Graph (capture "
+                                "the gradient kernels' calls themselves, mod['K.grad'](...))")
         if self._running:
             raise ArgumentError("Tape.backward: the tape is running its backward pass (a host "
                                 "step's backward cannot run backward its own tape)")
