@@ -551,8 +551,8 @@ static kern_arg step_value(const gc *g, const gc_param *p, int s) {
                                        : kern_arg_i64(t);
 }
 
-/* K as the user runs it: once, or --steps times with the step argument = 0, 1, ...;
- * through the tape when there is one. */
+/* K as the user runs it: once, or --steps times with the step argument = step_start,
+ * step_start + 1, ...; through the tape when there is one. */
 static gradcheck_status forward(gc *g, kern_kernel *k, kern_arg *args, kern_tape *tape) {
     int steps = g->o->steps > 0 ? g->o->steps : 1;
     kern_status st = KERN_OK;

@@ -32,7 +32,7 @@ typedef struct gradcheck_options {
     int steps;         /* > 0: K is a sequence of `steps` launches with the integer scalar
                          parameter step_arg = step_start .. step_start + steps - 1, its
                          gradient through the tape */
-    int64_t step_start;
+    int64_t step_start; /* the first step's value (--steps A..B, --step-start; default 0) */
     const char *step_arg;
 } gradcheck_options;
 
