@@ -8,6 +8,7 @@
 #include "../include/kern.h"
 #include "../runtime/npy.h"
 #include "gradcheck.h"
+#include "progress.h"
 
 enum { KERNC_EXIT_USER = 1, KERNC_EXIT_USAGE = 2, KERNC_EXIT_IO = 3 };
 
@@ -20,11 +21,14 @@ typedef struct kernc_run_args {
     kc_options opts;
     int threads;          /* CPU worker threads (0: the online CPUs) */
     bool time;            /* print compile and launch times on stderr */
-    int steps;            /* launches with step_arg = 0 .. steps-1 (0: one, no step argument) */
+    int steps;            /* launches with step_arg = step_start .. step_start + steps - 1 (0:
+                             one, no step argument) */
+    int64_t step_start;   /* --step-start S, --steps A..B: the first step's value */
     const char *step_arg; /* the i32/u32/i64 scalar parameter that counts the steps */
     int64_t ad_budget;    /* --ad-memory-budget BYTES (0: the runtime's default) */
     int ad_strategy;      /* --ad-strategy (a kern_ad_strategy; 0: auto) */
     bool verbose;         /* --verbose: how a gradient launch kept its adstacks, on stderr */
+    kernc_progress_mode progress; /* reports of a long run on stderr (cli/progress.h) */
 } kernc_run_args;
 
 /* KERNEL may be K.grad: the file is then compiled with that gradient (KC_GRAD_ALL), and a
@@ -44,6 +48,14 @@ int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, 
 /* Writes an output: to stdout when path is NULL or "-" (checked, flushed), else to the
  * file by common/outfile.h's rules. Returns 0 or KERNC_EXIT_IO after saying why. */
 int kernc_write_output(const char *path, const void *data, size_t len);
+
+/* " (did you mean 'NAME'?)" for a kernel name that names[0..n) lack (common/suggest.h), ""
+ * when none is near; a derived name (K.grad, K.jvp, K.grad.jvp) is matched by its K and
+ * keeps its suffix. Into buf, returned. */
+const char *kernc_kernel_hint(char *buf, size_t size, const char *kernel, const char *const *names,
+                              int n);
+/* The same for a parameter name that kernel k lacks, among k's parameters. */
+const char *kernc_param_hint(char *buf, size_t size, kern_kernel *k, const char *name);
 
 /* A scalar argument NAME=VALUE's value in dtype t (run.c): bool as true/false/1/0, integers
  * as in the language (decimal or 0x hex, an optional '-', no leading zeros), floats as

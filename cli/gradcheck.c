@@ -233,9 +233,17 @@ static gradcheck_status compile(gc *g, const char *text, size_t len, bool promot
 
 static gradcheck_status find_kernels(gc *g, kern_module *mod, kern_kernel **k, kern_kernel **gk,
                                      kern_kernel **jk) {
-    if (kern_kernel_find(mod, g->name, k) != KERN_OK)
-        return gc_fail(g, GRADCHECK_USER, "no kernel named '%s' in %s%s", g->name, g->path,
-                       kern_module_kernel_count(mod) ? "" : ", which has no kernels");
+    if (kern_kernel_find(mod, g->name, k) != KERN_OK) {
+        int nk = kern_module_kernel_count(mod);
+        const char **names = xcalloc((size_t)nk + 1, sizeof *names);
+        for (int i = 0; i < nk; i++)
+            names[i] = kern_module_kernel_name(mod, i);
+        char hint[300];
+        kernc_kernel_hint(hint, sizeof hint, g->name, names, nk);
+        free(names);
+        return gc_fail(g, GRADCHECK_USER, "no kernel named '%s' in %s%s%s", g->name, g->path,
+                       nk ? "" : ", which has no kernels", hint);
+    }
     char gname[512];
     snprintf(gname, sizeof gname, "%s.grad", g->name);
     if (kern_kernel_find(mod, gname, gk) != KERN_OK)
@@ -458,11 +466,15 @@ static gradcheck_status setup_params(gc *g, const char *const *bindings, int nb)
             if (strlen(g->p[i].info.name) == base && !strncmp(g->p[i].info.name, b, base))
                 found = i;
         if (found < 0 || (weights && !(g->p[found].diff && g->p[found].info.is_array))) {
+            char hint[300] = "", *name = strndup(b, n);
+            if (found < 0 && name)
+                kernc_param_hint(hint, sizeof hint, g->k32, name);
+            free(name);
             st = gc_fail(g, GRADCHECK_USER,
-                         found < 0 ? "kernel '%s' has no parameter named '%.*s'"
+                         found < 0 ? "kernel '%s' has no parameter named '%.*s'%s"
                                    : "kernel '%s': '%.*s' has no weights (only differentiable "
-                                     "arrays do)",
-                         g->name, (int)n, b);
+                                     "arrays do)%s",
+                         g->name, (int)n, b, hint);
             break;
         }
         const char **slot = weights ? &g->p[found].wpath : &values[found];
@@ -478,10 +490,12 @@ static gradcheck_status setup_params(gc *g, const char *const *bindings, int nb)
             g->step = i;
     if (!st && g->o->steps) {
         const kern_param_info *in = g->step >= 0 ? &g->p[g->step].info : NULL;
+        char hint[300];
         if (!in)
-            st =
-                gc_fail(g, GRADCHECK_USER, "--step-arg %s: kernel '%s' has no parameter named '%s'",
-                        g->o->step_arg, g->name, g->o->step_arg);
+            st = gc_fail(g, GRADCHECK_USER,
+                         "--step-arg %s: kernel '%s' has no parameter named '%s'%s", g->o->step_arg,
+                         g->name, g->o->step_arg,
+                         kernc_param_hint(hint, sizeof hint, g->k32, g->o->step_arg));
         else if (in->is_array ||
                  (in->dtype != KERN_I32 && in->dtype != KERN_U32 && in->dtype != KERN_I64))
             st = gc_fail(g, GRADCHECK_USER,
@@ -529,20 +543,22 @@ static kern_arg scalar_of(const gc_param *p, kern_dtype ft, double x) {
     return ft == KERN_F64 ? kern_arg_f64(x) : kern_arg_f32((float)x);
 }
 
-static kern_arg step_value(const gc_param *p, int s) {
-    return p->info.dtype == KERN_I32   ? kern_arg_i32(s)
-           : p->info.dtype == KERN_U32 ? kern_arg_u32((uint32_t)s)
-                                       : kern_arg_i64(s);
+/* The step argument of launch s of a --steps sequence: step_start + s. */
+static kern_arg step_value(const gc *g, const gc_param *p, int s) {
+    int64_t t = g->o->step_start + s;
+    return p->info.dtype == KERN_I32   ? kern_arg_i32((int32_t)t)
+           : p->info.dtype == KERN_U32 ? kern_arg_u32((uint32_t)t)
+                                       : kern_arg_i64(t);
 }
 
-/* K as the user runs it: once, or --steps times with the step argument = 0, 1, ...;
- * through the tape when there is one. */
+/* K as the user runs it: once, or --steps times with the step argument = step_start,
+ * step_start + 1, ...; through the tape when there is one. */
 static gradcheck_status forward(gc *g, kern_kernel *k, kern_arg *args, kern_tape *tape) {
     int steps = g->o->steps > 0 ? g->o->steps : 1;
     kern_status st = KERN_OK;
     for (int s = 0; s < steps && st == KERN_OK; s++) {
         if (g->step >= 0)
-            args[g->step] = step_value(&g->p[g->step], s);
+            args[g->step] = step_value(g, &g->p[g->step], s);
         st = tape ? kern_tape_launch(tape, k, args, g->np) : kern_launch(k, args, g->np);
     }
     if (st == KERN_OK)
@@ -550,7 +566,8 @@ static gradcheck_status forward(gc *g, kern_kernel *k, kern_arg *args, kern_tape
     if (st != KERN_OK)
         return gc_fail(g, GRADCHECK_USER,
                        "%s\n(the inputs that were not bound are random: integer scalars = "
-                       "--size, integer arrays in [0, size); bind NAME=VALUE to choose them)",
+                       "--size, integer arrays in [0, size); bind NAME=VALUE to choose them, or\n"
+                       "give a time step's range: --steps A..B --step-arg NAME)",
                        kern_context_last_error(g->ctx));
     return GRADCHECK_OK;
 }
@@ -746,7 +763,7 @@ static bool trips_along(gc *g, int q, int64_t e, double x, double dh, uint64_t *
     int steps = g->o->steps > 0 ? g->o->steps : 1;
     for (int s = 0; s < steps && ok; s++) {
         if (g->step >= 0)
-            args[g->step].i = s;
+            args[g->step].i = g->o->step_start + s;
         ir_interp_options io = {0};
         char err[256];
         ok = ir_interp_run_opts(g->ir64, g->name, args, g->np, &io, err, sizeof err);
@@ -829,7 +846,7 @@ static gradcheck_status run_jvp(gc *g, bool f64) {
     int steps = g->o->steps > 0 ? g->o->steps : 1;
     for (int s = 0; s < steps && !st; s++) {
         if (g->step >= 0)
-            args[g->step] = step_value(&g->p[g->step], s);
+            args[g->step] = step_value(g, &g->p[g->step], s);
         if (kern_launch(k, args, n) != KERN_OK)
             st = gc_fail(g, GRADCHECK_USER, "%s", kern_context_last_error(g->ctx));
     }

@@ -29,8 +29,10 @@ typedef struct gradcheck_options {
     int backend;      /* the kern_backend K and K.grad run on (default cpu) */
     int64_t ad_budget; /* kern_context_options.ad_memory_budget (0: the default) */
     int ad_strategy;   /* kern_context_options.ad_strategy (0: auto, or $KERN_AD_STRATEGY) */
-    int steps;        /* > 0: K is a sequence of `steps` launches with the integer scalar
-                         parameter step_arg = 0 .. steps-1, its gradient through the tape */
+    int steps;         /* > 0: K is a sequence of `steps` launches with the integer scalar
+                         parameter step_arg = step_start .. step_start + steps - 1, its
+                         gradient through the tape */
+    int64_t step_start; /* the first step's value (--steps A..B, --step-start; default 0) */
     const char *step_arg;
 } gradcheck_options;
 

@@ -6,6 +6,7 @@
  *   kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]
  *   kernc gradcheck FILE.kern KERNEL [NAME=VALUE ...] [--seed N] [--size N] [--eps E]
  *                   [--rtol R] [--rtol-f32 R] [--max-checks N]
+ *   kernc help [COMMAND], kernc --version
  *
  * Exit status: 0 success, 1 a user error in the program (diagnostics printed), 2 a bad
  * command line or a request this build cannot carry out, 3 an I/O error. */
@@ -16,15 +17,15 @@
 #include <string.h>
 
 #include "../backends/codegen.h"
+#include "../backends/llvm/llvm_backend.h"
 #include "../common/context.h"
 #include "../common/env.h"
+#include "../common/suggest.h"
 #include "../common/target.h"
 #include "../common/util.h"
 #include "../compiler/ast.h"
 #include "../compiler/driver.h"
 #include "cmds.h"
-
-#define KERNC_VERSION "0.1.0"
 
 enum { EXIT_USER = 1, EXIT_USAGE = 2, EXIT_IO = 3 };
 
@@ -52,9 +53,46 @@ typedef struct cli {
     const char *ad_option;  /* the first option of run and gradcheck only: --ad-strategy, ... */
     bool no_ckpt;           /* build: --no-ckpt ($KERN_NO_CKPT sets opts.no_ckpt everywhere) */
     bool time;              /* run: --time */
-    int steps;              /* run, gradcheck: --steps N (0: one launch, no step argument) */
+    int steps;              /* run, gradcheck: --steps N or A..B (0: one launch, no step
+                               argument) */
+    int64_t step_start;     /* run, gradcheck: --step-start S, or A of --steps A..B */
+    bool step_start_set;    /* --step-start was given */
+    bool step_range;        /* --steps A..B (range_start: A) was given, the last --steps */
+    int64_t range_start;
     const char *step_arg;   /* run, gradcheck: --step-arg NAME */
 } cli;
+
+static const char *const commands[] = {"check", "emit", "build", "run", "gradcheck", "help"};
+
+/* Every option parse_cli takes (for the suggestions of an unknown one). */
+static const char options[] =
+    "--debug, --no-grad-check, --no-ckpt, --fast-math, --no-jvp, -O0, -O1, -O2, -O3, --emit, "
+    "--target, --simd, --arch, --libdevice, --kernel, -o, --save, --ad-stack-size, --seed, "
+    "--size, --max-checks, --eps, --rtol-f32, --rtol, --no-checks, --time, --verbose, "
+    "--ad-memory-budget, --ad-strategy, --threads, --steps, --step-start, --step-arg, --help, "
+    "-h, --version";
+
+/* An option's name: arg up to an '=' (malloc'd). */
+static char *option_name(const char *arg) {
+    size_t n = strcspn(arg, "=");
+    char *name = kern_xmalloc(n + 1);
+    memcpy(name, arg, n);
+    name[n] = 0;
+    return name;
+}
+
+/* kern_suggest_hint over the words of a comma-separated list ("cpu, cuda, vulkan"). */
+static const char *hint_in_list(char *buf, size_t size, const char *word, const char *list) {
+    char *copy = kern_xmalloc(strlen(list) + 1);
+    const char *names[64];
+    size_t n = 0;
+    strcpy(copy, list);
+    for (char *w = strtok(copy, ", "); w && n < 64; w = strtok(NULL, ", "))
+        names[n++] = w;
+    kern_suggest_hint(buf, size, word, names, n);
+    free(copy);
+    return buf;
+}
 
 static void usage(FILE *f) {
     fputs("usage: kernc COMMAND [options]\n"
@@ -68,9 +106,10 @@ static void usage(FILE *f) {
           "       [--target=T] [--arch=A]\n"
           "  build FILE.kern [--target=T] -o OUT [--arch=A]\n"
           "  run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
-          "       [--threads N] [--time] [--no-checks] [--steps N --step-arg NAME]\n"
+          "       [--threads N] [--time] [--no-checks] [--steps N|A..B --step-arg NAME]\n"
           "  gradcheck FILE.kern KERNEL [NAME=VALUE ...]\n"
           "       [--seed N] [--size N] [--eps E] [--rtol R] [--rtol-f32 R] [--max-checks N]\n"
+          "  help [COMMAND]                  this text, or the options of one command\n"
           "\n"
           "compiler options (every command that compiles):\n"
           "  -O0 .. -O3                      optimization level (default -O2)\n"
@@ -111,7 +150,8 @@ static void usage(FILE *f) {
     fputs("  --libdevice=PATH                CUDA's libdevice.10.bc (default: $KERN_LIBDEVICE,\n"
           "                                  then the CUDA install locations)\n"
           "\n"
-          "  --help, --version               COMMAND --help: the options of one command\n"
+          "  --help, --version               COMMAND --help: the options of one command;\n"
+          "                                  --version: kern's, LLVM's, the targets\n"
           "exit status: 0 success, 1 error in the program, 2 bad command line, 3 I/O error\n",
           f);
 }
@@ -140,8 +180,9 @@ static const struct {
               "                 runs with fewer slots under the memory budget\n"},
     {"run", "usage: kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
             "       [--target=T] [--threads N] [--time] [--no-checks] [--verbose]\n"
-            "       [--steps N --step-arg NAME] [--ad-memory-budget B] [--ad-strategy S]\n"
-            "       [compiler options]\n"
+            "       [--steps N|A..B --step-arg NAME [--step-start S]] [--ad-memory-budget B]\n"
+            "       [--ad-strategy S] [compiler options]\n"
+            "  without KERNEL: the file's kernels and their parameters (status 2)\n"
             "  NAME=VALUE      a number for a scalar, a .npy file for an array; unbound\n"
             "                  adjoints of K.grad start as zeros of the primal's shape\n"
             "  --save N=P.npy  write array N after the run\n"
@@ -150,6 +191,10 @@ static const struct {
             "  --no-checks     no bounds, division and shift checks (checked by default)\n"
             "  --steps N       launch N times with --step-arg NAME = 0 .. N-1; K.grad runs\n"
             "                  the gradient of the whole sequence through the tape\n"
+            "  --steps A..B    launch B - A times with NAME = A .. B-1 (as `for t in A..B`)\n"
+            "  --step-start S  with --steps N: NAME = S .. S+N-1\n"
+            "  a run past 1 s reports its progress on standard error when that is a\n"
+            "  terminal ($KERNC_PROGRESS: off, or a delay in seconds to report anywhere)\n"
             "  --ad-memory-budget B  bytes K.grad's adstacks may take (K, M, G, T suffixes;\n"
             "                  default: 3/4 of the device's free memory)\n"
             "  --ad-strategy S auto (the default), store, slots or recompute\n"
@@ -157,7 +202,8 @@ static const struct {
     {"gradcheck",
      "usage: kernc gradcheck FILE.kern KERNEL [NAME=VALUE ...] [--seed N] [--size N]\n"
      "       [--eps E] [--rtol R] [--rtol-f32 R] [--max-checks N]\n"
-     "       [--steps N --step-arg NAME] [--target=T] [compiler options]\n"
+     "       [--steps N|A..B --step-arg NAME [--step-start S]] [--target=T]\n"
+     "       [compiler options]\n"
      "  K.grad, run on the state K left, against central finite differences in f64\n"
      "  --seed N        random inputs and weights (default 1)\n"
      "  --size N        extent of unbound arrays without a bound one of their rank (8)\n"
@@ -165,9 +211,24 @@ static const struct {
      "  --rtol R        tolerance of the f64 gradient (default 1e-6)\n"
      "  --rtol-f32 R    tolerance of the gradient as written (default 1e-2)\n"
      "  --max-checks N  elements checked at most (default 200)\n"
-     "  --steps N       check the sequence of N launches (--step-arg NAME = 0 .. N-1)\n"},
+     "  --steps N       check the sequence of N launches (--step-arg NAME = 0 .. N-1)\n"
+     "  --steps A..B    the sequence NAME = A .. B-1 (heat.kern: --steps 1..8 --step-arg t)\n"
+     "  --step-start S  with --steps N: NAME = S .. S+N-1\n"
+     "  without KERNEL: the file's kernels and their parameters (status 2)\n"},
 };
 
+static int usage_error(const char *fmt, const char *arg);
+
+/* An unknown command (status 2), with the nearest known one, else the list of them. */
+static int unknown_command(const char *cmd) {
+    char hint[300], msg[400];
+    kern_suggest_hint(hint, sizeof hint, cmd, commands, sizeof commands / sizeof *commands);
+    snprintf(msg, sizeof msg, "unknown command '%%s'%s",
+             *hint ? hint : " (commands: check, emit, build, run, gradcheck, help)");
+    return usage_error(msg, cmd);
+}
+
+/* `kernc CMD --help`, `kernc help CMD`; `kernc help help` and `kernc help` are kernc's. */
 static int command_usage(const char *cmd) {
     for (size_t i = 0; i < sizeof command_help / sizeof *command_help; i++)
         if (!strcmp(cmd, command_help[i].cmd)) {
@@ -177,6 +238,8 @@ static int command_usage(const char *cmd) {
                   stdout);
             return fflush(stdout) ? EXIT_IO : 0;
         }
+    if (strcmp(cmd, "help") != 0)
+        return unknown_command(cmd);
     usage(stdout);
     return 0;
 }
@@ -198,6 +261,7 @@ static char *emit_kinds(char *buf, size_t size) {
     return buf;
 }
 
+/* The usage error of fmt with one %s (arg, which may be long: printed as it is). */
 static int usage_error(const char *fmt, const char *arg) {
     fputs("kernc: error: ", stderr);
     fprintf(stderr, fmt, arg);
@@ -267,6 +331,31 @@ static bool parse_bytes(const char *s, int64_t *out) {
     if (errno || *end || end == s || v == 0 || v > (unsigned long long)INT64_MAX >> shift)
         return false;
     *out = (int64_t)(v << shift);
+    return true;
+}
+
+/* --steps N, or A..B (the steps A .. B-1, as the language's `for t in A..B`), into c. */
+static bool parse_steps(const char *v, cli *c) {
+    unsigned long long a, b;
+    const char *dots = v ? strstr(v, "..") : NULL;
+    if (!dots) {
+        if (!parse_uint(v, 1 << 24, &b) || b == 0)
+            return false;
+        c->steps = (int)b;
+        c->step_range = false;
+        return true;
+    }
+    char *first = kern_xmalloc((size_t)(dots - v) + 1);
+    memcpy(first, v, (size_t)(dots - v));
+    first[dots - v] = 0;
+    bool ok = parse_uint(first, INT32_MAX, &a) && parse_uint(dots + 2, INT32_MAX, &b) && a < b &&
+              b - a <= 1 << 24;
+    free(first);
+    if (!ok)
+        return false;
+    c->steps = (int)(b - a);
+    c->range_start = (int64_t)a;
+    c->step_range = true;
     return true;
 }
 
@@ -406,11 +495,18 @@ static int parse_cli(int argc, char **argv, cli *c) {
             c->threads = (int)n;
             c->run_option = "--threads";
         } else if ((v = opt_value(a, "--steps", argc, argv, &i, &m)) || m) {
-            unsigned long long n;
-            if (!parse_uint(v, 1 << 24, &n) || n == 0)
-                return usage_error("--steps needs a positive integer up to 2^24, got '%s'",
+            if (!parse_steps(v, c))
+                return usage_error("--steps needs N (a positive integer up to 2^24) or A..B (0 <= "
+                                   "A < B < 2^31, at most 2^24 steps), got '%s'",
                                    v ? v : "");
-            c->steps = (int)n;
+        } else if ((v = opt_value(a, "--step-start", argc, argv, &i, &m)) || m) {
+            unsigned long long n;
+            if (!parse_uint(v, INT32_MAX, &n))
+                return usage_error("--step-start needs a non-negative integer below 2^31, got "
+                                   "'%s'",
+                                   v ? v : "");
+            c->step_start = (int64_t)n;
+            c->step_start_set = true;
         } else if ((v = opt_value(a, "--step-arg", argc, argv, &i, &m)) || m) {
             if (!v || !*v)
                 return usage_error("%s needs a value", "--step-arg");
@@ -418,13 +514,22 @@ static int parse_cli(int argc, char **argv, cli *c) {
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             c->help = true;
         } else {
-            return usage_error("unknown option '%s'", a);
+            /* the nearest option, by its name before any =VALUE */
+            char hint[300], msg[400];
+            char *name = option_name(a);
+            hint_in_list(hint, sizeof hint, name, options);
+            free(name);
+            snprintf(msg, sizeof msg, "unknown option '%%s'%s", hint);
+            return usage_error(msg, a);
         }
     }
     if (c->target && !kern_target_find(c->target)) {
-        char names[128], msg[256];
-        snprintf(msg, sizeof msg, "unknown target '%%s' (targets: %s)",
-                 kern_target_names(0, names, sizeof names));
+        char names[128], msg[512], hint[300];
+        kern_target_names(0, names, sizeof names);
+        if (*hint_in_list(hint, sizeof hint, c->target, names))
+            snprintf(msg, sizeof msg, "unknown target '%%s'%s", hint);
+        else
+            snprintf(msg, sizeof msg, "unknown target '%%s' (targets: %s)", names);
         return usage_error(msg, c->target);
     }
     return 0;
@@ -472,6 +577,16 @@ static bool is_grad_name(const char *name) {
     return has_suffix(name, ".grad") || has_suffix(name, ".jvp");
 }
 
+/* kernc_kernel_hint over the kernels of m. */
+static const char *ir_kernel_hint(char *buf, size_t size, const ir_module *m, const char *kernel) {
+    const char **names = kern_xmalloc(sizeof *names * ((size_t)m->nkernels + 1));
+    int n = 0;
+    ir_foreach_kernel(k, m) names[n++] = k->name;
+    kernc_kernel_hint(buf, size, kernel, names, n);
+    free(names);
+    return buf;
+}
+
 /* --emit=ir-grad / ir-jvp: the derived kernels only (of --kernel K, given as K or as the
  * derived kernel's name: K.grad; K.jvp or K.grad.jvp). */
 static int emit_ir_derived(cli *c, kc_ctx *ctx, loaded *l, kern_buf *out, const char *suffix) {
@@ -500,12 +615,14 @@ static int emit_ir_derived(cli *c, kc_ctx *ctx, loaded *l, kern_buf *out, const 
         if (jvp && has_suffix(want, ".grad.jvp"))
             n -= 5;
         fprintf(stderr, "kernc: error: ");
+        char hint[300];
         bool primal = false;
         ir_foreach_kernel(k, m) primal |= strlen(k->name) == n && !strncmp(k->name, want, n);
         if (primal)
             fprintf(stderr, "no kernel '%s' was built for '%.*s'\n", want, (int)n, want);
         else
-            fprintf(stderr, "no kernel named '%.*s' in %s\n", (int)n, want, c->file);
+            fprintf(stderr, "no kernel named '%.*s' in %s%s\n", (int)n, want, c->file,
+                    ir_kernel_hint(hint, sizeof hint, m, c->kernel));
         rc = EXIT_USER;
     } else {
         bool first = true;
@@ -541,8 +658,15 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         if (!f) {
             rc = EXIT_USER;
         } else if (c->kernel && !item_exists(f, c->kernel)) {
-            fprintf(stderr, "kernc: error: no kernel or func named '%s' in %s\n", c->kernel,
-                    c->file);
+            const char **names = kern_xmalloc(sizeof *names * ((size_t)f->nitems + 1));
+            int n = 0;
+            for (int i = 0; i < f->nitems; i++)
+                if (f->items[i]->kind != IT_CONST)
+                    names[n++] = f->items[i]->name;
+            char hint[300];
+            fprintf(stderr, "kernc: error: no kernel or func named '%s' in %s%s\n", c->kernel,
+                    c->file, kern_suggest_hint(hint, sizeof hint, c->kernel, names, (size_t)n));
+            free(names);
             rc = EXIT_USER;
         } else {
             fe_print_ast(&out, f, c->kernel);
@@ -561,7 +685,9 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         if (!m) {
             rc = EXIT_USER;
         } else if (c->kernel && !ir_kernel_find(m, c->kernel)) {
-            fprintf(stderr, "kernc: error: no kernel named '%s' in %s\n", c->kernel, c->file);
+            char hint[300];
+            fprintf(stderr, "kernc: error: no kernel named '%s' in %s%s\n", c->kernel, c->file,
+                    ir_kernel_hint(hint, sizeof hint, m, c->kernel));
             rc = EXIT_USER;
         } else {
             ir_print(&out, m, c->kernel);
@@ -569,9 +695,12 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
         if (m)
             ir_module_free(m);
     } else {
-        char kinds[256], msg[320];
-        snprintf(msg, sizeof msg, "unknown --emit kind '%%s' (%s)",
-                 emit_kinds(kinds, sizeof kinds));
+        char kinds[256], msg[640], hint[300];
+        emit_kinds(kinds, sizeof kinds);
+        if (*hint_in_list(hint, sizeof hint, c->emit, kinds))
+            snprintf(msg, sizeof msg, "unknown --emit kind '%%s'%s", hint);
+        else
+            snprintf(msg, sizeof msg, "unknown --emit kind '%%s' (%s)", kinds);
         return usage_error(msg, c->emit);
     }
     diag_print_all(stderr, &ctx->diags);
@@ -581,6 +710,45 @@ static int cmd_emit(cli *c, kc_ctx *ctx, loaded *l) {
     return rc;
 }
 
+/* run or gradcheck without KERNEL: a usage error (status 2) listing the file's kernels with
+ * their parameters, or the file's diagnostics when it does not check (status 1). */
+static int list_kernels(cli *c) {
+    loaded l;
+    int rc = load_file(c->file, &l);
+    if (rc)
+        return rc;
+    kc_ctx *ctx = kc_ctx_new();
+    ctx->opts = c->opts;
+    fe_file *f = kc_check_source(ctx, c->file, l.text, l.len);
+    diag_print_all(stderr, &ctx->diags);
+    if (f) {
+        int n = 0;
+        for (int i = 0; i < f->nitems; i++)
+            n += f->items[i]->kind == IT_KERNEL;
+        fprintf(stderr, "kernc: error: %s: missing KERNEL (kernc %s FILE.kern KERNEL ...); ",
+                c->cmd, c->cmd);
+        if (!n)
+            fprintf(stderr, "%s has no kernels\n", c->file);
+        else
+            fprintf(stderr, "the kernel%s of %s:\n", n > 1 ? "s" : "", c->file);
+        for (int i = 0; i < f->nitems; i++) {
+            const fe_item *it = f->items[i];
+            if (it->kind != IT_KERNEL)
+                continue;
+            fprintf(stderr, "  %s(", it->name);
+            for (int p = 0; p < it->nparams; p++)
+                fprintf(stderr, "%s%s%s: %s", p ? ", " : "", it->params[p].nograd ? "nograd " : "",
+                        it->params[p].name, it->params[p].type->name);
+            fputs(")\n", stderr);
+        }
+        if (n && !strcmp(c->cmd, "run"))
+            fputs("  (KERNEL may also be K.grad, K.jvp or K.grad.jvp)\n", stderr);
+    }
+    kc_ctx_free(ctx);
+    free(l.text);
+    return f ? EXIT_USAGE : EXIT_USER;
+}
+
 /* The command of a parsed command line; returns the exit status. */
 static int run_command(cli *c) {
     int rc;
@@ -588,7 +756,7 @@ static int run_command(cli *c) {
     bool known = !strcmp(c->cmd, "check") || !strcmp(c->cmd, "emit") || !strcmp(c->cmd, "build") ||
                  !strcmp(c->cmd, "run") || !strcmp(c->cmd, "gradcheck");
     if (!known)
-        return usage_error("unknown command '%s' (check, emit, build, run, gradcheck)", c->cmd);
+        return unknown_command(c->cmd);
     if (!c->file)
         return usage_error("%s: missing FILE.kern", c->cmd);
     /* an option that the command would ignore is an error, never silently dropped */
@@ -615,11 +783,23 @@ static int run_command(cli *c) {
         return usage_error("%s is an option of run only", c->run_option);
     if (c->ad_option && strcmp(c->cmd, "run") != 0 && strcmp(c->cmd, "gradcheck") != 0)
         return usage_error("%s is an option of run and gradcheck only", c->ad_option);
-    if ((c->steps || c->step_arg) && strcmp(c->cmd, "run") != 0 && strcmp(c->cmd, "gradcheck") != 0)
-        return usage_error("%s is an option of run and gradcheck only",
-                           c->steps ? "--steps" : "--step-arg");
+    const char *step_option = c->steps            ? "--steps"
+                              : c->step_arg       ? "--step-arg"
+                              : c->step_start_set ? "--step-start"
+                                                  : NULL;
+    if (step_option && strcmp(c->cmd, "run") != 0 && strcmp(c->cmd, "gradcheck") != 0)
+        return usage_error("%s is an option of run and gradcheck only", step_option);
     if (!c->steps != !c->step_arg)
         return usage_error("%s", "--steps N and --step-arg NAME go together");
+    if (c->step_range && c->step_start_set)
+        return usage_error("%s", "--step-start and --steps A..B both set the first step");
+    if (c->step_range)
+        c->step_start = c->range_start;
+    if (c->step_start_set && !c->steps)
+        return usage_error("%s", "--step-start S goes with --steps N and --step-arg NAME");
+    if (c->steps && c->step_start + c->steps - 1 > INT32_MAX)
+        return usage_error("%s", "--step-start S with --steps N: the last step S + N - 1 must be "
+                                 "below 2^31");
     if (c->no_checks && c->opts.debug)
         return usage_error("%s", "--debug and --no-checks contradict each other");
     if (c->no_checks && !strcmp(c->cmd, "gradcheck"))
@@ -627,21 +807,30 @@ static int run_command(cli *c) {
                                  "index out of range)");
     c->opts.checks = !c->no_checks; /* every command compiles checked code by default */
     if (!strcmp(c->cmd, "run") || !strcmp(c->cmd, "gradcheck")) {
-        kernc_run_args ra = {c->file,
-                             c->npositional ? c->positional[0] : NULL,
-                             c->target,
-                             c->positional + (c->npositional ? 1 : 0),
-                             c->npositional ? c->npositional - 1 : 0,
-                             c->saves,
-                             c->nsaves,
-                             c->opts,
-                             c->threads,
-                             c->time,
-                             c->steps,
-                             c->step_arg,
-                             c->ad_budget,
-                             c->ad_strategy,
-                             c->verbose};
+        if (!c->npositional)
+            return list_kernels(c);
+        kernc_run_args ra = {.file = c->file,
+                             .kernel = c->positional[0],
+                             .target = c->target,
+                             .bindings = c->positional + 1,
+                             .nbindings = c->npositional - 1,
+                             .saves = c->saves,
+                             .nsaves = c->nsaves,
+                             .opts = c->opts,
+                             .threads = c->threads,
+                             .time = c->time,
+                             .steps = c->steps,
+                             .step_start = c->step_start,
+                             .step_arg = c->step_arg,
+                             .ad_budget = c->ad_budget,
+                             .ad_strategy = c->ad_strategy,
+                             .verbose = c->verbose};
+        const char *bad = NULL;
+        if (!kernc_progress_mode_from_env(&ra.progress, &bad))
+            fprintf(stderr,
+                    "kernc: warning: $KERNC_PROGRESS='%s' is neither 'off' nor a number of "
+                    "seconds; ignored\n",
+                    bad);
         if (!strcmp(c->cmd, "run"))
             return kernc_cmd_run(&ra);
         if (c->nsaves)
@@ -688,18 +877,56 @@ static int run_command(cli *c) {
     return rc;
 }
 
+/* --version: kern's, the LLVM it runs on, and what this build does for each target. */
+static int print_version(void) {
+    const char *lib;
+    kern_version(&lib);
+    char llvm[32];
+    printf("kernc %s (libkern %s)\nLLVM %s\ntargets:\n", KERN_VERSION_STRING, lib,
+           llvm_version(llvm, sizeof llvm));
+    size_t n;
+    const kern_target *const *t = kern_target_list(&n);
+    for (size_t i = 0; i < n; i++) {
+        bool code = kc_codegen_find(t[i]->name) != NULL;
+        bool device = kern_backend_available(t[i]->backend);
+        printf("  %-7s %s\n", t[i]->name,
+               code && device ? "code and device (emit, build, run, gradcheck)"
+               : code         ? "code (emit, build; no device in this runtime)"
+               : device       ? "device (modules built elsewhere)"
+                              : "not in this build");
+    }
+    return 0;
+}
+
 static int kernc_main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(stdout);
         return 0;
     }
-    if (!strcmp(argv[1], "--version")) {
-        printf("kernc " KERNC_VERSION "\n");
-        return 0;
+    if (!strcmp(argv[1], "help")) {
+        if (argc > 3)
+            return usage_error("help: one COMMAND at most, got '%s' too", argv[3]);
+        return command_usage(argc == 3 ? argv[2] : "help");
+    }
+    if (!strcmp(argv[1], "--version"))
+        return print_version();
+    if (argv[1][0] == '-' && argv[1][1]) { /* an option where the command belongs */
+        char *name = option_name(argv[1]);
+        bool known = kern_target_list_has(options, name);
+        free(name);
+        if (known)
+            return usage_error("'%s': the command comes first (kernc COMMAND FILE.kern "
+                               "[options])",
+                               argv[1]);
+        static const char *const top[] = {"--help", "--version"};
+        char hint[300], msg[400];
+        kern_suggest_hint(hint, sizeof hint, argv[1], top, 2);
+        snprintf(msg, sizeof msg, "unknown option '%%s'%s", hint);
+        return usage_error(msg, argv[1]);
     }
     cli c;
     int rc = parse_cli(argc, argv, &c);

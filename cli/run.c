@@ -28,10 +28,11 @@ extern char **environ;
 
 #include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
+#include "../backends/meta_ir.h"
 #include "../common/half.h"
 #include "../common/outfile.h"
+#include "../common/suggest.h"
 #include "../compiler/driver.h"
-#include "../backends/meta_ir.h"
 #include "../include/kern.h"
 #include "../jit/jit.h"
 #include "../runtime/meta.h"
@@ -300,9 +301,11 @@ static int first(int rc, int next) { return rc ? rc : next; }
 
 /* ---- Compiling ---------------------------------------------------------------------- */
 
-/* Reads and compiles a file with options o, printing its diagnostics; NULL with *rc set
- * on failure. The caller frees the module and *ctx_out. */
-static ir_module *compile_file(const char *file, const kc_options *o, kc_ctx **ctx_out, int *rc) {
+/* Reads and compiles a file with options o, printing its diagnostics (after pausing the
+ * progress reports p); NULL with *rc set on failure. The caller frees the module and
+ * *ctx_out. */
+static ir_module *compile_file(const char *file, const kc_options *o, kc_ctx **ctx_out, int *rc,
+                               kernc_progress *p) {
     size_t len;
     char *text = kc_read_source(file, &len);
     if (!text) {
@@ -313,6 +316,8 @@ static ir_module *compile_file(const char *file, const kc_options *o, kc_ctx **c
     cc->opts = *o;
     ir_module *m = kc_compile_source(cc, file, text, len);
     free(text);
+    if (cc->diags.len)
+        kernc_progress_pause(p);
     diag_print_all(stderr, &cc->diags);
     if (!m)
         *rc = KERNC_EXIT_USER;
@@ -392,6 +397,38 @@ static int param_index(kern_kernel *k, const char *name, kern_param_info *out) {
     return -1;
 }
 
+const char *kernc_kernel_hint(char *buf, size_t size, const char *kernel, const char *const *names,
+                              int n) {
+    static const char *const derived[] = {".grad.jvp", ".grad", ".jvp"};
+    size_t kn = strlen(kernel), sfx = 0;
+    for (size_t i = 0; i < sizeof derived / sizeof *derived && !sfx; i++) {
+        size_t d = strlen(derived[i]);
+        if (kn > d && !strcmp(kernel + kn - d, derived[i]))
+            sfx = d;
+    }
+    char *base = strndup(kernel, kn - sfx);
+    const char *near = base ? kern_suggest(base, names, (size_t)n) : NULL;
+    if (size)
+        buf[0] = 0;
+    if (near && size)
+        snprintf(buf, size, " (did you mean '%s%s'?)", near, kernel + kn - sfx);
+    free(base);
+    return buf;
+}
+
+const char *kernc_param_hint(char *buf, size_t size, kern_kernel *k, const char *name) {
+    int n = kern_kernel_param_count(k);
+    const char **names = kern_xmalloc(sizeof *names * ((size_t)n + 1));
+    for (int i = 0; i < n; i++) {
+        kern_param_info p;
+        kern_kernel_param(k, i, &p);
+        names[i] = p.name;
+    }
+    kern_suggest_hint(buf, size, name, names, (size_t)n);
+    free(names);
+    return buf;
+}
+
 /* An unbound adjoint p.grad of K.grad starts as zeros of the primal's shape (a scalar
  * primal: one element); the primal comes first in K.grad's parameters, so its buffer
  * or value is bound already. Returns false when p is not such an adjoint. */
@@ -443,15 +480,19 @@ static void print_adstacks(kern_context *ctx, const char *kernel) {
             budget, in.last_recompute);
 }
 
-/* The launches of a run: k once, or --steps N times with the step argument = 0..N-1.
+/* The launches of a run: k once, or --steps N times with the step argument = S .. S+N-1
+ * (S: a->step_start), reported to prog.
  * For K.grad with --steps, K runs N times through a tape and the tape's backward pass
  * runs the N gradient launches (docs/reference.md section 8: newest first), with the bound adjoints
  * as the tape's adjoint buffers; a scalar's adjoint adds the records' contributions. */
 static kern_status launch_run(const kernc_run_args *a, kern_context *ctx, kern_module *mod,
                               kern_kernel *k, kern_arg *args, kern_buffer **bufs, int step_idx,
-                              bool is_grad) {
-    if (!a->steps)
-        return kern_launch(k, args, kern_kernel_param_count(k));
+                              bool is_grad, kernc_progress *prog) {
+    if (!a->steps) {
+        kernc_progress_phase(prog, "running");
+        kern_status st = kern_launch(k, args, kern_kernel_param_count(k));
+        return st == KERN_OK ? kern_sync(ctx) : st;
+    }
     kern_kernel *primal = k;
     kern_tape *tape = NULL;
     kern_status st = KERN_OK;
@@ -463,16 +504,28 @@ static kern_status launch_run(const kernc_run_args *a, kern_context *ctx, kern_m
             st = kern_tape_create(ctx, &tape);
     }
     int npk = kern_kernel_param_count(primal);
+    double synced = now_ms();
     for (int s = 0; s < a->steps && st == KERN_OK; s++) {
         kern_param_info sp;
         kern_kernel_param(primal, step_idx, &sp);
-        args[step_idx] = sp.dtype == KERN_I32   ? kern_arg_i32(s)
-                         : sp.dtype == KERN_U32 ? kern_arg_u32((uint32_t)s)
-                                                : kern_arg_i64(s);
+        int64_t t = a->step_start + s;
+        args[step_idx] = sp.dtype == KERN_I32   ? kern_arg_i32((int32_t)t)
+                         : sp.dtype == KERN_U32 ? kern_arg_u32((uint32_t)t)
+                                                : kern_arg_i64(t);
+        kernc_progress_step(prog, s, a->steps, a->step_arg, t);
         st = tape ? kern_tape_launch(tape, primal, args, npk) : kern_launch(primal, args, npk);
+        /* the reports count launches done: on a device that runs them asynchronously,
+         * wait for the queue every 0.1 s so that the count keeps up */
+        if (st == KERN_OK && prog && now_ms() - synced >= 100) {
+            st = kern_sync(ctx);
+            synced = now_ms();
+        }
     }
+    if (st == KERN_OK)
+        st = kern_sync(ctx);
     if (!tape || st != KERN_OK)
         goto done;
+    kernc_progress_phase(prog, "the gradient, through the tape's launches newest first");
     int gi = npk; /* K.grad: K's parameters, then one adjoint per differentiable one */
     int *scalar_grad = calloc((size_t)npk + 1, sizeof *scalar_grad);
     for (int i = 0; i < npk && st == KERN_OK; i++) {
@@ -534,6 +587,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
     kern_module *mod = NULL;
     kern_buffer **bufs = NULL;
     kern_arg *args = NULL;
+    kernc_progress *progress = NULL;
     int np = 0;
     for (int i = 0; i < nb && !rc; i++)
         rc = split_binding(a->bindings[i], &bind[i], &copies[i], "binding");
@@ -587,7 +641,10 @@ int kernc_cmd_run(const kernc_run_args *a) {
     co.no_ckpt = true;
     kc_ctx *cc = NULL;
     double t0 = now_ms();
-    ir_module *m = compile_file(a->file, &co, &cc, &rc);
+    char what[160];
+    snprintf(what, sizeof what, "kernc run: %s", a->kernel);
+    progress = kernc_progress_start(&a->progress, what, "compiling");
+    ir_module *m = compile_file(a->file, &co, &cc, &rc, progress);
     if (!m) {
         kc_ctx_free(cc);
         goto cleanup;
@@ -613,6 +670,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
     }
     ir_module_free(m);
     kc_ctx_free(cc);
+    kernc_progress_pause(progress); /* the arguments' errors, if any, until the launch */
     if (st != KERN_OK) {
         rc = first(
             rc, fail(KERNC_EXIT_USER, "%s", ctx ? kern_context_last_error(ctx) : "out of memory"));
@@ -620,7 +678,14 @@ int kernc_cmd_run(const kernc_run_args *a) {
     }
     kern_kernel *k;
     if (kern_kernel_find(mod, a->kernel, &k) != KERN_OK) {
-        fprintf(stderr, "kernc: error: no kernel named '%s' in %s", a->kernel, a->file);
+        int nk = kern_module_kernel_count(mod);
+        const char **knames = kern_xmalloc(sizeof *knames * ((size_t)nk + 1));
+        for (int i = 0; i < nk; i++)
+            knames[i] = kern_module_kernel_name(mod, i);
+        char hint[300];
+        kernc_kernel_hint(hint, sizeof hint, a->kernel, knames, nk);
+        free(knames);
+        fprintf(stderr, "kernc: error: no kernel named '%s' in %s%s", a->kernel, a->file, hint);
         if (is_grad) {
             kern_kernel *primal;
             char *base = strndup(a->kernel, kn - 5);
@@ -648,12 +713,16 @@ int kernc_cmd_run(const kernc_run_args *a) {
         step_idx = param_index(k, a->step_arg, &sp);
         if (step_idx < 0 || sp.is_array ||
             (sp.dtype != KERN_I32 && sp.dtype != KERN_U32 && sp.dtype != KERN_I64)) {
-            rc = fail(KERNC_EXIT_USER,
-                      step_idx < 0 ? "--step-arg %s: kernel '%s' has no parameter named '%s'"
-                                   : "--step-arg %s: parameter '%s' of kernel '%s' is not an "
-                                     "integer scalar",
-                      a->step_arg, step_idx < 0 ? a->kernel : a->step_arg,
-                      step_idx < 0 ? a->step_arg : a->kernel);
+            char hint[300];
+            if (step_idx < 0)
+                rc = fail(KERNC_EXIT_USER,
+                          "--step-arg %s: kernel '%s' has no parameter named '%s'%s", a->step_arg,
+                          a->kernel, a->step_arg,
+                          kernc_param_hint(hint, sizeof hint, k, a->step_arg));
+            else
+                rc = fail(KERNC_EXIT_USER,
+                          "--step-arg %s: parameter '%s' of kernel '%s' is not an integer scalar",
+                          a->step_arg, a->step_arg, a->kernel);
             goto cleanup;
         }
     }
@@ -762,10 +831,13 @@ int kernc_cmd_run(const kernc_run_args *a) {
         }
         args[i] = kern_arg_buffer(bufs[i]);
     }
-    for (int j = 0; j < nb; j++)
+    for (int j = 0; j < nb; j++) {
+        char hint[300];
         if (!bind[j].used)
-            rc = first(rc, fail(KERNC_EXIT_USER, "kernel '%s' has no parameter named '%s'",
-                                a->kernel, bind[j].name));
+            rc = first(rc,
+                       fail(KERNC_EXIT_USER, "kernel '%s' has no parameter named '%s'%s", a->kernel,
+                            bind[j].name, kernc_param_hint(hint, sizeof hint, k, bind[j].name)));
+    }
     for (int j = 0; j < ns; j++) {
         int idx = -1;
         for (int i = 0; i < np; i++) {
@@ -774,10 +846,12 @@ int kernc_cmd_run(const kernc_run_args *a) {
             if (!strcmp(p.name, save[j].name))
                 idx = p.is_array ? i : -2;
         }
+        char hint[300];
         if (idx == -1)
             rc = first(rc,
-                       fail(KERNC_EXIT_USER, "--save %s: kernel '%s' has no parameter named '%s'",
-                            save[j].name, a->kernel, save[j].name));
+                       fail(KERNC_EXIT_USER, "--save %s: kernel '%s' has no parameter named '%s'%s",
+                            save[j].name, a->kernel, save[j].name,
+                            kernc_param_hint(hint, sizeof hint, k, save[j].name)));
         else if (idx == -2)
             rc = first(rc, fail(KERNC_EXIT_USER,
                                 "--save %s: '%s' is a scalar; only arrays can be saved",
@@ -786,11 +860,17 @@ int kernc_cmd_run(const kernc_run_args *a) {
     if (rc)
         goto cleanup;
     double t_launch = now_ms();
-    st = launch_run(a, ctx, mod, k, args, bufs, step_idx, is_grad);
-    if (st == KERN_OK)
-        st = kern_sync(ctx);
+    st = launch_run(a, ctx, mod, k, args, bufs, step_idx, is_grad, progress);
+    kernc_progress_stop(progress);
+    progress = NULL;
     if (st != KERN_OK) {
         rc = first(rc, fail(KERNC_EXIT_USER, "%s", kern_context_last_error(ctx)));
+        /* a time loop that reads row t - 1 from t = 0 */
+        if (a->steps && a->step_start == 0 && strstr(kern_context_last_error(ctx), "out of bounds"))
+            fprintf(stderr,
+                    "(the steps ran %s = 0, 1, ...; --steps A..B or --step-start S start them "
+                    "elsewhere)\n",
+                    a->step_arg);
         goto cleanup;
     }
     if (a->time)
@@ -834,6 +914,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
                 print_array(p.name, bufs[i]);
             }
 cleanup:
+    kernc_progress_stop(progress);
     if (bufs)
         for (int i = 0; i < np; i++)
             kern_buffer_release(bufs[i]);
@@ -937,7 +1018,7 @@ int kernc_cmd_build(const char *file, const char *target, const char *out, const
     go.jvp = !o->no_jvp;
     go.grad_only = NULL;
     kc_ctx *cc = NULL;
-    ir_module *m = compile_file(file, &go, &cc, &rc);
+    ir_module *m = compile_file(file, &go, &cc, &rc, NULL);
     if (!m) {
         kc_ctx_free(cc);
         return rc;
@@ -1046,7 +1127,7 @@ int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, 
         return fail(KERNC_EXIT_USAGE, "--emit=%s is not code of target %s (it has: %s)", kind,
                     cg->t->name, cg->t->emit_kinds);
     kc_ctx *cc = NULL;
-    ir_module *m = compile_file(file, o, &cc, &rc);
+    ir_module *m = compile_file(file, o, &cc, &rc, NULL);
     if (!m) {
         kc_ctx_free(cc);
         return rc;
@@ -1054,9 +1135,15 @@ int kernc_cmd_emit_code(const char *file, const char *target, const char *kind, 
     if (kernel) { /* --kernel K: the code of that kernel alone (K.grad, K.jvp: compiled so) */
         ir_kernel *keep = ir_kernel_find(m, kernel);
         if (!keep) {
+            const char **names = kern_xmalloc(sizeof *names * ((size_t)m->nkernels + 1));
+            int n = 0;
+            ir_foreach_kernel(k, m) names[n++] = k->name;
+            char hint[300];
+            kernc_kernel_hint(hint, sizeof hint, kernel, names, n);
+            free(names);
             ir_module_free(m);
             kc_ctx_free(cc);
-            return fail(KERNC_EXIT_USER, "no kernel named '%s' in %s", kernel, file);
+            return fail(KERNC_EXIT_USER, "no kernel named '%s' in %s%s", kernel, file, hint);
         }
         keep->next = NULL; /* the kernels live in the module's arena: unlinking frees nothing */
         m->kernels = m->last_kernel = keep;
@@ -1098,6 +1185,7 @@ int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o) {
     gradcheck_options go = *o;
     go.copts = a->opts;
     go.backend = cg->t->backend;
+    go.step_start = a->step_start;
     gradcheck_result res;
     gradcheck_status st = gradcheck_source(a->file, text, len, a->kernel, a->bindings, a->nbindings,
                                            &go, &res, stderr);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../backends/codegen.h"
+#include "../common/suggest.h"
 #include "../common/util.h"
 #include "../compiler/driver.h"
 #include "../include/kern.h"
@@ -2000,4 +2001,533 @@ Test(cli_grad, adstack_budget_options) {
     cr_assert_eq(stat(without, &so), 0);
     cr_expect_lt(so.st_size, sw.st_size, "--no-ckpt: %lld bytes, without it %lld",
                  (long long)so.st_size, (long long)sw.st_size);
+}
+
+/* ---- issue 25, item 5: the command line's frictions ---------------------------------- */
+
+/* The optimal-string-alignment distance by its definition, the whole table, as a reference
+ * for kern_suggest (which bounds it and keeps three rows). */
+static size_t osa_reference(const char *a, const char *b) {
+    size_t n = strlen(a), m = strlen(b), d[16][16];
+    cr_assert(n < 16 && m < 16);
+    for (size_t i = 0; i <= n; i++)
+        for (size_t j = 0; j <= m; j++) {
+            if (!i || !j) {
+                d[i][j] = i + j;
+                continue;
+            }
+            size_t v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            v = d[i - 1][j] + 1 < v ? d[i - 1][j] + 1 : v;
+            v = d[i][j - 1] + 1 < v ? d[i][j - 1] + 1 : v;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[n][m];
+}
+
+/* kern_suggest against the reference on random words over a small alphabet (so that near
+ * words are common): the first name at the least distance, within a third of the longer
+ * length; nothing for an exact match. */
+Test(cli, suggest_matches_its_definition) {
+    unsigned seed = 25;
+    for (int trial = 0; trial < 3000; trial++) {
+        char words[6][12];
+        const char *names[5];
+        for (int w = 0; w < 6; w++) {
+            seed = seed * 1103515245u + 12345u;
+            int len = 1 + (int)(seed >> 16) % 10;
+            for (int c = 0; c < len; c++) {
+                seed = seed * 1103515245u + 12345u;
+                words[w][c] = "abcd"[(seed >> 16) % 4];
+            }
+            words[w][len] = 0;
+            if (w < 5)
+                names[w] = words[w];
+        }
+        const char *word = words[5], *want = NULL;
+        size_t best = 0;
+        bool exact = false;
+        for (int i = 0; i < 5; i++) {
+            size_t d = osa_reference(word, names[i]), n = strlen(word), m = strlen(names[i]);
+            exact |= d == 0;
+            if (d > 0 && d <= (n > m ? n : m) / 3 && (!want || d < best)) {
+                want = names[i];
+                best = d;
+            }
+        }
+        const char *got = kern_suggest(word, names, 5);
+        cr_assert_eq(got, exact ? NULL : want, "'%s' among %s %s %s %s %s: got '%s', want '%s'",
+                     word, names[0], names[1], names[2], names[3], names[4], got ? got : "-",
+                     exact  ? "-"
+                     : want ? want
+                            : "-");
+    }
+    const char *const cmds[] = {"check", "emit", "build", "run", "gradcheck"};
+    cr_expect_str_eq(kern_suggest("rn", cmds, 5), "run");
+    cr_expect_str_eq(kern_suggest("gradchek", cmds, 5), "gradcheck");
+    cr_expect_str_eq(kern_suggest("ebmit", cmds, 5), "emit"); /* a swap is one edit */
+    cr_expect_null(kern_suggest("x", cmds, 5));
+    cr_expect_null(kern_suggest("", cmds, 5));
+    cr_expect_null(kern_suggest("frobnicate", cmds, 5));
+    const char *const with_null[] = {NULL, "steps"};
+    cr_expect_str_eq(kern_suggest("stepz", with_null, 2), "steps");
+    /* a UTF-8 character is one edit; bytes that are not UTF-8 count one each */
+    const char *const names[] = {"saxpy", "run"};
+    cr_expect_str_eq(kern_suggest("s\xc3\xa1xpy", names, 2), "saxpy");
+    cr_expect_str_eq(kern_suggest("r\xc3\xbcn", names, 2), "run");
+    cr_expect_null(kern_suggest("r\xc3\xbc\xc3\xbc", names, 2));
+    cr_expect_str_eq(kern_suggest("sax\xffy", names, 2), "saxpy");
+    cr_expect_null(kern_suggest("\xbc\xbc\xbc\xff", names, 2));
+}
+
+/* Commands, options, targets and --emit kinds. */
+Test(cli, did_you_mean) {
+    static const char *const cases[][3] = {
+        {"rn examples/saxpy.kern", "2", "unknown command 'rn' (did you mean 'run'?)"},
+        {"gradchek examples/saxpy.kern", "2", "(did you mean 'gradcheck'?)"},
+        {"frobnicate x.kern", "2", "unknown command 'frobnicate' (commands: check, emit"},
+        {"run examples/saxpy.kern saxpy --thread 2", "2",
+         "unknown option '--thread' (did you mean '--threads'?)"},
+        {"run examples/saxpy.kern saxpy --thread=2", "2",
+         "unknown option '--thread=2' (did you mean '--threads'?)"},
+        {"run examples/saxpy.kern saxpy --step-strat 1", "2", "(did you mean '--step-start'?)"},
+        {"--verison", "2", "unknown option '--verison' (did you mean '--version'?)"},
+        {"--threads 2 run examples/saxpy.kern", "2", "'--threads': the command comes first"},
+        {"check examples/saxpy.kern --target=cdua", "2",
+         "unknown target 'cdua' (did you mean 'cuda'?)"},
+        {"emit examples/saxpy.kern --emit=ptz", "2",
+         "unknown --emit kind 'ptz' (did you mean 'ptx'?)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect(cases[i][0], atoi(cases[i][1]), cases[i][2]);
+    /* nothing near: no suggestion */
+    const char *far[] = {"frobnicate x.kern", "run examples/saxpy.kern saxpy --zzzzzz"};
+    for (size_t i = 0; i < sizeof far / sizeof *far; i++) {
+        run_result r = run(far[i]);
+        cr_expect(r.status == 2 && !strstr(r.out, "did you mean"), "%s: %s", far[i], r.out);
+        free(r.out);
+    }
+}
+
+/* The names of a file: kernels (K.grad keeps its suffix) and parameters, in run,
+ * gradcheck and emit. */
+Test(cli, did_you_mean_names) {
+    static const char *const cases[][3] = {
+        {"run examples/simulate.kern simulat", "1",
+         "no kernel named 'simulat' in examples/simulate.kern (did you mean 'simulate'?); "
+         "kernels: simulate"},
+        {"run examples/simulate.kern simulat.grad", "1", "(did you mean 'simulate.grad'?)"},
+        {"run examples/simulate.kern simulate x0=examples/data/x0.npy w=examples/data/w.npy "
+         "out=examples/data/out.npy stepz=3",
+         "1", "kernel 'simulate' has no parameter named 'stepz' (did you mean 'steps'?)"},
+        {"run examples/simulate.kern simulate x0=examples/data/x0.npy w=examples/data/w.npy "
+         "out=examples/data/out.npy steps=3 --save outt=/dev/null",
+         "1", "--save outt: kernel 'simulate' has no parameter named 'outt' (did you mean 'out'?)"},
+        {"run examples/simulate.kern simulate --steps 1..3 --step-arg stepz", "1",
+         "--step-arg stepz: kernel 'simulate' has no parameter named 'stepz' (did you mean "
+         "'steps'?)"},
+        {"gradcheck examples/simulate.kern simulat", "1", "(did you mean 'simulate'?)"},
+        {"emit examples/simulate.kern --emit=ir --kernel simulat", "1",
+         "(did you mean 'simulate'?)"},
+        {"emit examples/simulate.kern --emit=ir-grad --kernel simulat", "1",
+         "(did you mean 'simulate'?)"},
+        {"emit examples/simulate.kern --emit=llvm --kernel simulat.grad", "1",
+         "(did you mean 'simulate.grad'?)"},
+        {"emit examples/simulate.kern --emit=ast --kernel simulat", "1",
+         "no kernel or func named 'simulat' in examples/simulate.kern (did you mean 'simulate'?)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        expect(cases[i][0], atoi(cases[i][1]), cases[i][2]);
+    /* gradcheck's parameters (a small kernel: gradcheck compiles K in two precisions) */
+    char src[64], args[256];
+    temp_file(src, ".kern",
+              "kernel scale(values: f32[], out: f32[], factor: f32, step: i32) {\n"
+              "    for i in 0..len(values) {\n"
+              "        out[i] = values[i] * factor;\n"
+              "    }\n"
+              "}\n");
+    snprintf(args, sizeof args, "gradcheck %s scale valuez=1", src);
+    expect(args, 1, "no parameter named 'valuez' (did you mean 'values'?)");
+    snprintf(args, sizeof args, "gradcheck %s scale --steps 2 --step-arg stepp", src);
+    expect(args, 1,
+           "--step-arg stepp: kernel 'scale' has no parameter named 'stepp' (did you "
+           "mean 'step'?)");
+    unlink(src);
+    run_result r = run("run examples/simulate.kern qqqqqq");
+    cr_expect(r.status == 1 && !strstr(r.out, "did you mean"), "%s", r.out);
+    free(r.out);
+}
+
+/* Empty names, a name of 200 characters and UTF-8 names: clear errors, never a crash. */
+Test(cli, hostile_names) {
+    char long_name[201], args[600];
+    memset(long_name, 'q', 200);
+    long_name[200] = 0;
+    expect("''", 2, "unknown command ''");
+    expect("run examples/saxpy.kern ''", 1, "no kernel named '' in examples/saxpy.kern");
+    expect("run examples/saxpy.kern saxpy =1", 2, "'=1' is not of the form NAME=VALUE");
+    expect("run examples/heat.kern heat --steps 1..2 --step-arg ''", 2, "--step-arg needs a value");
+    snprintf(args, sizeof args, "%s examples/saxpy.kern", long_name);
+    expect(args, 2, long_name);
+    snprintf(args, sizeof args, "run examples/saxpy.kern saxpy --%s", long_name);
+    expect(args, 2, long_name);
+    snprintf(args, sizeof args, "run examples/saxpy.kern %s", long_name);
+    expect(args, 1, long_name);
+    snprintf(args, sizeof args,
+             "run examples/saxpy.kern saxpy a=1 x=examples/data/x0.npy y=examples/data/x0.npy "
+             "%s=1",
+             long_name);
+    expect(args, 1, long_name);
+    snprintf(args, sizeof args, "gradcheck examples/saxpy.kern %s", long_name);
+    expect(args, 1, long_name);
+    /* a 200-character name one edit from a kernel's is still suggested */
+    char src[64], ksrc[512];
+    snprintf(ksrc, sizeof ksrc, "kernel %s(x: f32[]) {\n    x[0] = 1.0;\n}\n", long_name);
+    temp_file(src, ".kern", ksrc);
+    long_name[100] = 'r';
+    snprintf(args, sizeof args, "run %s %s", src, long_name);
+    run_result r = run(args);
+    long_name[100] = 'q';
+    char want[300];
+    snprintf(want, sizeof want, "(did you mean '%s'?)", long_name);
+    cr_expect(r.status == 1 && strstr(r.out, want), "%s", r.out);
+    free(r.out);
+    unlink(src);
+    /* UTF-8: a character is one edit ('sáxpy' is one from 'saxpy'); 'ü' is near nothing */
+    expect("run examples/saxpy.kern sáxpy", 1,
+           "no kernel named 'sáxpy' in examples/saxpy.kern "
+           "(did you mean 'saxpy'?)");
+    expect("run examples/saxpy.kern saxpy a=1 x=examples/data/x0.npy y=examples/data/x0.npy ü=2", 1,
+           "no parameter named 'ü'");
+    expect("rün examples/saxpy.kern", 2, "(did you mean 'run'?)");
+    expect("check examples/saxpy.kern --tärget=cpu", 2, "(did you mean '--target'?)");
+}
+
+Test(cli, help_command) {
+    const char *cmds[][2] = {{"help run", "usage: kernc run"},
+                             {"help gradcheck", "--steps A..B"},
+                             {"help check", "usage: kernc check"},
+                             {"help", "usage: kernc COMMAND"},
+                             {"help help", "usage: kernc COMMAND"}};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        expect(cmds[i][0], 0, cmds[i][1]);
+    run_result r = run("help run");
+    cr_expect(!strstr(r.out, "usage: kernc COMMAND"), "help run is run's help:\n%s", r.out);
+    free(r.out);
+    expect("help rn", 2, "unknown command 'rn' (did you mean 'run'?)");
+    expect("frob --help", 2, "unknown command 'frob'");
+    expect("help run check", 2, "help: one COMMAND at most");
+}
+
+/* run and gradcheck without KERNEL list the file's kernels with their parameters. */
+Test(cli, run_without_kernel_lists_kernels) {
+    run_result r = run("run examples/heat.kern");
+    cr_expect(r.status == 2 && strstr(r.out, "run: missing KERNEL") &&
+                  strstr(r.out, "  heat(u: f32[,], nograd k: f32[], t: i32)\n"),
+              "%s", r.out);
+    free(r.out);
+    char src[64], args[256];
+    temp_file(src, ".kern",
+              "struct P { pos: vec3, m: f32 }\n"
+              "kernel first(x: f32[]) {\n    x[0] = 1.0;\n}\n"
+              "func helper(v: f32) -> f32 {\n    return v;\n}\n"
+              "kernel second(ps: P[], nograd g: vec3, n: i64) {\n    ps[0].m = g.x;\n}\n");
+    snprintf(args, sizeof args, "gradcheck %s", src);
+    r = run(args);
+    cr_expect(r.status == 2 && strstr(r.out, "gradcheck: missing KERNEL") &&
+                  strstr(r.out, "  first(x: f32[])\n") &&
+                  strstr(r.out, "  second(ps: P[], nograd g: vec3, n: i64)\n") &&
+                  !strstr(r.out, "helper"),
+              "%s", r.out);
+    free(r.out);
+    unlink(src);
+    temp_file(src, ".kern", "const A = 1;\n");
+    snprintf(args, sizeof args, "run %s", src);
+    expect(args, 2, "has no kernels");
+    unlink(src);
+    temp_file(src, ".kern", "kernel k(x: f32[]) {\n    x[0] = ;\n}\n");
+    snprintf(args, sizeof args, "run %s", src);
+    expect(args, 1, ":2:12: error:");
+    unlink(src);
+    expect("run /no/such/file.kern", 3, "cannot read '/no/such/file.kern'");
+}
+
+#include <llvm/Config/llvm-config.h>
+
+/* --version names kern's version, the LLVM it was built with and every target's state. */
+Test(cli, version_names_llvm_and_targets) {
+    run_result r = run("--version");
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "kernc " KERN_PROJECT_VERSION) != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "LLVM " LLVM_VERSION_STRING "\n") != NULL, "%s", r.out);
+    size_t n;
+    const kern_target *const *t = kern_target_list(&n);
+    for (size_t i = 0; i < n; i++) {
+        char line[128];
+        bool code = kc_codegen_find(t[i]->name) != NULL;
+        snprintf(line, sizeof line, "  %-7s %s", t[i]->name,
+                 !code                                   ? "not in this build"
+                 : kern_backend_available(t[i]->backend) ? "code and device"
+                                                         : "code (");
+        cr_expect(strstr(r.out, line) != NULL, "no '%s' in:\n%s", line, r.out);
+    }
+    cr_expect(strstr(r.out, "  cpu     code and device") != NULL, "%s", r.out);
+    free(r.out);
+}
+
+/* heat.kern's recurrence for t = t0 .. t1-1, in f64. */
+static void heat_reference(double *u, const float *k, int rows, int n, int t0, int t1) {
+    for (int t = t0; t < t1; t++)
+        for (int i = 0; i < n; i++) {
+            const double *p = u + (t - 1) * n;
+            u[t * n + i] = i == 0 || i == n - 1
+                               ? p[i]
+                               : p[i] + 0.25 * k[i] * (p[i - 1] - 2.0 * p[i] + p[i + 1]);
+        }
+    (void)rows;
+}
+
+/* --steps A..B and --step-start S: a time loop that reads row t - 1 starts at t = 1 (run,
+ * its gradient, gradcheck of examples/heat.kern and particles.kern). */
+Test(cli_grad, steps_from_a_start) {
+    enum { T = 6, N = 7 };
+    float u[T * N] = {0}, kk[N];
+    double ref[T * N];
+    for (int i = 0; i < N; i++) {
+        u[i] = (float)((i * 37) % 11) / 11.0f;
+        kk[i] = 0.5f + 0.1f * (float)i;
+    }
+    for (int i = 0; i < T * N; i++)
+        ref[i] = u[i];
+    heat_reference(ref, kk, T, N, 1, T);
+    char pu[64], pk[64], out[64], args[1024];
+    temp_npy_2d(pu, u, T, N);
+    temp_npy_f32(pk, kk, N);
+    temp_file(out, ".npy", NULL);
+    const char *forms[] = {"--steps 1..6", "--steps 5 --step-start 1", "--step-start=1 --steps=5"};
+    for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+        snprintf(args, sizeof args,
+                 "run examples/heat.kern heat u=%s k=%s %s --step-arg t --save u=%s --time", pu, pk,
+                 forms[f], out);
+        expect(args, 0, "(5 launches");
+        float got[T * N];
+        read_npy_f32(out, got, T * N);
+        for (int i = 0; i < T * N; i++)
+            cr_expect(fabs(got[i] - ref[i]) <= 1e-6, "%s: u[%d, %d] = %g, want %g", forms[f], i / N,
+                      i % N, (double)got[i], ref[i]);
+    }
+    /* from t = 0 it reads row -1: the error says where the steps started */
+    snprintf(args, sizeof args, "run examples/heat.kern heat u=%s k=%s --steps 5 --step-arg t", pu,
+             pk);
+    run_result r = run(args);
+    cr_expect(r.status == 1 && strstr(r.out, "index -1 out of bounds") &&
+                  strstr(r.out, "(the steps ran t = 0, 1, ...; --steps A..B"),
+              "%s", r.out);
+    free(r.out);
+    /* K.grad from t = 1: x[t + 1] = sin(x[t]) a + x[t] for t = 1 .. S-1; row 0 and its
+     * adjoint are never touched */
+    enum { S = 4, M = 3 };
+    const double a = 0.75;
+    float x[(S + 1) * M] = {0}, g[(S + 1) * M] = {0};
+    double xr[S + 1][M], gr[S + 1][M];
+    for (int i = 0; i < M; i++) {
+        x[i] = 9.0f;                       /* row 0: never read */
+        x[M + i] = 0.3f * (float)i - 0.2f; /* row 1: the state the steps start from */
+        g[i] = 0.5f;                       /* row 0's adjoint: never changed */
+        g[S * M + i] = 1.0f + (float)i;
+    }
+    for (int t = 0; t <= S; t++)
+        for (int i = 0; i < M; i++) {
+            xr[t][i] = x[t * M + i];
+            gr[t][i] = g[t * M + i];
+        }
+    double ga = 0;
+    for (int t = 1; t < S; t++)
+        for (int i = 0; i < M; i++)
+            xr[t + 1][i] = sin(xr[t][i]) * a + xr[t][i];
+    for (int t = S - 1; t >= 1; t--)
+        for (int i = 0; i < M; i++) {
+            gr[t][i] += gr[t + 1][i] * (cos(xr[t][i]) * a + 1);
+            ga += gr[t + 1][i] * sin(xr[t][i]);
+            gr[t + 1][i] = 0;
+        }
+    char src[64], px[64], pg[64], og[64], oga[64];
+    temp_file(src, ".kern", steps_src);
+    temp_npy_2d(px, x, S + 1, M);
+    temp_npy_2d(pg, g, S + 1, M);
+    temp_file(og, ".npy", NULL);
+    temp_file(oga, ".npy", NULL);
+    snprintf(args, sizeof args,
+             "run %s step.grad x=%s a=0.75 x.grad=%s --steps 1..%d --step-arg t --save x.grad=%s "
+             "--save a.grad=%s",
+             src, px, pg, S, og, oga);
+    expect(args, 0, NULL);
+    float rg[(S + 1) * M], rga;
+    read_npy_f32(og, rg, (S + 1) * M);
+    read_npy_f32(oga, &rga, 1);
+    for (int t = 0; t <= S; t++)
+        for (int i = 0; i < M; i++)
+            cr_expect(fabs(rg[t * M + i] - gr[t][i]) <= 1e-5 * (1 + fabs(gr[t][i])),
+                      "x.grad[%d, %d] = %g, want %g", t, i, (double)rg[t * M + i], gr[t][i]);
+    cr_expect(fabs(rga - ga) <= 1e-5 * (1 + fabs(ga)), "a.grad = %g, want %g", (double)rga, ga);
+    /* gradcheck of the examples that need t >= 1 (the issue's `gradcheck heat.kern heat`) */
+    expect("gradcheck examples/heat.kern heat --steps 1..8 --step-arg t", 0,
+           "gradcheck heat: 64 elements");
+    expect("gradcheck examples/particles.kern step --size 4 --steps 1..4 --step-arg t", 0, ": ok");
+    expect("gradcheck examples/heat.kern heat", 1, "--steps A..B --step-arg NAME");
+    /* usage errors */
+    static const char *const bad[][2] = {
+        {"--steps 3..3 --step-arg t", "--steps needs N (a positive integer up to 2^24) or A..B"},
+        {"--steps 5..2 --step-arg t", "got '5..2'"},
+        {"--steps 1.. --step-arg t", "got '1..'"},
+        {"--steps ..4 --step-arg t", "got '..4'"},
+        {"--steps -1..3 --step-arg t", "got '-1..3'"},
+        {"--steps 1..2..3 --step-arg t", "got '1..2..3'"},
+        {"--steps 0..16777217 --step-arg t", "at most 2^24 steps"},
+        {"--steps 1..2147483648 --step-arg t", "B < 2^31"},
+        {"--step-start 1", "--step-start S goes with --steps N"},
+        {"--step-start 1 --steps 1..3 --step-arg t", "--step-start and --steps A..B both"},
+        {"--step-start -1 --steps 3 --step-arg t", "--step-start needs a non-negative integer"},
+        {"--step-start 2147483647 --steps 2 --step-arg t", "must be below 2^31"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(args, sizeof args, "run examples/heat.kern heat %s", bad[i][0]);
+        expect(args, 2, bad[i][1]);
+    }
+    expect("check examples/heat.kern --step-start 1", 2,
+           "--step-start is an option of run and gradcheck only");
+    const char *files[] = {pu, pk, out, src, px, pg, og, oga};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        unlink(files[i]);
+}
+
+#include <pty.h>
+
+/* kernc with a pseudo-terminal as its standard output and error, as in an interactive
+ * shell (the terminal turns "\n" into "\r\n"). */
+static run_result run_pty(const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && exec '%s' %s", KERN_SOURCE_ROOT, KERNC_PATH, args);
+    int master;
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    cr_assert(pid >= 0, "forkpty failed");
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    kern_buf b = {0};
+    char tmp[4096];
+    ssize_t n;
+    while ((n = read(master, tmp, sizeof tmp)) > 0) /* EIO once the child has gone */
+        buf_putn(&b, tmp, (size_t)n);
+    close(master);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    run_result r = {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), buf_take(&b)};
+    if (!r.out)
+        r.out = strdup("");
+    return r;
+}
+
+static const char *const spin_src = "kernel spin(x: f32[], n: i32, t: i32) {\n"
+                                    "    for i in 0..len(x) {\n"
+                                    "        var v = x[i] + f32(t);\n"
+                                    "        var j = 0;\n"
+                                    "        while j < n {\n"
+                                    "            v = v * 0.999 + 0.001;\n"
+                                    "            j = j + 1;\n"
+                                    "        }\n"
+                                    "        x[i] = v;\n"
+                                    "    }\n"
+                                    "}\n";
+
+/* $KERNC_PROGRESS=0 reports from the start, also into a pipe: one line per report and a
+ * last line; on a terminal one line rewritten in place and erased at the end. */
+Test(cli, progress_when_asked) {
+    char src[64], px[64], args[512];
+    float x[16] = {0};
+    temp_file(src, ".kern", spin_src);
+    temp_npy_f32(px, x, 16);
+    snprintf(args, sizeof args, "run %s spin x=%s n=10 --steps 2..7 --step-arg t", src, px);
+    setenv("KERNC_PROGRESS", "0", 1);
+    run_result r = run(args);
+    cr_expect(r.status == 0 && strstr(r.out, "kernc run: spin: compiling, 0 s\n") &&
+                  strstr(r.out, "kernc run: spin: done in ") && strstr(r.out, " s (5 steps)\n") &&
+                  !strstr(r.out, "\033"),
+              "%s", r.out);
+    free(r.out);
+    r = run_pty(args);
+    cr_expect(r.status == 0 && strstr(r.out, "\r\033[Kkernc run: spin: compiling, 0 s\r\033[K") &&
+                  !strstr(r.out, "done in") && strstr(r.out, "x: f32[16] = "),
+              "%s", r.out);
+    free(r.out);
+    setenv("KERNC_PROGRESS", "off", 1);
+    r = run_pty(args);
+    cr_expect(r.status == 0 && !strstr(r.out, "kernc run:"), "%s", r.out);
+    free(r.out);
+    setenv("KERNC_PROGRESS", "soon", 1);
+    r = run(args);
+    cr_expect(r.status == 0 && strstr(r.out, "$KERNC_PROGRESS='soon' is neither 'off' nor") &&
+                  !strstr(r.out, "kernc run: spin"),
+              "%s", r.out);
+    free(r.out);
+    unsetenv("KERNC_PROGRESS");
+    /* a short run on a terminal says nothing */
+    r = run_pty(args);
+    cr_expect(r.status == 0 && !strstr(r.out, "kernc run:"), "%s", r.out);
+    free(r.out);
+    unlink(src);
+    unlink(px);
+}
+
+/* By default a run past 1 s reports its steps when standard error is a terminal, and
+ * stays silent into a pipe. The run is sized from a measured launch to last about 1.5 s. */
+Test(cli, progress_on_a_terminal_after_a_second) {
+    unsetenv("KERNC_PROGRESS");
+    char src[64], px[64], args[512];
+    float x[64] = {0};
+    temp_file(src, ".kern", spin_src);
+    temp_npy_f32(px, x, 64);
+    const long n0 = 100000;
+    snprintf(args, sizeof args, "run %s spin x=%s n=%ld t=0 --threads 1 --time", src, px, n0);
+    run_result r = run(args);
+    const char *at = strstr(r.out, ", run ");
+    double ms = at ? atof(at + 6) : 0;
+    cr_assert(r.status == 0 && ms > 0, "%s", r.out);
+    free(r.out);
+    double n = (double)n0 * 300.0 / ms; /* five launches of 0.3 s */
+    /* a busier machine at the calibration than now could make it shorter: then longer */
+    for (int attempt = 0;; attempt++, n *= 2) {
+        snprintf(args, sizeof args,
+                 "run %s spin x=%s n=%.0f --threads 1 --steps 5 --step-arg t --time", src, px,
+                 n < INT32_MAX ? n : INT32_MAX);
+        r = run_pty(args);
+        at = strstr(r.out, ", run ");
+        cr_assert(r.status == 0 && at, "%s", r.out);
+        if (atof(at + 6) > 1000)
+            break;
+        cr_assert(attempt < 3, "not past 1 s: %s", r.out);
+        free(r.out);
+    }
+    const char *report = strstr(r.out, "\r\033[Kkernc run: spin: step ");
+    const char *last = report;
+    for (const char *s = report; s; s = strstr(s + 1, "\r\033[Kkernc run: spin: step "))
+        last = s;
+    cr_expect(report && strstr(report, " of 5 (t = ") && !strstr(r.out, "done in"), "%s", r.out);
+    /* the last report is erased before anything else is written */
+    cr_expect(last && strstr(last + 4, "\r\033[K") &&
+                  strstr(last + 4, "\r\033[K") < strstr(last, "x: f32[64]"),
+              "%s", r.out);
+    free(r.out);
+    r = run(args);
+    at = strstr(r.out, ", run ");
+    cr_expect(r.status == 0 && at && !strstr(r.out, "kernc run: spin: step") &&
+                  !strstr(r.out, "\033"),
+              "%s", r.out);
+    cr_expect(at && atof(at + 6) > 900, "the silent run was short: %s", r.out);
+    free(r.out);
+    unlink(src);
+    unlink(px);
 }

@@ -23,6 +23,10 @@
 #include "../../common/context.h"
 #include "../../ir/ir.h"
 
+/* The version of the LLVM library kern runs on ("19.1.7", LLVMGetVersion), into buf;
+ * returns buf. */
+char *llvm_version(char *buf, size_t size);
+
 /* ---- JIT (ORC LLJIT) -------------------------------------------------------------- */
 
 typedef struct llvm_jit llvm_jit;

@@ -14,11 +14,20 @@
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
 #include <llvm-c/ErrorHandling.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
+#include "llvm_backend.h"
 #include "llvm_internal.h"
+
+char *llvm_version(char *buf, size_t size) {
+    unsigned major, minor, patch;
+    LLVMGetVersion(&major, &minor, &patch);
+    snprintf(buf, size, "%u.%u.%u", major, minor, patch);
+    return buf;
+}
 
 void llvm_errf(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || !errlen)
