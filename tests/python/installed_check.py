@@ -2,8 +2,9 @@
 by scripts/install-check.sh and scripts/pip-check.sh (not a pytest module: it needs an
 installed package, which those scripts make).
 
-PACKAGE_ROOT is the directory the package was installed into; the package imported must
-come from there, not from a checkout or another install. VERSION is the project's version
+PACKAGE_ROOT is the directory the package was installed into; the package imported, and
+the libkern-jit and libkernc it loaded, must come from there, not from a checkout, a build
+tree or another install; its _config.py names the library by a relative path. VERSION is the project's version
 (meson.build). Then, against NumPy: a kernel compiled from source text, its forward run
 and its gradient through a tape, and a call that must raise kern's own error."""
 import os
@@ -25,6 +26,18 @@ if os.path.commonpath([here, os.path.abspath(root)]) != os.path.abspath(root):
     fail(f"kern was imported from {here}, not from {root}")
 if os.getcwd() != "/":
     fail(f"run from /, not {os.getcwd()}")
+# the libraries this process mapped: both from the install, none from a build tree
+with open("/proc/self/maps") as maps:
+    mapped = {line.split()[-1] for line in maps if "/libkern" in line}
+for lib in ("libkern-jit", "libkernc"):
+    paths = [p for p in mapped if os.path.basename(p).startswith(lib + ".so")]
+    if not paths:
+        fail(f"{lib} is not loaded")
+    for p in paths:
+        if os.path.commonpath([p, os.path.abspath(root)]) != os.path.abspath(root):
+            fail(f"{lib} was loaded from {p}, outside {root}")
+if os.path.isabs(kern._library._config.LIBRARY):
+    fail(f"_config.py names libkern-jit by an absolute path: {kern._library._config.LIBRARY}")
 if kern.__version__ != version or kern.version() != version:
     fail(f"kern.__version__ {kern.__version__!r}, kern.version() {kern.version()!r}, "
          f"meson.build's {version!r}")
