@@ -77,7 +77,7 @@ if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; th
         (cd / && PYTHONNOUSERSITE=1 PYTHONPATH=$(dirname "$(dirname "$pkg")") \
             /usr/bin/python3 "$checker" "$1" "$version") >&2 ||
             fail "the Python package installed under $1 does not work"
-        echo "$(dirname "$(dirname "$pkg")")"
+        dirname "$(dirname "$pkg")"
     }
     check_package "$tmp/prefix" >/dev/null
 

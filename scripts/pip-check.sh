@@ -19,10 +19,13 @@ fail() {
     exit 1
 }
 
+# as setup.sh: meson-python 0.12 fails to reconfigure a build directory that is gone
+[ -f "$PIP_BUILD_DIR/meson-private/coredata.dat" ] || rm -f .mesonpy-native-file.ini
 # --target: no PEP 668 refusal and no dependency resolution (NumPy is Debian's, outside
 # the target); --no-cache-dir: nothing left in ~/.cache
-/usr/bin/python3 -m pip install --quiet --root-user-action=ignore --no-build-isolation --no-index --no-deps \
-    --no-cache-dir --target "$tmp/site" --config-settings=builddir="$PIP_BUILD_DIR" . ||
+/usr/bin/python3 -m pip install --quiet --root-user-action=ignore --no-build-isolation \
+    --no-index --no-deps --no-cache-dir --target "$tmp/site" \
+    --config-settings=builddir="$PIP_BUILD_DIR" . ||
     fail "pip install failed"
 
 for f in python/kern/*.py; do
@@ -37,6 +40,7 @@ extra=$(cd "$tmp/site" && find . -type f ! -path './kern/*' ! -path './kern-*.di
 version=$(sed -n "s/^  version : '\([^']*\)',$/\1/p" meson.build)
 [ -n "$version" ] || fail "no version in meson.build"
 checker=$PWD/tests/python/installed_check.py
-(cd / && PYTHONNOUSERSITE=1 PYTHONPATH="$tmp/site" /usr/bin/python3 "$checker" "$tmp/site" "$version") ||
+(cd / && PYTHONNOUSERSITE=1 PYTHONPATH="$tmp/site" \
+    /usr/bin/python3 "$checker" "$tmp/site" "$version") ||
     fail "the pip-installed package does not work"
 echo "pip-check: ok" >&2

@@ -101,13 +101,17 @@ pip_mode=${KERN_SETUP_PIP:-auto}
 if [ "$pip_mode" = never ]; then
     echo "setup: KERN_SETUP_PIP=never: the Python package is not installed" >&2
 elif ! /usr/bin/python3 -c 'import pip, mesonpy' 2>/dev/null; then
-    echo "setup: no pip or meson-python for /usr/bin/python3: the Python package is not installed" >&2
+    echo "setup: no pip or meson-python for /usr/bin/python3: the Python package" \
+        "is not installed" >&2
 else
+    # meson-python 0.12 reconfigures the build directory whenever its native file from an
+    # earlier run is there, which fails where the directory is gone: start both afresh
+    [ -f "${BUILD_DIR}-pip/meson-private/coredata.dat" ] || rm -f .mesonpy-native-file.ini
     if [ "$(id -u)" -eq 0 ]; then
         pip_where=(--root-user-action=ignore)
     else
         pip_where=(--user)
     fi
-    /usr/bin/python3 -m pip install --no-build-isolation --no-index --break-system-packages \
-        "${pip_where[@]}" --config-settings=builddir="${BUILD_DIR}-pip" .
+    /usr/bin/python3 -m pip install --no-build-isolation --no-index --no-cache-dir \
+        --break-system-packages "${pip_where[@]}" --config-settings=builddir="${BUILD_DIR}-pip" .
 fi

@@ -4,9 +4,10 @@ installed package, which those scripts make).
 
 PACKAGE_ROOT is the directory the package was installed into; the package imported, and
 the libkern-jit and libkernc it loaded, must come from there, not from a checkout, a build
-tree or another install; its _config.py names the library by a relative path. VERSION is the project's version
-(meson.build). Then, against NumPy: a kernel compiled from source text, its forward run
-and its gradient through a tape, and a call that must raise kern's own error."""
+tree or another install; its _config.py names the library by a relative path. VERSION is
+the project's version (meson.build). Then, against NumPy: a kernel compiled from source
+text, its forward run and its gradient through a tape, and a call that must raise kern's
+own error."""
 import os
 import sys
 
