@@ -9,6 +9,10 @@
 #   when something is missing, or always with KERN_SETUP_APT=always), and an existing build
 #   directory is reconfigured instead of set up again.
 # - KERN_SETUP_APT=never skips the package step (for machines managed some other way).
+# - Then installs the Python package with pip (docs/python.md), where /usr/bin/python3
+#   finds it from any directory: as root into /usr/local/lib/python3.X/dist-packages, as a
+#   user into ~/.local/lib/python3.X/site-packages; its build directory is build-pip/
+#   (incremental on a second run). KERN_SETUP_PIP=never skips it.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -35,6 +39,8 @@ NATIVE_FILE=native/llvm19.ini
 #   libdlpack-dev                  dlpack.h: zero-copy exchange with NumPy, PyTorch, JAX, CuPy
 #   python3-pytest python3-torch   the Python package's tests (python/, docs/python.md): pytest,
 #                                  and PyTorch as a reference (autograd) and a DLPack producer
+#   python3-pip python3-mesonpy    `pip install .` of the Python package, offline: pip, and
+#                                  meson-python, the build backend pyproject.toml names
 PACKAGES=(
     meson ninja-build pkg-config
     gcc g++
@@ -48,6 +54,7 @@ PACKAGES=(
     glslang-tools
     libspirv-cross-c-shared-dev
     libdlpack-dev python3-pytest python3-torch
+    python3-pip python3-mesonpy
 )
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -83,3 +90,28 @@ else
     meson setup "$BUILD_DIR" --native-file "$NATIVE_FILE"
 fi
 ninja -C "$BUILD_DIR"
+
+# The Python package (pyproject.toml): meson-python builds it in ${BUILD_DIR}-pip with the
+# libraries inside the package. Offline: --no-build-isolation uses Debian's
+# python3-mesonpy, --no-index never asks an index (NumPy, its one dependency, is Debian's).
+# Debian 12 marks its python3 externally managed (PEP 668), which refuses any pip install
+# into it without --break-system-packages; pip still leaves Debian's own directory
+# (/usr/lib/python3/dist-packages) alone.
+pip_mode=${KERN_SETUP_PIP:-auto}
+if [ "$pip_mode" = never ]; then
+    echo "setup: KERN_SETUP_PIP=never: the Python package is not installed" >&2
+elif ! /usr/bin/python3 -c 'import pip, mesonpy' 2>/dev/null; then
+    echo "setup: no pip or meson-python for /usr/bin/python3: the Python package" \
+        "is not installed" >&2
+else
+    # meson-python 0.12 reconfigures the build directory whenever its native file from an
+    # earlier run is there, which fails where the directory is gone: start both afresh
+    [ -f "${BUILD_DIR}-pip/meson-private/coredata.dat" ] || rm -f .mesonpy-native-file.ini
+    if [ "$(id -u)" -eq 0 ]; then
+        pip_where=(--root-user-action=ignore)
+    else
+        pip_where=(--user)
+    fi
+    /usr/bin/python3 -m pip install --no-build-isolation --no-index --no-cache-dir \
+        --break-system-packages "${pip_where[@]}" --config-settings=builddir="${BUILD_DIR}-pip" .
+fi

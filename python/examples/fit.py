@@ -3,7 +3,8 @@
 L = mean((out - target)^2), with kern computing out and dL/dw. Runs on the CPU, or on the
 GPU with --device cuda (PyTorch CUDA tensors passed in place when PyTorch is there).
 
-    PYTHONPATH=build/python /usr/bin/python3 python/examples/fit.py [--device cuda]"""
+    python3 python/examples/fit.py [--device cuda]   # the package setup.sh installed
+    PYTHONPATH=build/python /usr/bin/python3 python/examples/fit.py   # the build tree's"""
 import os
 import sys
 

@@ -1,7 +1,8 @@
 """simulate.py - examples/simulate.kern from Python: the forward run, its gradient through
 a tape, and a check against PyTorch's autograd when PyTorch is there.
 
-    PYTHONPATH=build/python /usr/bin/python3 python/examples/simulate.py [--device cuda]"""
+    python3 python/examples/simulate.py [--device cuda]   # the package setup.sh installed
+    PYTHONPATH=build/python /usr/bin/python3 python/examples/simulate.py   # the build tree's"""
 import os
 import sys
 

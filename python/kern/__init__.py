@@ -49,7 +49,7 @@ from ._errors import (ArgumentError, CallbackError, CompileError, CopyWarning, D
                       UnsupportedError, _check)  # noqa: F401
 from ._gradcheck import gradcheck
 from ._graph import Graph
-from ._library import _c, _lib, version  # noqa: F401
+from ._library import _c, _lib, _package_version, version  # noqa: F401
 from ._module import Kernel, Module, compile, load
 from ._tape import Tape
 
@@ -59,6 +59,8 @@ __all__ = [
     "DeviceError", "OutOfMemoryError", "InternalError", "CallbackError", "CopyWarning", "context",
     "compile", "load", "gradcheck", "synchronize", "version",
 ]
+
+__version__ = _package_version()
 
 # kern.Context, not kern._context.Context, in reprs, tracebacks and help(), as before
 for _name in __all__:

@@ -1,4 +1,4 @@
-"""The C library under the package: loading libkern-jit (kern/_config.py or KERN_LIBRARY),
+"""The C library under the package: loading libkern-jit (KERN_LIBRARY or kern/_config.py),
 the C API's constants and structures, the prototypes of the functions the package calls
 (`_c`), the PyCapsule calls of the DLPack exchange, and version()."""
 
@@ -7,18 +7,34 @@ import os
 
 try:
     from . import _config
-    _LIBRARY = _config.LIBRARY
 except ImportError:  # the source tree (no _config.py): KERN_LIBRARY names the library
-    _LIBRARY = None
+    _config = None
 
+
+def _library_path():
+    """libkern-jit's path: KERN_LIBRARY, else _config.LIBRARY, relative to this package's
+    directory (meson writes it: ../../jit/ in the build tree, the way to LIBDIR after
+    `meson install`, _lib/ inside a pip-installed package). Joined without resolving
+    symbolic links, as meson computed it from the install paths."""
+    path = os.environ.get("KERN_LIBRARY")
+    if path:
+        return path, "KERN_LIBRARY"
+    if _config is None:
+        raise ImportError("kern: no library: set KERN_LIBRARY to libkern-jit.so.0 (the package "
+                          "of the build tree, PYTHONPATH=build/python, or an installed one "
+                          "knows where it is)")
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, _config.LIBRARY)), "kern/_config.py"
+
+
+_path, _named_by = _library_path()
 # PyDLL, not CDLL: the GIL stays held during calls, because the runtime may call a DLPack
 # deleter (NumPy's touches Python objects) from inside any call that retires memory.
-
-_path = os.environ.get("KERN_LIBRARY", _LIBRARY)
-if not _path:
-    raise ImportError("kern: no library: set KERN_LIBRARY to libkern-jit.so.0 (the build tree's "
-                      "package, PYTHONPATH=build/python, knows where it is)")
-_lib = ctypes.PyDLL(_path)
+try:
+    _lib = ctypes.PyDLL(_path)
+except OSError as e:
+    raise ImportError(f"kern: cannot load libkern-jit {_path} (named by {_named_by}): {e}; "
+                      "set KERN_LIBRARY to the library, or reinstall the package") from None
 
 _BOOL, _I32, _U32, _I64, _F32, _F64 = 1, 2, 3, 4, 5, 6
 _I8, _U8, _I16, _U16, _U64, _F16, _BF16 = 7, 8, 9, 10, 11, 12, 13
@@ -173,6 +189,13 @@ def version():
     s = ctypes.c_char_p()
     _c["version"](ctypes.byref(s))
     return s.value.decode()
+
+
+def _package_version():
+    """kern.__version__: the project's version that meson wrote into _config.py, or the
+    library's in the source tree (KERN_LIBRARY, no _config.py). One number: the Python
+    tests check it against kern.version() and `kernc --version`."""
+    return _config.VERSION if _config is not None else version()
 
 
 def _np():
