@@ -150,6 +150,10 @@ class _Bound:
         if dtype != _DTYPES[p.dtype]:
             why = "its dtype is %s, the parameter is %s" % (dtype, _KERN_NAMES[p.dtype] if
                                                              p.view is None else _declared(p))
+        if why is None and ctx.device != "cpu" and _host_memory(v):
+            # a GPU context cannot use host memory in place: the copy is the only way
+            why = "host memory on a %s context: copied to the device and back (a kern.Buffer " \
+                  "stays on the device)" % ctx.device
         if why is None:
             b, why = _dlpack_import(ctx, v)
             if b is not None:
@@ -246,6 +250,17 @@ class _Bound:
         release = _c["buf_release"]
         for ptr in self.raw:
             release(ptr)
+
+
+def _host_memory(v):
+    """Whether v's memory is the host's: a NumPy array, or a DLPack producer on kDLCPU
+    (PyTorch CPU tensors) or kDLCUDAHost."""
+    if _NP is not None and isinstance(v, _NP.ndarray):
+        return True
+    try:
+        return v.__dlpack_device__()[0] in (1, 3)
+    except (AttributeError, TypeError, ValueError, RuntimeError, BufferError):
+        return False
 
 
 def _declared(p):
