@@ -93,6 +93,9 @@ def gradcheck(kernel, eps=1e-6, rtol=1e-6, rtol_f32=1e-2, seed=1, max_checks=200
     failure. Unlike the command line it makes up no inputs, does not check K.jvp, and does
     not recognise a non-smooth point (a step across a loop's changed trip count fails)."""
     np = _np()
+    eps = 1e-6 if eps is None else eps  # None: the default, as before
+    rtol = 1e-6 if rtol is None else rtol
+    rtol_f32 = 1e-2 if rtol_f32 is None else rtol_f32
     if not (eps > 0) or int(max_checks) < 1:
         raise ArgumentError("gradcheck: eps and max_checks must be positive")
     params = kernel.params
