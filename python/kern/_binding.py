@@ -5,7 +5,7 @@ writes copies back after the call (_write_back)."""
 import ctypes
 import warnings
 
-from ._buffer import Buffer, _check_extents, _dlpack_import, _to_host
+from ._buffer import Buffer, _check_extents, _dlpack_import, _host_memory, _to_host
 from ._errors import ArgumentError, CopyWarning, _check
 from ._library import (_ARG_BUFFER, _ARG_SCALAR, _BOOL, _DTYPES, _F32, _INT_SCALARS,
                        _KERN_NAMES, _Arg, _c, _np)
@@ -250,17 +250,6 @@ class _Bound:
         release = _c["buf_release"]
         for ptr in self.raw:
             release(ptr)
-
-
-def _host_memory(v):
-    """Whether v's memory is the host's: a NumPy array, or a DLPack producer on kDLCPU
-    (PyTorch CPU tensors) or kDLCUDAHost."""
-    if _NP is not None and isinstance(v, _NP.ndarray):
-        return True
-    try:
-        return v.__dlpack_device__()[0] in (1, 3)
-    except (AttributeError, TypeError, ValueError, RuntimeError, BufferError):
-        return False
 
 
 def _declared(p):

@@ -311,6 +311,17 @@ def _dlpack_import(ctx, obj):
     return Buffer(ctx, out.value, code, tuple(int(s) for s in obj.shape), owner=cap), None
 
 
+def _host_memory(v):
+    """Whether v's memory is the host's: a NumPy array, or a DLPack producer on kDLCPU
+    (PyTorch CPU tensors) or kDLCUDAHost."""
+    if isinstance(v, _np().ndarray):
+        return True
+    try:
+        return v.__dlpack_device__()[0] in (1, 3)
+    except (AttributeError, TypeError, ValueError, RuntimeError, BufferError):
+        return False
+
+
 def _DLPACK_DTYPES_FROM(obj):
     name = str(obj.dtype).replace("torch.", "")
     return _dtype_code(name)

@@ -7,7 +7,7 @@ import ctypes
 import threading
 import weakref
 
-from ._buffer import Buffer, _dlpack_import, _dtype_code, _to_host
+from ._buffer import Buffer, _dlpack_import, _dtype_code, _host_memory, _to_host
 from ._context import _Made, context as _default_context
 from ._errors import ArgumentError, Error, NotFoundError, _check
 from ._library import _c, _np
@@ -239,6 +239,10 @@ class Tape(_Made):
                                   v.ctypes.data, None, None, ctypes.byref(out)),
                    self.context._ptr, what)
             b = Buffer(self.context, out.value, _dtype_code(v.dtype), v.shape, owner=v)
+        elif self.context.device != "cpu" and _host_memory(v):
+            raise ArgumentError("%s is host memory, which a %s context cannot use in place; "
+                                "give a kern.Buffer (kern.Buffer.from_array(array, context=...))"
+                                % (what, self.context.device))
         else:
             b, why = _dlpack_import(self.context, v)
             if b is None:

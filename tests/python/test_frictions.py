@@ -360,3 +360,16 @@ def test_gradcheck_errors(mod):
         kern.gradcheck(mod.sq, x=x, y=y, a=1.0, weights={"y": np.ones(4)})
     with pytest.raises(kern.ArgumentError, match="eps and max_checks must be positive"):
         kern.gradcheck(mod.sq, x=x, y=y, a=1.0, eps=0)
+
+
+def test_numpy_tangent_on_vulkan_says_to_give_a_buffer():
+    ctx = _vulkan()
+    tape = kern.Tape(context=ctx, forward=True)
+    with pytest.raises(kern.ArgumentError) as info:
+        tape.set_tangent(np.zeros(4, np.float32), np.ones(4, np.float32))
+    msg = str(info.value)
+    assert msg.startswith("Tape.set_tangent: the array is host memory, which a vulkan context "
+                          "cannot use in place; give a kern.Buffer"), msg
+    assert "DLPack" not in msg
+    tape.release()
+    ctx.release()
