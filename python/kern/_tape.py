@@ -5,6 +5,7 @@ of this thread."""
 
 import ctypes
 import threading
+import warnings
 import weakref
 
 from ._buffer import Buffer, _dlpack_import, _dtype_code, _host_memory, _to_host
@@ -72,6 +73,7 @@ class Tape(_Made):
         self._running = False  # backward is running (a host step's backward may be called)
         self._ran = False  # backward has run over the records (until zero() or reset())
         self._kernels = []  # per record: its Kernel, None for a host step (scalar_grad's names)
+        self._zero_kept = False  # zero() kept records that no backward ran over: warn once
         self._borrowed = weakref.WeakSet()  # adjoints lent out by adjoint(), forgotten with them
         ref = weakref.ref(self)  # the C callbacks must not keep the tape alive
         self._c_backward = _BACKWARD_FN(lambda tape, key: _run_step(ref, key))
@@ -114,6 +116,7 @@ class Tape(_Made):
     def _record(self, kernel, bound):
         what = "kernel '%s' on the tape" % kernel.name
         t = self._live(what)
+        self._warn_zero_kept(what)
         if kernel.module.context is not self.context:
             raise ArgumentError("%s: the kernel runs on another context" % what)
         # the records' modules and Buffers live as long as the records (temporaries too)
@@ -200,6 +203,7 @@ class Tape(_Made):
         the arrays until it is cleared or released; an exception in backward propagates
         out of tape.backward()."""
         t = self._live("Tape.record_func", forward_only=False)
+        self._warn_zero_kept("Tape.record_func")
         if not callable(backward):
             raise ArgumentError("Tape.record_func: backward is not callable (%s)"
                                 % type(backward).__name__)
@@ -280,6 +284,7 @@ class Tape(_Made):
         for primal, seed in (seeds.items() if isinstance(seeds, dict) else (seeds or ())):
             b = self._buffer_of(primal, "Tape.backward: a seed's array")
             pairs.append((b, self._copy_like(primal, b, seed, "Tape.backward: a seed")))
+        self._zero_kept = False  # the records are used as kept
         if self._ran:  # before the seeds replace the adjoints
             raise ArgumentError("Tape.backward: the tape has run backward already; tape.zero() "
                                 "zeroes the adjoints for another backward pass, tape.reset() "
@@ -385,7 +390,18 @@ class Tape(_Made):
             raise ArgumentError("Tape.zero: the tape is running its backward pass (a host "
                                 "step's backward cannot zero its own tape)")
         _check(_c["tape_zero"](t), self.context._ptr, "Tape.zero")
+        self._zero_kept = self._kernels != [] and not self._ran and not self.forward
         self._ran = False
+
+    def _warn_zero_kept(self, what):
+        """A call recorded after zero() kept records: before this version zero() dropped
+        them, so code written for that meaning would now add to them; said once."""
+        if self._zero_kept:
+            self._zero_kept = False
+            warnings.warn(FutureWarning(
+                "%s: tape.zero() keeps the records (Warp's meaning; it dropped them before), "
+                "so this call is added to %d earlier record(s); tape.reset() drops them"
+                % (what, len(self._kernels))), stacklevel=4)
 
     def reset(self):
         """Drops the records (and the host steps' callables, the Buffers, arrays and
@@ -394,7 +410,7 @@ class Tape(_Made):
         the tangents it made go (those set with set_tangent stay, as they are now)."""
         t = self._live("Tape.reset")
         _check(_c["tape_clear"](t), self.context._ptr, "Tape.reset")
-        self._ran = False
+        self._ran = self._zero_kept = False
         self._kernels = []
         self._forget_borrowed()
         self._keep = {}

@@ -373,3 +373,33 @@ def test_numpy_tangent_on_vulkan_says_to_give_a_buffer():
     assert "DLPack" not in msg
     tape.release()
     ctx.release()
+
+
+def test_recording_after_zero_without_backward_warns_once(mod):
+    """zero() used to drop the records: a call recorded after a zero() that kept records no
+    backward ran over says that it is added to them (FutureWarning), once; the gradient
+    then is that of both calls, as Warp's tape gives."""
+    x = np.linspace(1, 2, 4).astype(np.float32)
+    y = np.zeros(4, np.float32)
+    z = np.zeros(4, np.float32)
+    with kern.Tape() as tape:
+        mod.sq(x=x, y=y, a=1.0)
+    tape.zero()
+    with pytest.warns(FutureWarning, match=r"kernel 'lin' on the tape: tape.zero\(\) keeps the "
+                                           r"records .* added to 1 earlier record"):
+        with tape:
+            mod.lin(x=y, y=z, b=3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        with tape:
+            mod.lin(x=y, y=z, b=3.0)  # said once
+    assert tape.records == 3
+    tape.backward(seeds=[(z, np.ones(4, np.float32))])
+    np.testing.assert_allclose(tape.grad(x), 3.0 * 2 * x, rtol=1e-6)
+    tape.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        with tape:
+            mod.sq(x=x, y=y, a=1.0)
+        tape.zero()  # then backward, no recording: nothing to say
+        tape.backward(seeds=[(y, np.ones(4, np.float32))])
