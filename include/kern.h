@@ -154,6 +154,10 @@ typedef struct kern_context_options {
      * the access, where unchecked code reads or writes outside the array). Checked code
      * keeps the SIMD and GPU code paths; docs/runtime.md says what it costs. */
     bool no_checks;
+    /* JIT modules compile every f32 as f64 (parameters, values, constants; casts between
+     * the two disappear): the reference precision of `kernc gradcheck` and kern.gradcheck,
+     * whose finite differences run in f64 (docs/cli.md, gradcheck). Off by default. */
+    bool promote_f64;
 } kern_context_options;
 
 /* How a launch of a kernel with adstacks keeps what its reverse sweep needs. */
@@ -557,9 +561,9 @@ kern_status kern_tape_record_func(kern_tape *tape, kern_tape_backward_fn backwar
  * KERN_ERR_CALLBACK, "the solver diverged"). */
 kern_status kern_tape_error(kern_tape *tape, kern_status status, const char *message);
 /* Runs the gradient kernels and host steps of the records, newest first. A tape runs
- * backward once per recording: a second call fails until kern_tape_clear. Fails on the
- * first record whose gradient kernel is missing or fails, naming the record and the kernel,
- * or whose host step fails (above). */
+ * backward once per recording: a second call fails until kern_tape_zero or kern_tape_clear.
+ * Fails on the first record whose gradient kernel is missing or fails, naming the record
+ * and the kernel, or whose host step fails (above). */
 kern_status kern_tape_backward(kern_tape *tape);
 /* The number of records, host steps included. */
 int kern_tape_record_count(const kern_tape *tape);
@@ -576,6 +580,15 @@ kern_status kern_tape_scalar_grad(kern_tape *tape, int record, int param, double
  * tape created (scalar adjoints and its own array adjoints); associations made with
  * kern_tape_set_grad stay. */
 kern_status kern_tape_clear(kern_tape *tape);
+/* Zeroes the adjoints and keeps the records (Warp's Tape.zero; kern_tape_clear is its
+ * reset): every adjoint associated with a buffer (those given to kern_tape_set_grad and
+ * the tape's own) and the records' scalar adjoints become zero, so that kern_tape_backward
+ * can run again over the same records with new seeds. A tape whose backward pass put back
+ * saved elements (kern_tape_saved_bytes was not 0) cannot run backward again: the arrays
+ * no longer hold the state the records left. Records cannot be added after a backward
+ * pass until kern_tape_clear. On a forward tape: zeroes the array tangents (set and own).
+ * Refused while the tape's backward pass runs. */
+kern_status kern_tape_zero(kern_tape *tape);
 
 /* ---- the forward-mode tape ---------------------------------------------------------- */
 

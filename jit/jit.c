@@ -146,6 +146,7 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
     cc->opts.debug = o.debug;
     cc->opts.checks = !o.no_checks;
     cc->opts.fast_math = o.fast_math;
+    cc->opts.promote_f64 = o.promote_f64;
     if (o.ad_stack_size > 0)
         cc->opts.ad_stack_size = (uint32_t)o.ad_stack_size;
     /* The primal kernels now; K.grad, for every kernel that passes the global-access check

@@ -186,6 +186,19 @@ kern_status kern_buffer_write(kern_buffer *b, const void *src, size_t size) {
     return s != KERN_OK ? s : c;
 }
 
+kern_status rt_buffer_zero(kern_buffer *b) {
+    kern_context *ctx = b->ctx;
+    char err[512];
+    kern_status s = rt_buffer_wait(b);
+    if (s == KERN_OK && b->bytes) {
+        s = ctx->dev->ops->zero(ctx->dev, b->mem, 0, b->bytes, err, sizeof err);
+        if (s != KERN_OK)
+            s = rt_error(ctx, s, "cannot zero a buffer: %s", err);
+        b->written = ++ctx->write_clock;
+    }
+    return s;
+}
+
 void rt_buffer_destroy(kern_buffer *b, bool device_idle) {
     kern_context *ctx = b->ctx;
     rt_list_remove(&b->link);

@@ -53,6 +53,17 @@ static void call_deleter(void *user) {
         t->deleter(t);
 }
 
+/* Where a DLPack device type keeps its memory, in words. */
+static const char *memory_name(DLDeviceType type) {
+    switch ((int)type) {
+    case kDLCPU: return "host memory";
+    case kDLCUDA: return "CUDA memory";
+    case kDLCUDAHost: return "pinned host memory";
+    case kDLVulkan: return "Vulkan memory";
+    default: return "another device's memory";
+    }
+}
+
 kern_status kern_buffer_from_dlpack(kern_context *ctx, void *managed_tensor, kern_buffer **out) {
     if (!ctx || !rt_handle_check(ctx, RT_H_CONTEXT, "kern_buffer_from_dlpack"))
         return KERN_ERR_ARGUMENT;
@@ -76,9 +87,14 @@ kern_status kern_buffer_from_dlpack(kern_context *ctx, void *managed_tensor, ker
                                        t->device.device_id == 0;
     if (!usable)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
-                        "%s: a tensor on DLPack device %d:%d cannot be used in place by the %s "
-                        "device (cpu takes kDLCPU memory, cuda takes kDLCUDA memory of device 0)",
-                        fn, (int)t->device.device_type, t->device.device_id, dev);
+                        "%s: a tensor in %s (DLPack device %d:%d) cannot be used in place by the "
+                        "%s device, which %s",
+                        fn, memory_name(t->device.device_type), (int)t->device.device_type,
+                        t->device.device_id, dev,
+                        home == kDLCPU    ? "takes host memory (kDLCPU, kDLCUDAHost)"
+                        : home == kDLCUDA ? "takes CUDA memory of device 0 (kDLCUDA)"
+                                          : "uses no DLPack memory in place (a kern buffer "
+                                            "holds a copy)");
     kern_dtype d;
     if (!dtype_of(t->dtype, &d))
         return rt_error(ctx, KERN_ERR_ARGUMENT,

@@ -248,6 +248,9 @@ void rt_module_destroy(kern_module *m);
 /* Waits for the last launch that used b (its completion point); the device's error as the
  * context's message. */
 kern_status rt_buffer_wait(kern_buffer *b);
+/* Sets every byte of b to zero, after the launches that use it (kern_buffer_write's
+ * ordering, without a host copy). */
+kern_status rt_buffer_zero(kern_buffer *b);
 /* "f32[3, 4]" */
 void rt_format_buffer(char *buf, size_t size, const kern_buffer *b);
 

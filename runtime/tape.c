@@ -115,7 +115,7 @@ static void free_records(kern_tape *t) {
             rec->free_user(rec->user);
     }
     t->nrecs = 0;
-    t->ran = false;
+    t->ran = t->ran_once = t->restored = false;
 }
 
 /* Releases the tape's own adjoints and drops their associations. */
@@ -151,6 +151,28 @@ kern_status kern_tape_clear(kern_tape *t) {
     free_records(t);
     free_owned_grads(t);
     rt_clear_error(t->ctx);
+    return KERN_OK;
+}
+
+kern_status kern_tape_zero(kern_tape *t) {
+    if (!t || !rt_handle_check(t, RT_H_TAPE, "kern_tape_zero"))
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = t->ctx;
+    if (refuse_running(t, "kern_tape_zero"))
+        return KERN_ERR_ARGUMENT;
+    rt_clear_error(ctx);
+    kern_status s = KERN_OK;
+    for (int i = 0; i < t->ngrads && s == KERN_OK; i++)
+        if (rt_tape_buffer_alive(ctx, t->grads[i].grad))
+            s = rt_buffer_zero(t->grads[i].grad);
+    /* a forward tape's scalar tangents are the values given per launch, not results */
+    for (int r = 0; !t->forward && r < t->nrecs && s == KERN_OK; r++)
+        for (int i = 0; t->recs[r].scalar_grads && i < t->recs[r].nargs && s == KERN_OK; i++)
+            if (t->recs[r].scalar_grads[i] && rt_tape_buffer_alive(ctx, t->recs[r].scalar_grads[i]))
+                s = rt_buffer_zero(t->recs[r].scalar_grads[i]);
+    if (s != KERN_OK)
+        return rt_error(ctx, s, "kern_tape_zero: %s", ctx->msg);
+    t->ran = false;
     return KERN_OK;
 }
 
@@ -277,10 +299,12 @@ kern_status kern_tape_tan(kern_tape *t, kern_buffer *primal, kern_buffer **out) 
 static bool can_record(kern_tape *t, const char *fn) {
     if (refuse_running(t, fn))
         return false;
-    if (t->ran)
+    if (t->ran_once)
         rt_error(t->ctx, KERN_ERR_ARGUMENT,
-                 "%s: the tape has run backward; kern_tape_clear starts a new recording", fn);
-    return !t->ran;
+                 "%s: the tape has run backward; kern_tape_clear starts a new recording "
+                 "(kern_tape_zero keeps the records for another backward pass)",
+                 fn);
+    return !t->ran_once;
 }
 
 /* A zeroed record at the end of the list (not counted until the caller's nrecs++);
@@ -664,8 +688,15 @@ kern_status kern_tape_backward(kern_tape *t) {
     if (t->ran)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "kern_tape_backward: the tape has run backward already; "
+                        "kern_tape_zero zeroes the adjoints for another backward pass, "
                         "kern_tape_clear starts a new recording");
-    t->ran = true;
+    if (t->restored)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "kern_tape_backward: the last backward pass put back elements that "
+                        "launches had overwritten (saved copies), so the arrays no longer hold "
+                        "the state the records left and backward cannot run again; "
+                        "kern_tape_clear and record the launches again");
+    t->ran = t->ran_once = true;
     t->running = true;
     kern_status s = KERN_OK;
     for (int r = t->nrecs - 1; r >= 0 && s == KERN_OK; r--) {
@@ -680,6 +711,7 @@ kern_status kern_tape_backward(kern_tape *t) {
             rt_error(ctx, s, "kern_tape_backward: record %d (kernel '%s'): %s", r, name, ctx->msg);
         }
         /* the elements the launch overwrote of earlier records' reads, as they read them */
+        t->restored |= rec->nsaves > 0;
         if (s == KERN_OK && (s = rt_tape_restore(t, rec)) != KERN_OK)
             rt_error(ctx, s,
                      "kern_tape_backward: record %d: putting back the elements it "

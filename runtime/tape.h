@@ -49,7 +49,10 @@ struct kern_tape {
     tape_grad *grads;
     int ngrads, capgrads;
     bool forward;        /* launches run K.jvp; grads holds tangents */
-    bool ran;            /* backward has run over the records */
+    bool ran;            /* backward has run over the records (until zero or clear) */
+    bool ran_once;       /* backward has run since the last clear: no more records */
+    bool restored;       /* a backward pass put saves back: the arrays no longer hold the
+                            state the records left, so backward cannot run again */
     bool running;        /* backward is running (a host step's callback may be on the stack) */
     int64_t saved_bytes; /* the bytes of the records' saves */
 };

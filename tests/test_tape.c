@@ -9,7 +9,8 @@
  * <J v, u> = <v, J^T u> against a reverse tape over the same launches; its errors: backward,
  * adjoints and host steps on a forward tape, tangents on a reverse one, a released tangent
  * buffer, a kernel whose K.jvp is refused (atomic_max in a parallel loop); what clear
- * releases.
+ * releases. kern_tape_zero (adjoints zeroed, records kept) against closed-form gradients
+ * of two seeds, and its refusals.
  *
  * The contexts are on $KERN_TEST_BACKEND (test_backend.h), so the host steps' ordering
  * against device launches is checked on the GPU machine too. */
@@ -58,6 +59,84 @@ static kern_buffer *fbuf(kern_context *ctx, int64_t n, const float *data) {
 
 static void readf(kern_buffer *b, float *out, size_t n) {
     cr_assert_eq(kern_buffer_read(b, out, n * sizeof *out), KERN_OK);
+}
+
+/* ---- kern_tape_zero: adjoints zeroed, records kept ------------------------------------ */
+
+/* y = a x^2 recorded once, backward with two seeds in turn: each gradient against the
+ * closed form 2 a x s and sum(x^2 s), the second free of the first; then the refusals
+ * (recording after backward, backward after a pass that put saves back). */
+Test(tape, zero_keeps_records_for_another_backward) {
+    kern_context *ctx = new_ctx();
+    kern_module *m = compile(ctx);
+    kern_kernel *sq = find(m, "sq");
+    enum { Z = 6 };
+    float xs[Z], s1[Z], s2[Z], g[Z];
+    for (int i = 0; i < Z; i++) {
+        xs[i] = 0.5f + 0.25f * (float)i;
+        s1[i] = 1;
+        s2[i] = (float)i - 2;
+    }
+    kern_buffer *x = fbuf(ctx, Z, xs), *y = fbuf(ctx, Z, NULL), *gy = fbuf(ctx, Z, s1);
+    kern_arg args[3] = {kern_arg_buffer(x), kern_arg_buffer(y), kern_arg_f32(1.5f)};
+    kern_tape *t;
+    cr_assert_eq(kern_tape_create(ctx, &t), KERN_OK);
+    cr_assert_eq(kern_tape_set_grad(t, y, gy), KERN_OK);
+    cr_assert_eq(kern_tape_launch(t, sq, args, 3), KERN_OK, "%s", kern_context_last_error(ctx));
+    const float *seeds[2] = {s1, s2};
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) {
+            cr_assert_eq(kern_tape_zero(t), KERN_OK, "%s", kern_context_last_error(ctx));
+            cr_assert_eq(kern_tape_record_count(t), 1);
+            kern_buffer *gx;
+            cr_assert_eq(kern_tape_grad(t, x, &gx), KERN_OK);
+            readf(gx, g, Z);
+            for (int i = 0; i < Z; i++)
+                cr_assert_eq(g[i], 0.0f, "x.grad[%d] not zeroed: %g", i, g[i]);
+            readf(gy, g, Z);
+            for (int i = 0; i < Z; i++)
+                cr_assert_eq(g[i], 0.0f, "the seed buffer was not zeroed");
+            cr_assert_eq(kern_buffer_write(gy, s2, sizeof s2), KERN_OK);
+        }
+        cr_assert_eq(kern_tape_backward(t), KERN_OK, "%s", kern_context_last_error(ctx));
+        kern_buffer *gx;
+        cr_assert_eq(kern_tape_grad(t, x, &gx), KERN_OK);
+        readf(gx, g, Z);
+        double da, want_a = 0;
+        cr_assert_eq(kern_tape_scalar_grad(t, 0, 2, &da), KERN_OK);
+        for (int i = 0; i < Z; i++) {
+            double want = 2 * 1.5 * xs[i] * seeds[pass][i];
+            cr_assert(fabs(g[i] - want) <= 1e-5 * (1 + fabs(want)), "pass %d x.grad[%d]: %g vs %g",
+                      pass, i, g[i], want);
+            want_a += (double)xs[i] * xs[i] * seeds[pass][i];
+        }
+        cr_assert(fabs(da - want_a) <= 1e-4 * (1 + fabs(want_a)), "a.grad %g vs %g", da, want_a);
+    }
+    /* a second backward without zero, and a record after backward, are refused */
+    cr_assert_eq(kern_tape_backward(t), KERN_ERR_ARGUMENT);
+    cr_assert(strstr(kern_context_last_error(ctx), "kern_tape_zero zeroes the adjoints"), "%s",
+              kern_context_last_error(ctx));
+    cr_assert_eq(kern_tape_zero(t), KERN_OK);
+    cr_assert_eq(kern_tape_launch(t, sq, args, 3), KERN_ERR_ARGUMENT);
+    cr_assert(strstr(kern_context_last_error(ctx), "kern_tape_clear starts a new recording"), "%s",
+              kern_context_last_error(ctx));
+
+    /* sq(x -> y), then sq(y -> x) overwrites what the first read: saved, put back by
+     * backward, so the tape cannot run backward again */
+    cr_assert_eq(kern_tape_clear(t), KERN_OK);
+    kern_arg back[3] = {args[1], args[0], args[2]};
+    cr_assert_eq(kern_tape_launch(t, sq, args, 3), KERN_OK);
+    cr_assert_eq(kern_tape_launch(t, sq, back, 3), KERN_OK);
+    cr_assert_gt(kern_tape_saved_bytes(t), 0);
+    kern_buffer *gx = fbuf(ctx, Z, s1);
+    cr_assert_eq(kern_tape_set_grad(t, x, gx), KERN_OK);
+    cr_assert_eq(kern_tape_backward(t), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_assert_eq(kern_tape_zero(t), KERN_OK);
+    cr_assert_eq(kern_tape_backward(t), KERN_ERR_ARGUMENT);
+    cr_assert(strstr(kern_context_last_error(ctx), "backward cannot run again"), "%s",
+              kern_context_last_error(ctx));
+    kern_tape_destroy(t);
+    kern_context_release(ctx);
 }
 
 /* ---- y = A x on the host, with x.grad += A^T y.grad --------------------------------- */

@@ -132,7 +132,10 @@ Test(wrap, dlpack_refusals) {
     kern_buffer *b = NULL;
     p->mt.dl_tensor.device.device_type = kDLCUDA;
     cr_expect_eq(kern_buffer_from_dlpack(ctx, &p->mt, &b), KERN_ERR_ARGUMENT);
-    cr_expect(strstr(kern_context_last_error(ctx), "cannot be used in place by the cpu device"));
+    cr_expect(strstr(kern_context_last_error(ctx), "a tensor in CUDA memory (DLPack device 2:0) "
+                                                   "cannot be used in place by the cpu device, "
+                                                   "which takes host memory"),
+              "%s", kern_context_last_error(ctx));
     p->mt.dl_tensor.device.device_type = kDLCPU;
     p->mt.dl_tensor.dtype = (DLDataType){kDLFloat, 8, 1}; /* no 8-bit float in kern */
     cr_expect_eq(kern_buffer_from_dlpack(ctx, &p->mt, &b), KERN_ERR_ARGUMENT);

@@ -5,7 +5,7 @@ writes copies back after the call (_write_back)."""
 import ctypes
 import warnings
 
-from ._buffer import Buffer, _check_extents, _dlpack_import, _to_host
+from ._buffer import Buffer, _check_extents, _dlpack_import, _host_memory, _to_host
 from ._errors import ArgumentError, CopyWarning, _check
 from ._library import (_ARG_BUFFER, _ARG_SCALAR, _BOOL, _DTYPES, _F32, _INT_SCALARS,
                        _KERN_NAMES, _Arg, _c, _np)
@@ -150,6 +150,10 @@ class _Bound:
         if dtype != _DTYPES[p.dtype]:
             why = "its dtype is %s, the parameter is %s" % (dtype, _KERN_NAMES[p.dtype] if
                                                              p.view is None else _declared(p))
+        if why is None and ctx.device != "cpu" and _host_memory(v):
+            # a GPU context cannot use host memory in place: the copy is the only way
+            why = "host memory on a %s context: copied to the device and back (a kern.Buffer " \
+                  "stays on the device)" % ctx.device
         if why is None:
             b, why = _dlpack_import(ctx, v)
             if b is not None:

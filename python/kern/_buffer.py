@@ -20,12 +20,15 @@ class Buffer(_Made):
     adjoints of a tape) or wrapping memory it does not own (NumPy arrays, DLPack tensors).
     `numpy()` views it without a copy on the CPU; `__dlpack__` lends it to PyTorch, JAX or
     CuPy without a copy. Both views keep the memory valid after `release()` and after the
-    context's release; the buffer's own methods raise ArgumentError then."""
+    context's release; the buffer's own methods raise ArgumentError then.
+
+    `dtype` is its NumPy dtype (a bf16 buffer's is uint16, its bits; `kern_dtype` says
+    "bf16"), `shape` its shape, and len(buffer) its first extent, as for NumPy arrays."""
 
     _noun = "buffer"
 
     def __init__(self, ctx, ptr, dtype, shape, owner=None):
-        self.dtype = dtype
+        self._code = dtype  # the kern_dtype
         self.shape = tuple(shape)
         self._owner = owner  # what keeps wrapped memory alive (the DLPack tensor owns it)
         self._made(ctx, ptr)
@@ -64,8 +67,24 @@ class Buffer(_Made):
         return cls(ctx, p.value, code, shape)
 
     @property
-    def numpy_dtype(self):
-        return _np().dtype(_DTYPES[self.dtype])
+    def dtype(self):
+        """The NumPy dtype of the buffer's elements (uint16 for bf16, its bits)."""
+        return _np().dtype(_DTYPES[self._code])
+
+    numpy_dtype = dtype  # the name before dtype was a NumPy dtype
+
+    @property
+    def kern_dtype(self):
+        """The element type in kern's words: "f32", "i64", "bf16", ..."""
+        return _KERN_NAMES[self._code]
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __len__(self):
+        """The first extent, as len() of a NumPy array."""
+        return self.shape[0]
 
     @property
     def nbytes(self):
@@ -154,7 +173,7 @@ class Buffer(_Made):
         self._owner = None
 
     def __repr__(self):
-        return "kern.Buffer(%s%s, %s%s)" % (_KERN_NAMES[self.dtype], list(self.shape),
+        return "kern.Buffer(%s%s, %s%s)" % (_KERN_NAMES[self._code], list(self.shape),
                                              self.context.device,
                                              "" if self._ptr else ", released")
 
@@ -290,6 +309,17 @@ def _dlpack_import(ctx, obj):
     _capsule_rename(cap, b"used_dltensor")  # the buffer owns the tensor now
     code = _DLPACK_DTYPES_FROM(obj)
     return Buffer(ctx, out.value, code, tuple(int(s) for s in obj.shape), owner=cap), None
+
+
+def _host_memory(v):
+    """Whether v's memory is the host's: a NumPy array, or a DLPack producer on kDLCPU
+    (PyTorch CPU tensors) or kDLCUDAHost."""
+    if isinstance(v, _np().ndarray):
+        return True
+    try:
+        return v.__dlpack_device__()[0] in (1, 3)
+    except (AttributeError, TypeError, ValueError, RuntimeError, BufferError):
+        return False
 
 
 def _DLPACK_DTYPES_FROM(obj):

@@ -33,7 +33,8 @@ class Context:
     _AD_STRATEGIES = {"auto": 0, "store": 1, "slots": 2, "recompute": 3}
 
     def __init__(self, device="cpu", threads=0, debug=False, ad_stack_size=0, sync=True,
-                 ad_memory_budget=0, ad_strategy=None, fast_math=None, checks=True):
+                 ad_memory_budget=0, ad_strategy=None, fast_math=None, checks=True,
+                 _promote_f64=False):
         self.sync = bool(sync)
         self._torch_stream = None
         self._graph = None  # the kern.Graph capturing this context's launches
@@ -44,6 +45,7 @@ class Context:
         opts.no_checks = not checks and not debug
         opts.threads, opts.ad_stack_size = int(threads), int(ad_stack_size)
         opts.ad_memory_budget = int(ad_memory_budget)
+        opts.promote_f64 = bool(_promote_f64)  # kern.gradcheck's f64 reference
         if fast_math is not None:  # None: $KERN_FAST_MATH, else kern's accuracy table
             opts.fast_math = bool(fast_math)
         if ad_strategy is not None:  # None: $KERN_AD_STRATEGY, else auto

@@ -1,81 +1,224 @@
-"""gradcheck(): a kernel's K.grad against central finite differences (the meaning of
-`kernc gradcheck`)."""
+"""gradcheck(): a kernel's K.grad against central finite differences in f64, with the meaning
+of `kernc gradcheck` (docs/cli.md, gradcheck; cli/gradcheck.c is the command line's engine).
 
+The kernel's source is compiled a second time with every f32 retyped to f64 (the context
+option promote_f64, as the command line does); the loss is L = sum over the differentiable
+array parameters p of w_p . (p after K); the analytic dL/dx comes from a tape (K, then
+K.grad on the state K left) in both precisions; the numeric one from the f64 K run at
+x + h and x - h, h = eps * max(1, |x|), as sum_p w_p . (p+ - p-) / ((x + h) - (x - h));
+the relative error is |g - d| / max(|g|, |d|, 1e-3); the elements checked are all of
+them up to max_checks, else that many evenly spaced (the command line's rule)."""
+
+import math
 import warnings
 
 from ._buffer import _to_host
-from ._errors import ArgumentError, CopyWarning
-from ._library import _DTYPES, _F64, _np
+from ._errors import ArgumentError, CopyWarning, UnsupportedError
+from ._library import _DTYPES, _np
 from ._tape import Tape
 
-def gradcheck(kernel, eps=None, rtol=None, seed=1, max_checks=64, **args):
-    """Checks kernel.grad against central finite differences, with the command line's
-    meaning (docs/cli.md, gradcheck): L = sum over the differentiable array parameters p of
-    w_p * (p after the kernel), random weights; the analytic dL/dx from a tape (the kernel,
-    then its gradient on the state it left); the numeric one from the kernel run on x +/-
-    eps. Arrays are NumPy arrays (copied: the caller's are not changed). Returns a dict
-    with 'ok', 'worst' (relative error) and 'where'; raises Error for a runtime failure.
-    Unlike kernc gradcheck it runs the kernel in its own precision (f32 kernels with
-    eps 1e-2 and rtol 1e-2 by default, f64 with 1e-6 and 1e-6)."""
+_FLOOR = 1e-3  # cli/gradcheck.h, GRADCHECK_FLOOR
+
+
+def relerr(a, f):
+    """The relative error of an analytic value a against a finite difference f, as both
+    front ends measure it (gradcheck_relerr): |a - f| / max(|a|, |f|, 1e-3); 0 when both
+    are the same infinity or both NaN, inf when only one is not finite."""
+    if math.isnan(a) and math.isnan(f):
+        return 0.0
+    if math.isinf(a) and a == f:
+        return 0.0
+    if not (math.isfinite(a) and math.isfinite(f)):
+        return math.inf
+    return abs(a - f) / max(abs(a), abs(f), _FLOOR)
+
+
+def sample(total, max_checks):
+    """The flat indices checked among total elements (cli/gradcheck.c, check_elements): all
+    of them up to max_checks, else max_checks evenly spaced, the c-th shifted by c mod the
+    spacing inside its gap, so that a spacing that is a multiple of a vector's or struct's
+    size still reaches every component."""
+    n = min(total, max_checks)
+    if n == 0:
+        return []
+    gap = total // n
+    return [int(float(c) * float(total) / float(n)) + c % gap for c in range(n)]
+
+
+def _weights(seed, shapes):
+    """Random weights in [-1, 1], rounded to f32, from splitmix64 (the command line's
+    generator; it draws the unbound inputs first, so its weights for a seed differ)."""
     np = _np()
-    rng = np.random.default_rng(seed)
+    s = seed & (2**64 - 1)
+    m = 2**64 - 1
+    out = {}
+    for name, shape in shapes:
+        n = int(np.prod(shape)) if shape else 1
+        w = np.empty(n)
+        for i in range(n):
+            s = (s + 0x9e3779b97f4a7c15) & m
+            z = s
+            z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & m
+            z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & m
+            z ^= z >> 31
+            w[i] = float(np.float32(2 * ((z >> 11) * 2.0**-53) - 1))
+        out[name] = w.reshape(shape)
+    return out
+
+
+def _promoted(kernel):
+    """K of the kernel's source compiled with every f32 as f64, on a context of its own."""
+    from ._context import Context
+    from ._module import compile as _compile
+    src = getattr(kernel.module, "_source", None)
+    if src is None:
+        raise UnsupportedError("gradcheck: kernel '%s' comes from a module without source "
+                               "(kern.load): gradcheck compiles the source again in f64; "
+                               "kern.compile the .kern file" % kernel.name)
+    ctx = Context(kernel.module.context.device, _promote_f64=True)
+    return _compile(src[0], context=ctx, name=src[1]).kernel(kernel.name), ctx
+
+
+def gradcheck(kernel, eps=1e-6, rtol=1e-6, rtol_f32=1e-2, seed=1, max_checks=200,
+              weights=None, **args):
+    """Checks kernel.grad against central finite differences in f64, with the meaning of
+    `kernc gradcheck` (docs/cli.md): the same loss, step, relative error, tolerances,
+    sample of elements and f64 retyping. Every parameter is given (arrays are copied: the
+    caller's are not changed); weights: {name: the w_p of array p} (P.grad=W.npy of the
+    command line), the others random from seed. Returns a dict: 'ok' (both precisions
+    within their tolerance, the primal arrays unchanged by K.grad, an element compared),
+    'worst' and 'where' (f64: the relative error and "x[3]: K.grad ..., finite difference
+    ..."), 'worst_f32' and 'where_f32', 'checked' (elements), 'rtol', 'rtol_f32',
+    'primal_written' (an array K.grad changed, or None). Raises Error for a runtime
+    failure. Unlike the command line it makes up no inputs, does not check K.jvp, and does
+    not recognise a non-smooth point (a step across a loop's changed trip count fails)."""
+    np = _np()
+    eps = 1e-6 if eps is None else eps  # None: the default, as before
+    rtol = 1e-6 if rtol is None else rtol
+    rtol_f32 = 1e-2 if rtol_f32 is None else rtol_f32
+    if not (eps > 0) or int(max_checks) < 1:
+        raise ArgumentError("gradcheck: eps and max_checks must be positive")
     params = kernel.params
     base = {}
     for p in params:
         if p.name not in args:
             raise ArgumentError("gradcheck: missing argument '%s'" % p.name)
         v = _to_host(args[p.name]) if p.is_array else args[p.name]
-        if p.is_array and p.view is not None and v.dtype.names is not None:
+        if p.is_array and p.view is not None and getattr(v.dtype, "names", None) is not None:
             v = p.view.components("gradcheck, parameter '%s'" % p.name, v)
         base[p.name] = np.array(v, dtype=_DTYPES[p.dtype], copy=True) if p.is_array else v
+    unknown = sorted(set(args) - {p.name for p in params})
+    if unknown:
+        raise ArgumentError("gradcheck: kernel '%s' has no parameter named '%s' (it has: %s)"
+                            % (kernel.name, unknown[0], ", ".join(p.name for p in params)))
     diff = [p for p in params if p.is_array and p.differentiable]
     if not diff:
         raise ArgumentError("gradcheck: kernel '%s' has no differentiable array parameter" %
                             kernel.name)
-    f64 = all(p.dtype == _F64 for p in diff)
-    eps = eps if eps is not None else (1e-6 if f64 else 1e-2)
-    rtol = rtol if rtol is not None else (1e-6 if f64 else 1e-2)
-    weights = {p.name: rng.uniform(-1, 1, base[p.name].shape) for p in diff}
+    w = _weights(seed, [(p.name, base[p.name].shape) for p in diff])
+    for name, given in (weights or {}).items():
+        if name not in w:
+            raise ArgumentError("gradcheck: weights for '%s', which is not a differentiable "
+                                "array parameter (%s)" % (name, ", ".join(w)))
+        given = np.asarray(_to_host(given), dtype=np.float64)
+        if given.shape != w[name].shape:
+            raise ArgumentError("gradcheck: the weights of '%s' have shape %s, the array %s"
+                                % (name, given.shape, w[name].shape))
+        w[name] = given
+    k64, ctx64 = _promoted(kernel)
+    try:
+        return _check(kernel, k64, base, diff, w, eps, rtol, rtol_f32, int(max_checks))
+    finally:
+        ctx64.release()
 
-    def run(values):
-        vals = {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v)
-                for k, v in values.items()}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CopyWarning)
+
+def _as(base, params, f64):
+    """Copies of the inputs; f32 arrays in f64 for the promoted kernel."""
+    np = _np()
+    out = {}
+    for p in params:
+        v = base[p.name]
+        if isinstance(v, np.ndarray):
+            v = v.astype(np.float64) if f64 and v.dtype == np.float32 else v.copy()
+        out[p.name] = v
+    return out
+
+
+def _call(kernel, vals, tape=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CopyWarning)
+        if tape is None:
             kernel(**vals)
-        return vals
+        else:
+            with tape:
+                kernel(**vals)
 
-    def loss(vals):
-        return sum(float(np.sum(weights[p.name] * vals[p.name].astype(np.float64)))
-                   for p in diff)
 
-    vals = {k: (np.array(v, copy=True) if isinstance(v, np.ndarray) else v)
-            for k, v in base.items()}
+def _analytic(kernel, base, diff, w, f64):
+    """dL/d(input) of the differentiable arrays from a tape, and the first primal array
+    that K.grad changed (None when none)."""
+    np = _np()
+    vals = _as(base, kernel.params, f64)
     tape = Tape(kernel.module.context)
-    with tape:
-        kernel(**vals)
-    tape.backward(seeds=[(vals[p.name], weights[p.name].astype(_DTYPES[p.dtype])) for p in diff])
-    # the adjoint of an input is dL/d(input before the kernel)
-    grads = {p.name: tape.grad(vals[p.name]).astype(np.float64) for p in diff}
-    tape.release()
-    worst, where = 0.0, None
-    checks = []
-    for p in diff:
-        n = base[p.name].size
-        idx = rng.choice(n, size=min(n, max_checks), replace=False) if n else []
-        checks += [(p, int(i)) for i in idx]
-    for p, i in checks:
-        hi = dict(base)
-        lo = dict(base)
-        hi[p.name] = base[p.name].copy()
-        lo[p.name] = base[p.name].copy()
-        hi[p.name].flat[i] += eps
-        lo[p.name].flat[i] -= eps
-        num = (loss(run(hi)) - loss(run(lo))) / (2 * eps)
-        ana = grads[p.name].flat[i]
-        err = abs(num - ana) / max(1.0, abs(num), abs(ana))
-        if err > worst:
-            worst, where = err, "%s[%d]: K.grad %.9g, finite difference %.9g" % (p.name, i, ana,
-                                                                                 num)
-    return {"ok": worst <= rtol, "worst": worst, "where": where, "checked": len(checks),
-            "rtol": rtol}
+    try:
+        _call(kernel, vals, tape)
+        after = {k: v.copy() for k, v in vals.items() if isinstance(v, np.ndarray)}
+        dt = np.float64 if f64 else None
+        tape.backward(seeds=[(vals[p.name], w[p.name].astype(dt or _DTYPES[p.dtype]))
+                             for p in diff])
+        grads = {p.name: tape.grad(vals[p.name]).astype(np.float64) for p in diff}
+    finally:
+        tape.release()
+    written = next((k for k, v in after.items()
+                    if not np.array_equal(v, vals[k], equal_nan=v.dtype.kind == "f")), None)
+    return grads, written
+
+
+def _describe(name, shape, e):
+    idx = []
+    for n in reversed(shape):
+        idx.append(e % n)
+        e //= n
+    return "%s[%s]" % (name, ", ".join(str(i) for i in reversed(idx)))
+
+
+def _check(kernel, k64, base, diff, w, eps, rtol, rtol_f32, max_checks):
+    np = _np()
+    g32, written32 = _analytic(kernel, base, diff, w, False)
+    g64, written64 = _analytic(k64, base, diff, w, True)
+    sizes = [base[p.name].size for p in diff]
+    checks = sample(sum(sizes), max_checks)
+    worst = {64: (-1.0, None), 32: (-1.0, None)}
+    b64 = _as(base, k64.params, True)
+    for flat in checks:
+        q = 0
+        while flat >= sizes[q]:
+            flat -= sizes[q]
+            q += 1
+        p = diff[q]
+        x = float(b64[p.name].flat[flat])
+        h = eps * max(1.0, abs(x))
+        outs = []
+        for xs in (x + h, x - h):
+            vals = _as(b64, k64.params, True)
+            vals[p.name].flat[flat] = xs
+            _call(k64, vals)
+            outs.append(vals)
+        s = 0.0
+        for r in diff:
+            plus, minus = outs[0][r.name], outs[1][r.name]
+            both_nan = np.isnan(plus) & np.isnan(minus)  # unaffected
+            s += float(np.sum(np.where(both_nan, 0.0, w[r.name] * (plus - minus))))
+        fd = s / ((x + h) - (x - h))
+        for bits, g in ((64, g64), (32, g32)):
+            a = float(g[p.name].flat[flat])
+            err = relerr(a, fd)
+            if err > worst[bits][0]:
+                worst[bits] = (err, "%s: K.grad %.9g, finite difference %.9g"
+                               % (_describe(p.name, base[p.name].shape, flat), a, fd))
+    written = written64 or written32
+    ok = worst[64][0] <= rtol and worst[32][0] <= rtol_f32 and written is None and \
+        len(checks) > 0
+    return {"ok": bool(ok), "worst": worst[64][0], "where": worst[64][1],
+            "worst_f32": worst[32][0], "where_f32": worst[32][1], "checked": len(checks),
+            "rtol": rtol, "rtol_f32": rtol_f32, "primal_written": written}

@@ -60,7 +60,8 @@ class _Options(ctypes.Structure):
                 ("ad_stack_size", ctypes.c_int64), ("device", ctypes.c_int),
                 ("validation", ctypes.c_int), ("staging", ctypes.c_bool),
                 ("ad_memory_budget", ctypes.c_int64), ("ad_strategy", ctypes.c_int),
-                ("fast_math", ctypes.c_bool), ("no_checks", ctypes.c_bool)]
+                ("fast_math", ctypes.c_bool), ("no_checks", ctypes.c_bool),
+                ("promote_f64", ctypes.c_bool)]
 
 
 class _AdstackInfo(ctypes.Structure):
@@ -145,6 +146,7 @@ _c = {
     "tape_scalar_grad": _fn("kern_tape_scalar_grad", _st, _vp, _int, _int,
                             ctypes.POINTER(ctypes.c_double)),
     "tape_clear": _fn("kern_tape_clear", _st, _vp),
+    "tape_zero": _fn("kern_tape_zero", _st, _vp),
     "tape_record_func": _fn("kern_tape_record_func", _st, _vp, _vp, _vp, _vp, _pvp, _int),
     "tape_error": _fn("kern_tape_error", _st, _vp, _st, ctypes.c_char_p),
     "tape_count": _fn("kern_tape_record_count", _int, _vp),

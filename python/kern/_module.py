@@ -2,11 +2,13 @@
 their parameters (_Param, a parameter's signature), directly or on the current tape."""
 
 import ctypes
+import inspect
 import os
+import re
 
 from ._binding import _Bound
 from ._context import _Made, context as _default_context
-from ._errors import ArgumentError, NotFoundError, _check
+from ._errors import ArgumentError, IOError, NotFoundError, _check
 from ._library import _DTYPES, _F32, _F64, _c, _np, _ParamInfo
 from ._tape import _current_tape
 from ._views import _View
@@ -114,6 +116,14 @@ class Kernel:
             bound.finish()
 
     @property
+    def __signature__(self):
+        """The kernel's parameters, for inspect.signature and help(): their names (x__grad
+        for x.grad) and declared types."""
+        return inspect.Signature([
+            inspect.Parameter(p.name.replace(".", "__"), inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              annotation=p.type_name) for p in self.params])
+
+    @property
     def jvp(self):
         """The forward-mode kernel K.jvp (mod["K.jvp"]): K's parameters, then a tangent
         `x__tan=` per differentiable parameter x (docs/reference.md, K.jvp)."""
@@ -129,6 +139,7 @@ class Module(_Made):
     ArgumentError (their names and parameters stay readable)."""
 
     _noun = "module"
+    _source = None  # (path or source bytes, name) of kern.compile: kern.gradcheck's
 
     def __init__(self, ctx, ptr):
         self._kernels = {}
@@ -163,27 +174,73 @@ class Module(_Made):
         self._release_with(_c["mod_release"])
 
 
+_SOURCE_START = re.compile(r"\s*(//|(kernel|func|struct|const)\s)")
+
+
+def _is_path(source):
+    """Whether compile() reads source as a file's path (docs/python.md, kern.compile): a
+    path object; a str without a newline that ends in .kern or names an existing path.
+    Another str is source text when it has a newline, '{' or ';', or starts with a
+    declaration's keyword or a comment; else it names a missing file."""
+    if isinstance(source, os.PathLike):
+        return True
+    if not isinstance(source, str):
+        return False
+    if "\n" in source:
+        return False
+    if source.endswith(".kern") or os.path.exists(source):
+        return True
+    return not ("{" in source or ";" in source or _SOURCE_START.match(source))
+
+
+class FileNotFound(NotFoundError, FileNotFoundError):
+    """kern.compile or kern.load of a path that names no file: a kern.NotFoundError that
+    is also Python's FileNotFoundError."""
+
+
+def _read_check(path, what="kern.compile"):
+    """FileNotFound or IOError, naming path, when it is no file that can be read."""
+    if os.path.isdir(path):
+        raise IOError("%s: '%s' is a directory, not a .kern file" % (what, path))
+    if not os.path.exists(path):
+        raise FileNotFound("%s: no such file '%s'%s" % (
+            what, path, "" if path.endswith(".kern") or what != "kern.compile" else
+            " (a str is a path unless it is source text: it has a newline, '{' or ';', or "
+                "starts with 'kernel', 'func', 'struct', 'const' or '//')"))
+
+
 def compile(source, context=None, name=None):  # noqa: A001 - kern.compile
-    """JIT-compiles a .kern file (a path) or source text into a Module."""
+    """JIT-compiles a .kern file or source text into a Module. source: a path (a path
+    object, or a str ending in .kern or naming a file), or source text (a str with a
+    newline, '{' or ';', or bytes); name: the file name its messages give source text."""
     ctx = context or _default_context()
     p = ctypes.c_void_p()
-    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source and
-                                           source.endswith(".kern")):
-        path = os.fspath(source)
-        _check(_c["mod_file"](ctx._live("kern.compile"), path.encode(), ctypes.byref(p)),
+    if not isinstance(source, (str, bytes, bytearray, memoryview, os.PathLike)):
+        raise ArgumentError("kern.compile: expected a path or source text, got %s"
+                            % type(source).__name__)
+    ctx._live("kern.compile")
+    if _is_path(source):
+        source = os.fsdecode(os.fspath(source))
+        _read_check(source)
+        _check(_c["mod_file"](ctx._live("kern.compile"), source.encode(), ctypes.byref(p)),
                ctx._ptr, "kern.compile")
     else:
         text = source.encode() if isinstance(source, str) else bytes(source)
         _check(_c["mod_source"](ctx._live("kern.compile"), text, len(text),
                                 (name or "<string>").encode(), ctypes.byref(p)), ctx._ptr,
                "kern.compile")
-    return Module(ctx, p.value)
+        source = text
+    mod = Module(ctx, p.value)
+    mod._source = (source, name)  # kern.gradcheck compiles it again in f64
+    return mod
 
 
 def load(path, context=None):
     """Loads a module that `kernc build` made (.so for cpu, .kmod for cuda, .vkmod)."""
     ctx = context or _default_context()
     p = ctypes.c_void_p()
+    ctx._live("kern.load")
+    _read_check(os.fsdecode(os.fspath(path)), "kern.load")
     _check(_c["mod_load"](ctx._live("kern.load"), os.fspath(path).encode(), ctypes.byref(p)),
            ctx._ptr, "kern.load")
     return Module(ctx, p.value)

@@ -5,9 +5,10 @@ of this thread."""
 
 import ctypes
 import threading
+import warnings
 import weakref
 
-from ._buffer import Buffer, _dlpack_import, _dtype_code, _to_host
+from ._buffer import Buffer, _dlpack_import, _dtype_code, _host_memory, _to_host
 from ._context import _Made, context as _default_context
 from ._errors import ArgumentError, Error, NotFoundError, _check
 from ._library import _c, _np
@@ -36,8 +37,11 @@ class Tape(_Made):
         tape.backward(seeds=[(y, dL_dy)])
         tape.grad(x)                  # dL/dx, an array like x
 
+    tape.zero() zeroes the adjoints and keeps the records, so backward can run again with
+    other seeds; tape.reset() drops the records for a new recording (Warp's meanings).
+
     The tape keeps what its records use (kern Buffers, arrays and the kern buffers made for
-    them, modules) until tape.zero() or tape.release(), so that temporaries of a chain of
+    them, modules) until tape.reset() or tape.release(), so that temporaries of a chain of
     calls live until backward, and one array is one primal with one adjoint. It keeps no
     copies: a recorded call must not overwrite what an earlier recorded call read. After
     tape.release() or its context's release, its methods raise ArgumentError.
@@ -68,7 +72,9 @@ class Tape(_Made):
         self._next_step = 1
         self._error = None  # the exception a host step raised during backward
         self._running = False  # backward is running (a host step's backward may be called)
-        self._ran = False  # backward has run over the records (until zero())
+        self._ran = False  # backward has run over the records (until zero() or reset())
+        self._kernels = []  # per record: its Kernel, None for a host step (scalar_grad's names)
+        self._zero_kept = False  # zero() kept records that no backward ran over: warn once
         self._borrowed = weakref.WeakSet()  # adjoints lent out by adjoint(), forgotten with them
         ref = weakref.ref(self)  # the C callbacks must not keep the tape alive
         self._c_backward = _BACKWARD_FN(lambda tape, key: _run_step(ref, key))
@@ -104,13 +110,14 @@ class Tape(_Made):
         b = self._cached(v)
         if b is None:
             raise NotFoundError("%s: the array has no %s on this tape (no call recorded since "
-                                "the tape was made or zeroed used it)"
+                                "the tape was made or reset used it)"
                                 % (what, "tangent" if self.forward else "adjoint"))
         return b
 
     def _record(self, kernel, bound):
         what = "kernel '%s' on the tape" % kernel.name
         t = self._live(what)
+        self._warn_zero_kept(what)
         if kernel.module.context is not self.context:
             raise ArgumentError("%s: the kernel runs on another context" % what)
         # the records' modules and Buffers live as long as the records (temporaries too)
@@ -126,6 +133,7 @@ class Tape(_Made):
                    self.context._ptr, what)
         else:
             _check(_c["tape_launch"](t, kernel._ptr, bound.c_args, n), self.context._ptr, what)
+        self._kernels.append(kernel)
 
     def set_tangent(self, primal, tangent):
         """A forward tape: the tangent of primal (a kern Buffer, or an array used in place as
@@ -196,6 +204,7 @@ class Tape(_Made):
         the arrays until it is cleared or released; an exception in backward propagates
         out of tape.backward()."""
         t = self._live("Tape.record_func", forward_only=False)
+        self._warn_zero_kept("Tape.record_func")
         if not callable(backward):
             raise ArgumentError("Tape.record_func: backward is not callable (%s)"
                                 % type(backward).__name__)
@@ -212,6 +221,7 @@ class Tape(_Made):
         _check(_c["tape_record_func"](t, ctypes.cast(self._c_backward, ctypes.c_void_p),
                                       key, ctypes.cast(self._c_free, ctypes.c_void_p), ptrs,
                                       len(bufs)), self.context._ptr, "Tape.record_func")
+        self._kernels.append(None)
 
     def _step_buffer(self, v, i, what=None):
         """The kern buffer of a host step's array i (or of what: a tangent's primal): a
@@ -234,6 +244,10 @@ class Tape(_Made):
                                   v.ctypes.data, None, None, ctypes.byref(out)),
                    self.context._ptr, what)
             b = Buffer(self.context, out.value, _dtype_code(v.dtype), v.shape, owner=v)
+        elif self.context.device != "cpu" and _host_memory(v):
+            raise ArgumentError("%s is host memory, which a %s context cannot use in place; "
+                                "give a kern.Buffer (kern.Buffer.from_array(array, context=...))"
+                                % (what, self.context.device))
         else:
             b, why = _dlpack_import(self.context, v)
             if b is None:
@@ -274,8 +288,10 @@ class Tape(_Made):
         for primal, seed in (seeds.items() if isinstance(seeds, dict) else (seeds or ())):
             b = self._buffer_of(primal, "Tape.backward: a seed's array")
             pairs.append((b, self._copy_like(primal, b, seed, "Tape.backward: a seed")))
+        self._zero_kept = False  # the records are used as kept
         if self._ran:  # before the seeds replace the adjoints
             raise ArgumentError("Tape.backward: the tape has run backward already; tape.zero() "
+                                "zeroes the adjoints for another backward pass, tape.reset() "
                                 "starts a new recording")
         for b, g in pairs:
             _check(_c["tape_set_grad"](t, b._live("Tape.backward: a seed's array"),
@@ -315,23 +331,46 @@ class Tape(_Made):
         """The adjoint of primal as a kern.Buffer, in place: .numpy() views it on the CPU
         (`tape.adjoint(x).numpy()[:] += ...` inside a record_func backward), .write() and
         DLPack (torch.from_dlpack) elsewhere. The tape owns it: its methods raise
-        ArgumentError after tape.zero() or tape.release(); views of it made before stay
+        ArgumentError after tape.reset() or tape.release(); views of it made before stay
         valid."""
         t = self._live("Tape.adjoint", forward_only=False)
         b = self._buffer_of(primal, "Tape.adjoint")
         g = ctypes.c_void_p()
         _check(_c["tape_grad"](t, b._live("Tape.adjoint"), ctypes.byref(g)), self.context._ptr,
                "Tape.adjoint")
-        return _Borrowed(self, g.value, b.dtype, b.shape)
+        return _Borrowed(self, g.value, b._code, b.shape)
 
     def scalar_grad(self, record, param):
-        """dL/d(scalar parameter `param`, its index) of record `record`."""
-        t = self._live("Tape.scalar_grad", forward_only=False)
-        out = ctypes.c_double()
+        """dL/d(the scalar parameter param) of record `record` (0-based, in call order; a
+        negative one counts from the end), after backward: param is the parameter's name
+        ('a') or its index in the kernel's parameters."""
+        what = "Tape.scalar_grad"
+        t = self._live(what, forward_only=False)
+        n = len(self._kernels)
+        if isinstance(record, bool) or not isinstance(record, int):
+            raise ArgumentError("%s: the record is an index (0 to %d), not %s"
+                                % (what, n - 1, type(record).__name__))
+        if not -n <= record < n:
+            raise ArgumentError("%s: record %d is out of range (the tape has %d record%s)"
+                                % (what, record, n, "" if n == 1 else "s"))
+        record %= n
+        kernel = self._kernels[record]
         if isinstance(param, str):
-            raise ArgumentError("Tape.scalar_grad: give the parameter's index")
+            if kernel is None:
+                raise ArgumentError("%s: record %d is a host step (Tape.record_func), which has "
+                                    "no scalar parameters" % (what, record))
+            param = kernel._index.get(param, kernel._index.get(param.replace("__", "."),
+                                                               param))
+            if isinstance(param, str):
+                raise ArgumentError("%s: kernel '%s' of record %d has no parameter named '%s' "
+                                    "(it has: %s)" % (what, kernel.name, record, param,
+                                                      ", ".join(p.name for p in kernel.params)))
+        elif isinstance(param, bool) or not isinstance(param, int):
+            raise ArgumentError("%s: the parameter is a name or an index, not %s"
+                                % (what, type(param).__name__))
+        out = ctypes.c_double()
         _check(_c["tape_scalar_grad"](t, record, param, ctypes.byref(out)),
-               self.context._ptr, "Tape.scalar_grad")
+               self.context._ptr, what)
         return out.value
 
     @property
@@ -345,12 +384,38 @@ class Tape(_Made):
         return _c["tape_saved_bytes"](self._live("Tape.saved_bytes"))
 
     def zero(self):
-        """Forgets the records (and the host steps' callables, the Buffers, arrays and
-        modules the records used) and the adjoints (a new recording starts); on a forward
-        tape, the tangents it made (those set with set_tangent stay, as they are now)."""
+        """Zeroes the adjoints (the seeds' and the tape's own, and the scalar adjoints) and
+        keeps the records, so that backward can run again with other seeds (Warp's
+        Tape.zero). New calls cannot be recorded after a backward pass until reset(); a tape
+        whose backward put overwritten elements back (saved_bytes was not 0) cannot run
+        backward again. On a forward tape: zeroes the tangents (those set too)."""
         t = self._live("Tape.zero")
-        _check(_c["tape_clear"](t), self.context._ptr, "Tape.zero")
+        if self._running:
+            raise ArgumentError("Tape.zero: the tape is running its backward pass (a host "
+                                "step's backward cannot zero its own tape)")
+        _check(_c["tape_zero"](t), self.context._ptr, "Tape.zero")
+        self._zero_kept = self._kernels != [] and not self._ran and not self.forward
         self._ran = False
+
+    def _warn_zero_kept(self, what):
+        """A call recorded after zero() kept records: before this version zero() dropped
+        them, so code written for that meaning would now add to them; said once."""
+        if self._zero_kept:
+            self._zero_kept = False
+            warnings.warn(FutureWarning(
+                "%s: tape.zero() keeps the records (Warp's meaning; it dropped them before), "
+                "so this call is added to %d earlier record(s); tape.reset() drops them"
+                % (what, len(self._kernels))), stacklevel=4)
+
+    def reset(self):
+        """Drops the records (and the host steps' callables, the Buffers, arrays and
+        modules the records used) and the adjoints: a new recording starts (Warp's
+        Tape.reset). The seeds stay the adjoints of their arrays, zeroed; on a forward tape
+        the tangents it made go (those set with set_tangent stay, as they are now)."""
+        t = self._live("Tape.reset")
+        _check(_c["tape_clear"](t), self.context._ptr, "Tape.reset")
+        self._ran = self._zero_kept = False
+        self._kernels = []
         self._forget_borrowed()
         self._keep = {}
         # the runtime keeps the adjoints and tangents set by the user (seeds, set_tangent)
@@ -376,10 +441,11 @@ class Tape(_Made):
         self._seeds = {}
         self._tangents = {}
         self._steps = {}
+        self._kernels = []
 
     def _forget_borrowed(self):
         for b in list(self._borrowed):
-            b._gone_now("the adjoint is gone: the tape freed it (tape.zero(), tape.release() "
+            b._gone_now("the adjoint is gone: the tape freed it (tape.reset(), tape.release() "
                         "or its context's release)")
         self._borrowed = weakref.WeakSet()
 
@@ -427,7 +493,7 @@ def _structured(a):
 def _read_borrowed(ctx, ptr, b, primal, what):
     """A copy of the tape's buffer ptr (an adjoint or tangent of b, primal's buffer) as NumPy:
     for a structured array, in its structured dtype."""
-    adj = Buffer(ctx, ptr, b.dtype, b.shape)
+    adj = Buffer(ctx, ptr, b._code, b.shape)
     try:
         out = adj._read(what)
         if _structured(primal):  # a struct array's adjoint in its structured dtype

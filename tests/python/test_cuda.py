@@ -156,3 +156,22 @@ def test_async_calls_are_ordered_by_streams():
     us = (time.perf_counter() - t0) / calls * 1e6
     assert y[0].item() == 2050.0
     print("CUDA call from Python, sync=False: %.1f us per call" % us)
+
+
+def test_numpy_on_cuda_is_copied_with_a_plain_reason_and_gradcheck_runs_there(sim):
+    """NumPy arrays are host memory: copied to the device and back, the warning saying so
+    (not a DLPack refusal); kern.gradcheck retypes to f64 on the CUDA device and passes."""
+    rng = np.random.default_rng(3)
+    x0 = rng.uniform(-1, 1, 64).astype(np.float32)
+    w = rng.uniform(-1, 1, 16).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        sim.simulate(x0=x0, w=w, out=out, steps=16)
+    want = torch_sim(torch.from_numpy(x0).double(), torch.from_numpy(w).double(), 16).numpy()
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    msgs = [str(m.message) for m in got if issubclass(m.category, kern.CopyWarning)]
+    assert len(msgs) == 3 and all("host memory on a cuda context" in m and "DLPack" not in m
+                                  for m in msgs), msgs
+    r = kern.gradcheck(sim.simulate, x0=x0, w=w, out=out, steps=16)
+    assert r["ok"] and r["checked"] == 64 + 16 + 64, r

@@ -125,11 +125,11 @@ def test_numpy_views_of_a_buffer_alive_see_its_writes():
     np.testing.assert_array_equal(y.read(), np.full(8, 3.0, np.float32))
 
 
-@pytest.mark.parametrize("gone", ["tape.zero()", "tape.release()", "context.release()",
+@pytest.mark.parametrize("gone", ["tape.reset()", "tape.release()", "context.release()",
                                   "adjoint.release()"])
 def test_adjoint_view_keeps_the_memory(gone):
     """tape.adjoint(x).numpy() is a view of the tape's adjoint: it stays valid after the tape
-    frees the adjoint (zero, release) or the context goes; the adjoint Buffer itself raises."""
+    frees the adjoint (reset, release) or the context goes; the adjoint Buffer itself raises."""
     ctx = kern.Context(threads=1)
     mod = kern.compile(SQ, context=ctx)
     x = np.arange(1, BIG + 1, dtype=np.float32) / np.float32(BIG)
@@ -142,7 +142,7 @@ def test_adjoint_view_keeps_the_memory(gone):
     v = adj.numpy()
     want = tape.grad(x)
     np.testing.assert_allclose(want, 3.0 * x, rtol=1e-6)
-    {"tape.zero()": tape.zero, "tape.release()": tape.release, "context.release()": ctx.release,
+    {"tape.reset()": tape.reset, "tape.release()": tape.release, "context.release()": ctx.release,
      "adjoint.release()": adj.release}[gone]()
     with pytest.raises(kern.ArgumentError) as info:
         adj.read()
@@ -248,6 +248,7 @@ CALLS = {
         "records": lambda w: w.tape.records,
         "saved_bytes": lambda w: w.tape.saved_bytes,
         "zero": lambda w: w.tape.zero(),
+        "reset": lambda w: w.tape.reset(),
         "record_func": lambda w: w.tape.record_func(lambda: None, [w.x]),
         "set_tangent": lambda w: w.tape.set_tangent(w.x, w.x),
         "set_scalar_tangent": lambda w: w.tape.set_scalar_tangent("a", 1.0),
@@ -261,6 +262,7 @@ CALLS = {
         "records": lambda w: w.ftape.records,
         "saved_bytes": lambda w: w.ftape.saved_bytes,
         "zero": lambda w: w.ftape.zero(),
+        "reset": lambda w: w.ftape.reset(),
         "backward": lambda w: w.ftape.backward(),
         "grad": lambda w: w.ftape.grad(w.x),
         "adjoint": lambda w: w.ftape.adjoint(w.x),
@@ -284,6 +286,8 @@ KEEPS = {
                 "release": lambda w: w.ctx.release(), "repr": lambda w: repr(w.ctx)},
     "Buffer": {"shape": lambda w: w.buffer.shape, "dtype": lambda w: w.buffer.dtype,
                "nbytes": lambda w: w.buffer.nbytes, "numpy_dtype": lambda w: w.buffer.numpy_dtype,
+               "kern_dtype": lambda w: w.buffer.kern_dtype, "ndim": lambda w: w.buffer.ndim,
+               "len": lambda w: len(w.buffer),
                "context": lambda w: w.buffer.context, "release": lambda w: w.buffer.release(),
                "repr": lambda w: repr(w.buffer)},
     "Module": {"kernels": lambda w: w.mod.kernels, "context": lambda w: w.mod.context,
@@ -314,7 +318,7 @@ OWNERS = {
     "forward Tape": {"its release": lambda w: w.ftape.release(),
                      "the context's release": lambda w: w.ctx.release()},
     "adjoint Buffer": {"its release": lambda w: w.adjoint.release(),
-                       "the tape's zero()": lambda w: w.tape.zero(),
+                       "the tape's reset()": lambda w: w.tape.reset(),
                        "the tape's release": lambda w: w.tape.release(),
                        "the context's release": lambda w: w.ctx.release()},
 }
@@ -446,10 +450,10 @@ def test_chain_of_temporaries_against_finite_differences():
         fd[i] = (wd @ _layers_f64(x + e, coeffs) - wd @ _layers_f64(x - e, coeffs)) / (2 * eps)
     np.testing.assert_allclose(got, fd, rtol=2e-4, atol=1e-5)
     np.testing.assert_allclose(np.asarray(out), _layers_f64(x, coeffs), rtol=1e-5, atol=1e-6)
-    # zero() drops what the records used, but for the seeded output: the runtime keeps its
+    # reset() drops what the records used, but for the seeded output: the runtime keeps its
     # seed as its adjoint (zeroed); release() drops everything
     del out, others
-    tape.zero()
+    tape.reset()
     gc.collect()
     assert all(r() is None for r in refs[:-1])
     assert refs[-1]() is not None
@@ -465,8 +469,8 @@ def test_chain_of_temporaries_against_finite_differences():
     assert ref() is None and refs[-1]() is None
 
 
-def test_a_seeded_adjoint_starts_at_zero_after_zero():
-    """A seed stays the adjoint of its array (the runtime keeps it) across tape.zero(), zeroed
+def test_a_seeded_adjoint_starts_at_zero_after_reset():
+    """A seed stays the adjoint of its array (the runtime keeps it) across tape.reset(), zeroed
     like a new adjoint: a second recording's gradient owes nothing to the first's seed."""
     mod = kern.compile(SRC)
     x = np.arange(1, 5, dtype=np.float32)
@@ -475,7 +479,7 @@ def test_a_seeded_adjoint_starts_at_zero_after_zero():
     with kern.Tape() as tape:
         mod.sq(x=x, y=y, a=1.0)
     tape.backward(seeds=[(y, np.full(4, 100, np.float32))])
-    tape.zero()
+    tape.reset()
     with tape:
         mod.sq(x=x, y=y, a=1.0)
         mod.sq(x=x, y=z, a=1.0)
@@ -594,13 +598,16 @@ def test_messages_name_the_python_call():
         "backward after release": "Tape.backward: the tape was released",
         "scalar_grad before backward": "Tape.scalar_grad: record 0 has no gradient yet (run "
                                        "tape.backward())",
-        "scalar_grad of record 7": "Tape.scalar_grad: record 7 is out of range (the tape has 1)",
+        "scalar_grad of record 7": "Tape.scalar_grad: record 7 is out of range (the tape has 1 "
+                                   "record)",
         "grad of an unknown array": "Tape.grad: the array has no adjoint on this tape",
         "set_tangent on a reverse tape": "Tape.set_tangent: a reverse tape has no tangents",
         "backward twice": "Tape.backward: the tape has run backward already; tape.zero() "
+                          "zeroes the adjoints for another backward pass, tape.reset() "
                           "starts a new recording",
         "recording after backward": "kernel 'sq' on the tape: the tape has run backward; "
-                                    "tape.zero() starts a new recording",
+                                    "tape.reset() starts a new recording (tape.zero() keeps "
+                                    "the records for another backward pass)",
         "grad of a forward tape": "Tape.grad: the tape is a forward tape "
                                   "(kern.Tape(forward=True)): it has tangents "
                                   "(tape.set_tangent, tape.tangent)",

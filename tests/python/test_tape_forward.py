@@ -101,8 +101,14 @@ def test_forward_tape_chain_against_numpy(mod):
           _chain(x0 - h * v0, b - h * vb, a - h * va, dt - h * vdt)) / (2 * h)
     np.testing.assert_allclose(got, fd, rtol=1e-7, atol=1e-8)
     np.testing.assert_array_equal(tape.tangent(x0), v0)  # only read: unchanged
-    # zero() forgets the tape's own tangents, keeps the set ones
+    # zero() zeroes every tangent and keeps the records
     tape.zero()
+    assert tape.records == 2 + T
+    np.testing.assert_array_equal(tape.tangent(x), np.zeros_like(x))
+    np.testing.assert_array_equal(tape.tangent(x0), np.zeros_like(x0))
+    tape.set_tangent(x0, v0)
+    # reset() forgets the tape's own tangents, keeps the set ones
+    tape.reset()
     assert tape.records == 0
     with pytest.raises(kern.NotFoundError, match="no tangent"):
         tape.tangent(x)

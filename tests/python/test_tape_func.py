@@ -124,6 +124,9 @@ def test_callable_kept_alive_and_released_with_the_records(mod):
     np.testing.assert_allclose(tape.grad(x), 6.0 * x + 1.0, rtol=1e-6)
     tape.zero()
     gc.collect()
+    assert dead() is not None  # zero() keeps the records
+    tape.reset()
+    gc.collect()
     assert dead() is None  # gone with its record
     assert tape._steps == {}
 
@@ -154,6 +157,8 @@ def test_backward_cannot_record_on_its_own_tape(mod):
     def meddle():
         with pytest.raises(kern.ArgumentError, match="running its backward pass"):
             tape.zero()
+        with pytest.raises(kern.ArgumentError, match="running its backward pass"):
+            tape.reset()
         with pytest.raises(kern.ArgumentError, match="Tape.release: the tape is running its "
                                                      "backward pass"):
             tape.release()
