@@ -148,6 +148,12 @@ typedef struct kern_context_options {
      * and pow (CUDA's __sinf class, Vulkan's GLSL.std.450) instead of kern's accuracy table
      * (docs/reference.md, "Accuracy of the math builtins"; $KERN_FAST_MATH=1) */
     bool fast_math;
+    /* The compile cache of JIT modules and their lazily built gradients (docs/runtime.md,
+     * "The compile cache"): no_cache turns it off ($KERN_CACHE=0); cache_dir is its
+     * directory (NULL: $KERN_CACHE_DIR, else $XDG_CACHE_HOME/kern, else ~/.cache/kern),
+     * copied at kern_context_create. */
+    bool no_cache;
+    const char *cache_dir;
 } kern_context_options;
 
 /* How a launch of a kernel with adstacks keeps what its reverse sweep needs. */
