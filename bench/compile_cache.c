@@ -108,7 +108,12 @@ int main(int argc, char **argv) {
             const char *t = argv[++i];
             b = !strcmp(t, "cuda")     ? KERN_BACKEND_CUDA
                 : !strcmp(t, "vulkan") ? KERN_BACKEND_VULKAN
-                                       : KERN_BACKEND_CPU;
+                : !strcmp(t, "cpu")    ? KERN_BACKEND_CPU
+                                       : (kern_backend)-1;
+            if ((int)b < 0) {
+                fprintf(stderr, "compile-cache-bench: --target %s is not cpu, cuda or vulkan\n", t);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
         } else if (nfiles < 256) {

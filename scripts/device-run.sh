@@ -5,7 +5,8 @@
 #   source .device/env.sh; bash scripts/device-run.sh [STEP ...]
 #
 # STEPS (default: all): suite, corpus, vulkan, libm (the accuracy table measured on CUDA and
-# Vulkan, the corpus with fast math), stress, cli, sanitizer, bench, fuzz (the
+# Vulkan, the corpus with fast math), stress, cli, sanitizer, bench, cache (the compile
+# cache's tests on CUDA and its first and second process times, bench/README.md), fuzz (the
 # runtime's harnesses on every core but two for FUZZ_SECS seconds each, default 120). Each prints a header and
 # what it ran; results also go to $OUT (when set) as STEP.txt. Exit status: the number of
 # failed steps.
@@ -63,7 +64,7 @@ fuzz_run() { # HARNESS: one libFuzzer process per core, each with its own corpus
     [ "$crashes" = 0 ]
 }
 
-for STEP in suite corpus vulkan libm budget stress cli sanitizer bench fuzz; do
+for STEP in suite corpus vulkan libm budget stress cli sanitizer bench cache fuzz; do
     [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
     case $STEP in
     suite) step suite kern-tests -j8 ;;
@@ -99,6 +100,9 @@ for STEP in suite corpus vulkan libm budget stress cli sanitizer bench fuzz; do
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15' ;;
     bench) step bench env -u OUT GPU_BENCH_OUT=/tmp/gpu-bench bash bench/gpu-bench/run.sh ;;
+    cache) step cache-tests kern-tests --verbose --filter 'cache/*'
+           step cache-cuda compile-cache-bench --target cuda --reps 3
+           step cache-cpu compile-cache-bench --reps 3 ;;
     fuzz) step fuzz-module fuzz_run fuzz-module
           step fuzz-npy fuzz_run fuzz-npy ;;
     esac
