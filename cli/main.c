@@ -45,6 +45,7 @@ typedef struct cli {
     const char *run_option; /* the first option of run (and gradcheck) only: --threads, ... */
     bool help;              /* --help after the command: that command's usage */
     bool no_checks;         /* run: no bounds checks (run checks by default) */
+    bool no_cache;          /* run: no compile cache */
     int threads;            /* run: --threads N (0: the online CPUs) */
     int64_t ad_budget;      /* run, gradcheck: --ad-memory-budget */
     int ad_strategy;        /* run, gradcheck: --ad-strategy */
@@ -139,6 +140,7 @@ static const struct {
     {"run", "usage: kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
             "       [--target=T] [--threads N] [--time] [--no-checks] [--verbose]\n"
             "       [--steps N --step-arg NAME] [--ad-memory-budget B] [--ad-strategy S]\n"
+            "       [--no-cache]\n"
             "       [compiler options]\n"
             "  NAME=VALUE      a number for a scalar, a .npy file for an array; unbound\n"
             "                  adjoints of K.grad start as zeros of the primal's shape\n"
@@ -146,6 +148,7 @@ static const struct {
             "  --threads N     CPU worker threads (default: the online CPUs)\n"
             "  --time          print the compile and launch times on standard error\n"
             "  --no-checks     no bounds, division and shift checks (run checks by default)\n"
+            "  --no-cache      compile without the compile cache (docs/runtime.md)\n"
             "  --steps N       launch N times with --step-arg NAME = 0 .. N-1; K.grad runs\n"
             "                  the gradient of the whole sequence through the tape\n"
             "  --ad-memory-budget B  bytes K.grad's adstacks may take (K, M, G, T suffixes;\n"
@@ -374,6 +377,9 @@ static int parse_cli(int argc, char **argv, cli *c) {
         } else if (!strcmp(a, "--no-checks")) {
             c->no_checks = true;
             c->run_option = "--no-checks";
+        } else if (!strcmp(a, "--no-cache")) {
+            c->no_cache = true;
+            c->run_option = "--no-cache";
         } else if (!strcmp(a, "--time")) {
             c->time = true;
             c->run_option = "--time";
@@ -638,7 +644,8 @@ static int run_command(cli *c) {
                              c->step_arg,
                              c->ad_budget,
                              c->ad_strategy,
-                             c->verbose};
+                             c->verbose,
+                             c->no_cache};
         if (!strcmp(c->cmd, "run"))
             return kernc_cmd_run(&ra);
         if (c->nsaves)

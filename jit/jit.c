@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
@@ -156,6 +157,43 @@ static kern_status compile_source(kern_context *ctx, const char *name, const cha
     return st;
 }
 
+/* The cache directory and key of compiling source with o on ctx (false: no cache). */
+static bool cache_key(const kern_context_options *co, const kc_codegen *cg, const char *name,
+                      const char *source, size_t len, const kc_options *o, char *dir, size_t size,
+                      char key[JIT_CACHE_KEY_HEX + 1]) {
+    if (!cg || !jit_cache_usable(o) || !jit_cache_dir(co, dir, size))
+        return false;
+    jit_cache_key(cg->t->name, name, source, len, o, key);
+    return true;
+}
+
+/* The module of the entry of key in dir, if there is one that loads (else it is removed);
+ * KERN_ERR_NOT_FOUND otherwise, with no message. */
+static kern_status load_cached(kern_context *ctx, const kc_codegen *cg, const char *dir,
+                               const char *key, const kc_options *o, kern_module **out) {
+    rt_modfile mf;
+    char *data = jit_cache_read(dir, key, cg->t->name, &mf);
+    if (!data)
+        return KERN_ERR_NOT_FOUND;
+    kern_status st = module_from_entry(ctx, cg, &mf, o, out);
+    free(data);
+    if (st == KERN_OK)
+        return st;
+    jit_cache_remove(dir, key);       /* it does not load: the caller compiles */
+    rt_error(ctx, KERN_OK, "%s", ""); /* and the failed load leaves no message */
+    return KERN_ERR_NOT_FOUND;
+}
+
+/* Writes the entry of key in dir from what module_from_ir kept; frees it. */
+static void keep_entry(const kc_codegen *cg, const char *dir, const char *key, jit_entry *keep,
+                       bool write) {
+    if (write)
+        jit_cache_write(dir, key, cg->t->name, keep->meta.data, keep->meta.len, keep->code.data,
+                        keep->code.len);
+    buf_free(&keep->meta);
+    buf_free(&keep->code);
+}
+
 /* compile_source through the compile cache (cache.h): the module of an entry for the same
  * source, options, target and build when there is one, else compiled and kept. */
 static kern_status compile_cached(kern_context *ctx, const char *name, const char *source,
@@ -164,26 +202,47 @@ static kern_status compile_cached(kern_context *ctx, const char *name, const cha
     kern_context_options co = kern_context_get_options(ctx);
     const kc_codegen *cg = kc_codegen_for_backend(co.backend);
     char dir[4096], key[JIT_CACHE_KEY_HEX + 1];
-    if (!cg || !jit_cache_usable(o) || !jit_cache_dir(&co, dir, sizeof dir))
+    if (!cache_key(&co, cg, name, source, len, o, dir, sizeof dir, key))
         return compile_source(ctx, name, source, len, o, grad, NULL, out);
-    jit_cache_key(cg->t->name, name, source, len, o, key);
-    rt_modfile mf;
-    char *data = jit_cache_read(dir, key, cg->t->name, &mf);
-    if (data) {
-        kern_status st = module_from_entry(ctx, cg, &mf, o, out);
-        free(data);
-        if (st == KERN_OK)
-            return st;
-        jit_cache_remove(dir, key);       /* it does not load: compiled again below */
-        rt_error(ctx, KERN_OK, "%s", ""); /* the failed load leaves no message */
-    }
+    if (load_cached(ctx, cg, dir, key, o, out) == KERN_OK)
+        return KERN_OK;
     jit_entry keep = {{0}, {0}};
     kern_status st = compile_source(ctx, name, source, len, o, grad, &keep, out);
-    if (st == KERN_OK)
-        jit_cache_write(dir, key, cg->t->name, keep.meta.data, keep.meta.len, keep.code.data,
-                        keep.code.len);
-    buf_free(&keep.meta);
-    buf_free(&keep.code);
+    keep_entry(cg, dir, key, &keep, st == KERN_OK);
+    return st;
+}
+
+bool jit_cache_has(const kern_context_options *co, const char *target, const char *name,
+                   const char *source, size_t len, const kc_options *o) {
+    const kc_codegen *cg = kc_codegen_find(target);
+    char dir[4096], key[JIT_CACHE_KEY_HEX + 1], path[4200];
+    if (!cache_key(co, cg, name, source, len, o, dir, sizeof dir, key))
+        return false;
+    snprintf(path, sizeof path, "%s/%s.kmod", dir, key);
+    return access(path, R_OK) == 0;
+}
+
+kern_status jit_module_cached(kern_context *ctx, const char *name, const char *source, size_t len,
+                              const kc_options *o, kern_module **out) {
+    kern_context_options co = kern_context_get_options(ctx);
+    const kc_codegen *cg = kc_codegen_for_backend(co.backend);
+    char dir[4096], key[JIT_CACHE_KEY_HEX + 1];
+    if (!cache_key(&co, cg, name, source, len, o, dir, sizeof dir, key))
+        return KERN_ERR_NOT_FOUND;
+    return load_cached(ctx, cg, dir, key, o, out);
+}
+
+kern_status jit_module_from_ir_keep(kern_context *ctx, const ir_module *m, const kc_options *o,
+                                    const char *name, const char *source, size_t len,
+                                    kern_module **out) {
+    kern_context_options co = kern_context_get_options(ctx);
+    const kc_codegen *cg = kc_codegen_for_backend(co.backend);
+    char dir[4096], key[JIT_CACHE_KEY_HEX + 1];
+    if (!cache_key(&co, cg, name, source, len, o, dir, sizeof dir, key))
+        return module_from_ir(ctx, m, o, name, NULL, out);
+    jit_entry keep = {{0}, {0}};
+    kern_status st = module_from_ir(ctx, m, o, name, &keep, out);
+    keep_entry(cg, dir, key, &keep, st == KERN_OK);
     return st;
 }
 

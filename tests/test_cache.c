@@ -18,9 +18,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../compiler/driver.h"
 #include "../include/kern.h"
 #include "../jit/cache.h"
 #include "../jit/sha256.h"
+#include "../runtime/npy.h"
 
 enum { N = 1000 };
 
@@ -433,6 +435,83 @@ Test(cache, errors_are_not_cached) {
     cr_expect_eq(entries(dir, NULL, NULL), 0);
     kern_context_release(ctx);
     rm_cache(dir);
+}
+
+/* kernc run with the cache in dir (KERN_CACHE=1 overrides the test binary's 0) and args;
+ * returns the status, and the output (read back from a file in dir's parent: /tmp) into
+ * *out (malloc'd). */
+static int kernc(const char *dir, const char *args, char **out) {
+    char cmd[8192], log[64];
+    snprintf(log, sizeof log, "/tmp/kern-cache-test-%d.log", (int)getpid());
+    snprintf(cmd, sizeof cmd, "KERN_CACHE=1 KERN_CACHE_DIR='%s' '%s' run %s >'%s' 2>&1", dir,
+             KERNC_PATH, args, log);
+    int st = system(cmd);
+    size_t len;
+    *out = kc_read_source(log, &len);
+    cr_assert_not_null(*out);
+    unlink(log);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* kernc run goes through the cache: a second run loads the entry and computes the same
+ * (against 2 x), and a bounds error from it still names the source line; a compile that
+ * prints a warning is not kept (so every run prints it); --no-cache keeps nothing. */
+Test(cache, kernc_run_uses_the_cache) {
+    char *dir = new_cache(), *work = new_cache();
+    char src[1024], xs[1024], ys[1024], warn[1024], args[8192], err[256];
+    snprintf(src, sizeof src, "%s/k.kern", work);
+    snprintf(xs, sizeof xs, "%s/x.npy", work);
+    snprintf(ys, sizeof ys, "%s/y.npy", work);
+    snprintf(warn, sizeof warn, "%s/w.kern", work);
+    FILE *f = fopen(src, "w");
+    cr_assert_not_null(f);
+    fputs("kernel k(x: f32[], y: f32[], n: i32) {\n"
+          "    for i in 0..n { y[i] = x[i] * 2.0; }\n"
+          "}\n",
+          f);
+    fclose(f);
+    f = fopen(warn, "w");
+    cr_assert_not_null(f);
+    fputs("kernel sq(x: f32[]) {\n    for i in 0..len(x) { x[i] = x[i] * x[i]; }\n}\n", f);
+    fclose(f);
+    float x[4] = {1, -2, 0.5f, 3};
+    int64_t n = 4;
+    cr_assert_eq(kern_npy_write(xs, KERN_F32, 1, &n, x, err, sizeof err), KERN_OK, "%s", err);
+    unsigned long ino0 = 0;
+    for (int round = 0; round < 2; round++) { /* round 1: from the cache */
+        char *out;
+        snprintf(args, sizeof args, "%s k x=%s y=%s n=4 --save y=%s", src, xs, xs, ys);
+        cr_expect_eq(kernc(dir, args, &out), 0, "round %d: %s", round, out);
+        free(out);
+        kern_npy y;
+        cr_assert_eq(kern_npy_read(ys, &y, err, sizeof err), KERN_OK, "%s", err);
+        for (int i = 0; i < 4; i++)
+            cr_expect_eq(((float *)y.data)[i], 2 * x[i], "round %d: y[%d]", round, i);
+        kern_npy_free(&y);
+        snprintf(args, sizeof args, "%s k x=%s y=%s n=5", src, xs, xs);
+        cr_expect_eq(kernc(dir, args, &out), 1, "round %d: %s", round, out);
+        cr_expect(strstr(out, "k.kern:2:"), "round %d: the line of the bounds error: %s", round,
+                  out);
+        free(out);
+        unsigned long ino;
+        cr_expect_eq(entries(dir, &ino, NULL), 1, "round %d", round);
+        if (round == 0)
+            ino0 = ino;
+        cr_expect_eq(ino, ino0, "round %d: loaded, not written again", round);
+        snprintf(args, sizeof args, "%s sq.grad --no-grad-check x=%s", warn, xs);
+        cr_expect_eq(kernc(dir, args, &out), 0, "round %d: %s", round, out);
+        cr_expect(strstr(out, "warning:"), "round %d: the warning, every time: %s", round, out);
+        free(out);
+        cr_expect_eq(entries(dir, NULL, NULL), 1, "round %d: nothing kept of a warning", round);
+    }
+    char *other = new_cache(), *out;
+    snprintf(args, sizeof args, "%s k x=%s y=%s n=4 --no-cache", src, xs, xs);
+    cr_expect_eq(kernc(other, args, &out), 0, "%s", out);
+    free(out);
+    cr_expect_eq(entries(other, NULL, NULL), 0, "--no-cache");
+    rm_cache(other);
+    rm_cache(dir);
+    rm_cache(work);
 }
 
 static void sha_hex(const void *data, size_t len, size_t reps, char out[65]) {
