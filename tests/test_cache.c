@@ -11,9 +11,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -391,7 +393,7 @@ Test(cache, off_switch_writes_nothing) {
     cr_expect(!kern_context_options_default().no_cache);
     setenv("KERN_CACHE_DIR", dir, 1);
     cr_expect_str_eq(kern_context_options_default().cache_dir, dir);
-    ctx = context(KERN_BACKEND_CPU, NULL, false); /* $KERN_CACHE_DIR through the options */
+    ctx = context(KERN_BACKEND_CPU, NULL, false); /* the field NULL: $KERN_CACHE_DIR */
     cr_expect(runs_right(ctx, compile(ctx, SRC)));
     cr_expect_eq(entries(dir, NULL, NULL), 2);
     kern_context_release(ctx);
@@ -417,6 +419,36 @@ Test(cache, unusable_directory_is_no_cache) {
     }
     struct stat st;
     cr_expect(stat(file, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 16, "left alone");
+    rm_cache(dir);
+}
+
+/* A write that fails (a full disk: here a file size limit of 1000 bytes, below an entry's)
+ * leaves nothing behind, not even its temporary file, and the module works. */
+Test(cache, failed_write_leaves_nothing) {
+    char *dir = new_cache();
+    pid_t kid = fork();
+    cr_assert(kid >= 0);
+    if (kid == 0) {
+        signal(SIGXFSZ, SIG_IGN); /* write fails with EFBIG instead */
+        struct rlimit lim = {1000, 1000};
+        setrlimit(RLIMIT_FSIZE, &lim);
+        kern_context_options o = kern_context_options_default();
+        o.cache_dir = dir;
+        o.no_cache = false;
+        kern_context *ctx;
+        kern_module *m;
+        bool ok = kern_context_create(&o, &ctx) == KERN_OK &&
+                  kern_module_from_source(ctx, SRC, strlen(SRC), "cache.kern", &m) == KERN_OK &&
+                  runs_right(ctx, m);
+        kern_context_release(ctx);
+        _exit(ok ? 0 : 1);
+    }
+    int st;
+    cr_assert_eq(waitpid(kid, &st, 0), kid);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    int others;
+    cr_expect_eq(entries(dir, NULL, &others), 0);
+    cr_expect_eq(others, 0, "no temporary file left");
     rm_cache(dir);
 }
 
