@@ -3,7 +3,11 @@
  * the runtime (libkern, which never links LLVM): the runtime only sees a code provider
  * (runtime/provider.h) whose lookups go to the JIT's session. Modules compiled from source
  * carry K.grad for every kernel that passes the global-access check (KC_GRAD_POSSIBLE);
- * jit_module_from_ir (jit.h) serves tools that compile with their own options. */
+ * jit_module_from_ir (jit.h) serves tools that compile with their own options.
+ * Every compile of a source (a module, or one lazily built gradient) goes through the
+ * compile cache (cache.h) first: compile_cached loads the entry of its key when the cache
+ * has a sound one, else compiles and writes the entry (module_from_ir keeps the metadata
+ * text and the code it hands the runtime). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
