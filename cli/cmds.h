@@ -29,6 +29,7 @@ typedef struct kernc_run_args {
     int ad_strategy;      /* --ad-strategy (a kern_ad_strategy; 0: auto) */
     bool verbose;         /* --verbose: how a gradient launch kept its adstacks, on stderr */
     kernc_progress_mode progress; /* reports of a long run on stderr (cli/progress.h) */
+    bool no_cache;        /* run --no-cache: no compile cache (docs/runtime.md) */
 } kernc_run_args;
 
 /* KERNEL may be K.grad: the file is then compiled with that gradient (KC_GRAD_ALL), and a

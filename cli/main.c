@@ -46,6 +46,7 @@ typedef struct cli {
     const char *run_option; /* the first option of run (and gradcheck) only: --threads, ... */
     bool help;              /* --help after the command: that command's usage */
     bool no_checks;         /* --no-checks: no bounds, division and shift checks */
+    bool no_cache;          /* --no-cache: no compile cache */
     int threads;            /* run: --threads N (0: the online CPUs) */
     int64_t ad_budget;      /* run, gradcheck: --ad-memory-budget */
     int ad_strategy;        /* run, gradcheck: --ad-strategy */
@@ -181,7 +182,7 @@ static const struct {
     {"run", "usage: kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
             "       [--target=T] [--threads N] [--time] [--no-checks] [--verbose]\n"
             "       [--steps N|A..B --step-arg NAME [--step-start S]] [--ad-memory-budget B]\n"
-            "       [--ad-strategy S] [compiler options]\n"
+            "       [--ad-strategy S] [--no-cache] [compiler options]\n"
             "  without KERNEL: the file's kernels and their parameters (status 2)\n"
             "  NAME=VALUE      a number for a scalar, a .npy file for an array; unbound\n"
             "                  adjoints of K.grad start as zeros of the primal's shape\n"
@@ -189,6 +190,7 @@ static const struct {
             "  --threads N     CPU worker threads (default: the online CPUs)\n"
             "  --time          print the compile and launch times on standard error\n"
             "  --no-checks     no bounds, division and shift checks (checked by default)\n"
+            "  --no-cache      compile without the compile cache (docs/runtime.md)\n"
             "  --steps N       launch N times with --step-arg NAME = 0 .. N-1; K.grad runs\n"
             "                  the gradient of the whole sequence through the tape\n"
             "  --steps A..B    launch B - A times with NAME = A .. B-1 (as `for t in A..B`)\n"
@@ -464,6 +466,9 @@ static int parse_cli(int argc, char **argv, cli *c) {
             c->gc_option = "--rtol";
         } else if (!strcmp(a, "--no-checks")) {
             c->no_checks = true;
+        } else if (!strcmp(a, "--no-cache")) {
+            c->no_cache = true;
+            c->run_option = "--no-cache";
         } else if (!strcmp(a, "--time")) {
             c->time = true;
             c->run_option = "--time";
@@ -824,7 +829,8 @@ static int run_command(cli *c) {
                              .step_arg = c->step_arg,
                              .ad_budget = c->ad_budget,
                              .ad_strategy = c->ad_strategy,
-                             .verbose = c->verbose};
+                             .verbose = c->verbose,
+                             .no_cache = c->no_cache};
         const char *bad = NULL;
         if (!kernc_progress_mode_from_env(&ra.progress, &bad))
             fprintf(stderr,

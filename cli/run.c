@@ -639,35 +639,49 @@ int kernc_cmd_run(const kernc_run_args *a) {
     /* K.grad.ckpt only when a launch needs it (jit_module_lazy_ckpt, below) */
     bool lazy_ckpt = is_grad && !co.no_ckpt;
     co.no_ckpt = true;
-    kc_ctx *cc = NULL;
     double t0 = now_ms();
     char what[160];
     snprintf(what, sizeof what, "kernc run: %s", a->kernel);
     progress = kernc_progress_start(&a->progress, what, "compiling");
-    ir_module *m = compile_file(a->file, &co, &cc, &rc, progress);
-    if (!m) {
-        kc_ctx_free(cc);
-        goto cleanup;
-    }
     kern_context_options o = kern_context_options_default();
     o.backend = (kern_backend)cg->t->backend;
     o.debug = a->opts.debug;
     o.no_checks = !kc_checks(&a->opts);
     o.ad_stack_size = a->opts.ad_stack_size;
     o.threads = a->threads;
+    o.no_cache |= a->no_cache;
     if (a->ad_budget)
         o.ad_memory_budget = a->ad_budget;
     if (a->ad_strategy)
         o.ad_strategy = a->ad_strategy;
-    kern_status st = kern_context_create(&o, &ctx);
-    if (st == KERN_OK)
-        st = jit_module_from_ir(ctx, m, &co, a->file, &mod);
-    if (st == KERN_OK && lazy_ckpt) {
-        size_t len;
-        char *text = kc_read_source(a->file, &len);
-        st = text ? jit_module_lazy_ckpt(mod, &co, a->file, text, len) : KERN_ERR_NOT_FOUND;
-        free(text);
+    /* The compile cache's module when it has one: a compile that printed warnings is never
+     * kept, so a module from the cache has none to print. */
+    size_t srclen = 0;
+    char *text = kc_read_source(a->file, &srclen);
+    kern_status cst = KERN_ERR_NOT_FOUND, st = KERN_ERR_NOT_FOUND;
+    if (text && jit_cache_has(&o, cg->t->name, a->file, text, srclen, &co) &&
+        (cst = kern_context_create(&o, &ctx)) == KERN_OK)
+        st = jit_module_cached(ctx, a->file, text, srclen, &co, &mod);
+    kc_ctx *cc = NULL;
+    ir_module *m = NULL;
+    if (st != KERN_OK) {
+        m = compile_file(a->file, &co, &cc, &rc, progress);
+        if (!m) {
+            free(text);
+            kc_ctx_free(cc);
+            goto cleanup;
+        }
+        if (!ctx)
+            cst = kern_context_create(&o, &ctx);
+        st = cst;
+        if (st == KERN_OK && text && cc->diags.warnings == 0)
+            st = jit_module_from_ir_keep(ctx, m, &co, a->file, text, srclen, &mod);
+        else if (st == KERN_OK)
+            st = jit_module_from_ir(ctx, m, &co, a->file, &mod);
     }
+    if (st == KERN_OK && lazy_ckpt)
+        st = text ? jit_module_lazy_ckpt(mod, &co, a->file, text, srclen) : KERN_ERR_NOT_FOUND;
+    free(text);
     ir_module_free(m);
     kc_ctx_free(cc);
     kernc_progress_pause(progress); /* the arguments' errors, if any, until the launch */

@@ -158,6 +158,12 @@ typedef struct kern_context_options {
      * the two disappear): the reference precision of `kernc gradcheck` and kern.gradcheck,
      * whose finite differences run in f64 (docs/cli.md, gradcheck). Off by default. */
     bool promote_f64;
+    /* The compile cache of JIT modules and their lazily built gradients (docs/runtime.md,
+     * "The compile cache"): no_cache turns it off ($KERN_CACHE=0); cache_dir is its
+     * directory (NULL: $KERN_CACHE_DIR, else $XDG_CACHE_HOME/kern, else ~/.cache/kern),
+     * copied at kern_context_create. */
+    bool no_cache;
+    const char *cache_dir;
 } kern_context_options;
 
 /* How a launch of a kernel with adstacks keeps what its reverse sweep needs. */

@@ -3,20 +3,26 @@
  * the runtime (libkern, which never links LLVM): the runtime only sees a code provider
  * (runtime/provider.h) whose lookups go to the JIT's session. Modules compiled from source
  * carry K.grad for every kernel that passes the global-access check (KC_GRAD_POSSIBLE);
- * jit_module_from_ir (jit.h) serves tools that compile with their own options. */
+ * jit_module_from_ir (jit.h) serves tools that compile with their own options.
+ * Every compile of a source (a module, or one lazily built gradient) goes through the
+ * compile cache (cache.h) first: compile_cached loads the entry of its key when the cache
+ * has a sound one, else compiles and writes the entry (module_from_ir keeps the metadata
+ * text and the code it hands the runtime). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
+#include "../backends/meta_ir.h"
 #include "../common/context.h"
 #include "../common/env.h"
 #include "../common/util.h"
 #include "../compiler/driver.h"
-#include "../backends/meta_ir.h"
 #include "../include/kern.h"
 #include "../runtime/provider.h"
+#include "cache.h"
 #include "jit.h"
 
 static void *jit_lookup(void *user, const char *symbol) {
@@ -48,8 +54,14 @@ static kern_status no_codegen(kern_context *ctx, kern_backend b) {
                     kc_codegen_targets(names, sizeof names));
 }
 
-kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_options *o,
-                               const char *name, kern_module **out) {
+/* What a compiled module's cache entry holds (cache.h): its metadata text and its code. */
+typedef struct jit_entry {
+    kern_buf meta, code;
+} jit_entry;
+
+/* jit_module_from_ir, and the module's metadata text and code into *keep (NULL: none). */
+static kern_status module_from_ir(kern_context *ctx, const ir_module *m, const kc_options *o,
+                                  const char *name, jit_entry *keep, kern_module **out) {
     if (!ctx)
         return KERN_ERR_ARGUMENT;
     if (!m || !o || !out)
@@ -67,17 +79,175 @@ kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_o
             return rt_error(ctx, KERN_ERR_COMPILE, "compilation of %s for %s failed: %s",
                             name ? name : "<source>", cg->t->name, err);
         kern_code_image img = {.kind = (kern_code_kind)cg->t->code_kind, .bytes = code, .len = len};
-        kern_status s = rt_module_create(ctx, kc_meta_from_ir(m), img, out);
+        kern_meta *meta = kc_meta_from_ir(m);
+        if (keep) {
+            kern_meta_print(&keep->meta, meta);
+            buf_putn(&keep->code, code, len);
+        }
+        kern_status s = rt_module_create(ctx, meta, img, out);
         free(code);
         return s;
     }
-    llvm_jit *j = llvm_jit_compile(m, o, err, sizeof err);
+    llvm_jit *j = llvm_jit_compile_keep(m, o, keep ? &keep->code : NULL, err, sizeof err);
     if (!j)
         return rt_error(ctx, KERN_ERR_INTERNAL, "JIT compilation of %s failed: %s",
                         name ? name : "<source>", err);
     kern_meta *meta = kc_meta_from_ir(m);
+    if (keep)
+        kern_meta_print(&keep->meta, meta);
     kern_code_provider p = {j, jit_lookup, jit_release};
     return rt_module_create(ctx, meta, (kern_code_image){.kind = KERN_CODE_HOST, .host = p}, out);
+}
+
+kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_options *o,
+                               const char *name, kern_module **out) {
+    return module_from_ir(ctx, m, o, name, NULL, out);
+}
+
+/* The module of a cache entry (mf): its metadata parsed, its code loaded as the device's
+ * image or, for the CPU, linked from its objects. KERN_ERR_FORMAT for an entry that does
+ * not load (the caller removes it and compiles). */
+static kern_status module_from_entry(kern_context *ctx, const kc_codegen *cg, const rt_modfile *mf,
+                                     const kc_options *o, kern_module **out) {
+    char err[512];
+    kern_meta *meta = kern_meta_parse(mf->meta, mf->meta_len, err, sizeof err);
+    if (!meta)
+        return KERN_ERR_FORMAT;
+    if (cg->code) {
+        kern_code_image img = {
+            .kind = (kern_code_kind)cg->t->code_kind, .bytes = mf->code, .len = mf->code_len};
+        return rt_module_create(ctx, meta, img, out);
+    }
+    llvm_jit *j = llvm_jit_load(mf->code, mf->code_len, o, err, sizeof err);
+    if (!j) {
+        kern_meta_free(meta);
+        return KERN_ERR_FORMAT;
+    }
+    kern_code_provider p = {j, jit_lookup, jit_release};
+    return rt_module_create(ctx, meta, (kern_code_image){.kind = KERN_CODE_HOST, .host = p}, out);
+}
+
+/* Compiles source (named name) with o into a module of ctx; grad names the derived kernel
+ * ("K.grad", ...) that is kept alone, NULL keeps every kernel. */
+static kern_status compile_source(kern_context *ctx, const char *name, const char *source,
+                                  size_t len, const kc_options *o, const char *grad,
+                                  jit_entry *keep, kern_module **out) {
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts = *o;
+    kern_status st;
+    ir_module *m = kc_compile_source(cc, name, source, len);
+    ir_kernel *kept = NULL;
+    for (ir_kernel *k = m && grad ? m->kernels : NULL; k; k = k->next)
+        if (!strcmp(k->name, grad))
+            kept = k;
+    if (!m || (grad && !kept)) {
+        char *msg = diagnostics_text(cc);
+        if (grad)
+            st = rt_error(ctx, KERN_ERR_COMPILE, "building %s of %s: %s", grad, name,
+                          msg && *msg ? msg : "the gradient was not built");
+        else
+            st = rt_error(ctx, KERN_ERR_COMPILE, "%s", msg ? msg : "compilation failed");
+        free(msg);
+    } else {
+        if (kept) { /* the kernels live in the module's arena: unlinking frees nothing */
+            kept->next = NULL;
+            m->kernels = m->last_kernel = kept;
+            m->nkernels = 1;
+        }
+        st = module_from_ir(ctx, m, &cc->opts, name, keep, out);
+    }
+    ir_module_free(m);
+    kc_ctx_free(cc);
+    return st;
+}
+
+/* The cache directory and key of compiling source with o on ctx (false: no cache). */
+static bool cache_key(const kern_context_options *co, const kc_codegen *cg, const char *name,
+                      const char *source, size_t len, const kc_options *o, char *dir, size_t size,
+                      char key[JIT_CACHE_KEY_HEX + 1]) {
+    if (!cg || !jit_cache_usable(o) || !jit_cache_dir(co, dir, size))
+        return false;
+    jit_cache_key(cg->t->name, name, source, len, o, key);
+    return true;
+}
+
+/* The module of the entry of key in dir, if there is one that loads (else it is removed);
+ * KERN_ERR_NOT_FOUND otherwise, with no message. */
+static kern_status load_cached(kern_context *ctx, const kc_codegen *cg, const char *dir,
+                               const char *key, const kc_options *o, kern_module **out) {
+    rt_modfile mf;
+    char *data = jit_cache_read(dir, key, cg->t->name, &mf);
+    if (!data)
+        return KERN_ERR_NOT_FOUND;
+    kern_status st = module_from_entry(ctx, cg, &mf, o, out);
+    free(data);
+    if (st == KERN_OK)
+        return st;
+    jit_cache_remove(dir, key);       /* it does not load: the caller compiles */
+    rt_error(ctx, KERN_OK, "%s", ""); /* and the failed load leaves no message */
+    return KERN_ERR_NOT_FOUND;
+}
+
+/* Writes the entry of key in dir from what module_from_ir kept; frees it. */
+static void keep_entry(const kc_codegen *cg, const char *dir, const char *key, jit_entry *keep,
+                       bool write) {
+    if (write)
+        jit_cache_write(dir, key, cg->t->name, keep->meta.data, keep->meta.len, keep->code.data,
+                        keep->code.len);
+    buf_free(&keep->meta);
+    buf_free(&keep->code);
+}
+
+/* compile_source through the compile cache (cache.h): the module of an entry for the same
+ * source, options, target and build when there is one, else compiled and kept. */
+static kern_status compile_cached(kern_context *ctx, const char *name, const char *source,
+                                  size_t len, const kc_options *o, const char *grad,
+                                  kern_module **out) {
+    kern_context_options co = kern_context_get_options(ctx);
+    const kc_codegen *cg = kc_codegen_for_backend(co.backend);
+    char dir[4096], key[JIT_CACHE_KEY_HEX + 1];
+    if (!cache_key(&co, cg, name, source, len, o, dir, sizeof dir, key))
+        return compile_source(ctx, name, source, len, o, grad, NULL, out);
+    if (load_cached(ctx, cg, dir, key, o, out) == KERN_OK)
+        return KERN_OK;
+    jit_entry keep = {{0}, {0}};
+    kern_status st = compile_source(ctx, name, source, len, o, grad, &keep, out);
+    keep_entry(cg, dir, key, &keep, st == KERN_OK);
+    return st;
+}
+
+bool jit_cache_has(const kern_context_options *co, const char *target, const char *name,
+                   const char *source, size_t len, const kc_options *o) {
+    const kc_codegen *cg = kc_codegen_find(target);
+    char dir[4096], key[JIT_CACHE_KEY_HEX + 1], path[4200];
+    if (!cache_key(co, cg, name, source, len, o, dir, sizeof dir, key))
+        return false;
+    snprintf(path, sizeof path, "%s/%s.kmod", dir, key);
+    return access(path, R_OK) == 0;
+}
+
+kern_status jit_module_cached(kern_context *ctx, const char *name, const char *source, size_t len,
+                              const kc_options *o, kern_module **out) {
+    kern_context_options co = kern_context_get_options(ctx);
+    const kc_codegen *cg = kc_codegen_for_backend(co.backend);
+    char dir[4096], key[JIT_CACHE_KEY_HEX + 1];
+    if (!cache_key(&co, cg, name, source, len, o, dir, sizeof dir, key))
+        return KERN_ERR_NOT_FOUND;
+    return load_cached(ctx, cg, dir, key, o, out);
+}
+
+kern_status jit_module_from_ir_keep(kern_context *ctx, const ir_module *m, const kc_options *o,
+                                    const char *name, const char *source, size_t len,
+                                    kern_module **out) {
+    kern_context_options co = kern_context_get_options(ctx);
+    const kc_codegen *cg = kc_codegen_for_backend(co.backend);
+    char dir[4096], key[JIT_CACHE_KEY_HEX + 1];
+    if (!cache_key(&co, cg, name, source, len, o, dir, sizeof dir, key))
+        return module_from_ir(ctx, m, o, name, NULL, out);
+    jit_entry keep = {{0}, {0}};
+    kern_status st = module_from_ir(ctx, m, o, name, &keep, out);
+    keep_entry(cg, dir, key, &keep, st == KERN_OK);
+    return st;
 }
 
 /* What a JIT module keeps to build its gradients later (rt_module_set_lazy_grads): the
@@ -96,38 +266,18 @@ static void lazy_source_free(void *p) {
 }
 
 /* Compiles the source again with the one derived kernel `grad` ("K.grad", "K.jvp" or
- * "K.grad.jvp"), and JIT-compiles
- * that kernel alone (the primal kernels are dropped from the IR before code generation):
- * the module of one lazy gradient, built the first time it is looked up. */
+ * "K.grad.jvp"), and JIT-compiles that kernel alone (the primal kernels are dropped from
+ * the IR before code generation): the module of one lazy gradient, built (or loaded from
+ * the compile cache) the first time it is looked up. */
 static kern_status build_grad(kern_context *ctx, void *p, const char *grad, kern_module **out) {
     lazy_source *l = p;
-    kc_ctx *cc = kc_ctx_new();
-    cc->opts = l->opts;
-    cc->opts.grad = KC_GRAD_POSSIBLE;
-    cc->opts.grad_only = grad;
+    kc_options o = l->opts;
+    o.grad = KC_GRAD_POSSIBLE;
+    o.grad_only = grad;
     /* K.grad.ckpt is built on its own, when a launch needs it (rt_module_lazy_ckpt) */
     size_t gl = strlen(grad);
-    cc->opts.no_ckpt = gl < 10 || strcmp(grad + gl - 10, ".grad.ckpt") != 0;
-    kern_status st;
-    ir_module *m = kc_compile_source(cc, l->name, l->source, l->len);
-    ir_kernel *keep = NULL;
-    for (ir_kernel *k = m ? m->kernels : NULL; k; k = k->next)
-        if (!strcmp(k->name, grad))
-            keep = k;
-    if (!m || !keep) {
-        char *msg = diagnostics_text(cc);
-        st = rt_error(ctx, KERN_ERR_COMPILE, "building %s of %s: %s", grad, l->name,
-                      msg && *msg ? msg : "the gradient was not built");
-        free(msg);
-    } else {
-        keep->next = NULL; /* the kernels live in the module's arena: unlinking frees nothing */
-        m->kernels = m->last_kernel = keep;
-        m->nkernels = 1;
-        st = jit_module_from_ir(ctx, m, &cc->opts, l->name, out);
-    }
-    ir_module_free(m);
-    kc_ctx_free(cc);
-    return st;
+    o.no_ckpt = gl < 10 || strcmp(grad + gl - 10, ".grad.ckpt") != 0;
+    return compile_cached(ctx, l->name, l->source, l->len, &o, grad, out);
 }
 
 kern_status kern_module_from_source(kern_context *ctx, const char *source, size_t len,
@@ -142,36 +292,28 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
     kern_context_options o = kern_context_get_options(ctx);
     if (!kc_codegen_for_backend(o.backend))
         return no_codegen(ctx, o.backend);
-    kc_ctx *cc = kc_ctx_new();
-    cc->opts.debug = o.debug;
-    cc->opts.checks = !o.no_checks;
-    cc->opts.fast_math = o.fast_math;
-    cc->opts.promote_f64 = o.promote_f64;
+    kc_options opts;
+    kc_options_default(&opts);
+    opts.debug = o.debug;
+    opts.fast_math = o.fast_math;
+    opts.checks = !o.no_checks;
+    opts.promote_f64 = o.promote_f64;
     if (o.ad_stack_size > 0)
-        cc->opts.ad_stack_size = (uint32_t)o.ad_stack_size;
+        opts.ad_stack_size = (uint32_t)o.ad_stack_size;
     /* The primal kernels now; K.grad, for every kernel that passes the global-access check
      * (the others record why in grad_error), the first time one is looked up. */
-    kc_options_from_env(&cc->opts); /* the public API's boundary: the environment, once */
-    cc->opts.grad = cc->opts.eager_grads ? KC_GRAD_POSSIBLE : KC_GRAD_CHECK;
-    cc->opts.jvp = cc->opts.eager_grads;
-    kern_status st = KERN_OK;
+    kc_options_from_env(&opts); /* the public API's boundary: the environment, once */
+    opts.grad = opts.eager_grads ? KC_GRAD_POSSIBLE : KC_GRAD_CHECK;
+    opts.jvp = opts.eager_grads;
     const char *srcname = name ? name : "<source>";
-    ir_module *m = kc_compile_source(cc, srcname, source, len);
-    if (!m) {
-        char *msg = diagnostics_text(cc);
-        st = rt_error(ctx, KERN_ERR_COMPILE, "%s", msg ? msg : "compilation failed");
-        free(msg);
-    } else {
-        st = jit_module_from_ir(ctx, m, &cc->opts, name, out);
-        ir_module_free(m);
-    }
-    if (st == KERN_OK && cc->opts.grad == KC_GRAD_CHECK) {
+    kern_status st = compile_cached(ctx, srcname, source, len, &opts, NULL, out);
+    if (st == KERN_OK && opts.grad == KC_GRAD_CHECK) {
         lazy_source *l = calloc(1, sizeof *l);
         if (l) {
             l->source = malloc(len + 1);
             l->name = strdup(srcname);
             l->len = len;
-            l->opts = cc->opts;
+            l->opts = opts;
         }
         if (!l || !l->source || !l->name) {
             if (l)
@@ -189,7 +331,6 @@ kern_status kern_module_from_source(kern_context *ctx, const char *source, size_
             }
         }
     }
-    kc_ctx_free(cc);
     return st;
 }
 

@@ -16,6 +16,20 @@
  * generation fails. */
 kern_status jit_module_from_ir(kern_context *ctx, const ir_module *m, const kc_options *o,
                                const char *name, kern_module **out);
+/* The compile cache (cache.h, docs/runtime.md) for tools that compile with their own
+ * options and print the compiler's warnings (kernc run). jit_cache_has: whether the cache
+ * of a context with options co holds an entry for `len` bytes of source named name compiled
+ * with o for target. jit_module_cached: that entry's module on ctx; KERN_ERR_NOT_FOUND with
+ * nothing changed when there is none or it does not load (then it is removed). */
+bool jit_cache_has(const kern_context_options *co, const char *target, const char *name,
+                   const char *source, size_t len, const kc_options *o);
+kern_status jit_module_cached(kern_context *ctx, const char *name, const char *source, size_t len,
+                              const kc_options *o, kern_module **out);
+/* jit_module_from_ir, and the module kept in ctx's compile cache under the key of (name,
+ * source, o), m being what compiling that source with o gave. */
+kern_status jit_module_from_ir_keep(kern_context *ctx, const ir_module *m, const kc_options *o,
+                                    const char *name, const char *source, size_t len,
+                                    kern_module **out);
 /* Lets the launches of mod's K.grad build K.grad.ckpt from `source` (compiled with o) when
  * the memory budget needs it (docs/autodiff.md): kernc run compiles without it. */
 kern_status jit_module_lazy_ckpt(kern_module *mod, const kc_options *o, const char *name,

@@ -302,6 +302,9 @@ kern_context_options kern_context_options_default(void) {
         .ad_strategy = rt_ad_strategy_env(),
         .fast_math = env_on("KERN_FAST_MATH"),
         .no_checks = env_on("KERN_NO_CHECKS"),
+        .no_cache = getenv("KERN_CACHE") && !strcmp(getenv("KERN_CACHE"), "0"),
+        .cache_dir =
+            getenv("KERN_CACHE_DIR") && *getenv("KERN_CACHE_DIR") ? getenv("KERN_CACHE_DIR") : NULL,
     };
     return o;
 }
@@ -358,6 +361,11 @@ kern_status kern_context_create(const kern_context_options *opts, kern_context *
     *out = ctx;
     rt_handle_add(ctx, RT_H_CONTEXT, ctx);
     ctx->opts = opts ? *opts : kern_context_options_default();
+    if (ctx->opts.cache_dir) { /* the caller's string need not outlive the call */
+        if (!(ctx->cache_dir = strdup(ctx->opts.cache_dir)))
+            ctx->opts.no_cache = true;
+        ctx->opts.cache_dir = ctx->cache_dir;
+    }
     rt_list_init(&ctx->buffers);
     rt_list_init(&ctx->modules);
     rt_list_init(&ctx->tapes);
@@ -541,5 +549,6 @@ void kern_context_release(kern_context *ctx) {
         free(ctx->pending[i]);
     free(ctx->pending);
     free(ctx->retired.items);
+    free(ctx->cache_dir);
     rt_handle_free(ctx);
 }

@@ -96,6 +96,7 @@ struct kern_context {
     int64_t device_sizings; /* sizer kernels run (kern_context_adstack_info) */
     uintptr_t owner;        /* checked mode: the thread inside the API (handles.c) */
     int depth;              /* checked mode: its nested API calls */
+    char *cache_dir;        /* opts.cache_dir's copy (NULL: none) */
 };
 
 struct kern_buffer {

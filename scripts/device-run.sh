@@ -7,7 +7,8 @@
 # STEPS (default: all): suite, corpus, vulkan, libm (the accuracy table measured on CUDA and
 # Vulkan, the corpus with fast math), stress, cli, sanitizer, bench, torch (kern.torch,
 # kern.jax and kern.Graph from Python: tests/python/test_bridge_cuda.py, test_jax_bridge.py,
-# test_torch_bridge.py, test_graph.py with the machine's python3), fuzz (the
+# test_torch_bridge.py, test_graph.py with the machine's python3), cache (the compile
+# cache's tests on CUDA and its first and second process times, bench/README.md), fuzz (the
 # runtime's harnesses on every core but two for FUZZ_SECS seconds each, default 120). Each prints a header and
 # what it ran; results also go to $OUT (when set) as STEP.txt. Exit status: the number of
 # failed steps.
@@ -65,7 +66,7 @@ fuzz_run() { # HARNESS: one libFuzzer process per core, each with its own corpus
     [ "$crashes" = 0 ]
 }
 
-for STEP in suite corpus vulkan libm budget stress cli sanitizer bench torch fuzz; do
+for STEP in suite corpus vulkan libm budget stress cli sanitizer bench torch cache fuzz; do
     [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
     case $STEP in
     suite) step suite kern-tests -j8 ;;
@@ -105,6 +106,9 @@ for STEP in suite corpus vulkan libm budget stress cli sanitizer bench torch fuz
             -p no:cacheprovider tests/python/test_bridge_cuda.py tests/python/test_jax_bridge.py \
             tests/python/test_torch_bridge.py tests/python/test_graph.py ;;
     bench) step bench env -u OUT GPU_BENCH_OUT=/tmp/gpu-bench bash bench/gpu-bench/run.sh ;;
+    cache) step cache-tests kern-tests --verbose --filter 'cache/*'
+           step cache-cuda compile-cache-bench --target cuda --reps 3
+           step cache-cpu compile-cache-bench --reps 3 ;;
     fuzz) step fuzz-module fuzz_run fuzz-module
           step fuzz-npy fuzz_run fuzz-npy ;;
     esac

@@ -26,7 +26,8 @@ else
 fi
 ninja -C $B >/dev/null
 progs=($B/kernc $B/tests/kern-tests $B/examples/kern-host $B/bench/kern-bench
-       $B/bench/kern-bench-aot $B/bench/vec-bench $B/tests/kern-test-aot-*.so $B/jit/libkern-jit.so.0.1.0)
+       $B/bench/kern-bench-aot $B/bench/vec-bench $B/bench/compile-cache-bench
+       $B/tests/kern-test-aot-*.so $B/jit/libkern-jit.so.0.1.0)
 # DEVICE_FUZZ=only stages the runtime's fuzz harnesses alone (no LLVM in them; with the
 # rest they would not fit), for the many cores there: device-run.sh fuzz
 if [ "${DEVICE_FUZZ:-0}" = only ]; then

@@ -19,8 +19,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../../common/target.h" /* the default architectures */
 #include "../../common/context.h"
+#include "../../common/target.h" /* the default architectures */
+#include "../../common/util.h"
 #include "../../ir/ir.h"
 
 /* The version of the LLVM library kern runs on ("19.1.7", LLVMGetVersion), into buf;
@@ -38,6 +39,19 @@ typedef struct llvm_jit llvm_jit;
 llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, size_t errlen);
 /* The address of a symbol of the JIT's module (e.g. "kern_saxpy__t0"); NULL if absent. */
 void *llvm_jit_lookup(llvm_jit *j, const char *sym);
+/* llvm_jit_compile that also appends to *objects what llvm_jit_load takes back: the object
+ * file of every part, the task symbol that links it and the vector math functions the code
+ * calls (the compile cache keeps it, jit/cache.c). */
+llvm_jit *llvm_jit_compile_keep(const ir_module *m, const kc_options *o, kern_buf *objects,
+                                char *err, size_t errlen);
+/* A JIT of the objects that llvm_jit_compile_keep wrote, in this or another process of the
+ * same host and build (the cache's key says so): linked here, without compiling anything.
+ * NULL with a message when the bytes are damaged or do not link. */
+llvm_jit *llvm_jit_load(const char *objects, size_t len, const kc_options *o, char *err,
+                        size_t errlen);
+/* Appends what host code depends on besides the IR and the options: LLVM's version, the
+ * host's triple, CPU name and features, whether libmvec loads (the cache's key). */
+void llvm_host_describe(kern_buf *b);
 /* Seconds the last llvm_jit_compile spent, split as IR emission, the optimization
  * pipeline and machine-code generation (with linking), the latter two of the part that
  * took longest, and the parts the module was compiled in on as many threads (for

@@ -24,9 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <llvm-c/Core.h>
 #include <llvm-c/DebugInfo.h>
 #include <llvm-c/Target.h>
 
+#include "llvm_backend.h"
 #include "llvm_cpu.h"
 
 /* ---- host target machine ------------------------------------------------------------ */
@@ -64,6 +66,21 @@ LLVMTargetMachineRef llvm_host_target_machine(int opt_level, LLVMRelocMode reloc
     LLVMDisposeMessage(features);
     LLVMDisposeMessage(triple);
     return tm;
+}
+
+void llvm_host_describe(kern_buf *b) {
+    llvm_init_native();
+    unsigned major, minor, patch;
+    LLVMGetVersion(&major, &minor, &patch);
+    char *triple = LLVMGetDefaultTargetTriple();
+    char *cpu = LLVMGetHostCPUName(), *features = LLVMGetHostCPUFeatures();
+    /* whether the vector math library loads changes the code of SIMD math */
+    bool mvec = llvm_simd_vector_math_address("_ZGVbN4v_sinf") != NULL;
+    buf_printf(b, "llvm %u.%u.%u\nhost %s %s %s\nlibmvec %d\n", major, minor, patch, triple, cpu,
+               features, mvec);
+    LLVMDisposeMessage(cpu);
+    LLVMDisposeMessage(features);
+    LLVMDisposeMessage(triple);
 }
 
 /* ---- task functions ----------------------------------------------------------------- */

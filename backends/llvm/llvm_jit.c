@@ -91,34 +91,45 @@ static void define_libm(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef jd) {
         LLVMConsumeError(e);
 }
 
-/* The vector math functions (libmvec, llvm_simd.c) the modules call, as absolute symbols,
- * each defined once however many parts call it (a second definition of a name is an
- * error, and its unit would have to be disposed of). */
-static void define_vector_math(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef jd,
-                               const LLVMModuleRef *mods, unsigned nmods) {
-    LLVMOrcCSymbolMapPair pairs[64];
-    const char *names[64];
+/* The vector math functions (libmvec, llvm_simd.c) that the modules call, each named once
+ * however many parts call it (a second definition of a name is an error, and its unit
+ * would have to be disposed of): at most MAX_VECMATH names into names[], pointing into the
+ * modules. */
+enum { MAX_VECMATH = 64 };
+static size_t vector_math_names(const LLVMModuleRef *mods, unsigned nmods,
+                                const char *names[MAX_VECMATH]) {
     size_t n = 0;
     for (unsigned m = 0; m < nmods; m++)
         for (LLVMValueRef f = LLVMGetFirstFunction(mods[m]); f; f = LLVMGetNextFunction(f)) {
             size_t len;
             const char *name = LLVMGetValueName2(f, &len);
-            if (!LLVMIsDeclaration(f) || !llvm_simd_is_vector_math(name) || n == 64)
+            if (!LLVMIsDeclaration(f) || !llvm_simd_is_vector_math(name) || n == MAX_VECMATH)
                 continue;
             bool seen = false;
             for (size_t k = 0; k < n && !seen; k++)
                 seen = !strcmp(names[k], name);
-            void *addr = seen ? NULL : llvm_simd_vector_math_address(name);
-            if (!addr)
-                continue; /* defined already, or the lookup reports it */
-            names[n] = name;
-            pairs[n].Name = LLVMOrcLLJITMangleAndIntern(jit, name);
-            pairs[n].Sym.Address = (LLVMOrcJITTargetAddress)(uintptr_t)addr;
-            pairs[n].Sym.Flags.GenericFlags =
-                LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
-            pairs[n].Sym.Flags.TargetFlags = 0;
-            n++;
+            if (!seen)
+                names[n++] = name;
         }
+    return n;
+}
+
+/* Defines the vector math functions names[] as absolute symbols. */
+static void define_vector_math(LLVMOrcLLJITRef jit, LLVMOrcJITDylibRef jd, const char *const *names,
+                               size_t count) {
+    LLVMOrcCSymbolMapPair pairs[MAX_VECMATH];
+    size_t n = 0;
+    for (size_t i = 0; i < count && n < MAX_VECMATH; i++) {
+        void *addr = llvm_simd_vector_math_address(names[i]);
+        if (!addr)
+            continue; /* the lookup reports it */
+        pairs[n].Name = LLVMOrcLLJITMangleAndIntern(jit, names[i]);
+        pairs[n].Sym.Address = (LLVMOrcJITTargetAddress)(uintptr_t)addr;
+        pairs[n].Sym.Flags.GenericFlags =
+            LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
+        pairs[n].Sym.Flags.TargetFlags = 0;
+        n++;
+    }
     if (!n)
         return;
     LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, n);
@@ -278,28 +289,29 @@ static void free_parts(jit_part *parts, unsigned n) {
     }
 }
 
-/* Loads the compiled parts into a new LLJIT and links them; frees the parts either way. */
-static llvm_jit *load_parts(jit_part *parts, unsigned nparts, const kc_options *o, char *err,
-                            size_t errlen) {
+/* Loads n object files (objs[i], owned by the JIT from here on, added or not) into a new
+ * LLJIT with the vector math functions vecmath[], and links each by looking up firsts[i]
+ * (a task symbol of the object; "" none), so that unresolved symbols are reported here. */
+static llvm_jit *load_objects(LLVMMemoryBufferRef *objs, const char *const *firsts, unsigned n,
+                              const char *const *vecmath, size_t nvecmath, const kc_options *o,
+                              char *err, size_t errlen) {
     LLVMTargetMachineRef tm = llvm_host_target_machine(o->opt_level, LLVMRelocPIC, err, errlen);
-    if (!tm) {
-        free_parts(parts, nparts);
-        return NULL;
-    }
-    LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
-    LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
-        jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm)); /* takes tm */
     LLVMOrcLLJITRef jit = NULL;
-    if (take_error(LLVMOrcCreateLLJIT(&jit, jb), "cannot create the LLVM JIT", err, errlen)) {
-        free_parts(parts, nparts);
+    if (tm) {
+        LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
+        LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
+            jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm)); /* takes tm */
+        if (take_error(LLVMOrcCreateLLJIT(&jit, jb), "cannot create the LLVM JIT", err, errlen))
+            jit = NULL;
+    }
+    if (!jit) {
+        for (unsigned i = 0; i < n; i++)
+            LLVMDisposeMemoryBuffer(objs[i]);
         return NULL;
     }
     LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(jit);
     define_libm(jit, jd);
-    LLVMModuleRef mods[MAX_PARTS];
-    for (unsigned i = 0; i < nparts; i++)
-        mods[i] = parts[i].mod;
-    define_vector_math(jit, jd, mods, nparts);
+    define_vector_math(jit, jd, vecmath, nvecmath);
     LLVMOrcDefinitionGeneratorRef gen = NULL;
     LLVMErrorRef e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
         &gen, LLVMOrcLLJITGetGlobalPrefix(jit), NULL, NULL);
@@ -313,20 +325,19 @@ static llvm_jit *load_parts(jit_part *parts, unsigned nparts, const kc_options *
         kern_oom(sizeof *j);
     j->jit = jit;
     bool ok = true;
-    for (unsigned i = 0; i < nparts && ok; i++) {
-        LLVMMemoryBufferRef obj = parts[i].obj;
-        parts[i].obj = NULL; /* the JIT owns it now, added or not */
-        ok = !take_error(LLVMOrcLLJITAddObjectFile(jit, jd, obj),
-                         "cannot add the object code to the JIT", err, errlen);
+    for (unsigned i = 0; i < n; i++) {
+        if (ok)
+            ok = !take_error(LLVMOrcLLJITAddObjectFile(jit, jd, objs[i]),
+                             "cannot add the object code to the JIT", err, errlen);
+        else
+            LLVMDisposeMemoryBuffer(objs[i]);
     }
-    /* link every part now, so that unresolved symbols are reported here */
-    for (unsigned i = 0; i < nparts && ok; i++) {
+    for (unsigned i = 0; i < n && ok; i++) {
         LLVMOrcExecutorAddress addr = 0;
-        if (parts[i].first[0])
-            ok = !take_error(LLVMOrcLLJITLookup(jit, &addr, parts[i].first),
-                             "JIT compilation failed", err, errlen);
+        if (firsts[i][0])
+            ok = !take_error(LLVMOrcLLJITLookup(jit, &addr, firsts[i]), "JIT compilation failed",
+                             err, errlen);
     }
-    free_parts(parts, nparts);
     if (!ok) {
         llvm_jit_free(j);
         return NULL;
@@ -334,7 +345,110 @@ static llvm_jit *load_parts(jit_part *parts, unsigned nparts, const kc_options *
     return j;
 }
 
-llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
+/* Loads the compiled parts into a new LLJIT and links them; frees the parts either way. */
+static llvm_jit *load_parts(jit_part *parts, unsigned nparts, const kc_options *o, char *err,
+                            size_t errlen) {
+    LLVMModuleRef mods[MAX_PARTS];
+    LLVMMemoryBufferRef objs[MAX_PARTS];
+    const char *firsts[MAX_PARTS], *vecmath[MAX_VECMATH];
+    for (unsigned i = 0; i < nparts; i++) {
+        mods[i] = parts[i].mod;
+        objs[i] = parts[i].obj;
+        parts[i].obj = NULL; /* load_objects owns it now */
+        firsts[i] = parts[i].first;
+    }
+    size_t nvecmath = vector_math_names(mods, nparts, vecmath);
+    llvm_jit *j = load_objects(objs, firsts, nparts, vecmath, nvecmath, o, err, errlen);
+    free_parts(parts, nparts);
+    return j;
+}
+
+/* ---- the objects kept for the compile cache ------------------------------------------ */
+
+/* What llvm_jit_load reads back: the vector math names, then every part's object file
+ * with the task symbol that links it ("-": none):
+ *     kern-jit-objects N\n
+ *     vecmath NAME\n             (any number)
+ *     object LEN SYMBOL\n<LEN bytes>\n   (N times) */
+static void keep_objects(kern_buf *b, const jit_part *parts, unsigned nparts) {
+    LLVMModuleRef mods[MAX_PARTS];
+    const char *vecmath[MAX_VECMATH];
+    for (unsigned i = 0; i < nparts; i++)
+        mods[i] = parts[i].mod;
+    size_t nvecmath = vector_math_names(mods, nparts, vecmath);
+    buf_printf(b, "kern-jit-objects %u\n", nparts);
+    for (size_t i = 0; i < nvecmath; i++)
+        buf_printf(b, "vecmath %s\n", vecmath[i]);
+    for (unsigned i = 0; i < nparts; i++) {
+        size_t len = LLVMGetBufferSize(parts[i].obj);
+        buf_printf(b, "object %zu %s\n", len, parts[i].first[0] ? parts[i].first : "-");
+        buf_putn(b, LLVMGetBufferStart(parts[i].obj), len);
+        buf_putc(b, '\n');
+    }
+}
+
+/* The line at *p (up to its newline, which is skipped) into line (NUL-terminated); false
+ * when there is none or it does not fit. */
+static bool next_line(const char *d, size_t len, size_t *p, char *line, size_t size) {
+    const char *nl = *p < len ? memchr(d + *p, '\n', len - *p) : NULL;
+    if (!nl || (size_t)(nl - (d + *p)) >= size)
+        return false;
+    size_t n = (size_t)(nl - (d + *p));
+    memcpy(line, d + *p, n);
+    line[n] = 0;
+    *p += n + 1;
+    return true;
+}
+
+llvm_jit *llvm_jit_load(const char *data, size_t len, const kc_options *o, char *err,
+                        size_t errlen) {
+    llvm_init_native();
+    char line[600];
+    size_t p = 0;
+    unsigned n = 0;
+    char trail;
+    if (!next_line(data, len, &p, line, sizeof line) ||
+        sscanf(line, "kern-jit-objects %u%c", &n, &trail) != 1 || n < 1 || n > MAX_PARTS) {
+        llvm_errf(err, errlen, "damaged JIT objects: no 'kern-jit-objects N' line");
+        return NULL;
+    }
+    char names[MAX_VECMATH][96], firsts[MAX_PARTS][512];
+    const char *vecmath[MAX_VECMATH], *firstp[MAX_PARTS];
+    LLVMMemoryBufferRef objs[MAX_PARTS];
+    size_t nvecmath = 0;
+    unsigned nobjs = 0;
+    bool ok = true;
+    while (ok && nobjs < n) {
+        ok = next_line(data, len, &p, line, sizeof line);
+        size_t olen = 0;
+        int used = 0;
+        if (ok && !strncmp(line, "vecmath ", 8) && nobjs == 0 && nvecmath < MAX_VECMATH &&
+            strlen(line + 8) < sizeof names[0]) {
+            strcpy(names[nvecmath], line + 8);
+            vecmath[nvecmath] = names[nvecmath];
+            nvecmath++;
+        } else if (ok && sscanf(line, "object %zu %n", &olen, &used) == 1 && used > 0 &&
+                   strlen(line + used) < sizeof firsts[0] && olen <= len - p &&
+                   len - p - olen >= 1 && data[p + olen] == '\n') {
+            strcpy(firsts[nobjs], strcmp(line + used, "-") ? line + used : "");
+            firstp[nobjs] = firsts[nobjs];
+            objs[nobjs++] = LLVMCreateMemoryBufferWithMemoryRangeCopy(data + p, olen, "kern-cache");
+            p += olen + 1;
+        } else {
+            ok = false;
+        }
+    }
+    if (!ok || p != len) {
+        for (unsigned i = 0; i < nobjs; i++)
+            LLVMDisposeMemoryBuffer(objs[i]);
+        llvm_errf(err, errlen, "damaged JIT objects (at byte %zu)", p);
+        return NULL;
+    }
+    return load_objects(objs, firstp, n, vecmath, nvecmath, o, err, errlen);
+}
+
+llvm_jit *llvm_jit_compile_keep(const ir_module *m, const kc_options *o, kern_buf *objects,
+                                char *err, size_t errlen) {
     double t0 = now_s();
     llvm_init_native();
     unsigned *part_of;
@@ -364,6 +478,8 @@ llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, s
         }
     }
 
+    if (objects)
+        keep_objects(objects, parts, nparts);
     llvm_jit *j = load_parts(parts, nparts, o, err, errlen);
     if (!j)
         return NULL;
@@ -372,6 +488,10 @@ llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, s
     times.total_s = t3 - t0;
     j->times = times;
     return j;
+}
+
+llvm_jit *llvm_jit_compile(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
+    return llvm_jit_compile_keep(m, o, NULL, err, errlen);
 }
 
 llvm_jit *llvm_jit_host_sizers(const ir_module *m, const kc_options *o, char *err, size_t errlen) {

@@ -17,7 +17,9 @@ class Context:
     ad_memory_budget (bytes a gradient launch's adstacks may take, 0 = 3/4 of the device's
     free memory), ad_strategy ("auto", "store", "slots" or "recompute"; docs/autodiff.md) and
     fast_math (True: the GPU's fast approximations of f32 sin, exp, log, pow, ... instead of
-    kern's accuracy table, docs/reference.md; None: $KERN_FAST_MATH). A context is used by one thread at a time.
+    kern's accuracy table, docs/reference.md; None: $KERN_FAST_MATH) and cache (the compile
+    cache of docs/runtime.md: False off, True on, a str its directory; None: $KERN_CACHE,
+    $KERN_CACHE_DIR, else on in ~/.cache/kern). A context is used by one thread at a time.
 
     sync (GPUs): True (the default) makes every call wait for the producers' work before and
     for its own kernels after, so any consumer sees the results. sync=False orders by
@@ -34,7 +36,7 @@ class Context:
 
     def __init__(self, device="cpu", threads=0, debug=False, ad_stack_size=0, sync=True,
                  ad_memory_budget=0, ad_strategy=None, fast_math=None, checks=True,
-                 _promote_f64=False):
+                 cache=None, _promote_f64=False):
         self.sync = bool(sync)
         self._torch_stream = None
         self._graph = None  # the kern.Graph capturing this context's launches
@@ -53,6 +55,13 @@ class Context:
                 raise ArgumentError("unknown ad_strategy %r (%s)" % (
                     ad_strategy, ", ".join(self._AD_STRATEGIES)))
             opts.ad_strategy = self._AD_STRATEGIES[ad_strategy]
+        if cache is not None:  # None: $KERN_CACHE, $KERN_CACHE_DIR
+            if not isinstance(cache, (bool, str)):
+                raise ArgumentError("cache must be True, False or a directory (a str), not %r"
+                                    % (cache,))
+            opts.no_cache = cache is False
+            if isinstance(cache, str):
+                opts.cache_dir = cache.encode()
         p = ctypes.c_void_p()
         status = _c["ctx_create"](ctypes.byref(opts), ctypes.byref(p))
         self._ptr = p.value

@@ -61,7 +61,8 @@ class _Options(ctypes.Structure):
                 ("validation", ctypes.c_int), ("staging", ctypes.c_bool),
                 ("ad_memory_budget", ctypes.c_int64), ("ad_strategy", ctypes.c_int),
                 ("fast_math", ctypes.c_bool), ("no_checks", ctypes.c_bool),
-                ("promote_f64", ctypes.c_bool)]
+                ("promote_f64", ctypes.c_bool), ("no_cache", ctypes.c_bool),
+                ("cache_dir", ctypes.c_char_p)]
 
 
 class _AdstackInfo(ctypes.Structure):

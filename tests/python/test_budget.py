@@ -53,7 +53,9 @@ def run(ctx):
     (0, None, "store"), (1 << 11, None, "recompute"), (0, "slots", "slots"),
     (0, "recompute", "recompute")])
 def test_strategies_against_numpy(budget, strategy, want):
-    ctx = kern.Context(threads=2, ad_memory_budget=budget, ad_strategy=strategy)
+    # debug: scalar code, a thread is one slot (SIMD code keeps a slot per lane, and the
+    # 2 KiB budget holds one thread's checkpoints only without lanes)
+    ctx = kern.Context(threads=2, ad_memory_budget=budget, ad_strategy=strategy, debug=True)
     x0, w, g, gx0, gw = run(ctx)
     info = ctx.adstack_info()
     assert info["strategy"] == want
