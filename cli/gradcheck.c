@@ -208,7 +208,9 @@ static gradcheck_status compile(gc *g, const char *text, size_t len, bool promot
                                 kern_module **out, ir_module **keep) {
     kc_ctx *cc = kc_ctx_new();
     cc->opts = g->o->copts;
-    cc->opts.debug = true; /* random inputs may index out of range: check, never corrupt */
+    /* random inputs may index out of range: check, never corrupt (the default code path,
+     * SIMD included, as kern.gradcheck in Python runs it) */
+    cc->opts.checks = true;
     cc->opts.grad = KC_GRAD_ALL;
     cc->opts.grad_only = g->name;
     cc->opts.jvp = true; /* K.jvp too, when forward mode can build it */
@@ -1028,7 +1030,7 @@ gradcheck_status gradcheck_source(const char *path, const char *text, size_t len
         goto done;
     }
     kern_context_options co = kern_context_options_default();
-    co.debug = true;
+    co.no_checks = false;
     co.backend = (kern_backend)o->backend;
     if (o->ad_budget)
         co.ad_memory_budget = o->ad_budget;

@@ -370,42 +370,41 @@ static LLVMValueRef checked_access(llvm_emitter *em, const ir_op *op,
                                    LLVMValueRef (*body)(llvm_emitter *, const ir_op *)) {
     int p = param_index(em, op->operands[0]);
     int rank = op->operands[0]->type->rank;
-    bool contiguous = is_lin(em, op->operands[rank]);
+    const ir_value *last = op->operands[rank];
+    bool contiguous = is_lin(em, last);
     for (int d = 0; d + 1 < rank; d++)
         if (is_v(em, op->operands[1 + d]))
             contiguous = false;
-    LLVMValueRef m = llvm_cpu(em)->mask, oob[KERN_MAX_RANK], idx[KERN_MAX_RANK];
-    LLVMValueRef fast = contiguous ? LLVMConstInt(em->t_i1, 1, 0) : NULL;
+    LLVMValueRef m = llvm_cpu(em)->mask, *shape = em->arr_shape[p];
+    LLVMBasicBlockRef run = llvm_new_block(em, "chk.run"), join = llvm_new_block(em, "chk.join");
+    LLVMValueRef base = NULL;
+    if (contiguous) {
+        /* the lanes address base, base + 1, ...: base >= 0, base + W <= n and the uniform
+         * indices in range, in scalars; the lanes' test only when that fails */
+        LLVMValueRef i = llvm_val(em, last);
+        if (is_vec(i))
+            i = LLVMBuildExtractElement(em->b, i, LLVMConstInt(em->t_i32, 0, 0), "");
+        base = llvm_to_i64(em, i, last->type);
+        LLVMValueRef end = LLVMBuildAdd(em->b, base, LLVMConstInt(em->t_i64, em->simd_w, 0), "");
+        LLVMValueRef fast = LLVMBuildAnd(
+            em->b, LLVMBuildICmp(em->b, LLVMIntSGE, base, LLVMConstNull(em->t_i64), ""),
+            LLVMBuildICmp(em->b, LLVMIntSLE, end, shape[rank - 1], ""), "");
+        for (int d = 0; d + 1 < rank; d++) {
+            const ir_value *iv = op->operands[1 + d];
+            LLVMValueRef x = llvm_to_i64(em, llvm_val(em, iv), iv->type);
+            fast = LLVMBuildAnd(em->b, fast, LLVMBuildICmp(em->b, LLVMIntULT, x, shape[d], ""), "");
+        }
+        branch_unlikely(em, fast, run, "chk.lanes");
+    }
+    LLVMValueRef oob[KERN_MAX_RANK], idx[KERN_MAX_RANK], bad = NULL;
     for (int d = 0; d < rank; d++) {
         const ir_value *iv = op->operands[1 + d];
-        LLVMValueRef n = em->arr_shape[p][d], i = llvm_val(em, iv);
-        if (contiguous && d == rank - 1) {
-            /* the lanes address base, base + 1, ...: base >= 0 and base + W <= n */
-            if (is_vec(i))
-                i = LLVMBuildExtractElement(em->b, i, LLVMConstInt(em->t_i32, 0, 0), "");
-            LLVMValueRef base = llvm_to_i64(em, i, iv->type);
-            LLVMValueRef end =
-                LLVMBuildAdd(em->b, base, LLVMConstInt(em->t_i64, em->simd_w, 0), "");
-            fast = LLVMBuildAnd(
-                em->b, fast,
-                LLVMBuildAnd(em->b,
-                             LLVMBuildICmp(em->b, LLVMIntSGE, base, LLVMConstNull(em->t_i64), ""),
-                             LLVMBuildICmp(em->b, LLVMIntSLE, end, n, ""), ""),
-                "");
-            i = LLVMBuildAdd(em->b, splat(em, base), lane_ids(em, em->t_i64), "");
-        } else {
-            i = llvm_to_i64(em, i, iv->type);
-        }
+        LLVMValueRef i = contiguous && d == rank - 1
+                             ? LLVMBuildAdd(em->b, splat(em, base), lane_ids(em, em->t_i64), "")
+                             : llvm_to_i64(em, llvm_val(em, iv), iv->type);
         idx[d] = i;
-        oob[d] = LLVMBuildICmp(em->b, LLVMIntUGE, i, is_vec(i) ? splat(em, n) : n, "");
-        if (fast && !is_vec(i))
-            fast = LLVMBuildAnd(em->b, fast, LLVMBuildNot(em->b, oob[d], ""), "");
-    }
-    LLVMBasicBlockRef run = llvm_new_block(em, "chk.run"), join = llvm_new_block(em, "chk.join");
-    if (fast)
-        branch_unlikely(em, fast, run, "chk.lanes");
-    LLVMValueRef bad = NULL;
-    for (int d = 0; d < rank; d++) {
+        oob[d] =
+            LLVMBuildICmp(em->b, LLVMIntUGE, i, is_vec(i) ? splat(em, shape[d]) : shape[d], "");
         LLVMValueRef o = is_vec(oob[d]) ? oob[d] : splat(em, oob[d]);
         bad = d ? LLVMBuildOr(em->b, bad, o, "") : o;
     }
@@ -413,19 +412,29 @@ static LLVMValueRef checked_access(llvm_emitter *em, const ir_op *op,
     branch_unlikely(em, LLVMBuildNot(em->b, any_bit(em, bad), ""), run, "chk.fail");
     /* the lowest bad lane, its first dimension out of range */
     LLVMValueRef l = lowest_lane(em, bad), dim = LLVMConstInt(em->t_i32, 0, 0);
-    LLVMValueRef a = lane_of(em, idx[0], l), b = em->arr_shape[p][0];
+    LLVMValueRef a = lane_of(em, idx[0], l), b = shape[0];
     for (int d = rank - 1; d > 0; d--) {
         LLVMValueRef out = lane_of(em, oob[d], l);
         for (int k = d - 1; k >= 0; k--) /* an earlier dimension out of range goes first */
             out = LLVMBuildAnd(em->b, out, LLVMBuildNot(em->b, lane_of(em, oob[k], l), ""), "");
         dim = LLVMBuildSelect(em->b, out, LLVMConstInt(em->t_i32, (unsigned)d, 0), dim, "");
         a = LLVMBuildSelect(em->b, out, lane_of(em, idx[d], l), a, "");
-        b = LLVMBuildSelect(em->b, out, em->arr_shape[p][d], b, "");
+        b = LLVMBuildSelect(em->b, out, shape[d], b, "");
     }
     llvm_record_error(em, op, KERN_DEVERR_BOUNDS, dim, a, b);
+    /* the other lanes one by one (compact code: this path runs once per failing launch),
+     * their indices in range */
+    LLVMValueRef saved = llvm_val(em, last);
+    if (!is_vec(saved)) /* a contiguous index kept as lane 0's: every lane's */
+        llvm_set_val(em, last,
+                     LLVMBuildAdd(em->b, splat(em, saved), lane_ids(em, LLVMTypeOf(saved)), ""));
     llvm_cpu(em)->mask = LLVMBuildAnd(em->b, m, LLVMBuildNot(em->b, bad, ""), "");
-    LLVMValueRef v_fail = body(em, op);
+    em->checks = false;
+    scalarize(em, op);
+    em->checks = true;
     llvm_cpu(em)->mask = m;
+    llvm_set_val(em, last, saved);
+    LLVMValueRef v_fail = op->nresults ? llvm_val(em, op->results[0]) : NULL;
     LLVMBasicBlockRef fail_end = LLVMGetInsertBlock(em->b);
     LLVMBuildBr(em->b, join);
     LLVMPositionBuilderAtEnd(em->b, run);

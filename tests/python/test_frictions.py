@@ -283,7 +283,10 @@ def test_relative_error_and_sample_are_the_command_lines():
 
 
 def _kernc():
-    path = os.path.join(os.path.dirname(os.path.dirname(_config.LIBRARY)), "kernc")
+    library = _config.LIBRARY  # relative to the package (python/kern/_config.py.in)
+    if not os.path.isabs(library):
+        library = os.path.normpath(os.path.join(os.path.dirname(_config.__file__), library))
+    path = os.path.join(os.path.dirname(os.path.dirname(library)), "kernc")
     if not os.path.exists(path):
         pytest.fail("kernc is not built beside the library (%s)" % path)
     return path
