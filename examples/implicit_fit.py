@@ -2,7 +2,7 @@
 gradient descent through examples/implicit.kern, whose Newton solve has a custom adjoint
 (the implicit-function derivative). Prints the loss every 20 iterations.
 
-    PYTHONPATH=build/python python3 examples/implicit_fit.py
+    PYTHONPATH=build/python /usr/bin/python3 examples/implicit_fit.py
 """
 import os
 import sys

@@ -3,7 +3,7 @@ three launches of residual.jvp, with tangents 1 on the items i = k mod 3 (k = 0,
 give every entry of the tridiagonal Jacobian (a coloring: neighbours never share a color).
 Each step then solves the tridiagonal system J du = -r (Thomas' algorithm) in NumPy.
 
-    PYTHONPATH=build/python python3 examples/newton_jvp.py
+    PYTHONPATH=build/python /usr/bin/python3 examples/newton_jvp.py
 """
 import os
 import sys

@@ -35,6 +35,8 @@ NATIVE_FILE=native/llvm19.ini
 #   libdlpack-dev                  dlpack.h: zero-copy exchange with NumPy, PyTorch, JAX, CuPy
 #   python3-pytest python3-torch   the Python package's tests (python/, docs/python.md): pytest,
 #                                  and PyTorch as a reference (autograd) and a DLPack producer
+#   python3-matplotlib             the PNG pictures of python/examples (bounce_opt.py, fit.py)
+#                                  and tests/python/test_examples.py, which runs them
 PACKAGES=(
     meson ninja-build pkg-config
     gcc g++
@@ -48,6 +50,7 @@ PACKAGES=(
     glslang-tools
     libspirv-cross-c-shared-dev
     libdlpack-dev python3-pytest python3-torch
+    python3-matplotlib
 )
 
 if [ "$(id -u)" -eq 0 ]; then
