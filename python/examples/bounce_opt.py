@@ -34,8 +34,11 @@ class Scene:
     throw in row 0, target (B, 2), loss (1,)."""
 
     def __init__(self, ctx, data):
-        load = lambda name: np.load(os.path.join(data, "bounce2d_%s.npy" % name))
-        x, v, self.target = load("x"), load("v"), load("target")
+        try:
+            x, v, self.target = [np.load(os.path.join(data, "bounce2d_%s.npy" % name))
+                                 for name in ("x", "v", "target")]
+        except (OSError, ValueError) as e:
+            sys.exit("bounce_opt.py: cannot read the scene (examples/make_data.py writes it): %s" % e)
         if x.ndim != 3 or x.shape[2] != 2 or v.shape != x.shape or self.target.shape != x.shape[1:]:
             sys.exit("bounce_opt.py: %s: the shapes of bounce2d_x/v/target.npy do not fit "
                      "(T + 1, B, 2), (T + 1, B, 2), (B, 2)" % data)
