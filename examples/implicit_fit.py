@@ -2,8 +2,8 @@
 gradient descent through examples/implicit.kern, whose Newton solve has a custom adjoint
 (the implicit-function derivative). Prints the loss every 20 iterations.
 
-    python3 examples/implicit_fit.py   # the package setup.sh installed
-    PYTHONPATH=build/python python3 examples/implicit_fit.py   # the build tree's
+    /usr/bin/python3 examples/implicit_fit.py   # the package setup.sh installed
+    PYTHONPATH=build/python /usr/bin/python3 examples/implicit_fit.py   # the build tree's
 """
 import os
 import sys

@@ -1,6 +1,9 @@
 #!/usr/bin/python3
-"""make_data.py - writes the inputs of examples/springs.kern and examples/elastic.kern to
-examples/data/ (examples/README.md). Deterministic (a fixed seed); needs NumPy:
+"""make_data.py - writes the inputs of every example that reads files to examples/data/
+(examples/README.md): the main job of the top README (simulate.kern, also saxpy.kern's),
+heat.kern, particles.kern, stencil2d.kern, bounce.kern, bounce2d.kern, springs.kern and
+elastic.kern. Deterministic (fixed seeds; tests/python/test_examples.py checks that the
+shipped files are what it writes); needs NumPy:
 
     /usr/bin/python3 examples/make_data.py [OUTDIR]        (default: examples/data)
 """
@@ -54,12 +57,88 @@ def elastic(out, rng, n=3, h=0.5):
     np.save(os.path.join(out, "elastic_e.npy"), np.zeros(1, np.float32))
 
 
+def save(out, arrays):
+    for name, a in arrays.items():
+        np.save(os.path.join(out, name + ".npy"), a)
+
+
+def main_job(out, n=8, steps=16):
+    # simulate.kern's x0, w, out and the adjoints of simulate.grad (dL/d(out) = 1); saxpy.kern
+    # takes x0 and out as x and y
+    save(out, {
+        "x0": np.linspace(-1, 1, n, dtype=np.float32),
+        "w": (0.5 * np.cos(np.arange(steps))).astype(np.float32),
+        "out": np.zeros(n, np.float32),
+        "x0_grad": np.zeros(n, np.float32),
+        "w_grad": np.zeros(steps, np.float32),
+        "out_grad": np.ones(n, np.float32),
+    })
+
+
+def heat(out, rng, n=32, steps=8):
+    # u: row 0 a warm bump on a cold rod, rows 1..steps computed by launches t = 1..steps;
+    # k: the conductivity along the rod (ALPHA k <= 0.25 keeps the explicit scheme stable)
+    u = np.zeros((steps + 1, n), np.float32)
+    u[0] = np.exp(-((np.arange(n) - n / 3) / 3.0) ** 2)
+    save(out, {"heat_u": u, "heat_k": rng.uniform(0.5, 1.0, n).astype(np.float32)})
+
+
+def particles(out, rng, count=16, steps=8):
+    # x, v: (steps + 1, count, 3), row 0 the start, rows t = 1..steps from launches
+    x = np.zeros((steps + 1, count, 3), np.float32)
+    v = np.zeros((steps + 1, count, 3), np.float32)
+    x[0] = rng.uniform(-1, 1, (count, 3))
+    v[0] = rng.uniform(-0.5, 0.5, (count, 3))
+    save(out, {"particles_x": x, "particles_v": v})
+
+
+def stencil2d(out, n=16, m=24):
+    # a plate with its top edge held at 1 and the others at 0; the inside starts at 0
+    g = np.zeros((n, m), np.float32)
+    g[0, :] = 1.0
+    save(out, {"stencil_grid": g})
+
+
+def bounce(out, rng, balls=8):
+    # heights and vertical speeds; y1, v1 and hits are written by the kernel
+    save(out, {
+        "bounce_y0": rng.uniform(0.5, 3.0, balls).astype(np.float32),
+        "bounce_v0": rng.uniform(-2.0, 2.0, balls).astype(np.float32),
+        "bounce_y1": np.zeros(balls, np.float32),
+        "bounce_v1": np.zeros(balls, np.float32),
+        "bounce_hits": np.zeros(balls, np.int32),
+    })
+
+
+def bounce2d(out, steps=100):
+    # four balls thrown from x = 0.3 at four heights, all at (1, 0) m/s: a first guess that
+    # python/examples/bounce_opt.py improves until each path goes through its target
+    start = np.array([[0.3, 0.5], [0.3, 1.0], [0.3, 1.5], [0.3, 2.0]], np.float32)
+    x = np.zeros((steps + 1, len(start), 2), np.float32)
+    v = np.zeros_like(x)
+    x[0] = start
+    v[0] = [1.0, 0.0]
+    save(out, {
+        "bounce2d_x": x,
+        "bounce2d_v": v,
+        "bounce2d_target": np.array([[3.2, 0.6], [1.5, 1.2], [2.2, 0.3], [0.8, 1.6]], np.float32),
+        "bounce2d_loss": np.zeros(1, np.float32),
+    })
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "data")
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(20)
     springs(out, rng)
     elastic(out, rng)
+    main_job(out)
+    rng = np.random.default_rng(21)     # a generator of their own: springs' and elastic's files stay as they were
+    heat(out, rng)
+    particles(out, rng)
+    stencil2d(out)
+    bounce(out, rng)
+    bounce2d(out)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@ three launches of residual.jvp, with tangents 1 on the items i = k mod 3 (k = 0,
 give every entry of the tridiagonal Jacobian (a coloring: neighbours never share a color).
 Each step then solves the tridiagonal system J du = -r (Thomas' algorithm) in NumPy.
 
-    python3 examples/newton_jvp.py   # the package setup.sh installed
-    PYTHONPATH=build/python python3 examples/newton_jvp.py   # the build tree's
+    /usr/bin/python3 examples/newton_jvp.py   # the package setup.sh installed
+    PYTHONPATH=build/python /usr/bin/python3 examples/newton_jvp.py   # the build tree's
 """
 import os
 import sys

@@ -41,6 +41,8 @@ NATIVE_FILE=native/llvm19.ini
 #                                  and PyTorch as a reference (autograd) and a DLPack producer
 #   python3-pip python3-mesonpy    `pip install .` of the Python package, offline: pip, and
 #                                  meson-python, the build backend pyproject.toml names
+#   python3-matplotlib             the PNG pictures of python/examples (bounce_opt.py, fit.py)
+#                                  and tests/python/test_examples.py, which runs them
 PACKAGES=(
     meson ninja-build pkg-config
     gcc g++
@@ -55,6 +57,7 @@ PACKAGES=(
     libspirv-cross-c-shared-dev
     libdlpack-dev python3-pytest python3-torch
     python3-pip python3-mesonpy
+    python3-matplotlib
 )
 
 if [ "$(id -u)" -eq 0 ]; then
