@@ -25,6 +25,7 @@ typedef struct kernc_run_args {
     int64_t ad_budget;    /* --ad-memory-budget BYTES (0: the runtime's default) */
     int ad_strategy;      /* --ad-strategy (a kern_ad_strategy; 0: auto) */
     bool verbose;         /* --verbose: how a gradient launch kept its adstacks, on stderr */
+    int device;           /* --device N: kern_context_options.device (-1: the default) */
 } kernc_run_args;
 
 /* KERNEL may be K.grad: the file is then compiled with that gradient (KC_GRAD_ALL), and a

@@ -54,6 +54,7 @@ typedef struct cli {
     bool time;              /* run: --time */
     int steps;              /* run, gradcheck: --steps N (0: one launch, no step argument) */
     const char *step_arg;   /* run, gradcheck: --step-arg NAME */
+    int device;             /* run, gradcheck: --device N (-1: the target's default) */
 } cli;
 
 static void usage(FILE *f) {
@@ -139,7 +140,7 @@ static const struct {
     {"run", "usage: kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
             "       [--target=T] [--threads N] [--time] [--no-checks] [--verbose]\n"
             "       [--steps N --step-arg NAME] [--ad-memory-budget B] [--ad-strategy S]\n"
-            "       [compiler options]\n"
+            "       [--device N] [compiler options]\n"
             "  NAME=VALUE      a number for a scalar, a .npy file for an array; unbound\n"
             "                  adjoints of K.grad start as zeros of the primal's shape\n"
             "  --save N=P.npy  write array N after the run\n"
@@ -151,11 +152,13 @@ static const struct {
             "  --ad-memory-budget B  bytes K.grad's adstacks may take (K, M, G, T suffixes;\n"
             "                  default: 3/4 of the device's free memory)\n"
             "  --ad-strategy S auto (the default), store, slots or recompute\n"
-            "  --verbose       how each gradient launch kept its adstacks, on standard error\n"},
+            "  --verbose       how each gradient launch kept its adstacks, on standard error\n"
+            "  --device N      the target's device N (run and gradcheck; default: CUDA's 0,\n"
+            "                  Vulkan's most capable or $KERN_VULKAN_DEVICE)\n"},
     {"gradcheck",
      "usage: kernc gradcheck FILE.kern KERNEL [NAME=VALUE ...] [--seed N] [--size N]\n"
      "       [--eps E] [--rtol R] [--rtol-f32 R] [--max-checks N]\n"
-     "       [--steps N --step-arg NAME] [--target=T] [compiler options]\n"
+     "       [--steps N --step-arg NAME] [--target=T] [--device N] [compiler options]\n"
      "  K.grad, run on the state K left, against central finite differences in f64\n"
      "  --seed N        random inputs and weights (default 1)\n"
      "  --size N        extent of unbound arrays without a bound one of their rank (8)\n"
@@ -276,6 +279,7 @@ static int parse_cli(int argc, char **argv, cli *c) {
     c->saves = kern_xmalloc((size_t)argc * sizeof *c->saves);
     kc_options_default(&c->opts);
     gradcheck_options_default(&c->gc);
+    c->device = -1;
     c->cmd = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -404,6 +408,13 @@ static int parse_cli(int argc, char **argv, cli *c) {
                                    v ? v : "");
             c->threads = (int)n;
             c->run_option = "--threads";
+        } else if ((v = opt_value(a, "--device", argc, argv, &i, &m)) || m) {
+            unsigned long long n;
+            if (!parse_uint(v, 1023, &n))
+                return usage_error("--device needs a device number from 0 to 1023, got '%s'",
+                                   v ? v : "");
+            c->device = (int)n;
+            c->ad_option = "--device";
         } else if ((v = opt_value(a, "--steps", argc, argv, &i, &m)) || m) {
             unsigned long long n;
             if (!parse_uint(v, 1 << 24, &n) || n == 0)
@@ -638,7 +649,8 @@ static int run_command(cli *c) {
                              c->step_arg,
                              c->ad_budget,
                              c->ad_strategy,
-                             c->verbose};
+                             c->verbose,
+                             c->device};
         if (!strcmp(c->cmd, "run"))
             return kernc_cmd_run(&ra);
         if (c->nsaves)

@@ -67,18 +67,20 @@ kern_status kern_buffer_from_dlpack(kern_context *ctx, void *managed_tensor, ker
     const DLTensor *t = &mt->dl_tensor;
     const char *dev = ctx->dev->ops->name;
     /* the registry's DLPack device of the context's target: host memory (kDLCPU, which
-     * also takes pinned kDLCUDAHost memory) or device 0's (kDLCUDA) */
+     * also takes pinned kDLCUDAHost memory) or the context's GPU's (kDLCUDA, its ordinal) */
     int home = rt_device_caps(ctx->dev) & KERN_TARGET_DLPACK ? ctx->dev->ops->target->dlpack_device
                                                               : 0;
     bool usable = home == kDLCPU ? t->device.device_type == kDLCPU ||
                                        t->device.device_type == kDLCUDAHost
                                  : home != 0 && (int)t->device.device_type == home &&
-                                       t->device.device_id == 0;
+                                       t->device.device_id == ctx->dev->ordinal;
     if (!usable)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "%s: a tensor on DLPack device %d:%d cannot be used in place by the %s "
-                        "device (cpu takes kDLCPU memory, cuda takes kDLCUDA memory of device 0)",
-                        fn, (int)t->device.device_type, t->device.device_id, dev);
+                        "device %d (cpu takes kDLCPU memory, cuda device N takes kDLCUDA memory "
+                        "of device N)",
+                        fn, (int)t->device.device_type, t->device.device_id, dev,
+                        ctx->dev->ordinal);
     kern_dtype d;
     if (!dtype_of(t->dtype, &d))
         return rt_error(ctx, KERN_ERR_ARGUMENT,
@@ -137,7 +139,7 @@ kern_status kern_buffer_to_dlpack(kern_buffer *b, void **managed_tensor) {
                         kern_target_names(KERN_TARGET_DEVICE | KERN_TARGET_DLPACK, names,
                                           sizeof names));
     }
-    DLDevice where = {(DLDeviceType)ctx->dev->ops->target->dlpack_device, 0};
+    DLDevice where = {(DLDeviceType)ctx->dev->ops->target->dlpack_device, ctx->dev->ordinal};
     /* the consumer reads the memory on its own stream: the launches that use it first */
     char err[512];
     if (b->last_use > ctx->dev->ops->poll(ctx->dev)) {

@@ -1,0 +1,341 @@
+/* test_devices.c - several devices in one program (docs/runtime.md, "Several devices"):
+ * a device chosen by number (Vulkan device 0: lavapipe in CI), numbers out of range
+ * refused with the count, contexts on two devices used from two threads at once (each
+ * result checked against a plain C loop), and kern_buffer_copy_from between contexts of
+ * the CPU and Vulkan devices (checked against the source data). The CUDA half (two GPUs,
+ * peer copies) is tests/python/test_multigpu.py, on the GPU machine. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../include/kern.h"
+#include "test_backend.h"
+
+/* The options of a Vulkan context on device `device` (the validation settings the Vulkan
+ * tests use), or a skip where there is no Vulkan device. */
+static kern_context_options vulkan_options(int device) {
+    kern_context *probe = kern_test_vulkan_or_null();
+    if (!probe)
+        cr_skip_test("no Vulkan device");
+    kern_context_options o = kern_context_get_options(probe);
+    kern_context_release(probe);
+    o.device = device;
+    return o;
+}
+
+Test(devices, vulkan_device_zero) {
+    kern_context_options o = vulkan_options(0);
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_expect_eq(kern_context_device_index(ctx), 0);
+    cr_expect(!strncmp(kern_context_device_name(ctx), "vulkan: ", 8), "%s",
+              kern_context_device_name(ctx));
+    kern_context_release(ctx);
+    /* the default device is one of the numbered ones */
+    o.device = -1;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
+    cr_expect_geq(kern_context_device_index(ctx), 0);
+    kern_context_release(ctx);
+}
+
+Test(devices, numbers_out_of_range) {
+    kern_context_options o = kern_context_options_default();
+    kern_context *ctx;
+    o.device = 1; /* the CPU has device 0 only */
+    cr_expect_eq(kern_context_create(&o, &ctx), KERN_ERR_ARGUMENT);
+    cr_expect(strstr(kern_context_last_error(ctx), "no cpu device 1") &&
+                  strstr(kern_context_last_error(ctx), "one device (0)"),
+              "%s", kern_context_last_error(ctx));
+    cr_expect_eq(kern_context_device_index(ctx), -1);
+    kern_context_release(ctx);
+    o.device = -2;
+    cr_expect_eq(kern_context_create(&o, &ctx), KERN_ERR_ARGUMENT);
+    cr_expect(strstr(kern_context_last_error(ctx), "device -2 is out of range"), "%s",
+              kern_context_last_error(ctx));
+    kern_context_release(ctx);
+    o.device = 0;
+    cr_expect_eq(kern_context_create(&o, &ctx), KERN_OK);
+    cr_expect_eq(kern_context_device_index(ctx), 0);
+    kern_context_release(ctx);
+
+    o = vulkan_options(7);
+    cr_expect_eq(kern_context_create(&o, &ctx), KERN_ERR_ARGUMENT, "%s",
+                 kern_context_last_error(ctx));
+    /* "there is no device 7: the loader sees 1 (0 to 0)" where lavapipe is the only one */
+    cr_expect(strstr(kern_context_last_error(ctx), "there is no device 7: the loader sees "),
+              "%s", kern_context_last_error(ctx));
+    kern_context_release(ctx);
+}
+
+/* CUDA's numbers, where a GPU is there (the GPU machine); elsewhere the driver is missing,
+ * which is not a wrong number. */
+Test(devices, cuda_numbers) {
+    kern_context_options o = kern_context_options_default();
+    o.backend = KERN_BACKEND_CUDA;
+    kern_context *ctx;
+    kern_status s = kern_context_create(&o, &ctx);
+    if (s != KERN_OK) {
+        cr_expect_eq(s, KERN_ERR_UNSUPPORTED, "%s", kern_context_last_error(ctx));
+        kern_context_release(ctx);
+        cr_skip_test("no CUDA device");
+    }
+    cr_expect_eq(kern_context_device_index(ctx), 0);
+    kern_context_release(ctx);
+    o.device = 1000;
+    cr_expect_eq(kern_context_create(&o, &ctx), KERN_ERR_ARGUMENT);
+    cr_expect(strstr(kern_context_last_error(ctx), "there is no CUDA device 1000: the driver sees"),
+              "%s", kern_context_last_error(ctx));
+    kern_context_release(ctx);
+}
+
+/* ---- two contexts, two threads ------------------------------------------------------- */
+
+enum { N = 300, T = 6, ROUNDS = 3 };
+
+static const char *SRC = "kernel roll(x: f32[], w: f32[], out: f32[], steps: i32) {\n"
+                         "    for i in 0..len(x) {\n"
+                         "        var v = x[i];\n"
+                         "        for t in 0..steps {\n"
+                         "            v = v * w[t] + 0.25 * cos(v);\n"
+                         "        }\n"
+                         "        out[i] = v;\n"
+                         "    }\n"
+                         "}\n";
+
+/* roll's out, and with dL/d(out) = 1 the gradients of x and w, in double precision. */
+static void roll_ref(const float *x, const float *w, double *out, double *dx, double *dw) {
+    for (int t = 0; t < T; t++)
+        dw[t] = 0;
+    for (int i = 0; i < N; i++) {
+        double v[T + 1];
+        v[0] = x[i];
+        for (int t = 0; t < T; t++)
+            v[t + 1] = v[t] * w[t] + 0.25 * cos(v[t]);
+        out[i] = v[T];
+        double g = 1;
+        for (int t = T - 1; t >= 0; t--) {
+            dw[t] += g * v[t];
+            g *= w[t] - 0.25 * sin(v[t]);
+        }
+        dx[i] = g;
+    }
+}
+
+static bool near(float got, double want, double tol) {
+    return fabs((double)got - want) <= tol * fmax(1.0, fabs(want));
+}
+
+typedef struct job {
+    kern_context_options opts;
+    int id;
+    char failed[512]; /* "" or what went wrong first */
+} job;
+
+#define FAIL(j, ...)                                               \
+    do {                                                           \
+        if (!(j)->failed[0])                                       \
+            snprintf((j)->failed, sizeof(j)->failed, __VA_ARGS__); \
+    } while (0)
+
+/* One thread: a context of j->opts, roll and roll.grad ROUNDS times on its own data. */
+static void *run_job(void *arg) {
+    job *j = arg;
+    kern_context *ctx;
+    kern_module *m = NULL;
+    kern_kernel *k = NULL, *g = NULL;
+    if (kern_context_create(&j->opts, &ctx) != KERN_OK ||
+        kern_module_from_source(ctx, SRC, strlen(SRC), "roll.kern", &m) != KERN_OK ||
+        kern_kernel_find(m, "roll", &k) != KERN_OK || kern_kernel_find(m, "roll.grad", &g)) {
+        FAIL(j, "setup: %s", kern_context_last_error(ctx));
+        kern_context_release(ctx);
+        return NULL;
+    }
+    for (int round = 0; round < ROUNDS && !j->failed[0]; round++) {
+        float x[N], w[T], ones[N], zeros[N] = {0}, out[N], dx[N], dw[T];
+        for (int i = 0; i < N; i++) {
+            x[i] = (float)(sin(0.1 * i + j->id + round));
+            ones[i] = 1;
+        }
+        for (int t = 0; t < T; t++)
+            w[t] = (float)(0.9 - 0.05 * t + 0.01 * round);
+        int64_t sn = N, st = T;
+        kern_buffer *bx = NULL, *bw = NULL, *bout = NULL, *gx = NULL, *gw = NULL, *gout = NULL;
+        if (kern_buffer_create(ctx, KERN_F32, 1, &sn, x, &bx) ||
+            kern_buffer_create(ctx, KERN_F32, 1, &st, w, &bw) ||
+            kern_buffer_create(ctx, KERN_F32, 1, &sn, zeros, &bout) ||
+            kern_buffer_create(ctx, KERN_F32, 1, &sn, zeros, &gx) ||
+            kern_buffer_create(ctx, KERN_F32, 1, &st, NULL, &gw) ||
+            kern_buffer_create(ctx, KERN_F32, 1, &sn, ones, &gout)) {
+            FAIL(j, "buffers: %s", kern_context_last_error(ctx));
+        } else {
+            kern_arg a[7] = {kern_arg_buffer(bx), kern_arg_buffer(bw), kern_arg_buffer(bout),
+                             kern_arg_i32(T),     kern_arg_buffer(gx), kern_arg_buffer(gw),
+                             kern_arg_buffer(gout)};
+            if (kern_launch(k, a, 4) || kern_launch(g, a, 7) ||
+                kern_buffer_read(bout, out, sizeof out) || kern_buffer_read(gx, dx, sizeof dx) ||
+                kern_buffer_read(gw, dw, sizeof dw))
+                FAIL(j, "round %d: %s", round, kern_context_last_error(ctx));
+        }
+        double want[N], wdx[N], wdw[T];
+        roll_ref(x, w, want, wdx, wdw);
+        for (int i = 0; i < N && !j->failed[0]; i++)
+            if (!near(out[i], want[i], 1e-4) || !near(dx[i], wdx[i], 1e-4))
+                FAIL(j, "%s, round %d, [%d]: out %.7g (want %.7g), x.grad %.7g (want %.7g)",
+                     kern_context_device_name(ctx), round, i, (double)out[i], want[i],
+                     (double)dx[i], wdx[i]);
+        for (int t = 0; t < T && !j->failed[0]; t++)
+            if (!near(dw[t], wdw[t], 1e-3))
+                FAIL(j, "%s, round %d: w.grad[%d] %.7g (want %.7g)",
+                     kern_context_device_name(ctx), round, t, (double)dw[t], wdw[t]);
+        kern_buffer *all[] = {bx, bw, bout, gx, gw, gout};
+        for (int b = 0; b < 6; b++)
+            kern_buffer_release(all[b]);
+    }
+    kern_context_release(ctx);
+    return NULL;
+}
+
+static void at_once(kern_context_options a, kern_context_options b) {
+    job jobs[2] = {{.opts = a, .id = 0}, {.opts = b, .id = 1}};
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++)
+        cr_assert_eq(pthread_create(&th[t], NULL, run_job, &jobs[t]), 0);
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+    for (int t = 0; t < 2; t++)
+        cr_expect(!jobs[t].failed[0], "thread %d: %s", t, jobs[t].failed);
+}
+
+Test(devices, cpu_and_vulkan_at_once) {
+    kern_context_options cpu = kern_context_options_default();
+    cpu.threads = 1;
+    at_once(cpu, vulkan_options(0));
+}
+
+Test(devices, two_cpu_contexts_at_once) {
+    kern_context_options cpu = kern_context_options_default();
+    cpu.threads = 1;
+    at_once(cpu, cpu);
+}
+
+/* ---- copies between contexts --------------------------------------------------------- */
+
+/* A buffer of n f64 values start + i on ctx. */
+static kern_buffer *ramp(kern_context *ctx, int64_t n, double start) {
+    double *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = start + (double)i;
+    kern_buffer *b = NULL;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_F64, 1, &n, v, &b), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    free(v);
+    return b;
+}
+
+/* Whether b holds start + i. */
+static void expect_ramp(kern_buffer *b, int64_t n, double start, const char *what) {
+    double *v = malloc((size_t)n * sizeof *v);
+    cr_assert_eq(kern_buffer_read(b, v, (size_t)n * sizeof *v), KERN_OK);
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++)
+        if (v[i] != start + (double)i)
+            bad = i;
+    cr_expect_eq(bad, -1, "%s: element %lld is %g, want %g", what, (long long)bad,
+                 bad >= 0 ? v[bad] : 0.0, start + (double)bad);
+    free(v);
+}
+
+Test(devices, copies_between_cpu_and_vulkan) {
+    kern_context_options vo = vulkan_options(0);
+    kern_context *cpu, *vk, *vk2;
+    cr_assert_eq(kern_context_create(NULL, &cpu), KERN_OK);
+    cr_assert_eq(kern_context_create(&vo, &vk), KERN_OK, "%s", kern_context_last_error(vk));
+    cr_assert_eq(kern_context_create(&vo, &vk2), KERN_OK, "%s", kern_context_last_error(vk2));
+    /* 2.5M f64: 20 MB, more than one 16 MiB staging chunk between the Vulkan contexts */
+    const int64_t sizes[] = {1, 1000, 2500000};
+    for (int s = 0; s < 3; s++) {
+        int64_t n = sizes[s];
+        kern_buffer *c = ramp(cpu, n, 1.5), *v = ramp(vk, n, 0), *v2 = ramp(vk2, n, -7);
+        cr_expect_eq(kern_buffer_copy_from(v, c), KERN_OK, "%s", kern_context_last_error(vk));
+        expect_ramp(v, n, 1.5, "cpu -> vulkan");
+        cr_expect_eq(kern_buffer_copy_from(v2, v), KERN_OK, "%s", kern_context_last_error(vk2));
+        expect_ramp(v2, n, 1.5, "vulkan -> vulkan (another context)");
+        kern_buffer *c2 = ramp(cpu, n, 99), *v3 = ramp(vk, n, 3);
+        cr_expect_eq(kern_buffer_copy_from(c2, v3), KERN_OK, "%s", kern_context_last_error(cpu));
+        expect_ramp(c2, n, 3, "vulkan -> cpu");
+        cr_expect_eq(kern_buffer_copy_from(c, c2), KERN_OK, "%s", kern_context_last_error(cpu));
+        expect_ramp(c, n, 3, "cpu -> cpu (one context)");
+        cr_expect_eq(kern_buffer_copy_from(v3, v3), KERN_OK); /* itself: nothing to do */
+        expect_ramp(v3, n, 3, "a buffer into itself");
+        kern_buffer *all[] = {c, v, v2, c2, v3};
+        for (int b = 0; b < 5; b++)
+            kern_buffer_release(all[b]);
+    }
+    kern_context_release(vk2);
+    kern_context_release(vk);
+    kern_context_release(cpu);
+}
+
+/* The copy waits for the launch that writes the source, on the source's device. */
+Test(devices, copy_after_a_launch) {
+    kern_context_options vo = vulkan_options(0);
+    kern_context *cpu, *vk;
+    cr_assert_eq(kern_context_create(NULL, &cpu), KERN_OK);
+    cr_assert_eq(kern_context_create(&vo, &vk), KERN_OK, "%s", kern_context_last_error(vk));
+    kern_module *m;
+    kern_kernel *k;
+    cr_assert_eq(kern_module_from_source(vk, SRC, strlen(SRC), "roll.kern", &m), KERN_OK, "%s",
+                 kern_context_last_error(vk));
+    cr_assert_eq(kern_kernel_find(m, "roll", &k), KERN_OK);
+    float x[N], w[T], out[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)cos(0.05 * i);
+    for (int t = 0; t < T; t++)
+        w[t] = 0.7f;
+    int64_t sn = N, st = T;
+    kern_buffer *bx, *bw, *bout, *host;
+    cr_assert_eq(kern_buffer_create(vk, KERN_F32, 1, &sn, x, &bx), KERN_OK);
+    cr_assert_eq(kern_buffer_create(vk, KERN_F32, 1, &st, w, &bw), KERN_OK);
+    cr_assert_eq(kern_buffer_create(vk, KERN_F32, 1, &sn, NULL, &bout), KERN_OK);
+    cr_assert_eq(kern_buffer_create(cpu, KERN_F32, 1, &sn, NULL, &host), KERN_OK);
+    kern_arg a[4] = {kern_arg_buffer(bx), kern_arg_buffer(bw), kern_arg_buffer(bout),
+                     kern_arg_i32(T)};
+    cr_assert_eq(kern_launch(k, a, 4), KERN_OK, "%s", kern_context_last_error(vk));
+    cr_assert_eq(kern_buffer_copy_from(host, bout), KERN_OK, "%s", kern_context_last_error(cpu));
+    cr_assert_eq(kern_buffer_read(host, out, sizeof out), KERN_OK);
+    double want[N], dx[N], dw[T];
+    float xs[N];
+    memcpy(xs, x, sizeof xs);
+    roll_ref(xs, w, want, dx, dw);
+    for (int i = 0; i < N; i++)
+        cr_expect(near(out[i], want[i], 1e-4), "[%d] %.7g, want %.7g", i, (double)out[i],
+                  want[i]);
+    kern_context_release(vk);
+    kern_context_release(cpu);
+}
+
+Test(devices, copy_refusals) {
+    kern_context *a, *b;
+    cr_assert_eq(kern_context_create(NULL, &a), KERN_OK);
+    cr_assert_eq(kern_context_create(NULL, &b), KERN_OK);
+    int64_t n4 = 4, n5 = 5, s22[2] = {2, 2};
+    kern_buffer *f4, *f5, *i4, *m22;
+    cr_assert_eq(kern_buffer_create(a, KERN_F32, 1, &n4, NULL, &f4), KERN_OK);
+    cr_assert_eq(kern_buffer_create(b, KERN_F32, 1, &n5, NULL, &f5), KERN_OK);
+    cr_assert_eq(kern_buffer_create(b, KERN_I32, 1, &n4, NULL, &i4), KERN_OK);
+    cr_assert_eq(kern_buffer_create(b, KERN_F32, 2, s22, NULL, &m22), KERN_OK);
+    cr_expect_eq(kern_buffer_copy_from(f4, f5), KERN_ERR_ARGUMENT);
+    cr_expect(strstr(kern_context_last_error(a), "the source is f32[5], the destination f32[4]"),
+              "%s", kern_context_last_error(a));
+    cr_expect_eq(kern_buffer_copy_from(f4, i4), KERN_ERR_ARGUMENT);
+    cr_expect(strstr(kern_context_last_error(a), "i32[4]"), "%s", kern_context_last_error(a));
+    cr_expect_eq(kern_buffer_copy_from(f4, m22), KERN_ERR_ARGUMENT); /* same bytes, not shape */
+    cr_expect_eq(kern_buffer_copy_from(f4, NULL), KERN_ERR_ARGUMENT);
+    cr_expect(strstr(kern_context_last_error(a), "the source is NULL"), "%s",
+              kern_context_last_error(a));
+    cr_expect_eq(kern_buffer_copy_from(NULL, f4), KERN_ERR_ARGUMENT);
+    kern_context_release(b);
+    kern_context_release(a);
+}
