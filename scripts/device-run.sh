@@ -5,8 +5,9 @@
 #   source .device/env.sh; bash scripts/device-run.sh [STEP ...]
 #
 # STEPS (default: all): suite, corpus, vulkan, libm (the accuracy table measured on CUDA and
-# Vulkan, the corpus with fast math), stress, cli, sanitizer, bench, fuzz (the
-# runtime's harnesses on every core but two for FUZZ_SECS seconds each, default 120). Each prints a header and
+# Vulkan, the corpus with fast math), stress, cli, sanitizer, bench, multigpu (the Python
+# test of several GPUs, tests/python/test_multigpu.py with python/examples/ddp_train.py, and
+# the devices suite on CUDA: the 2-GPU kind nvidia-h100-x2), fuzz (the runtime's harnesses on every core but two for FUZZ_SECS seconds each, default 120). Each prints a header and
 # what it ran; results also go to $OUT (when set) as STEP.txt. Exit status: the number of
 # failed steps.
 set -uo pipefail
@@ -63,7 +64,7 @@ fuzz_run() { # HARNESS: one libFuzzer process per core, each with its own corpus
     [ "$crashes" = 0 ]
 }
 
-for STEP in suite corpus vulkan libm budget stress cli sanitizer bench fuzz; do
+for STEP in suite corpus vulkan libm budget stress cli sanitizer bench multigpu fuzz; do
     [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
     case $STEP in
     suite) step suite kern-tests -j8 ;;
@@ -99,6 +100,10 @@ for STEP in suite corpus vulkan libm budget stress cli sanitizer bench fuzz; do
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15' ;;
     bench) step bench env -u OUT GPU_BENCH_OUT=/tmp/gpu-bench bash bench/gpu-bench/run.sh ;;
+    multigpu) step multigpu env KERN_LIBRARY="$PWD/.device/bin/libkern-jit.so.0.1.0" \
+                  PYTHONPATH="$PWD/python" python3 -m pytest -v -rs -p no:cacheprovider \
+                  tests/python/test_multigpu.py
+              step multigpu-devices kern-tests --verbose --filter 'devices/*' ;;
     fuzz) step fuzz-module fuzz_run fuzz-module
           step fuzz-npy fuzz_run fuzz-npy ;;
     esac
