@@ -32,7 +32,7 @@ typedef struct gradcheck_options {
     int steps;        /* > 0: K is a sequence of `steps` launches with the integer scalar
                          parameter step_arg = 0 .. steps-1, its gradient through the tape */
     const char *step_arg;
-    int device;       /* kern_context_options.device (-1, the default: the backend's) */
+    int device; /* kern_context_options.device (-1, the default: the backend's) */
 } gradcheck_options;
 
 void gradcheck_options_default(gradcheck_options *o);

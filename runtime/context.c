@@ -346,8 +346,7 @@ static kern_status device_ordinal(kern_context *ctx, int *ordinal) {
         *ordinal = 0;
     if (*ordinal > 0 && ctx->opts.backend == KERN_BACKEND_CPU)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
-                        "there is no cpu device %d: the cpu backend has one device (0), its "
-                        "threads set by kern_context_options.threads",
+                        "there is no cpu device %d: the cpu backend has one device (0)",
                         *ordinal);
     return KERN_OK;
 }

@@ -116,8 +116,9 @@ enum {
 
 /* Copies between two contexts' memory (kern_buffer_copy_from); optional: without it the
  * runtime copies through host memory. */
-#define CUDA_PEER_API(X) \
-    X(cuMemcpyPeerAsync, CUresult, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream))
+#define CUDA_PEER_API(X)           \
+    X(cuMemcpyPeerAsync, CUresult, \
+      (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream))
 
 enum { CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
 
@@ -805,8 +806,8 @@ static kern_status cuda_graph_launch(rt_device *d, void *graph, int set, uint64_
 
 /* On d's stream, between the two devices' contexts (the primary contexts of two GPUs, or
  * one GPU's twice): the driver copies peer to peer where it can, else through the host. */
-static kern_status cuda_copy_peer(rt_device *d, const void *src, rt_device *to, void *dst,
-                                  size_t n, char *err, size_t errlen) {
+static kern_status cuda_copy_peer(rt_device *d, const void *src, rt_device *to, void *dst, size_t n,
+                                  char *err, size_t errlen) {
     cuda_device *c = cuda_of(d), *t = cuda_of(to);
     kern_status s = cuda_current(c, err, errlen);
     if (s != KERN_OK || n == 0)

@@ -70,10 +70,10 @@ kern_status kern_buffer_from_dlpack(kern_context *ctx, void *managed_tensor, ker
      * also takes pinned kDLCUDAHost memory) or the context's GPU's (kDLCUDA, its ordinal) */
     int home = rt_device_caps(ctx->dev) & KERN_TARGET_DLPACK ? ctx->dev->ops->target->dlpack_device
                                                               : 0;
-    bool usable = home == kDLCPU ? t->device.device_type == kDLCPU ||
-                                       t->device.device_type == kDLCUDAHost
-                                 : home != 0 && (int)t->device.device_type == home &&
-                                       t->device.device_id == ctx->dev->ordinal;
+    bool usable = home == kDLCPU
+                      ? t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost
+                      : home != 0 && (int)t->device.device_type == home &&
+                            t->device.device_id == ctx->dev->ordinal;
     if (!usable)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "%s: a tensor on DLPack device %d:%d cannot be used in place by the %s "

@@ -141,8 +141,8 @@ static kern_status pick_device(vk_device *v, int ordinal, char *err, size_t errl
     if (best < 0) {
         free(pd);
         if (ordinal >= (int)n) { /* a wrong number, not a missing device */
-            snprintf(err, errlen, "there is no device %d: the loader sees %u (0 to %u)", ordinal,
-                     n, n - 1);
+            snprintf(err, errlen, "there is no device %d: the loader sees %u (0 to %u)", ordinal, n,
+                     n - 1);
             return KERN_ERR_ARGUMENT;
         }
         if (ordinal >= 0)

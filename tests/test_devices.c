@@ -64,8 +64,8 @@ Test(devices, numbers_out_of_range) {
     cr_expect_eq(kern_context_create(&o, &ctx), KERN_ERR_ARGUMENT, "%s",
                  kern_context_last_error(ctx));
     /* "there is no device 7: the loader sees 1 (0 to 0)" where lavapipe is the only one */
-    cr_expect(strstr(kern_context_last_error(ctx), "there is no device 7: the loader sees "),
-              "%s", kern_context_last_error(ctx));
+    cr_expect(strstr(kern_context_last_error(ctx), "there is no device 7: the loader sees "), "%s",
+              kern_context_last_error(ctx));
     kern_context_release(ctx);
 }
 
@@ -170,8 +170,8 @@ static void *run_job(void *arg) {
             kern_buffer_create(ctx, KERN_F32, 1, &sn, ones, &gout)) {
             FAIL(j, "buffers: %s", kern_context_last_error(ctx));
         } else {
-            kern_arg a[7] = {kern_arg_buffer(bx), kern_arg_buffer(bw), kern_arg_buffer(bout),
-                             kern_arg_i32(T),     kern_arg_buffer(gx), kern_arg_buffer(gw),
+            kern_arg a[7] = {kern_arg_buffer(bx),  kern_arg_buffer(bw), kern_arg_buffer(bout),
+                             kern_arg_i32(T),      kern_arg_buffer(gx), kern_arg_buffer(gw),
                              kern_arg_buffer(gout)};
             if (kern_launch(k, a, 4) || kern_launch(g, a, 7) ||
                 kern_buffer_read(bout, out, sizeof out) || kern_buffer_read(gx, dx, sizeof dx) ||
@@ -187,8 +187,8 @@ static void *run_job(void *arg) {
                      (double)dx[i], wdx[i]);
         for (int t = 0; t < T && !j->failed[0]; t++)
             if (!near(dw[t], wdw[t], 1e-3))
-                FAIL(j, "%s, round %d: w.grad[%d] %.7g (want %.7g)",
-                     kern_context_device_name(ctx), round, t, (double)dw[t], wdw[t]);
+                FAIL(j, "%s, round %d: w.grad[%d] %.7g (want %.7g)", kern_context_device_name(ctx),
+                     round, t, (double)dw[t], wdw[t]);
         kern_buffer *all[] = {bx, bw, bout, gx, gw, gout};
         for (int b = 0; b < 6; b++)
             kern_buffer_release(all[b]);
@@ -310,8 +310,7 @@ Test(devices, copy_after_a_launch) {
     memcpy(xs, x, sizeof xs);
     roll_ref(xs, w, want, dx, dw);
     for (int i = 0; i < N; i++)
-        cr_expect(near(out[i], want[i], 1e-4), "[%d] %.7g, want %.7g", i, (double)out[i],
-                  want[i]);
+        cr_expect(near(out[i], want[i], 1e-4), "[%d] %.7g, want %.7g", i, (double)out[i], want[i]);
     kern_context_release(vk);
     kern_context_release(cpu);
 }

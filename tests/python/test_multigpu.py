@@ -136,6 +136,11 @@ def test_torch_tensors_of_gpu_one_in_place():
     assert loss.data_ptr() == before
     want = np.sum((np.tanh(x.astype(np.float64) @ w0 + b0[0]) - y) ** 2)
     assert abs(float(loss) - want) < 1e-4 * want
+    # a tensor of GPU 0 is copied (said), and the result written back to it
+    loss0 = torch.zeros(1, device="cuda:0")
+    with pytest.warns(kern.CopyWarning, match=r"parameter 'loss': copied, not used in place"):
+        mod.loss(x=t[0], w=t[1], b=t[2], y=t[3], loss=loss0)
+    assert abs(float(loss0) - want) < 1e-4 * want
     buf = kern.Buffer.from_array(x, context=c1)
     assert buf.__dlpack_device__() == (2, 1)
     np.testing.assert_array_equal(torch.from_dlpack(buf).cpu().numpy(), x)
