@@ -6,12 +6,12 @@
  * peer copies) is tests/python/test_multigpu.py, on the GPU machine. */
 #include <criterion/criterion.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../include/kern.h"
 #include "test_backend.h"
+#include "threads_work.h"
 
 /* The options of a Vulkan context on device `device` (the validation settings the Vulkan
  * tests use), or a skip where there is no Vulkan device. */
@@ -92,132 +92,27 @@ Test(devices, cuda_numbers) {
 
 /* ---- two contexts, two threads ------------------------------------------------------- */
 
-enum { N = 300, T = 6, ROUNDS = 3 };
-
-static const char *SRC = "kernel roll(x: f32[], w: f32[], out: f32[], steps: i32) {\n"
-                         "    for i in 0..len(x) {\n"
-                         "        var v = x[i];\n"
-                         "        for t in 0..steps {\n"
-                         "            v = v * w[t] + 0.25 * cos(v);\n"
-                         "        }\n"
-                         "        out[i] = v;\n"
-                         "    }\n"
-                         "}\n";
-
-/* roll's out, and with dL/d(out) = 1 the gradients of x and w, in double precision. */
-static void roll_ref(const float *x, const float *w, double *out, double *dx, double *dw) {
-    for (int t = 0; t < T; t++)
-        dw[t] = 0;
-    for (int i = 0; i < N; i++) {
-        double v[T + 1];
-        v[0] = x[i];
-        for (int t = 0; t < T; t++)
-            v[t + 1] = v[t] * w[t] + 0.25 * cos(v[t]);
-        out[i] = v[T];
-        double g = 1;
-        for (int t = T - 1; t >= 0; t--) {
-            dw[t] += g * v[t];
-            g *= w[t] - 0.25 * sin(v[t]);
-        }
-        dx[i] = g;
-    }
-}
-
-static bool near(float got, double want, double tol) {
-    return fabs((double)got - want) <= tol * fmax(1.0, fabs(want));
-}
-
-typedef struct job {
-    kern_context_options opts;
-    int id;
-    char failed[512]; /* "" or what went wrong first */
-} job;
-
-#define FAIL(j, ...)                                               \
-    do {                                                           \
-        if (!(j)->failed[0])                                       \
-            snprintf((j)->failed, sizeof(j)->failed, __VA_ARGS__); \
-    } while (0)
-
-/* One thread: a context of j->opts, roll and roll.grad ROUNDS times on its own data. */
-static void *run_job(void *arg) {
-    job *j = arg;
-    kern_context *ctx;
-    kern_module *m = NULL;
-    kern_kernel *k = NULL, *g = NULL;
-    if (kern_context_create(&j->opts, &ctx) != KERN_OK ||
-        kern_module_from_source(ctx, SRC, strlen(SRC), "roll.kern", &m) != KERN_OK ||
-        kern_kernel_find(m, "roll", &k) != KERN_OK || kern_kernel_find(m, "roll.grad", &g)) {
-        FAIL(j, "setup: %s", kern_context_last_error(ctx));
-        kern_context_release(ctx);
-        return NULL;
-    }
-    for (int round = 0; round < ROUNDS && !j->failed[0]; round++) {
-        float x[N], w[T], ones[N], zeros[N] = {0}, out[N], dx[N], dw[T];
-        for (int i = 0; i < N; i++) {
-            x[i] = (float)(sin(0.1 * i + j->id + round));
-            ones[i] = 1;
-        }
-        for (int t = 0; t < T; t++)
-            w[t] = (float)(0.9 - 0.05 * t + 0.01 * round);
-        int64_t sn = N, st = T;
-        kern_buffer *bx = NULL, *bw = NULL, *bout = NULL, *gx = NULL, *gw = NULL, *gout = NULL;
-        if (kern_buffer_create(ctx, KERN_F32, 1, &sn, x, &bx) ||
-            kern_buffer_create(ctx, KERN_F32, 1, &st, w, &bw) ||
-            kern_buffer_create(ctx, KERN_F32, 1, &sn, zeros, &bout) ||
-            kern_buffer_create(ctx, KERN_F32, 1, &sn, zeros, &gx) ||
-            kern_buffer_create(ctx, KERN_F32, 1, &st, NULL, &gw) ||
-            kern_buffer_create(ctx, KERN_F32, 1, &sn, ones, &gout)) {
-            FAIL(j, "buffers: %s", kern_context_last_error(ctx));
-        } else {
-            kern_arg a[7] = {kern_arg_buffer(bx),  kern_arg_buffer(bw), kern_arg_buffer(bout),
-                             kern_arg_i32(T),      kern_arg_buffer(gx), kern_arg_buffer(gw),
-                             kern_arg_buffer(gout)};
-            if (kern_launch(k, a, 4) || kern_launch(g, a, 7) ||
-                kern_buffer_read(bout, out, sizeof out) || kern_buffer_read(gx, dx, sizeof dx) ||
-                kern_buffer_read(gw, dw, sizeof dw))
-                FAIL(j, "round %d: %s", round, kern_context_last_error(ctx));
-        }
-        double want[N], wdx[N], wdw[T];
-        roll_ref(x, w, want, wdx, wdw);
-        for (int i = 0; i < N && !j->failed[0]; i++)
-            if (!near(out[i], want[i], 1e-4) || !near(dx[i], wdx[i], 1e-4))
-                FAIL(j, "%s, round %d, [%d]: out %.7g (want %.7g), x.grad %.7g (want %.7g)",
-                     kern_context_device_name(ctx), round, i, (double)out[i], want[i],
-                     (double)dx[i], wdx[i]);
-        for (int t = 0; t < T && !j->failed[0]; t++)
-            if (!near(dw[t], wdw[t], 1e-3))
-                FAIL(j, "%s, round %d: w.grad[%d] %.7g (want %.7g)", kern_context_device_name(ctx),
-                     round, t, (double)dw[t], wdw[t]);
-        kern_buffer *all[] = {bx, bw, bout, gx, gw, gout};
-        for (int b = 0; b < 6; b++)
-            kern_buffer_release(all[b]);
-    }
-    kern_context_release(ctx);
-    return NULL;
-}
-
+/* threads_work.c's work (two kernels and their gradients against C references) on two
+ * threads at once, each with its own context */
 static void at_once(kern_context_options a, kern_context_options b) {
-    job jobs[2] = {{.opts = a, .id = 0}, {.opts = b, .id = 1}};
-    pthread_t th[2];
-    for (int t = 0; t < 2; t++)
-        cr_assert_eq(pthread_create(&th[t], NULL, run_job, &jobs[t]), 0);
-    for (int t = 0; t < 2; t++)
-        pthread_join(th[t], NULL);
-    for (int t = 0; t < 2; t++)
-        cr_expect(!jobs[t].failed[0], "thread %d: %s", t, jobs[t].failed);
+    kern_context_options opts[2] = {a, b};
+    char msg[512] = "";
+    cr_expect(threads_devices(opts, 2, msg, sizeof msg), "%s", msg);
 }
 
 Test(devices, cpu_and_vulkan_at_once) {
     kern_context_options cpu = kern_context_options_default();
-    cpu.threads = 1;
+    cpu.threads = 2;
     at_once(cpu, vulkan_options(0));
 }
 
 Test(devices, two_cpu_contexts_at_once) {
     kern_context_options cpu = kern_context_options_default();
     cpu.threads = 1;
-    at_once(cpu, cpu);
+    cpu.debug = true; /* checked code beside SIMD code */
+    kern_context_options simd = cpu;
+    simd.debug = false;
+    at_once(cpu, simd);
 }
 
 /* ---- copies between contexts --------------------------------------------------------- */
@@ -278,6 +173,19 @@ Test(devices, copies_between_cpu_and_vulkan) {
     kern_context_release(cpu);
 }
 
+enum { N = 300, T = 6 };
+
+/* A kernel whose output the copy test checks (a serial loop per item). */
+static const char *SRC = "kernel roll(x: f32[], w: f32[], out: f32[], steps: i32) {\n"
+                         "    for i in 0..len(x) {\n"
+                         "        var v = x[i];\n"
+                         "        for t in 0..steps {\n"
+                         "            v = v * w[t] + 0.25 * cos(v);\n"
+                         "        }\n"
+                         "        out[i] = v;\n"
+                         "    }\n"
+                         "}\n";
+
 /* The copy waits for the launch that writes the source, on the source's device. */
 Test(devices, copy_after_a_launch) {
     kern_context_options vo = vulkan_options(0);
@@ -305,12 +213,13 @@ Test(devices, copy_after_a_launch) {
     cr_assert_eq(kern_launch(k, a, 4), KERN_OK, "%s", kern_context_last_error(vk));
     cr_assert_eq(kern_buffer_copy_from(host, bout), KERN_OK, "%s", kern_context_last_error(cpu));
     cr_assert_eq(kern_buffer_read(host, out, sizeof out), KERN_OK);
-    double want[N], dx[N], dw[T];
-    float xs[N];
-    memcpy(xs, x, sizeof xs);
-    roll_ref(xs, w, want, dx, dw);
-    for (int i = 0; i < N; i++)
-        cr_expect(near(out[i], want[i], 1e-4), "[%d] %.7g, want %.7g", i, (double)out[i], want[i]);
+    for (int i = 0; i < N; i++) {
+        double v = x[i];
+        for (int t = 0; t < T; t++)
+            v = v * w[t] + 0.25 * cos(v);
+        cr_expect(fabs(out[i] - v) <= 1e-4 * fmax(1, fabs(v)), "[%d] %.7g, want %.7g", i,
+                  (double)out[i], v);
+    }
     kern_context_release(vk);
     kern_context_release(cpu);
 }
