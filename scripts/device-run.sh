@@ -100,7 +100,7 @@ for STEP in suite corpus vulkan libm budget stress cli sanitizer bench multigpu 
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool memcheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15
         KERN_TEST_BACKEND=cuda compute-sanitizer --tool racecheck --error-exitcode 9 kern-tests -j1 --filter "grad_corpus/*" 2>&1 | tail -15' ;;
     bench) step bench env -u OUT GPU_BENCH_OUT=/tmp/gpu-bench bash bench/gpu-bench/run.sh ;;
-    multigpu) step multigpu env KERN_LIBRARY="$PWD/.device/bin/libkern-jit.so.0.1.0" \
+    multigpu) step multigpu env NCCL_NVLS_ENABLE=0 KERN_LIBRARY="$PWD/.device/bin/libkern-jit.so.0.1.0" \
                   PYTHONPATH="$PWD/python" python3 -m pytest -v -rs -p no:cacheprovider \
                   tests/python/test_multigpu.py
               step multigpu-devices kern-tests --verbose --filter 'devices/*' ;;
