@@ -805,17 +805,22 @@ static kern_status cuda_graph_launch(rt_device *d, void *graph, int set, uint64_
 }
 
 /* On d's stream, between the two devices' contexts (the primary contexts of two GPUs, or
- * one GPU's twice): the driver copies peer to peer where it can, else through the host. */
+ * one GPU's twice): the driver copies peer to peer where it can, else through the host.
+ * The destination's stream may still hold a zeroing or an upload of dst (asynchronous):
+ * it is waited for first. */
 static kern_status cuda_copy_peer(rt_device *d, const void *src, rt_device *to, void *dst, size_t n,
                                   char *err, size_t errlen) {
     cuda_device *c = cuda_of(d), *t = cuda_of(to);
-    kern_status s = cuda_current(c, err, errlen);
-    if (s != KERN_OK || n == 0)
-        return s;
     if (!c->api.cuMemcpyPeerAsync) {
         snprintf(err, errlen, "the CUDA driver has no cuMemcpyPeerAsync");
         return KERN_ERR_UNSUPPORTED;
     }
+    kern_status s = cuda_current(t, err, errlen);
+    if (s != KERN_OK || n == 0)
+        return s;
+    CU_CHECK(t, t->api.cuStreamSynchronize(t->stream), "cuStreamSynchronize (destination)");
+    if ((s = cuda_current(c, err, errlen)) != KERN_OK)
+        return s;
     CU_CHECK(c,
              c->api.cuMemcpyPeerAsync((CUdeviceptr)(uintptr_t)dst, t->cu,
                                       (CUdeviceptr)(uintptr_t)src, c->cu, n, c->stream),
