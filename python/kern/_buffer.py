@@ -178,7 +178,7 @@ class Buffer(_Made):
 
     def __repr__(self):
         return "kern.Buffer(%s%s, %s%s)" % (_KERN_NAMES[self.dtype], list(self.shape),
-                                             self.context.device,
+                                             self.context._where(),
                                              "" if self._ptr else ", released")
 
 

@@ -171,10 +171,14 @@ class Context:
             raise ArgumentError("%s: the context was released" % what)
         return self._ptr
 
-    def __repr__(self):
+    def _where(self):
+        """"cuda:1", "vulkan:0"; the CPU (and a device not chosen yet) by its name alone."""
         if self.device == "cpu" or self.index is None or self.index < 0:
-            return "kern.Context(%r)" % self.device
-        return "kern.Context('%s:%d')" % (self.device, self.index)
+            return self.device
+        return "%s:%d" % (self.device, self.index)
+
+    def __repr__(self):
+        return "kern.Context(%r)" % self._where()
 
 
 class _Made:

@@ -50,6 +50,7 @@ def vulkan0():
 def test_vulkan_device_zero(vulkan0):
     assert vulkan0.device == "vulkan" and vulkan0.index == 0
     assert repr(vulkan0) == "kern.Context('vulkan:0')"
+    assert repr(kern.Buffer.zeros(3, context=vulkan0)) == "kern.Buffer(f32[3], vulkan:0)"
     assert vulkan0.device_name.startswith("vulkan: ")
     assert kern.context("vulkan:0") is kern.context("vulkan:0")
     assert kern.Context("cpu").index == 0 and kern.Context("cpu:0").index == 0
