@@ -74,9 +74,9 @@ def test_device_string_errors(device, error, message):
 
 def test_device_number_beyond_the_count(vulkan0):
     with pytest.raises(kern.ArgumentError,
-                       match=r"kern.Context\('vulkan:7'\): cannot create the vulkan device: "
-                             r"there is no device 7: the loader sees \d+ \(0 to \d+\)"):
-        kern.Context("vulkan:7")
+                       match=r"kern.Context\('vulkan:99'\): cannot create the vulkan device: "
+                             r"there is no device 99: the loader sees \d+ \(0 to \d+\)"):
+        kern.Context("vulkan:99")
 
 
 def run_roll(ctx, seed, rounds, results):
