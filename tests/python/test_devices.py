@@ -3,8 +3,6 @@ their errors, contexts of two devices used from two threads at once, and Buffer.
 and Buffer.to between contexts, each against NumPy. Here the devices are the CPU and
 Vulkan device 0 (lavapipe in CI); tests/python/test_multigpu.py has the two-GPU half."""
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -79,7 +77,9 @@ def test_device_number_beyond_the_count(vulkan0):
         kern.Context("vulkan:99")
 
 
-def run_roll(ctx, seed, rounds, results):
+def run_roll(ctx, seed, rounds):
+    """roll and roll.grad `rounds` times on ctx, on random data: [(x, w, out, gx, gw)]."""
+    results = []
     mod = kern.compile(SRC, context=ctx)
     rng = np.random.default_rng(seed)
     for r in range(rounds):
@@ -91,6 +91,7 @@ def run_roll(ctx, seed, rounds, results):
         mod["roll.grad"](x=x, w=w, out=out, steps=6, x__grad=gx, w__grad=gw,
                          out__grad=np.ones_like(x))
         results.append((x, w, out, gx, gw))
+    return results
 
 
 def check_roll(results, rounds):
@@ -103,24 +104,10 @@ def check_roll(results, rounds):
 
 
 @pytest.mark.parametrize("second", ["cpu", "vulkan:0"])
-def test_two_contexts_on_two_threads_at_once(second, vulkan0):
+def test_two_contexts_on_two_threads_at_once(second, vulkan0, in_threads):
     contexts = [kern.Context("cpu", threads=1),
                 vulkan0 if second == "vulkan:0" else kern.Context("cpu", threads=1)]
-    results, errors = [[], []], []
-
-    def body(i):
-        try:
-            run_roll(contexts[i], i, 4, results[i])
-        except Exception as e:  # reported below, with the thread
-            errors.append((i, e))
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    for r in results:
+    for r in in_threads(lambda i: run_roll(contexts[i], i, 4), 2):
         check_roll(r, 4)
 
 

@@ -9,7 +9,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import threading
 import warnings
 
 import numpy as np
@@ -85,24 +84,11 @@ def test_ddp_example_matches_one_gpu_and_numpy(tmp_path):
     assert losses1[-1] < 0.5 * losses1[0]  # it trains
 
 
-def test_two_gpus_from_two_threads_at_once():
+def test_two_gpus_from_two_threads_at_once(in_threads):
     x, y, w0, b0 = ddp.make_data(4096, 32, seed=3)
     halves = [(x[:2048], y[:2048]), (x[2048:], y[2048:])]
-    results, errors = [None, None], []
-
-    def body(i):
-        try:
-            ctx = kern.Context("cuda:%d" % i)
-            results[i] = ddp.train(ctx, *halves[i], w0, b0, 3, 0.5, 4096)
-        except Exception as e:  # reported below, with the thread
-            errors.append((i, e))
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    results = in_threads(lambda i: ddp.train(kern.Context("cuda:%d" % i), *halves[i], w0, b0,
+                                             3, 0.5, 4096), 2)
     for i in range(2):
         gw_np, gb_np = ddp.numpy_grad(*halves[i], w0, b0, 1.0 / 4096)
         (_, _), (gw, gb), _ = results[i]
