@@ -247,3 +247,45 @@ Test(devices, copy_refusals) {
     kern_context_release(b);
     kern_context_release(a);
 }
+
+/* CUDA, where a GPU is (the GPU machine): two contexts on two GPUs (or twice GPU 0 where
+ * there is one) on two threads at once, and copies between them, each right after the
+ * destination was zeroed (an asynchronous memset on the destination's stream). */
+Test(devices, cuda_contexts_at_once_and_copies) {
+    kern_context_options a = kern_context_options_default(), b;
+    a.backend = KERN_BACKEND_CUDA;
+    a.device = 0;
+    kern_context *c0, *c1, *cpu;
+    kern_status s = kern_context_create(&a, &c0);
+    if (s != KERN_OK) {
+        kern_context_release(c0);
+        cr_skip_test("no CUDA device");
+    }
+    b = a;
+    b.device = 1;
+    if (kern_context_create(&b, &c1) != KERN_OK) { /* one GPU: a second context of it */
+        kern_context_release(c1);
+        b.device = 0;
+        cr_assert_eq(kern_context_create(&b, &c1), KERN_OK, "%s", kern_context_last_error(c1));
+    }
+    cr_expect_eq(kern_context_device_index(c1), b.device);
+    at_once(a, b);
+    cr_assert_eq(kern_context_create(NULL, &cpu), KERN_OK);
+    const int64_t n = 2500000; /* 20 MB */
+    kern_buffer *src = ramp(c0, n, 0.5), *dst, *back, *host;
+    cr_assert_eq(kern_buffer_create(c1, KERN_F64, 1, &n, NULL, &dst), KERN_OK);
+    cr_expect_eq(kern_buffer_copy_from(dst, src), KERN_OK, "%s", kern_context_last_error(c1));
+    expect_ramp(dst, n, 0.5, "cuda:0 -> cuda:1");
+    cr_assert_eq(kern_buffer_create(c0, KERN_F64, 1, &n, NULL, &back), KERN_OK);
+    cr_expect_eq(kern_buffer_copy_from(back, dst), KERN_OK, "%s", kern_context_last_error(c0));
+    expect_ramp(back, n, 0.5, "cuda:1 -> cuda:0");
+    cr_assert_eq(kern_buffer_create(cpu, KERN_F64, 1, &n, NULL, &host), KERN_OK);
+    cr_expect_eq(kern_buffer_copy_from(host, dst), KERN_OK, "%s", kern_context_last_error(cpu));
+    expect_ramp(host, n, 0.5, "cuda:1 -> cpu");
+    kern_buffer *h2 = ramp(cpu, n, -3);
+    cr_expect_eq(kern_buffer_copy_from(dst, h2), KERN_OK, "%s", kern_context_last_error(c1));
+    expect_ramp(dst, n, -3, "cpu -> cuda:1");
+    kern_context_release(cpu);
+    kern_context_release(c1);
+    kern_context_release(c0);
+}
