@@ -36,12 +36,13 @@ class Context:
     `Context("cuda:1")` (device 1), `Context("vulkan")` (the most capable Vulkan device, or
     $KERN_VULKAN_DEVICE), `Context("vulkan:N")`. `device` is the backend's name ("cuda")
     and `index` the device's number; several contexts, one per GPU, may be used from
-    different threads at once (docs/python.md, "Several GPUs"). Options: threads (CPU workers, 0 = all), debug (bounds, division
-    and shift checks in JIT code), ad_stack_size (adstack capacity of unbounded loops),
-    ad_memory_budget (bytes a gradient launch's adstacks may take, 0 = 3/4 of the device's
-    free memory), ad_strategy ("auto", "store", "slots" or "recompute"; docs/autodiff.md) and
-    fast_math (True: the GPU's fast approximations of f32 sin, exp, log, pow, ... instead of
-    kern's accuracy table, docs/reference.md; None: $KERN_FAST_MATH). A context is used by one thread at a time.
+    different threads at once (docs/python.md, "Several GPUs"). Options: threads (CPU
+    workers, 0 = all), debug (bounds, division and shift checks in JIT code), ad_stack_size
+    (adstack capacity of unbounded loops), ad_memory_budget (bytes a gradient launch's
+    adstacks may take, 0 = 3/4 of the device's free memory), ad_strategy ("auto", "store",
+    "slots" or "recompute"; docs/autodiff.md) and fast_math (True: the GPU's fast
+    approximations of f32 sin, exp, log, pow, ... instead of kern's accuracy table,
+    docs/reference.md; None: $KERN_FAST_MATH). A context is used by one thread at a time.
 
     sync (GPUs): True (the default) makes every call wait for the producers' work before and
     for its own kernels after, so any consumer sees the results. sync=False orders by
