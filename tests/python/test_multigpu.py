@@ -46,7 +46,7 @@ if WHY_NOT is None:
     ddp = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(ddp)
 
-N, D, STEPS, LR = 8192, 64, 20, 0.5
+N, D, STEPS, LR = 8192, 64, 20, 1.0  # the loss falls to about 0.36 of its start (NumPy)
 
 
 def rel(a, b):
@@ -82,6 +82,11 @@ def test_ddp_example_matches_one_gpu_and_numpy(tmp_path):
         assert rel(f["w"], w1) < 1e-4 and rel(f["b"], b1) < 1e-3, "weights after training"
         np.testing.assert_allclose(f["losses"], losses1, rtol=1e-4)
     assert losses1[-1] < 0.5 * losses1[0]  # it trains
+    w, b = w0.astype(np.float64), b0.astype(np.float64)  # the same training in NumPy, f64
+    for _ in range(STEPS):
+        gw, gb = ddp.numpy_grad(x, y, w, b, 1.0 / N)
+        w, b = w - LR * gw, b - LR * gb
+    assert rel(ranks[0]["w"], w) < 1e-3 and rel(ranks[0]["b"], b) < 1e-3
 
 
 def test_two_gpus_from_two_threads_at_once(in_threads):
