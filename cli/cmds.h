@@ -30,6 +30,7 @@ typedef struct kernc_run_args {
     bool verbose;         /* --verbose: how a gradient launch kept its adstacks, on stderr */
     kernc_progress_mode progress; /* reports of a long run on stderr (cli/progress.h) */
     bool no_cache;        /* run --no-cache: no compile cache (docs/runtime.md) */
+    int device;           /* --device N: kern_context_options.device (-1: the default) */
 } kernc_run_args;
 
 /* KERNEL may be K.grad: the file is then compiled with that gradient (KC_GRAD_ALL), and a

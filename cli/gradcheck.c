@@ -52,6 +52,7 @@ void gradcheck_options_default(gradcheck_options *o) {
     o->rtol = 1e-6;
     o->rtol_f32 = 1e-2;
     o->max_checks = 200;
+    o->device = -1;
 }
 
 bool kernc_int_syntax(const char *s) {
@@ -1032,6 +1033,7 @@ gradcheck_status gradcheck_source(const char *path, const char *text, size_t len
     kern_context_options co = kern_context_options_default();
     co.no_checks = false;
     co.backend = (kern_backend)o->backend;
+    co.device = o->device;
     if (o->ad_budget)
         co.ad_memory_budget = o->ad_budget;
     if (o->ad_strategy)

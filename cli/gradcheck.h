@@ -34,6 +34,7 @@ typedef struct gradcheck_options {
                          gradient through the tape */
     int64_t step_start; /* the first step's value (--steps A..B, --step-start; default 0) */
     const char *step_arg;
+    int device; /* kern_context_options.device (-1, the default: the backend's) */
 } gradcheck_options;
 
 void gradcheck_options_default(gradcheck_options *o);

@@ -61,6 +61,7 @@ typedef struct cli {
     bool step_range;        /* --steps A..B (range_start: A) was given, the last --steps */
     int64_t range_start;
     const char *step_arg;   /* run, gradcheck: --step-arg NAME */
+    int device;             /* run, gradcheck: --device N (-1: the target's default) */
 } cli;
 
 static const char *const commands[] = {"check", "emit", "build", "run", "gradcheck", "help"};
@@ -182,7 +183,7 @@ static const struct {
     {"run", "usage: kernc run FILE.kern KERNEL [NAME=VALUE ...] [--save NAME=PATH.npy ...]\n"
             "       [--target=T] [--threads N] [--time] [--no-checks] [--verbose]\n"
             "       [--steps N|A..B --step-arg NAME [--step-start S]] [--ad-memory-budget B]\n"
-            "       [--ad-strategy S] [--no-cache] [compiler options]\n"
+            "       [--ad-strategy S] [--no-cache] [--device N] [compiler options]\n"
             "  without KERNEL: the file's kernels and their parameters (status 2)\n"
             "  NAME=VALUE      a number for a scalar, a .npy file for an array; unbound\n"
             "                  adjoints of K.grad start as zeros of the primal's shape\n"
@@ -200,12 +201,14 @@ static const struct {
             "  --ad-memory-budget B  bytes K.grad's adstacks may take (K, M, G, T suffixes;\n"
             "                  default: 3/4 of the device's free memory)\n"
             "  --ad-strategy S auto (the default), store, slots or recompute\n"
-            "  --verbose       how each gradient launch kept its adstacks, on standard error\n"},
+            "  --verbose       how each gradient launch kept its adstacks, on standard error\n"
+            "  --device N      the target's device N (run and gradcheck; default: CUDA's 0,\n"
+            "                  Vulkan's most capable or $KERN_VULKAN_DEVICE)\n"},
     {"gradcheck",
      "usage: kernc gradcheck FILE.kern KERNEL [NAME=VALUE ...] [--seed N] [--size N]\n"
      "       [--eps E] [--rtol R] [--rtol-f32 R] [--max-checks N]\n"
      "       [--steps N|A..B --step-arg NAME [--step-start S]] [--target=T]\n"
-     "       [compiler options]\n"
+     "       [--device N] [compiler options]\n"
      "  K.grad, run on the state K left, against central finite differences in f64\n"
      "  --seed N        random inputs and weights (default 1)\n"
      "  --size N        extent of unbound arrays without a bound one of their rank (8)\n"
@@ -369,6 +372,7 @@ static int parse_cli(int argc, char **argv, cli *c) {
     c->saves = kern_xmalloc((size_t)argc * sizeof *c->saves);
     kc_options_default(&c->opts);
     gradcheck_options_default(&c->gc);
+    c->device = -1;
     c->cmd = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -499,6 +503,13 @@ static int parse_cli(int argc, char **argv, cli *c) {
                                    v ? v : "");
             c->threads = (int)n;
             c->run_option = "--threads";
+        } else if ((v = opt_value(a, "--device", argc, argv, &i, &m)) || m) {
+            unsigned long long n;
+            if (!parse_uint(v, 1023, &n))
+                return usage_error("--device needs a device number from 0 to 1023, got '%s'",
+                                   v ? v : "");
+            c->device = (int)n;
+            c->ad_option = "--device";
         } else if ((v = opt_value(a, "--steps", argc, argv, &i, &m)) || m) {
             if (!parse_steps(v, c))
                 return usage_error("--steps needs N (a positive integer up to 2^24) or A..B (0 <= "
@@ -830,7 +841,8 @@ static int run_command(cli *c) {
                              .ad_budget = c->ad_budget,
                              .ad_strategy = c->ad_strategy,
                              .verbose = c->verbose,
-                             .no_cache = c->no_cache};
+                             .no_cache = c->no_cache,
+                             .device = c->device};
         const char *bad = NULL;
         if (!kernc_progress_mode_from_env(&ra.progress, &bad))
             fprintf(stderr,

@@ -650,6 +650,7 @@ int kernc_cmd_run(const kernc_run_args *a) {
     o.ad_stack_size = a->opts.ad_stack_size;
     o.threads = a->threads;
     o.no_cache |= a->no_cache;
+    o.device = a->device;
     if (a->ad_budget)
         o.ad_memory_budget = a->ad_budget;
     if (a->ad_strategy)
@@ -1200,6 +1201,7 @@ int kernc_cmd_gradcheck(const kernc_run_args *a, const gradcheck_options *o) {
     go.copts = a->opts;
     go.backend = cg->t->backend;
     go.step_start = a->step_start;
+    go.device = a->device;
     gradcheck_result res;
     gradcheck_status st = gradcheck_source(a->file, text, len, a->kernel, a->bindings, a->nbindings,
                                            &go, &res, stderr);

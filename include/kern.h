@@ -131,7 +131,9 @@ typedef struct kern_context_options {
                             * else 1 to 2^31 (larger is KERN_ERR_ARGUMENT) */
     int device;            /* the backend's device N (0 .. count - 1), or -1 (the default):
                             * CUDA's device 0; Vulkan's $KERN_VULKAN_DEVICE, else the first
-                            * discrete GPU, integrated, virtual, then CPU device */
+                            * discrete GPU, integrated, virtual, then CPU device; the CPU
+                            * has device 0 only. N >= count is KERN_ERR_ARGUMENT naming the
+                            * count (kern_context_device_index, below) */
     kern_validation validation; /* Vulkan ($KERN_VULKAN_VALIDATION: 1 on, fatal) */
     bool staging;          /* Vulkan: copies always go through a staging buffer, never through
                             * mapped device memory ($KERN_VULKAN_STAGING=1; for tests) */
@@ -641,6 +643,27 @@ kern_status kern_tape_tan(kern_tape *tape, kern_buffer *primal, kern_buffer **ou
  * zero when scalar_tans is NULL. The tangent of a scalar applies to this launch only. */
 kern_status kern_tape_launch_jvp(kern_tape *tape, kern_kernel *k, const kern_arg *args, int nargs,
                                  const double *scalar_tans);
+
+/* ---- several devices --------------------------------------------------------------- */
+
+/* A context has one device; a program uses several GPUs with a context per device
+ * (kern_context_options.device = N), each from any thread: contexts on different devices
+ * (or on one) are used by different threads at once (docs/runtime.md, "Several devices").
+ * On CUDA every call makes the device's primary context current on the calling thread. */
+
+/* The number of the context's device among its backend's: the CUDA ordinal, the Vulkan
+ * physical device's index (the one chosen when options.device was -1), 0 for the CPU; -1
+ * for a context that was not created successfully. */
+int kern_context_device_index(const kern_context *ctx);
+/* Copies src's contents into dst, buffers of the same dtype and shape that may belong to
+ * different contexts, on different devices: after the launches that write src and those
+ * that use dst, complete when it returns (as kern_buffer_write). CUDA to CUDA is one
+ * cuMemcpyPeerAsync (peer to peer where the GPUs allow it); a CPU side is one copy from or
+ * to its memory; other pairs go through host memory in chunks of 16 MiB. Failures leave
+ * their message in dst's context; a device error of src's launches stays with src's
+ * context (reported by its next call). Neither context may be used by another thread
+ * during the call. */
+kern_status kern_buffer_copy_from(kern_buffer *dst, kern_buffer *src);
 
 #if defined(__GNUC__) && !defined(KERN_NO_VISIBILITY)
 #pragma GCC visibility pop

@@ -199,6 +199,97 @@ kern_status rt_buffer_zero(kern_buffer *b) {
     return s;
 }
 
+enum { RT_STAGING_BYTES = 16 << 20 }; /* a cross-device copy's host chunk */
+
+/* src's contents into dst, two buffers of the same size whose launches have completed:
+ * in one device (its copy op), between two devices of one kind (copy_peer: CUDA to CUDA),
+ * directly where one side's memory is the host's, else through host memory in chunks. */
+static kern_status copy_between(kern_buffer *dst, kern_buffer *src, char *err, size_t errlen) {
+    rt_device *dd = dst->ctx->dev, *sd = src->ctx->dev;
+    size_t n = src->bytes;
+    if (dd == sd && dd->ops->copy)
+        return dd->ops->copy(dd, dst->mem, 0, src->mem, 0, n, err, errlen);
+    if (dd->ops == sd->ops && sd->ops->copy_peer) {
+        kern_status s = sd->ops->copy_peer(sd, src->mem, dd, dst->mem, n, err, errlen);
+        if (s != KERN_ERR_UNSUPPORTED)
+            return s;
+    }
+    if (sd->host_memory)
+        return dd->ops->copy_in(dd, dst->mem, 0, src->mem, n, err, errlen);
+    if (dd->host_memory)
+        return sd->ops->copy_out(sd, dst->mem, src->mem, 0, n, err, errlen);
+    size_t chunk = n < RT_STAGING_BYTES ? n : RT_STAGING_BYTES;
+    void *host = malloc(chunk ? chunk : 1);
+    if (!host) {
+        snprintf(err, errlen, "out of host memory for a staging copy of %zu bytes", chunk);
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
+    kern_status s = KERN_OK;
+    for (size_t off = 0; off < n && s == KERN_OK; off += chunk) {
+        size_t k = n - off < chunk ? n - off : chunk;
+        s = sd->ops->copy_out(sd, host, src->mem, off, k, err, errlen);
+        if (s == KERN_OK) /* copy_in never reads host after it returns */
+            s = dd->ops->copy_in(dd, dst->mem, off, host, k, err, errlen);
+    }
+    free(host);
+    return s;
+}
+
+kern_status kern_buffer_copy_from(kern_buffer *dst, kern_buffer *src) {
+    const char *fn = "kern_buffer_copy_from";
+    if (!dst || !rt_handle_check(dst, RT_H_BUFFER, fn))
+        return KERN_ERR_ARGUMENT;
+    kern_context *ctx = dst->ctx;
+    if (!ctx)
+        return KERN_ERR_ARGUMENT; /* a DLPack view's buffer whose context is gone */
+    rt_clear_error(ctx);
+    if (!src || !rt_handle_check(src, RT_H_BUFFER, fn))
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: the source is %s", fn,
+                        src ? "not a live buffer" : "NULL");
+    kern_context *sctx = src->ctx;
+    if (!sctx)
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: the source's context was released", fn);
+    if (src->dtype != dst->dtype || src->rank != dst->rank ||
+        memcmp(src->shape, dst->shape, sizeof src->shape) != 0) {
+        char a[128], b[128];
+        rt_format_buffer(a, sizeof a, src);
+        rt_format_buffer(b, sizeof b, dst);
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "%s: the source is %s, the destination %s (the dtype and shape must "
+                        "be the same)",
+                        fn, a, b);
+    }
+    if (!rt_enter(ctx, fn))
+        return KERN_ERR_ARGUMENT;
+    if (sctx != ctx && !rt_enter(sctx, fn)) {
+        rt_leave(ctx);
+        return rt_error(ctx, KERN_ERR_ARGUMENT, "%s: another thread is using the source's context",
+                        fn);
+    }
+    char err[512];
+    kern_status s = rt_buffer_wait(src); /* its writers first; a failure is sctx's message */
+    if (s != KERN_OK && sctx != ctx)
+        s = rt_error(ctx, s, "%s: the source's context: %s", fn, sctx->msg);
+    if (s == KERN_OK)
+        s = rt_buffer_wait(dst); /* and the readers of what is overwritten */
+    if (s == KERN_OK && dst != src) {
+        s = copy_between(dst, src, err, sizeof err);
+        if (s != KERN_OK)
+            s = rt_error(ctx, s, "%s: copying %zu bytes from %s to %s: %s", fn, src->bytes,
+                         sctx->dev->desc, ctx->dev->desc, err);
+        dst->written = ++ctx->write_clock;
+    }
+    kern_status c = rt_collect(ctx, s == KERN_OK);
+    rt_retire_poll(&ctx->retired, ctx->dev);
+    if (sctx != ctx) {
+        rt_collect(sctx, false); /* its device errors stay its own, for its next call */
+        rt_retire_poll(&sctx->retired, sctx->dev);
+        rt_leave(sctx);
+    }
+    rt_leave(ctx);
+    return s != KERN_OK ? s : c;
+}
+
 void rt_buffer_destroy(kern_buffer *b, bool device_idle) {
     kern_context *ctx = b->ctx;
     rt_list_remove(&b->link);

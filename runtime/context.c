@@ -348,6 +348,10 @@ static kern_status device_ordinal(kern_context *ctx, int *ordinal) {
     }
     if (*ordinal == -1 && ctx->opts.backend == KERN_BACKEND_CUDA)
         *ordinal = 0;
+    if (*ordinal > 0 && ctx->opts.backend == KERN_BACKEND_CPU)
+        return rt_error(ctx, KERN_ERR_ARGUMENT,
+                        "there is no cpu device %d: the cpu backend has one device (0)",
+                        *ordinal);
     return KERN_OK;
 }
 
@@ -454,6 +458,10 @@ void *kern_context_cuda_stream(const kern_context *ctx) {
 
 const char *kern_context_device_name(const kern_context *ctx) {
     return live(ctx, "kern_context_device_name") && ctx->dev ? ctx->dev->desc : "";
+}
+
+int kern_context_device_index(const kern_context *ctx) {
+    return live(ctx, "kern_context_device_index") && ctx->dev ? ctx->dev->ordinal : -1;
 }
 
 static kern_status sync_(kern_context *ctx) {

@@ -23,6 +23,10 @@
  *   When every record is in flight, a launch waits for the oldest submission.
  * - Adstacks are slot-major (rt_device.ad_slot_major); ad_slots is the resident threads,
  *   or max_items rounded up to whole blocks when that is fewer.
+ * - Devices: GPU `ordinal`'s primary context (the one the CUDA runtime, PyTorch's
+ *   included, uses), made current on the calling thread by every call, so that contexts
+ *   on several GPUs can be used from any threads; each kern context has its own stream.
+ *   copy_peer is cuMemcpyPeerAsync between two contexts (two GPUs, or one GPU's twice).
  * A driver call that fails with anything but "not ready" while polling marks the device
  * lost: later waits and launches report the failure. */
 #include <dlfcn.h>
@@ -110,6 +114,12 @@ enum {
     X(cuGraphExecDestroy, CUresult, (CUgraphExec))                                         \
     X(cuGraphDestroy, CUresult, (CUgraph))
 
+/* Copies between two contexts' memory (kern_buffer_copy_from); optional: without it the
+ * runtime copies through host memory. */
+#define CUDA_PEER_API(X)           \
+    X(cuMemcpyPeerAsync, CUresult, \
+      (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream))
+
 enum { CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
 
 typedef struct cuda_api {
@@ -117,6 +127,7 @@ typedef struct cuda_api {
 #define CUDA_FIELD(name, ret, args) ret(*name) args;
     CUDA_API(CUDA_FIELD)
     CUDA_GRAPH_API(CUDA_FIELD)
+    CUDA_PEER_API(CUDA_FIELD)
 #undef CUDA_FIELD
 } cuda_api;
 
@@ -793,6 +804,31 @@ static kern_status cuda_graph_launch(rt_device *d, void *graph, int set, uint64_
     return KERN_OK;
 }
 
+/* On d's stream, between the two devices' contexts (the primary contexts of two GPUs, or
+ * one GPU's twice): the driver copies peer to peer where it can, else through the host.
+ * The destination's stream may still hold a zeroing or an upload of dst (asynchronous):
+ * it is waited for first. */
+static kern_status cuda_copy_peer(rt_device *d, const void *src, rt_device *to, void *dst, size_t n,
+                                  char *err, size_t errlen) {
+    cuda_device *c = cuda_of(d), *t = cuda_of(to);
+    if (!c->api.cuMemcpyPeerAsync) {
+        snprintf(err, errlen, "the CUDA driver has no cuMemcpyPeerAsync");
+        return KERN_ERR_UNSUPPORTED;
+    }
+    kern_status s = cuda_current(t, err, errlen);
+    if (s != KERN_OK || n == 0)
+        return s;
+    CU_CHECK(t, t->api.cuStreamSynchronize(t->stream), "cuStreamSynchronize (destination)");
+    if ((s = cuda_current(c, err, errlen)) != KERN_OK)
+        return s;
+    CU_CHECK(c,
+             c->api.cuMemcpyPeerAsync((CUdeviceptr)(uintptr_t)dst, t->cu,
+                                      (CUdeviceptr)(uintptr_t)src, c->cu, n, c->stream),
+             "cuMemcpyPeerAsync");
+    CU_CHECK(c, c->api.cuStreamSynchronize(c->stream), "cuStreamSynchronize");
+    return KERN_OK;
+}
+
 static const rt_device_ops cuda_ops = {
     .name = "cuda",
     .target = &kern_target_cuda,
@@ -817,6 +853,7 @@ static const rt_device_ops cuda_ops = {
     .graph_build = cuda_graph_build,
     .graph_launch = cuda_graph_launch,
     .graph_free = cuda_graph_free,
+    .copy_peer = cuda_copy_peer,
 };
 
 /* Loads the driver library and its entry points. */
@@ -838,6 +875,7 @@ static kern_status load_api(cuda_api *api, const char *lib, char *err, size_t er
 #undef CUDA_LOAD
 #define CUDA_LOAD_OPT(name, ret, args) *(void **)&api->name = dlsym(api->lib, #name);
     CUDA_GRAPH_API(CUDA_LOAD_OPT)
+    CUDA_PEER_API(CUDA_LOAD_OPT)
 #undef CUDA_LOAD_OPT
     return KERN_OK;
 }
@@ -865,14 +903,21 @@ kern_status rt_cuda_device_create(const char *driver, int ordinal, rt_device **o
         goto cleanup;
     }
     int count = 0;
-    if ((r = a->cuDeviceGetCount(&count)) != CUDA_SUCCESS || ordinal < 0 || ordinal >= count) {
+    if ((r = a->cuDeviceGetCount(&count)) != CUDA_SUCCESS || count == 0) {
         if (r != CUDA_SUCCESS)
             cu_err(a, r, "cuDeviceGetCount", err, errlen);
         else
-            snprintf(err, errlen, "no CUDA device %d (the driver sees %d)", ordinal, count);
+            snprintf(err, errlen, "the CUDA driver sees no device");
         s = KERN_ERR_UNSUPPORTED;
         goto cleanup;
     }
+    if (ordinal < 0 || ordinal >= count) { /* a wrong number, not a missing device */
+        snprintf(err, errlen, "there is no CUDA device %d: the driver sees %d (0 to %d)", ordinal,
+                 count, count - 1);
+        s = KERN_ERR_ARGUMENT;
+        goto cleanup;
+    }
+    c->base.ordinal = ordinal;
     int sms = 0, per_sm = 0, major = 0, minor = 0, can_map = 0;
     if ((r = a->cuDeviceGet(&c->dev, ordinal)) != CUDA_SUCCESS ||
         (r = a->cuDeviceGetName(c->name, (int)sizeof c->name - 1, c->dev)) != CUDA_SUCCESS ||

@@ -164,6 +164,12 @@ typedef struct rt_device_ops {
     /* The device memory free now, in bytes (the default adstack budget, docs/autodiff.md);
      * -1 when the device cannot tell. NULL: -1. */
     int64_t (*mem_free)(rt_device *d);
+    /* Copies n bytes from allocation src of d to allocation dst of device `to`, another
+     * device of the same ops (another context's: another GPU, or the same one), after the
+     * work submitted to d so far and complete when it returns (kern_buffer_copy_from).
+     * NULL: the runtime copies through host memory. */
+    kern_status (*copy_peer)(rt_device *d, const void *src, rt_device *to, void *dst, size_t n,
+                             char *err, size_t errlen);
 } rt_device_ops;
 
 struct rt_device {
@@ -172,6 +178,7 @@ struct rt_device {
     bool host_memory;   /* allocation handles are host pointers the runtime may read */
     bool ad_slot_major; /* adstacks laid out slot-major (GPUs) rather than in slot slices */
     char desc[320]; /* for kern_context_device_name: "cpu (8 threads)", "cuda: NAME (sm_90, ...)" */
+    int ordinal;    /* its number among its backend's devices (kern_context_device_index) */
 };
 
 /* A device's answer to a code image of another kind: KERN_ERR_UNSUPPORTED, and in err "the

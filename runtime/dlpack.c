@@ -78,21 +78,22 @@ kern_status kern_buffer_from_dlpack(kern_context *ctx, void *managed_tensor, ker
     const DLTensor *t = &mt->dl_tensor;
     const char *dev = ctx->dev->ops->name;
     /* the registry's DLPack device of the context's target: host memory (kDLCPU, which
-     * also takes pinned kDLCUDAHost memory) or device 0's (kDLCUDA) */
+     * also takes pinned kDLCUDAHost memory) or the context's GPU's (kDLCUDA, its ordinal) */
     int home = rt_device_caps(ctx->dev) & KERN_TARGET_DLPACK ? ctx->dev->ops->target->dlpack_device
                                                               : 0;
-    bool usable = home == kDLCPU ? t->device.device_type == kDLCPU ||
-                                       t->device.device_type == kDLCUDAHost
-                                 : home != 0 && (int)t->device.device_type == home &&
-                                       t->device.device_id == 0;
+    bool usable = home == kDLCPU
+                      ? t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost
+                      : home != 0 && (int)t->device.device_type == home &&
+                            t->device.device_id == ctx->dev->ordinal;
     if (!usable)
         return rt_error(ctx, KERN_ERR_ARGUMENT,
                         "%s: a tensor in %s (DLPack device %d:%d) cannot be used in place by the "
-                        "%s device, which %s",
+                        "%s device %d, which %s",
                         fn, memory_name(t->device.device_type), (int)t->device.device_type,
-                        t->device.device_id, dev,
+                        t->device.device_id, dev, ctx->dev->ordinal,
                         home == kDLCPU    ? "takes host memory (kDLCPU, kDLCUDAHost)"
-                        : home == kDLCUDA ? "takes CUDA memory of device 0 (kDLCUDA)"
+                        : home == kDLCUDA ? "takes CUDA memory of its own device (kDLCUDA, "
+                                            "device N for cuda device N)"
                                           : "uses no DLPack memory in place (a kern buffer "
                                             "holds a copy)");
     kern_dtype d;
@@ -153,7 +154,7 @@ kern_status kern_buffer_to_dlpack(kern_buffer *b, void **managed_tensor) {
                         kern_target_names(KERN_TARGET_DEVICE | KERN_TARGET_DLPACK, names,
                                           sizeof names));
     }
-    DLDevice where = {(DLDeviceType)ctx->dev->ops->target->dlpack_device, 0};
+    DLDevice where = {(DLDeviceType)ctx->dev->ops->target->dlpack_device, ctx->dev->ordinal};
     /* the consumer reads the memory on its own stream: the launches that use it first */
     char err[512];
     if (b->last_use > ctx->dev->ops->poll(ctx->dev)) {

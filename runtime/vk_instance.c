@@ -140,16 +140,19 @@ static kern_status pick_device(vk_device *v, int ordinal, char *err, size_t errl
     }
     if (best < 0) {
         free(pd);
+        if (ordinal >= (int)n) { /* a wrong number, not a missing device */
+            snprintf(err, errlen, "there is no device %d: the loader sees %u (0 to %u)", ordinal, n,
+                     n - 1);
+            return KERN_ERR_ARGUMENT;
+        }
         if (ordinal >= 0)
-            snprintf(err, errlen,
-                     "device %d: there are %u devices (0 to %u), or it is "
-                     "older than Vulkan 1.2",
-                     ordinal, n, n - 1);
+            snprintf(err, errlen, "device %d is older than Vulkan 1.2", ordinal);
         else
             snprintf(err, errlen, "no Vulkan 1.2 device among the %u found", n);
         return KERN_ERR_UNSUPPORTED;
     }
     v->phys = pd[best];
+    v->base.ordinal = best;
     free(pd);
     v->api.vkGetPhysicalDeviceProperties(v->phys, &v->props);
     v->api.vkGetPhysicalDeviceMemoryProperties(v->phys, &v->memprops);

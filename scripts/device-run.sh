@@ -8,8 +8,11 @@
 # Vulkan, the corpus with fast math), stress, cli, sanitizer, bench, torch (kern.torch,
 # kern.jax and kern.Graph from Python: tests/python/test_bridge_cuda.py, test_jax_bridge.py,
 # test_torch_bridge.py, test_graph.py with the machine's python3), cache (the compile
-# cache's tests on CUDA and its first and second process times, bench/README.md), fuzz (the
-# runtime's harnesses on every core but two for FUZZ_SECS seconds each, default 120). Each prints a header and
+# cache's tests on CUDA and its first and second process times, bench/README.md), multigpu
+# (the Python test of several GPUs, tests/python/test_multigpu.py with
+# python/examples/ddp_train.py, and the devices suite on CUDA: the 2-GPU kind
+# nvidia-h100-x2), fuzz (the runtime's harnesses on every core but two for FUZZ_SECS
+# seconds each, default 120). Each prints a header and
 # what it ran; results also go to $OUT (when set) as STEP.txt. Exit status: the number of
 # failed steps.
 set -uo pipefail
@@ -66,7 +69,7 @@ fuzz_run() { # HARNESS: one libFuzzer process per core, each with its own corpus
     [ "$crashes" = 0 ]
 }
 
-for STEP in suite corpus vulkan libm budget stress cli sanitizer bench torch cache fuzz; do
+for STEP in suite corpus vulkan libm budget stress cli sanitizer bench torch cache multigpu fuzz; do
     [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
     case $STEP in
     suite) step suite kern-tests -j8 ;;
@@ -109,6 +112,10 @@ for STEP in suite corpus vulkan libm budget stress cli sanitizer bench torch cac
     cache) step cache-tests kern-tests --verbose --filter 'cache/*'
            step cache-cuda compile-cache-bench --target cuda --reps 3
            step cache-cpu compile-cache-bench --reps 3 ;;
+    multigpu) step multigpu env NCCL_NVLS_ENABLE=0 KERN_LIBRARY="$PWD/.device/bin/libkern-jit.so.0.1.0" \
+                  PYTHONPATH="$PWD/python" python3 -m pytest -v -rs -p no:cacheprovider \
+                  tests/python/test_multigpu.py
+              step multigpu-devices kern-tests --verbose --filter 'devices/*' ;;
     fuzz) step fuzz-module fuzz_run fuzz-module
           step fuzz-npy fuzz_run fuzz-npy ;;
     esac

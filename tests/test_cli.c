@@ -110,6 +110,16 @@ Test(cli, run_and_gradcheck_on_vulkan) {
     expect("gradcheck examples/simulate.kern simulate --target=vulkan x0=examples/data/x0.npy "
            "w=examples/data/w.npy out=examples/data/out.npy steps=16",
            0, ": ok");
+    /* --device N: Vulkan device 0 by number; one beyond the loader's devices named */
+    expect("gradcheck examples/simulate.kern simulate --target=vulkan --device 0 "
+           "x0=examples/data/x0.npy w=examples/data/w.npy out=examples/data/out.npy steps=16",
+           0, ": ok");
+    expect("run examples/saxpy.kern saxpy --target=vulkan --device 0 a=2 x=examples/data/x0.npy "
+           "y=examples/data/x0.npy",
+           0, "y: f32[8] = -3 ");
+    expect("run examples/saxpy.kern saxpy --target=vulkan --device 99 a=1 x=examples/data/x0.npy "
+           "y=examples/data/x0.npy",
+           1, "cannot create the vulkan device: there is no device 99: the loader sees ");
     if (saved)
         setenv("ASAN_OPTIONS", saved, 1);
     else
@@ -957,6 +967,21 @@ Test(cli, run_options_usage) {
     expect("run tests/golden/ir/saxpy.kern saxpy --step-arg a", 2, "go together");
     expect("build tests/golden/ir/saxpy.kern --steps 2 --step-arg a -o x.so", 2,
            "option of run and gradcheck only");
+}
+
+/* --device N (docs/cli.md): a number, of run and gradcheck only; the CPU has device 0. */
+Test(cli, device_option) {
+    expect("run tests/golden/ir/saxpy.kern saxpy --device x", 2,
+           "--device needs a device number from 0 to 1023, got 'x'");
+    expect("run tests/golden/ir/saxpy.kern saxpy --device -1", 2, "got '-1'");
+    expect("build tests/golden/ir/saxpy.kern --device 0 -o x.so", 2,
+           "--device is an option of run and gradcheck only");
+    expect("run examples/saxpy.kern saxpy --device 1 a=1 x=examples/data/x0.npy "
+           "y=examples/data/x0.npy",
+           1, "there is no cpu device 1: the cpu backend has one device (0)");
+    expect("run examples/saxpy.kern saxpy --device 0 a=2 x=examples/data/x0.npy "
+           "y=examples/data/x0.npy",
+           0, "y: f32[8] = -3 ");
 }
 
 /* An option the command would ignore is a usage error: `run -o` was silently dropped

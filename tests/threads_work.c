@@ -74,7 +74,8 @@ static bool near(float got, double want) {
 
 typedef struct job {
     int id;
-    char failed[256]; /* "" or what went wrong first */
+    const kern_context_options *opts; /* its context's (NULL: a CPU context of 2 threads) */
+    char failed[256];                 /* "" or what went wrong first */
 } job;
 
 #define FAIL(j, ...)                                               \
@@ -113,6 +114,8 @@ static void run_context(job *j) {
     kern_context_options o = kern_context_options_default();
     o.threads = 2;
     o.debug = j->id % 2; /* checked code (scalar) beside SIMD code */
+    if (j->opts)
+        o = *j->opts;
     kern_context *ctx;
     if (kern_context_create(&o, &ctx) != KERN_OK) {
         FAIL(j, "context: %s", kern_context_last_error(ctx));
@@ -175,13 +178,15 @@ static void *context_thread(void *arg) {
     return NULL;
 }
 
-/* Runs body on NTHREADS threads; the first failure (thread and what) into msg. */
-static bool run_threads(void *(*body)(void *), char *msg, size_t msglen) {
+/* Runs body on n threads, thread t with opts[t] (opts NULL: the default); the first
+ * failure (thread and what) into msg. */
+static bool run_jobs(int n, const kern_context_options *opts, void *(*body)(void *), char *msg,
+                     size_t msglen) {
     job jobs[NTHREADS];
     pthread_t th[NTHREADS];
     int started = 0;
-    for (int t = 0; t < NTHREADS; t++) {
-        jobs[t] = (job){.id = t};
+    for (int t = 0; t < n; t++) {
+        jobs[t] = (job){.id = t, .opts = opts ? &opts[t] : NULL};
         if (pthread_create(&th[t], NULL, body, &jobs[t]) != 0) {
             snprintf(msg, msglen, "pthread_create failed");
             break;
@@ -190,17 +195,31 @@ static bool run_threads(void *(*body)(void *), char *msg, size_t msglen) {
     }
     for (int t = 0; t < started; t++)
         pthread_join(th[t], NULL);
-    if (started < NTHREADS)
+    if (started < n)
         return false;
-    for (int t = 0; t < NTHREADS; t++)
+    for (int t = 0; t < n; t++)
         if (jobs[t].failed[0]) {
-            snprintf(msg, msglen, "thread %d: %s", t, jobs[t].failed);
+            snprintf(msg, msglen, "thread %d (%s): %s", t,
+                     kern_backend_name(opts ? opts[t].backend : KERN_BACKEND_CPU),
+                     jobs[t].failed);
             return false;
         }
     return true;
 }
 
+static bool run_threads(void *(*body)(void *), char *msg, size_t msglen) {
+    return run_jobs(NTHREADS, NULL, body, msg, msglen);
+}
+
 bool threads_contexts(char *msg, size_t msglen) { return run_threads(context_thread, msg, msglen); }
+
+bool threads_devices(const kern_context_options *opts, int n, char *msg, size_t msglen) {
+    if (n < 1 || n > NTHREADS) {
+        snprintf(msg, msglen, "threads_devices: 1 to %d contexts", NTHREADS);
+        return false;
+    }
+    return run_jobs(n, opts, context_thread, msg, msglen);
+}
 
 /* The compiler's own API on 4 threads, each with its compiler context and other SIMD
  * lanes (scalar, 4, 8, the host's): the same module, every gradient, the JIT in 2 parts. */

@@ -138,7 +138,7 @@ class _Bound:
             # PyTorch CUDA tensors: the device pointer itself; the streams are ordered once
             # per call (Kernel.__call__), and torch's allocator told about kern's stream
             if str(v.dtype) == p.torch_dtype and v.dim() == p.rank and v.is_cuda and \
-                    v.device.index == 0 and v.is_contiguous() and not v.requires_grad:
+                    v.device.index == ctx.index and v.is_contiguous() and not v.requires_grad:
                 return self._wrap(ctx, p, v, v.data_ptr(), tuple(v.shape), key)
         if not _is_tensor_like(v):
             raise ArgumentError("kernel '%s', parameter '%s': expected an array (%s), got %s"

@@ -6,7 +6,7 @@ producer's memory in place), dtype codes, the extent checks made before any copy
 
 import ctypes
 
-from ._context import _Made, context as _default_context
+from ._context import Context, _Made, context as _default_context
 from ._errors import ArgumentError, _check, _python_words
 from ._library import (_BF16, _DTYPES, _KERN_NAMES, _MAX_DIMS, _c, _capsule_get, _capsule_new,
                        _capsule_rename, _np)
@@ -128,7 +128,7 @@ class Buffer(_Made):
 
     def __dlpack_device__(self):
         self._live("Buffer.__dlpack_device__")
-        return (1, 0) if self.context.device == "cpu" else (2, 0)
+        return (1, 0) if self.context.device == "cpu" else (2, self.context.index)
 
     def __dlpack__(self, stream=None):
         """A DLPack capsule viewing the buffer (the buffer's memory stays valid until the
@@ -163,6 +163,29 @@ class Buffer(_Made):
                                 % (a.shape, self.shape))
         _check(_c["buf_write"](p, a.ctypes.data, a.nbytes), self.context._ptr, "Buffer.write")
 
+    def copy_from(self, src):
+        """Copies the kern Buffer src (same dtype and shape) into this one; src may belong to
+        another context, on another device (kern_buffer_copy_from: GPU to GPU directly on
+        CUDA, else through host memory). Waits for the launches that write src."""
+        p = self._live("Buffer.copy_from")
+        if not isinstance(src, Buffer):
+            raise ArgumentError("Buffer.copy_from: the source must be a kern.Buffer, not %s "
+                                "(Buffer.write copies an array)" % type(src).__name__)
+        _check(_c["buf_copy_from"](p, src._live("Buffer.copy_from")), self.context._ptr,
+               "Buffer.copy_from")
+
+    def to(self, context):
+        """A new buffer of context (a kern.Context, or a device string for its default
+        context: "cuda:1") holding a copy of this one."""
+        self._live("Buffer.to")
+        ctx = _default_context(context) if isinstance(context, str) else context
+        if not isinstance(ctx, Context):
+            raise ArgumentError("Buffer.to: expected a kern.Context or a device string, got %s"
+                                % type(context).__name__)
+        b = Buffer._create(ctx, self.shape, self.dtype, None, "Buffer.to")
+        b.copy_from(self)
+        return b
+
     def release(self):
         """Releases the buffer now; memory that launches in flight or views use is freed
         after them. Its methods raise ArgumentError after it."""
@@ -174,7 +197,7 @@ class Buffer(_Made):
 
     def __repr__(self):
         return "kern.Buffer(%s%s, %s%s)" % (_KERN_NAMES[self._code], list(self.shape),
-                                             self.context.device,
+                                             self.context._where(),
                                              "" if self._ptr else ", released")
 
 

@@ -3,22 +3,48 @@ PyTorch), _Made (what the objects made on a context share: their handle and its 
 the default context of each device (context()) and synchronize()."""
 
 import ctypes
+import re
 import threading
 import weakref
 
 from ._errors import _ERRORS, ArgumentError, Error, _check, _python_words
 from ._library import _BACKENDS, _AdstackInfo, _c, _Options
 
+def _parse_device(device):
+    """"cuda:1" -> ("cuda", 1); "cuda" -> ("cuda", None): the backend's default device.
+    ArgumentError for a name the runtime has no device for, or a bad number."""
+    if not isinstance(device, str):
+        raise ArgumentError("a device is a string such as 'cpu', 'cuda', 'cuda:1' or "
+                            "'vulkan:0', not %s" % type(device).__name__)
+    name, colon, number = device.partition(":")
+    if name not in _BACKENDS:
+        raise ArgumentError("unknown device %r (%s); NAME:N picks device N of a backend"
+                            % (device, ", ".join(_BACKENDS)))
+    if not colon:
+        return name, None
+    if re.fullmatch(r"-[0-9]+", number):
+        raise ArgumentError("device %r: the device number must be 0 or more (%s:0 is the "
+                            "first)" % (device, name))
+    if not re.fullmatch(r"0|[1-9][0-9]{0,8}", number):
+        raise ArgumentError("device %r: %r is not a device number (%s:0, %s:1, ...)"
+                            % (device, number, name, name))
+    return name, int(number)
+
+
 class Context:
     """A device and everything made on it: `Context("cpu")`, `Context("cuda")` (device 0),
-    `Context("vulkan")`. Options: threads (CPU workers, 0 = all), checks (bounds, division
-    and shift checks in JIT code, on by default), debug (a debug build: the checks and
-    scalar CPU code), ad_stack_size (adstack capacity of unbounded loops),
-    ad_memory_budget (bytes a gradient launch's adstacks may take, 0 = 3/4 of the device's
-    free memory), ad_strategy ("auto", "store", "slots" or "recompute"; docs/autodiff.md) and
-    fast_math (True: the GPU's fast approximations of f32 sin, exp, log, pow, ... instead of
-    kern's accuracy table, docs/reference.md; None: $KERN_FAST_MATH) and cache (the compile
-    cache of docs/runtime.md: False off, True on, a str its directory; None: $KERN_CACHE,
+    `Context("cuda:1")` (device 1), `Context("vulkan")` (the most capable Vulkan device, or
+    $KERN_VULKAN_DEVICE), `Context("vulkan:N")`. `device` is the backend's name ("cuda")
+    and `index` the device's number; several contexts, one per GPU, may be used from
+    different threads at once (docs/python.md, "Several GPUs"). Options: threads (CPU
+    workers, 0 = all), checks (bounds, division and shift checks in JIT code, on by
+    default), debug (a debug build: the checks and scalar CPU code), ad_stack_size
+    (adstack capacity of unbounded loops), ad_memory_budget (bytes a gradient launch's
+    adstacks may take, 0 = 3/4 of the device's free memory), ad_strategy ("auto", "store",
+    "slots" or "recompute"; docs/autodiff.md), fast_math (True: the GPU's fast
+    approximations of f32 sin, exp, log, pow, ... instead of kern's accuracy table,
+    docs/reference.md; None: $KERN_FAST_MATH) and cache (the compile cache of
+    docs/runtime.md: False off, True on, a str its directory; None: $KERN_CACHE,
     $KERN_CACHE_DIR, else on in ~/.cache/kern). A context is used by one thread at a time.
 
     sync (GPUs): True (the default) makes every call wait for the producers' work before and
@@ -40,11 +66,12 @@ class Context:
         self.sync = bool(sync)
         self._torch_stream = None
         self._graph = None  # the kern.Graph capturing this context's launches
-        if device not in _BACKENDS:
-            raise ArgumentError("unknown device %r (%s)" % (device, ", ".join(_BACKENDS)))
+        name, index = _parse_device(device)
         opts = _c["ctx_defaults"]()  # the runtime's defaults and its environment
-        opts.backend, opts.debug = _BACKENDS[device], bool(debug)
+        opts.backend, opts.debug = _BACKENDS[name], bool(debug)
         opts.no_checks = not checks and not debug
+        if index is not None:
+            opts.device = index
         opts.threads, opts.ad_stack_size = int(threads), int(ad_stack_size)
         opts.ad_memory_budget = int(ad_memory_budget)
         opts.promote_f64 = bool(_promote_f64)  # kern.gradcheck's f64 reference
@@ -65,14 +92,17 @@ class Context:
         p = ctypes.c_void_p()
         status = _c["ctx_create"](ctypes.byref(opts), ctypes.byref(p))
         self._ptr = p.value
-        self.device = device
+        self.device = name  # the backend: "cpu", "cuda", "vulkan"
+        self.index = index  # the device's number (the runtime's once created)
         # what was made on it (modules, buffers, tapes): they forget their handles when it is
         # released, and each keeps the context alive (a strong reference) while it lives
         self._objects = weakref.WeakSet()
         if status != 0:
             msg = _c["last_error"](self._ptr).decode() if self._ptr else "out of memory"
             self.release()
-            raise _ERRORS.get(status, Error)(_python_words(msg, "kern.Context"))
+            raise _ERRORS.get(status, Error)("kern.Context(%r): %s" % (device,
+                                                                       _python_words(msg)))
+        self.index = _c["device_index"](self._ptr)
 
     @property
     def device_name(self):
@@ -103,20 +133,26 @@ class Context:
         p = self._live("Context.cuda_stream")
         return _c["cuda_stream"](p) if self.device == "cuda" else None
 
+    def _torch_device(self):
+        import torch
+        return torch.device("cuda", self.index)
+
     def _kern_stream(self):
         import torch
         if self._torch_stream is None:
-            self._torch_stream = torch.cuda.ExternalStream(self.cuda_stream)
+            self._torch_stream = torch.cuda.ExternalStream(self.cuda_stream,
+                                                           device=self._torch_device())
         return self._torch_stream
 
     def _before_torch_call(self):
         """PyTorch CUDA tensors used in place: their pending work first (kern's stream waits
-        for PyTorch's current one; sync=True waits on the host)."""
+        for PyTorch's current one on the context's GPU; sync=True waits on the host)."""
         import torch
+        current = torch.cuda.current_stream(self._torch_device())
         if self.sync:
-            torch.cuda.current_stream().synchronize()
+            current.synchronize()
         else:
-            self._kern_stream().wait_stream(torch.cuda.current_stream())
+            self._kern_stream().wait_stream(current)
 
     def _after_call(self, used_torch, cuda_torch=()):
         """A GPU call's end: wait (sync=True) or order PyTorch's stream after kern's, and
@@ -128,7 +164,7 @@ class Context:
             ks = self._kern_stream()
             for v in cuda_torch:
                 v.record_stream(ks)
-            torch.cuda.current_stream().wait_stream(ks)
+            torch.cuda.current_stream(self._torch_device()).wait_stream(ks)
 
     def release(self):
         """Frees the context with its modules, buffers and tapes (also at garbage collection,
@@ -150,8 +186,14 @@ class Context:
             raise ArgumentError("%s: the context was released" % what)
         return self._ptr
 
+    def _where(self):
+        """"cuda:1", "vulkan:0"; the CPU (and a device not chosen yet) by its name alone."""
+        if self.device == "cpu" or self.index is None or self.index < 0:
+            return self.device
+        return "%s:%d" % (self.device, self.index)
+
     def __repr__(self):
-        return "kern.Context(%r)" % self.device
+        return "kern.Context(%r)" % self._where()
 
 
 class _Made:
@@ -201,11 +243,13 @@ _default_lock = threading.Lock()
 
 
 def context(device="cpu"):
-    """The default context of a device, created on first use (and again after a release)."""
+    """The default context of a device ("cuda", "cuda:1", ...), created on first use (and
+    again after a release)."""
+    key = _parse_device(device)
     with _default_lock:
-        if device not in _default or not _default[device]._ptr:
-            _default[device] = Context(device)
-        return _default[device]
+        if key not in _default or not _default[key]._ptr:
+            _default[key] = Context(device)
+        return _default[key]
 
 
 def synchronize(device="cpu"):

@@ -228,6 +228,8 @@ CALLS = {
         "np.from_dlpack": lambda w: np.from_dlpack(w.buffer),
         "read": lambda w: w.buffer.read(),
         "write": lambda w: w.buffer.write(w.x),
+        "copy_from": lambda w: w.buffer.copy_from(w.buffer),
+        "to": lambda w: w.buffer.to(w.ctx),
         "as an argument": lambda w: w.mod.sq(x=w.buffer, y=w.y, a=1.0),
     },
     "Module": {
@@ -282,7 +284,8 @@ CALLS = {
 
 # what keeps working once the owner is gone: the Python-side description, and release()
 KEEPS = {
-    "Context": {"device": lambda w: w.ctx.device, "sync": lambda w: w.ctx.sync,
+    "Context": {"device": lambda w: w.ctx.device, "index": lambda w: w.ctx.index,
+                "sync": lambda w: w.ctx.sync,
                 "release": lambda w: w.ctx.release(), "repr": lambda w: repr(w.ctx)},
     "Buffer": {"shape": lambda w: w.buffer.shape, "dtype": lambda w: w.buffer.dtype,
                "nbytes": lambda w: w.buffer.nbytes, "numpy_dtype": lambda w: w.buffer.numpy_dtype,
