@@ -133,7 +133,7 @@ Test(wrap, dlpack_refusals) {
     p->mt.dl_tensor.device.device_type = kDLCUDA;
     cr_expect_eq(kern_buffer_from_dlpack(ctx, &p->mt, &b), KERN_ERR_ARGUMENT);
     cr_expect(strstr(kern_context_last_error(ctx), "a tensor in CUDA memory (DLPack device 2:0) "
-                                                   "cannot be used in place by the cpu device, "
+                                                   "cannot be used in place by the cpu device 0, "
                                                    "which takes host memory"),
               "%s", kern_context_last_error(ctx));
     p->mt.dl_tensor.device.device_type = kDLCPU;

@@ -182,7 +182,7 @@ class Buffer(_Made):
         if not isinstance(ctx, Context):
             raise ArgumentError("Buffer.to: expected a kern.Context or a device string, got %s"
                                 % type(context).__name__)
-        b = Buffer._create(ctx, self.shape, self.dtype, None, "Buffer.to")
+        b = Buffer._create(ctx, self.shape, self._code, None, "Buffer.to")
         b.copy_from(self)
         return b
 
