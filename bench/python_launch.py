@@ -32,7 +32,7 @@ def median_us(f, calls):
 
 
 def main():
-    ctx = kern.Context(threads=1, debug=False)  # as the C side: no debug checks
+    ctx = kern.Context(threads=1)  # the defaults (checked code), as the C side
     k = kern.compile(SRC, context=ctx).saxpy
     x = np.arange(16, dtype=np.float32)
     y = np.arange(16, dtype=np.float32)

@@ -283,6 +283,64 @@ Test(llvm_debug, checked_reduction) {
     }
 }
 
+/* A task whose every access has a range known at the chunk's start (task indices, a for's
+ * index, uniform offsets): on the scalar path one test per chunk picks the loop without
+ * checks when all is in range (LLVM vectorizes it), the checked loop otherwise, which
+ * reports the first bad access. */
+Test(llvm_debug, checked_chunk_ranges) {
+    const char *src = "kernel step(x: f32[,,], t: i32) {\n"
+                      "    for p in 0..shape(x, 1) {\n"
+                      "        for d in 0..shape(x, 2) {\n"
+                      "            x[t, p, d] = x[t - 1, p, d] * 0.5 + f32(d);\n"
+                      "        }\n"
+                      "    }\n"
+                      "}\n";
+    enum { T = 3, P = 37, D = 3 };
+    for (int mi = 0; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        prog p = build_mode(src, 3, md);
+        static float x[T][P][D];
+        for (int q = 0; q < P; q++)
+            for (int d = 0; d < D; d++)
+                x[0][q][d] = (float)(q * D + d);
+        int32_t t = 1;
+        kern_array_desc dx = desc(x, T, P, D);
+        void *args[] = {&dx, &t};
+        kern_err_record e = run_mt(&p, "step", args, 5, 2);
+        cr_expect_eq(e.code, 0, "%s", md->name);
+        for (int q = 0; q < P; q++)
+            for (int d = 0; d < D; d++)
+                cr_expect(x[1][q][d] == x[0][q][d] * 0.5f + (float)d, "%s: x[1][%d][%d]", md->name,
+                          q, d);
+        t = 0; /* reads row -1 */
+        e = run_mt(&p, "step", args, 5, 2);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.line == 4 && e.dim == 0 && e.a == -1 && e.b == T,
+                  "%s: line %u dim %d index %lld", md->name, e.line, e.dim, (long long)e.a);
+        t = T; /* writes row T */
+        e = run_mt(&p, "step", args, 5, 2);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.dim == 0 && e.a == T && e.b == T, "%s: dim %d index %lld", md->name, e.dim,
+                  (long long)e.a);
+        release(&p);
+    }
+    /* the scalar path's code holds both loops, behind one test */
+    kc_ctx *c = kc_ctx_new();
+    c->opts.checks = true;
+    c->opts.simd = -1;
+    c->opts.opt_level = 0;
+    ir_module *m = kc_compile_source(c, "t.kern", src, strlen(src));
+    cr_assert(m);
+    char err[512];
+    char *text = llvm_emit_text(m, &c->opts, err, sizeof err);
+    cr_assert(text, "%s", err);
+    cr_expect(has(text, "chunk.unchecked") && has(text, "chunk.checked"),
+              "checked scalar code tests the chunk's ranges once");
+    free(text);
+    ir_module_free(m);
+    kc_ctx_free(c);
+}
+
 /* Checked code in range computes what unchecked code computes, on several threads. */
 Test(llvm_debug, checked_in_range_matches_plain_loop) {
     const char *src = "kernel k(a: f32[], b: f32[], q: i32[], out: f32[], n: i32) {\n"
