@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "../backends/llvm/llvm_backend.h"
+#include "../compiler/driver.h"
 #include "../common/modfile.h"
 #include "../common/target.h"
 #include "../common/util.h"
@@ -38,13 +39,18 @@ enum { MAX_ENTRY = 1 << 30 };
 
 /* Set once (pthread_once: the build is a fact of the process), then only read. */
 static pthread_once_t build_once = PTHREAD_ONCE_INIT;
-static char build_id[128];
+static char build_id[300];
 
-/* The GNU build id note of the loaded object that holds jit_cache_key, as hex. */
+typedef struct build_probe {
+    uintptr_t addr; /* an address inside the object */
+    char hex[128];  /* its GNU build id, as hex */
+} build_probe;
+
+/* The GNU build id note of the loaded object that holds probe->addr, as hex. */
 static int find_build_id(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
-    (void)data;
-    uintptr_t self = (uintptr_t)&jit_cache_key;
+    build_probe *probe = data;
+    uintptr_t self = probe->addr;
     bool mine = false;
     for (int i = 0; i < info->dlpi_phnum && !mine; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -65,9 +71,9 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *data) {
             if ((const char *)desc + n->n_descsz > end)
                 break;
             if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
-                n->n_descsz * 2 < sizeof build_id) {
+                n->n_descsz * 2 < sizeof probe->hex) {
                 for (unsigned k = 0; k < n->n_descsz; k++)
-                    snprintf(build_id + 2 * k, 3, "%02x", desc[k]);
+                    snprintf(probe->hex + 2 * k, 3, "%02x", desc[k]);
                 return 1;
             }
             p = (const char *)desc + ((n->n_descsz + 3) & ~3u);
@@ -76,14 +82,29 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *data) {
     return 1;
 }
 
-static void build_init(void) {
-    dl_iterate_phdr(find_build_id, NULL);
+/* The identity of the object holding addr: its build id, else its file's size and time. */
+static void identify(uintptr_t addr, char *out, size_t cap) {
+    build_probe probe = {addr, {0}};
+    dl_iterate_phdr(find_build_id, &probe);
     Dl_info di;
     struct stat st;
-    if (!build_id[0] && dladdr((void *)(uintptr_t)&jit_cache_key, &di) && di.dli_fname &&
-        stat(di.dli_fname, &st) == 0) /* no build id: the file's size and time */
-        snprintf(build_id, sizeof build_id, "%s %lld %lld.%09ld", di.dli_fname,
-                 (long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    if (probe.hex[0])
+        snprintf(out, cap, "%s", probe.hex);
+    else if (dladdr((void *)addr, &di) && di.dli_fname && stat(di.dli_fname, &st) == 0)
+        snprintf(out, cap, "%s %lld %lld.%09ld", di.dli_fname, (long long)st.st_size,
+                 (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    else
+        snprintf(out, cap, "-");
+}
+
+/* The runtime's object (this file) and the compiler's (kc_compile_source: the code
+ * generators; a shared libkernc is rebuilt without the runtime library when only the
+ * compiler changes): both decide what an entry holds. */
+static void build_init(void) {
+    char jit[140], compiler[140];
+    identify((uintptr_t)&jit_cache_key, jit, sizeof jit);
+    identify((uintptr_t)&kc_compile_source, compiler, sizeof compiler);
+    snprintf(build_id, sizeof build_id, "%s %s", jit, compiler);
 }
 
 /* ---- the key ----------------------------------------------------------------------- */
