@@ -47,6 +47,22 @@ static prog build_mode(const char *src, int opt, const mode *m) {
     return p;
 }
 
+/* The LLVM IR text of src's checked build with SIMD setting simd at -O<opt> (free it). */
+static char *checked_text(const char *src, int simd, int opt) {
+    kc_ctx *c = kc_ctx_new();
+    c->opts.checks = true;
+    c->opts.simd = simd;
+    c->opts.opt_level = opt;
+    ir_module *m = kc_compile_source(c, "t.kern", src, strlen(src));
+    cr_assert(m);
+    char err[512];
+    char *text = llvm_emit_text(m, &c->opts, err, sizeof err);
+    cr_assert(text, "%s", err);
+    ir_module_free(m);
+    kc_ctx_free(c);
+    return text;
+}
+
 Test(llvm_debug, debug_bounds_load_and_store) {
     for (int mi = 0; mi < NMODES; mi++) {
         const mode *md = &MODES[mi];
@@ -325,20 +341,102 @@ Test(llvm_debug, checked_chunk_ranges) {
         release(&p);
     }
     /* the scalar path's code holds both loops, behind one test */
-    kc_ctx *c = kc_ctx_new();
-    c->opts.checks = true;
-    c->opts.simd = -1;
-    c->opts.opt_level = 0;
-    ir_module *m = kc_compile_source(c, "t.kern", src, strlen(src));
-    cr_assert(m);
-    char err[512];
-    char *text = llvm_emit_text(m, &c->opts, err, sizeof err);
-    cr_assert(text, "%s", err);
+    char *text = checked_text(src, -1, 0);
     cr_expect(has(text, "chunk.unchecked") && has(text, "chunk.checked"),
               "checked scalar code tests the chunk's ranges once");
     free(text);
-    ir_module_free(m);
-    kc_ctx_free(c);
+}
+
+/* The chunk test reads the `if`s around an access: `i == 0 || ... else a[i - 1]`, `i > 0`,
+ * `k >= 0 && k < n` on a loaded k, `!=`, `not`. Right guards run without errors and
+ * compute what a plain loop computes; a guard one off reports the access it lets through. */
+Test(llvm_debug, checked_chunk_guards) {
+    const char *src =
+        "kernel stencil(src: f32[,], dst: f32[,]) {\n"
+        "    let n = shape(src, 0);\n"
+        "    let m = shape(src, 1);\n"
+        "    for i in 0..n, j in 0..m {\n"
+        "        if i == 0 || j == 0 || i == n - 1 || j == m - 1 {\n"
+        "            dst[i, j] = src[i, j];\n"
+        "        } else {\n"
+        "            dst[i, j] = src[i - 1, j] + src[i + 1, j] - src[i, j - 1] * src[i, j + 1];\n"
+        "        }\n"
+        "    }\n"
+        "}\n"
+        "kernel gather(a: f32[], idx: i32[], out: f32[], lim: i32, skip: i32) {\n"
+        "    for i in 0..len(out) {\n"
+        "        let k = idx[i];\n"
+        "        var s = 0.0;\n"
+        "        if k >= 0 && k < lim { s += a[k]; }\n"
+        "        if !(i < 1) { s += a[i - 1]; }\n"
+        "        if i != skip { s += 2.0 * a[i - 1]; }\n"
+        "        out[i] = s;\n"
+        "    }\n"
+        "}\n";
+    enum { R = 67, M = 13, L = 300 };
+    static float src_[R][M], dst[R][M], a[L], out[L];
+    static int32_t idx[L];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < M; j++)
+            src_[i][j] = (float)((i * 7 + j * 3) % 11) - 5.0f;
+    for (int i = 0; i < L; i++) {
+        a[i] = 0.5f * (float)(i % 9);
+        idx[i] = (i * 37) % (L + 40) - 20; /* -20 .. L + 19: a guard keeps a[] in range */
+    }
+    for (int mi = 0; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        prog p = build_mode(src, 3, md);
+        kern_array_desc ds = desc(src_, R, M, 1), dd = desc(dst, R, M, 1);
+        void *sargs[] = {&ds, &dd};
+        memset(dst, 0, sizeof dst);
+        kern_err_record e = run_mt(&p, "stencil", sargs, 5, 2);
+        cr_expect_eq(e.code, 0, "%s: stencil", md->name);
+        for (int i = 0; i < R; i++)
+            for (int j = 0; j < M; j++) {
+                float want = i == 0 || j == 0 || i == R - 1 || j == M - 1
+                                 ? src_[i][j]
+                                 : src_[i - 1][j] + src_[i + 1][j] - src_[i][j - 1] * src_[i][j + 1];
+                if (dst[i][j] != want) {
+                    cr_expect_fail("%s: dst[%d][%d] = %g, want %g", md->name, i, j, dst[i][j], want);
+                    i = R;
+                    break;
+                }
+            }
+
+        int32_t lim = L, skip = 0;
+        kern_array_desc da = desc(a, L, 1, 1), di = desc(idx, L, 1, 1), dout = desc(out, L, 1, 1);
+        void *gargs[] = {&da, &di, &dout, &lim, &skip};
+        e = run_mt(&p, "gather", gargs, 7, 2);
+        cr_expect_eq(e.code, 0, "%s: gather", md->name);
+        for (int i = 0; i < L; i++) {
+            float s = 0.0f;
+            if (idx[i] >= 0 && idx[i] < L)
+                s += a[idx[i]];
+            if (i >= 1)
+                s += a[i - 1];
+            if (i != skip)
+                s += 2.0f * a[i - 1];
+            if (out[i] != s) {
+                cr_expect_fail("%s: out[%d] = %g, want %g", md->name, i, out[i], s);
+                break;
+            }
+        }
+        lim = L + 1; /* k == L gets through */
+        e = run_mt(&p, "gather", gargs, 7, 2);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.line == 16 && e.a == L && e.b == L, "%s: line %u index %lld", md->name,
+                  e.line, (long long)e.a);
+        lim = L, skip = 1; /* i == 0 reads a[-1] */
+        e = run_mt(&p, "gather", gargs, 7, 2);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.line == 18 && e.a == -1, "%s: line %u index %lld", md->name, e.line,
+                  (long long)e.a);
+        release(&p);
+    }
+    /* in lanes too, the stencil's checked code sits behind one test per chunk */
+    char *text = checked_text(src, 4, 0);
+    cr_expect(has(text, "chunk.unchecked"), "the guarded stencil's chunk is tested once");
+    free(text);
 }
 
 /* Checked code in range computes what unchecked code computes, on several threads. */
@@ -384,19 +482,10 @@ Test(llvm_debug, checked_code_runs_in_lanes) {
     const char *src = "kernel k(a: f32[], out: f32[]) {\n"
                       "    for i in 0..len(out) { out[i] = a[i + 1] * 2.0; }\n"
                       "}\n";
-    kc_ctx *c = kc_ctx_new();
-    c->opts.checks = true;
-    c->opts.simd = 4;
-    ir_module *m = kc_compile_source(c, "t.kern", src, strlen(src));
-    cr_assert(m);
-    char err[512];
-    char *text = llvm_emit_text(m, &c->opts, err, sizeof err);
-    cr_assert(text, "%s", err);
+    char *text = checked_text(src, 4, 2);
     cr_expect(has(text, "\"kern-simd\"=\"4 lanes\""), "checked code runs in 4 lanes");
     cr_expect(has(text, "kern.record_error"), "checked code records errors");
     free(text);
-    ir_module_free(m);
-    kc_ctx_free(c);
 }
 
 Test(llvm_debug, release_has_no_checks) {

@@ -172,22 +172,33 @@ static void emit_parallel_dim(llvm_emitter *em, const ir_op *task, uint32_t d, L
     LLVMPositionBuilderAtEnd(em->b, exit);
 }
 
-/* ---- checked scalar tasks: one range test per chunk -----------------------------------
+/* ---- checked tasks: one range test per chunk -----------------------------------------
  *
- * Checked code on the scalar path tests every access, and its branches to the error call
- * keep LLVM's loop vectorizer from the work-item loop (the tasks that take the scalar path
- * because their loop vectorizes better there: 2 to 6 times slower checked). When every
- * access indexes each dimension with a value whose range over the chunk the function
- * knows at its start (a uniform value, a task index, an index of a `for` with uniform
- * bounds, and sums and differences of those), and the task has no `check` op (divisions,
- * shifts), one test of those ranges chooses: all in range (or an empty chunk), the loop
- * without checks; else the checked loop, which reports the first bad access as before. */
+ * Checked code tests every access: on the scalar path its branches to the error call keep
+ * LLVM's loop vectorizer from the work-item loop (2 to 6 times slower), on the SIMD path
+ * each vector access pays a compare and a branch. When every access indexes each dimension
+ * with a value whose range over the chunk the function knows at its start (a uniform
+ * value, a task index, an index of a `for` with uniform bounds, and sums and differences
+ * of those), and the task has no `check` op (divisions, shifts), one test of those ranges
+ * chooses: all in range (or an empty chunk), the items without checks; else the checked
+ * items, which report the first bad access as before. */
+
+/* What the `if`s around an access tell of an integer value v there: v >= b (GE), v <= b
+ * (LE) or v != b (NE), b an i64 computed at the function's start. */
+typedef enum { BOUND_GE, BOUND_LE, BOUND_NE } bound_kind;
+typedef struct bound {
+    const ir_value *v;
+    bound_kind kind;
+    LLVMValueRef b;
+} bound;
 
 typedef struct chunk {
     llvm_emitter *em;
     const ir_op *task;
     LLVMValueRef from, to; /* dimension 0's indices in this call, i64 */
     LLVMValueRef ok;       /* i1: every access seen so far in range */
+    bound *bounds;         /* the `if` conditions on the way to the current region */
+    uint32_t nbounds, capbounds;
 } chunk;
 
 /* v computed at the function's start (a parameter, a top-level value, a constant, a
@@ -216,9 +227,12 @@ static LLVMValueRef chunk_uniform(llvm_emitter *em, const ir_value *v, int depth
     return llvm_val(em, v);
 }
 
-/* The least and greatest value (i64) of integer index v over the chunk; false when unknown. */
 static bool chunk_range(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValueRef *hi,
-                        int depth) {
+                        int depth);
+
+/* v's range from its definition alone. */
+static bool range_of(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValueRef *hi,
+                     int depth) {
     llvm_emitter *em = c->em;
     LLVMValueRef one = LLVMConstInt(em->t_i64, 1, 0);
     const ir_region *body = c->task->regions[0];
@@ -266,6 +280,112 @@ static bool chunk_range(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValue
     return true;
 }
 
+/* Whether integer values of type t compare alike as i64s. */
+static bool fits_i64(const kern_type *t) {
+    return ty_is_int(t) && (!ty_is_unsigned(t) || ty_size(t) < 8);
+}
+
+/* The least and greatest value (i64) of integer index v over the chunk where it is used,
+ * inside the `if`s of c->bounds; false when unknown. An empty range (lo > hi) means that
+ * no item of the chunk gets there. */
+static bool chunk_range(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValueRef *hi,
+                        int depth) {
+    llvm_emitter *em = c->em;
+    bool ge = false, le = false;
+    for (uint32_t i = 0; i < c->nbounds; i++)
+        if (c->bounds[i].v == v)
+            ge |= c->bounds[i].kind == BOUND_GE, le |= c->bounds[i].kind == BOUND_LE;
+    if (!range_of(c, v, lo, hi, depth)) {
+        if (!ge || !le || !fits_i64(v->type)) /* a value the `if`s bound on both sides */
+            return false;
+        *lo = LLVMConstInt(em->t_i64, (unsigned long long)INT64_MIN, 1);
+        *hi = LLVMConstInt(em->t_i64, INT64_MAX, 0);
+    }
+    LLVMValueRef one = LLVMConstInt(em->t_i64, 1, 0);
+    for (int pass = 0; pass < 2; pass++) /* the != bounds after the others */
+        for (uint32_t i = 0; i < c->nbounds; i++) {
+            const bound *b = &c->bounds[i];
+            if (b->v != v || (b->kind == BOUND_NE) != (pass == 1))
+                continue;
+            if (b->kind == BOUND_GE) {
+                *lo = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSGT, b->b, *lo, ""), b->b,
+                                      *lo, "");
+            } else if (b->kind == BOUND_LE) {
+                *hi = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, b->b, *hi, ""), b->b,
+                                      *hi, "");
+            } else {
+                LLVMValueRef l = *lo;
+                *lo = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, l, b->b, ""),
+                                      LLVMBuildAdd(em->b, l, one, ""), l, "");
+                *hi = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, *hi, b->b, ""),
+                                      LLVMBuildSub(em->b, *hi, one, ""), *hi, "");
+            }
+        }
+    return true;
+}
+
+static void add_bound(chunk *c, const ir_value *v, bound_kind kind, LLVMValueRef b) {
+    if (c->nbounds == c->capbounds) {
+        c->capbounds = c->capbounds ? 2 * c->capbounds : 16;
+        c->bounds = realloc(c->bounds, c->capbounds * sizeof *c->bounds);
+        if (!c->bounds)
+            kern_oom(c->capbounds * sizeof *c->bounds);
+    }
+    c->bounds[c->nbounds++] = (bound){v, kind, b};
+}
+
+/* Adds to c->bounds what `cond == truth` tells of integer values compared with uniform
+ * ones (through and, or, not; a condition it cannot read tells nothing). */
+static void assume(chunk *c, const ir_value *cond, bool truth, int depth) {
+    const ir_op *d = cond->def;
+    if (!d || depth > 16 || cond->type->kind != TY_BOOL)
+        return;
+    if (d->code == IR_NOT) {
+        assume(c, d->operands[0], !truth, depth + 1);
+        return;
+    }
+    if ((d->code == IR_AND && truth) || (d->code == IR_OR && !truth)) {
+        assume(c, d->operands[0], truth, depth + 1);
+        assume(c, d->operands[1], truth, depth + 1);
+        return;
+    }
+    ir_opcode op = d->code;
+    if (op != IR_EQ && op != IR_NE && op != IR_LT && op != IR_LE && op != IR_GT && op != IR_GE)
+        return;
+    const ir_value *x = d->operands[0], *y = d->operands[1];
+    if (!fits_i64(x->type))
+        return;
+    llvm_emitter *em = c->em;
+    LLVMValueRef u = chunk_uniform(em, y, 0);
+    if (!u) { /* u OP x: x (swapped OP) u */
+        const ir_value *t = x;
+        x = y, y = t;
+        u = chunk_uniform(em, y, 0);
+        if (!u || chunk_uniform(em, x, 0))
+            return;
+        op = op == IR_LT ? IR_GT : op == IR_GT ? IR_LT : op == IR_LE ? IR_GE : op == IR_GE ? IR_LE : op;
+    } else if (chunk_uniform(em, x, 0)) {
+        return; /* both uniform: nothing of an index */
+    }
+    if (!truth) /* the negation */
+        op = op == IR_EQ   ? IR_NE
+             : op == IR_NE ? IR_EQ
+             : op == IR_LT ? IR_GE
+             : op == IR_LE ? IR_GT
+             : op == IR_GT ? IR_LE
+                           : IR_LT;
+    u = llvm_to_i64(em, u, y->type);
+    LLVMValueRef one = LLVMConstInt(em->t_i64, 1, 0);
+    switch (op) { /* the bounds wrap only on paths that never run */
+    case IR_EQ: add_bound(c, x, BOUND_GE, u), add_bound(c, x, BOUND_LE, u); break;
+    case IR_NE: add_bound(c, x, BOUND_NE, u); break;
+    case IR_LT: add_bound(c, x, BOUND_LE, LLVMBuildSub(em->b, u, one, "")); break;
+    case IR_LE: add_bound(c, x, BOUND_LE, u); break;
+    case IR_GT: add_bound(c, x, BOUND_GE, LLVMBuildAdd(em->b, u, one, "")); break;
+    default: add_bound(c, x, BOUND_GE, u); break;
+    }
+}
+
 /* Adds the range tests of r's accesses to c->ok; false when one cannot be tested. */
 static bool chunk_tests(chunk *c, const ir_region *r) {
     llvm_emitter *em = c->em;
@@ -291,30 +411,50 @@ static bool chunk_tests(chunk *c, const ir_region *r) {
                         em->b, LLVMBuildICmp(em->b, LLVMIntSLT, hi, em->arr_shape[a->index][d], ""),
                         LLVMBuildICmp(em->b, LLVMIntSLE, hi, tmax, ""), ""),
                     "");
-                c->ok = LLVMBuildAnd(em->b, c->ok, in, "");
+                LLVMValueRef none = LLVMBuildICmp(em->b, LLVMIntSGT, lo, hi, "");
+                c->ok = LLVMBuildAnd(em->b, c->ok, LLVMBuildOr(em->b, in, none, ""), "");
             }
         }
-        for (uint32_t i = 0; i < op->nregions; i++)
-            if (!chunk_tests(c, op->regions[i]))
+        for (uint32_t i = 0; i < op->nregions; i++) {
+            uint32_t n = c->nbounds;
+            if (op->code == IR_IF)
+                assume(c, op->operands[0], i == 0, 0);
+            bool ok = chunk_tests(c, op->regions[i]);
+            c->nbounds = n;
+            if (!ok)
                 return false;
+        }
     }
     return true;
 }
 
-/* The work items of a parallel task on the scalar path, from `from` to `to` (dimension 0's
- * index type); checked code whose chunk ranges can be tested runs unchecked when they are
- * in range. */
-static void emit_scalar_items(llvm_emitter *em, const ir_op *task, LLVMValueRef from,
-                              LLVMValueRef to, LLVMValueRef *idx) {
-    if (!em->checks || em->opts->debug) {
+/* The work items of a parallel task from `from` to `to` (dimension 0's index type): W at a
+ * time (w > 0) or on the scalar path. */
+static void emit_items(llvm_emitter *em, const ir_op *task, unsigned w, LLVMValueRef from,
+                       LLVMValueRef to) {
+    LLVMValueRef idx[8];
+    kern_assert(task->regions[0]->nargs <= 8);
+    if (w)
+        llvm_simd_emit_task(em, task, w, from, to);
+    else
         emit_parallel_dim(em, task, 0, from, to, idx);
+}
+
+/* The work items of a parallel task; checked code whose chunk ranges can be tested runs
+ * unchecked when they are in range (a SIMD task then keeps no per-vector tests either). */
+static void emit_chunk(llvm_emitter *em, const ir_op *task, unsigned w, LLVMValueRef from,
+                       LLVMValueRef to) {
+    if (!em->checks || em->opts->debug) {
+        emit_items(em, task, w, from, to);
         return;
     }
     const kern_type *it = task->operands[0]->type;
     chunk c = {em, task, llvm_to_i64(em, from, it), llvm_to_i64(em, to, it),
-               LLVMConstInt(em->t_i1, 1, 0)};
-    if (!chunk_tests(&c, task->regions[0])) {
-        emit_parallel_dim(em, task, 0, from, to, idx);
+               LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0};
+    bool testable = chunk_tests(&c, task->regions[0]);
+    free(c.bounds);
+    if (!testable) {
+        emit_items(em, task, w, from, to);
         return;
     }
     /* an empty chunk or dimension runs no item: nothing to test */
@@ -331,11 +471,11 @@ static void emit_scalar_items(llvm_emitter *em, const ir_op *task, LLVMValueRef 
     llvm_likely_first(em, LLVMBuildCondBr(em->b, LLVMBuildOr(em->b, empty, c.ok, ""), fast, slow));
     LLVMPositionBuilderAtEnd(em->b, fast);
     em->checks = false;
-    emit_parallel_dim(em, task, 0, from, to, idx);
+    emit_items(em, task, w, from, to);
     em->checks = true;
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, slow);
-    emit_parallel_dim(em, task, 0, from, to, idx);
+    emit_items(em, task, w, from, to);
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, done);
 }
@@ -437,13 +577,8 @@ static unsigned emit_task_fn(llvm_emitter *em, const ir_op *task, int t) {
         LLVMValueRef from =
             LLVMBuildAdd(em->b, lo, LLVMBuildTrunc(em->b, begin, ity, "") /* no-op for i64 */, "");
         LLVMValueRef to = LLVMBuildAdd(em->b, lo, LLVMBuildTrunc(em->b, end, ity, ""), "");
-        LLVMValueRef idx[8];
-        kern_assert(task->regions[0]->nargs <= 8);
         llvm_neighbour_begin(em, task, from, to);
-        if (w)
-            llvm_simd_emit_task(em, task, w, from, to);
-        else
-            emit_scalar_items(em, task, from, to, idx);
+        emit_chunk(em, task, w, from, to);
         llvm_neighbour_end(em);
     }
     llvm_reduce_end(em);
