@@ -731,6 +731,152 @@ static bool rev_aligned(const ad_ctx *a, const ir_op *op) {
     return a->div_ok && ir_div_loop_divergent(&a->div, op);
 }
 
+/* Whether integer v has one value in all the lanes that run a reverse loop's body
+ * together: constants, the kernel's top-level values, lanemax results, counters of loops
+ * with such bounds, and integer arithmetic of those. */
+static bool group_uniform(const ir_value *v, int depth) {
+    if (depth > 12 || !ty_is_int(v->type))
+        return false;
+    const ir_op *d = v->def;
+    if (!d) {
+        if (!v->region->parent)
+            return true; /* a parameter */
+        const ir_op *f = v->region->parent;
+        return f->code == IR_FOR && v->index == 0 && !(f->attr & IR_FOR_EARLY_EXIT) &&
+               group_uniform(f->operands[0], depth + 1) && group_uniform(f->operands[1], depth + 1);
+    }
+    if (!d->parent->parent || d->code == IR_CONST || d->code == IR_LANEMAX)
+        return true;
+    if (d->code != IR_ADD && d->code != IR_SUB && d->code != IR_MUL && d->code != IR_CAST &&
+        d->code != IR_NEG)
+        return false;
+    for (uint32_t i = 0; i < d->noperands; i++)
+        if (!group_uniform(d->operands[i], depth + 1))
+            return false;
+    return true;
+}
+
+/* Whether `then` (at any depth) accesses array `arr` other than by adds whose old value
+ * is unused (which commute with the moved ones). */
+static bool other_access(const ir_region *r, const ir_region *then, const ir_value *arr) {
+    ir_foreach_op(op, r) {
+        if (ir_is_access(op->code) && op->operands[0] == arr &&
+            (op->code != IR_ATOMIC_ADD || ir_region_uses(then, op->results[0])))
+            return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (other_access(op->regions[i], then, arr))
+                return true;
+    }
+    return false;
+}
+
+/* Whether v is defined outside region `then`, or by integer arithmetic at its top level
+ * whose operands are (the index computations of a reverse iteration). */
+static bool movable(const ir_value *v, const ir_region *then, int depth) {
+    const ir_op *d = v->def;
+    const ir_region *r = d ? d->parent : v->region;
+    bool inside = false;
+    for (const ir_region *q = r; q; q = q->parent ? q->parent->parent : NULL)
+        inside |= q == then;
+    if (!inside)
+        return true;
+    if (!d || d->parent != then || depth > 12 ||
+        (d->code != IR_CONST && d->code != IR_ADD && d->code != IR_SUB && d->code != IR_MUL &&
+         d->code != IR_CAST && d->code != IR_NEG))
+        return false;
+    for (uint32_t i = 0; i < d->noperands; i++)
+        if (!movable(d->operands[i], then, depth + 1))
+            return false;
+    return true;
+}
+
+/* Moves the computation of v (movable) from `then` to before op `before`. */
+static void move_before(ir_value *v, const ir_region *then, ir_op *before) {
+    ir_op *d = v->def;
+    if (!d || d->parent != then)
+        return;
+    for (uint32_t i = 0; i < d->noperands; i++)
+        move_before(d->operands[i], then, before);
+    ir_remove(d);
+    ir_insert_before(before, d);
+}
+
+/* The adjoint adds of an aligned reverse iteration (`mine`: if r >= N - n) whose element
+ * is the same in every lane of the group (an index of the counter only: w.grad[t]) move
+ * after the if, adding the if's new result: the add's value where the lane reversed the
+ * iteration, 0 where it idled. Every lane of the group then adds at one address with no
+ * lane masked off, so the GPU combines the whole warp's adds into one and SIMD code
+ * reduces a full vector. The element is one that the group's longest lane adds to in this
+ * iteration anyway (r >= N - N), so no new element is touched. Returns the if that
+ * replaces `mine` (mine itself when nothing moved). */
+static ir_op *hoist_uniform_adds(ad_ctx *a, ir_op *mine, const kern_type **types, uint32_t nc) {
+    ir_region *then = mine->regions[0];
+    ir_op *adds[16];
+    uint32_t nh = 0;
+    ir_foreach_op(op, then) {
+        if (op->code != IR_ATOMIC_ADD || nh == 16)
+            continue;
+        const ir_value *arr = op->operands[0];
+        const kern_type *et = arr->type->elem;
+        if ((et->kind != TY_F32 && et->kind != TY_F64) || defined_inside(arr, mine) ||
+            ir_region_uses(then, op->results[0]))
+            continue;
+        bool ok = true;
+        for (uint32_t i = 1; i + 1 < op->noperands; i++)
+            ok &= movable(op->operands[i], then, 0) && group_uniform(op->operands[i], 0);
+        if (ok)
+            adds[nh++] = op;
+    }
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < nh; i++) /* the array's other accesses keep their order */
+        if (!other_access(then, then, adds[i]->operands[0]))
+            adds[kept++] = adds[i];
+    if (kept == 0)
+        return mine;
+    nh = kept;
+    for (uint32_t i = 0; i < nh; i++) /* their indices, computed before the if */
+        for (uint32_t j = 1; j + 1 < adds[i]->noperands; j++)
+            move_before(adds[i]->operands[j], then, mine);
+    const kern_type **t2 = ARENA_ARRAY(&a->m->mem, const kern_type *, nc + nh);
+    memcpy(t2, types, nc * sizeof *t2);
+    for (uint32_t i = 0; i < nh; i++)
+        t2[nc + i] = adds[i]->operands[0]->type->elem;
+    ir_builder bb = ir_builder_before(a->m, mine);
+    bb.loc = mine->loc;
+    ir_op *m2 = ir_if(&bb, mine->operands[0], t2, nc + nh);
+    for (uint32_t r = 0; r < 2; r++) {
+        ir_region *from = mine->regions[r], *to = m2->regions[r];
+        ir_op *y = from->last;
+        kern_assert(y && y->code == IR_YIELD && y->noperands == nc);
+        ir_remove(y);
+        while (from->first) {
+            ir_op *op = from->first;
+            ir_remove(op);
+            ir_append(to, op);
+        }
+        ir_value **vals = ARENA_ARRAY(&a->m->mem, ir_value *, nc + nh);
+        memcpy(vals, y->operands, nc * sizeof *vals);
+        ir_builder yb = ir_builder_at_end(a->m, to);
+        yb.loc = y->loc;
+        for (uint32_t i = 0; i < nh; i++) {
+            ir_op *add = adds[i];
+            vals[nc + i] =
+                r == 0 ? add->operands[add->noperands - 1] : ir_const_float(&yb, t2[nc + i], 0.0);
+        }
+        ir_yield(&yb, vals, nc + nh);
+    }
+    ir_remove(mine);
+    ir_op *at = m2;
+    for (uint32_t i = 0; i < nh; i++) {
+        ir_op *add = adds[i];
+        ir_remove(add);
+        ir_op_set_operand(add, add->noperands - 1, m2->results[nc + i]);
+        ir_insert_after(at, add);
+        at = add;
+    }
+    return m2;
+}
+
 /* A reverse loop over n forward iterations (an integer >= 0), newest first, carrying the
  * adjoints `inits`: n iterations, iteration r reversing forward iteration n - 1 - r; when
  * aligned, N = lanemax(n) iterations, iteration r reversing forward iteration N - 1 - r
@@ -765,6 +911,7 @@ static ir_op *rev_loop(ad_ctx *a, ir_op *op, ad_loop *L, rev_carry *rc, ir_value
     a->b = ir_builder_at_end(a->m, mine->regions[1]);
     a->b.loc = op->loc;
     ir_yield(&a->b, wb->args + 1, nc);
+    mine = hoist_uniform_adds(a, mine, types, nc);
     a->b = ir_builder_at_end(a->m, wb);
     a->b.loc = op->loc;
     ir_yield(&a->b, mine->results, nc);

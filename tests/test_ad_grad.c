@@ -131,6 +131,55 @@ static int count_of(const char *text, const char *s) {
     return n;
 }
 
+/* In an aligned reverse loop, an adjoint add whose element is the same in every lane
+ * (w.grad[t], t from the shared counter) moves after the iteration's if, so that all the
+ * lanes add together; one at a lane's own element (w.grad[s + t], s = start[i]) stays
+ * inside, where only the lanes that reverse the iteration run it. */
+Test(ad_grad, uniform_adjoint_adds_leave_the_aligned_iteration) {
+    const char *src = "kernel k(x: f32[], w: f32[], v: f32[], start: i32[], n: i32[], y: f32[]) {\n"
+                      "  for i in 0..len(x) { var a = x[i]; let s = start[i];\n"
+                      "    for t in 0..n[i] { a = sin(a) * w[t] + v[s + t] * a; }\n"
+                      "    y[i] = a; } }\n";
+    kc_ctx *c;
+    ir_module *m = grad_of(&c, src);
+    ir_kernel *k = ir_kernel_find(m, "k.grad");
+    cr_assert(k);
+    int found = 0;
+    /* the reverse loop: the for whose body holds the aligned if */
+    for (ir_op *task = k->body->first; task; task = task->next) {
+        if (task->code != IR_PARALLEL)
+            continue;
+        for (ir_op *f = task->regions[0]->first; f; f = f->next) {
+            if (f->code != IR_FOR)
+                continue;
+            for (ir_op *op = f->regions[0]->first; op; op = op->next) {
+                if (op->code == IR_ATOMIC_ADD &&
+                    strcmp(op->operands[0]->name ? op->operands[0]->name : "", "w.grad") == 0)
+                    found |= 1; /* in the loop's body, after the if */
+                if (op->code != IR_IF)
+                    continue;
+                for (ir_op *in = op->regions[0]->first; in; in = in->next) {
+                    if (in->code != IR_ATOMIC_ADD)
+                        continue;
+                    const char *nm = in->operands[0]->name ? in->operands[0]->name : "";
+                    if (strcmp(nm, "v.grad") == 0)
+                        found |= 2; /* inside the if */
+                    if (strcmp(nm, "w.grad") == 0)
+                        found |= 4;
+                }
+            }
+        }
+    }
+    kern_buf b = {0};
+    ir_print(&b, m, "k.grad");
+    cr_expect(found & 1, "w.grad's add is not in the reverse loop's body:\n%s", b.data);
+    cr_expect(found & 2, "v.grad's add left the aligned if:\n%s", b.data);
+    cr_expect(!(found & 4), "w.grad's add stayed in the aligned if:\n%s", b.data);
+    buf_free(&b);
+    ir_module_free(m);
+    kc_ctx_free(c);
+}
+
 /* Loops whose trip count differs between work items are reversed over lanemax(n)
  * iterations (passes/ad_grad.c, "Aligned reverse loops"); uniform ones as before. The
  * gradients: test_lanes.c. */

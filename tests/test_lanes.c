@@ -6,7 +6,8 @@
  * which loops get that form (the IR of K.grad, and its text round trip); the gradient of
  * a kernel with such loops of every kind (a for with a varying bound, break and continue,
  * one nested in another, all inside a varying if, then a while with a data-dependent
- * exit; every iteration reads the shared w) on the CPU's scalar path and SIMD (KERN_SIMD =
+ * exit; every iteration reads the shared w, the t loop's first line at t: an adjoint add that
+ * moves out of the aligned iteration) on the CPU's scalar path and SIMD (KERN_SIMD =
  * off, sse, auto) and on Vulkan (lavapipe in CI), against central finite differences of a
  * plain C forward in f64; and the warp maximum in the PTX (redux.sync on sm_80 and later,
  * ballots before). Which loops get the form: test_ad_grad.c. */
@@ -31,6 +32,7 @@ static const char NEST[] = "kernel nest(x0: f32[], w: f32[], n: i32[], out: f32[
                            "        var x = x0[i];\n"
                            "        if x0[i] > -1.5 {\n"
                            "            for t in 0..n[i] {\n"
+                           "                x = x + 0.01 * w[t] * x;\n"
                            "                for u in 0..(n[i] + t) % 5 {\n"
                            "                    x = 0.5 * sin(x) * w[u] + 0.4 * x;\n"
                            "                }\n"
@@ -55,6 +57,7 @@ static double nest_ref(double x0, const double *w, int i, int n) {
     double x = x0;
     if (x0 > -1.5) {
         for (int t = 0; t < n; t++) {
+            x = x + 0.01 * w[t] * x;
             for (int u = 0; u < (n + t) % 5; u++)
                 x = 0.5 * sin(x) * w[u] + 0.4 * x;
             if (t == 6 + i % 5)
