@@ -393,11 +393,13 @@ Test(llvm_debug, checked_chunk_guards) {
         cr_expect_eq(e.code, 0, "%s: stencil", md->name);
         for (int i = 0; i < R; i++)
             for (int j = 0; j < M; j++) {
-                float want = i == 0 || j == 0 || i == R - 1 || j == M - 1
-                                 ? src_[i][j]
-                                 : src_[i - 1][j] + src_[i + 1][j] - src_[i][j - 1] * src_[i][j + 1];
+                float want =
+                    i == 0 || j == 0 || i == R - 1 || j == M - 1
+                        ? src_[i][j]
+                        : src_[i - 1][j] + src_[i + 1][j] - src_[i][j - 1] * src_[i][j + 1];
                 if (dst[i][j] != want) {
-                    cr_expect_fail("%s: dst[%d][%d] = %g, want %g", md->name, i, j, dst[i][j], want);
+                    cr_expect_fail("%s: dst[%d][%d] = %g, want %g", md->name, i, j, dst[i][j],
+                                   want);
                     i = R;
                     break;
                 }
@@ -424,8 +426,8 @@ Test(llvm_debug, checked_chunk_guards) {
         lim = L + 1; /* k == L gets through */
         e = run_mt(&p, "gather", gargs, 7, 2);
         cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
-        cr_expect(e.line == 16 && e.a == L && e.b == L, "%s: line %u index %lld", md->name,
-                  e.line, (long long)e.a);
+        cr_expect(e.line == 16 && e.a == L && e.b == L, "%s: line %u index %lld", md->name, e.line,
+                  (long long)e.a);
         lim = L, skip = 1; /* i == 0 reads a[-1] */
         e = run_mt(&p, "gather", gargs, 7, 2);
         cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);

@@ -227,12 +227,10 @@ static LLVMValueRef chunk_uniform(llvm_emitter *em, const ir_value *v, int depth
     return llvm_val(em, v);
 }
 
-static bool chunk_range(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValueRef *hi,
-                        int depth);
+static bool chunk_range(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValueRef *hi, int depth);
 
 /* v's range from its definition alone. */
-static bool range_of(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValueRef *hi,
-                     int depth) {
+static bool range_of(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValueRef *hi, int depth) {
     llvm_emitter *em = c->em;
     LLVMValueRef one = LLVMConstInt(em->t_i64, 1, 0);
     const ir_region *body = c->task->regions[0];
@@ -363,7 +361,11 @@ static void assume(chunk *c, const ir_value *cond, bool truth, int depth) {
         u = chunk_uniform(em, y, 0);
         if (!u || chunk_uniform(em, x, 0))
             return;
-        op = op == IR_LT ? IR_GT : op == IR_GT ? IR_LT : op == IR_LE ? IR_GE : op == IR_GE ? IR_LE : op;
+        op = op == IR_LT   ? IR_GT
+             : op == IR_GT ? IR_LT
+             : op == IR_LE ? IR_GE
+             : op == IR_GE ? IR_LE
+                           : op;
     } else if (chunk_uniform(em, x, 0)) {
         return; /* both uniform: nothing of an index */
     }
@@ -449,8 +451,14 @@ static void emit_chunk(llvm_emitter *em, const ir_op *task, unsigned w, LLVMValu
         return;
     }
     const kern_type *it = task->operands[0]->type;
-    chunk c = {em, task, llvm_to_i64(em, from, it), llvm_to_i64(em, to, it),
-               LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0};
+    chunk c = {em,
+               task,
+               llvm_to_i64(em, from, it),
+               llvm_to_i64(em, to, it),
+               LLVMConstInt(em->t_i1, 1, 0),
+               NULL,
+               0,
+               0};
     bool testable = chunk_tests(&c, task->regions[0]);
     free(c.bounds);
     if (!testable) {
