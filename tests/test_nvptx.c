@@ -359,6 +359,50 @@ Test(nvptx, every_arch_takes_the_gradient_code) {
         cr_skip_test("no ptxas on this machine: the PTX was not assembled");
 }
 
+/* A combined adjoint add whose index the divergence analysis finds uniform (w.grad[t] in
+ * a one-dimensional task) skips comparing the lanes' addresses; one at a per-item index
+ * (w.grad[j[i]]) keeps the comparison (shuffles of the address, a vote). */
+Test(nvptx, uniform_adjoint_adds_skip_the_address_vote) {
+    const struct {
+        const char *src;
+        bool vote;
+    } cases[] = {
+        {"kernel k(x: f32[], w: f32[], out: f32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    for t in 0..len(w) { v = sin(v) * w[t]; }\n"
+         "    out[i] = v; } }\n",
+         false},
+        {"kernel k(x: f32[], w: f32[], n: i32[], out: f32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    for t in 0..n[i] { v = sin(v) * w[t]; }\n"
+         "    out[i] = v; } }\n",
+         false},
+        {"kernel k(x: f32[], w: f32[], j: i32[], out: f32[]) {\n"
+         "  for i in 0..len(x) { out[i] = sin(x[i]) * w[j[i]]; } }\n",
+         true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        kc_ctx *cc = kc_ctx_new();
+        cc->opts.grad = KC_GRAD_POSSIBLE;
+        ir_module *m = compile(cc, cases[i].src);
+        char err[1024] = "";
+        char *ptx = llvm_emit_ptx(m, &cc->opts, err, sizeof err);
+        cr_assert(ptx, "case %zu: %s", i, err);
+        char *grad = strstr(ptx, ".entry kern_k__grad__t0");
+        cr_assert(grad, "case %zu: no k.grad entry point", i);
+        char *next = strstr(grad + 1, ".entry "); /* a sizer's reduction votes */
+        if (next)
+            *next = 0;
+        cr_expect(strstr(grad, "shfl.sync.bfly"), "case %zu: the adds are not combined", i);
+        cr_expect_eq(strstr(grad, "shfl.sync.idx") != NULL, cases[i].vote,
+                     "case %zu: address comparison %s", i, cases[i].vote ? "missing" : "kept");
+        cr_expect_eq(strstr(grad, "vote.sync.all") != NULL, cases[i].vote, "case %zu: vote", i);
+        free(ptx);
+        ir_module_free(m);
+        kc_ctx_free(cc);
+    }
+}
+
 /* The processors `llc -mcpu=help` lists for triple, as " name name ... " (malloc'd), or
  * NULL where there is no llc-19. */
 static char *llc_processors(const char *triple) {

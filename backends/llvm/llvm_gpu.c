@@ -140,6 +140,8 @@ typedef struct gpu_blocks {
     LLVMValueRef blk_mem[BLK_MAX];   /* its block copy (shared memory) */
     LLVMValueRef blk_on[BLK_MAX];    /* i1: the array fits its copy (uniform over the grid) */
     LLVMValueRef blk_count[BLK_MAX]; /* its elements (i64) */
+    ir_divergence div;               /* the task's, when one-dimensional (have_div) */
+    bool have_div;
 } gpu_blocks;
 
 static gpu_blocks *blocks_of(const llvm_emitter *em) { return (gpu_blocks *)em->target; }
@@ -241,10 +243,12 @@ static void block_copies_end(llvm_emitter *em, const llvm_gpu_target *gt) {
     blocks_of(em)->nblk = 0;
 }
 
+bool llvm_gpu_uniform_access(const llvm_emitter *em, const ir_op *op) {
+    return blocks_of(em)->have_div && !ir_div_access_varying(&blocks_of(em)->div, op);
+}
+
 bool llvm_gpu_block_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef lin,
-                         LLVMValueRef v, unsigned align,
-                         void (*global_fadd)(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v,
-                                             unsigned align)) {
+                         LLVMValueRef v, unsigned align, llvm_gpu_fadd_fn global_fadd) {
     /* (global_fadd takes a pointer in any address space) */
     int b = -1;
     for (int i = 0; i < blocks_of(em)->nblk; i++)
@@ -258,12 +262,13 @@ bool llvm_gpu_block_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LL
     LLVMBuildCondBr(em->b, blocks_of(em)->blk_on[b], shared, global);
     LLVMPositionBuilderAtEnd(em->b, shared);
     /* the target's add (combined per warp where the lanes agree) into the block copy */
+    bool uniform = llvm_gpu_uniform_access(em, op);
     global_fadd(
         em, LLVMBuildInBoundsGEP2(em->b, blk_elem(em, b), blocks_of(em)->blk_mem[b], &lin, 1, ""),
-        v, align);
+        v, align, uniform);
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, global);
-    global_fadd(em, ptr, v, align);
+    global_fadd(em, ptr, v, align, uniform);
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, done);
     return true;
@@ -335,9 +340,15 @@ static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op 
         LLVMBuildBr(em->b, done);
         LLVMPositionBuilderAtEnd(em->b, done);
     } else {
+        /* one dimension: the lanes of a warp differ in that index only, so what the
+         * divergence analysis finds uniform is one value in the whole warp */
+        blocks_of(em)->have_div = task->regions[0]->nargs == 1;
+        if (blocks_of(em)->have_div)
+            ir_divergence_task(&blocks_of(em)->div, em->kernel, task);
         block_copies_begin(em, gt, task);
         emit_grid_stride(em, task, w, nthreads);
         block_copies_end(em, gt);
+        blocks_of(em)->have_div = false;
     }
     llvm_reduce_end(em);
     LLVMBuildRetVoid(em->b);
@@ -368,5 +379,6 @@ LLVMModuleRef llvm_gpu_emit_module(LLVMContextRef ctx, const ir_module *m, const
         emit_sizers(&em, gt);
         llvm_kernel_end(&em);
     }
+    ir_divergence_free(&blocks.div);
     return llvm_emitter_fini(&em);
 }

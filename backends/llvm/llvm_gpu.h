@@ -20,13 +20,18 @@ typedef struct llvm_gpu_target {
     LLVMValueRef (*block_size)(llvm_emitter *em);
 } llvm_gpu_target;
 
+/* A target's float atomic add of v at ptr (any address space); uniform: every thread of
+ * the warp that runs it adds at the same address (llvm_gpu_uniform_access). */
+typedef void (*llvm_gpu_fadd_fn)(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v, unsigned align,
+                                 bool uniform);
+/* Whether access op of the task being emitted has one index in all the threads that run it
+ * together (a one-dimensional task, an index the divergence analysis finds uniform). */
+bool llvm_gpu_uniform_access(const llvm_emitter *em, const ir_op *op);
 /* The float atomic add of v into element lin of op's array when that array has a block
  * copy (into the block's copy while the array fits it, else into the array, both through
  * the target's fadd); false when it has none. */
 bool llvm_gpu_block_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef lin,
-                         LLVMValueRef v, unsigned align,
-                         void (*global_fadd)(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v,
-                                             unsigned align));
+                         LLVMValueRef v, unsigned align, llvm_gpu_fadd_fn global_fadd);
 
 /* Builds the GPU module of m in ctx (unoptimized, not verified): one entry point per task
  * (docs/gpu-abi.md). Never fails on IR that verifies. */

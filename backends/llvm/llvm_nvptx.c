@@ -88,28 +88,34 @@ static LLVMValueRef warp_sum(llvm_emitter *em, LLVMValueRef v) {
 
 /* A float atomic add whose old value is unused: when the whole warp is active and adds to
  * one address (the adjoint of a value every thread reads, w[t] in a converged loop), the
- * warp sums its values with shuffles and lane 0 adds once; otherwise each lane adds. */
-static void nv_warp_fadd(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v, unsigned align) {
+ * warp sums its values with shuffles and lane 0 adds once; otherwise each lane adds. An
+ * add the divergence analysis finds uniform skips comparing the addresses. */
+static void nv_warp_fadd(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v, unsigned align,
+                         bool uniform_addr) {
     LLVMValueRef mask = nvvm(em, "llvm.nvvm.activemask", NULL, 0);
     LLVMValueRef full = LLVMBuildICmp(em->b, LLVMIntEQ, mask, i32c(em, -1), "");
-    LLVMValueRef addr = LLVMBuildPtrToInt(em->b, ptr, em->t_i64, "");
-    LLVMValueRef lo = LLVMBuildTrunc(em->b, addr, em->t_i32, "");
-    LLVMValueRef hi = LLVMBuildTrunc(
-        em->b, LLVMBuildLShr(em->b, addr, LLVMConstInt(em->t_i64, 32, 0), ""), em->t_i32, "");
-    LLVMValueRef sl[4] = {mask, lo, i32c(em, 0), i32c(em, 31)};
-    LLVMValueRef sh[4] = {mask, hi, i32c(em, 0), i32c(em, 31)};
-    LLVMValueRef same = LLVMBuildAnd(
-        em->b,
-        LLVMBuildICmp(em->b, LLVMIntEQ, lo, nvvm(em, "llvm.nvvm.shfl.sync.idx.i32", sl, 4), ""),
-        LLVMBuildICmp(em->b, LLVMIntEQ, hi, nvvm(em, "llvm.nvvm.shfl.sync.idx.i32", sh, 4), ""),
-        "");
-    LLVMValueRef va[2] = {mask, same};
-    LLVMValueRef uniform = nvvm(em, "llvm.nvvm.vote.all.sync", va, 2);
     LLVMBasicBlockRef warp = llvm_new_block(em, "wadd.warp"),
                       lane0 = llvm_new_block(em, "wadd.lane0"),
                       plain = llvm_new_block(em, "wadd.plain"),
                       done = llvm_new_block(em, "wadd.done");
-    LLVMBuildCondBr(em->b, LLVMBuildAnd(em->b, full, uniform, ""), warp, plain);
+    if (uniform_addr) {
+        LLVMBuildCondBr(em->b, full, warp, plain);
+    } else {
+        LLVMValueRef addr = LLVMBuildPtrToInt(em->b, ptr, em->t_i64, "");
+        LLVMValueRef lo = LLVMBuildTrunc(em->b, addr, em->t_i32, "");
+        LLVMValueRef hi = LLVMBuildTrunc(
+            em->b, LLVMBuildLShr(em->b, addr, LLVMConstInt(em->t_i64, 32, 0), ""), em->t_i32, "");
+        LLVMValueRef sl[4] = {mask, lo, i32c(em, 0), i32c(em, 31)};
+        LLVMValueRef sh[4] = {mask, hi, i32c(em, 0), i32c(em, 31)};
+        LLVMValueRef same = LLVMBuildAnd(
+            em->b,
+            LLVMBuildICmp(em->b, LLVMIntEQ, lo, nvvm(em, "llvm.nvvm.shfl.sync.idx.i32", sl, 4), ""),
+            LLVMBuildICmp(em->b, LLVMIntEQ, hi, nvvm(em, "llvm.nvvm.shfl.sync.idx.i32", sh, 4), ""),
+            "");
+        LLVMValueRef va[2] = {mask, same};
+        LLVMValueRef uniform = nvvm(em, "llvm.nvvm.vote.all.sync", va, 2);
+        LLVMBuildCondBr(em->b, LLVMBuildAnd(em->b, full, uniform, ""), warp, plain);
+    }
 
     LLVMPositionBuilderAtEnd(em->b, warp);
     LLVMValueRef sum = warp_sum(em, v);
@@ -133,7 +139,7 @@ static void nv_warp_fadd(llvm_emitter *em, LLVMValueRef ptr, LLVMValueRef v, uns
 static bool nv_atomic_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LLVMValueRef lin,
                            LLVMValueRef v, unsigned align) {
     if (!llvm_gpu_block_fadd(em, op, ptr, lin, v, align, nv_warp_fadd))
-        nv_warp_fadd(em, ptr, v, align);
+        nv_warp_fadd(em, ptr, v, align, llvm_gpu_uniform_access(em, op));
     return true;
 }
 
