@@ -441,6 +441,57 @@ Test(llvm_debug, checked_chunk_guards) {
     free(text);
 }
 
+/* A task with accesses the chunk test covers (a[i], out[i]) and one it cannot (b[j[i]]):
+ * in range, the covered ones lose their checks and the other keeps its own, which reports
+ * a bad j[i]; a short a[] fails the chunk test and the checked items report it. */
+Test(llvm_debug, checked_chunk_partly_tested) {
+    const char *src = "kernel mixed(a: f32[], b: f32[], j: i32[], out: f32[]) {\n"
+                      "    for i in 0..len(out) {\n"
+                      "        out[i] = a[i] * 2.0 + b[j[i]];\n"
+                      "    }\n"
+                      "}\n";
+    enum { L = 203, B = 17 };
+    static float a[L], b[B], out[L];
+    static int32_t j[L];
+    for (int i = 0; i < L; i++) {
+        a[i] = (float)(i % 13) - 6.0f;
+        j[i] = (i * 7) % B;
+    }
+    for (int i = 0; i < B; i++)
+        b[i] = 0.5f * (float)i;
+    for (int mi = 0; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        prog p = build_mode(src, 3, md);
+        kern_array_desc da = desc(a, L, 1, 1), db = desc(b, B, 1, 1), dj = desc(j, L, 1, 1),
+                        dout = desc(out, L, 1, 1);
+        void *args[] = {&da, &db, &dj, &dout};
+        memset(out, 0, sizeof out);
+        kern_err_record e = run_mt(&p, "mixed", args, 9, 2);
+        cr_expect_eq(e.code, 0, "%s", md->name);
+        for (int i = 0; i < L; i++)
+            if (out[i] != a[i] * 2.0f + b[j[i]]) {
+                cr_expect_fail("%s: out[%d] = %g", md->name, i, out[i]);
+                break;
+            }
+        j[100] = B; /* one bad gather */
+        e = run_mt(&p, "mixed", args, 9, 2);
+        j[100] = (100 * 7) % B;
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.col == 31 && e.a == B && e.b == B, "%s: col %u index %lld", md->name, e.col,
+                  (long long)e.a);
+        da = desc(a, L - 3, 1, 1); /* a[] three short */
+        e = run_mt(&p, "mixed", args, 9, 2);
+        da = desc(a, L, 1, 1);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.col == 18 && e.a == L - 3 && e.b == L - 3, "%s: col %u index %lld", md->name,
+                  e.col, (long long)e.a);
+        release(&p);
+    }
+    char *text = checked_text(src, 4, 0);
+    cr_expect(has(text, "chunk.unchecked"), "a[i] and out[i] are tested once per chunk");
+    free(text);
+}
+
 /* Checked code in range computes what unchecked code computes, on several threads. */
 Test(llvm_debug, checked_in_range_matches_plain_loop) {
     const char *src = "kernel k(a: f32[], b: f32[], q: i32[], out: f32[], n: i32) {\n"

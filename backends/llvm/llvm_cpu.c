@@ -176,12 +176,13 @@ static void emit_parallel_dim(llvm_emitter *em, const ir_op *task, uint32_t d, L
  *
  * Checked code tests every access: on the scalar path its branches to the error call keep
  * LLVM's loop vectorizer from the work-item loop (2 to 6 times slower), on the SIMD path
- * each vector access pays a compare and a branch. When every access indexes each dimension
+ * each vector access pays a compare and a branch. The accesses that index each dimension
  * with a value whose range over the chunk the function knows at its start (a uniform
  * value, a task index, an index of a `for` with uniform bounds, and sums and differences
- * of those), and the task has no `check` op (divisions, shifts), one test of those ranges
- * chooses: all in range (or an empty chunk), the items without checks; else the checked
- * items, which report the first bad access as before. */
+ * of those, narrowed by the `if`s around the access) are tested once: all in range (or an
+ * empty chunk), the items run without those accesses' checks (without any check when every
+ * access is tested and the task has no `check` op: divisions, shifts); else the checked
+ * items run, which report the first bad access as before. */
 
 /* What the `if`s around an access tell of an integer value v there: v >= b (GE), v <= b
  * (LE) or v != b (NE), b an i64 computed at the function's start. */
@@ -199,6 +200,9 @@ typedef struct chunk {
     LLVMValueRef ok;       /* i1: every access seen so far in range */
     bound *bounds;         /* the `if` conditions on the way to the current region */
     uint32_t nbounds, capbounds;
+    const ir_op **proven; /* the accesses whose ranges are tested */
+    uint32_t nproven, capproven;
+    bool all; /* every access is, and there is no `check` op */
 } chunk;
 
 /* v computed at the function's start (a parameter, a top-level value, a constant, a
@@ -388,46 +392,60 @@ static void assume(chunk *c, const ir_value *cond, bool truth, int depth) {
     }
 }
 
-/* Adds the range tests of r's accesses to c->ok; false when one cannot be tested. */
-static bool chunk_tests(chunk *c, const ir_region *r) {
+/* Adds the range test of access op to c->ok and op to c->proven, when its ranges are known. */
+static void access_test(chunk *c, const ir_op *op) {
     llvm_emitter *em = c->em;
+    const ir_value *a = op->operands[0];
+    int rank = a->type->rank;
+    LLVMValueRef lo[KERN_MAX_RANK], hi[KERN_MAX_RANK];
+    if (a->def || a->region != em->kernel->body)
+        return;
+    for (int d = 0; d < rank; d++)
+        if (!chunk_range(c, op->operands[1 + d], &lo[d], &hi[d], 0))
+            return;
+    for (int d = 0; d < rank; d++) {
+        const ir_value *iv = op->operands[1 + d];
+        /* the index's own type holds the values too (no wrap on the way) */
+        int bits = (int)ty_size(iv->type) * 8 - (ty_is_unsigned(iv->type) ? 0 : 1);
+        LLVMValueRef tmax = LLVMConstInt(em->t_i64, bits >= 63 ? INT64_MAX : (1ULL << bits) - 1, 0);
+        LLVMValueRef in = LLVMBuildAnd(
+            em->b, LLVMBuildICmp(em->b, LLVMIntSGE, lo[d], LLVMConstNull(em->t_i64), ""),
+            LLVMBuildAnd(em->b,
+                         LLVMBuildICmp(em->b, LLVMIntSLT, hi[d], em->arr_shape[a->index][d], ""),
+                         LLVMBuildICmp(em->b, LLVMIntSLE, hi[d], tmax, ""), ""),
+            "");
+        LLVMValueRef none = LLVMBuildICmp(em->b, LLVMIntSGT, lo[d], hi[d], "");
+        c->ok = LLVMBuildAnd(em->b, c->ok, LLVMBuildOr(em->b, in, none, ""), "");
+    }
+    if (c->nproven == c->capproven) {
+        c->capproven = c->capproven ? 2 * c->capproven : 16;
+        c->proven = realloc(c->proven, c->capproven * sizeof *c->proven);
+        if (!c->proven)
+            kern_oom(c->capproven * sizeof *c->proven);
+    }
+    c->proven[c->nproven++] = op;
+}
+
+/* The range tests of r's accesses (c->proven, c->ok); clears c->all at a `check` op or an
+ * access whose ranges are unknown (it keeps its own checks). */
+static void chunk_tests(chunk *c, const ir_region *r) {
     ir_foreach_op(op, r) {
         if (op->code == IR_CHECK)
-            return false;
+            c->all = false;
         if (ir_is_access(op->code)) {
-            const ir_value *a = op->operands[0];
-            if (a->def || a->region != em->kernel->body)
-                return false;
-            for (int d = 0; d < a->type->rank; d++) {
-                const ir_value *iv = op->operands[1 + d];
-                LLVMValueRef lo, hi;
-                if (!chunk_range(c, iv, &lo, &hi, 0))
-                    return false;
-                /* the index's own type holds the values too (no wrap on the way) */
-                int bits = (int)ty_size(iv->type) * 8 - (ty_is_unsigned(iv->type) ? 0 : 1);
-                LLVMValueRef tmax =
-                    LLVMConstInt(em->t_i64, bits >= 63 ? INT64_MAX : (1ULL << bits) - 1, 0);
-                LLVMValueRef in = LLVMBuildAnd(
-                    em->b, LLVMBuildICmp(em->b, LLVMIntSGE, lo, LLVMConstNull(em->t_i64), ""),
-                    LLVMBuildAnd(
-                        em->b, LLVMBuildICmp(em->b, LLVMIntSLT, hi, em->arr_shape[a->index][d], ""),
-                        LLVMBuildICmp(em->b, LLVMIntSLE, hi, tmax, ""), ""),
-                    "");
-                LLVMValueRef none = LLVMBuildICmp(em->b, LLVMIntSGT, lo, hi, "");
-                c->ok = LLVMBuildAnd(em->b, c->ok, LLVMBuildOr(em->b, in, none, ""), "");
-            }
+            uint32_t n = c->nproven;
+            access_test(c, op);
+            if (c->nproven == n)
+                c->all = false;
         }
         for (uint32_t i = 0; i < op->nregions; i++) {
             uint32_t n = c->nbounds;
             if (op->code == IR_IF)
                 assume(c, op->operands[0], i == 0, 0);
-            bool ok = chunk_tests(c, op->regions[i]);
+            chunk_tests(c, op->regions[i]);
             c->nbounds = n;
-            if (!ok)
-                return false;
         }
     }
-    return true;
 }
 
 /* The work items of a parallel task from `from` to `to` (dimension 0's index type): W at a
@@ -458,10 +476,14 @@ static void emit_chunk(llvm_emitter *em, const ir_op *task, unsigned w, LLVMValu
                LLVMConstInt(em->t_i1, 1, 0),
                NULL,
                0,
-               0};
-    bool testable = chunk_tests(&c, task->regions[0]);
+               0,
+               NULL,
+               0,
+               0,
+               true};
+    chunk_tests(&c, task->regions[0]);
     free(c.bounds);
-    if (!testable) {
+    if (c.nproven == 0) {
         emit_items(em, task, w, from, to);
         return;
     }
@@ -478,9 +500,17 @@ static void emit_chunk(llvm_emitter *em, const ir_op *task, unsigned w, LLVMValu
                       done = llvm_new_block(em, "chunk.done");
     llvm_likely_first(em, LLVMBuildCondBr(em->b, LLVMBuildOr(em->b, empty, c.ok, ""), fast, slow));
     LLVMPositionBuilderAtEnd(em->b, fast);
-    em->checks = false;
+    if (c.all) { /* no check at all */
+        em->checks = false;
+    } else { /* the tested accesses without theirs */
+        em->proven = c.proven;
+        em->nproven = c.nproven;
+    }
     emit_items(em, task, w, from, to);
     em->checks = true;
+    em->proven = NULL;
+    em->nproven = 0;
+    free(c.proven);
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, slow);
     emit_items(em, task, w, from, to);

@@ -412,7 +412,7 @@ static LLVMValueRef element_ptr(llvm_emitter *em, const ir_op *op, guard *g,
         const ir_value *iv = op->operands[1 + d];
         LLVMValueRef i = llvm_to_i64(em, llvm_val(em, iv), iv->type);
         LLVMValueRef n = em->arr_shape[p][d];
-        if (em->checks)
+        if (llvm_access_checked(em, op))
             guard_check(em, g, op, LLVMBuildICmp(em->b, LLVMIntULT, i, n, ""), KERN_DEVERR_BOUNDS,
                         d, i, n);
         lin = d == 0 ? i : LLVMBuildNSWAdd(em->b, LLVMBuildNSWMul(em->b, lin, n, ""), i, "");
@@ -448,6 +448,15 @@ static LLVMValueRef emit_float_minmax_atomic(llvm_emitter *em, bool is_min, cons
     LLVMBuildCondBr(em->b, LLVMBuildExtractValue(em->b, x, 1, ""), done, loop);
     LLVMPositionBuilderAtEnd(em->b, done);
     return old; /* the loop block dominates done */
+}
+
+bool llvm_access_checked(const llvm_emitter *em, const ir_op *op) {
+    if (!em->checks)
+        return false;
+    for (uint32_t i = 0; i < em->nproven; i++)
+        if (em->proven[i] == op)
+            return false;
+    return true;
 }
 
 LLVMValueRef llvm_element_ptr(llvm_emitter *em, const ir_op *op) {

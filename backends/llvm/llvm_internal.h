@@ -69,6 +69,9 @@ struct llvm_emitter {
     LLVMValueRef fn;  /* the function being emitted */
     LLVMValueRef err; /* its kern_err_record * (NULL in a _count function) */
     bool checks;      /* emit the checks (kc_checks(opts) and err != NULL) */
+    const ir_op **proven; /* accesses whose indices a test at the function's start found in
+                             range (llvm_cpu.c, "checked tasks"): no checks of their own */
+    uint32_t nproven;
     const ir_kernel *kernel;
     LLVMValueRef *arr_data;                   /* per parameter: an array's data pointer */
     LLVMValueRef (*arr_shape)[KERN_MAX_RANK]; /* per parameter: an array's extents (i64) */
@@ -161,6 +164,9 @@ LLVMValueRef llvm_to_i64(llvm_emitter *em, LLVMValueRef v, const kern_type *t);
  * dimension dim (i32), values a64 and b64 (i64). The first error of a launch wins. */
 void llvm_record_error(llvm_emitter *em, const ir_op *op, int code, LLVMValueRef dim,
                        LLVMValueRef a64, LLVMValueRef b64);
+
+/* Whether access op is emitted with its bounds checks (em->checks, and not proven). */
+bool llvm_access_checked(const llvm_emitter *em, const ir_op *op);
 
 /* The address of the element that access op addresses (no debug checks: em->checks must
  * be off). */

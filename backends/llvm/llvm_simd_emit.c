@@ -453,11 +453,12 @@ static LLVMValueRef checked_access(llvm_emitter *em, const ir_op *op,
 
 static void vload(llvm_emitter *em, const ir_op *op) {
     llvm_set_val(em, op->results[0],
-                 em->checks ? checked_access(em, op, vload_masked) : vload_masked(em, op));
+                 llvm_access_checked(em, op) ? checked_access(em, op, vload_masked)
+                                             : vload_masked(em, op));
 }
 
 static void vstore(llvm_emitter *em, const ir_op *op) {
-    if (em->checks)
+    if (llvm_access_checked(em, op))
         checked_access(em, op, vstore_masked);
     else
         vstore_masked(em, op);
