@@ -403,6 +403,30 @@ Test(nvptx, uniform_adjoint_adds_skip_the_address_vote) {
     }
 }
 
+/* Checked CUDA code tests each work item's accesses whose ranges are known at its start
+ * once (x0[i], w[t] of a loop with uniform bounds, out[i]): the item is emitted twice,
+ * behind one branch; unchecked code has no such test. The run on the GPU: suite
+ * `checked` with KERN_TEST_BACKEND=cuda. */
+Test(nvptx, checked_items_test_their_ranges_once) {
+    const char *src = "kernel k(x0: f32[], w: f32[], out: f32[]) {\n"
+                      "  for i in 0..len(x0) { var x = x0[i];\n"
+                      "    for t in 0..len(w) { x = 0.5 * sin(x) * w[t] + 0.4 * x; }\n"
+                      "    out[i] = x; } }\n";
+    for (int checks = 0; checks < 2; checks++) {
+        kc_ctx *cc = kc_ctx_new();
+        cc->opts.checks = checks;
+        ir_module *m = compile(cc, src);
+        char err[1024] = "";
+        char *ir = llvm_emit_nvptx_ir(m, &cc->opts, err, sizeof err);
+        cr_assert(ir, "%s", err);
+        cr_expect_eq(strstr(ir, "chunk.unchecked") != NULL, checks, "checks %d", checks);
+        cr_expect_eq(strstr(ir, "chunk.checked") != NULL, checks, "checks %d", checks);
+        free(ir);
+        ir_module_free(m);
+        kc_ctx_free(cc);
+    }
+}
+
 /* The processors `llc -mcpu=help` lists for triple, as " name name ... " (malloc'd), or
  * NULL where there is no llc-19. */
 static char *llc_processors(const char *triple) {

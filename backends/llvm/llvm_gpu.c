@@ -274,6 +274,16 @@ bool llvm_gpu_block_fadd(llvm_emitter *em, const ir_op *op, LLVMValueRef ptr, LL
     return true;
 }
 
+typedef struct gpu_item {
+    const ir_op *task;
+    LLVMValueRef *idx;
+} gpu_item;
+
+static void emit_gpu_item(llvm_emitter *em, void *user) {
+    const gpu_item *gi = user;
+    llvm_emit_work_item(em, gi->task, gi->idx);
+}
+
 /* The grid-stride loop over the work items of a parallel task. */
 static void emit_grid_stride(llvm_emitter *em, const ir_op *task, LLVMValueRef w,
                              LLVMValueRef nthreads) {
@@ -309,7 +319,12 @@ static void emit_grid_stride(llvm_emitter *em, const ir_op *task, LLVMValueRef w
             LLVMBuildAdd(em->b, lo, ity == em->t_i64 ? i : LLVMBuildTrunc(em->b, i, ity, ""), "");
         (void)it;
     }
-    llvm_emit_work_item(em, task, idx);
+    /* checked code tests the item's accesses whose ranges are known at its start once */
+    LLVMValueRef at[8];
+    for (uint32_t d = 0; d < nd; d++)
+        at[d] = llvm_to_i64(em, idx[d], task->operands[2 * d]->type);
+    gpu_item gi = {task, idx};
+    llvm_emit_tested(em, task, at, at, emit_gpu_item, &gi);
     LLVMValueRef next = LLVMBuildNSWAdd(em->b, n, nthreads, "");
     LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
     LLVMBuildBr(em->b, head);

@@ -165,6 +165,13 @@ LLVMValueRef llvm_to_i64(llvm_emitter *em, LLVMValueRef v, const kern_type *t);
 void llvm_record_error(llvm_emitter *em, const ir_op *op, int code, LLVMValueRef dim,
                        LLVMValueRef a64, LLVMValueRef b64);
 
+/* The work items of parallel task, emitted by items(em, user), whose dimension d's indices
+ * lie in [lo[d], hi[d]] (i64; empty when lo > hi): in checked code the ranges of the
+ * accesses known before the items are tested once, and the items are emitted twice, with
+ * and without those accesses' checks (llvm_chunk.c). */
+void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *lo,
+                      const LLVMValueRef *hi, void (*items)(llvm_emitter *em, void *user),
+                      void *user);
 /* Whether access op is emitted with its bounds checks (em->checks, and not proven). */
 bool llvm_access_checked(const llvm_emitter *em, const ir_op *op);
 

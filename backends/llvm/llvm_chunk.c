@@ -1,0 +1,315 @@
+/* llvm_chunk.c - checked code that tests the ranges of its accesses once (llvm_internal.h,
+ * llvm_emit_tested): the CPU per chunk of work items (llvm_cpu.c), the GPU per work item
+ * (llvm_gpu.c).
+ *
+ * Checked code tests every access: on the CPU's scalar path its branches to the error call
+ * keep LLVM's loop vectorizer from the work-item loop (2 to 6 times slower), on the SIMD
+ * path and on the GPU each access pays a compare and a branch (every step of a loop over
+ * w[t]). The accesses that index each dimension with a value whose range over the items
+ * is known before them (a uniform value, a task index, an index of a `for` with uniform
+ * bounds, and sums and differences of those, narrowed by the `if`s around the access) are
+ * tested once: all in range (or no item), the items run without those accesses' checks
+ * (without any check when every access is tested and the task has no `check` op:
+ * divisions, shifts); else the checked items run, which report the first bad access as
+ * before. The items are emitted twice, behind one branch (blocks `chunk.unchecked` and
+ * `chunk.checked`). */
+#include <stdlib.h>
+
+#include "llvm_internal.h"
+
+/* What the `if`s around an access tell of an integer value v there: v >= b (GE), v <= b
+ * (LE) or v != b (NE), b an i64 computed at the function's start. */
+typedef enum { BOUND_GE, BOUND_LE, BOUND_NE } bound_kind;
+typedef struct bound {
+    const ir_value *v;
+    bound_kind kind;
+    LLVMValueRef b;
+} bound;
+
+typedef struct chunk {
+    llvm_emitter *em;
+    const ir_op *task;
+    const LLVMValueRef *lo, *hi; /* per dimension: the items' least and greatest index, i64 */
+    LLVMValueRef ok;             /* i1: every access seen so far in range */
+    bound *bounds;               /* the `if` conditions on the way to the current region */
+    uint32_t nbounds, capbounds;
+    const ir_op **proven; /* the accesses whose ranges are tested */
+    uint32_t nproven, capproven;
+    bool all; /* every access is, and there is no `check` op */
+} chunk;
+
+/* v computed at the function's start (a parameter, a top-level value, a constant, a
+ * parameter's extent, or an add/sub/mul/integer cast of such values, emitted here once
+ * more), or NULL. */
+static LLVMValueRef chunk_uniform(llvm_emitter *em, const ir_value *v, int depth) {
+    const ir_op *d = v->def;
+    if (!d)
+        return v->region == em->kernel->body ? llvm_val(em, v) : NULL;
+    if (d->parent == em->kernel->body)
+        return llvm_val(em, v);
+    if (depth > 8 || !ty_is_int(v->type))
+        return NULL;
+    if (d->code == IR_DIM) { /* an extent of a parameter */
+        if (d->operands[0]->def || d->operands[0]->region != em->kernel->body)
+            return NULL;
+    } else if (d->code == IR_CONST || d->code == IR_ADD || d->code == IR_SUB || d->code == IR_MUL ||
+               (d->code == IR_CAST && ty_is_int(d->operands[0]->type))) {
+        for (uint32_t i = 0; i < d->noperands; i++)
+            if (!chunk_uniform(em, d->operands[i], depth + 1))
+                return NULL;
+    } else {
+        return NULL;
+    }
+    llvm_emit_simple_op(em, d);
+    return llvm_val(em, v);
+}
+
+static bool chunk_range(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValueRef *hi, int depth);
+
+/* v's range from its definition alone. */
+static bool range_of(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValueRef *hi, int depth) {
+    llvm_emitter *em = c->em;
+    LLVMValueRef one = LLVMConstInt(em->t_i64, 1, 0);
+    const ir_region *body = c->task->regions[0];
+    if (!v->def && v->region == body) { /* a task index */
+        *lo = c->lo[v->index], *hi = c->hi[v->index];
+        return true;
+    }
+    if (!v->def && v->region->parent && v->region->parent->code == IR_FOR && v->index == 0) {
+        const ir_op *f = v->region->parent; /* a for's index: its bounds, when uniform */
+        LLVMValueRef a = chunk_uniform(em, f->operands[0], 0),
+                     b = chunk_uniform(em, f->operands[1], 0);
+        if (!a || !b)
+            return false;
+        *lo = llvm_to_i64(em, a, v->type);
+        *hi = LLVMBuildSub(em->b, llvm_to_i64(em, b, v->type), one, "");
+        return true;
+    }
+    LLVMValueRef u = chunk_uniform(em, v, 0);
+    if (u) {
+        *lo = *hi = llvm_to_i64(em, u, v->type);
+        return true;
+    }
+    const ir_op *d = v->def;
+    if (!d || depth > 8 || (d->code != IR_ADD && d->code != IR_SUB) || ty_is_unsigned(v->type))
+        return false;
+    LLVMValueRef alo, ahi, blo, bhi;
+    if (!chunk_range(c, d->operands[0], &alo, &ahi, depth + 1) ||
+        !chunk_range(c, d->operands[1], &blo, &bhi, depth + 1))
+        return false;
+    if (d->code == IR_ADD) {
+        *lo = LLVMBuildAdd(em->b, alo, blo, "");
+        *hi = LLVMBuildAdd(em->b, ahi, bhi, "");
+    } else {
+        *lo = LLVMBuildSub(em->b, alo, bhi, "");
+        *hi = LLVMBuildSub(em->b, ahi, blo, "");
+    }
+    return true;
+}
+
+/* Whether integer values of type t compare alike as i64s. */
+static bool fits_i64(const kern_type *t) {
+    return ty_is_int(t) && (!ty_is_unsigned(t) || ty_size(t) < 8);
+}
+
+/* The least and greatest value (i64) of integer index v over the chunk where it is used,
+ * inside the `if`s of c->bounds; false when unknown. An empty range (lo > hi) means that
+ * no item of the chunk gets there. */
+static bool chunk_range(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValueRef *hi,
+                        int depth) {
+    llvm_emitter *em = c->em;
+    bool ge = false, le = false;
+    for (uint32_t i = 0; i < c->nbounds; i++)
+        if (c->bounds[i].v == v)
+            ge |= c->bounds[i].kind == BOUND_GE, le |= c->bounds[i].kind == BOUND_LE;
+    if (!range_of(c, v, lo, hi, depth)) {
+        if (!ge || !le || !fits_i64(v->type)) /* a value the `if`s bound on both sides */
+            return false;
+        *lo = LLVMConstInt(em->t_i64, (unsigned long long)INT64_MIN, 1);
+        *hi = LLVMConstInt(em->t_i64, INT64_MAX, 0);
+    }
+    LLVMValueRef one = LLVMConstInt(em->t_i64, 1, 0);
+    for (int pass = 0; pass < 2; pass++) /* the != bounds after the others */
+        for (uint32_t i = 0; i < c->nbounds; i++) {
+            const bound *b = &c->bounds[i];
+            if (b->v != v || (b->kind == BOUND_NE) != (pass == 1))
+                continue;
+            if (b->kind == BOUND_GE) {
+                *lo = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSGT, b->b, *lo, ""), b->b,
+                                      *lo, "");
+            } else if (b->kind == BOUND_LE) {
+                *hi = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, b->b, *hi, ""), b->b,
+                                      *hi, "");
+            } else {
+                LLVMValueRef l = *lo;
+                *lo = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, l, b->b, ""),
+                                      LLVMBuildAdd(em->b, l, one, ""), l, "");
+                *hi = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, *hi, b->b, ""),
+                                      LLVMBuildSub(em->b, *hi, one, ""), *hi, "");
+            }
+        }
+    return true;
+}
+
+static void add_bound(chunk *c, const ir_value *v, bound_kind kind, LLVMValueRef b) {
+    if (c->nbounds == c->capbounds) {
+        c->capbounds = c->capbounds ? 2 * c->capbounds : 16;
+        c->bounds = realloc(c->bounds, c->capbounds * sizeof *c->bounds);
+        if (!c->bounds)
+            kern_oom(c->capbounds * sizeof *c->bounds);
+    }
+    c->bounds[c->nbounds++] = (bound){v, kind, b};
+}
+
+/* Adds to c->bounds what `cond == truth` tells of integer values compared with uniform
+ * ones (through and, or, not; a condition it cannot read tells nothing). */
+static void assume(chunk *c, const ir_value *cond, bool truth, int depth) {
+    const ir_op *d = cond->def;
+    if (!d || depth > 16 || cond->type->kind != TY_BOOL)
+        return;
+    if (d->code == IR_NOT) {
+        assume(c, d->operands[0], !truth, depth + 1);
+        return;
+    }
+    if ((d->code == IR_AND && truth) || (d->code == IR_OR && !truth)) {
+        assume(c, d->operands[0], truth, depth + 1);
+        assume(c, d->operands[1], truth, depth + 1);
+        return;
+    }
+    ir_opcode op = d->code;
+    if (op != IR_EQ && op != IR_NE && op != IR_LT && op != IR_LE && op != IR_GT && op != IR_GE)
+        return;
+    const ir_value *x = d->operands[0], *y = d->operands[1];
+    if (!fits_i64(x->type))
+        return;
+    llvm_emitter *em = c->em;
+    LLVMValueRef u = chunk_uniform(em, y, 0);
+    if (!u) { /* u OP x: x (swapped OP) u */
+        const ir_value *t = x;
+        x = y, y = t;
+        u = chunk_uniform(em, y, 0);
+        if (!u || chunk_uniform(em, x, 0))
+            return;
+        op = op == IR_LT   ? IR_GT
+             : op == IR_GT ? IR_LT
+             : op == IR_LE ? IR_GE
+             : op == IR_GE ? IR_LE
+                           : op;
+    } else if (chunk_uniform(em, x, 0)) {
+        return; /* both uniform: nothing of an index */
+    }
+    if (!truth) /* the negation */
+        op = op == IR_EQ   ? IR_NE
+             : op == IR_NE ? IR_EQ
+             : op == IR_LT ? IR_GE
+             : op == IR_LE ? IR_GT
+             : op == IR_GT ? IR_LE
+                           : IR_LT;
+    u = llvm_to_i64(em, u, y->type);
+    LLVMValueRef one = LLVMConstInt(em->t_i64, 1, 0);
+    switch (op) { /* the bounds wrap only on paths that never run */
+    case IR_EQ: add_bound(c, x, BOUND_GE, u), add_bound(c, x, BOUND_LE, u); break;
+    case IR_NE: add_bound(c, x, BOUND_NE, u); break;
+    case IR_LT: add_bound(c, x, BOUND_LE, LLVMBuildSub(em->b, u, one, "")); break;
+    case IR_LE: add_bound(c, x, BOUND_LE, u); break;
+    case IR_GT: add_bound(c, x, BOUND_GE, LLVMBuildAdd(em->b, u, one, "")); break;
+    default: add_bound(c, x, BOUND_GE, u); break;
+    }
+}
+
+/* Adds the range test of access op to c->ok and op to c->proven, when its ranges are known. */
+static void access_test(chunk *c, const ir_op *op) {
+    llvm_emitter *em = c->em;
+    const ir_value *a = op->operands[0];
+    int rank = a->type->rank;
+    LLVMValueRef lo[KERN_MAX_RANK], hi[KERN_MAX_RANK];
+    if (a->def || a->region != em->kernel->body)
+        return;
+    for (int d = 0; d < rank; d++)
+        if (!chunk_range(c, op->operands[1 + d], &lo[d], &hi[d], 0))
+            return;
+    for (int d = 0; d < rank; d++) {
+        const ir_value *iv = op->operands[1 + d];
+        /* the index's own type holds the values too (no wrap on the way) */
+        int bits = (int)ty_size(iv->type) * 8 - (ty_is_unsigned(iv->type) ? 0 : 1);
+        LLVMValueRef tmax = LLVMConstInt(em->t_i64, bits >= 63 ? INT64_MAX : (1ULL << bits) - 1, 0);
+        LLVMValueRef in = LLVMBuildAnd(
+            em->b, LLVMBuildICmp(em->b, LLVMIntSGE, lo[d], LLVMConstNull(em->t_i64), ""),
+            LLVMBuildAnd(em->b,
+                         LLVMBuildICmp(em->b, LLVMIntSLT, hi[d], em->arr_shape[a->index][d], ""),
+                         LLVMBuildICmp(em->b, LLVMIntSLE, hi[d], tmax, ""), ""),
+            "");
+        LLVMValueRef none = LLVMBuildICmp(em->b, LLVMIntSGT, lo[d], hi[d], "");
+        c->ok = LLVMBuildAnd(em->b, c->ok, LLVMBuildOr(em->b, in, none, ""), "");
+    }
+    if (c->nproven == c->capproven) {
+        c->capproven = c->capproven ? 2 * c->capproven : 16;
+        c->proven = realloc(c->proven, c->capproven * sizeof *c->proven);
+        if (!c->proven)
+            kern_oom(c->capproven * sizeof *c->proven);
+    }
+    c->proven[c->nproven++] = op;
+}
+
+/* The range tests of r's accesses (c->proven, c->ok); clears c->all at a `check` op or an
+ * access whose ranges are unknown (it keeps its own checks). */
+static void chunk_tests(chunk *c, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_CHECK)
+            c->all = false;
+        if (ir_is_access(op->code)) {
+            uint32_t n = c->nproven;
+            access_test(c, op);
+            if (c->nproven == n)
+                c->all = false;
+        }
+        for (uint32_t i = 0; i < op->nregions; i++) {
+            uint32_t n = c->nbounds;
+            if (op->code == IR_IF)
+                assume(c, op->operands[0], i == 0, 0);
+            chunk_tests(c, op->regions[i]);
+            c->nbounds = n;
+        }
+    }
+}
+
+void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *lo,
+                      const LLVMValueRef *hi, void (*items)(llvm_emitter *em, void *user),
+                      void *user) {
+    if (!em->checks || em->opts->debug || task->code != IR_PARALLEL) {
+        items(em, user);
+        return;
+    }
+    chunk c = {em, task, lo, hi, LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0, NULL, 0, 0, true};
+    chunk_tests(&c, task->regions[0]);
+    free(c.bounds);
+    if (c.nproven == 0) {
+        items(em, user);
+        return;
+    }
+    /* no item (an empty dimension): nothing to test */
+    LLVMValueRef empty = LLVMConstInt(em->t_i1, 0, 0);
+    for (uint32_t d = 0; d < task->regions[0]->nargs; d++)
+        empty = LLVMBuildOr(em->b, empty, LLVMBuildICmp(em->b, LLVMIntSGT, lo[d], hi[d], ""), "");
+    LLVMBasicBlockRef fast = llvm_new_block(em, "chunk.unchecked"),
+                      slow = llvm_new_block(em, "chunk.checked"),
+                      done = llvm_new_block(em, "chunk.done");
+    llvm_likely_first(em, LLVMBuildCondBr(em->b, LLVMBuildOr(em->b, empty, c.ok, ""), fast, slow));
+    LLVMPositionBuilderAtEnd(em->b, fast);
+    if (c.all) { /* no check at all */
+        em->checks = false;
+    } else { /* the tested accesses without theirs */
+        em->proven = c.proven;
+        em->nproven = c.nproven;
+    }
+    items(em, user);
+    em->checks = true;
+    em->proven = NULL;
+    em->nproven = 0;
+    free(c.proven);
+    LLVMBuildBr(em->b, done);
+    LLVMPositionBuilderAtEnd(em->b, slow);
+    items(em, user);
+    LLVMBuildBr(em->b, done);
+    LLVMPositionBuilderAtEnd(em->b, done);
+}
