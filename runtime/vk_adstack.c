@@ -65,6 +65,11 @@ static kern_status size_by_shader(vk_device *v, const vk_kernel *k, const kern_m
         memset(&v->sizer_res, 0, sizeof v->sizer_res);
         if ((st = vk_mem_create(v, bytes, true, &v->sizer_res, err, errlen)) != KERN_OK)
             return st;
+        if (!v->sizer_res.map) {
+            vk_mem_destroy(v, &v->sizer_res);
+            snprintf(err, errlen, "no host-visible memory for the adstack sizer's results");
+            return KERN_ERR_OUT_OF_MEMORY;
+        }
     }
     int64_t *words = v->sizer_res.map;
     int64_t *layout = calloc(2 * (size_t)mk->nadstacks + 1, sizeof *layout);

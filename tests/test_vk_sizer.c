@@ -3,9 +3,9 @@
  * Vulkan device the tests' contexts get (lavapipe in CI, with KERN_VULKAN_VALIDATION=fatal;
  * skipped with a message where there is none).
  *
- * The SizeExprs are test_sizer.c's table (sizer_cases.h) and, wrapped in a read so that
- * the module has a sizer for them, the shapes of the table that read nothing: every rule
- * of sz_maxover_rule runs in the shader. Each is sized on the device with random small
+ * The SizeExprs are test_sizer.c's table (sizer_cases.h), those of its shapes that read
+ * nothing added to a read (so that the module has a sizer for them: every rule of
+ * sz_maxover_rule runs in a shader), and a few of this suite's own. Each is sized on the device with random small
  * arguments (as test_sizer.c draws them) and with chosen ones: empty arrays, an array of
  * 100,000 counts (the grid's 256 groups, several points per invocation), negative counts,
  * reads out of bounds, division by zero and int64 overflow. The device must fail exactly
