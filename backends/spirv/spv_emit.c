@@ -127,6 +127,13 @@ uint32_t spv_reg_type(spv_emitter *em, const kern_type *t) {
     }
 }
 
+uint32_t spv_sext64(spv_emitter *em, uint32_t v, int bits) {
+    uint32_t u64 = u64t(em), shift = cu64(em, 64u - (unsigned)bits);
+    uint32_t x = spv_op1(&em->b, SpvOpUConvert, u64, v);
+    x = spv_op2(&em->b, SpvOpShiftLeftLogical, u64, x, shift);
+    return spv_op2(&em->b, SpvOpShiftRightArithmetic, u64, x, shift);
+}
+
 /* v of integer or bool type t widened to u64 (sign-extended for signed types). */
 uint32_t spv_to_u64(spv_emitter *em, uint32_t v, const kern_type *t) {
     switch (t->kind) {
@@ -134,7 +141,7 @@ uint32_t spv_to_u64(spv_emitter *em, uint32_t v, const kern_type *t) {
     case TY_U64: return v;
     case TY_I8:
     case TY_I16:
-    case TY_I32: return spv_op1(&em->b, SpvOpSConvert, u64t(em), v);
+    case TY_I32: return spv_sext64(em, v, 8 * ty_size(t));
     case TY_BOOL: return spv_op3(&em->b, SpvOpSelect, u64t(em), v, cu64(em, 1), cu64(em, 0));
     default: return spv_op1(&em->b, SpvOpUConvert, u64t(em), v);
     }

@@ -147,7 +147,11 @@ void spv_use_global(spv_emitter *em, uint32_t id);
 bool spv_value_used(const spv_emitter *em, const ir_value *v);
 /* The SPIR-V type of a register of scalar type t. */
 uint32_t spv_reg_type(spv_emitter *em, const kern_type *t);
-/* v of integer or bool type t widened to u64 (sign-extended for i32). */
+/* v, a signed integer of `bits` bits (8, 16, 32), sign-extended to 64 bits by shifts, not
+ * OpSConvert: lavapipe (Mesa 22.3.6) miscompiles a signed comparison of an OpSConvert'ed
+ * 32-bit value with 0 (`i64(steps) > 0` was true for steps = 0 and -5). */
+uint32_t spv_sext64(spv_emitter *em, uint32_t v, int bits);
+/* v of integer or bool type t widened to u64 (sign-extended for signed types). */
 uint32_t spv_to_u64(spv_emitter *em, uint32_t v, const kern_type *t);
 /* OpFunction of a void function id of type fnty; spv_function_end returns and closes it. */
 void spv_function_begin(spv_emitter *em, uint32_t id, uint32_t fnty);

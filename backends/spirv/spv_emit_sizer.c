@@ -53,7 +53,9 @@ typedef struct sz_if {
 
 static sz_if if_begin(spv_emitter *em, uint32_t cond) {
     uint32_t l_then = spv_id(&em->b);
-    sz_if f = {spv_id(&em->b), spv_id(&em->b)};
+    sz_if f;
+    f.merge = spv_id(&em->b);
+    f.skip = spv_id(&em->b);
     selection_merge(em, f.merge);
     branch_cond(em, cond, l_then, f.skip);
     label(em, f.skip);
@@ -162,19 +164,6 @@ static uint32_t fold_max(sizer_em *s, fold_body body, const void *arg, uint32_t 
 
 static uint32_t eval(sizer_em *s, const sz_expr *e);
 
-/* v of integer or bool type t as an int64. Signed types are extended by shifts, not
- * OpSConvert: lavapipe (Mesa 22.3.6) miscompiles a signed comparison of an OpSConvert'ed
- * 32-bit value with 0 (`i64(steps) > 0` is true for steps = 0 and -5; kernels too). */
-static uint32_t to_i64(spv_emitter *em, uint32_t v, const kern_type *t) {
-    int bits = t->kind == TY_I8 ? 8 : t->kind == TY_I16 ? 16 : t->kind == TY_I32 ? 32 : 0;
-    if (!bits)
-        return spv_to_u64(em, v, t);
-    uint32_t u64 = u64t(em), shift = ci64(em, 64 - bits);
-    uint32_t x = spv_op1(&em->b, SpvOpUConvert, u64, v);
-    x = spv_op2(&em->b, SpvOpShiftLeftLogical, u64, x, shift);
-    return spv_op2(&em->b, SpvOpShiftRightArithmetic, u64, x, shift);
-}
-
 /* The body of maxover e with its variable bound to x. */
 static uint32_t body_at(sizer_em *s, const void *arg, uint32_t x) {
     const sz_expr *e = arg;
@@ -221,7 +210,7 @@ static uint32_t eval_read(sizer_em *s, const sz_expr *e) {
     case TY_I64:
     case TY_U64: {
         uint32_t raw = spv_op1(&em->b, SpvOpLoad, spv_reg_type(em, t->elem), ptr);
-        v = to_i64(em, raw, t->elem);
+        v = spv_to_u64(em, raw, t->elem);
         break;
     }
     case TY_BOOL: {
@@ -269,7 +258,7 @@ static uint32_t eval(sizer_em *s, const sz_expr *e) {
     case SZ_VAR: kern_assert(e->v >= 0 && e->v < MAX_VARS && s->vars[e->v]); return s->vars[e->v];
     case SZ_PARAM: {
         const ir_value *a = em->kernel->body->args[e->v];
-        return to_i64(em, val(em, a), a->type);
+        return spv_to_u64(em, val(em, a), a->type);
     }
     case SZ_DIM: return em->shape[e->v][e->d];
     case SZ_READ: return eval_read(s, e);
