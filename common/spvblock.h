@@ -19,6 +19,16 @@ enum {
     KERN_SPV_BIND_PARAM0 = 5, /* parameter p (an array) is binding 5 + p */
 };
 
+/* A sizer entry point kern_<K>__s<s> (backends/spirv/spv_emit_sizer.c, docs/spirv-abi.md)
+ * runs with a result buffer bound in place of the adstack heap (bindings 2 to 4); in
+ * 64-bit words: */
+enum {
+    KERN_SPV_SIZER_RES = 0,      /* res[4]: value, error code (a u32 in the low half), a, b */
+    KERN_SPV_SIZER_TICKET = 4,   /* a u32 in the low half: the invocations that finished */
+    KERN_SPV_SIZER_PART = 8,     /* invocation w's maximum at word 8 + w */
+    KERN_SPV_SIZER_GROUPS = 256, /* the most groups of a sizer's launch */
+};
+
 /* Fills off[] (nparams + 1 + 2 * nadstacks entries) with byte offsets in the launch
  * block: off[p] for parameter p (an array: its extent 0, extent d at off[p] + 8 d; a
  * scalar: its value, bool as a u32), off[nparams] for ad_slots, off[nparams + 1 + 2 s]

@@ -226,6 +226,10 @@ kern_status rt_vulkan_device_create(const char *loader, const rt_vulkan_params *
 /* With $KERN_VULKAN_VALIDATION=1: the number of warnings and errors the validation layer
  * reported so far on device d (a Vulkan device), and (first not NULL) the first one. */
 int rt_vulkan_validation_messages(const rt_device *d, const char **first);
+/* The adstack sizings of device d (a Vulkan device) so far: by sizer shaders, and by
+ * copying the arrays back (runtime/vk_adstack.c), with the bytes so copied. */
+void rt_vulkan_sizings(const rt_device *d, int64_t *by_shader, int64_t *copied,
+                       int64_t *copied_bytes);
 /* For tests: device d (a Vulkan device) behaves from now on as if it lacked the optional
  * feature that SPIR-V capability `capability` needs (docs/spirv-abi.md's table), so
  * load_code refuses modules that declare it. Other capabilities are ignored. */

@@ -392,7 +392,8 @@ static int by_name(const void *a, const void *b) {
     return strcmp(((const spv_entry *)a)->name, ((const spv_entry *)b)->name);
 }
 
-/* Every task of every kernel is an entry point, and every entry point a task. */
+/* Every task of every kernel is an entry point, and every entry point a task or the sizer
+ * of an adstack whose capacity reads arrays (kern_<K>__s<s>). */
 static bool check_entries(spv_check *c, const kern_meta *meta) {
     qsort(c->entries, c->nentries, sizeof *c->entries, by_name);
     for (size_t e = 1; e < c->nentries; e++)
@@ -410,10 +411,22 @@ static bool check_entries(spv_check *c, const kern_meta *meta) {
             if (!check_entry(c, e, mk))
                 return false;
         }
+        for (int s = 0; s < mk->nadstacks; s++) { /* sizers: optional (older modules lack them) */
+            if (!sz_reads_memory(mk->adstacks[s].expr))
+                continue;
+            char sym[1024];
+            kern_meta_sizer_symbol(sym, sizeof sym, mk->name, s);
+            spv_entry key = {.name = sym};
+            spv_entry *e = bsearch(&key, c->entries, c->nentries, sizeof *c->entries, by_name);
+            if (e && !check_entry(c, e, mk))
+                return false;
+        }
     }
     for (size_t e = 0; e < c->nentries; e++)
         if (!c->entries[e].used)
-            return fail(c, "entry point '%.200s' is no task of a kernel of the metadata",
+            return fail(c,
+                        "entry point '%.200s' is no task of a kernel of the metadata, nor the "
+                        "sizer of an adstack whose capacity reads arrays",
                         c->entries[e].name);
     return true;
 }

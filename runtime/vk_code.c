@@ -1,10 +1,11 @@
 /* vk_code.c - code on the Vulkan device (vulkan.c): SPIR-V modules, refused with the
  * feature's name when they declare a capability the device lacks (vk_features: the optional
  * features of docs/spirv-abi.md that vk_instance.c enables), and kernels: a descriptor set
- * layout and, per task, a compute pipeline of the module's entry point. A module reaches
- * load_code validated and held to the layout get_kernel creates (rt_spirv_check, gpu.h, in
- * rt_module_create); load_code's own scan keeps the driver safe from a device-level caller
- * too. */
+ * layout and, per task, a compute pipeline of the module's entry point, and one per sizer
+ * entry point the module has (backends/spirv/spv_emit_sizer.c; modules made before sizers
+ * have none). A module reaches load_code validated and held to the layout get_kernel
+ * creates (rt_spirv_check, gpu.h, in rt_module_create); load_code's own scan keeps the
+ * driver safe from a device-level caller too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,10 @@ void vk_free_kernel(rt_device *d, void *handle) {
     for (int t = 0; t < k->ntasks; t++)
         if (k->pipes && k->pipes[t])
             v->api.vkDestroyPipeline(v->dev, k->pipes[t], NULL);
+    for (int s = 0; s < k->nsizers; s++)
+        if (k->sizers[s])
+            v->api.vkDestroyPipeline(v->dev, k->sizers[s], NULL);
+    free(k->sizers);
     if (k->layout)
         v->api.vkDestroyPipelineLayout(v->dev, k->layout, NULL);
     if (k->dsl)
@@ -179,6 +184,20 @@ void vk_free_kernel(rt_device *d, void *handle) {
     free(k->pipes);
     free(k->off);
     free(k);
+}
+
+/* The compute pipeline of entry point sym of c with k's layout. */
+static kern_status create_pipeline(vk_device *v, const vk_code *c, const vk_kernel *k,
+                                   const char *sym, VkPipeline *out, char *err, size_t errlen) {
+    VkComputePipelineCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = c->module,
+                  .pName = sym},
+        .layout = k->layout};
+    VkResult r = v->api.vkCreateComputePipelines(v->dev, v->cache, 1, &ci, NULL, out);
+    return r == VK_SUCCESS ? KERN_OK : vk_fail(r, "vkCreateComputePipelines", err, errlen);
 }
 
 kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, void **out,
@@ -250,18 +269,22 @@ kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, 
             s = KERN_ERR_FORMAT;
             goto done;
         }
-        VkComputePipelineCreateInfo ci = {
-            .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                      .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                      .module = c->module,
-                      .pName = sym},
-            .layout = k->layout};
-        r = v->api.vkCreateComputePipelines(v->dev, v->cache, 1, &ci, NULL, &k->pipes[t]);
-        if (r != VK_SUCCESS) {
-            s = vk_fail(r, "vkCreateComputePipelines", err, errlen);
+        if ((s = create_pipeline(v, c, k, sym, &k->pipes[t], err, errlen)) != KERN_OK)
             goto done;
-        }
+    }
+    if (!(k->sizers = calloc((size_t)mk->nadstacks + 1, sizeof *k->sizers))) {
+        snprintf(err, errlen, "out of host memory");
+        s = KERN_ERR_OUT_OF_MEMORY;
+        goto done;
+    }
+    k->nsizers = mk->nadstacks;
+    for (int a = 0; a < mk->nadstacks; a++) { /* sizers: where the module has them */
+        char sym[1024];
+        kern_meta_sizer_symbol(sym, sizeof sym, mk->name, a);
+        if (!sz_reads_memory(mk->adstacks[a].expr) || !has_entry(c, sym))
+            continue;
+        if ((s = create_pipeline(v, c, k, sym, &k->sizers[a], err, errlen)) != KERN_OK)
+            goto done;
     }
 done:
     free(b);

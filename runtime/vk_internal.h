@@ -125,6 +125,10 @@ typedef struct vk_device {
     char first_message[512];
     char driver[VK_MAX_DRIVER_INFO_SIZE + 1]; /* driverInfo: "Mesa 22.3.6 (LLVM 15.0.6)" */
     char lost[256];
+    /* adstack sizings (vk_adstack.c): by sizer shaders, and by copying arrays back (with
+     * the bytes copied) */
+    int64_t shader_sizings, copied_sizings, copied_bytes;
+    vk_mem sizer_res; /* the sizers' result buffer (host-visible; grown as needed) */
 } vk_device;
 
 typedef struct vk_kernel {
@@ -132,6 +136,8 @@ typedef struct vk_kernel {
     VkPipelineLayout layout;
     int ntasks;
     VkPipeline *pipes;
+    VkPipeline *sizers; /* per adstack: its sizer entry point's, or VK_NULL_HANDLE */
+    int nsizers;
     uint32_t nbindings; /* 5 + nparams */
     size_t block_size;
     size_t *off; /* kern_spv_block_layout */
@@ -185,6 +191,10 @@ kern_status vk_record_launch(vk_device *v, VkCommandBuffer cb, VkDescriptorPool 
                              const rt_launch *l, const vk_mem *blk, VkDeviceSize blkoff,
                              const vk_mem *errm, VkDeviceSize erroff, char *err, size_t errlen);
 kern_status vk_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err, size_t errlen);
+/* Runs pipeline sizer (a sizer entry point of l's kernel) on `groups` groups with l's
+ * launch block and bindings, and waits for it. */
+kern_status vk_launch_sizer(vk_device *v, const rt_launch *l, VkPipeline sizer, uint32_t groups,
+                            char *err, size_t errlen);
 /* At destruction, with the device idle: frees every job and slab. */
 void vk_jobs_free(vk_device *v);
 

@@ -346,11 +346,11 @@ static kern_status job_prepare(vk_device *v, vk_job *j, const vk_kernel *k, char
     return KERN_OK;
 }
 
-/* Fills launch l's block at blk + blkoff, allocates and writes its descriptor set from
- * pool (its record at errm + erroff), and records its tasks into cb. */
-kern_status vk_record_launch(vk_device *v, VkCommandBuffer cb, VkDescriptorPool pool,
-                             const rt_launch *l, const vk_mem *blk, VkDeviceSize blkoff,
-                             const vk_mem *errm, VkDeviceSize erroff, char *err, size_t errlen) {
+/* Fills launch l's block at blk + blkoff and allocates and writes its descriptor set from
+ * pool (its record at errm + erroff). */
+static kern_status write_set(vk_device *v, VkDescriptorPool pool, const rt_launch *l,
+                             const vk_mem *blk, VkDeviceSize blkoff, const vk_mem *errm,
+                             VkDeviceSize erroff, VkDescriptorSet *out, char *err, size_t errlen) {
     const vk_kernel *k = l->kernel;
     const kern_meta_kernel *mk = l->meta;
     fill_block(k, l, (unsigned char *)blk->map + blkoff);
@@ -399,6 +399,20 @@ kern_status vk_record_launch(vk_device *v, VkCommandBuffer cb, VkDescriptorPool 
     v->api.vkUpdateDescriptorSets(v->dev, nw, writes, 0, NULL);
     free(infos);
     free(writes);
+    *out = set;
+    return KERN_OK;
+}
+
+/* Fills launch l's block at blk + blkoff, allocates and writes its descriptor set from
+ * pool (its record at errm + erroff), and records its tasks into cb. */
+kern_status vk_record_launch(vk_device *v, VkCommandBuffer cb, VkDescriptorPool pool,
+                             const rt_launch *l, const vk_mem *blk, VkDeviceSize blkoff,
+                             const vk_mem *errm, VkDeviceSize erroff, char *err, size_t errlen) {
+    const vk_kernel *k = l->kernel;
+    VkDescriptorSet set;
+    kern_status s = write_set(v, pool, l, blk, blkoff, errm, erroff, &set, err, errlen);
+    if (s != KERN_OK)
+        return s;
     uint32_t zero = 0;
     for (int t = 0; t < l->ntasks && t < k->ntasks; t++) {
         uint32_t groups = task_groups(v, l->tasks[t].parallel, l->counts ? l->counts[t] : -1,
@@ -414,8 +428,9 @@ kern_status vk_record_launch(vk_device *v, VkCommandBuffer cb, VkDescriptorPool 
     return KERN_OK;
 }
 
-kern_status vk_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err, size_t errlen) {
-    vk_device *v = vk_of(d);
+/* Submits launch l: its tasks, or (sizer not null) that pipeline on `groups` groups. */
+static kern_status submit_launch(vk_device *v, const rt_launch *l, VkPipeline sizer,
+                                 uint32_t groups, uint64_t *point, char *err, size_t errlen) {
     if (v->lost[0]) {
         snprintf(err, errlen, "the device was lost: %s", v->lost);
         return KERN_ERR_DEVICE;
@@ -430,11 +445,30 @@ kern_status vk_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *e
     }
     const vk_kernel *k = l->kernel;
     bool own = k->block_size > VK_SLOT_BLOCK;
+    const vk_mem *blk = own ? &j->block : &j->slab->mem;
+    VkDeviceSize blkoff = own ? 0 : j->at;
     memset((char *)j->slab->mem.map + j->at + VK_SLOT_BLOCK, 0, sizeof(kern_err_record));
-    if ((s = begin_cb(v, j->cb, err, errlen)) != KERN_OK ||
-        (s = vk_record_launch(v, j->cb, j->pool, l, own ? &j->block : &j->slab->mem,
-                              own ? 0 : j->at, &j->slab->mem, j->at + VK_SLOT_BLOCK, err,
-                              errlen)) != KERN_OK) {
+    if ((s = begin_cb(v, j->cb, err, errlen)) != KERN_OK) {
+        job_release(v, j);
+        return s;
+    }
+    if (sizer) {
+        VkDescriptorSet set;
+        s = write_set(v, j->pool, l, blk, blkoff, &j->slab->mem, j->at + VK_SLOT_BLOCK, &set, err,
+                      errlen);
+        if (s == KERN_OK) {
+            uint32_t zero = 0;
+            v->api.vkCmdBindPipeline(j->cb, VK_PIPELINE_BIND_POINT_COMPUTE, sizer);
+            v->api.vkCmdBindDescriptorSets(j->cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->layout, 0, 1,
+                                           &set, 1, &zero);
+            v->api.vkCmdDispatch(j->cb, groups, 1, 1);
+            vk_barrier_all(v, j->cb);
+        }
+    } else {
+        s = vk_record_launch(v, j->cb, j->pool, l, blk, blkoff, &j->slab->mem,
+                             j->at + VK_SLOT_BLOCK, err, errlen);
+    }
+    if (s != KERN_OK) {
         job_release(v, j);
         return s;
     }
@@ -450,4 +484,15 @@ kern_status vk_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *e
     j->dst = l->err;
     job_track(v, j, *point);
     return KERN_OK;
+}
+
+kern_status vk_launch(rt_device *d, const rt_launch *l, uint64_t *point, char *err, size_t errlen) {
+    return submit_launch(vk_of(d), l, VK_NULL_HANDLE, 0, point, err, errlen);
+}
+
+kern_status vk_launch_sizer(vk_device *v, const rt_launch *l, VkPipeline sizer, uint32_t groups,
+                            char *err, size_t errlen) {
+    uint64_t point;
+    kern_status s = submit_launch(v, l, sizer, groups, &point, err, errlen);
+    return s != KERN_OK ? s : vk_wait(&v->base, point, err, errlen);
 }

@@ -80,6 +80,7 @@ for STEP in suite corpus vulkan libm budget stress cli sanitizer bench torch cac
             step graph env KERN_TEST_BACKEND=cuda kern-tests --filter 'graph/*' ;;
     vulkan) step vk-corpus env KERN_TEST_BACKEND=vulkan kern-tests -j4 --filter '@(grad_corpus|jvp_corpus|custom_grad|tape|tape_ranges|e2e|v1|graph|adstack_rt)/*'
             step vk-suite kern-tests --verbose --filter 'vulkan/*'
+            step vk-sizer kern-tests --verbose --filter 'vk_sizer/*'
             step vk-cli bash -c '
         set -e
         kernc run examples/simulate.kern simulate --target=vulkan x0=examples/data/x0.npy w=examples/data/w.npy out=examples/data/out.npy steps=16

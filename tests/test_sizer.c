@@ -22,11 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "golden.h"
 #include "../backends/llvm/llvm_backend.h"
 #include "../common/sizeexpr.h"
 #include "../compiler/driver.h"
 #include "../runtime/meta.h"
+#include "golden.h"
+#include "sizer_cases.h"
 
 #ifndef KERN_SOURCE_ROOT
 #define KERN_SOURCE_ROOT "."
@@ -291,44 +292,18 @@ Test(sizer, agrees_with_host_on_test_sources, .timeout = 600) {
         cr_assert_gt(t.rules[r], 0, "rule %d never ran", r);
 }
 
-/* Shapes beyond what the compiler derives, over the parameters of one kernel:
- * k(a: f32[], count: i32[], c2: i32[,], steps: i32, n: i32, flags: bool[], big: i64[]). */
-static const char *const TEXTS[] = {
-    "7",
-    "(max 0 (param 3))",
-    "(maxover v0 0 (param 4) (param 3))", /* point */
-    "(maxover v0 0 (param 4) v0)",        /* endpoints */
-    "(maxover v0 (param 3) (param 4) (sub (param 4) v0))",
-    "(maxover v0 0 (param 4) (max (mul 2 v0) (sub 5 v0)))",   /* convex */
-    "(maxover v0 0 (param 4) (maxover v1 0 v0 (sub v0 v1)))", /* piecewise */
-    "(maxover v0 0 (param 4) (maxover v1 v0 (param 3) (add v1 v0)))",
-    "(maxover v0 0 (param 4) (min v0 (sub (param 3) v0)))", /* other */
-    "(maxover v0 1 (param 4) (div (param 3) v0))",
-    "(maxover v0 0 (param 4) (mul v0 v0))",
-    "(maxover v0 0 (dim 1 0) (max 0 (read 1 v0)))", /* scan */
-    "(maxover v0 0 (sub (dim 1 0) 1) (max 0 (sub (read 1 (add v0 1)) (read 1 v0))))",
-    "(maxover v0 0 (dim 2 0) (maxover v1 0 (dim 2 1) (max 0 (read 2 v0 v1))))",
-    "(maxover v0 0 (param 4) (read 1 v0))", /* out of bounds */
-    "(maxover v0 0 (dim 1 0) (maxover v1 0 (read 1 v0) (sub (read 1 v0) v1)))",
-    "(maxover v0 0 (dim 5 0) (add (read 5 v0) (read 6 v0)))",
-    "(maxover v0 0 (param 4) (maxover v1 0 (param 3) (add (read 1 0) v1)))",
-    "(div (param 4) (param 3))",                                      /* division by 0 */
-    "(maxover v0 0 (dim 6 0) (mul (read 6 v0) 4611686018427387904))", /* overflow */
-};
-
 Test(sizer, agrees_with_host_on_hand_written_shapes) {
-    const char *src = "kernel k(a: f32[], count: i32[], c2: i32[,], steps: i32, n: i32, "
-                      "flags: bool[], big: i64[]) {\n"
-                      "    for i in 0..len(a) { a[i] = 0.0; }\n"
-                      "}\n";
     kc_ctx *ctx = kc_ctx_new();
-    ir_module *m = kc_compile_source(ctx, "shapes.kern", src, strlen(src));
+    ir_module *m =
+        kc_compile_source(ctx, "shapes.kern", SIZER_SHAPES_SRC, strlen(SIZER_SHAPES_SRC));
     cr_assert_not_null(m);
     ir_kernel *k = ir_kernel_find(m, "k");
-    for (size_t i = 0; i < sizeof TEXTS / sizeof *TEXTS; i++) { /* adstacks that hold nothing */
+    /* adstacks that hold nothing */
+    for (size_t i = 0; i < sizeof SIZER_TEXTS / sizeof *SIZER_TEXTS; i++) {
         char err[256];
-        const sz_expr *e = sz_parse(&m->mem, TEXTS[i], strlen(TEXTS[i]), err, sizeof err);
-        cr_assert_not_null(e, "%s: %s", TEXTS[i], err);
+        const sz_expr *e =
+            sz_parse(&m->mem, SIZER_TEXTS[i], strlen(SIZER_TEXTS[i]), err, sizeof err);
+        cr_assert_not_null(e, "%s: %s", SIZER_TEXTS[i], err);
         ir_kernel_add_adstack(k, ty_f32(), e, k->loc);
     }
     tally t = {0};

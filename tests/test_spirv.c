@@ -687,3 +687,49 @@ Test(vulkan, sixty_two_scalars_against_c) {
     kern_module_release(m);
     kern_context_release(ctx);
 }
+
+/* Signed widening to i64 compared with 0: lavapipe (Mesa 22.3.6) took `i64(s) > 0` as true
+ * for s = 0 and -5 when the widening was an OpSConvert (the emitter now shifts). Against
+ * the same expressions in C, for i8, i16 and i32 scalars. */
+Test(vulkan, widened_signed_scalars_compare_with_zero) {
+    kern_context *ctx = vk_context();
+    if (!ctx)
+        cr_skip_test("no Vulkan device");
+    static const char src[] = "kernel k(out: i64[], a: i32, b: i16, c: i8) {\n"
+                              "    for i in 0..1 {\n"
+                              "        var r: i64 = 0;\n"
+                              "        if i64(a) > 0 { r += 1; }\n"
+                              "        if i64(a) < 0 { r += 2; }\n"
+                              "        if i64(b) > 0 { r += 4; }\n"
+                              "        if i64(b) >= 0 { r += 8; }\n"
+                              "        if i64(c) > 0 { r += 16; }\n"
+                              "        if i64(c) <= 0 { r += 32; }\n"
+                              "        out[i] = r * 1000 + i64(a) + i64(b) + i64(c);\n"
+                              "    }\n"
+                              "}\n";
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "widen.kern", &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    kern_kernel *k;
+    cr_assert_eq(kern_kernel_find(m, "k", &k), KERN_OK);
+    int64_t one = 1;
+    kern_buffer *out;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_I64, 1, &one, NULL, &out), KERN_OK);
+    static const int32_t vals[] = {-5, -1, 0, 1, 3, -128, 127};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        int32_t a = vals[i];
+        int16_t b = (int16_t)vals[i];
+        int8_t c = (int8_t)vals[i];
+        int64_t r = ((int64_t)a > 0) + 2 * ((int64_t)a < 0) + 4 * ((int64_t)b > 0) +
+                    8 * ((int64_t)b >= 0) + 16 * ((int64_t)c > 0) + 32 * ((int64_t)c <= 0);
+        int64_t want = r * 1000 + a + b + c, got = 0;
+        kern_arg args[4] = {kern_arg_buffer(out), kern_arg_i32(a), kern_arg_i16(b), kern_arg_i8(c)};
+        cr_assert_eq(kern_launch(k, args, 4), KERN_OK, "%s", kern_context_last_error(ctx));
+        cr_assert_eq(kern_buffer_read(out, &got, sizeof got), KERN_OK);
+        cr_expect_eq(got, want, "a = %d: %lld, want %lld", a, (long long)got, (long long)want);
+    }
+    no_validation_messages(ctx);
+    kern_buffer_release(out);
+    kern_module_release(m);
+    kern_context_release(ctx);
+}

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../common/sizeexpr.h"
 #include "../../common/spvblock.h"
 #include "../../passes/passes.h"
 #include "spv_emit_priv.h"
@@ -126,6 +127,13 @@ uint32_t spv_reg_type(spv_emitter *em, const kern_type *t) {
     }
 }
 
+uint32_t spv_sext64(spv_emitter *em, uint32_t v, int bits) {
+    uint32_t u64 = u64t(em), shift = cu64(em, 64u - (unsigned)bits);
+    uint32_t x = spv_op1(&em->b, SpvOpUConvert, u64, v);
+    x = spv_op2(&em->b, SpvOpShiftLeftLogical, u64, x, shift);
+    return spv_op2(&em->b, SpvOpShiftRightArithmetic, u64, x, shift);
+}
+
 /* v of integer or bool type t widened to u64 (sign-extended for signed types). */
 uint32_t spv_to_u64(spv_emitter *em, uint32_t v, const kern_type *t) {
     switch (t->kind) {
@@ -133,7 +141,7 @@ uint32_t spv_to_u64(spv_emitter *em, uint32_t v, const kern_type *t) {
     case TY_U64: return v;
     case TY_I8:
     case TY_I16:
-    case TY_I32: return spv_op1(&em->b, SpvOpSConvert, u64t(em), v);
+    case TY_I32: return spv_sext64(em, v, 8 * ty_size(t));
     case TY_BOOL: return spv_op3(&em->b, SpvOpSelect, u64t(em), v, cu64(em, 1), cu64(em, 0));
     default: return spv_op1(&em->b, SpvOpUConvert, u64t(em), v);
     }
@@ -266,7 +274,7 @@ static void kernel_end(spv_emitter *em) {
     em->kernel = NULL;
 }
 
-static uint32_t block_load(spv_emitter *em, uint32_t member) {
+uint32_t spv_block_load(spv_emitter *em, uint32_t member) {
     spv_use_global(em, em->v_block);
     uint32_t t = em->block_type[member];
     uint32_t ptr =
@@ -332,43 +340,70 @@ static void emit_serial(spv_emitter *em, const ir_op *task, uint32_t w) {
     label(em, l_merge);
 }
 
-static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
-    const ir_kernel *k = em->kernel;
+/* An entry point of the current kernel: spv_entry_begin starts its function (an empty
+ * value map and interface) in its first block and returns the function's id;
+ * spv_entry_end closes it and declares it as kern_<K>__<kind><index>, LocalSize 128. */
+uint32_t spv_entry_begin(spv_emitter *em) {
     em->niface = 0;
     em->map.len = 0;
     if (em->map.cap)
         memset(em->map.keys, 0, em->map.cap * sizeof *em->map.keys);
-    em->checks = kc_checks(em->opts);
-    uint32_t fn = spv_id(&em->b), u64 = u64t(em);
+    uint32_t fn = spv_id(&em->b);
     spv_function_begin(em, fn, spv_type_fn(&em->b, em->t_void, NULL, 0));
     label(em, spv_id(&em->b));
-    uint32_t fptr = spv_type_ptr(&em->b, SpvStorageClassFunction, u64);
-    for (uint32_t s = 0; s < k->nadstacks; s++)
-        em->ad_depth[s] = spv_op1(&em->b, SpvOpVariable, fptr, SpvStorageClassFunction);
-    uint32_t w = builtin_x(em, &em->v_gid, SpvBuiltInGlobalInvocationId);
+    return fn;
+}
+
+void spv_entry_end(spv_emitter *em, uint32_t fn, char kind, int index) {
+    spv_function_end(em);
+    char name[1024];
+    kern_code_symbol(name, sizeof name, em->kernel->name, kind, index, false);
+    uint32_t pre[2] = {SpvExecutionModelGLCompute, fn};
+    spv_inst_str(&em->b.entries, SpvOpEntryPoint, pre, 2, name, em->iface, (size_t)em->niface);
+    spv_instv(&em->b.modes, SpvOpExecutionMode, 5, fn, SpvExecutionModeLocalSize, KERN_SPV_GROUP, 1,
+              1);
+}
+
+/* The start of an entry point of the current kernel: its invocation index *w and the
+ * invocations of the grid *nthreads (u64), the extents of its arrays (em->shape) and the
+ * values of its scalar parameters (in the value map), all from the launch block. */
+void spv_entry_params(spv_emitter *em, uint32_t *w, uint32_t *nthreads) {
+    const ir_kernel *k = em->kernel;
+    *w = builtin_x(em, &em->v_gid, SpvBuiltInGlobalInvocationId);
     uint32_t groups = builtin_x(em, &em->v_nwg, SpvBuiltInNumWorkgroups);
-    uint32_t nthreads = spv_op2(&em->b, SpvOpIMul, u64, groups, cu64(em, KERN_SPV_GROUP));
+    *nthreads = spv_op2(&em->b, SpvOpIMul, u64t(em), groups, cu64(em, KERN_SPV_GROUP));
     for (uint32_t p = 0; p < k->nparams; p++) {
         const kern_type *pt = k->params[p].type;
         uint32_t m = em->block_member[p];
         if (ty_is_array(pt)) {
             for (int d = 0; d < pt->rank; d++)
-                em->shape[p][d] = block_load(em, m + (uint32_t)d);
+                em->shape[p][d] = spv_block_load(em, m + (uint32_t)d);
             continue;
         }
-        uint32_t v = block_load(em, m);
+        uint32_t v = spv_block_load(em, m);
         if (pt->kind == TY_BOOL)
             v = spv_op2(&em->b, SpvOpINotEqual, em->t_bool, v, cu32(em, 0));
         else if (ty_is_narrow(pt))
             v = spv_op1(&em->b, SpvOpUConvert, spv_reg_type(em, pt), v);
         set_val(em, k->body->args[p], v);
     }
+}
+
+static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
+    const ir_kernel *k = em->kernel;
+    em->checks = kc_checks(em->opts);
+    uint32_t fn = spv_entry_begin(em), u64 = u64t(em);
+    uint32_t fptr = spv_type_ptr(&em->b, SpvStorageClassFunction, u64);
+    for (uint32_t s = 0; s < k->nadstacks; s++)
+        em->ad_depth[s] = spv_op1(&em->b, SpvOpVariable, fptr, SpvStorageClassFunction);
+    uint32_t w, nthreads;
+    spv_entry_params(em, &w, &nthreads);
     uint32_t nm0 = em->nmembers - 1 - 2 * k->nadstacks; /* ad_slots */
     if (k->nadstacks) {
-        em->ad_slots = block_load(em, nm0);
+        em->ad_slots = spv_block_load(em, nm0);
         for (uint32_t s = 0; s < k->nadstacks; s++) {
-            uint32_t offb = block_load(em, nm0 + 1 + 2 * s);
-            em->ad_cap[s] = block_load(em, nm0 + 2 + 2 * s);
+            uint32_t offb = spv_block_load(em, nm0 + 1 + 2 * s);
+            em->ad_cap[s] = spv_block_load(em, nm0 + 2 + 2 * s);
             uint32_t el = spv_op2(&em->b, SpvOpUDiv, u64, offb,
                                   cu64(em, (uint64_t)ty_size(k->adstacks[s].type)));
             em->ad_base[s] = spv_op2(&em->b, SpvOpIAdd, u64, el, w);
@@ -388,14 +423,7 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
         emit_parallel(em, task, w, nthreads);
     else
         emit_serial(em, task, w);
-    spv_function_end(em);
-
-    char name[1024];
-    kern_code_symbol(name, sizeof name, k->name, 't', t, false);
-    uint32_t pre[2] = {SpvExecutionModelGLCompute, fn};
-    spv_inst_str(&em->b.entries, SpvOpEntryPoint, pre, 2, name, em->iface, (size_t)em->niface);
-    spv_instv(&em->b.modes, SpvOpExecutionMode, 5, fn, SpvExecutionModeLocalSize, KERN_SPV_GROUP, 1,
-              1);
+    spv_entry_end(em, fn, 't', t);
 }
 
 /* IEEE semantics for the floats every entry point computes with: infinities, NaNs and
@@ -457,6 +485,9 @@ static uint32_t *emit_module(const ir_module *m, const kc_options *o, size_t *nw
             if (op->code == IR_PARALLEL || op->code == IR_SERIAL)
                 emit_entry(&em, op, t++);
         }
+        for (uint32_t s = 0; s < k->nadstacks; s++)
+            if (sz_reads_memory(k->adstacks[s].cap))
+                spv_emit_sizer(&em, s, k->adstacks[s].cap);
         kernel_end(&em);
     }
     spv_emit_helpers(&em);

@@ -149,6 +149,8 @@ static uint32_t emit_cast(spv_emitter *em, const kern_type *from, const kern_typ
         return v; /* i32 <-> u32, i64 <-> u64, i16 <-> u16: the same bits */
     if (fw > tw)
         return spv_op1(&em->b, SpvOpUConvert, rt, v);
+    if (!ty_is_unsigned(from) && tw == 64)
+        return spv_sext64(em, v, fw);
     return spv_op1(&em->b, ty_is_unsigned(from) ? SpvOpUConvert : SpvOpSConvert, rt, v);
 }
 

@@ -85,6 +85,19 @@ static uint32_t heap_var(spv_emitter *em, const kern_type *t, uint32_t *elem) {
     return em->v_heap[bi];
 }
 
+uint32_t spv_sizer_result_var(spv_emitter *em, int bits) {
+    uint32_t *slot = &em->v_res[bits == 64];
+    if (!*slot) {
+        uint32_t elem = bits == 64 ? u64t(em) : em->t_u32;
+        *slot = buffer_var(em, elem, false, bits,
+                           bits == 64 ? KERN_SPV_BIND_HEAP64 : KERN_SPV_BIND_HEAP32);
+        spv_decorate(&em->b, *slot, SpvDecorationCoherent, NULL, 0);
+        spv_name(&em->b, *slot, -1, bits == 64 ? "sizer_res64" : "sizer_res32");
+    }
+    spv_use_global(em, *slot);
+    return *slot;
+}
+
 /* ---- arrays ----------------------------------------------------------------------------- */
 
 /* The variable of array parameter p viewed with its element type, or (as_int) with the

@@ -45,6 +45,7 @@ typedef struct spv_emitter {
     uint32_t v_err, t_err;        /* binding 1 and its struct */
     uint32_t v_heap[3];           /* bindings 2, 3, 4: the heap as u8, u32, u64 */
     uint32_t fn_error, fn_ovf;    /* record_error, adstack_overflow */
+    uint32_t v_res[2];            /* sizer results: Coherent u32 and u64 views of the heap */
     uint32_t arr_struct[2][4];    /* per (float?, 8/16/32/64 bits) the Block struct */
     /* per kernel */
     const ir_kernel *kernel;
@@ -146,13 +147,25 @@ void spv_use_global(spv_emitter *em, uint32_t id);
 bool spv_value_used(const spv_emitter *em, const ir_value *v);
 /* The SPIR-V type of a register of scalar type t. */
 uint32_t spv_reg_type(spv_emitter *em, const kern_type *t);
-/* v of integer or bool type t widened to u64 (sign-extended for i32). */
+/* v, a signed integer of `bits` bits (8, 16, 32), sign-extended to 64 bits by shifts, not
+ * OpSConvert: lavapipe (Mesa 22.3.6) miscompiles a signed comparison of an OpSConvert'ed
+ * 32-bit value with 0 (`i64(steps) > 0` was true for steps = 0 and -5). */
+uint32_t spv_sext64(spv_emitter *em, uint32_t v, int bits);
+/* v of integer or bool type t widened to u64 (sign-extended for signed types). */
 uint32_t spv_to_u64(spv_emitter *em, uint32_t v, const kern_type *t);
 /* OpFunction of a void function id of type fnty; spv_function_end returns and closes it. */
 void spv_function_begin(spv_emitter *em, uint32_t id, uint32_t fnty);
 void spv_function_end(spv_emitter *em);
 /* An Input variable of the u32 vector built-in bi. */
 uint32_t spv_builtin_var(spv_emitter *em, SpvBuiltIn bi);
+/* Member `member` of the kernel's launch block, loaded. */
+uint32_t spv_block_load(spv_emitter *em, uint32_t member);
+/* An entry point of the current kernel: begin (returns the function), the launch block's
+ * parameters (the invocation, the grid's invocations, extents and scalars), end (declares
+ * it as kern_<K>__<kind><index>). */
+uint32_t spv_entry_begin(spv_emitter *em);
+void spv_entry_params(spv_emitter *em, uint32_t *w, uint32_t *nthreads);
+void spv_entry_end(spv_emitter *em, uint32_t fn, char kind, int index);
 
 /* ---- spv_emit_ctrl.c -------------------------------------------------------------------- */
 
@@ -178,6 +191,17 @@ uint32_t spv_emit_access(spv_emitter *em, const ir_op *op);
 uint32_t spv_element_ptr(spv_emitter *em, int p, bool as_int, uint32_t lin);
 void spv_emit_adpush(spv_emitter *em, const ir_op *op);
 void spv_emit_adpop(spv_emitter *em, const ir_op *op);
+
+/* The storage buffer of a sizer's result (the heap's binding of 32- or 64-bit words,
+ * bits), decorated Coherent: a second variable of that binding. */
+uint32_t spv_sizer_result_var(spv_emitter *em, int bits);
+
+/* ---- spv_emit_sizer.c ------------------------------------------------------------------- */
+
+/* The sizer entry point kern_<K>__s<s> of adstack s of the current kernel, whose capacity
+ * e reads array elements. */
+struct sz_expr;
+void spv_emit_sizer(spv_emitter *em, uint32_t s, const struct sz_expr *e);
 
 /* ---- spv_emit_adds.c -------------------------------------------------------------------- */
 
