@@ -39,6 +39,13 @@ static const char SRC[] =
     "        for s in 0..t { x = 0.5 * x * w[s] + 0.25; }\n"
     "        out[i] = x;\n"
     "    }\n"
+    "}\n"
+    "kernel ragged(x0: f32[], w: f32[], count: i32[], out: f32[]) {\n"
+    "    for i in 0..len(x0) {\n"
+    "        var x = x0[i];\n"
+    "        for s in 0..count[i] { x = 0.5 * x * w[s] + 0.25; }\n"
+    "        out[i] = x;\n"
+    "    }\n"
     "}\n";
 
 enum { R = 45, M = 37, L = 1000, W = 16 };
@@ -162,6 +169,28 @@ Test(checked, guards_gathers_and_loop_bounds) {
     s[3] = kern_arg_i32(W + 2); /* the loop runs past w's end */
     cr_expect_eq(launch(&f, "steps", s, 4, msg, sizeof msg), KERN_ERR_DEVICE);
     cr_expect(strstr(msg, "index 16 out of bounds for dimension 0 of extent 16"), "%s", msg);
+    static int32_t count[L];
+    for (int i = 0; i < L; i++)
+        count[i] = (i * 5) % (W + 1); /* 0 .. W: per-item trip counts */
+    kern_buffer *bc = buf(&f, KERN_I32, 1, L, 0, count);
+    kern_arg r[4] = {kern_arg_buffer(bx), kern_arg_buffer(bw), kern_arg_buffer(bc),
+                     kern_arg_buffer(bo)};
+    cr_assert_eq(launch(&f, "ragged", r, 4, msg, sizeof msg), KERN_OK, "%s", msg);
+    cr_assert_eq(kern_buffer_read(bo, out, sizeof out), KERN_OK);
+    for (int i = 0; i < L; i++) {
+        float x = x0[i];
+        for (int t = 0; t < count[i]; t++)
+            x = 0.5f * x * w[t] + 0.25f;
+        if (out[i] != x) {
+            cr_expect_fail("ragged: out[%d] = %g, want %g", i, out[i], x);
+            break;
+        }
+    }
+    count[777] = W + 5; /* one item's loop runs past w's end */
+    cr_assert_eq(kern_buffer_write(bc, count, sizeof count), KERN_OK);
+    cr_expect_eq(launch(&f, "ragged", r, 4, msg, sizeof msg), KERN_ERR_DEVICE);
+    cr_expect(strstr(msg, "index 16 out of bounds for dimension 0 of extent 16"), "%s", msg);
+    kern_buffer_release(bc);
     kern_buffer *bshort = buf(&f, KERN_F32, 1, L - 3, 0, a); /* a[] short: a[i] fails */
     kern_arg g2[4] = {kern_arg_buffer(bshort), kern_arg_buffer(bi), kern_arg_buffer(bo),
                       kern_arg_i32(L - 3)};

@@ -492,6 +492,57 @@ Test(llvm_debug, checked_chunk_partly_tested) {
     free(text);
 }
 
+/* A loop whose bound is read from an array (for t in 0..count[i]): on the scalar path the
+ * loop tests w[t]'s range once before it (count[i] known there) and runs without the
+ * check per step; a count past w's end is reported at the first bad t. */
+Test(llvm_debug, checked_loop_tested_before_it) {
+    const char *src = "kernel ragged(x0: f32[], w: f32[], count: i32[], out: f32[]) {\n"
+                      "    for i in 0..len(x0) {\n"
+                      "        var x = x0[i];\n"
+                      "        for t in 0..count[i] { x = 0.5 * x * w[t] + 0.25; }\n"
+                      "        out[i] = x;\n"
+                      "    }\n"
+                      "}\n";
+    enum { L = 301, W = 24 };
+    static float x0[L], w[W], out[L];
+    static int32_t count[L];
+    for (int i = 0; i < L; i++) {
+        x0[i] = (float)(i % 7) * 0.5f;
+        count[i] = (i * 5) % (W + 1); /* 0 .. W */
+    }
+    for (int t = 0; t < W; t++)
+        w[t] = 1.0f + (float)t / 32.0f;
+    for (int mi = 0; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        prog p = build_mode(src, 3, md);
+        kern_array_desc dx = desc(x0, L, 1, 1), dw = desc(w, W, 1, 1), dc = desc(count, L, 1, 1),
+                        dout = desc(out, L, 1, 1);
+        void *args[] = {&dx, &dw, &dc, &dout};
+        kern_err_record e = run_mt(&p, "ragged", args, 13, 2);
+        cr_expect_eq(e.code, 0, "%s", md->name);
+        for (int i = 0; i < L; i++) {
+            float x = x0[i];
+            for (int t = 0; t < count[i]; t++)
+                x = 0.5f * x * w[t] + 0.25f;
+            if (out[i] != x) {
+                cr_expect_fail("%s: out[%d] = %g, want %g", md->name, i, out[i], x);
+                break;
+            }
+        }
+        count[200] = W + 3; /* t = W is the first bad step */
+        e = run_mt(&p, "ragged", args, 13, 2);
+        count[200] = (200 * 5) % (W + 1);
+        cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s: code %d", md->name, (int)e.code);
+        cr_expect(e.line == 4 && e.a == W && e.b == W, "%s: line %u index %lld", md->name, e.line,
+                  (long long)e.a);
+        release(&p);
+    }
+    char *text = checked_text(src, -1, 0);
+    cr_expect(has(text, "loop.unchecked") && has(text, "loop.checked"),
+              "the scalar path tests the loop's accesses before it");
+    free(text);
+}
+
 /* Checked code in range computes what unchecked code computes, on several threads. */
 Test(llvm_debug, checked_in_range_matches_plain_loop) {
     const char *src = "kernel k(a: f32[], b: f32[], q: i32[], out: f32[], n: i32) {\n"

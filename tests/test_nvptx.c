@@ -425,6 +425,23 @@ Test(nvptx, checked_items_test_their_ranges_once) {
         ir_module_free(m);
         kc_ctx_free(cc);
     }
+    /* a loop bound read from an array: the loop tests w[t] before it instead */
+    const char *ragged = "kernel k(x0: f32[], w: f32[], n: i32[], out: f32[]) {\n"
+                         "  for i in 0..len(x0) { var x = x0[i];\n"
+                         "    for t in 0..n[i] { x = 0.5 * sin(x) * w[t] + 0.4 * x; }\n"
+                         "    out[i] = x; } }\n";
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts.checks = true;
+    cc->opts.opt_level = 0; /* the blocks keep their names */
+    ir_module *m = compile(cc, ragged);
+    char err[1024] = "";
+    char *ir = llvm_emit_nvptx_ir(m, &cc->opts, err, sizeof err);
+    cr_assert(ir, "%s", err);
+    cr_expect(strstr(ir, "loop.unchecked") && strstr(ir, "loop.checked"),
+              "the ragged loop's w[t] is tested before the loop");
+    free(ir);
+    ir_module_free(m);
+    kc_ctx_free(cc);
 }
 
 /* The processors `llc -mcpu=help` lists for triple, as " name name ... " (malloc'd), or

@@ -14,6 +14,7 @@
  * before. The items are emitted twice, behind one branch (blocks `chunk.unchecked` and
  * `chunk.checked`). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "llvm_internal.h"
 
@@ -36,13 +37,27 @@ typedef struct chunk {
     const ir_op **proven; /* the accesses whose ranges are tested */
     uint32_t nproven, capproven;
     bool all; /* every access is, and there is no `check` op */
+    const ir_op *loop; /* a loop's test (llvm_emit_tested_loop): values defined outside it
+                          are known before it; else the items' test */
 } chunk;
 
-/* v computed at the function's start (a parameter, a top-level value, a constant, a
- * parameter's extent, or an add/sub/mul/integer cast of such values, emitted here once
- * more), or NULL. */
-static LLVMValueRef chunk_uniform(llvm_emitter *em, const ir_value *v, int depth) {
+/* Whether v is defined inside op (in one of its regions, at any depth). */
+static bool inside_op(const ir_value *v, const ir_op *op) {
+    for (const ir_region *r = v->def ? v->def->parent : v->region; r;
+         r = r->parent ? r->parent->parent : NULL)
+        if (r->parent == op)
+            return true;
+    return false;
+}
+
+/* v known before the items (a parameter, a top-level value; in a loop's test, any value
+ * defined outside the loop), or computed from such values by a constant, a parameter's
+ * extent or an add/sub/mul/integer cast, emitted here once more; else NULL. */
+static LLVMValueRef chunk_uniform(const chunk *c, const ir_value *v, int depth) {
+    llvm_emitter *em = c->em;
     const ir_op *d = v->def;
+    if (c->loop && !inside_op(v, c->loop))
+        return llvm_val(em, v);
     if (!d)
         return v->region == em->kernel->body ? llvm_val(em, v) : NULL;
     if (d->parent == em->kernel->body)
@@ -55,7 +70,7 @@ static LLVMValueRef chunk_uniform(llvm_emitter *em, const ir_value *v, int depth
     } else if (d->code == IR_CONST || d->code == IR_ADD || d->code == IR_SUB || d->code == IR_MUL ||
                (d->code == IR_CAST && ty_is_int(d->operands[0]->type))) {
         for (uint32_t i = 0; i < d->noperands; i++)
-            if (!chunk_uniform(em, d->operands[i], depth + 1))
+            if (!chunk_uniform(c, d->operands[i], depth + 1))
                 return NULL;
     } else {
         return NULL;
@@ -71,21 +86,21 @@ static bool range_of(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValueRef
     llvm_emitter *em = c->em;
     LLVMValueRef one = LLVMConstInt(em->t_i64, 1, 0);
     const ir_region *body = c->task->regions[0];
-    if (!v->def && v->region == body) { /* a task index */
+    if (!v->def && v->region == body && !c->loop) { /* a task index */
         *lo = c->lo[v->index], *hi = c->hi[v->index];
         return true;
     }
     if (!v->def && v->region->parent && v->region->parent->code == IR_FOR && v->index == 0) {
         const ir_op *f = v->region->parent; /* a for's index: its bounds, when uniform */
-        LLVMValueRef a = chunk_uniform(em, f->operands[0], 0),
-                     b = chunk_uniform(em, f->operands[1], 0);
+        LLVMValueRef a = chunk_uniform(c, f->operands[0], 0),
+                     b = chunk_uniform(c, f->operands[1], 0);
         if (!a || !b)
             return false;
         *lo = llvm_to_i64(em, a, v->type);
         *hi = LLVMBuildSub(em->b, llvm_to_i64(em, b, v->type), one, "");
         return true;
     }
-    LLVMValueRef u = chunk_uniform(em, v, 0);
+    LLVMValueRef u = chunk_uniform(c, v, 0);
     if (u) {
         *lo = *hi = llvm_to_i64(em, u, v->type);
         return true;
@@ -183,19 +198,19 @@ static void assume(chunk *c, const ir_value *cond, bool truth, int depth) {
     if (!fits_i64(x->type))
         return;
     llvm_emitter *em = c->em;
-    LLVMValueRef u = chunk_uniform(em, y, 0);
+    LLVMValueRef u = chunk_uniform(c, y, 0);
     if (!u) { /* u OP x: x (swapped OP) u */
         const ir_value *t = x;
         x = y, y = t;
-        u = chunk_uniform(em, y, 0);
-        if (!u || chunk_uniform(em, x, 0))
+        u = chunk_uniform(c, y, 0);
+        if (!u || chunk_uniform(c, x, 0))
             return;
         op = op == IR_LT   ? IR_GT
              : op == IR_GT ? IR_LT
              : op == IR_LE ? IR_GE
              : op == IR_GE ? IR_LE
                            : op;
-    } else if (chunk_uniform(em, x, 0)) {
+    } else if (chunk_uniform(c, x, 0)) {
         return; /* both uniform: nothing of an index */
     }
     if (!truth) /* the negation */
@@ -280,7 +295,7 @@ void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *l
         items(em, user);
         return;
     }
-    chunk c = {em, task, lo, hi, LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0, NULL, 0, 0, true};
+    chunk c = {em, task, lo, hi, LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0, NULL, 0, 0, true, NULL};
     chunk_tests(&c, task->regions[0]);
     free(c.bounds);
     if (c.nproven == 0) {
@@ -312,4 +327,82 @@ void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *l
     items(em, user);
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, done);
+}
+
+/* Whether r (at any depth) holds a loop. */
+static bool has_loop(const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_FOR || op->code == IR_WHILE)
+            return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (has_loop(op->regions[i]))
+                return true;
+    }
+    return false;
+}
+
+bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
+                           void (*emit)(llvm_emitter *em, const ir_op *loop)) {
+    if (!em->checks || em->opts->debug || em->simd_w || loop->code != IR_FOR ||
+        has_loop(loop->regions[0]))
+        return false;
+    const ir_op *task = loop->parent->parent;
+    while (task && task->code != IR_PARALLEL && task->code != IR_SERIAL)
+        task = task->parent->parent;
+    if (!task)
+        return false;
+    chunk c = {em, task, NULL, NULL, LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0, NULL,
+               0,  0,    true, loop};
+    chunk_tests(&c, loop->regions[0]);
+    free(c.bounds);
+    if (c.nproven == 0) {
+        free(c.proven);
+        return false;
+    }
+    /* no iteration: nothing to test */
+    const kern_type *it = loop->operands[0]->type;
+    LLVMValueRef lo = llvm_val(em, loop->operands[0]), hi = llvm_val(em, loop->operands[1]);
+    LLVMValueRef none = LLVMBuildNot(em->b, llvm_index_less(em, it, lo, hi), "");
+    LLVMBasicBlockRef fast = llvm_new_block(em, "loop.unchecked"),
+                      slow = llvm_new_block(em, "loop.checked"),
+                      done = llvm_new_block(em, "loop.done");
+    llvm_likely_first(em, LLVMBuildCondBr(em->b, LLVMBuildOr(em->b, none, c.ok, ""), fast, slow));
+    uint32_t n = loop->nresults;
+    LLVMValueRef *res = calloc(2 * (size_t)n + 1, sizeof *res);
+    const ir_op **both = malloc(((size_t)em->nproven + c.nproven) * sizeof *both);
+    if (!res || !both)
+        kern_oom(((size_t)em->nproven + c.nproven + 2 * (size_t)n) * sizeof(void *));
+    LLVMBasicBlockRef from[2];
+    /* fast: the tested accesses without their checks (besides those of an enclosing test) */
+    LLVMPositionBuilderAtEnd(em->b, fast);
+    const ir_op **outer = em->proven;
+    uint32_t nouter = em->nproven;
+    memcpy(both, outer, nouter * sizeof *both);
+    memcpy(both + nouter, c.proven, c.nproven * sizeof *both);
+    em->proven = both;
+    em->nproven = nouter + c.nproven;
+    emit(em, loop);
+    em->proven = outer;
+    em->nproven = nouter;
+    for (uint32_t k = 0; k < n; k++)
+        res[k] = llvm_val(em, loop->results[k]);
+    from[0] = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, done);
+    LLVMPositionBuilderAtEnd(em->b, slow);
+    emit(em, loop);
+    for (uint32_t k = 0; k < n; k++)
+        res[n + k] = llvm_val(em, loop->results[k]);
+    from[1] = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, done);
+    LLVMPositionBuilderAtEnd(em->b, done);
+    for (uint32_t k = 0; k < n; k++) {
+        LLVMValueRef phi = LLVMBuildPhi(em->b, LLVMTypeOf(res[k]), "");
+        LLVMValueRef in[2] = {res[k], res[n + k]};
+        LLVMAddIncoming(phi, in, from, 2);
+        llvm_set_val(em, loop->results[k], phi);
+    }
+    free(res);
+    free(both);
+    free(c.proven);
+    return true;
 }

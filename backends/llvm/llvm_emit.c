@@ -219,7 +219,14 @@ LLVMValueRef llvm_index_next(llvm_emitter *em, const kern_type *t, LLVMValueRef 
     return is_unsigned(t) ? LLVMBuildNUWAdd(em->b, i, one, "") : LLVMBuildNSWAdd(em->b, i, one, "");
 }
 
+static void emit_for_loop(llvm_emitter *em, const ir_op *op);
+
 static void emit_for(llvm_emitter *em, const ir_op *op) {
+    if (!llvm_emit_tested_loop(em, op, emit_for_loop))
+        emit_for_loop(em, op);
+}
+
+static void emit_for_loop(llvm_emitter *em, const ir_op *op) {
     bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0;
     uint32_t n = op->nresults;
     const ir_region *body = op->regions[0];

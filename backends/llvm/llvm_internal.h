@@ -172,6 +172,12 @@ void llvm_record_error(llvm_emitter *em, const ir_op *op, int code, LLVMValueRef
 void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *lo,
                       const LLVMValueRef *hi, void (*items)(llvm_emitter *em, void *user),
                       void *user);
+/* Checked scalar code (CPU scalar path, GPU): an innermost for loop of a task whose
+ * accesses' ranges are known before it is emitted twice by emit, behind one test of those
+ * ranges, with and without their checks; false (nothing emitted) when it is not such a
+ * loop. */
+bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
+                           void (*emit)(llvm_emitter *em, const ir_op *loop));
 /* Whether access op is emitted with its bounds checks (em->checks, and not proven). */
 bool llvm_access_checked(const llvm_emitter *em, const ir_op *op);
 
