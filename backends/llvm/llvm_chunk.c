@@ -329,13 +329,12 @@ void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *l
     LLVMPositionBuilderAtEnd(em->b, done);
 }
 
-/* Whether r (at any depth) holds a loop. */
-static bool has_loop(const ir_region *r) {
+bool llvm_has_loop(const ir_region *r) {
     ir_foreach_op(op, r) {
         if (op->code == IR_FOR || op->code == IR_WHILE)
             return true;
         for (uint32_t i = 0; i < op->nregions; i++)
-            if (has_loop(op->regions[i]))
+            if (llvm_has_loop(op->regions[i]))
                 return true;
     }
     return false;
@@ -344,7 +343,7 @@ static bool has_loop(const ir_region *r) {
 bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
                            void (*emit)(llvm_emitter *em, const ir_op *loop)) {
     if (!em->checks || em->opts->debug || em->simd_w || loop->code != IR_FOR ||
-        has_loop(loop->regions[0]))
+        llvm_has_loop(loop->regions[0]))
         return false;
     const ir_op *task = loop->parent->parent;
     while (task && task->code != IR_PARALLEL && task->code != IR_SERIAL)

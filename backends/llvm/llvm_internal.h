@@ -178,6 +178,8 @@ void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *l
  * loop. */
 bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
                            void (*emit)(llvm_emitter *em, const ir_op *loop));
+/* Whether r (at any depth) holds a for or while loop. */
+bool llvm_has_loop(const ir_region *r);
 /* Whether access op is emitted with its bounds checks (em->checks, and not proven). */
 bool llvm_access_checked(const llvm_emitter *em, const ir_op *op);
 

@@ -1029,17 +1029,6 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
  * when they hold no loop, are emitted twice (full vectors and a masked last one). */
 enum { SIMD_TWICE_OPS = 16, SIMD_TWICE_FLAT_OPS = 48 };
 
-/* Whether r holds a loop. */
-static bool has_loop(const ir_region *r) {
-    ir_foreach_op(op, r) {
-        if (op->code == IR_FOR || op->code == IR_WHILE)
-            return true;
-        for (uint32_t i = 0; i < op->nregions; i++)
-            if (has_loop(op->regions[i]))
-                return true;
-    }
-    return false;
-}
 
 /* The work items b, b + 1, ..., b + W - 1 (i64 numbers of dimension 0's index) under
  * `mask`. */
@@ -1069,7 +1058,7 @@ static void emit_vector_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, L
     const kern_type *it = task->operands[2 * vd]->type;
     unsigned w = em->simd_w;
     uint32_t ops = llvm_count_ops(body);
-    bool twice = ops <= SIMD_TWICE_OPS || (ops <= SIMD_TWICE_FLAT_OPS && !has_loop(body));
+    bool twice = ops <= SIMD_TWICE_OPS || (ops <= SIMD_TWICE_FLAT_OPS && !llvm_has_loop(body));
     LLVMValueRef f64 = llvm_to_i64(em, from, it), t64 = llvm_to_i64(em, to, it);
     LLVMValueRef wc = LLVMConstInt(em->t_i64, w, 0);
     /* twice: a full vector starts at <= last; once: every vector starts below to */
