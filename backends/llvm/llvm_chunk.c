@@ -323,8 +323,13 @@ void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *l
     em->nproven = 0;
     free(c.proven);
     LLVMBuildBr(em->b, done);
+    /* the checked copy runs only where a test failed (a bad access, as a rule): its loops
+     * are not tested again, which keeps the code at three copies of an inner loop */
     LLVMPositionBuilderAtEnd(em->b, slow);
+    bool untested = em->untested;
+    em->untested = true;
     items(em, user);
+    em->untested = untested;
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, done);
 }
@@ -342,7 +347,7 @@ bool llvm_has_loop(const ir_region *r) {
 
 bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
                            void (*emit)(llvm_emitter *em, const ir_op *loop)) {
-    if (!em->checks || em->opts->debug || em->simd_w || loop->code != IR_FOR ||
+    if (!em->checks || em->opts->debug || em->simd_w || em->untested || loop->code != IR_FOR ||
         llvm_has_loop(loop->regions[0]))
         return false;
     const ir_op *task = loop->parent->parent;
@@ -376,7 +381,8 @@ bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
     LLVMPositionBuilderAtEnd(em->b, fast);
     const ir_op **outer = em->proven;
     uint32_t nouter = em->nproven;
-    memcpy(both, outer, nouter * sizeof *both);
+    if (nouter)
+        memcpy(both, outer, nouter * sizeof *both);
     memcpy(both + nouter, c.proven, c.nproven * sizeof *both);
     em->proven = both;
     em->nproven = nouter + c.nproven;

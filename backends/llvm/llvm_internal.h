@@ -72,6 +72,7 @@ struct llvm_emitter {
     const ir_op **proven; /* accesses whose indices a test at the function's start found in
                              range (llvm_cpu.c, "checked tasks"): no checks of their own */
     uint32_t nproven;
+    bool untested; /* emitting the checked copy of a failed test: no loop tests in it */
     const ir_kernel *kernel;
     LLVMValueRef *arr_data;                   /* per parameter: an array's data pointer */
     LLVMValueRef (*arr_shape)[KERN_MAX_RANK]; /* per parameter: an array's extents (i64) */
