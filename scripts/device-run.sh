@@ -73,12 +73,12 @@ for STEP in suite corpus vulkan libm budget stress cli sanitizer bench torch cac
     [ ${#steps[@]} -eq 0 ] || [[ " ${steps[*]} " == *" $STEP "* ]] || continue
     case $STEP in
     suite) step suite kern-tests -j8 ;;
-    corpus) step corpus env KERN_TEST_BACKEND=cuda kern-tests -j4 --filter '@(grad*|jvp_corpus|custom_grad|tape|tape_ranges|cli_grad)/*'
+    corpus) step corpus env KERN_TEST_BACKEND=cuda kern-tests -j4 --filter '@(grad*|jvp_corpus|custom_grad|tape|tape_ranges|cli_grad|checked|lanes)/*'
             step e2e env KERN_TEST_BACKEND=cuda KERN_TEST_PYTHON=python3 kern-tests -j4 --filter 'e2e/*'
             step v1 env KERN_TEST_BACKEND=cuda kern-tests -j4 --filter 'v1/*'
             step overflow env KERN_TEST_BACKEND=cuda kern-tests --filter 'adstack_rt/jit_while*'
             step graph env KERN_TEST_BACKEND=cuda kern-tests --filter 'graph/*' ;;
-    vulkan) step vk-corpus env KERN_TEST_BACKEND=vulkan kern-tests -j4 --filter '@(grad_corpus|jvp_corpus|custom_grad|tape|tape_ranges|e2e|v1|graph|adstack_rt)/*'
+    vulkan) step vk-corpus env KERN_TEST_BACKEND=vulkan kern-tests -j4 --filter '@(grad_corpus|jvp_corpus|custom_grad|tape|tape_ranges|e2e|v1|graph|adstack_rt|checked)/*'
             step vk-suite kern-tests --verbose --filter 'vulkan/*'
             step vk-sizer kern-tests --verbose --filter 'vk_sizer/*'
             step vk-cli bash -c '
