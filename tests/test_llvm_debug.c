@@ -492,6 +492,71 @@ Test(llvm_debug, checked_chunk_partly_tested) {
     free(text);
 }
 
+/* An access guarded by flags that other `if`s set (the gather form of K.grad: `if hit` after
+ * `if i - 1 >= 0 && i - 1 < hi { hit = true; ... }`): the chunk test reads the flag as "one
+ * of the `if`s ran", the hull of their ranges, i in [1, hi] or [lo - 1, n - 2] here, which
+ * is in range when hi and lo are right. hi one too big lets out[n] through, lo one too
+ * small out[-1] (the second `if` alone): the checked items report them. */
+Test(llvm_debug, checked_chunk_flag_guards) {
+    const char *src = "kernel flagged(a: f32[], out: f32[], hi: i32, lo: i32) {\n"
+                      "    let n = len(out);\n"
+                      "    for i in -1..n + 1 {\n"
+                      "        var hit = false;\n"
+                      "        var s = 0.0;\n"
+                      "        if i - 1 >= 0 && i - 1 < hi { hit = true; s += a[i - 1]; }\n"
+                      "        if i + 1 >= lo && i + 1 < n { hit = true; s += 2.0 * a[i + 1]; }\n"
+                      "        if hit { out[i] = out[i] + s; }\n"
+                      "    }\n"
+                      "}\n";
+    enum { L = 157 };
+    static float a[L + 1], buf[L + 2], want[L + 2];
+    for (int i = 0; i <= L; i++)
+        a[i] = (float)(i % 7) - 3.0f;
+    static const int32_t cases[3][2] = {{L - 1, 1}, {L, 1}, {L - 1, 0}}; /* hi, lo */
+    for (int mi = 0; mi < NMODES; mi++) {
+        const mode *md = &MODES[mi];
+        prog p = build_mode(src, 3, md);
+        for (int ci = 0; ci < 3; ci++) {
+            int32_t hi = cases[ci][0], lo = cases[ci][1];
+            float *out = buf + 1, *wout = want + 1; /* out[-1] and out[L] are there, unused */
+            for (int i = -1; i <= L; i++)
+                out[i] = wout[i] = 0.25f * (float)i;
+            for (int i = -1; i <= L; i++) { /* the plain loop */
+                bool hit = false;
+                float s = 0.0f;
+                if (i - 1 >= 0 && i - 1 < hi)
+                    hit = true, s += a[i - 1];
+                if (i + 1 >= lo && i + 1 < L)
+                    hit = true, s += 2.0f * a[i + 1];
+                if (hit && i >= 0 && i < L)
+                    wout[i] = wout[i] + s;
+            }
+            kern_array_desc da = desc(a, L, 1, 1), dout = desc(out, L, 1, 1);
+            void *args[] = {&da, &dout, &hi, &lo};
+            kern_err_record e = run_mt(&p, "flagged", args, 11, 2);
+            if (ci == 0) {
+                cr_expect_eq(e.code, 0, "%s", md->name);
+            } else {
+                long long bad = ci == 1 ? L : -1;
+                cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s, hi %d lo %d: code %d", md->name, hi,
+                             lo, (int)e.code);
+                cr_expect(e.line == 8 && e.a == bad && e.b == L, "%s: line %u index %lld",
+                          md->name, e.line, (long long)e.a);
+            }
+            for (int i = -1; i <= L; i++)
+                if (out[i] != wout[i]) {
+                    cr_expect_fail("%s, hi %d lo %d: out[%d] = %g, want %g", md->name, hi, lo, i,
+                                   out[i], wout[i]);
+                    break;
+                }
+        }
+        release(&p);
+    }
+    char *text = checked_text(src, -1, 0);
+    cr_expect(has(text, "chunk.unchecked"), "the flagged task is tested once per chunk");
+    free(text);
+}
+
 /* A loop whose bound is read from an array (for t in 0..count[i]): on the scalar path the
  * loop tests w[t]'s range once before it (count[i] known there) and runs without the
  * check per step; a count past w's end is reported at the first bad t. */

@@ -166,7 +166,7 @@ static bool chunk_range(chunk *c, const ir_value *v, LLVMValueRef *lo, LLVMValue
     return true;
 }
 
-static void add_bound(chunk *c, const ir_value *v, bound_kind kind, LLVMValueRef b) {
+static void push_bound(chunk *c, const ir_value *v, bound_kind kind, LLVMValueRef b) {
     if (c->nbounds == c->capbounds) {
         c->capbounds = c->capbounds ? 2 * c->capbounds : 16;
         c->bounds = realloc(c->bounds, c->capbounds * sizeof *c->bounds);
@@ -176,8 +176,120 @@ static void add_bound(chunk *c, const ir_value *v, bound_kind kind, LLVMValueRef
     c->bounds[c->nbounds++] = (bound){v, kind, b};
 }
 
+/* Bounds v by b, and through v = x + u, x - u or u - x (u uniform) bounds x too, where x's
+ * range is known and x + u stays inside v's type (c->ok tests that: the bound of x holds
+ * only where the sum did not wrap). */
+static void add_bound(chunk *c, const ir_value *v, bound_kind kind, LLVMValueRef b, int depth) {
+    push_bound(c, v, kind, b);
+    const ir_op *d = v->def;
+    if (!d || depth > 4 || (d->code != IR_ADD && d->code != IR_SUB) || !fits_i64(v->type) ||
+        ty_size(v->type) >= 8)
+        return;
+    llvm_emitter *em = c->em;
+    int k = chunk_uniform(c, d->operands[1], 0) ? 0 : chunk_uniform(c, d->operands[0], 0) ? 1 : -1;
+    if (k < 0 || chunk_uniform(c, d->operands[k], 0))
+        return; /* no uniform operand, or both */
+    const ir_value *x = d->operands[k];
+    LLVMValueRef xlo, xhi;
+    if (!chunk_range(c, x, &xlo, &xhi, 0))
+        return;
+    LLVMValueRef u = llvm_to_i64(em, chunk_uniform(c, d->operands[1 - k], 0), v->type);
+    bool neg = d->code == IR_SUB && k == 1; /* v = u - x */
+    LLVMValueRef vlo, vhi, xb;
+    if (d->code == IR_ADD) {
+        vlo = LLVMBuildAdd(em->b, xlo, u, ""), vhi = LLVMBuildAdd(em->b, xhi, u, "");
+        xb = LLVMBuildSub(em->b, b, u, "");
+    } else if (!neg) {
+        vlo = LLVMBuildSub(em->b, xlo, u, ""), vhi = LLVMBuildSub(em->b, xhi, u, "");
+        xb = LLVMBuildAdd(em->b, b, u, "");
+    } else {
+        vlo = LLVMBuildSub(em->b, u, xhi, ""), vhi = LLVMBuildSub(em->b, u, xlo, "");
+        xb = LLVMBuildSub(em->b, u, b, "");
+        kind = kind == BOUND_GE ? BOUND_LE : kind == BOUND_LE ? BOUND_GE : kind;
+    }
+    int bits = (int)ty_size(v->type) * 8 - (ty_is_unsigned(v->type) ? 0 : 1);
+    LLVMValueRef tmin = LLVMConstInt(em->t_i64,
+                                     ty_is_unsigned(v->type) ? 0 : (unsigned long long)-(1LL << bits), 1),
+                 tmax = LLVMConstInt(em->t_i64, (1ULL << bits) - 1, 0);
+    LLVMValueRef fits = LLVMBuildAnd(em->b, LLVMBuildICmp(em->b, LLVMIntSGE, vlo, tmin, ""),
+                                     LLVMBuildICmp(em->b, LLVMIntSLE, vhi, tmax, ""), "");
+    LLVMValueRef none = LLVMBuildICmp(em->b, LLVMIntSGT, xlo, xhi, "");
+    c->ok = LLVMBuildAnd(em->b, c->ok, LLVMBuildOr(em->b, fits, none, ""), "");
+    add_bound(c, x, kind, xb, depth + 1);
+}
+
+static void assume(chunk *c, const ir_value *cond, bool truth, int depth);
+
+/* One way for a condition to hold: a holds truth a (and b holds truth b, when b is given). */
+typedef struct alt {
+    const ir_value *a, *b;
+    bool ta, tb;
+} alt;
+
+/* Adds to c->bounds what one of two alternatives alts[0..n) tells: for each value that an
+ * alternative bounds, the hull of its ranges under the alternatives where it is known in
+ * all of them (an alternative where its range is empty adds nothing to the hull). */
+static void assume_any(chunk *c, const alt *alts, int n, int depth) {
+    llvm_emitter *em = c->em;
+    uint32_t base = c->nbounds;
+    bound *own[2] = {NULL, NULL}; /* each alternative's own bounds */
+    uint32_t nown[2] = {0, 0};
+    for (int k = 0; k < n && k < 2; k++) {
+        assume(c, alts[k].a, alts[k].ta, depth + 1);
+        if (alts[k].b)
+            assume(c, alts[k].b, alts[k].tb, depth + 1);
+        nown[k] = c->nbounds - base;
+        own[k] = malloc((nown[k] + 1) * sizeof *own[k]);
+        if (!own[k])
+            kern_oom((nown[k] + 1) * sizeof *own[k]);
+        memcpy(own[k], c->bounds + base, nown[k] * sizeof *own[k]);
+        c->nbounds = base;
+    }
+    enum { MAXV = 32 };
+    LLVMValueRef lo[MAXV], hi[MAXV];
+    const ir_value *vs[MAXV];
+    int nv = 0;
+    for (int k0 = 0; k0 < n && k0 < 2; k0++)
+        for (uint32_t i = 0; i < nown[k0] && nv < MAXV; i++) {
+            const ir_value *v = own[k0][i].v;
+            bool seen = false;
+            for (int j = 0; j < nv; j++)
+                seen |= vs[j] == v;
+            if (seen)
+                continue;
+            LLVMValueRef l = LLVMConstInt(em->t_i64, INT64_MAX, 0),
+                         h = LLVMConstInt(em->t_i64, (unsigned long long)INT64_MIN, 1);
+            bool known = true;
+            for (int k = 0; k < n && k < 2 && known; k++) {
+                for (uint32_t j = 0; j < nown[k]; j++) /* under alternative k */
+                    push_bound(c, own[k][j].v, own[k][j].kind, own[k][j].b);
+                LLVMValueRef vl, vh;
+                known = chunk_range(c, v, &vl, &vh, 0);
+                c->nbounds = base;
+                if (!known)
+                    break;
+                LLVMValueRef empty = LLVMBuildICmp(em->b, LLVMIntSGT, vl, vh, "");
+                l = LLVMBuildSelect(
+                    em->b, LLVMBuildOr(em->b, empty, LLVMBuildICmp(em->b, LLVMIntSGE, vl, l, ""), ""),
+                    l, vl, "");
+                h = LLVMBuildSelect(
+                    em->b, LLVMBuildOr(em->b, empty, LLVMBuildICmp(em->b, LLVMIntSLE, vh, h, ""), ""),
+                    h, vh, "");
+            }
+            if (known)
+                vs[nv] = v, lo[nv] = l, hi[nv] = h, nv++;
+        }
+    free(own[0]);
+    free(own[1]);
+    for (int j = 0; j < nv; j++) {
+        push_bound(c, vs[j], BOUND_GE, lo[j]);
+        push_bound(c, vs[j], BOUND_LE, hi[j]);
+    }
+}
+
 /* Adds to c->bounds what `cond == truth` tells of integer values compared with uniform
- * ones (through and, or, not; a condition it cannot read tells nothing). */
+ * ones (through and, or, not, and the results of `if`s that yield bools: the flags of
+ * K.grad's gather form; a condition it cannot read tells nothing). */
 static void assume(chunk *c, const ir_value *cond, bool truth, int depth) {
     const ir_op *d = cond->def;
     if (!d || depth > 16 || cond->type->kind != TY_BOOL)
@@ -189,6 +301,36 @@ static void assume(chunk *c, const ir_value *cond, bool truth, int depth) {
     if ((d->code == IR_AND && truth) || (d->code == IR_OR && !truth)) {
         assume(c, d->operands[0], truth, depth + 1);
         assume(c, d->operands[1], truth, depth + 1);
+        return;
+    }
+    if (d->code == IR_AND || d->code == IR_OR) { /* one of the two holds */
+        alt alts[2] = {{d->operands[0], NULL, truth, false}, {d->operands[1], NULL, truth, false}};
+        assume_any(c, alts, 2, depth);
+        return;
+    }
+    if (d->code == IR_IF) { /* one of the branches ran and yielded truth */
+        alt alts[2];
+        int n = 0;
+        for (int r = 0; r < 2; r++) {
+            const ir_op *y = d->regions[r]->last;
+            if (!y || y->code != IR_YIELD || y->noperands != d->nresults)
+                return;
+            const ir_value *v = y->operands[cond->index];
+            const ir_op *vd = v->def;
+            if (vd && vd->code == IR_CONST) {
+                if ((vd->imm.i != 0) != truth)
+                    continue; /* this branch yields !truth */
+                v = NULL;
+            }
+            alts[n++] = (alt){d->operands[0], v, r == 0, truth};
+        }
+        if (n == 1) {
+            assume(c, alts[0].a, alts[0].ta, depth + 1);
+            if (alts[0].b)
+                assume(c, alts[0].b, alts[0].tb, depth + 1);
+        } else if (n == 2) {
+            assume_any(c, alts, 2, depth);
+        }
         return;
     }
     ir_opcode op = d->code;
@@ -223,12 +365,12 @@ static void assume(chunk *c, const ir_value *cond, bool truth, int depth) {
     u = llvm_to_i64(em, u, y->type);
     LLVMValueRef one = LLVMConstInt(em->t_i64, 1, 0);
     switch (op) { /* the bounds wrap only on paths that never run */
-    case IR_EQ: add_bound(c, x, BOUND_GE, u), add_bound(c, x, BOUND_LE, u); break;
-    case IR_NE: add_bound(c, x, BOUND_NE, u); break;
-    case IR_LT: add_bound(c, x, BOUND_LE, LLVMBuildSub(em->b, u, one, "")); break;
-    case IR_LE: add_bound(c, x, BOUND_LE, u); break;
-    case IR_GT: add_bound(c, x, BOUND_GE, LLVMBuildAdd(em->b, u, one, "")); break;
-    default: add_bound(c, x, BOUND_GE, u); break;
+    case IR_EQ: add_bound(c, x, BOUND_GE, u, 0), add_bound(c, x, BOUND_LE, u, 0); break;
+    case IR_NE: add_bound(c, x, BOUND_NE, u, 0); break;
+    case IR_LT: add_bound(c, x, BOUND_LE, LLVMBuildSub(em->b, u, one, ""), 0); break;
+    case IR_LE: add_bound(c, x, BOUND_LE, u, 0); break;
+    case IR_GT: add_bound(c, x, BOUND_GE, LLVMBuildAdd(em->b, u, one, ""), 0); break;
+    default: add_bound(c, x, BOUND_GE, u, 0); break;
     }
 }
 
