@@ -444,6 +444,70 @@ Test(nvptx, checked_items_test_their_ranges_once) {
     kc_ctx_free(cc);
 }
 
+/* The number of times s occurs in text. */
+static int occurrences(const char *text, const char *s) {
+    int n = 0;
+    for (const char *p = strstr(text, s); p; p = strstr(p + 1, s))
+        n++;
+    return n;
+}
+
+/* sin and cos of one argument share libdevice's sincos: K.grad of x = sin(x) w[t] pops x
+ * and takes sin x and cos x (one argument reduction instead of two), f32 and f64, the
+ * fast-math variant too; a lone sin stays sin, and sin and cos of different arguments stay
+ * apart. Checked code emits the reverse loop more than once (tested and checked copies):
+ * each copy makes its own call. */
+Test(nvptx, sin_and_cos_of_one_argument_share_sincos) {
+    const struct {
+        const char *type;
+        bool fast;
+        const char *sincos, *sin, *cos;
+    } cases[] = {
+        {"f32", false, "call void @__nv_sincosf(", "call float @__nv_sinf(", "call float @__nv_cosf("},
+        {"f32", true, "call void @__nv_fast_sincosf(", "call float @__nv_fast_sinf(",
+         "call float @__nv_fast_cosf("},
+        {"f64", false, "call void @__nv_sincos(", "call double @__nv_sin(", "call double @__nv_cos("},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int checks = 0; checks < 2; checks++) {
+            char src[512];
+            snprintf(src, sizeof src,
+                     "kernel k(x0: %s[], w: %s[], out: %s[]) {\n"
+                     "  for i in 0..len(x0) { var x = x0[i];\n"
+                     "    for t in 0..len(w) { x = sin(x) * w[t]; }\n"
+                     "    out[i] = x; } }\n"
+                     "kernel f(x0: %s[], y: %s[]) {\n"
+                     "  for i in 0..len(x0) { y[i] = sin(x0[i]) + cos(2.0 * x0[i]); } }\n",
+                     cases[i].type, cases[i].type, cases[i].type, cases[i].type, cases[i].type);
+            kc_ctx *cc = kc_ctx_new();
+            cc->opts.grad = KC_GRAD_POSSIBLE;
+            cc->opts.fast_math = cases[i].fast;
+            cc->opts.checks = checks;
+            ir_module *m = compile(cc, src);
+            char *ir = llvm_emit_nvptx_own_ir(m, &cc->opts);
+            char *fwd = strstr(ir, "define void @kern_k__t0(");
+            char *grad = strstr(ir, "define void @kern_k__grad__t0(");
+            char *other = strstr(ir, "define void @kern_f__t0(");
+            cr_assert(fwd && grad && other, "case %zu: entry points", i);
+            for (char *d = strstr(ir, "\ndefine "); d; d = strstr(d + 1, "\ndefine "))
+                *d = 0; /* one function per string */
+            /* the forward: a lone sin in the loop; sin(x0) and cos(2 x0) apart */
+            cr_expect(!strstr(fwd, cases[i].sincos) && strstr(fwd, cases[i].sin), "case %zu", i);
+            cr_expect(!strstr(other, cases[i].sincos) && strstr(other, cases[i].sin) &&
+                          strstr(other, cases[i].cos),
+                      "case %zu", i);
+            /* K.grad: its reverse sweep takes sin and cos of the popped x in one call (per
+               copy of the loop) and no cos of its own; the forward sweep keeps its sin */
+            cr_expect(occurrences(grad, cases[i].sincos) >= 1, "case %zu checks %d: %s", i,
+                      checks, cases[i].sincos);
+            cr_expect_eq(occurrences(grad, cases[i].cos), 0, "case %zu checks %d", i, checks);
+            cr_expect(occurrences(grad, cases[i].sin) >= 1, "case %zu: the forward sweep's", i);
+            free(ir);
+            ir_module_free(m);
+            kc_ctx_free(cc);
+        }
+}
+
 /* The processors `llc -mcpu=help` lists for triple, as " name name ... " (malloc'd), or
  * NULL where there is no llc-19. */
 static char *llc_processors(const char *triple) {

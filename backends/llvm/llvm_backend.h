@@ -95,6 +95,9 @@ bool llvm_nvptx_arch_valid(const char *arch);
 char *llvm_emit_ptx(const ir_module *m, const kc_options *o, char *err, size_t errlen);
 /* The optimized NVPTX LLVM IR (--emit=llvm --target=cuda), malloc'd, or NULL. */
 char *llvm_emit_nvptx_ir(const ir_module *m, const kc_options *o, char *err, size_t errlen);
+/* The kernels' own NVPTX LLVM IR, before libdevice is linked and before optimization (the
+ * calls of libdevice's functions still there; for tests), malloc'd. */
+char *llvm_emit_nvptx_own_ir(const ir_module *m, const kc_options *o);
 
 /* ---- AMDGPU (llvm_amdgpu.c; docs/gpu-abi.md) ---------------------------------------- */
 

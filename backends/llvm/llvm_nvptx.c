@@ -223,6 +223,49 @@ static void nv_mark_kernel(llvm_emitter *em, LLVMValueRef fn) {
                                 LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3)));
 }
 
+/* The op of r after (later) or before op that takes the other of sin and cos of op's
+ * operand, or NULL. */
+static const ir_op *sincos_partner(const ir_op *op, bool later) {
+    ir_opcode other = op->code == IR_SIN ? IR_COS : IR_SIN;
+    for (const ir_op *o = later ? op->next : op->prev; o; o = later ? o->next : o->prev)
+        if (o->code == other && o->operands[0] == op->operands[0])
+            return o;
+    return NULL;
+}
+
+/* sin and cos of one argument in one region: one call of libdevice's __nv_sincos[f] (one
+ * argument reduction; the reverse sweep of sin(x) takes both). The first of the two in the
+ * region makes the call and sets the other's value, which the other then returns (each
+ * copy of the region that the emitter makes goes through the first one before the second).
+ * NULL where op has no partner. */
+static LLVMValueRef nv_sincos(llvm_emitter *em, const ir_op *op, LLVMValueRef x, bool fast) {
+    if (op->code != IR_SIN && op->code != IR_COS)
+        return NULL;
+    if (sincos_partner(op, false))
+        return llvm_val(em, op->results[0]); /* set by the partner */
+    const ir_op *partner = sincos_partner(op, true);
+    if (!partner)
+        return NULL;
+    bool f32 = op->operands[0]->type->kind == TY_F32;
+    LLVMTypeRef t = f32 ? em->t_f32 : em->t_f64;
+    const char *name = !f32 ? "__nv_sincos" : fast ? "__nv_fast_sincosf" : "__nv_sincosf";
+    LLVMTypeRef ps[3] = {t, em->t_ptr, em->t_ptr};
+    LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(em->ctx), ps, 3, 0);
+    LLVMValueRef fn = LLVMGetNamedFunction(em->mod, name);
+    if (!fn) {
+        fn = LLVMAddFunction(em->mod, name, fty);
+        llvm_add_attr(em, fn, LLVMAttributeFunctionIndex, "nounwind");
+    }
+    LLVMBuilderRef eb = llvm_entry_builder(em);
+    LLVMValueRef ps_ = LLVMBuildAlloca(eb, t, "sin"), pc = LLVMBuildAlloca(eb, t, "cos");
+    LLVMDisposeBuilder(eb);
+    LLVMValueRef args[3] = {x, ps_, pc};
+    LLVMBuildCall2(em->b, fty, fn, args, 3, "");
+    LLVMValueRef s = LLVMBuildLoad2(em->b, t, ps_, ""), c = LLVMBuildLoad2(em->b, t, pc, "");
+    llvm_set_val(em, partner->results[0], op->code == IR_SIN ? c : s);
+    return op->code == IR_SIN ? s : c;
+}
+
 static LLVMValueRef nv_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) {
     const char *base;
     unsigned nargs = 1;
@@ -261,6 +304,9 @@ static LLVMValueRef nv_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) 
         f32 && em->opts->fast_math &&
         (op->code == IR_SIN || op->code == IR_COS || op->code == IR_TAN || op->code == IR_EXP ||
          op->code == IR_LOG || op->code == IR_LOG2 || op->code == IR_POW);
+    LLVMValueRef sc = nv_sincos(em, op, x[0], fast);
+    if (sc)
+        return sc;
     char name[32];
     snprintf(name, sizeof name, "__nv_%s%s%s", fast ? "fast_" : "", base, f32 ? "f" : "");
     LLVMTypeRef t = f32 ? em->t_f32 : em->t_f64;
@@ -476,4 +522,19 @@ char *llvm_emit_ptx(const ir_module *m, const kc_options *o, char *err, size_t e
 
 char *llvm_emit_nvptx_ir(const ir_module *m, const kc_options *o, char *err, size_t errlen) {
     return nvptx_text(m, o, false, err, errlen);
+}
+
+char *llvm_emit_nvptx_own_ir(const ir_module *m, const kc_options *o) {
+    LLVMContextRef ctx = llvm_context_new();
+    LLVMModuleRef mod = llvm_gpu_emit_module(ctx, m, o, &nvptx_target);
+    char *s = LLVMPrintModuleToString(mod);
+    size_t n = strlen(s) + 1;
+    char *text = malloc(n);
+    if (!text)
+        kern_oom(n);
+    memcpy(text, s, n);
+    LLVMDisposeMessage(s);
+    LLVMDisposeModule(mod);
+    llvm_context_free(ctx);
+    return text;
 }
