@@ -508,6 +508,29 @@ Test(nvptx, sin_and_cos_of_one_argument_share_sincos) {
         }
 }
 
+/* --fast-math lets a * b + c become one fma (as nvcc does by default, and as a Vulkan driver
+ * may without NoContraction); kern's default keeps IEEE operations, one rounding each (the
+ * CPU's results, and kern's own math relies on them). */
+Test(nvptx, fast_math_contracts_mul_add) {
+    const char *src = "kernel k(a: f32[], b: f32[], c: f64[], y: f32[], z: f64[]) {\n"
+                      "  for i in 0..len(y) { y[i] = a[i] * b[i] + 0.5;\n"
+                      "    z[i] = c[i] * c[i] - 1.0; } }\n";
+    for (int fast = 0; fast < 2; fast++) {
+        kc_ctx *cc = kc_ctx_new();
+        cc->opts.fast_math = fast;
+        ir_module *m = compile(cc, src);
+        char err[1024] = "";
+        char *ptx = llvm_emit_ptx(m, &cc->opts, err, sizeof err);
+        cr_assert(ptx, "%s", err);
+        cr_expect_eq(strstr(ptx, "fma.rn.f32") != NULL, fast, "fast %d: f32 fma", fast);
+        cr_expect_eq(strstr(ptx, "fma.rn.f64") != NULL, fast, "fast %d: f64 fma", fast);
+        cr_expect_eq(strstr(ptx, "mul.rn.f32") != NULL, !fast, "fast %d: f32 mul", fast);
+        free(ptx);
+        ir_module_free(m);
+        kc_ctx_free(cc);
+    }
+}
+
 /* The processors `llc -mcpu=help` lists for triple, as " name name ... " (malloc'd), or
  * NULL where there is no llc-19. */
 static char *llc_processors(const char *triple) {

@@ -74,6 +74,7 @@ static void amd_mark_kernel(llvm_emitter *em, LLVMValueRef fn) {
 }
 
 static const llvm_gpu_target amdgpu_target = {
+    .hooks = {.fast_contract = true},
     .thread_index = amd_thread_index,
     .thread_count = amd_thread_count,
     .mark_kernel = amd_mark_kernel,

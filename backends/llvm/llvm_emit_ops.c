@@ -613,6 +613,10 @@ void llvm_emit_simple_op(llvm_emitter *em, const ir_op *op) {
         case IR_CLAMP: kern_unreachable("LLVM backend: lowered by ir_lower_semantics");
         default: r = emit_float_math(em, op, x); break;
         }
+        if (fl && em->opts->fast_math && em->hooks->fast_contract &&
+            (op->code == IR_ADD || op->code == IR_SUB || op->code == IR_MUL) &&
+            LLVMIsAInstruction(r))
+            LLVMSetFastMathFlags(r, LLVMFastMathAllowContract);
     }
     if (op->nresults)
         llvm_set_val(em, op->results[0], r);

@@ -54,6 +54,10 @@ typedef struct llvm_target_hooks {
     /* The largest x over the threads that run this lanemax op together (a warp's active
      * ones); NULL: x (a group of one lane, as on the CPU's scalar path) */
     LLVMValueRef (*lanemax)(llvm_emitter *em, const ir_op *op, LLVMValueRef x);
+    /* With fast math (kc_options.fast_math), float adds, subs and muls may be contracted into
+     * fmas (LLVM's `contract`), as nvcc does by default and a Vulkan driver may without
+     * NoContraction: the GPU targets. Else IEEE operations, one rounding each. */
+    bool fast_contract;
 } llvm_target_hooks;
 
 /* The state of emitting one module. */

@@ -321,7 +321,10 @@ static LLVMValueRef nv_math(llvm_emitter *em, const ir_op *op, LLVMValueRef *x) 
 }
 
 static const llvm_gpu_target nvptx_target = {
-    .hooks = {.math = nv_math, .atomic_fadd = nv_atomic_fadd, .lanemax = nv_lanemax},
+    .hooks = {.math = nv_math,
+              .atomic_fadd = nv_atomic_fadd,
+              .lanemax = nv_lanemax,
+              .fast_contract = true},
     .thread_index = nv_thread_index,
     .thread_count = nv_thread_count,
     .mark_kernel = nv_mark_kernel,
