@@ -387,11 +387,33 @@ Test(adbudget, while_counts_up_to_a_million_within_the_budget) {
     kern_context_options o = kern_context_options_default();
     o.threads = 2;
     o.backend = kern_test_backend();
+    /* storing all: 2 stacks of most + 1 f64 per slot, times the task's SIMD lanes on the
+     * CPU (1 to 64 with the host's vectors: measured by a launch with capacity 100); 2
+     * slots on the CPU, a GPU's 128 or 256 (the items rounded up to a group) */
+    int64_t slots = o.backend == KERN_BACKEND_CPU ? 2 : 256, stride = 101 * 16;
+    if (o.backend == KERN_BACKEND_CPU) {
+        o.ad_stack_size = 100;
+        kern_context *probe = NULL;
+        cr_assert_eq(kern_context_create(&o, &probe), KERN_OK);
+        int32_t one[M] = {1, 1, 1, 1, 1, 1};
+        kern_buffer *pb[7] = {buf(probe, KERN_F64, M, x0),  buf(probe, KERN_F64, M, v0),
+                              buf(probe, KERN_I32, M, one), buf(probe, KERN_F64, M, zero),
+                              buf(probe, KERN_F64, M, zero), buf(probe, KERN_F64, M, zero),
+                              buf(probe, KERN_F64, M, g)};
+        kern_arg pa[7];
+        for (int i = 0; i < 7; i++)
+            pa[i] = kern_arg_buffer(pb[i]);
+        kern_kernel *pk = find(probe, while_src, "swing.grad");
+        cr_assert_eq(kern_launch(pk, pa, 7), KERN_OK, "%s", kern_context_last_error(probe));
+        cr_assert_eq(kern_sync(probe), KERN_OK);
+        kern_adstack_info pi;
+        cr_assert_eq(kern_context_adstack_info(probe, &pi), KERN_OK);
+        stride = pi.last_stride;
+        cr_assert_geq(stride, 101 * 16, "a slot holds both stacks: %lld", (long long)stride);
+        kern_context_release(probe);
+    }
     o.ad_stack_size = most;
-    /* storing all: 2 stacks of most + 1 f64 per slot; 2 slots on the CPU, a GPU's 128 or
-     * 256 (the items rounded up to a group) */
-    int64_t slots = o.backend == KERN_BACKEND_CPU ? 2 : 256;
-    o.ad_memory_budget = (int64_t)(most + 1) * 16 * slots / 20;
+    o.ad_memory_budget = stride * (most + 1) / 101 * slots / 20;
     kern_context *ctx = NULL;
     cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
     kern_kernel *kg = find(ctx, while_src, "swing.grad");
