@@ -396,8 +396,8 @@ Test(adbudget, while_counts_up_to_a_million_within_the_budget) {
         kern_context *probe = NULL;
         cr_assert_eq(kern_context_create(&o, &probe), KERN_OK);
         int32_t one[M] = {1, 1, 1, 1, 1, 1};
-        kern_buffer *pb[7] = {buf(probe, KERN_F64, M, x0),  buf(probe, KERN_F64, M, v0),
-                              buf(probe, KERN_I32, M, one), buf(probe, KERN_F64, M, zero),
+        kern_buffer *pb[7] = {buf(probe, KERN_F64, M, x0),   buf(probe, KERN_F64, M, v0),
+                              buf(probe, KERN_I32, M, one),  buf(probe, KERN_F64, M, zero),
                               buf(probe, KERN_F64, M, zero), buf(probe, KERN_F64, M, zero),
                               buf(probe, KERN_F64, M, g)};
         kern_arg pa[7];

@@ -540,8 +540,8 @@ Test(llvm_debug, checked_chunk_flag_guards) {
                 long long bad = ci == 1 ? L : -1;
                 cr_assert_eq(e.code, KERN_DEVERR_BOUNDS, "%s, hi %d lo %d: code %d", md->name, hi,
                              lo, (int)e.code);
-                cr_expect(e.line == 8 && e.a == bad && e.b == L, "%s: line %u index %lld",
-                          md->name, e.line, (long long)e.a);
+                cr_expect(e.line == 8 && e.a == bad && e.b == L, "%s: line %u index %lld", md->name,
+                          e.line, (long long)e.a);
             }
             for (int i = -1; i <= L; i++)
                 if (out[i] != wout[i]) {

@@ -463,10 +463,12 @@ Test(nvptx, sin_and_cos_of_one_argument_share_sincos) {
         bool fast;
         const char *sincos, *sin, *cos;
     } cases[] = {
-        {"f32", false, "call void @__nv_sincosf(", "call float @__nv_sinf(", "call float @__nv_cosf("},
+        {"f32", false, "call void @__nv_sincosf(", "call float @__nv_sinf(",
+         "call float @__nv_cosf("},
         {"f32", true, "call void @__nv_fast_sincosf(", "call float @__nv_fast_sinf(",
          "call float @__nv_fast_cosf("},
-        {"f64", false, "call void @__nv_sincos(", "call double @__nv_sin(", "call double @__nv_cos("},
+        {"f64", false, "call void @__nv_sincos(", "call double @__nv_sin(",
+         "call double @__nv_cos("},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int checks = 0; checks < 2; checks++) {
@@ -498,8 +500,8 @@ Test(nvptx, sin_and_cos_of_one_argument_share_sincos) {
                       "case %zu", i);
             /* K.grad: its reverse sweep takes sin and cos of the popped x in one call (per
                copy of the loop) and no cos of its own; the forward sweep keeps its sin */
-            cr_expect(occurrences(grad, cases[i].sincos) >= 1, "case %zu checks %d: %s", i,
-                      checks, cases[i].sincos);
+            cr_expect(occurrences(grad, cases[i].sincos) >= 1, "case %zu checks %d: %s", i, checks,
+                      cases[i].sincos);
             cr_expect_eq(occurrences(grad, cases[i].cos), 0, "case %zu checks %d", i, checks);
             cr_expect(occurrences(grad, cases[i].sin) >= 1, "case %zu: the forward sweep's", i);
             free(ir);

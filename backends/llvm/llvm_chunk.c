@@ -208,8 +208,9 @@ static void add_bound(chunk *c, const ir_value *v, bound_kind kind, LLVMValueRef
         kind = kind == BOUND_GE ? BOUND_LE : kind == BOUND_LE ? BOUND_GE : kind;
     }
     int bits = (int)ty_size(v->type) * 8 - (ty_is_unsigned(v->type) ? 0 : 1);
-    LLVMValueRef tmin = LLVMConstInt(em->t_i64,
-                                     ty_is_unsigned(v->type) ? 0 : (unsigned long long)-(1LL << bits), 1),
+    LLVMValueRef tmin = LLVMConstInt(
+                     em->t_i64, ty_is_unsigned(v->type) ? 0 : (unsigned long long)-(1LL << bits),
+                     1),
                  tmax = LLVMConstInt(em->t_i64, (1ULL << bits) - 1, 0);
     LLVMValueRef fits = LLVMBuildAnd(em->b, LLVMBuildICmp(em->b, LLVMIntSGE, vlo, tmin, ""),
                                      LLVMBuildICmp(em->b, LLVMIntSLE, vhi, tmax, ""), "");
@@ -270,11 +271,13 @@ static void assume_any(chunk *c, const alt *alts, int n, int depth) {
                     break;
                 LLVMValueRef empty = LLVMBuildICmp(em->b, LLVMIntSGT, vl, vh, "");
                 l = LLVMBuildSelect(
-                    em->b, LLVMBuildOr(em->b, empty, LLVMBuildICmp(em->b, LLVMIntSGE, vl, l, ""), ""),
-                    l, vl, "");
+                    em->b,
+                    LLVMBuildOr(em->b, empty, LLVMBuildICmp(em->b, LLVMIntSGE, vl, l, ""), ""), l,
+                    vl, "");
                 h = LLVMBuildSelect(
-                    em->b, LLVMBuildOr(em->b, empty, LLVMBuildICmp(em->b, LLVMIntSLE, vh, h, ""), ""),
-                    h, vh, "");
+                    em->b,
+                    LLVMBuildOr(em->b, empty, LLVMBuildICmp(em->b, LLVMIntSLE, vh, h, ""), ""), h,
+                    vh, "");
             }
             if (known)
                 vs[nv] = v, lo[nv] = l, hi[nv] = h, nv++;
