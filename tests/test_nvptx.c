@@ -508,11 +508,32 @@ Test(nvptx, sin_and_cos_of_one_argument_share_sincos) {
             ir_module_free(m);
             kc_ctx_free(cc);
         }
+    /* -O0 keeps duplicates (no CSE): sin, cos, sin of one argument in one region make one
+       call, whose results the later two take (this emitted a use of an unset value) */
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "kernel g(x0: %s[], y: %s[]) {\n"
+                 "  for i in 0..len(y) { let a = x0[i]; var s = sin(a);\n"
+                 "    if a > 0.0 { s = 2.0 * s; }\n"
+                 "    y[i] = s + cos(a) * sin(a); } }\n",
+                 cases[i].type, cases[i].type);
+        kc_ctx *cc = kc_ctx_new();
+        cc->opts.opt_level = 0;
+        cc->opts.fast_math = cases[i].fast;
+        ir_module *m = compile(cc, src);
+        char *ir = llvm_emit_nvptx_own_ir(m, &cc->opts);
+        cr_expect_eq(occurrences(ir, cases[i].sincos), 1, "case %zu: one sincos", i);
+        cr_expect(!strstr(ir, cases[i].sin) && !strstr(ir, cases[i].cos), "case %zu", i);
+        free(ir);
+        ir_module_free(m);
+        kc_ctx_free(cc);
+    }
 }
 
-/* --fast-math lets a * b + c become one fma (as nvcc does by default, and as a Vulkan driver
- * may without NoContraction); kern's default keeps IEEE operations, one rounding each (the
- * CPU's results, and kern's own math relies on them). */
+/* --fast-math lets a * b + c become one fma on CUDA and AMDGPU (as nvcc does by default, and
+ * as a Vulkan driver may without NoContraction); kern's default keeps IEEE operations, one
+ * rounding each (the CPU's results, and kern's own math relies on them). */
 Test(nvptx, fast_math_contracts_mul_add) {
     const char *src = "kernel k(a: f32[], b: f32[], c: f64[], y: f32[], z: f64[]) {\n"
                       "  for i in 0..len(y) { y[i] = a[i] * b[i] + 0.5;\n"
@@ -528,6 +549,14 @@ Test(nvptx, fast_math_contracts_mul_add) {
         cr_expect_eq(strstr(ptx, "fma.rn.f64") != NULL, fast, "fast %d: f64 fma", fast);
         cr_expect_eq(strstr(ptx, "mul.rn.f32") != NULL, !fast, "fast %d: f32 mul", fast);
         free(ptx);
+#ifdef KERN_HAVE_AMDGPU /* AMDGPU alike (gfx90a's v_fma_f32 / v_fma_f64) */
+        char *gcn = llvm_emit_amdgcn(m, &cc->opts, err, sizeof err);
+        cr_assert(gcn, "%s", err);
+        cr_expect_eq(strstr(gcn, "v_fma_f32") != NULL, fast, "fast %d: AMDGPU f32 fma", fast);
+        cr_expect_eq(strstr(gcn, "v_fma_f64") != NULL, fast, "fast %d: AMDGPU f64 fma", fast);
+        cr_expect_eq(strstr(gcn, "v_mul_f32") != NULL, !fast, "fast %d: AMDGPU f32 mul", fast);
+        free(gcn);
+#endif
         ir_module_free(m);
         kc_ctx_free(cc);
     }

@@ -223,30 +223,34 @@ static void nv_mark_kernel(llvm_emitter *em, LLVMValueRef fn) {
                                 LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3)));
 }
 
-/* The op of r after (later) or before op that takes the other of sin and cos of op's
- * operand, or NULL. */
-static const ir_op *sincos_partner(const ir_op *op, bool later) {
-    ir_opcode other = op->code == IR_SIN ? IR_COS : IR_SIN;
-    for (const ir_op *o = later ? op->next : op->prev; o; o = later ? o->next : o->prev)
-        if (o->code == other && o->operands[0] == op->operands[0])
-            return o;
-    return NULL;
+/* Whether o takes sin or cos of x. */
+static bool sincos_of(const ir_op *o, const ir_value *x) {
+    return (o->code == IR_SIN || o->code == IR_COS) && o->operands[0] == x;
 }
 
-/* sin and cos of one argument in one region: one call of libdevice's __nv_sincos[f] (one
- * argument reduction; the reverse sweep of sin(x) takes both). The first of the two in the
- * region makes the call and sets the other's value, which the other then returns (each
- * copy of the region that the emitter makes goes through the first one before the second).
- * NULL where op has no partner. */
+/* sin and cos of one argument x in one region (the reverse sweep of sin(x) takes both):
+ * one call of libdevice's __nv_sincos[f], one argument reduction. The first sin or cos of x
+ * in the region makes the call and sets the value of every later sin and cos of x there
+ * (duplicates too: -O0 keeps them), which then return it; the emitter emits a region's ops
+ * in order, in each copy of the region it makes. NULL where op is not such an op, or the
+ * region takes only sin or only cos of x (the plain calls). */
 static LLVMValueRef nv_sincos(llvm_emitter *em, const ir_op *op, LLVMValueRef x, bool fast) {
     if (op->code != IR_SIN && op->code != IR_COS)
         return NULL;
-    if (sincos_partner(op, false))
-        return llvm_val(em, op->results[0]); /* set by the partner */
-    const ir_op *partner = sincos_partner(op, true);
-    if (!partner)
+    const ir_value *arg = op->operands[0];
+    const ir_op *first = op;
+    for (const ir_op *o = op->prev; o; o = o->prev)
+        if (sincos_of(o, arg))
+            first = o;
+    bool has_sin = false, has_cos = false;
+    for (const ir_op *o = first; o; o = o->next)
+        if (sincos_of(o, arg))
+            has_sin |= o->code == IR_SIN, has_cos |= o->code == IR_COS;
+    if (!has_sin || !has_cos)
         return NULL;
-    bool f32 = op->operands[0]->type->kind == TY_F32;
+    if (first != op)
+        return llvm_val(em, op->results[0]); /* set by the first */
+    bool f32 = arg->type->kind == TY_F32;
     LLVMTypeRef t = f32 ? em->t_f32 : em->t_f64;
     const char *name = !f32 ? "__nv_sincos" : fast ? "__nv_fast_sincosf" : "__nv_sincosf";
     LLVMTypeRef ps[3] = {t, em->t_ptr, em->t_ptr};
@@ -262,7 +266,9 @@ static LLVMValueRef nv_sincos(llvm_emitter *em, const ir_op *op, LLVMValueRef x,
     LLVMValueRef args[3] = {x, ps_, pc};
     LLVMBuildCall2(em->b, fty, fn, args, 3, "");
     LLVMValueRef s = LLVMBuildLoad2(em->b, t, ps_, ""), c = LLVMBuildLoad2(em->b, t, pc, "");
-    llvm_set_val(em, partner->results[0], op->code == IR_SIN ? c : s);
+    for (const ir_op *o = op->next; o; o = o->next)
+        if (sincos_of(o, arg))
+            llvm_set_val(em, o->results[0], o->code == IR_SIN ? s : c);
     return op->code == IR_SIN ? s : c;
 }
 
