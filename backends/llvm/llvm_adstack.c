@@ -116,6 +116,7 @@ void llvm_adstack_begin(llvm_emitter *em) {
     em->ad_step = NULL;
     for (uint32_t s = 0; s < k->nadstacks; s++) {
         em->ad_depth[s] = LLVMBuildAlloca(em->b, em->t_i64, "ad.depth");
+        em->ad_ptr[s] = LLVMBuildAlloca(em->b, em->t_ptr, "ad.ptr");
         LLVMBuildStore(em->b, LLVMConstInt(em->t_i64, 0, 0), em->ad_depth[s]);
     }
 }
@@ -124,6 +125,21 @@ void llvm_adstack_begin(llvm_emitter *em) {
 static LLVMValueRef entry_ptr(llvm_emitter *em, uint32_t s, LLVMTypeRef mt, LLVMValueRef d) {
     LLVMValueRef i = em->ad_step ? LLVMBuildMul(em->b, d, em->ad_step, "") : d;
     return LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &i, 1, "");
+}
+
+/* The address one entry after (dir 1) or before (dir -1) entry address p of stack s. */
+static LLVMValueRef entry_step(llvm_emitter *em, uint32_t s, LLVMValueRef p, int dir) {
+    LLVMTypeRef mt = llvm_mem_type(em, em->kernel->adstacks[s].type);
+    LLVMValueRef i = em->ad_step ? em->ad_step : LLVMConstInt(em->t_i64, 1, 0);
+    if (dir < 0)
+        i = LLVMBuildNeg(em->b, i, "");
+    return LLVMBuildInBoundsGEP2(em->b, mt, p, &i, 1, "");
+}
+
+void llvm_adstack_enter_proven(llvm_emitter *em, uint32_t s) {
+    LLVMTypeRef mt = llvm_mem_type(em, em->kernel->adstacks[s].type);
+    LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
+    LLVMBuildStore(em->b, entry_ptr(em, s, mt, d), em->ad_ptr[s]);
 }
 
 void llvm_adstack_end(llvm_emitter *em) { em->ad_live = false; }
@@ -151,6 +167,13 @@ void llvm_emit_adpush(llvm_emitter *em, const ir_op *op) {
         v = LLVMBuildZExt(em->b, v, mt, "");
     LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
     LLVMValueRef d1 = LLVMBuildAdd(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
+    if (llvm_proven(em, op)) { /* the loop's test found the entry within the capacity */
+        LLVMValueRef p = LLVMBuildLoad2(em->b, em->t_ptr, em->ad_ptr[s], "ad.p");
+        LLVMSetAlignment(LLVMBuildStore(em->b, v, p), (unsigned)ty_size(st->type));
+        LLVMBuildStore(em->b, entry_step(em, s, p, 1), em->ad_ptr[s]);
+        LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+        return;
+    }
     LLVMBasicBlockRef bb_store = llvm_new_block(em, "ad.push"),
                       bb_ovf = llvm_new_block(em, "ad.overflow"),
                       bb_cont = llvm_new_block(em, "ad.pushed");
@@ -181,6 +204,17 @@ void llvm_emit_adpop(llvm_emitter *em, const ir_op *op) {
     LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d");
     LLVMValueRef d1 = LLVMBuildSub(em->b, d, LLVMConstInt(em->t_i64, 1, 0), "");
     LLVMBuildStore(em->b, d1, em->ad_depth[s]);
+    if (llvm_proven(em, op)) { /* the loop's test found the entry within the capacity */
+        LLVMValueRef p = entry_step(
+            em, s, LLVMBuildLoad2(em->b, em->t_ptr, em->ad_ptr[s], "ad.p"), -1);
+        LLVMBuildStore(em->b, p, em->ad_ptr[s]);
+        LLVMValueRef v = LLVMBuildLoad2(em->b, mt, p, "");
+        LLVMSetAlignment(v, (unsigned)ty_size(st->type));
+        if (st->type->kind == TY_BOOL)
+            v = LLVMBuildICmp(em->b, LLVMIntNE, v, LLVMConstNull(mt), "");
+        llvm_set_val(em, op->results[0], v);
+        return;
+    }
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), bb_load = llvm_new_block(em, "ad.pop"),
                       bb_cont = llvm_new_block(em, "ad.popped");
     /* unsigned: an unbalanced pop (depth -1) reads nothing either */

@@ -27,6 +27,16 @@ typedef struct bound {
     LLVMValueRef b;
 } bound;
 
+/* A loop's pushes onto or pops off one adstack: how often they can run at most (i64 sums
+ * over the ops of the iterations each op's `if`s allow), and the ops. */
+typedef struct stack_use {
+    LLVMValueRef pushes, pops;
+    const ir_op **ops;
+    uint32_t nops, capops;
+    bool unknown; /* an op whose count is not known: the stack keeps its checks */
+    bool proven;  /* tested: its ops are proven */
+} stack_use;
+
 typedef struct chunk {
     llvm_emitter *em;
     const ir_op *task;
@@ -39,6 +49,9 @@ typedef struct chunk {
     bool all; /* every access is, and there is no `check` op */
     const ir_op *loop; /* a loop's test (llvm_emit_tested_loop): values defined outside it
                           are known before it; else the items' test */
+    bool accesses;     /* test the accesses' ranges (checked code) */
+    stack_use *stacks; /* a loop's test: per adstack, its pushes and pops in the loop (NULL:
+                          none tested) */
 } chunk;
 
 /* Whether v is defined inside op (in one of its regions, at any depth). */
@@ -377,6 +390,16 @@ static void assume(chunk *c, const ir_value *cond, bool truth, int depth) {
     }
 }
 
+static void add_proven(chunk *c, const ir_op *op) {
+    if (c->nproven == c->capproven) {
+        c->capproven = c->capproven ? 2 * c->capproven : 16;
+        c->proven = realloc(c->proven, c->capproven * sizeof *c->proven);
+        if (!c->proven)
+            kern_oom(c->capproven * sizeof *c->proven);
+    }
+    c->proven[c->nproven++] = op;
+}
+
 /* Adds the range test of access op to c->ok and op to c->proven, when its ranges are known. */
 static void access_test(chunk *c, const ir_op *op) {
     llvm_emitter *em = c->em;
@@ -402,13 +425,68 @@ static void access_test(chunk *c, const ir_op *op) {
         LLVMValueRef none = LLVMBuildICmp(em->b, LLVMIntSGT, lo[d], hi[d], "");
         c->ok = LLVMBuildAnd(em->b, c->ok, LLVMBuildOr(em->b, in, none, ""), "");
     }
-    if (c->nproven == c->capproven) {
-        c->capproven = c->capproven ? 2 * c->capproven : 16;
-        c->proven = realloc(c->proven, c->capproven * sizeof *c->proven);
-        if (!c->proven)
-            kern_oom(c->capproven * sizeof *c->proven);
+    add_proven(c, op);
+}
+
+/* Counts push or pop op of a loop's test: it runs at most once per iteration whose index
+ * the `if`s around op allow (the loop holds no loop), so at most that many times. */
+static void stack_count(chunk *c, const ir_op *op) {
+    llvm_emitter *em = c->em;
+    stack_use *u = &c->stacks[op->imm.i];
+    const ir_value *iv = c->loop->regions[0]->args[0];
+    LLVMValueRef lo, hi;
+    if (u->unknown || !fits_i64(iv->type) || !chunk_range(c, iv, &lo, &hi, 0)) {
+        u->unknown = true;
+        return;
     }
-    c->proven[c->nproven++] = op;
+    /* hi < INT64_MAX (a bound below the loop's end), so the count fits in u64 */
+    LLVMValueRef n = LLVMBuildSelect(
+        em->b, LLVMBuildICmp(em->b, LLVMIntSGT, lo, hi, ""), LLVMConstInt(em->t_i64, 0, 0),
+        LLVMBuildAdd(em->b, LLVMBuildSub(em->b, hi, lo, ""), LLVMConstInt(em->t_i64, 1, 0), ""),
+        "");
+    /* each count at most the capacity: the sums cannot wrap */
+    LLVMValueRef cap = em->ad_cap[op->imm.i];
+    c->ok = LLVMBuildAnd(em->b, c->ok, LLVMBuildICmp(em->b, LLVMIntULE, n, cap, ""), "");
+    LLVMValueRef *sum = op->code == IR_ADPUSH ? &u->pushes : &u->pops;
+    *sum = *sum ? LLVMBuildAdd(em->b, *sum, n, "") : n;
+    if (u->nops == u->capops) {
+        u->capops = u->capops ? 2 * u->capops : 4;
+        u->ops = realloc(u->ops, u->capops * sizeof *u->ops);
+        if (!u->ops)
+            kern_oom(u->capops * sizeof *u->ops);
+    }
+    u->ops[u->nops++] = op;
+}
+
+/* A loop's adstack test: for each stack whose pushes and pops are all counted, with d its
+ * depth before the loop, d <= cap, pops <= d and d + pushes <= cap, so that every entry
+ * the loop pushes or pops lies in [d - pops, d + pushes) within [0, cap); its ops are
+ * proven (no capacity test of their own). */
+static void stack_tests(chunk *c) {
+    llvm_emitter *em = c->em;
+    for (uint32_t s = 0; s < em->kernel->nadstacks; s++) {
+        stack_use *u = &c->stacks[s];
+        if (u->nops && !u->unknown) {
+            LLVMValueRef d = LLVMBuildLoad2(em->b, em->t_i64, em->ad_depth[s], "ad.d"),
+                         cap = em->ad_cap[s];
+            LLVMValueRef ok = LLVMBuildICmp(em->b, LLVMIntULE, d, cap, "");
+            if (u->pops)
+                ok = LLVMBuildAnd(em->b, ok, LLVMBuildICmp(em->b, LLVMIntULE, u->pops, d, ""),
+                                  "");
+            if (u->pushes)
+                ok = LLVMBuildAnd(
+                    em->b, ok,
+                    LLVMBuildICmp(em->b, LLVMIntULE, LLVMBuildAdd(em->b, d, u->pushes, ""), cap,
+                                  ""),
+                    "");
+            c->ok = LLVMBuildAnd(em->b, c->ok, ok, "");
+            for (uint32_t i = 0; i < u->nops; i++)
+                add_proven(c, u->ops[i]);
+            u->proven = true;
+        }
+        free(u->ops);
+        u->ops = NULL;
+    }
 }
 
 /* The range tests of r's accesses (c->proven, c->ok); clears c->all at a `check` op or an
@@ -417,7 +495,9 @@ static void chunk_tests(chunk *c, const ir_region *r) {
     ir_foreach_op(op, r) {
         if (op->code == IR_CHECK)
             c->all = false;
-        if (ir_is_access(op->code)) {
+        if (c->stacks && (op->code == IR_ADPUSH || op->code == IR_ADPOP))
+            stack_count(c, op);
+        if (ir_is_access(op->code) && c->accesses) {
             uint32_t n = c->nproven;
             access_test(c, op);
             if (c->nproven == n)
@@ -440,7 +520,8 @@ void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *l
         items(em, user);
         return;
     }
-    chunk c = {em, task, lo, hi, LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0, NULL, 0, 0, true, NULL};
+    chunk c = {em,   task, lo,   hi,   LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0, NULL, 0, 0,
+               true, NULL, true, NULL};
     chunk_tests(&c, task->regions[0]);
     free(c.bounds);
     if (c.nproven == 0) {
@@ -492,20 +573,30 @@ bool llvm_has_loop(const ir_region *r) {
 
 bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
                            void (*emit)(llvm_emitter *em, const ir_op *loop)) {
-    if (!em->checks || em->opts->debug || em->simd_w || em->untested || loop->code != IR_FOR ||
-        llvm_has_loop(loop->regions[0]))
+    /* the accesses' ranges in checked code; the adstacks' capacities in every build */
+    bool stacks = em->ad_live && em->kernel->nadstacks;
+    if ((!em->checks && !stacks) || em->opts->debug || em->simd_w || em->untested ||
+        loop->code != IR_FOR || llvm_has_loop(loop->regions[0]))
         return false;
     const ir_op *task = loop->parent->parent;
     while (task && task->code != IR_PARALLEL && task->code != IR_SERIAL)
         task = task->parent->parent;
     if (!task)
         return false;
-    chunk c = {em, task, NULL, NULL, LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0, NULL,
-               0,  0,    true, loop};
+    chunk c = {em,   task, NULL,       NULL, LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0, NULL, 0, 0,
+               true, loop, em->checks, NULL};
+    if (stacks) {
+        c.stacks = calloc(em->kernel->nadstacks, sizeof *c.stacks);
+        if (!c.stacks)
+            kern_oom(em->kernel->nadstacks * sizeof *c.stacks);
+    }
     chunk_tests(&c, loop->regions[0]);
+    if (c.stacks)
+        stack_tests(&c);
     free(c.bounds);
     if (c.nproven == 0) {
         free(c.proven);
+        free(c.stacks);
         return false;
     }
     /* no iteration: nothing to test */
@@ -531,6 +622,9 @@ bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
     memcpy(both + nouter, c.proven, c.nproven * sizeof *both);
     em->proven = both;
     em->nproven = nouter + c.nproven;
+    for (uint32_t s = 0; c.stacks && s < em->kernel->nadstacks; s++)
+        if (c.stacks[s].proven)
+            llvm_adstack_enter_proven(em, s);
     emit(em, loop);
     em->proven = outer;
     em->nproven = nouter;
@@ -554,5 +648,6 @@ bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
     free(res);
     free(both);
     free(c.proven);
+    free(c.stacks);
     return true;
 }

@@ -398,8 +398,9 @@ void llvm_kernel_begin(llvm_emitter *em, const ir_kernel *k) {
     em->ad_depth = calloc(k->nadstacks + 1, sizeof *em->ad_depth);
     em->ad_base = calloc(k->nadstacks + 1, sizeof *em->ad_base);
     em->ad_cap = calloc(k->nadstacks + 1, sizeof *em->ad_cap);
-    if (!em->ad_depth || !em->ad_base || !em->ad_cap)
-        kern_oom(3 * (k->nadstacks + 1) * sizeof *em->ad_cap);
+    em->ad_ptr = calloc(k->nadstacks + 1, sizeof *em->ad_ptr);
+    if (!em->ad_depth || !em->ad_base || !em->ad_cap || !em->ad_ptr)
+        kern_oom(4 * (k->nadstacks + 1) * sizeof *em->ad_cap);
 }
 
 void llvm_kernel_end(llvm_emitter *em) {
@@ -408,9 +409,10 @@ void llvm_kernel_end(llvm_emitter *em) {
     free(em->ad_depth);
     free(em->ad_base);
     free(em->ad_cap);
+    free(em->ad_ptr);
     em->arr_data = NULL;
     em->arr_shape = NULL;
-    em->ad_depth = em->ad_base = em->ad_cap = NULL;
+    em->ad_depth = em->ad_base = em->ad_cap = em->ad_ptr = NULL;
     em->kernel = NULL;
 }
 

@@ -450,13 +450,15 @@ static LLVMValueRef emit_float_minmax_atomic(llvm_emitter *em, bool is_min, cons
     return old; /* the loop block dominates done */
 }
 
-bool llvm_access_checked(const llvm_emitter *em, const ir_op *op) {
-    if (!em->checks)
-        return false;
+bool llvm_proven(const llvm_emitter *em, const ir_op *op) {
     for (uint32_t i = 0; i < em->nproven; i++)
         if (em->proven[i] == op)
-            return false;
-    return true;
+            return true;
+    return false;
+}
+
+bool llvm_access_checked(const llvm_emitter *em, const ir_op *op) {
+    return em->checks && !llvm_proven(em, op);
 }
 
 LLVMValueRef llvm_element_ptr(llvm_emitter *em, const ir_op *op) {

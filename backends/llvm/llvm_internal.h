@@ -74,7 +74,8 @@ struct llvm_emitter {
     LLVMValueRef err; /* its kern_err_record * (NULL in a _count function) */
     bool checks;      /* emit the checks (kc_checks(opts) and err != NULL) */
     const ir_op **proven; /* accesses whose indices a test at the function's start found in
-                             range (llvm_cpu.c, "checked tasks"): no checks of their own */
+                             range (llvm_cpu.c, "checked tasks"), adstack pushes and pops
+                             a loop's test found within the capacity: no checks of their own */
     uint32_t nproven;
     bool untested; /* emitting the checked copy of a failed test: no loop tests in it */
     const ir_kernel *kernel;
@@ -87,6 +88,9 @@ struct llvm_emitter {
     LLVMValueRef *ad_depth; /* per adstack: its i64 depth counter (entry-block alloca) */
     LLVMValueRef *ad_base;  /* per adstack: the address of this work item's entry 0 */
     LLVMValueRef *ad_cap;   /* per adstack: its capacity in entries (i64) */
+    LLVMValueRef *ad_ptr;   /* per adstack: the address of entry depth, kept by the pushes
+                               and pops of a loop whose test proved them (entry-block
+                               alloca; llvm_adstack_enter_proven) */
     LLVMValueRef ad_step;   /* entries between entry k and k + 1 (i64; NULL: 1) */
     void *target;           /* the target's own state, read by its files and hooks only: the CPU's
                      llvm_cpu_state (llvm_cpu.h), the GPUs' block copies (llvm_gpu.c) */
@@ -185,6 +189,12 @@ bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
                            void (*emit)(llvm_emitter *em, const ir_op *loop));
 /* Whether r (at any depth) holds a for or while loop. */
 bool llvm_has_loop(const ir_region *r);
+/* Before a loop whose test proved the pushes and pops of adstack s: em->ad_ptr[s] set to
+ * the entry at the current depth, which those ops then step by one entry. */
+void llvm_adstack_enter_proven(llvm_emitter *em, uint32_t s);
+/* Whether a test before op's loop or task proved op (em->proven): an access in range, an
+ * adstack push or pop within the capacity. */
+bool llvm_proven(const llvm_emitter *em, const ir_op *op);
 /* Whether access op is emitted with its bounds checks (em->checks, and not proven). */
 bool llvm_access_checked(const llvm_emitter *em, const ir_op *op);
 
