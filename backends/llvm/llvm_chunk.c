@@ -552,12 +552,23 @@ void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *l
     /* the checked copy runs only where a test failed (a bad access, as a rule): its loops
      * are not tested again, which keeps the code at three copies of an inner loop */
     LLVMPositionBuilderAtEnd(em->b, slow);
-    bool untested = em->untested;
-    em->untested = true;
+    bool untested = em->untested, cold = em->cold;
+    em->untested = em->cold = true;
     items(em, user);
-    em->untested = untested;
+    em->untested = untested, em->cold = cold;
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, done);
+}
+
+/* The number of ops in r, at any depth. */
+static uint32_t count_ops(const ir_region *r) {
+    uint32_t n = 0;
+    ir_foreach_op(op, r) {
+        n++;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            n += count_ops(op->regions[i]);
+    }
+    return n;
 }
 
 bool llvm_has_loop(const ir_region *r) {
@@ -633,7 +644,13 @@ bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
     from[0] = LLVMGetInsertBlock(em->b);
     LLVMBuildBr(em->b, done);
     LLVMPositionBuilderAtEnd(em->b, slow);
+    bool cold = em->cold;
+    em->cold = true;
     emit(em, loop);
+    em->cold = cold;
+    /* a small loop (the steps of K.grad's sweeps) needs few registers of its own */
+    em->tested_loop = true;
+    em->hot_loop |= !cold && (loop->nresults > 4 || count_ops(loop->regions[0]) > 64);
     for (uint32_t k = 0; k < n; k++)
         res[n + k] = llvm_val(em, loop->results[k]);
     from[1] = LLVMGetInsertBlock(em->b);

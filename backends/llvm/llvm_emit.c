@@ -222,8 +222,10 @@ LLVMValueRef llvm_index_next(llvm_emitter *em, const kern_type *t, LLVMValueRef 
 static void emit_for_loop(llvm_emitter *em, const ir_op *op);
 
 static void emit_for(llvm_emitter *em, const ir_op *op) {
-    if (!llvm_emit_tested_loop(em, op, emit_for_loop))
-        emit_for_loop(em, op);
+    if (llvm_emit_tested_loop(em, op, emit_for_loop))
+        return;
+    em->hot_loop |= !em->cold && llvm_has_loop(op->regions[0]);
+    emit_for_loop(em, op);
 }
 
 static void emit_for_loop(llvm_emitter *em, const ir_op *op) {
@@ -283,6 +285,7 @@ static void emit_for_loop(llvm_emitter *em, const ir_op *op) {
 }
 
 static void emit_while(llvm_emitter *em, const ir_op *op) {
+    em->hot_loop |= !em->cold;
     const ir_region *before = op->regions[0], *after = op->regions[1];
     uint32_t ninit = op->noperands;
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);

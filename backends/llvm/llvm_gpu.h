@@ -18,6 +18,8 @@ typedef struct llvm_gpu_target {
     void (*barrier)(llvm_emitter *em);
     LLVMValueRef (*block_index)(llvm_emitter *em);
     LLVMValueRef (*block_size)(llvm_emitter *em);
+    /* caps entry fn's registers per thread at those of full occupancy (NULL: no cap) */
+    void (*limit_registers)(llvm_emitter *em, LLVMValueRef fn);
 } llvm_gpu_target;
 
 /* A target's float atomic add of v at ptr (any address space); uniform: every thread of

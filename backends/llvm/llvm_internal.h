@@ -78,6 +78,11 @@ struct llvm_emitter {
                              a loop's test found within the capacity: no checks of their own */
     uint32_t nproven;
     bool untested; /* emitting the checked copy of a failed test: no loop tests in it */
+    /* per function: what register sizing needs to know (llvm_gpu.c, limit_registers) */
+    bool cold;     /* emitting a checked copy (chunk.checked, loop.checked) */
+    bool hot_loop; /* a loop outside the checked copies that no test split (a while loop, a
+                      loop holding loops), or a large one that a test split */
+    bool tested_loop; /* a loop that a test split (llvm_emit_tested_loop) */
     const ir_kernel *kernel;
     LLVMValueRef *arr_data;                   /* per parameter: an array's data pointer */
     LLVMValueRef (*arr_shape)[KERN_MAX_RANK]; /* per parameter: an array's extents (i64) */

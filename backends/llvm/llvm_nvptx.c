@@ -223,6 +223,18 @@ static void nv_mark_kernel(llvm_emitter *em, LLVMValueRef fn) {
                                 LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3)));
 }
 
+/* 32 registers per thread: 2048 threads, an SM's most, fit its 64 Ki registers (sm_50 to
+ * sm_90), at any block size */
+static void nv_limit_registers(llvm_emitter *em, LLVMValueRef fn) {
+    LLVMMetadataRef md[3] = {
+        LLVMValueAsMetadata(fn),
+        LLVMMDStringInContext2(em->ctx, "maxnreg", 7),
+        LLVMValueAsMetadata(LLVMConstInt(em->t_i32, 32, 0)),
+    };
+    LLVMAddNamedMetadataOperand(em->mod, "nvvm.annotations",
+                                LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3)));
+}
+
 /* Whether o takes sin or cos of x. */
 static bool sincos_of(const ir_op *o, const ir_value *x) {
     return (o->code == IR_SIN || o->code == IR_COS) && o->operands[0] == x;
@@ -337,6 +349,7 @@ static const llvm_gpu_target nvptx_target = {
     .barrier = nv_barrier,
     .block_index = nv_block_index,
     .block_size = nv_block_size,
+    .limit_registers = nv_limit_registers,
 };
 
 /* ---- libdevice ---------------------------------------------------------------------- */
