@@ -722,6 +722,93 @@ Test(adstack_rt, jit_while_overflow_names_loop_and_option) {
     }
 }
 
+/* A for loop inside a while loop: the for loop's pushes are tested once before it against
+ * the depth and the capacity (llvm_chunk.c, loop tests of adstacks), and run unchecked when
+ * they fit. The boundary: with the --ad-stack-size the overflow message asks for, every
+ * push fits and the gradient is right (against a C loop in double precision); with one
+ * less, the pushes that do not fit are reported, never written. Also on the GPU
+ * (KERN_TEST_BACKEND=cuda). */
+static const char nest_src[] = "kernel nest(x: f32[], y: f32[], n: i32, m: i32) {\n"
+                               "    for i in 0..len(x) {\n"
+                               "        var v = x[i];\n"
+                               "        var k = 0;\n"
+                               "        while k < n {\n"
+                               "            for j in 0..m {\n"
+                               "                v = v + 0.05 * sin(v) + 0.01;\n"
+                               "            }\n"
+                               "            k += 1;\n"
+                               "        }\n"
+                               "        y[i] = v;\n"
+                               "    }\n"
+                               "}\n";
+
+/* Launches nest.grad with ad_stack_size s on n x m steps; the status, the message and x.grad
+ * (NULL: not read) */
+static kern_status nest_grad(int64_t s, int32_t n, int32_t m, const float *x, int items,
+                             float *gx_out, char *msg, size_t msglen) {
+    kern_context_options o = kern_context_options_default();
+    o.threads = 2;
+    o.ad_stack_size = s;
+    o.backend = kern_test_backend();
+    kern_context *ctx = NULL;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_module *mod = NULL;
+    cr_assert_eq(kern_module_from_source(ctx, nest_src, strlen(nest_src), "nest.kern", &mod),
+                 KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_kernel *g;
+    cr_assert_eq(kern_kernel_find(mod, "nest.grad", &g), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    float one[64];
+    for (int i = 0; i < items; i++)
+        one[i] = 1.0f;
+    kern_buffer *bx = fbuf(ctx, items, x), *by = fbuf(ctx, items, NULL),
+                *gx = fbuf(ctx, items, NULL), *gy = fbuf(ctx, items, one);
+    /* the parameters, then the adjoints of the arrays */
+    kern_arg a[6] = {kern_arg_buffer(bx), kern_arg_buffer(by), kern_arg_i32(n),
+                     kern_arg_i32(m),     kern_arg_buffer(gx), kern_arg_buffer(gy)};
+    kern_status st = kern_launch(g, a, 6);
+    if (st == KERN_OK)
+        st = kern_sync(ctx);
+    snprintf(msg, msglen, "%s", st == KERN_OK ? "" : kern_context_last_error(ctx));
+    if (st == KERN_OK && gx_out)
+        cr_assert_eq(kern_buffer_read(gx, gx_out, (size_t)items * sizeof *gx_out), KERN_OK);
+    kern_context_release(ctx);
+    return st;
+}
+
+Test(adstack_rt, loop_tested_pushes_meet_the_capacity_exactly) {
+    enum { ITEMS = 37, M = 5, N = 24 };
+    float x[ITEMS];
+    for (int i = 0; i < ITEMS; i++)
+        x[i] = 0.1f * (float)i - 1.5f;
+    char msg[1024];
+    /* 24 iterations of the while loop overflow a capacity of 8 */
+    kern_status st = nest_grad(8, N, M, x, ITEMS, NULL, msg, sizeof msg);
+    cr_assert_eq(st, KERN_ERR_DEVICE, "%s", msg);
+    const char *head = "kernel 'nest.grad': adstack overflow in the loop at nest.kern:";
+    cr_assert(strncmp(msg, head, strlen(head)) == 0, "%s", msg);
+    const char *need = strstr(msg, "it needs --ad-stack-size ");
+    cr_assert(need, "%s", msg);
+    long long needed = atoll(need + strlen("it needs --ad-stack-size "));
+    cr_assert(needed >= N && needed <= N + 2, "asks for %lld: %s", needed, msg);
+    /* one less than asked: reported; as asked: every push fits, the gradient is right */
+    st = nest_grad(needed - 1, N, M, x, ITEMS, NULL, msg, sizeof msg);
+    cr_assert_eq(st, KERN_ERR_DEVICE, "ad_stack_size %lld: %s", needed - 1, msg);
+    cr_assert(strncmp(msg, head, strlen(head)) == 0, "%s", msg);
+    float gx[ITEMS];
+    st = nest_grad(needed, N, M, x, ITEMS, gx, msg, sizeof msg);
+    cr_assert_eq(st, KERN_OK, "ad_stack_size %lld: %s", needed, msg);
+    for (int i = 0; i < ITEMS; i++) {
+        double v = x[i], d = 1.0;
+        for (int t = 0; t < N * M; t++) {
+            d *= 1.0 + 0.05 * cos(v);
+            v = v + 0.05 * sin(v) + 0.01;
+        }
+        cr_assert(fabs(d) > 1e-6 && fabs(gx[i] - d) <= 1e-4 * fabs(d), "x.grad[%d] = %g, want %g", i,
+                  gx[i], d);
+    }
+}
+
 Test(adstack_rt, jit_heap_tracks_the_loop_bound) {
     kern_context *ctx = ctx_threads(3);
     kern_module *m = jit_module(ctx);

@@ -452,6 +452,89 @@ static int occurrences(const char *text, const char *s) {
     return n;
 }
 
+/* Whether the PTX of entry name holds `.maxnreg 32` (between its name and its body). */
+static bool capped(const char *ptx, const char *name) {
+    const char *e = strstr(ptx, name), *body = e ? strchr(e, '{') : NULL;
+    cr_assert(body, "no entry %s", name);
+    const char *m = strstr(e, ".maxnreg 32");
+    return m && m < body;
+}
+
+/* The pushes and pops of an innermost for loop of K.grad are tested once before it against
+ * the depth and the capacity, in every build (--no-checks too): the loop is emitted twice,
+ * and the blocks of the per-push and per-pop tests (ad.overflow, ad.popped) are in the
+ * checked copy only. The forward sweep's pushes and the reverse sweep's pops, with a bound
+ * of len(w), and with a bound read from n[i] (an aligned reverse loop: its pops under
+ * `if r >= N - n`, counted over the iterations that `if` allows). Kernels whose loops are
+ * such small tested loops have their registers capped at full occupancy; a while loop's
+ * kernel and a loop-free one keep theirs. The numbers on the GPU: the corpus and
+ * adstack_rt with KERN_TEST_BACKEND=cuda. */
+Test(nvptx, adstack_loops_test_the_capacity_once) {
+    static const char *const loops[2] = {
+        "kernel k(x0: f32[], w: f32[], out: f32[]) {\n"
+        "  for i in 0..len(x0) { var x = x0[i];\n"
+        "    for t in 0..len(w) { x = 0.5 * sin(x) * w[t] + 0.4 * x; }\n"
+        "    out[i] = x; } }\n",
+        "kernel k(x0: f32[], w: f32[], n: i32[], out: f32[]) {\n"
+        "  for i in 0..len(x0) { var x = x0[i];\n"
+        "    for t in 0..n[i] { x = 0.5 * sin(x) * w[t] + 0.4 * x; }\n"
+        "    out[i] = x; } }\n",
+    };
+    for (int i = 0; i < 2; i++) {
+        for (int checks = 0; checks < 2; checks++) {
+            kc_ctx *cc = kc_ctx_new();
+            cc->opts.grad = KC_GRAD_POSSIBLE;
+            cc->opts.checks = checks;
+            cc->opts.opt_level = 0; /* the blocks keep their names */
+            ir_module *m = compile(cc, loops[i]);
+            char err[1024] = "";
+            char *text = llvm_emit_nvptx_ir(m, &cc->opts, err, sizeof err);
+            cr_assert(text, "%s", err);
+            /* K.grad's function alone (the module has the variants of other strategies) */
+            char *ir = strstr(text, "define void @kern_k__grad__t0(");
+            cr_assert(ir, "loop %d: no K.grad", i);
+            char *end = strstr(ir, "\ndefine ");
+            if (end)
+                *end = 0;
+            /* checked code: also the item's checked copy (chunk.checked), untested */
+            int copies = 1 + (checks && strstr(ir, "chunk.checked"));
+            cr_expect_geq(occurrences(ir, "\nloop.unchecked"), 2, "loop %d checks %d", i, checks);
+            cr_expect_eq(occurrences(ir, "\nad.overflow"), copies, "loop %d checks %d: pushes", i,
+                         checks);
+            cr_expect_eq(occurrences(ir, "\nad.popped"), copies, "loop %d checks %d: pops", i,
+                         checks);
+            free(text);
+            char *ptx = llvm_emit_ptx(m, &cc->opts, err, sizeof err);
+            cr_assert(ptx, "%s", err);
+            cr_expect(capped(ptx, ".entry kern_k__grad__t0"), "loop %d checks %d: registers", i,
+                      checks);
+            free(ptx);
+            ir_module_free(m);
+            kc_ctx_free(cc);
+        }
+    }
+    static const char *const uncapped[2] = {
+        "kernel k(x0: f32[], out: f32[]) {\n"
+        "  for i in 0..len(x0) { var x = x0[i]; var k = 0;\n"
+        "    while k < 10 && x > 0.1 { x = 0.5 * sin(x) + 0.3 * x; k += 1; }\n"
+        "    out[i] = x; } }\n",
+        "kernel k(x: f32[], w: f32[], out: f32[]) {\n"
+        "  for i in 0..len(x) { out[i] = sin(x[i]) * w[i % len(w)]; } }\n",
+    };
+    for (int i = 0; i < 2; i++) {
+        kc_ctx *cc = kc_ctx_new();
+        cc->opts.grad = KC_GRAD_POSSIBLE;
+        ir_module *m = compile(cc, uncapped[i]);
+        char err[1024] = "";
+        char *ptx = llvm_emit_ptx(m, &cc->opts, err, sizeof err);
+        cr_assert(ptx, "%s", err);
+        cr_expect(!capped(ptx, ".entry kern_k__grad__t0"), "kernel %d: registers capped", i);
+        free(ptx);
+        ir_module_free(m);
+        kc_ctx_free(cc);
+    }
+}
+
 /* sin and cos of one argument share libdevice's sincos: K.grad of x = sin(x) w[t] pops x
  * and takes sin x and cos x (one argument reduction instead of two), f32 and f64, the
  * fast-math variant too; a lone sin stays sin, and sin and cos of different arguments stay
