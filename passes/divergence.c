@@ -149,7 +149,9 @@ static void analyze(ir_divergence *d, const ir_region *r, bool cv) {
             const ir_region *body = op->regions[0];
             bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0, masked = ir_div_loop_divergent(d, op);
             const ir_op *y = ir_region_terminator(body);
-            if (ir_div_varying(d, op->operands[0]) || ir_div_varying(d, op->operands[1]))
+            /* a varying bound alone leaves the index uniform: lanes that run an iteration
+             * together run it at one index (lo + the iteration's number) */
+            if (ir_div_varying(d, op->operands[0]))
                 set_v(d, body->args[0]);
             for (uint32_t k = 0; k < op->nresults; k++)
                 if (masked || ir_div_varying(d, op->operands[2 + k]) ||

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../compiler/driver.h"
+#include "../passes/passes.h"
 
 static ir_module *grad_of(kc_ctx **out, const char *src) {
     kc_ctx *c = kc_ctx_new();
@@ -178,6 +179,55 @@ Test(ad_grad, uniform_adjoint_adds_leave_the_aligned_iteration) {
     buf_free(&b);
     ir_module_free(m);
     kc_ctx_free(c);
+}
+
+/* The divergence analysis (passes/divergence.c): a for loop's index varies with its start,
+ * not with its bound. Under a varying bound (t in 0..n[i]) the lanes that run an iteration
+ * together run it at one index, so w[t] is one load per vector (SIMD) and the loop still
+ * runs masked; with a varying start (t in i % 3..len(w)) the index varies. The gradients through
+ * such loops: the corpus and test_lanes.c. */
+Test(ad_grad, divergence_a_for_index_varies_with_its_start_only) {
+    const struct {
+        const char *head;
+        bool index_varies, loop_diverges;
+    } cases[] = {
+        {"for t in 0..len(w)", false, false},
+        {"for t in 0..n[i]", false, true},
+        {"for t in i % 3..len(w)", true, true},
+        {"for t in n[i] - 4..n[i]", true, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "kernel k(x: f32[], w: f32[], n: i32[], y: f32[]) {\n"
+                 "  for i in 0..len(x) { var v = x[i];\n"
+                 "    %s { v = sin(v) * w[t]; }\n"
+                 "    y[i] = v; } }\n",
+                 cases[i].head);
+        kc_ctx *c;
+        ir_module *m = grad_of(&c, src);
+        const ir_kernel *k = ir_kernel_find(m, "k");
+        cr_assert(k, "%s: no kernel k", cases[i].head);
+        const ir_op *task = NULL, *loop = NULL;
+        ir_foreach_op(op, k->body) if (op->code == IR_PARALLEL) task = op;
+        cr_assert(task);
+        ir_foreach_op(op, task->regions[0]) if (op->code == IR_FOR) loop = op;
+        cr_assert(loop, "%s: no loop", cases[i].head);
+        ir_divergence d = {0};
+        ir_divergence_task(&d, k, task);
+        cr_expect_eq(ir_div_varying(&d, loop->regions[0]->args[0]), cases[i].index_varies,
+                     "%s: the index", cases[i].head);
+        cr_expect_eq(ir_div_loop_divergent(&d, loop), cases[i].loop_diverges, "%s: the loop",
+                     cases[i].head);
+        const ir_op *load = NULL; /* w[t] */
+        ir_foreach_op(op, loop->regions[0]) if (op->code == IR_LOAD) load = op;
+        cr_assert(load, "%s: no load", cases[i].head);
+        cr_expect_eq(ir_div_access_varying(&d, load), cases[i].index_varies, "%s: w[t]",
+                     cases[i].head);
+        ir_divergence_free(&d);
+        ir_module_free(m);
+        kc_ctx_free(c);
+    }
 }
 
 /* Loops whose trip count differs between work items are reversed over lanemax(n)

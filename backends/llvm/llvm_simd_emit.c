@@ -804,8 +804,9 @@ static void vfor(llvm_emitter *em, const ir_op *op) {
     uint32_t n = op->nresults;
     const ir_region *body = op->regions[0];
     const kern_type *it = op->operands[0]->type;
-    bool vi = is_v(em, body->args[0]);
-    LLVMValueRef lo = as_marked(em, op->operands[0], vi), hi = as_marked(em, op->operands[1], vi);
+    bool vi = is_v(em, body->args[0]); /* a uniform index may run to a varying bound */
+    LLVMValueRef lo = as_marked(em, op->operands[0], vi),
+                 hi = as_marked(em, op->operands[1], vi || is_v(em, op->operands[1]));
     LLVMValueRef m0 = llvm_cpu(em)->mask;
     /* the initial values, before the branch: a uniform init of a varying carried value is
      * broadcast here, in the block the loop is entered from (in the header it would stand
@@ -831,7 +832,8 @@ static void vfor(llvm_emitter *em, const ir_op *op) {
         act = LLVMBuildPhi(em->b, LLVMTypeOf(m0), "active");
         LLVMAddIncoming(act, &m0, &pre, 1);
     }
-    LLVMValueRef inb = llvm_index_less(em, it, iphi, hi);
+    LLVMValueRef inb =
+        llvm_index_less(em, it, is_vec(hi) && !is_vec(iphi) ? splat(em, iphi) : iphi, hi);
     if (masked) {
         a = LLVMBuildAnd(em->b, act, is_vec(inb) ? inb : splat(em, inb), "");
         LLVMBuildCondBr(em->b, any_on(em, a), bb_body, bb_exit);
