@@ -460,7 +460,8 @@ static bool capped(const char *ptx, const char *name) {
     return m && m < body;
 }
 
-/* The pushes and pops of an innermost for loop of K.grad are tested once before it against
+/* The pushes and pops of an innermost for loop of K.grad (or a while loop whose condition
+ * bounds a counter: k < 10) are tested once before it against
  * the depth and the capacity, in every build (--no-checks too): the loop is emitted twice,
  * and the blocks of the per-push and per-pop tests (ad.overflow, ad.popped) are in the
  * checked copy only. The forward sweep's pushes and the reverse sweep's pops, with a bound
@@ -530,6 +531,20 @@ Test(nvptx, adstack_loops_test_the_capacity_once) {
         cr_assert(ptx, "%s", err);
         cr_expect(!capped(ptx, ".entry kern_k__grad__t0"), "kernel %d: registers capped", i);
         free(ptx);
+        if (i == 0) { /* the while loop's counter bounds its pushes: tested all the same */
+            cc->opts.opt_level = 0;
+            cc->opts.checks = false;
+            char *ir = llvm_emit_nvptx_ir(m, &cc->opts, err, sizeof err);
+            cr_assert(ir, "%s", err);
+            char *g = strstr(ir, "define void @kern_k__grad__t0(");
+            cr_assert(g, "no K.grad");
+            char *end = strstr(g, "\ndefine ");
+            if (end)
+                *end = 0;
+            cr_expect_eq(occurrences(g, "\nwhile.before"), 2, "the while loop's two copies");
+            cr_expect_eq(occurrences(g, "\nad.overflow"), 1, "the pushes' tests");
+            free(ir);
+        }
         ir_module_free(m);
         kc_ctx_free(cc);
     }

@@ -50,6 +50,7 @@ typedef struct chunk {
     const ir_op *loop; /* a loop's test (llvm_emit_tested_loop): values defined outside it
                           are known before it; else the items' test */
     bool accesses;     /* test the accesses' ranges (checked code) */
+    LLVMValueRef runs; /* a while loop's test: how often its after-region runs at most (i64) */
     stack_use *stacks; /* a loop's test: per adstack, its pushes and pops in the loop (NULL:
                           none tested) */
 } chunk;
@@ -433,17 +434,28 @@ static void access_test(chunk *c, const ir_op *op) {
 static void stack_count(chunk *c, const ir_op *op) {
     llvm_emitter *em = c->em;
     stack_use *u = &c->stacks[op->imm.i];
-    const ir_value *iv = c->loop->regions[0]->args[0];
-    LLVMValueRef lo, hi;
-    if (u->unknown || !fits_i64(iv->type) || !chunk_range(c, iv, &lo, &hi, 0)) {
-        u->unknown = true;
-        return;
+    LLVMValueRef n;
+    if (c->loop->code == IR_WHILE) { /* the before-region runs once more than the after */
+        const ir_region *r = op->parent;
+        while (r->parent != c->loop)
+            r = r->parent->parent;
+        n = r == c->loop->regions[0]
+                ? LLVMBuildAdd(em->b, c->runs, LLVMConstInt(em->t_i64, 1, 0), "")
+                : c->runs;
+    } else {
+        const ir_value *iv = c->loop->regions[0]->args[0];
+        LLVMValueRef lo, hi;
+        if (u->unknown || !fits_i64(iv->type) || !chunk_range(c, iv, &lo, &hi, 0)) {
+            u->unknown = true;
+            return;
+        }
+        /* hi < INT64_MAX (a bound below the loop's end), so the count fits in u64 */
+        n = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSGT, lo, hi, ""),
+                            LLVMConstInt(em->t_i64, 0, 0),
+                            LLVMBuildAdd(em->b, LLVMBuildSub(em->b, hi, lo, ""),
+                                         LLVMConstInt(em->t_i64, 1, 0), ""),
+                            "");
     }
-    /* hi < INT64_MAX (a bound below the loop's end), so the count fits in u64 */
-    LLVMValueRef n = LLVMBuildSelect(
-        em->b, LLVMBuildICmp(em->b, LLVMIntSGT, lo, hi, ""), LLVMConstInt(em->t_i64, 0, 0),
-        LLVMBuildAdd(em->b, LLVMBuildSub(em->b, hi, lo, ""), LLVMConstInt(em->t_i64, 1, 0), ""),
-        "");
     /* each count at most the capacity: the sums cannot wrap */
     LLVMValueRef cap = em->ad_cap[op->imm.i];
     c->ok = LLVMBuildAnd(em->b, c->ok, LLVMBuildICmp(em->b, LLVMIntULE, n, cap, ""), "");
@@ -520,8 +532,8 @@ void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *l
         items(em, user);
         return;
     }
-    chunk c = {em,   task, lo,   hi,   LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0, NULL, 0, 0,
-               true, NULL, true, NULL};
+    chunk c = {.em = em, .task = task, .lo = lo, .hi = hi, .ok = LLVMConstInt(em->t_i1, 1, 0),
+               .all = true, .accesses = true};
     chunk_tests(&c, task->regions[0]);
     free(c.bounds);
     if (c.nproven == 0) {
@@ -582,26 +594,93 @@ bool llvm_has_loop(const ir_region *r) {
     return false;
 }
 
+/* Whether a is arg + 1 or 1 + arg (a counter's step). */
+static bool plus_one(const ir_value *a, const ir_value *arg) {
+    const ir_op *d = a->def;
+    if (!d || d->code != IR_ADD)
+        return false;
+    for (int k = 0; k < 2; k++) {
+        const ir_op *one = d->operands[1 - k]->def;
+        if (d->operands[k] == arg && one && one->code == IR_CONST && one->imm.i == 1)
+            return true;
+    }
+    return false;
+}
+
+/* How often while loop c->loop's after-region runs at most (i64, >= 0), from a conjunct
+ * `k < u` or `k <= u` of its condition: k a carried value that the after-region steps by
+ * one, its start and u known before the loop (signed integers of at most 32 bits, so the
+ * counts fit); NULL when the condition has none. */
+static LLVMValueRef while_runs(chunk *c, const ir_value *cond, int depth) {
+    llvm_emitter *em = c->em;
+    const ir_op *w = c->loop, *d = cond->def;
+    const ir_region *before = w->regions[0], *after = w->regions[1];
+    if (!d || depth > 8 || d->parent != before)
+        return NULL;
+    if (d->code == IR_AND) {
+        LLVMValueRef a = while_runs(c, d->operands[0], depth + 1);
+        return a ? a : while_runs(c, d->operands[1], depth + 1);
+    }
+    if (d->code != IR_LT && d->code != IR_LE)
+        return NULL;
+    const ir_value *k = d->operands[0];
+    LLVMValueRef u = chunk_uniform(c, d->operands[1], 0);
+    if (!u || k->def || k->region != before || !ty_is_int(k->type) ||
+        ty_is_unsigned(k->type) || ty_size(k->type) > 4)
+        return NULL;
+    /* the after-region's argument that the condition forwards k to, stepped by one into
+     * k's next value */
+    const ir_op *cnd = before->last, *y = after->last;
+    if (!cnd || cnd->code != IR_CONDITION || !y || y->code != IR_YIELD)
+        return NULL;
+    bool stepped = false;
+    for (uint32_t j = 0; j + 1 < cnd->noperands && !stepped; j++)
+        if (cnd->operands[1 + j] == k)
+            stepped = plus_one(y->operands[k->index], after->args[j]);
+    if (!stepped)
+        return NULL;
+    LLVMValueRef k0 = llvm_to_i64(em, llvm_val(em, w->operands[k->index]), k->type);
+    LLVMValueRef n = LLVMBuildSub(em->b, llvm_to_i64(em, u, d->operands[1]->type), k0, "");
+    if (d->code == IR_LE)
+        n = LLVMBuildAdd(em->b, n, LLVMConstInt(em->t_i64, 1, 0), "");
+    LLVMValueRef zero = LLVMConstInt(em->t_i64, 0, 0);
+    return LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, n, zero, ""), zero, n, "");
+}
+
 bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
                            void (*emit)(llvm_emitter *em, const ir_op *loop)) {
-    /* the accesses' ranges in checked code; the adstacks' capacities in every build */
-    bool stacks = em->ad_live && em->kernel->nadstacks;
+    /* the accesses' ranges in checked code; the adstacks' capacities in every build (a
+     * while loop: those alone, where its condition bounds a counter) */
+    bool stacks = em->ad_live && em->kernel->nadstacks, w = loop->code == IR_WHILE;
     if ((!em->checks && !stacks) || em->opts->debug || em->simd_w || em->untested ||
-        loop->code != IR_FOR || llvm_has_loop(loop->regions[0]))
+        (loop->code != IR_FOR && (!w || !stacks)) || llvm_has_loop(loop->regions[0]) ||
+        (w && llvm_has_loop(loop->regions[1])))
         return false;
     const ir_op *task = loop->parent->parent;
     while (task && task->code != IR_PARALLEL && task->code != IR_SERIAL)
         task = task->parent->parent;
     if (!task)
         return false;
-    chunk c = {em,   task, NULL,       NULL, LLVMConstInt(em->t_i1, 1, 0), NULL, 0, 0, NULL, 0, 0,
-               true, loop, em->checks, NULL};
+    chunk c = {.em = em,
+               .task = task,
+               .ok = LLVMConstInt(em->t_i1, 1, 0),
+               .all = true,
+               .loop = loop,
+               .accesses = em->checks && !w};
+    if (w) {
+        const ir_op *cnd = loop->regions[0]->last;
+        c.runs = cnd && cnd->code == IR_CONDITION ? while_runs(&c, cnd->operands[0], 0) : NULL;
+        if (!c.runs)
+            return false;
+    }
     if (stacks) {
         c.stacks = calloc(em->kernel->nadstacks, sizeof *c.stacks);
         if (!c.stacks)
             kern_oom(em->kernel->nadstacks * sizeof *c.stacks);
     }
     chunk_tests(&c, loop->regions[0]);
+    if (w)
+        chunk_tests(&c, loop->regions[1]);
     if (c.stacks)
         stack_tests(&c);
     free(c.bounds);
@@ -610,10 +689,13 @@ bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
         free(c.stacks);
         return false;
     }
-    /* no iteration: nothing to test */
-    const kern_type *it = loop->operands[0]->type;
-    LLVMValueRef lo = llvm_val(em, loop->operands[0]), hi = llvm_val(em, loop->operands[1]);
-    LLVMValueRef none = LLVMBuildNot(em->b, llvm_index_less(em, it, lo, hi), "");
+    /* no iteration of a for loop: nothing to test */
+    LLVMValueRef none = LLVMConstInt(em->t_i1, 0, 0);
+    if (!w) {
+        const kern_type *it = loop->operands[0]->type;
+        LLVMValueRef lo = llvm_val(em, loop->operands[0]), hi = llvm_val(em, loop->operands[1]);
+        none = LLVMBuildNot(em->b, llvm_index_less(em, it, lo, hi), "");
+    }
     LLVMBasicBlockRef fast = llvm_new_block(em, "loop.unchecked"),
                       slow = llvm_new_block(em, "loop.checked"),
                       done = llvm_new_block(em, "loop.done");

@@ -284,8 +284,16 @@ static void emit_for_loop(llvm_emitter *em, const ir_op *op) {
     free(next);
 }
 
+static void emit_while_loop(llvm_emitter *em, const ir_op *op);
+
 static void emit_while(llvm_emitter *em, const ir_op *op) {
+    /* a while loop keeps its registers (llvm_gpu.c, limit_registers), tested or not */
     em->hot_loop |= !em->cold;
+    if (!llvm_emit_tested_loop(em, op, emit_while_loop))
+        emit_while_loop(em, op);
+}
+
+static void emit_while_loop(llvm_emitter *em, const ir_op *op) {
     const ir_region *before = op->regions[0], *after = op->regions[1];
     uint32_t ninit = op->noperands;
     LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b);
