@@ -373,7 +373,7 @@ static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op 
      * the thread's registers for them too (44 to 58 against the fast code's 32 in the
      * gradient benchmark: a third to half the occupancy). Where the loops outside them
      * are small tested ones, the cap keeps the fast code at full occupancy and spills in
-     * the checked copies; a while loop (whose pushes no test covers), a large loop and
+     * the checked copies; a while loop (kepler's spilled on its hot path), a large loop and
      * straight-line code keep their registers */
     if (gt->limit_registers && em->tested_loop && !em->hot_loop)
         gt->limit_registers(em, fn);
