@@ -257,7 +257,8 @@ static void assume_any(chunk *c, const alt *alts, int n, int depth) {
         own[k] = malloc((nown[k] + 1) * sizeof *own[k]);
         if (!own[k])
             kern_oom((nown[k] + 1) * sizeof *own[k]);
-        memcpy(own[k], c->bounds + base, nown[k] * sizeof *own[k]);
+        if (nown[k]) /* c->bounds is NULL while no bound was pushed */
+            memcpy(own[k], c->bounds + base, nown[k] * sizeof *own[k]);
         c->nbounds = base;
     }
     enum { MAXV = 32 };
