@@ -573,17 +573,6 @@ void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *l
     LLVMPositionBuilderAtEnd(em->b, done);
 }
 
-/* The number of ops in r, at any depth. */
-static uint32_t count_ops(const ir_region *r) {
-    uint32_t n = 0;
-    ir_foreach_op(op, r) {
-        n++;
-        for (uint32_t i = 0; i < op->nregions; i++)
-            n += count_ops(op->regions[i]);
-    }
-    return n;
-}
-
 bool llvm_has_loop(const ir_region *r) {
     ir_foreach_op(op, r) {
         if (op->code == IR_FOR || op->code == IR_WHILE)
@@ -733,7 +722,7 @@ bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
     em->cold = cold;
     /* a small loop (the steps of K.grad's sweeps) needs few registers of its own */
     em->tested_loop = true;
-    em->hot_loop |= !cold && (loop->nresults > 4 || count_ops(loop->regions[0]) > 64);
+    em->hot_loop |= !cold && (loop->nresults > 4 || llvm_count_ops(loop->regions[0]) > 64);
     for (uint32_t k = 0; k < n; k++)
         res[n + k] = llvm_val(em, loop->results[k]);
     from[1] = LLVMGetInsertBlock(em->b);

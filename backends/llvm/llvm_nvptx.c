@@ -213,26 +213,23 @@ static LLVMValueRef nv_thread_count(llvm_emitter *em) {
     return LLVMBuildNUWMul(em->b, g, n, "nthreads");
 }
 
-static void nv_mark_kernel(llvm_emitter *em, LLVMValueRef fn) {
+/* !nvvm.annotations: {fn, key, value} */
+static void nv_annotate(llvm_emitter *em, LLVMValueRef fn, const char *key, unsigned value) {
     LLVMMetadataRef md[3] = {
         LLVMValueAsMetadata(fn),
-        LLVMMDStringInContext2(em->ctx, "kernel", 6),
-        LLVMValueAsMetadata(LLVMConstInt(em->t_i32, 1, 0)),
+        LLVMMDStringInContext2(em->ctx, key, strlen(key)),
+        LLVMValueAsMetadata(LLVMConstInt(em->t_i32, value, 0)),
     };
     LLVMAddNamedMetadataOperand(em->mod, "nvvm.annotations",
                                 LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3)));
 }
 
+static void nv_mark_kernel(llvm_emitter *em, LLVMValueRef fn) { nv_annotate(em, fn, "kernel", 1); }
+
 /* 32 registers per thread: 2048 threads, an SM's most, fit its 64 Ki registers (sm_50 to
  * sm_90), at any block size */
 static void nv_limit_registers(llvm_emitter *em, LLVMValueRef fn) {
-    LLVMMetadataRef md[3] = {
-        LLVMValueAsMetadata(fn),
-        LLVMMDStringInContext2(em->ctx, "maxnreg", 7),
-        LLVMValueAsMetadata(LLVMConstInt(em->t_i32, 32, 0)),
-    };
-    LLVMAddNamedMetadataOperand(em->mod, "nvvm.annotations",
-                                LLVMMetadataAsValue(em->ctx, LLVMMDNodeInContext2(em->ctx, md, 3)));
+    nv_annotate(em, fn, "maxnreg", 32);
 }
 
 /* Whether o takes sin or cos of x. */
