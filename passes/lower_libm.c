@@ -19,8 +19,9 @@
  *   sin, cos, tan  k = round(x 2/pi) from x 2/pi in two parts (right where it rounds
  *               across a half), r = x - k pi/2 exactly for |k| < 2^24 in f32, 2^20 in f64
  *               (|x| below about 2.6e7 resp. 1.6e6; beyond, the error grows with |x|;
- *               reduce_pio2), Taylor polynomials of sin and cos on |r| <= pi/4, picked and
- *               signed by k mod 4, computed in floats;
+ *               reduce_pio2; f32 without a fused fma below |x| = 6000: to 2^-35 absolute,
+ *               reduce), polynomials of sin and cos on |r| <= pi/4 (f32 minimax, f64
+ *               Taylor), picked and signed by the low bits of k;
  *   atan, atan2, asin, acos  atan reduced to |t| <= tan(pi/12) (1/x, then the pi/6 step)
  *               and a series; atan2 by quadrant; asin and acos through atan2 and sqrt;
  *   sinh, cosh, tanh  from exp and expm1 (a series below 1/2);
@@ -295,27 +296,43 @@ static ir_value *reduce_pio2(lm *m, ir_value *x, ir_value *q) {
 }
 
 /* round(x 2/pi), the quadrant, right also where x 2/pi rounds across a half: the product
- * to about twice the type's precision (2/pi in two parts, the first product exact) */
+ * to about twice the type's precision (2/pi in two parts, the first product exact). The
+ * first guess, floor(p + 1/2), can be off by more than one where p + 1/2 rounds (|p| >=
+ * 2^22 in f32: -22848150 2/pi gave a guess two too high); the rest d = x 2/pi - guess is
+ * small and exact enough to round by itself. */
 static ir_value *quadrant(lm *m, ir_value *x) {
     double hi = m->f64 ? 0.6366197723675814 : 0.6366197466850281;
     double lo = m->f64 ? -3.935735335036497e-17 : 2.568255326690366e-08;
     ir_value *pl, *p = two_prod(m, x, k(m, hi), &pl);
     ir_value *q = un(m, IR_FLOOR, add(m, p, k(m, 0.5)));
     ir_value *d = add(m, sub(m, p, q), fma3(m, x, k(m, lo), pl)); /* x 2/pi - q */
-    q = add(m, q, sel(m, gt(m, d, k(m, 0.5)), k(m, 1.0), k(m, 0.0)));
-    return sub(m, q, sel(m, lt(m, d, k(m, -0.5)), k(m, 1.0), k(m, 0.0)));
+    return add(m, q, un(m, IR_FLOOR, add(m, d, k(m, 0.5))));
 }
 
-/* r = x - q pi/2 with q = round(x 2/pi), |r| <= pi/4 (and a little), into *r and *q.
+/* q mod 4 of an integer-valued q, exact (q / 4 is a power-of-two scaling) */
+static ir_value *mod4(lm *m, ir_value *q) {
+    return sub(m, q, mul(m, un(m, IR_FLOOR, mul(m, q, k(m, 0.25))), k(m, 4.0)));
+}
+
+/* pi/2 - (the first three 12-bit parts), rounded to f32 */
+static double pio2_tail(void) {
+    return pio2_12[3] + pio2_12[4] + pio2_12[5];
+}
+
+/* r = x - q pi/2 with q = round(x 2/pi), |r| <= pi/4 (and a little), into *r, and into *q
+ * a float equal to q mod 4 and below 2^12 in magnitude (q itself where it is that small).
  * f64: the rounded product decides q (within the exact range, |x| < 1.6e6, it is off only
  * where x 2/pi is within 1e-10 of a half); f32 with a fused fma: quadrant. f32 without
- * one: below |x| = 6000 (q < 4096) the rounded product and pi/2 in 12-bit parts times q
- * (exact products, about 15 operations); above, quadrant and q in two halves (about 45),
- * in the else branch of an `if`, which a GPU skips where no lane of a warp needs it. */
+ * one: below |x| = 6000 (q < 4096) the rounded product, and pi/2 in three 12-bit parts
+ * times q (exact products) and the rest as one rounded product (its error is below 2^-35
+ * absolute: about 10 operations); above, quadrant and q in two halves (about 45), in the
+ * else branch of an `if`, which a GPU skips where no lane of a warp needs it. */
 static void reduce(lm *m, ir_value *x, ir_value **r, ir_value **q) {
     if (m->f64 || m->fused) {
-        *q = m->f64 ? un(m, IR_FLOOR, fma3(m, x, k(m, M_2_PI), k(m, 0.5))) : quadrant(m, x);
-        *r = reduce_pio2(m, x, *q);
+        ir_value *qf =
+            m->f64 ? un(m, IR_FLOOR, fma3(m, x, k(m, M_2_PI), k(m, 0.5))) : quadrant(m, x);
+        *r = reduce_pio2(m, x, qf);
+        *q = mod4(m, qf);
         return;
     }
     ir_value *small = lt(m, un(m, IR_ABS, x), k(m, 6000.0));
@@ -326,19 +343,30 @@ static void reduce(lm *m, ir_value *x, ir_value **r, ir_value **q) {
     t.b = &tb;
     ir_value *tq = un(&t, IR_FLOOR, fma3(&t, x, k(&t, M_2_PI), k(&t, 0.5)));
     ir_value *tr = x;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 3; i++)
         tr = sub(&t, tr, mul(&t, tq, k(&t, pio2_12[i])));
+    tr = sub(&t, tr, mul(&t, tq, k(&t, pio2_tail())));
     ir_yield(&tb, (ir_value *[]){tr, tq}, 2);
     ir_builder eb = ir_builder_at_end(m->b->m, iff->regions[1]);
     lm e = *m;
     e.b = &eb;
     ir_value *eq_ = quadrant(&e, x);
-    ir_yield(&eb, (ir_value *[]){reduce_pio2(&e, x, eq_), eq_}, 2);
+    ir_yield(&eb, (ir_value *[]){reduce_pio2(&e, x, eq_), mod4(&e, eq_)}, 2);
     *r = iff->results[0];
     *q = iff->results[1];
 }
 
-/* which: 0 sin, 1 cos, 2 tan */
+/* The polynomials on |r| <= pi/4 (and a little), in z = r^2: sin r = r (1 + z S(z)) and
+ * cos r = 1 + z C(z). f32: minimax (Remez, relative error of sin 3.8e-9, absolute error of
+ * cos 1.2e-10, before rounding the coefficients), to r^7 and r^8; f64: the Taylor series
+ * to r^17 and r^18. */
+static const double sin_f32[4] = {1.0, -0.166666545731278, 0.008332158409302938,
+                                  -0.00019514957593754178};
+static const double cos_f32[5] = {1.0, -0.5, 0.041666645618808486, -0.0013887313063122937,
+                                  2.4432785135583297e-05};
+
+/* which: 0 sin, 1 cos, 2 tan. NaN and inf give NaN through the reduction (r is NaN), and
+ * sin(-0) = tan(-0) = -0 through r times the polynomial. */
 static ir_value *lm_trig(lm *m, ir_value *x, int which) {
     ir_value *q = NULL, *r = NULL;
     reductions *red = m->red;
@@ -353,32 +381,31 @@ static ir_value *lm_trig(lm *m, ir_value *x, int which) {
     }
     ir_value *z = mul(m, r, r);
     double cs[9], cc[10], f = 1.0;
-    int ns = m->f64 ? 9 : 6, nc = m->f64 ? 10 : 7;
+    int ns = m->f64 ? 9 : 4, nc = m->f64 ? 10 : 5;
     for (int i = 0; i < ns; i++) { /* sin r / r = sum (-1)^i z^i / (2i+1)! */
-        cs[i] = (i % 2 ? -1.0 : 1.0) / f;
+        cs[i] = m->f64 ? (i % 2 ? -1.0 : 1.0) / f : sin_f32[i];
         f *= (2 * i + 2) * (2 * i + 3);
     }
     f = 1.0;
     for (int i = 0; i < nc; i++) { /* cos r = sum (-1)^i z^i / (2i)! */
-        cc[i] = (i % 2 ? -1.0 : 1.0) / f;
+        cc[i] = m->f64 ? (i % 2 ? -1.0 : 1.0) / f : cos_f32[i];
         f *= (2 * i + 1) * (2 * i + 2);
     }
     ir_value *sn = mul(m, r, poly(m, z, cs, ns)), *cn = poly(m, z, cc, nc);
-    /* q mod 4 in floats (exact: q is an integer, q / 4 a power-of-two scaling) */
-    ir_value *q4 = sub(m, q, mul(m, un(m, IR_FLOOR, mul(m, q, k(m, 0.25))), k(m, 4.0)));
-    ir_value *odd = lor(m, eq(m, q4, k(m, 1.0)), eq(m, q4, k(m, 3.0)));
-    ir_value *q2 = gt(m, q4, k(m, 1.5));                                 /* q = 2, 3 */
-    ir_value *q12 = land(m, gt(m, q4, k(m, 0.5)), lt(m, q4, k(m, 2.5))); /* q = 1, 2 */
+    /* the low bits of q from its float: q + 1.5 2^mbits holds q mod 2^(mbits - 1) in the
+     * low bits of its mantissa (|q| < 2^12 here); NaN gives any bits, and NaN results */
+    ir_value *qb = bits(m, add(m, q, k(m, ldexp(1.5, m->mbits))));
+    ir_value *odd = bin(m, IR_NE, land(m, qb, uk(m, 1)), uk(m, 0));
     ir_value *y;
     if (which == 0) /* sin: s, c, -s, -c */
-        y = sel(m, q2, un(m, IR_NEG, sel(m, odd, cn, sn)), sel(m, odd, cn, sn));
+        y = sel(m, bin(m, IR_NE, land(m, qb, uk(m, 2)), uk(m, 0)),
+                un(m, IR_NEG, sel(m, odd, cn, sn)), sel(m, odd, cn, sn));
     else if (which == 1) /* cos: c, -s, -c, s */
-        y = sel(m, q12, un(m, IR_NEG, sel(m, odd, sn, cn)), sel(m, odd, sn, cn));
+        y = sel(m, bin(m, IR_NE, land(m, add(m, qb, uk(m, 1)), uk(m, 2)), uk(m, 0)),
+                un(m, IR_NEG, sel(m, odd, sn, cn)), sel(m, odd, sn, cn));
     else /* tan: s/c, -c/s */
         y = sel(m, odd, un(m, IR_NEG, dv(m, cn, sn)), dv(m, sn, cn));
-    if (which != 1) /* sin(-0) and tan(-0) are -0 */
-        y = sel(m, eq(m, x, k(m, 0.0)), x, y);
-    return sel(m, lor(m, isnan_(m, x), isinf_(m, x)), k(m, NAN), y);
+    return y;
 }
 
 /* ---- atan, atan2, asin, acos ------------------------------------------------------------- */

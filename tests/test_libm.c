@@ -100,13 +100,15 @@ static long double want_of(int f, long double a, long double b, long double c) {
 
 /* The error of got in ulps of the type at want; near a zero of the function (|want| < 1)
  * ulps of the result mean little, and there the error counts in units of the spacing at 1
- * where that is smaller. NaN = NaN; infinities must match. */
+ * where that is smaller. NaN = NaN; infinities and the signs of zeros must match. */
 static double err_of(double got, long double want, bool f32) {
     long double rounded = f32 ? (long double)(float)want : (long double)(double)want;
     if (isinf((double)rounded) || rounded == 0) /* compared as what the type holds */
         want = rounded;
     if (isnan(got) && isnan((double)want))
         return 0;
+    if (got == 0 && want == 0 && signbit(got) != signbit((double)want))
+        return INFINITY; /* sin(-0) is -0 */
     if ((long double)got == want)
         return 0;
     if (isnan(got) || isnan((double)want) || isinf(got) || isinf((double)want))
