@@ -315,9 +315,7 @@ static ir_value *mod4(lm *m, ir_value *q) {
 }
 
 /* pi/2 - (the first three 12-bit parts), rounded to f32 */
-static double pio2_tail(void) {
-    return pio2_12[3] + pio2_12[4] + pio2_12[5];
-}
+static double pio2_tail(void) { return pio2_12[3] + pio2_12[4] + pio2_12[5]; }
 
 /* r = x - q pi/2 with q = round(x 2/pi), |r| <= pi/4 (and a little), into *r, and into *q
  * a float equal to q mod 4 and below 2^12 in magnitude (q itself where it is that small).
