@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "adds_cases.h"
 #include "../common/env.h"
 #include "../backends/codegen.h"
 #include "../backends/llvm/llvm_backend.h"
@@ -363,25 +364,9 @@ Test(nvptx, every_arch_takes_the_gradient_code) {
  * a one-dimensional task) skips comparing the lanes' addresses; one at a per-item index
  * (w.grad[j[i]]) keeps the comparison (shuffles of the address, a vote). */
 Test(nvptx, uniform_adjoint_adds_skip_the_address_vote) {
-    const struct {
-        const char *src;
-        bool vote;
-    } cases[] = {
-        {"kernel k(x: f32[], w: f32[], out: f32[]) {\n"
-         "  for i in 0..len(x) { var v = x[i];\n"
-         "    for t in 0..len(w) { v = sin(v) * w[t]; }\n"
-         "    out[i] = v; } }\n",
-         false},
-        {"kernel k(x: f32[], w: f32[], n: i32[], out: f32[]) {\n"
-         "  for i in 0..len(x) { var v = x[i];\n"
-         "    for t in 0..n[i] { v = sin(v) * w[t]; }\n"
-         "    out[i] = v; } }\n",
-         false},
-        {"kernel k(x: f32[], w: f32[], j: i32[], out: f32[]) {\n"
-         "  for i in 0..len(x) { out[i] = sin(x[i]) * w[j[i]]; } }\n",
-         true},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    const adds_case *cases = adds_cases;
+    size_t ncases = sizeof adds_cases / sizeof *adds_cases;
+    for (size_t i = 0; i < ncases; i++) {
         kc_ctx *cc = kc_ctx_new();
         cc->opts.grad = KC_GRAD_POSSIBLE;
         ir_module *m = compile(cc, cases[i].src);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "adds_cases.h"
 #include "../backends/meta_ir.h"
 #include "../backends/spirv/spv_emit.h"
 #include "../common/modfile.h"
@@ -533,6 +534,48 @@ Test(spirv, small_types_declare_their_capabilities) {
         cr_expect(has_capability(w, n, caps[i]), "capability %u missing", caps[i]);
     cr_expect(!has_capability(w, n, 9 /* Float16 */), "f16 is stored as bits, no Float16");
     free(w);
+}
+
+/* How many instructions of opcode op the function of entry point `entry` has (-1: no such
+ * entry point). */
+static int count_op(const uint32_t *w, size_t n, const char *entry, uint32_t op) {
+    uint32_t fn = 0;
+    int c = -1;
+    for (size_t i = 5; i < n && (w[i] >> 16); i += w[i] >> 16) {
+        uint32_t code = w[i] & 0xffff;
+        if (code == 15 /* OpEntryPoint */ && !strcmp((const char *)&w[i + 3], entry))
+            fn = w[i + 2];
+        else if (code == 54 /* OpFunction */ && fn && w[i + 2] == fn)
+            c = 0;
+        else if (code == 56 /* OpFunctionEnd */ && c >= 0)
+            return c;
+        else if (c >= 0)
+            c += code == op;
+    }
+    return c;
+}
+
+/* A combined adjoint add whose element the divergence analysis finds one for the subgroup
+ * (w.grad[t] of a one-dimensional task, also under per-item trip counts) is summed over
+ * the subgroup with no vote on the element; one at a per-item index (w.grad[j[i]]) and one
+ * in a two-dimensional task, whose subgroups span rows, keep the vote. The sums these make
+ * are checked by the gradient corpus on Vulkan. */
+Test(spirv, uniform_adjoint_adds_skip_the_vote) {
+    const adds_case *cases = adds_cases;
+    size_t ncases = sizeof adds_cases / sizeof *adds_cases;
+    for (size_t i = 0; i < ncases; i++) {
+        char err[1024] = "";
+        size_t n = 0;
+        uint32_t *w = spirv_of(cases[i].src, &n, err, sizeof err);
+        cr_assert(w, "case %zu: %s", i, err);
+        cr_expect(kc_spirv_validate(w, n, err, sizeof err), "case %zu: %s", i, err);
+        const char *g = "kern_k__grad__t0"; /* (its checkpointed copy decides on its own) */
+        cr_expect(count_op(w, n, g, 350 /* OpGroupNonUniformFAdd */) > 0,
+                  "case %zu: the adds are not combined", i);
+        cr_expect_eq(count_op(w, n, g, 336 /* OpGroupNonUniformAllEqual */) > 0, cases[i].vote,
+                     "case %zu: the vote is %s", i, cases[i].vote ? "missing" : "kept");
+        free(w);
+    }
 }
 
 Test(spirv, wide_launch_blocks) {

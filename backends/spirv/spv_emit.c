@@ -189,16 +189,17 @@ static void kernel_begin(spv_emitter *em, const ir_kernel *k) {
     em->v_arr = calloc(np + 1, sizeof *em->v_arr);
     em->v_alias = calloc(np + 1, sizeof *em->v_alias);
     em->shape = calloc(np + 1, sizeof *em->shape);
-    em->ad_depth = calloc(na + 1, sizeof *em->ad_depth);
+    em->ad_pos = calloc(na + 1, sizeof *em->ad_pos);
     em->ad_base = calloc(na + 1, sizeof *em->ad_base);
     em->ad_cap = calloc(na + 1, sizeof *em->ad_cap);
+    em->ad_span = calloc(na + 1, sizeof *em->ad_span);
     size_t nm = 1 + 2 * (size_t)na;
     for (uint32_t p = 0; p < np; p++)
         nm += ty_is_array(k->params[p].type) ? k->params[p].type->rank : 1;
     em->block_type = calloc(nm, sizeof *em->block_type);
     uint32_t *moff = calloc(nm, sizeof *moff);
     if (!pt || !off || !em->block_member || !em->v_arr || !em->v_alias || !em->shape ||
-        !em->ad_depth || !em->ad_base || !em->ad_cap || !em->block_type || !moff)
+        !em->ad_pos || !em->ad_base || !em->ad_cap || !em->ad_span || !em->block_type || !moff)
         kern_oom(nm * sizeof *moff);
     for (uint32_t p = 0; p < np; p++)
         pt[p] = k->params[p].type;
@@ -265,11 +266,12 @@ static void kernel_end(spv_emitter *em) {
     free(em->v_arr);
     free(em->v_alias);
     free(em->shape);
-    free(em->ad_depth);
+    free(em->ad_pos);
     free(em->ad_base);
     free(em->ad_cap);
+    free(em->ad_span);
     em->block_member = em->block_type = em->v_arr = em->v_alias = NULL;
-    em->ad_depth = em->ad_base = em->ad_cap = NULL;
+    em->ad_pos = em->ad_base = em->ad_cap = em->ad_span = NULL;
     em->shape = NULL;
     em->kernel = NULL;
 }
@@ -296,7 +298,7 @@ static uint32_t task_extent(spv_emitter *em, const ir_op *task, uint32_t d) {
 
 static void reset_adstacks(spv_emitter *em) {
     for (uint32_t s = 0; s < em->kernel->nadstacks; s++)
-        spv_instv(&em->b.funcs, SpvOpStore, 2, em->ad_depth[s], cu64(em, 0));
+        spv_instv(&em->b.funcs, SpvOpStore, 2, em->ad_pos[s], em->ad_base[s]);
 }
 
 static void emit_parallel(spv_emitter *em, const ir_op *task, uint32_t w, uint32_t nthreads) {
@@ -323,7 +325,11 @@ static void emit_parallel(spv_emitter *em, const ir_op *task, uint32_t w, uint32
         set_val(em, body->args[d], is_i64(it) ? i : spv_op1(&em->b, SpvOpUConvert, em->t_u32, i));
     }
     reset_adstacks(em);
+    em->have_div = nd == 1;
+    if (em->have_div)
+        ir_divergence_task(&em->div, em->kernel, task);
     spv_emit_region(em, body);
+    em->have_div = false;
     spv_strided_end(em, &st, n, nthreads);
     spv_block_copies_end(em);
 }
@@ -395,7 +401,7 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
     uint32_t fn = spv_entry_begin(em), u64 = u64t(em);
     uint32_t fptr = spv_type_ptr(&em->b, SpvStorageClassFunction, u64);
     for (uint32_t s = 0; s < k->nadstacks; s++)
-        em->ad_depth[s] = spv_op1(&em->b, SpvOpVariable, fptr, SpvStorageClassFunction);
+        em->ad_pos[s] = spv_op1(&em->b, SpvOpVariable, fptr, SpvStorageClassFunction);
     uint32_t w, nthreads;
     spv_entry_params(em, &w, &nthreads);
     uint32_t nm0 = em->nmembers - 1 - 2 * k->nadstacks; /* ad_slots */
@@ -407,6 +413,7 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
             uint32_t el = spv_op2(&em->b, SpvOpUDiv, u64, offb,
                                   cu64(em, (uint64_t)ty_size(k->adstacks[s].type)));
             em->ad_base[s] = spv_op2(&em->b, SpvOpIAdd, u64, el, w);
+            em->ad_span[s] = spv_op2(&em->b, SpvOpIMul, u64, em->ad_cap[s], em->ad_slots);
         }
     }
     ir_foreach_op(op, k->body) { /* the uniform values before the task */
@@ -491,6 +498,7 @@ static uint32_t *emit_module(const ir_module *m, const kc_options *o, size_t *nw
         kernel_end(&em);
     }
     spv_emit_helpers(&em);
+    ir_divergence_free(&em.div);
     if (!o->fast_math)
         float_controls(&em.b);
     free(em.map.keys);

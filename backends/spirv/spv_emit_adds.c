@@ -45,21 +45,29 @@ static void add_to(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v) {
     spv_op(&em->b, SpvOpAtomicFAddEXT, em->t_f32, ops, 4);
 }
 
+bool spv_uniform_access(const spv_emitter *em, const ir_op *op) {
+    return em->have_div && !ir_div_access_varying(&em->div, op);
+}
+
 /* An f32 atomic add whose old value nobody uses (adjoints like w.grad), into block copy bi
  * or (bi < 0) the array: when every active lane of the subgroup adds into the same element,
  * the subgroup sums first and one lane adds the sum (as the CUDA path combines per warp);
- * otherwise each lane adds. */
-void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v) {
+ * otherwise each lane adds. uniform: the divergence analysis has proven the element one
+ * for the subgroup, so no vote is taken. */
+void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v,
+                            bool uniform) {
     spv_capability(&em->b, SpvCapabilityGroupNonUniform);
-    spv_capability(&em->b, SpvCapabilityGroupNonUniformVote);
     spv_capability(&em->b, SpvCapabilityGroupNonUniformArithmetic);
     uint32_t sg = cu32(em, SpvScopeSubgroup);
-    uint32_t same = spv_op2(&em->b, SpvOpGroupNonUniformAllEqual, em->t_bool, sg, lin);
     uint32_t l_same = spv_id(&em->b), l_each = spv_id(&em->b), l_one = spv_id(&em->b),
              l_j1 = spv_id(&em->b), l_j = spv_id(&em->b);
-    selection_merge(em, l_j);
-    branch_cond(em, same, l_same, l_each);
-    label(em, l_same);
+    if (!uniform) {
+        spv_capability(&em->b, SpvCapabilityGroupNonUniformVote);
+        uint32_t same = spv_op2(&em->b, SpvOpGroupNonUniformAllEqual, em->t_bool, sg, lin);
+        selection_merge(em, l_j);
+        branch_cond(em, same, l_same, l_each);
+        label(em, l_same);
+    }
     uint32_t rops[3] = {sg, SpvGroupOperationReduce, v};
     uint32_t sum = spv_op(&em->b, SpvOpGroupNonUniformFAdd, em->t_f32, rops, 3);
     uint32_t first = spv_op1(&em->b, SpvOpGroupNonUniformElect, em->t_bool, sg);
@@ -69,6 +77,8 @@ void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32
     add_to(em, bi, p, lin, sum);
     branch(em, l_j1);
     label(em, l_j1);
+    if (uniform)
+        return;
     branch(em, l_j);
     label(em, l_each);
     add_to(em, bi, p, lin, v);
@@ -78,15 +88,16 @@ void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32
 
 /* An add into block-copied array p: into the workgroup's copy when the array fits it, else
  * into the array; both combined per subgroup first. */
-void spv_emit_block_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v) {
+void spv_emit_block_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v,
+                         bool uniform) {
     uint32_t l_sh = spv_id(&em->b), l_gl = spv_id(&em->b), l_j = spv_id(&em->b);
     selection_merge(em, l_j);
     branch_cond(em, em->blk_on[bi], l_sh, l_gl);
     label(em, l_sh);
-    spv_emit_combined_fadd(em, bi, p, lin, v);
+    spv_emit_combined_fadd(em, bi, p, lin, v, uniform);
     branch(em, l_j);
     label(em, l_gl);
-    spv_emit_combined_fadd(em, -1, p, lin, v);
+    spv_emit_combined_fadd(em, -1, p, lin, v, uniform);
     branch(em, l_j);
     label(em, l_j);
 }

@@ -292,11 +292,11 @@ uint32_t spv_emit_access(spv_emitter *em, const ir_op *op) {
     int bi = spv_block_copy_of(em, p);
     if (bi >= 0 && (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB)) {
         uint32_t add = op->code == IR_ATOMIC_SUB ? spv_op1(&em->b, SpvOpFNegate, rt, v) : v;
-        spv_emit_block_fadd(em, bi, p, lin, add);
+        spv_emit_block_fadd(em, bi, p, lin, add, spv_uniform_access(em, op));
         r = spv_op(&em->b, SpvOpUndef, rt, NULL, 0);
     } else if (fl && op->code == IR_ATOMIC_ADD && et->kind == TY_F32 &&
                !spv_value_used(em, op->results[0])) {
-        spv_emit_combined_fadd(em, -1, p, lin, v);
+        spv_emit_combined_fadd(em, -1, p, lin, v, spv_uniform_access(em, op));
         r = spv_op(&em->b, SpvOpUndef, rt, NULL, 0);
     } else if (fl && op->code == IR_ATOMIC_ADD && et->kind == TY_F32) {
         spv_capability(&em->b, SpvCapabilityAtomicFloat32AddEXT);
@@ -334,18 +334,17 @@ uint32_t spv_emit_access(spv_emitter *em, const ir_op *op) {
 /* ---- adstacks --------------------------------------------------------------------------- */
 
 static uint32_t stack_of(spv_emitter *em, const ir_op *op) {
-    kern_assert(em->ad_depth && op->imm.i >= 0 && (uint64_t)op->imm.i < em->kernel->nadstacks);
+    kern_assert(em->ad_pos && op->imm.i >= 0 && (uint64_t)op->imm.i < em->kernel->nadstacks);
     return (uint32_t)op->imm.i;
 }
 
-/* The pointer to entry d of stack s of this work item: element base[s] + d * slots. */
-static uint32_t ad_entry(spv_emitter *em, uint32_t s, uint32_t d) {
+/* The pointer to heap element e (u64) of stack s: entry d of this work item is element
+ * base + d * slots, which ad_pos steps to by adding slots per push (no multiply). */
+static uint32_t ad_entry(spv_emitter *em, uint32_t s, uint32_t e) {
     const ir_adstack *st = &em->kernel->adstacks[s];
-    uint32_t elem, u64 = u64t(em);
+    uint32_t elem;
     uint32_t var = heap_var(em, st->type, &elem);
-    uint32_t i = spv_op2(&em->b, SpvOpIAdd, u64, em->ad_base[s],
-                         spv_op2(&em->b, SpvOpIMul, u64, d, em->ad_slots));
-    uint32_t ops[3] = {var, cu32(em, 0), i};
+    uint32_t ops[3] = {var, cu32(em, 0), e};
     return spv_op(&em->b, SpvOpAccessChain,
                   spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, elem), ops, 3);
 }
@@ -365,40 +364,52 @@ static uint32_t ad_from_bits(spv_emitter *em, const kern_type *t, uint32_t bits)
     return real_float(t) ? bitcast(em, spv_reg_type(em, t), bits) : bits;
 }
 
+/* A push: stored where the entry lies in the stack (e - base < cap * slots; after an
+ * unbalanced pop e - base wraps and fails too), else the overflow is recorded with the
+ * depth it would have reached ((e - base) / slots + 1, on that path only); the position
+ * moves on either way, as the depth did. */
 void spv_emit_adpush(spv_emitter *em, const ir_op *op) {
     uint32_t s = stack_of(em, op), u64 = u64t(em);
     const ir_adstack *st = &em->kernel->adstacks[s];
     uint32_t v = ad_to_bits(em, st->type, val(em, op->operands[0]));
-    uint32_t d = spv_op1(&em->b, SpvOpLoad, u64, em->ad_depth[s]);
-    uint32_t d1 = spv_op2(&em->b, SpvOpIAdd, u64, d, cu64(em, 1));
-    uint32_t ok = spv_op2(&em->b, SpvOpULessThan, em->t_bool, d, em->ad_cap[s]);
+    uint32_t e = spv_op1(&em->b, SpvOpLoad, u64, em->ad_pos[s]);
+    uint32_t off = spv_op2(&em->b, SpvOpISub, u64, e, em->ad_base[s]);
+    uint32_t ok = spv_op2(&em->b, SpvOpULessThan, em->t_bool, off, em->ad_span[s]);
     uint32_t l_store = spv_id(&em->b), l_ovf = spv_id(&em->b), l_j = spv_id(&em->b);
     selection_merge(em, l_j);
     branch_cond(em, ok, l_store, l_ovf);
     label(em, l_store);
-    spv_instv(&em->b.funcs, SpvOpStore, 2, ad_entry(em, s, d), v);
+    spv_instv(&em->b.funcs, SpvOpStore, 2, ad_entry(em, s, e), v);
     branch(em, l_j);
     label(em, l_ovf);
-    spv_call_overflow(em, op->loc.line ? op->loc : st->loc, em->ad_cap[s], d1);
+    uint32_t one = cu64(em, 1);
+    uint32_t nz = spv_op2(&em->b, SpvOpINotEqual, em->t_bool, em->ad_slots, cu64(em, 0));
+    uint32_t per = spv_op3(&em->b, SpvOpSelect, u64, nz, em->ad_slots, one);
+    uint32_t d = spv_op2(&em->b, SpvOpUDiv, u64, off, per);
+    spv_call_overflow(em, op->loc.line ? op->loc : st->loc, em->ad_cap[s],
+                      spv_op2(&em->b, SpvOpIAdd, u64, d, one));
     branch(em, l_j);
     label(em, l_j);
-    spv_instv(&em->b.funcs, SpvOpStore, 2, em->ad_depth[s], d1);
+    spv_instv(&em->b.funcs, SpvOpStore, 2, em->ad_pos[s],
+              spv_op2(&em->b, SpvOpIAdd, u64, e, em->ad_slots));
 }
 
+/* A pop: the entry below the position, read where it lies in the stack (an unbalanced pop,
+ * below base, wraps to a large offset and reads nothing either), else zero. */
 void spv_emit_adpop(spv_emitter *em, const ir_op *op) {
     uint32_t s = stack_of(em, op), u64 = u64t(em);
     const ir_adstack *st = &em->kernel->adstacks[s];
     uint32_t it = int_mem_type(em, st->type);
-    uint32_t d = spv_op1(&em->b, SpvOpLoad, u64, em->ad_depth[s]);
-    uint32_t d1 = spv_op2(&em->b, SpvOpISub, u64, d, cu64(em, 1));
-    spv_instv(&em->b.funcs, SpvOpStore, 2, em->ad_depth[s], d1);
-    /* unsigned: an unbalanced pop (depth -1) reads nothing either */
-    uint32_t ok = spv_op2(&em->b, SpvOpULessThan, em->t_bool, d1, em->ad_cap[s]);
+    uint32_t e = spv_op2(&em->b, SpvOpISub, u64,
+                         spv_op1(&em->b, SpvOpLoad, u64, em->ad_pos[s]), em->ad_slots);
+    spv_instv(&em->b.funcs, SpvOpStore, 2, em->ad_pos[s], e);
+    uint32_t off = spv_op2(&em->b, SpvOpISub, u64, e, em->ad_base[s]);
+    uint32_t ok = spv_op2(&em->b, SpvOpULessThan, em->t_bool, off, em->ad_span[s]);
     uint32_t pre = em->cur, l_load = spv_id(&em->b), l_j = spv_id(&em->b);
     selection_merge(em, l_j);
     branch_cond(em, ok, l_load, l_j);
     label(em, l_load);
-    uint32_t bits = spv_op1(&em->b, SpvOpLoad, it, ad_entry(em, s, d1));
+    uint32_t bits = spv_op1(&em->b, SpvOpLoad, it, ad_entry(em, s, e));
     uint32_t from = em->cur;
     branch(em, l_j);
     label(em, l_j);

@@ -20,6 +20,7 @@
 
 #include "spv_builder.h"
 #include "spv_emit.h"
+#include "../../passes/passes.h"
 
 /* ---- the emitter's state ---------------------------------------------------------------- */
 
@@ -60,7 +61,10 @@ typedef struct spv_emitter {
     uint32_t *iface; /* the entry point's interface: the globals its code uses */
     int niface, iface_cap;
     uint32_t (*shape)[KERN_MAX_RANK];      /* per parameter: extents (u64) */
-    uint32_t *ad_depth, *ad_base, *ad_cap; /* per adstack */
+    /* per adstack: the heap element of this work item's next push (a u64 variable: entry
+     * 0 at ad_base, each entry ad_slots further), the base, the capacity, and cap *
+     * ad_slots (u64 values of the entry point) */
+    uint32_t *ad_pos, *ad_base, *ad_cap, *ad_span;
     /* block copies (a parallel task): f32 arrays it only adds into, summed per workgroup in
      * shared memory when they fit (blk_on, uniform), then added to the array once */
     int nblk;
@@ -69,6 +73,11 @@ typedef struct spv_emitter {
     uint32_t blk_on[KERN_SPV_BLOCK_COPIES];  /* bool */
     uint32_t blk_n[KERN_SPV_BLOCK_COPIES];   /* the array's elements (u64) */
     uint32_t v_lid;                          /* LocalInvocationId */
+    /* a one-dimensional parallel task's divergence (have_div): the invocations of a
+     * subgroup differ in its index only, so what it finds uniform is one value in every
+     * invocation that runs an operation together (one dynamic instance) */
+    ir_divergence div;
+    bool have_div;
     uint32_t ad_slots;
     bool checks;
     uint32_t cur; /* the current block's label */
@@ -208,10 +217,14 @@ void spv_emit_sizer(spv_emitter *em, uint32_t s, const struct sz_expr *e);
 void spv_block_copies_begin(spv_emitter *em, const ir_op *task);
 void spv_block_copies_end(spv_emitter *em);
 int spv_block_copy_of(const spv_emitter *em, int p);
-void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v);
+void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v,
+                            bool uniform);
 /* lanemax of x (op's operand): the maximum over the subgroup's active invocations. */
 uint32_t spv_emit_lanemax(spv_emitter *em, const ir_op *op, uint32_t x);
-void spv_emit_block_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v);
+void spv_emit_block_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v,
+                         bool uniform);
+/* Whether access op's element is one for the whole subgroup (the divergence analysis). */
+bool spv_uniform_access(const spv_emitter *em, const ir_op *op);
 
 /* ---- spv_emit_check.c ------------------------------------------------------------------- */
 
