@@ -186,18 +186,65 @@ void vk_free_kernel(rt_device *d, void *handle) {
     free(k);
 }
 
+/* $KERN_VULKAN_STATS: the statistics the driver reports for pipeline p (entry point sym),
+ * one line per executable on stderr. */
+static void report_stats(vk_device *v, VkPipeline p, const char *sym) {
+    VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = p};
+    uint32_t ne = 0;
+    if (v->get_exec_props(v->dev, &pi, &ne, NULL) != VK_SUCCESS)
+        return;
+    for (uint32_t e = 0; e < ne; e++) {
+        VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                                          .pipeline = p,
+                                          .executableIndex = e};
+        uint32_t ns = 0;
+        if (v->get_exec_stats(v->dev, &ei, &ns, NULL) != VK_SUCCESS || !ns)
+            continue;
+        VkPipelineExecutableStatisticKHR *st = calloc(ns, sizeof *st);
+        if (!st)
+            return;
+        for (uint32_t i = 0; i < ns; i++)
+            st[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+        if (v->get_exec_stats(v->dev, &ei, &ns, st) == VK_SUCCESS) {
+            fprintf(stderr, "kern: vulkan pipeline %s:", sym);
+            for (uint32_t i = 0; i < ns; i++) {
+                fprintf(stderr, "%s %s = ", i ? ";" : "", st[i].name);
+                switch (st[i].format) {
+                case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+                    fprintf(stderr, "%s", st[i].value.b32 ? "true" : "false");
+                    break;
+                case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+                    fprintf(stderr, "%lld", (long long)st[i].value.i64);
+                    break;
+                case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+                    fprintf(stderr, "%llu", (unsigned long long)st[i].value.u64);
+                    break;
+                default: fprintf(stderr, "%g", st[i].value.f64); break;
+                }
+            }
+            fprintf(stderr, "\n");
+        }
+        free(st);
+    }
+}
+
 /* The compute pipeline of entry point sym of c with k's layout. */
 static kern_status create_pipeline(vk_device *v, const vk_code *c, const vk_kernel *k,
                                    const char *sym, VkPipeline *out, char *err, size_t errlen) {
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .flags = v->get_exec_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                   .module = c->module,
                   .pName = sym},
         .layout = k->layout};
     VkResult r = v->api.vkCreateComputePipelines(v->dev, v->cache, 1, &ci, NULL, out);
-    return r == VK_SUCCESS ? KERN_OK : vk_fail(r, "vkCreateComputePipelines", err, errlen);
+    if (r != VK_SUCCESS)
+        return vk_fail(r, "vkCreateComputePipelines", err, errlen);
+    if (v->get_exec_stats)
+        report_stats(v, *out, sym);
+    return KERN_OK;
 }
 
 kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, void **out,

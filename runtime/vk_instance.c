@@ -180,14 +180,23 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     }
     v->qfamily = (uint32_t)fam;
     /* the optional features: what the device has */
-    bool has_float_ext = false;
+    bool has_float_ext = false, has_exec = false;
+    const char *stats_env = getenv("KERN_VULKAN_STATS");
+    bool want_stats = stats_env && *stats_env && strcmp(stats_env, "0") != 0;
     uint32_t ne = 0;
     a->vkEnumerateDeviceExtensionProperties(v->phys, NULL, &ne, NULL);
     VkExtensionProperties *ep = calloc(ne + 1, sizeof *ep);
     if (ep && a->vkEnumerateDeviceExtensionProperties(v->phys, NULL, &ne, ep) == VK_SUCCESS)
-        for (uint32_t i = 0; i < ne; i++)
+        for (uint32_t i = 0; i < ne; i++) {
             has_float_ext = has_float_ext ||
                             !strcmp(ep[i].extensionName, VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME);
+            has_exec = has_exec || !strcmp(ep[i].extensionName,
+                                           VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+        }
+    has_exec = has_exec && want_stats;
+    if (want_stats && !has_exec)
+        fprintf(stderr, "kern: KERN_VULKAN_STATS: device %s has no %s\n", v->props.deviceName,
+                VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
     free(ep);
     VkPhysicalDeviceShaderAtomicFloatFeaturesEXT af = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT};
@@ -236,9 +245,14 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
         .shaderBufferFloat32AtomicAdd = v->has_f32add,
         .shaderSharedFloat32AtomicAdd = v->has_shared_f32add};
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR eexec = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+        .pipelineExecutableInfo = VK_TRUE};
+    if (v->has_f32add)
+        eaf.pNext = has_exec ? &eexec : NULL;
     VkPhysicalDeviceVulkan11Features e11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-        .pNext = v->has_f32add ? &eaf : NULL,
+        .pNext = v->has_f32add ? (void *)&eaf : has_exec ? (void *)&eexec : NULL,
         .storageBuffer16BitAccess = v->has_16bit};
     VkPhysicalDeviceVulkan12Features e12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
@@ -257,13 +271,17 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
                                   .queueFamilyIndex = v->qfamily,
                                   .queueCount = 1,
                                   .pQueuePriorities = &prio};
-    const char *exts[1] = {VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME};
+    const char *exts[2];
+    uint32_t next = 0;
+    if (v->has_f32add || v->has_shared_f32add)
+        exts[next++] = VK_EXT_SHADER_ATOMIC_FLOAT_EXTENSION_NAME;
+    if (has_exec)
+        exts[next++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                               .pNext = &e2,
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qi,
-                              .enabledExtensionCount =
-                                  v->has_f32add || v->has_shared_f32add ? 1 : 0,
+                              .enabledExtensionCount = next,
                               .ppEnabledExtensionNames = exts};
     VkResult r = a->vkCreateDevice(v->phys, &dci, NULL, &v->dev);
     if (r != VK_SUCCESS) {
@@ -277,6 +295,14 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
     }
     VK_DEVICE_API(X)
 #undef X
+    if (has_exec) {
+        v->get_exec_props = (PFN_vkGetPipelineExecutablePropertiesKHR)a->vkGetDeviceProcAddr(
+            v->dev, "vkGetPipelineExecutablePropertiesKHR");
+        v->get_exec_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)a->vkGetDeviceProcAddr(
+            v->dev, "vkGetPipelineExecutableStatisticsKHR");
+        if (!v->get_exec_props || !v->get_exec_stats)
+            v->get_exec_props = NULL, v->get_exec_stats = NULL;
+    }
     a->vkGetDeviceQueue(v->dev, v->qfamily, 0, &v->queue);
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,

@@ -112,6 +112,10 @@ typedef struct vk_device {
     bool has_i16, has_16bit;                      /* shaderInt16, storageBuffer16BitAccess */
     bool has_sg_basic, has_sg_vote, has_sg_arith; /* subgroup operations in compute shaders */
     bool has_shared_f32add; /* float atomic add on workgroup memory (block copies) */
+    /* $KERN_VULKAN_STATS=1 and the device has VK_KHR_pipeline_executable_properties: each
+     * pipeline's statistics (the driver's registers, instructions, ...) on stderr */
+    PFN_vkGetPipelineExecutablePropertiesKHR get_exec_props;
+    PFN_vkGetPipelineExecutableStatisticsKHR get_exec_stats;
     /* the float controls (shaderSignedZeroInfNanPreserveFloat32, ...): a module's modes
      * that the device lacks are dropped at load (vk_code.c) */
     bool keeps_nan32, keeps_nan64, keeps_denorm32, keeps_denorm64;
