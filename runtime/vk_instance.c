@@ -252,7 +252,9 @@ static kern_status create_device(vk_device *v, char *err, size_t errlen) {
         eaf.pNext = has_exec ? &eexec : NULL;
     VkPhysicalDeviceVulkan11Features e11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-        .pNext = v->has_f32add ? (void *)&eaf : has_exec ? (void *)&eexec : NULL,
+        .pNext = v->has_f32add ? (void *)&eaf
+                 : has_exec    ? (void *)&eexec
+                               : NULL,
         .storageBuffer16BitAccess = v->has_16bit};
     VkPhysicalDeviceVulkan12Features e12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
