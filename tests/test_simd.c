@@ -572,6 +572,43 @@ Test(simd, the_choice_per_task_shows_in_the_llvm_text) {
     free(t);
 }
 
+/* The lanes the automatic choice gives kernel k's first task (its "kern-simd" attribute). */
+static int auto_lanes(const char *src) {
+    char *t = llvm_text(src, 0);
+    const char *a = strstr(t, "\"kern-simd\"=\"");
+    int lanes = a ? atoi(a + strlen("\"kern-simd\"=\"")) : -1;
+    cr_expect(a, "%s", t);
+    free(t);
+    return lanes;
+}
+
+/* A loop is a serial chain per work item: with vector math in it, four vectors hide the
+ * math's latency, whether the lanes run it alike (len(w)) or under a mask (count[i]); a
+ * masked loop without math gets one vector, a uniform one two. */
+Test(simd, loops_with_math_get_four_vectors_masked_or_not) {
+    int uniform_math = auto_lanes("kernel k(x: f32[], w: f32[]) {\n"
+                                  "  for i in 0..len(x) { var v = x[i];\n"
+                                  "    for t in 0..len(w) { v = sin(v) * w[t]; }\n"
+                                  "    x[i] = v; } }\n");
+    int masked_math = auto_lanes("kernel k(x: f32[], w: f32[], n: i32[]) {\n"
+                                 "  for i in 0..len(x) { var v = x[i];\n"
+                                 "    for t in 0..n[i] { v = sin(v) * w[t]; }\n"
+                                 "    x[i] = v; } }\n");
+    int uniform_plain = auto_lanes("kernel k(x: f32[], w: f32[]) {\n"
+                                   "  for i in 0..len(x) { var v = x[i];\n"
+                                   "    for t in 0..len(w) { v = v * w[t] + 1.0; }\n"
+                                   "    x[i] = v; } }\n");
+    int masked_plain = auto_lanes("kernel k(x: f32[], w: f32[], n: i32[]) {\n"
+                                  "  for i in 0..len(x) { var v = x[i];\n"
+                                  "    for t in 0..n[i] { v = v * w[t] + 1.0; }\n"
+                                  "    x[i] = v; } }\n");
+    cr_assert_gt(masked_plain, 1, "masked loop without math: %d lanes", masked_plain);
+    cr_expect_eq(masked_math, uniform_math);
+    cr_expect_eq(masked_math, 4 * masked_plain, "masked: %d with math, %d without", masked_math,
+                 masked_plain);
+    cr_expect_eq(uniform_plain, 2 * masked_plain, "uniform without math: %d", uniform_plain);
+}
+
 /* ---- two-dimensional tasks: the innermost dimension across the lanes ----------------- */
 
 static const char *STENCIL = "kernel heat(u: f32[,,], t: i32) {\n"

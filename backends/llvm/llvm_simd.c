@@ -137,26 +137,23 @@ static int contiguous_accesses(const llvm_emitter *em, const ir_region *r) {
     return n;
 }
 
-/* A loop whose trip count differs between lanes (a varying bound, break or condition). */
-static bool divergent_loop(const llvm_emitter *em, const ir_region *r) {
+/* Whether r or a region nested in it pushes or pops an adstack. */
+static bool uses_adstack(const ir_region *r) {
     ir_foreach_op(op, r) {
-        if ((op->code == IR_FOR && masked_loop(em, op)) ||
-            (op->code == IR_WHILE && masked_loop(em, op)))
+        if (op->code == IR_ADPUSH || op->code == IR_ADPOP)
             return true;
         for (uint32_t i = 0; i < op->nregions; i++)
-            if (divergent_loop(em, op->regions[i]))
+            if (uses_adstack(op->regions[i]))
                 return true;
     }
     return false;
 }
 
-/* A loop that every lane runs alike (not masked) and, with `math`, that computes vector
- * math. */
-static bool uniform_loop(const llvm_emitter *em, const ir_region *r, bool math) {
+/* A loop in r that the lanes run under a mask (masked: its trip count differs between
+ * them) or alike (not masked) and, with `math`, that computes vector math. */
+static bool has_loop(const llvm_emitter *em, const ir_region *r, bool masked, bool math) {
     ir_foreach_op(op, r) {
-        bool uniform = (op->code == IR_FOR && !masked_loop(em, op)) ||
-                       (op->code == IR_WHILE && !masked_loop(em, op));
-        if (uniform) {
+        if ((op->code == IR_FOR || op->code == IR_WHILE) && masked_loop(em, op) == masked) {
             int gathers = 0, nmath = 0;
             for (uint32_t i = 0; i < op->nregions; i++)
                 loop_cost(em, op->regions[i], &gathers, &nmath);
@@ -164,7 +161,7 @@ static bool uniform_loop(const llvm_emitter *em, const ir_region *r, bool math) 
                 return true;
         }
         for (uint32_t i = 0; i < op->nregions; i++)
-            if (uniform_loop(em, op->regions[i], math))
+            if (has_loop(em, op->regions[i], masked, math))
                 return true;
     }
     return false;
@@ -221,20 +218,26 @@ unsigned llvm_simd_lanes(llvm_emitter *em, const ir_op *task, const char **why) 
     *why = NULL;
     if (want > 0)
         return (unsigned)want;
-    /* auto: a loop that every lane runs alike is a serial chain per work item, and
-     * independent vectors hide its latency: two vectors of the widest registers, four when
-     * it computes vector math (x = sin(x) * w[t] + x per step). In a loop whose trip count
-     * differs between lanes a wider vector idles longer (its last lane decides) and the
-     * per-lane adstacks' gathers and scatters grow with it: one. A straight-line body runs
-     * about 20% faster with two (fewer loop trips, more independent work), but the code
-     * LLVM compiles doubles with them: two up to SIMD_WIDE_OPS ops, one above (a
-     * gradient's gather task: 200 ops). */
+    /* auto: a loop is a serial chain per work item, and independent vectors hide its
+     * latency: four vectors of the widest registers when it computes vector math (x =
+     * sin(x) * w[t] + x per step), also where the trip count differs between lanes (the
+     * wider vector idles longer, its last lane decides, but a vector of one register waits
+     * on its math's latency every step: grad-bench's trips, K with trip counts uniform in
+     * 0..T, 7.0 -> 2.6 ms at 16 lanes per register, and 6.4 -> 2.7 ms where one item in 16
+     * runs 16 times longer), but not in a task with adstacks (K.grad: its per-lane
+     * adstacks' gathers and scatters grow with the vector, and it gained nothing from
+     * four); two for another loop that every lane runs alike; one for another masked
+     * loop. A straight-line body runs about 20% faster with two
+     * (fewer loop trips, more independent work), but the code LLVM compiles doubles with
+     * them: two up to SIMD_WIDE_OPS ops, one above (a gradient's gather task: 200 ops). */
     const ir_region *body = task->regions[0];
-    unsigned vectors = uniform_loop(em, body, true)            ? 4
-                       : uniform_loop(em, body, false)         ? 2
-                       : divergent_loop(em, body)              ? 1
-                       : llvm_count_ops(body) <= SIMD_WIDE_OPS ? 2
-                                                               : 1;
+    bool stacks = uses_adstack(body);
+    unsigned vectors = has_loop(em, body, false, true)             ? 4
+                       : has_loop(em, body, true, true) && !stacks ? 4
+                       : has_loop(em, body, false, false)          ? 2
+                       : has_loop(em, body, true, false)           ? 1
+                       : llvm_count_ops(body) <= SIMD_WIDE_OPS     ? 2
+                                                                   : 1;
     return vectors * host_bits / 32;
 }
 
