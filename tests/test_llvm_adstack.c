@@ -279,6 +279,31 @@ Test(llvm_adstack, adstack_reset_per_item) {
     }
 }
 
+/* The body of kernel kn's parallel task over 0..items: its builder, the constant 0 and the
+ * item index. */
+static ir_builder item_body(ir_module *m, ir_kernel *kn, ir_value *items, ir_value **zero,
+                            ir_value **i) {
+    ir_builder top = ir_builder_at_end(m, kn->body);
+    *zero = ir_const_int(&top, ty_i32(), 0);
+    ir_value *bounds[2] = {*zero, items};
+    ir_region *body = ir_parallel(&top, bounds, 1)->regions[0];
+    *i = body->args[0];
+    return ir_builder_at_end(m, body);
+}
+
+/* for t in 0..end { out[idx] = pop of stack s } in b, idx = i * n + t, or with t_major
+ * t * n + i. */
+static void pop_loop(ir_module *m, ir_builder *b, ir_value *end, uint32_t s, ir_value *out,
+                     ir_value *i, ir_value *n, bool t_major) {
+    ir_op *f = ir_for(b, ir_const_int(b, ty_i32(), 0), end, NULL, 0, false);
+    ir_builder lb = ir_builder_at_end(m, f->regions[0]);
+    ir_value *t = f->regions[0]->args[0];
+    ir_value *idx = t_major ? ir_binop(&lb, IR_ADD, ir_binop(&lb, IR_MUL, t, n), i)
+                            : ir_binop(&lb, IR_ADD, ir_binop(&lb, IR_MUL, i, n), t);
+    ir_store(&lb, out, &idx, 1, ir_adpop(&lb, s));
+    ir_yield(&lb, NULL, 0);
+}
+
 /* kernel ovf(items: i32, npush: i32, out: i64[]): per item i, with c = npush + i % 4,
  * push 100 * i + t for t in 0..c (adpush at 12:34), then out[8 * i + t] = pop for t in
  * 0..c. One i64 stack. */
@@ -290,12 +315,8 @@ static ir_module *build_overflow(void) {
     ir_kernel *kn = ir_kernel_new(m, "ovf", LOC(1, 1), ps, 3);
     uint32_t s = ir_kernel_add_adstack(kn, ty_i64(), sz_param(&m->mem, 1), LOC(12, 5));
     ir_value *items = kn->body->args[0], *np = kn->body->args[1], *out = kn->body->args[2];
-    ir_builder top = ir_builder_at_end(m, kn->body);
-    ir_value *zero = ir_const_int(&top, ty_i32(), 0);
-    ir_value *bounds[2] = {zero, items};
-    ir_region *body = ir_parallel(&top, bounds, 1)->regions[0];
-    ir_value *i = body->args[0];
-    ir_builder b = ir_builder_at_end(m, body);
+    ir_value *zero, *i;
+    ir_builder b = item_body(m, kn, items, &zero, &i);
     ir_value *c = ir_binop(&b, IR_ADD, np, ir_binop(&b, IR_REM, i, ir_const_int(&b, ty_i32(), 4)));
     ir_op *f = ir_for(&b, zero, c, NULL, 0, false);
     ir_builder lb = ir_builder_at_end(m, f->regions[0]);
@@ -305,13 +326,7 @@ static ir_module *build_overflow(void) {
     lb.loc = LOC(12, 34);
     ir_adpush(&lb, s, ir_cast(&lb, ty_i64(), v));
     ir_yield(&lb, NULL, 0);
-    f = ir_for(&b, zero, c, NULL, 0, false);
-    lb = ir_builder_at_end(m, f->regions[0]);
-    t = f->regions[0]->args[0];
-    ir_value *idx =
-        ir_binop(&lb, IR_ADD, ir_binop(&lb, IR_MUL, i, ir_const_int(&lb, ty_i32(), 8)), t);
-    ir_store(&lb, out, &idx, 1, ir_adpop(&lb, s));
-    ir_yield(&lb, NULL, 0);
+    pop_loop(m, &b, c, s, out, i, ir_const_int(&b, ty_i32(), 8), false);
     return m;
 }
 
@@ -358,6 +373,82 @@ Test(llvm_adstack, adstack_overflow_record_and_no_write) {
                   "no slice: code %d b %lld a %lld", none.code, (long long)none.b,
                   (long long)none.a);
         cr_expect(out[0] == 0 && out[3] == 0, "pops without a slice give 0");
+        free(slice);
+        llvm_jit_free(j);
+        ir_module_free(m);
+    }
+}
+
+/* kernel mix(items: i32, out: i64[]): per item i, with c = i % 4: push 100 i + t for t in
+ * 0..c (the lanes of a vector enter at depth 0, so the active ones push at one depth: one
+ * masked vector store), then 1000 i + t for t in 0..3 (now at depths c + t, which differ
+ * between the lanes: a scatter), then out[u items + i] = pop for u in 0..c + 3 (gathers;
+ * the stores contiguous, so that the task runs in SIMD lanes). One i64 stack of capacity
+ * 6. */
+static ir_module *build_mixed_depths(void) {
+    ir_module *m = ir_module_new("mix.kern");
+    ir_param ps[2] = {
+        {.name = "items", .type = ty_i32(), .nograd = false, .loc = LOC(1, 1)},
+        {.name = "out", .type = ty_array(ty_i64(), 1), .nograd = false, .loc = LOC(1, 2)}};
+    ir_kernel *kn = ir_kernel_new(m, "mix", LOC(1, 1), ps, 2);
+    uint32_t s = ir_kernel_add_adstack(kn, ty_i64(), sz_const(&m->mem, 6), LOC(2, 5));
+    ir_value *items = kn->body->args[0], *out = kn->body->args[1];
+    ir_value *zero, *i;
+    ir_builder b = item_body(m, kn, items, &zero, &i);
+    ir_value *c = ir_binop(&b, IR_REM, i, ir_const_int(&b, ty_i32(), 4));
+    const int32_t mul[2] = {100, 1000};
+    ir_value *ends[2] = {c, ir_const_int(&b, ty_i32(), 3)};
+    for (int k = 0; k < 2; k++) {
+        ir_op *f = ir_for(&b, zero, ends[k], NULL, 0, false);
+        ir_builder lb = ir_builder_at_end(m, f->regions[0]);
+        ir_value *t = f->regions[0]->args[0];
+        ir_value *v =
+            ir_binop(&lb, IR_ADD, ir_binop(&lb, IR_MUL, i, ir_const_int(&lb, ty_i32(), mul[k])), t);
+        ir_adpush(&lb, s, ir_cast(&lb, ty_i64(), v));
+        ir_yield(&lb, NULL, 0);
+    }
+    pop_loop(m, &b, ir_binop(&b, IR_ADD, c, ends[1]), s, out, i, items, true);
+    return m;
+}
+
+/* SIMD pushes and pops (4 lanes, entry k of lane l at k * 4 + l of the slice) whose lanes
+ * are at one depth and at different ones: every value comes back in reverse order. */
+Test(llvm_adstack, simd_pushes_at_one_depth_and_at_different_ones) {
+    for (int l = 0; l < 2; l++) {
+        ir_module *m = build_mixed_depths();
+        kc_options o;
+        kc_options_default(&o);
+        o.opt_level = AD_OPT_LEVELS[l];
+        o.simd = 4;
+        ir_lower_semantics(m, false);
+        char err[1024];
+        llvm_jit *j = llvm_jit_compile(m, &o, err, sizeof err);
+        cr_assert(j, "JIT failed: %s", err);
+        kern_task_fn fn = (kern_task_fn)llvm_jit_lookup(j, "kern_mix__t0");
+        cr_assert(fn);
+        enum { ITEMS = 11 }; /* two vectors and a partial one */
+        int32_t items = ITEMS;
+        int64_t out[6 * ITEMS];
+        for (int x = 0; x < 6 * ITEMS; x++)
+            out[x] = -1;
+        kern_array_desc d = desc(out, 6 * ITEMS, 1, 1);
+        void *args[2] = {&items, &d};
+        int64_t layout[2] = {0, 6};
+        unsigned char *slice = canary_slice(6 * 4 * 8);
+        kern_err_record e = {0};
+        fn(args, 0, ITEMS, &e, slice, layout);
+        cr_expect_eq(e.code, 0, "error %d", e.code);
+        for (int it = 0; it < ITEMS; it++) {
+            int c = it % 4;
+            for (int u = 0; u < 6; u++) {
+                int64_t want = u < 3       ? 1000 * it + (2 - u)
+                               : u < c + 3 ? 100 * it + (c - 1 - (u - 3))
+                                           : -1;
+                cr_expect_eq(out[u * ITEMS + it], want, "O%d item %d pop %d: %lld, want %lld",
+                             AD_OPT_LEVELS[l], it, u, (long long)out[u * ITEMS + it],
+                             (long long)want);
+            }
+        }
         free(slice);
         llvm_jit_free(j);
         ir_module_free(m);

@@ -28,7 +28,8 @@
  * uniform control keeps one depth for all lanes: a push or pop is one vector store or
  * load. Otherwise each lane has its own depth and pushes and pops are masked scatters
  * and gathers, but a pop whose active lanes are at one depth (an aligned reverse loop's)
- * is one vector load. Overflows are checked per lane and recorded as in the scalar path. */
+ * is one vector load, and a push whose lanes are (a masked loop's, entered at one depth)
+ * one masked vector store. Overflows are checked per lane and recorded as in the scalar path. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -579,9 +580,32 @@ static void vpush(llvm_emitter *em, const ir_op *op) {
     LLVMBuildCall2(em->b, LLVMGlobalGetValueType(ofn), ofn, args, 5, "");
     LLVMBuildBr(em->b, bb_store);
     LLVMPositionBuilderAtEnd(em->b, bb_store);
+    /* the good lanes at one depth (a masked loop's pushes where the lanes entered it at
+     * one depth: lane l pushes its step t at t): their entries are consecutive, one masked
+     * vector store */
+    LLVMValueRef top =
+        call_intr(em, "llvm.vector.reduce.umax", &dt, 1,
+                  (LLVMValueRef[]){LLVMBuildSelect(em->b, good, d, LLVMConstNull(dt), "")}, 1);
+    LLVMValueRef bottom =
+        call_intr(em, "llvm.vector.reduce.umin", &dt, 1,
+                  (LLVMValueRef[]){LLVMBuildSelect(em->b, good, d, LLVMConstAllOnes(dt), "")}, 1);
+    LLVMBasicBlockRef bb_one = llvm_new_block(em, "ad.push.one"),
+                      bb_each = llvm_new_block(em, "ad.push.each"),
+                      bb_done = llvm_new_block(em, "ad.push.done");
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, top, bottom, ""), bb_one, bb_each);
+    LLVMPositionBuilderAtEnd(em->b, bb_one);
+    LLVMValueRef e1 = LLVMBuildMul(em->b, top, LLVMConstInt(em->t_i64, em->simd_w, 0), "");
+    LLVMTypeRef types[2] = {vt, em->t_ptr};
+    LLVMValueRef margs[4] = {v, LLVMBuildInBoundsGEP2(em->b, mt, em->ad_base[s], &e1, 1, ""),
+                             LLVMConstInt(em->t_i32, align, 0), good};
+    call_intr(em, "llvm.masked.store", types, 2, margs, 4);
+    LLVMBuildBr(em->b, bb_done);
+    LLVMPositionBuilderAtEnd(em->b, bb_each);
     LLVMValueRef e = ad_slots(em, d);
     LLVMValueRef ptrs = LLVMBuildGEP2(em->b, mt, em->ad_base[s], &e, 1, "");
     scatter(em, v, ptrs, good, align);
+    LLVMBuildBr(em->b, bb_done);
+    LLVMPositionBuilderAtEnd(em->b, bb_done);
     LLVMBuildStore(em->b, d1, em->ad_depth[s]);
     LLVMBuildBr(em->b, bb_cont);
     LLVMPositionBuilderAtEnd(em->b, bb_cont);
