@@ -68,6 +68,10 @@ typedef struct ir_uniform_memo {
 bool ir_uniform_in(const ir_value *v, const ir_region *scope, ir_uniform_memo *memo);
 void ir_uniform_memo_free(ir_uniform_memo *memo);
 
+/* Whether idx, an index of array a's dimension d, lies in 0..dim(a, d) by construction (a
+ * loop or task index from 0 to dim(a, d), or dim(a, d) - 1 minus one; passes/inbounds.c). */
+bool ir_index_in_dim(const ir_value *idx, const ir_value *a, int d);
+
 /* The divergence of a parallel task along its innermost index (zeroed before the first
  * ir_divergence_task, which may be called again for another task; ir_divergence_free). */
 typedef struct ir_divergence {

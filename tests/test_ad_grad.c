@@ -230,6 +230,61 @@ Test(ad_grad, divergence_a_for_index_varies_with_its_start_only) {
     }
 }
 
+/* Counts the loads of array a in r and its nested regions, and those whose index
+ * ir_index_in_dim proves (passes/inbounds.c). */
+static void w_loads(const ir_region *r, const ir_value *a, int *n, int *proven) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_LOAD && op->operands[0] == a) {
+            (*n)++;
+            *proven += ir_index_in_dim(op->operands[1], a, 0);
+        }
+        for (uint32_t i = 0; i < op->nregions; i++)
+            w_loads(op->regions[i], a, n, proven);
+    }
+}
+
+/* Indices in bounds by construction: a loop's or task's index from 0 to the array's own
+ * length, and the reverse sweep's len - 1 - r over such an r; nothing else (another
+ * array's length, another start, an offset, a per-item bound). */
+Test(ad_grad, indices_in_bounds_by_construction) {
+    const struct {
+        const char *loop, *index;
+        bool proven;
+    } cases[] = {
+        {"for t in 0..len(w)", "t", true},      {"for t in 1..len(w)", "t", false},
+        {"for t in 0..len(w)", "t + 1", false}, {"for t in 0..len(x)", "t", false},
+        {"for t in 0..n[i]", "t", false},       {"for t in 0..len(w) - 1", "t", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "kernel k(x: f32[], w: f32[], n: i32[], y: f32[]) {\n"
+                 "  for i in 0..len(x) { var v = x[i];\n"
+                 "    %s { v = sin(v) * w[%s]; }\n"
+                 "    y[i] = v; } }\n",
+                 cases[i].loop, cases[i].index);
+        kc_ctx *c;
+        ir_module *m = grad_of(&c, src);
+        const char *names[2] = {"k", "k.grad"};
+        for (int g = 0; g < 2; g++) {
+            const ir_kernel *k = ir_kernel_find(m, names[g]);
+            cr_assert(k, "no %s", names[g]);
+            int n = 0, proven = 0;
+            w_loads(k->body, k->body->args[1], &n, &proven);
+            cr_assert_gt(n, 0, "%s: no load of w in %s", cases[i].loop, names[g]);
+            cr_expect_eq(proven, cases[i].proven ? n : 0, "%s, w[%s] in %s: %d of %d proven",
+                         cases[i].loop, cases[i].index, names[g], proven, n);
+            /* x[i] of the task over 0..len(x): proven; y[i]: not */
+            int nx = 0, px = 0;
+            w_loads(k->body, k->body->args[0], &nx, &px);
+            cr_expect(nx > 0 && px == nx, "%s: x[i] in %s: %d of %d", cases[i].loop, names[g], px,
+                      nx);
+        }
+        ir_module_free(m);
+        kc_ctx_free(c);
+    }
+}
+
 /* Loops whose trip count differs between work items are reversed over lanemax(n)
  * iterations (passes/ad_grad.c, "Aligned reverse loops"); uniform ones as before. The
  * gradients: test_lanes.c. */

@@ -122,9 +122,13 @@ static uint32_t element_index(spv_emitter *em, const ir_op *op, spv_guard *g) {
     uint32_t u64 = u64t(em), lin = 0;
     for (int d = 0; d < at->rank; d++) {
         const ir_value *iv = op->operands[1 + d];
-        uint32_t i = spv_to_u64(em, val(em, iv), iv->type);
+        /* an index in bounds by construction (passes/inbounds.c) is not negative: widened
+         * without the sign, and not checked */
+        bool in = ir_index_in_dim(iv, op->operands[0], d);
+        uint32_t i = in && !is_i64(iv->type) ? spv_op1(&em->b, SpvOpUConvert, u64, val(em, iv))
+                                             : spv_to_u64(em, val(em, iv), iv->type);
         uint32_t n = em->shape[p][d];
-        if (em->checks)
+        if (em->checks && !in)
             spv_guard_add(em, g, spv_op2(&em->b, SpvOpULessThan, em->t_bool, i, n),
                           KERN_DEVERR_BOUNDS, cu32(em, (uint32_t)d), i, n);
         lin = d == 0 ? i
