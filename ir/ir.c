@@ -309,6 +309,17 @@ uint32_t ir_region_count_ops(const ir_region *r) {
     return n;
 }
 
+bool ir_region_has_loop(const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_FOR || op->code == IR_WHILE)
+            return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (ir_region_has_loop(op->regions[i]))
+                return true;
+    }
+    return false;
+}
+
 void ir_walk(ir_region *r, void (*fn)(ir_op *op, void *user), void *user) {
     ir_op *op = r->first;
     while (op) {

@@ -260,6 +260,8 @@ void ir_subst_free(ir_subst *s);
 bool ir_region_uses(const ir_region *r, const ir_value *v);
 /* The ops of r and of its nested regions. */
 uint32_t ir_region_count_ops(const ir_region *r);
+/* Whether r or a region nested in it holds a for or while loop. */
+bool ir_region_has_loop(const ir_region *r);
 
 /* Calls fn on every op of r, pre-order, descending into nested regions. */
 void ir_walk(ir_region *r, void (*fn)(ir_op *op, void *user), void *user);

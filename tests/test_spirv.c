@@ -499,9 +499,12 @@ static char *scalars_source(int n) {
 }
 
 /* The SPIR-V of src (with every gradient the global-access check allows), or NULL with err. */
+static bool spirv_checks; /* spirv_of compiles checked code */
+
 static uint32_t *spirv_of(const char *src, size_t *n, char *err, size_t errlen) {
     kc_ctx *cc = kc_ctx_new();
     cc->opts.grad = KC_GRAD_POSSIBLE;
+    cc->opts.checks = spirv_checks;
     ir_module *m = kc_compile_source(cc, "wide.kern", src, strlen(src));
     if (!m)
         diag_print_all(stderr, &cc->diags);
@@ -574,6 +577,37 @@ Test(spirv, uniform_adjoint_adds_skip_the_vote) {
                   "case %zu: the adds are not combined", i);
         cr_expect_eq(count_op(w, n, g, 336 /* OpGroupNonUniformAllEqual */) > 0, cases[i].vote,
                      "case %zu: the vote is %s", i, cases[i].vote ? "missing" : "kept");
+        free(w);
+    }
+}
+
+/* A checked innermost loop with accesses at its index under a bound the compiler cannot
+ * prove (t in 0..n[i]: w[t]) is tested once and has two copies, one without w[t]'s check
+ * (3 loops in the entry point: the grid-stride loop and the copies); one whose accesses
+ * are in bounds by construction (t in 0..len(w)) and a loop with none has one. What the
+ * copies compute, in range and past w's end: suite `checked` on Vulkan. */
+Test(spirv, loops_with_per_item_bounds_are_tested_once) {
+    const struct {
+        const char *loop;
+        int loops;
+    } cases[] = {{"for t in 0..n[i] { v = v * w[t]; }", 3},
+                 {"for t in 0..len(w) { v = v * w[t]; }", 2},
+                 {"for t in 0..n[i] { v = v * 0.5; }", 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "kernel k(x: f32[], w: f32[], n: i32[]) {\n"
+                 "  for i in 0..len(x) { var v = x[i];\n    %s\n    x[i] = v; } }\n",
+                 cases[i].loop);
+        char err[1024] = "";
+        size_t nw = 0;
+        spirv_checks = true;
+        uint32_t *w = spirv_of(src, &nw, err, sizeof err);
+        spirv_checks = false;
+        cr_assert(w, "case %zu: %s", i, err);
+        cr_expect(kc_spirv_validate(w, nw, err, sizeof err), "case %zu: %s", i, err);
+        int loops = count_op(w, nw, "kern_k__t0", 246 /* OpLoopMerge */);
+        cr_expect_eq(loops, cases[i].loops, "%s: %d loops", cases[i].loop, loops);
         free(w);
     }
 }

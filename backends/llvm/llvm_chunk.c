@@ -573,17 +573,6 @@ void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *l
     LLVMPositionBuilderAtEnd(em->b, done);
 }
 
-bool llvm_has_loop(const ir_region *r) {
-    ir_foreach_op(op, r) {
-        if (op->code == IR_FOR || op->code == IR_WHILE)
-            return true;
-        for (uint32_t i = 0; i < op->nregions; i++)
-            if (llvm_has_loop(op->regions[i]))
-                return true;
-    }
-    return false;
-}
-
 /* Whether a is arg + 1 or 1 + arg (a counter's step). */
 static bool plus_one(const ir_value *a, const ir_value *arg) {
     const ir_op *d = a->def;
@@ -643,8 +632,8 @@ bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
      * while loop: those alone, where its condition bounds a counter) */
     bool stacks = em->ad_live && em->kernel->nadstacks, w = loop->code == IR_WHILE;
     if ((!em->checks && !stacks) || em->opts->debug || em->simd_w || em->untested ||
-        (loop->code != IR_FOR && (!w || !stacks)) || llvm_has_loop(loop->regions[0]) ||
-        (w && llvm_has_loop(loop->regions[1])))
+        (loop->code != IR_FOR && (!w || !stacks)) || ir_region_has_loop(loop->regions[0]) ||
+        (w && ir_region_has_loop(loop->regions[1])))
         return false;
     const ir_op *task = loop->parent->parent;
     while (task && task->code != IR_PARALLEL && task->code != IR_SERIAL)

@@ -224,7 +224,7 @@ static void emit_for_loop(llvm_emitter *em, const ir_op *op);
 static void emit_for(llvm_emitter *em, const ir_op *op) {
     if (llvm_emit_tested_loop(em, op, emit_for_loop))
         return;
-    em->hot_loop |= !em->cold && llvm_has_loop(op->regions[0]);
+    em->hot_loop |= !em->cold && ir_region_has_loop(op->regions[0]);
     emit_for_loop(em, op);
 }
 

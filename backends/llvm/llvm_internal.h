@@ -192,8 +192,6 @@ void llvm_emit_tested(llvm_emitter *em, const ir_op *task, const LLVMValueRef *l
  * loop. */
 bool llvm_emit_tested_loop(llvm_emitter *em, const ir_op *loop,
                            void (*emit)(llvm_emitter *em, const ir_op *loop));
-/* Whether r (at any depth) holds a for or while loop. */
-bool llvm_has_loop(const ir_region *r);
 /* Before a loop whose test proved the pushes and pops of adstack s: em->ad_ptr[s] set to
  * the entry at the current depth, which those ops then step by one entry. */
 void llvm_adstack_enter_proven(llvm_emitter *em, uint32_t s);

@@ -1084,7 +1084,7 @@ static void emit_vector_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, L
     const kern_type *it = task->operands[2 * vd]->type;
     unsigned w = em->simd_w;
     uint32_t ops = llvm_count_ops(body);
-    bool twice = ops <= SIMD_TWICE_OPS || (ops <= SIMD_TWICE_FLAT_OPS && !llvm_has_loop(body));
+    bool twice = ops <= SIMD_TWICE_OPS || (ops <= SIMD_TWICE_FLAT_OPS && !ir_region_has_loop(body));
     LLVMValueRef f64 = llvm_to_i64(em, from, it), t64 = llvm_to_i64(em, to, it);
     LLVMValueRef wc = LLVMConstInt(em->t_i64, w, 0);
     /* twice: a full vector starts at <= last; once: every vector starts below to */

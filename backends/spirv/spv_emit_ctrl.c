@@ -9,7 +9,9 @@
  *          body or the merge; body blocks; the continue block (i + 1) back to the header.
  *          The header's OpPhi operands from the continue block are patched once the body
  *          has been emitted. With IR_FOR_EARLY_EXIT the body's end branches on "go on" to
- *          the continue block or the merge (a break), and the merge block has OpPhis;
+ *          the continue block or the merge (a break), and the merge block has OpPhis; a
+ *          checked innermost for loop with accesses at its index is tested once and
+ *          emitted twice, under a selection (emit_for);
  *   while  header: OpPhi, OpLoopMerge, OpBranch to the before region; its condition
  *          branches to the after region or the merge (a break); the after region's end goes
  *          to the continue block, which goes back to the header. */
@@ -58,7 +60,7 @@ static uint32_t header_phi(spv_emitter *em, uint32_t type, uint32_t init, uint32
     return phi2(em, type, init, pre, 0, l_cont);
 }
 
-static void emit_for(spv_emitter *em, const ir_op *op) {
+static void emit_loop(spv_emitter *em, const ir_op *op) {
     bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0;
     uint32_t n = op->nresults;
     const ir_region *body = op->regions[0];
@@ -106,6 +108,73 @@ static void emit_for(spv_emitter *em, const ir_op *op) {
     free(at);
     free(carried);
     free(next);
+}
+
+/* The checked accesses in r (and its nested regions) of a one-dimensional array at index t
+ * (the loop's index), into acc (at most max); their count. */
+static int loop_accesses(const spv_emitter *em, const ir_region *r, const ir_value *t,
+                         const ir_op **acc, int n, int max) {
+    ir_foreach_op(op, r) {
+        if (ir_is_access(op->code) && op->operands[0]->type->rank == 1 && op->operands[1] == t &&
+            !ir_index_in_dim(t, op->operands[0], 0) && n < max)
+            acc[n++] = op;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            n = loop_accesses(em, op->regions[i], t, acc, n, max);
+    }
+    return n;
+}
+
+enum { TESTED_MAX = 16 };
+
+/* A checked innermost `for` loop with accesses a[t] at its index t (`for t in 0..n[i] {
+ * w[t] }`) is tested once: lo >= 0 and hi <= len(a) for each such a. Where the test holds
+ * the loop runs in a copy without those accesses' checks, else in the checked copy; the
+ * results are merged after both. Other accesses keep their checks in both copies. */
+static void emit_for(spv_emitter *em, const ir_op *op) {
+    const ir_region *body = op->regions[0];
+    const ir_op *acc[TESTED_MAX];
+    int n = em->checks && !em->ntested && !ir_region_has_loop(body)
+                ? loop_accesses(em, body, body->args[0], acc, 0, TESTED_MAX)
+                : 0;
+    if (!n) {
+        emit_loop(em, op);
+        return;
+    }
+    const kern_type *it = op->operands[0]->type;
+    uint32_t lo = val(em, op->operands[0]), hi = spv_to_u64(em, val(em, op->operands[1]), it);
+    uint32_t ok = ty_is_unsigned(it) ? spv_const_bool(&em->b, true)
+                                     : spv_op2(&em->b, SpvOpSGreaterThanEqual, em->t_bool, lo,
+                                               is_i64(it) ? cu64(em, 0) : cu32(em, 0));
+    for (int i = 0; i < n; i++) {
+        int p = param_of(em, acc[i]->operands[0]);
+        ok = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, ok,
+                     spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, hi, em->shape[p][0]));
+    }
+    uint32_t nr = op->nresults;
+    uint32_t l_fast = spv_id(&em->b), l_checked = spv_id(&em->b), l_merge = spv_id(&em->b);
+    uint32_t *vf = tmp_ids(nr);
+    selection_merge(em, l_merge);
+    branch_cond(em, ok, l_fast, l_checked);
+    label(em, l_fast);
+    em->tested = acc;
+    em->ntested = n;
+    emit_loop(em, op);
+    em->tested = NULL;
+    em->ntested = 0;
+    for (uint32_t k = 0; k < nr; k++)
+        vf[k] = val(em, op->results[k]);
+    uint32_t end_fast = em->cur;
+    branch(em, l_merge);
+    label(em, l_checked);
+    emit_loop(em, op);
+    uint32_t end_checked = em->cur;
+    branch(em, l_merge);
+    label(em, l_merge);
+    for (uint32_t k = 0; k < nr; k++)
+        set_val(em, op->results[k],
+                phi2(em, spv_reg_type(em, op->results[k]->type), vf[k], end_fast,
+                     val(em, op->results[k]), end_checked));
+    free(vf);
 }
 
 static void emit_while(spv_emitter *em, const ir_op *op) {

@@ -115,6 +115,14 @@ static uint32_t array_var(spv_emitter *em, int p, bool as_int) {
     return *slot;
 }
 
+/* Whether a loop test has checked op's bounds (emit_for, spv_emit_ctrl.c). */
+static bool tested(const spv_emitter *em, const ir_op *op) {
+    for (int i = 0; i < em->ntested; i++)
+        if (em->tested[i] == op)
+            return true;
+    return false;
+}
+
 /* The linear element index (u64) of an access op, with its bounds checks added to g. */
 static uint32_t element_index(spv_emitter *em, const ir_op *op, spv_guard *g) {
     int p = param_of(em, op->operands[0]);
@@ -122,9 +130,9 @@ static uint32_t element_index(spv_emitter *em, const ir_op *op, spv_guard *g) {
     uint32_t u64 = u64t(em), lin = 0;
     for (int d = 0; d < at->rank; d++) {
         const ir_value *iv = op->operands[1 + d];
-        /* an index in bounds by construction (passes/inbounds.c) is not negative: widened
-         * without the sign, and not checked */
-        bool in = ir_index_in_dim(iv, op->operands[0], d);
+        /* an index in bounds by construction (passes/inbounds.c) or by its loop's test is
+         * not negative: widened without the sign, and not checked */
+        bool in = ir_index_in_dim(iv, op->operands[0], d) || tested(em, op);
         uint32_t i = in && !is_i64(iv->type) ? spv_op1(&em->b, SpvOpUConvert, u64, val(em, iv))
                                              : spv_to_u64(em, val(em, iv), iv->type);
         uint32_t n = em->shape[p][d];

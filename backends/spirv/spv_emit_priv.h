@@ -78,6 +78,10 @@ typedef struct spv_emitter {
      * invocation that runs an operation together (one dynamic instance) */
     ir_divergence div;
     bool have_div;
+    /* the accesses whose bounds the loop test of the copy being emitted has checked
+     * (spv_emit_ctrl.c, emit_for) */
+    const ir_op **tested;
+    int ntested;
     uint32_t ad_slots;
     bool checks;
     uint32_t cur; /* the current block's label */
