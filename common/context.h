@@ -54,6 +54,9 @@ typedef struct kc_options {
     bool own_math;          /* kern's own math library (passes/lower_libm.c) on every target,
                                the CPU and CUDA too, in Vulkan's variant (no fused fma): the
                                same numbers as Vulkan ($KERN_OWN_MATH=1) */
+    bool own_math_fused;    /* with own_math: AMDGPU's variant instead (a fused fma; f32 exp,
+                               exp2, log and log2 left to the target), to measure AMDGPU's
+                               numbers on the CPU ($KERN_OWN_MATH=fused) */
     bool eager_grads;       /* JIT: every K.grad at once, not at its first lookup */
     unsigned pass_debug;    /* IR_DEBUG_* (ir/ir.h): print / roundtrip / verify after passes */
     bool keep_rules;        /* kc_compile_source stops before ir_lower_semantics: the IR keeps

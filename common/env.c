@@ -76,6 +76,8 @@ void kc_options_from_env(kc_options *o) {
     o->no_vector_math |= env_on("KERN_NO_LIBMVEC");
     o->fast_math |= env_on("KERN_FAST_MATH");
     o->own_math |= env_on("KERN_OWN_MATH");
+    const char *own = getenv("KERN_OWN_MATH");
+    o->own_math_fused |= own && !strcmp(own, "fused");
     o->eager_grads |= env_on("KERN_JIT_EAGER_GRADS");
     o->pass_debug |= kc_parse_pass_debug(getenv("KERN_DEBUG"));
     if (!o->libdevice)

@@ -260,9 +260,13 @@ ir_module *kc_compile_source(kc_ctx *ctx, const char *path, const char *text, si
     if (!ctx->opts.keep_rules) {
         ir_lower_semantics(m, kc_checks(&ctx->opts));
         ir_pass_after(m, "ir_lower_semantics", true);
-        /* kern's own math on every target, in the variant that SPIR-V gets (the SPIR-V and
-         * AMDGPU code generators lower what they need of it themselves) */
-        if (ctx->opts.own_math && ir_lower_libm(m, IR_LIBM_F32 | IR_LIBM_F64 | IR_LIBM_NO_FMA))
+        /* kern's own math on every target, in the variant that SPIR-V gets, or with
+         * own_math_fused AMDGPU's (the SPIR-V and AMDGPU code generators lower what they
+         * need of it themselves) */
+        unsigned which = ctx->opts.own_math_fused
+                             ? IR_LIBM_F32 | IR_LIBM_F64 | IR_LIBM_KEEP_F32_EXPLOG
+                             : IR_LIBM_F32 | IR_LIBM_F64 | IR_LIBM_NO_FMA;
+        if (ctx->opts.own_math && ir_lower_libm(m, which))
             ir_pass_after(m, "ir_lower_libm", true);
         if (ctx->opts.opt_level > 0) { /* constant divisors and counts, shared compares */
             bool progress = false;

@@ -330,6 +330,10 @@ static void reduce(lm *m, ir_value *x, ir_value **r, ir_value **q) {
         ir_value *qf =
             m->f64 ? un(m, IR_FLOOR, fma3(m, x, k(m, M_2_PI), k(m, 0.5))) : quadrant(m, x);
         *r = reduce_pio2(m, x, qf);
+        /* f32's parts of pi/2 past the first are negative: -0 q times one is +0, and
+         * fma(-0, -p, -0) = +0 would lose sin(-0)'s sign */
+        if (!m->f64)
+            *r = sel(m, eq(m, x, k(m, 0.0)), x, *r);
         *q = mod4(m, qf);
         return;
     }

@@ -305,6 +305,7 @@ Test(cache, key_changes_with_everything_that_changes_code) {
     CHANGES(no_vector_math, true);
     CHANGES(fast_math, true);
     CHANGES(own_math, true);
+    CHANGES(own_math_fused, true);
     CHANGES(promote_f64, true);
 #undef CHANGES
 }
