@@ -411,6 +411,88 @@ static ir_module *build_mixed_depths(void) {
     return m;
 }
 
+/* kernel gap(items: i32, pre: i32, n: i32, cap: i32, out: i64[]): per item i, push t for t
+ * in 0..pre, then 100 + t for t in 0..n (adpush at 9:9), then out[16 i + u] = pop for u
+ * in 0..pre + n. One i64 stack of capacity cap. */
+static ir_module *build_gap(void) {
+    ir_module *m = ir_module_new("gap.kern");
+    ir_param ps[5] = {
+        {.name = "items", .type = ty_i32(), .nograd = false, .loc = LOC(1, 1)},
+        {.name = "pre", .type = ty_i32(), .nograd = false, .loc = LOC(1, 2)},
+        {.name = "n", .type = ty_i32(), .nograd = false, .loc = LOC(1, 3)},
+        {.name = "cap", .type = ty_i32(), .nograd = false, .loc = LOC(1, 4)},
+        {.name = "out", .type = ty_array(ty_i64(), 1), .nograd = false, .loc = LOC(1, 5)}};
+    ir_kernel *kn = ir_kernel_new(m, "gap", LOC(1, 1), ps, 5);
+    uint32_t s = ir_kernel_add_adstack(kn, ty_i64(), sz_param(&m->mem, 3), LOC(2, 5));
+    ir_value *items = kn->body->args[0], *out = kn->body->args[4];
+    ir_value *zero, *i;
+    ir_builder b = item_body(m, kn, items, &zero, &i);
+    for (int k = 0; k < 2; k++) {
+        ir_op *f = ir_for(&b, zero, kn->body->args[1 + k], NULL, 0, false);
+        ir_builder lb = ir_builder_at_end(m, f->regions[0]);
+        ir_value *t = f->regions[0]->args[0];
+        ir_value *v = k ? ir_binop(&lb, IR_ADD, t, ir_const_int(&lb, ty_i32(), 100)) : t;
+        lb.loc = LOC(8 + k, 9);
+        ir_adpush(&lb, s, ir_cast(&lb, ty_i64(), v));
+        ir_yield(&lb, NULL, 0);
+    }
+    pop_loop(m, &b, ir_binop(&b, IR_ADD, kn->body->args[1], kn->body->args[2]), s, out, i,
+             ir_const_int(&b, ty_i32(), 16), false);
+    return m;
+}
+
+/* A loop's test of a stack's capacity counts the depth the loop starts at: pre entries on
+ * the stack, then a loop of n pushes with room for pre + n - 1 overflows at the loop's push
+ * (depth pre + n), writes nothing past the capacity, and the pops give back what fit; with
+ * room for pre + n every value comes back. (Each push count alone is below the capacity:
+ * only the test's d + pushes <= cap catches it.) */
+Test(llvm_adstack, loop_test_counts_the_depth_it_starts_at) {
+    for (int l = 0; l < 2; l++) {
+        ir_module *m = build_gap();
+        llvm_jit *j = jit_ir(m, AD_OPT_LEVELS[l], false);
+        kern_task_fn fn = (kern_task_fn)llvm_jit_lookup(j, "kern_gap__t0");
+        cr_assert(fn);
+        enum { PRE = 5, NPUSH = 6 };
+        for (int room = PRE + NPUSH - 1; room <= PRE + NPUSH; room++) {
+            int32_t items = 1, pre = PRE, n = NPUSH, cap = room;
+            int64_t out[16];
+            for (int x = 0; x < 16; x++)
+                out[x] = -1;
+            kern_array_desc d = desc(out, 16, 1, 1);
+            void *args[5] = {&items, &pre, &n, &cap, &d};
+            int64_t layout[2] = {16, room};
+            size_t bytes = 16 + (size_t)room * 8 + 32;
+            unsigned char *slice = canary_slice(bytes);
+            kern_err_record e = {0};
+            fn(args, 0, 1, &e, slice, layout);
+            bool fits = room == PRE + NPUSH;
+            if (fits) {
+                cr_expect_eq(e.code, 0, "O%d room %d: error %d", AD_OPT_LEVELS[l], room, e.code);
+            } else {
+                cr_expect_eq(e.code, KERN_DEVERR_ADSTACK, "O%d: code %d", AD_OPT_LEVELS[l], e.code);
+                cr_expect(e.line == 9 && e.col == 9, "at %u:%u", e.line, e.col);
+                cr_expect_eq(e.b, room, "capacity %lld", (long long)e.b);
+                cr_expect_eq(e.a, PRE + NPUSH, "depth needed %lld", (long long)e.a);
+            }
+            for (int u = 0; u < PRE + NPUSH; u++) {
+                /* pops from the top: 100 + NPUSH - 1 .. 100, then PRE - 1 .. 0; past the
+                 * capacity a pop gives 0 */
+                int depth = PRE + NPUSH - 1 - u; /* the entry this pop reads */
+                int64_t want = depth >= room ? 0 : depth >= PRE ? 100 + depth - PRE : depth;
+                cr_expect_eq(out[u], want, "O%d room %d pop %d: %lld, want %lld", AD_OPT_LEVELS[l],
+                             room, u, (long long)out[u], (long long)want);
+            }
+            for (size_t x = 0; x < bytes; x++)
+                if (x < 16 || x >= 16 + (size_t)room * 8)
+                    cr_expect_eq(slice[x], 0xAB, "room %d: byte %zu outside the stack written",
+                                 room, x);
+            free(slice);
+        }
+        llvm_jit_free(j);
+        ir_module_free(m);
+    }
+}
+
 /* SIMD pushes and pops (4 lanes, entry k of lane l at k * 4 + l of the slice) whose lanes
  * are at one depth and at different ones: every value comes back in reverse order. */
 Test(llvm_adstack, simd_pushes_at_one_depth_and_at_different_ones) {

@@ -112,14 +112,13 @@ static void emit_loop(spv_emitter *em, const ir_op *op) {
 
 /* The checked accesses in r (and its nested regions) of a one-dimensional array at index t
  * (the loop's index), into acc (at most max); their count. */
-static int loop_accesses(const spv_emitter *em, const ir_region *r, const ir_value *t,
-                         const ir_op **acc, int n, int max) {
+static int loop_accesses(const ir_region *r, const ir_value *t, const ir_op **acc, int n, int max) {
     ir_foreach_op(op, r) {
         if (ir_is_access(op->code) && op->operands[0]->type->rank == 1 && op->operands[1] == t &&
             !ir_index_in_dim(t, op->operands[0], 0) && n < max)
             acc[n++] = op;
         for (uint32_t i = 0; i < op->nregions; i++)
-            n = loop_accesses(em, op->regions[i], t, acc, n, max);
+            n = loop_accesses(op->regions[i], t, acc, n, max);
     }
     return n;
 }
@@ -134,7 +133,7 @@ static void emit_for(spv_emitter *em, const ir_op *op) {
     const ir_region *body = op->regions[0];
     const ir_op *acc[TESTED_MAX];
     int n = em->checks && !em->ntested && !ir_region_has_loop(body)
-                ? loop_accesses(em, body, body->args[0], acc, 0, TESTED_MAX)
+                ? loop_accesses(body, body->args[0], acc, 0, TESTED_MAX)
                 : 0;
     if (!n) {
         emit_loop(em, op);
