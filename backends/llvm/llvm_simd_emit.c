@@ -530,6 +530,19 @@ static LLVMValueRef ad_slots(llvm_emitter *em, LLVMValueRef d) {
     return LLVMBuildAdd(em->b, LLVMBuildMul(em->b, d, w, ""), lane_ids(em, em->t_i64), "");
 }
 
+/* Whether the lanes of mask are all at one depth of d (<W x i64>); *top: the largest of
+ * their depths. */
+static LLVMValueRef one_depth(llvm_emitter *em, LLVMValueRef mask, LLVMValueRef d,
+                              LLVMValueRef *top) {
+    LLVMTypeRef dt = LLVMTypeOf(d);
+    *top = call_intr(em, "llvm.vector.reduce.umax", &dt, 1,
+                     (LLVMValueRef[]){LLVMBuildSelect(em->b, mask, d, LLVMConstNull(dt), "")}, 1);
+    LLVMValueRef bottom =
+        call_intr(em, "llvm.vector.reduce.umin", &dt, 1,
+                  (LLVMValueRef[]){LLVMBuildSelect(em->b, mask, d, LLVMConstAllOnes(dt), "")}, 1);
+    return LLVMBuildICmp(em->b, LLVMIntEQ, *top, bottom, "");
+}
+
 static void vpush(llvm_emitter *em, const ir_op *op) {
     uint32_t s = (uint32_t)op->imm.i;
     const ir_adstack *st = &em->kernel->adstacks[s];
@@ -583,16 +596,11 @@ static void vpush(llvm_emitter *em, const ir_op *op) {
     /* the good lanes at one depth (a masked loop's pushes where the lanes entered it at
      * one depth: lane l pushes its step t at t): their entries are consecutive, one masked
      * vector store */
-    LLVMValueRef top =
-        call_intr(em, "llvm.vector.reduce.umax", &dt, 1,
-                  (LLVMValueRef[]){LLVMBuildSelect(em->b, good, d, LLVMConstNull(dt), "")}, 1);
-    LLVMValueRef bottom =
-        call_intr(em, "llvm.vector.reduce.umin", &dt, 1,
-                  (LLVMValueRef[]){LLVMBuildSelect(em->b, good, d, LLVMConstAllOnes(dt), "")}, 1);
+    LLVMValueRef top, one = one_depth(em, good, d, &top);
     LLVMBasicBlockRef bb_one = llvm_new_block(em, "ad.push.one"),
                       bb_each = llvm_new_block(em, "ad.push.each"),
                       bb_done = llvm_new_block(em, "ad.push.done");
-    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, top, bottom, ""), bb_one, bb_each);
+    LLVMBuildCondBr(em->b, one, bb_one, bb_each);
     LLVMPositionBuilderAtEnd(em->b, bb_one);
     LLVMValueRef e1 = LLVMBuildMul(em->b, top, LLVMConstInt(em->t_i64, em->simd_w, 0), "");
     LLVMTypeRef types[2] = {vt, em->t_ptr};
@@ -647,14 +655,8 @@ static void vpop(llvm_emitter *em, const ir_op *op) {
             LLVMBuildAnd(em->b, mask, LLVMBuildICmp(em->b, LLVMIntULT, d1, splat(em, cap), ""), "");
         /* the mask's lanes at one depth below the capacity (an aligned reverse loop's pops,
          * docs/autodiff.md): their entries are consecutive, one vector load */
-        LLVMValueRef top = call_intr(
-            em, "llvm.vector.reduce.umax", &dt, 1,
-            (LLVMValueRef[]){LLVMBuildSelect(em->b, mask, d1, LLVMConstNull(dt), "")}, 1);
-        LLVMValueRef bottom = call_intr(
-            em, "llvm.vector.reduce.umin", &dt, 1,
-            (LLVMValueRef[]){LLVMBuildSelect(em->b, mask, d1, LLVMConstAllOnes(dt), "")}, 1);
-        LLVMValueRef one = LLVMBuildAnd(em->b, LLVMBuildICmp(em->b, LLVMIntEQ, top, bottom, ""),
-                                        LLVMBuildICmp(em->b, LLVMIntULT, top, cap, ""), "");
+        LLVMValueRef top, one = one_depth(em, mask, d1, &top);
+        one = LLVMBuildAnd(em->b, one, LLVMBuildICmp(em->b, LLVMIntULT, top, cap, ""), "");
         LLVMBasicBlockRef bb_one = llvm_new_block(em, "ad.pop.one"),
                           bb_each = llvm_new_block(em, "ad.pop.each"),
                           bb_cont = llvm_new_block(em, "ad.popped");
