@@ -739,3 +739,146 @@ Test(simd, flat_ifs_mask_their_loads_and_guarded_uniform_loads_stay_guarded) {
         kern_context_release(ctx);
     }
 }
+
+/* ---- work items sorted by trip count --------------------------------------------------- */
+
+/* The trip count min(count[i], len(w)) computed ahead (a load, dim, min) for each window of
+ * items, which then run sorted by it: the results must be each item's own, whatever lane
+ * it ran in. */
+static const char *TRIPS = "kernel trips(x0: f32[], w: f32[], count: i32[], out: f32[]) {\n"
+                           "    for i in 0..len(x0) {\n"
+                           "        var x = x0[i];\n"
+                           "        for t in 0..min(count[i], len(w)) {\n"
+                           "            x = 0.5 * sin(x) * w[t] + 0.4 * x + 0.1;\n"
+                           "        }\n"
+                           "        out[i] = x + f32(i);\n"
+                           "    }\n"
+                           "}\n";
+
+Test(simd, items_sorted_by_trip_count_get_their_own_results_and_gradients) {
+    /* windows of 16 vectors (256 items at 16 lanes, 1024 at 64) and a partial one */
+    enum { N = 2 * 1024 + 333, T = 64 };
+    static float x0[N], w[T], want[N], wx0[N], ww[T], got[N], gx[N], gw[T];
+    static int32_t count[N];
+    for (int i = 0; i < N; i++) {
+        x0[i] = (float)(urand() * 2 - 1);
+        double u = urand();
+        /* one item in 16 long, negative counts (no step), counts past len(w) */
+        count[i] = u < 1.0 / 16 ? T : u < 0.1 ? -3 : u < 0.15 ? T + 9 : (int32_t)(u * 8);
+    }
+    for (int t = 0; t < T; t++)
+        w[t] = (float)(0.5 + urand());
+    memset(ww, 0, sizeof ww);
+    for (int i = 0; i < N; i++) { /* C: forward, and the adjoint of L = sum(out) */
+        int n = count[i] < T ? count[i] : T;
+        float xs[T], x = x0[i];
+        for (int t = 0; t < n; t++) {
+            xs[t] = x;
+            x = 0.5f * sinf(x) * w[t] + 0.4f * x + 0.1f;
+        }
+        want[i] = x + (float)i;
+        double g = 1;
+        for (int t = n - 1; t >= 0; t--) {
+            ww[t] += (float)(g * 0.5 * sin((double)xs[t]));
+            g *= 0.5 * cos((double)xs[t]) * w[t] + 0.4;
+        }
+        wx0[i] = (float)g;
+    }
+    for (int m = 0; m < NMODES; m++) {
+        kern_context *ctx = ctx_mode(MODES[m], 0);
+        kern_kernel *k = kernel(ctx, TRIPS, "trips"), *kg = kernel(ctx, TRIPS, "trips.grad");
+        static float zeros[N], ones[N];
+        for (int i = 0; i < N; i++)
+            ones[i] = 1;
+        kern_buffer *bo = buf(ctx, KERN_F32, N, zeros), *bxg = buf(ctx, KERN_F32, N, zeros),
+                    *bwg = buf(ctx, KERN_F32, T, zeros);
+        kern_arg a[7] = {kern_arg_buffer(buf(ctx, KERN_F32, N, x0)),
+                         kern_arg_buffer(buf(ctx, KERN_F32, T, w)),
+                         kern_arg_buffer(buf(ctx, KERN_I32, N, count)),
+                         kern_arg_buffer(bo),
+                         kern_arg_buffer(bxg),
+                         kern_arg_buffer(bwg),
+                         kern_arg_buffer(buf(ctx, KERN_F32, N, ones))};
+        launch(ctx, k, a, 4);
+        get(bo, got, sizeof got);
+        expect_near(got, want, N, 2e-5, "trips out", MODES[m]);
+        launch(ctx, kg, a, 7);
+        get(bxg, gx, sizeof gx);
+        get(bwg, gw, sizeof gw);
+        expect_near(gx, wx0, N, 1e-4, "x0.grad against C", MODES[m]);
+        expect_near(gw, ww, T, 1e-4, "w.grad against C", MODES[m]);
+        kern_context_release(ctx);
+    }
+}
+
+/* A count array shorter than x0: computing the trip counts ahead reads nothing out of
+ * bounds and reports nothing; the item's own load reports, as on the scalar path. */
+Test(simd, sorted_items_report_an_out_of_bounds_count_like_the_scalar_path) {
+    enum { N = 300, T = 8 };
+    float x0[N] = {0}, w[T] = {0};
+    int32_t count[N - 1];
+    for (int i = 0; i < N - 1; i++)
+        count[i] = i % 5;
+    char msg[NMODES][1024];
+    for (int m = 0; m < NMODES; m++) {
+        kern_context *ctx = ctx_mode(MODES[m], 0);
+        kern_arg a[4] = {kern_arg_buffer(buf(ctx, KERN_F32, N, x0)),
+                         kern_arg_buffer(buf(ctx, KERN_F32, T, w)),
+                         kern_arg_buffer(buf(ctx, KERN_I32, N - 1, count)),
+                         kern_arg_buffer(buf(ctx, KERN_F32, N, NULL))};
+        kern_status st = kern_launch(kernel(ctx, TRIPS, "trips"), a, 4);
+        if (st == KERN_OK)
+            st = kern_sync(ctx);
+        cr_assert_neq(st, KERN_OK, "KERN_SIMD=%s: count[%d] is out of bounds", MODES[m], N - 1);
+        snprintf(msg[m], sizeof msg[m], "%s", kern_context_last_error(ctx));
+        cr_expect(strstr(msg[m], "simd.kern:4:"), "KERN_SIMD=%s: %s", MODES[m], msg[m]);
+        cr_expect(strstr(msg[m], "299"), "KERN_SIMD=%s: names the index: %s", MODES[m], msg[m]);
+        if (m > 0)
+            cr_expect_str_eq(msg[m], msg[0], "KERN_SIMD=%s", MODES[m]);
+        kern_context_release(ctx);
+    }
+}
+
+/* Which tasks sort: a loop whose trip count differs between lanes, computes vector math
+ * and has bounds made of integer ops on loads and indices. Not a uniform loop, not one
+ * without math, not a bound computed from floats, not a task whose lanes store a varying
+ * value at one element (the last lane's stays). */
+Test(simd, tasks_sort_their_items_only_where_the_trip_counts_can_be_computed_ahead) {
+    static const struct {
+        const char *src;
+        bool sorts;
+    } cases[] = {
+        {"kernel k(x: f32[], w: f32[], n: i32[,]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    for t in n[0, i] + 1..n[1, i] * 2 { v = sin(v) * w[t]; }\n"
+         "    x[i] = v; } }\n",
+         true},
+        {"kernel k(x: f32[], w: f32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    for t in 0..len(w) { v = sin(v) * w[t]; }\n"
+         "    x[i] = v; } }\n",
+         false},
+        {"kernel k(x: f32[], w: f32[], n: i32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    for t in 0..n[i] { v = v * w[t] + 1.0; }\n"
+         "    x[i] = v; } }\n",
+         false},
+        {"kernel k(x: f32[], w: f32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    for t in 0..i32(x[i] * 4.0) { v = sin(v) * w[t]; }\n"
+         "    x[i] = v; } }\n",
+         false},
+        {"kernel k(x: f32[], w: f32[], n: i32[], s: f32[]) {\n"
+         "  for i in 0..len(x) { var v = x[i];\n"
+         "    for t in 0..n[i] { v = sin(v) * w[t]; }\n"
+         "    s[0] = v; } }\n",
+         false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        char *t = llvm_text(cases[c].src, 0);
+        const char *a = strstr(t, "\"kern-simd\"");
+        cr_expect_eq(strstr(t, "%sort.order") != NULL, cases[c].sorts, "case %zu (%.40s):\n%s", c,
+                     a ? a : "no SIMD", cases[c].src);
+        free(t);
+    }
+}

@@ -167,6 +167,99 @@ static bool has_loop(const llvm_emitter *em, const ir_region *r, bool masked, bo
     return false;
 }
 
+/* ---- work items sorted by trip count ------------------------------------------------ */
+
+/* Whether op may compute a trip count before the body runs: an integer op that cannot
+ * fault (a load runs as a gather that leaves out-of-bounds lanes, llvm_simd_emit.c). */
+static bool key_opcode(const ir_op *op) {
+    switch (op->code) {
+    case IR_CONST:
+    case IR_DIM:
+    case IR_LOAD:
+    case IR_CAST:
+    case IR_ADD:
+    case IR_SUB:
+    case IR_MUL:
+    case IR_NEG:
+    case IR_AND:
+    case IR_OR:
+    case IR_XOR:
+    case IR_NOT:
+    case IR_EQ:
+    case IR_NE:
+    case IR_LT:
+    case IR_LE:
+    case IR_GT:
+    case IR_GE:
+    case IR_SELECT:
+    case IR_MIN:
+    case IR_MAX:
+    case IR_CLAMP: break;
+    default: return false;
+    }
+    for (uint32_t i = op->code == IR_LOAD || op->code == IR_DIM ? 1 : 0; i < op->noperands; i++)
+        if (!ty_is_int(op->operands[i]->type) && op->operands[i]->type->kind != TY_BOOL)
+            return false;
+    return ty_is_int(op->results[0]->type) || op->results[0]->type->kind == TY_BOOL;
+}
+
+/* Adds the ops of body's top level that v is computed from to s->ops (false: one of them
+ * cannot run before the body, or there are too many). Values from outside the body (the
+ * task's uniform values) and region arguments (its indices) are there already. */
+static bool key_ops(const ir_region *body, const ir_value *v, simd_sort *s) {
+    const ir_op *d = v->def;
+    if (!d || d->parent != body)
+        return true;
+    for (uint32_t i = 0; i < s->nops; i++)
+        if (s->ops[i] == d)
+            return true;
+    if (!key_opcode(d) || s->nops == SORT_KEY_OPS)
+        return false;
+    s->ops[s->nops++] = d;
+    for (uint32_t i = 0; i < d->noperands; i++)
+        if (!key_ops(body, d->operands[i], s))
+            return false;
+    return true;
+}
+
+/* A store of a varying value to a uniform element: the lanes store in lane order (the
+ * last one's value stays), which sorting would change. */
+static bool lane_ordered_store(const llvm_emitter *em, const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_STORE && !any_index_varying(em, op) &&
+            is_v(em, op->operands[op->noperands - 1]))
+            return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (lane_ordered_store(em, op->regions[i]))
+                return true;
+    }
+    return false;
+}
+
+bool llvm_simd_sort_plan(const llvm_emitter *em, const ir_region *body, simd_sort *s) {
+    memset(s, 0, sizeof *s);
+    if (lane_ordered_store(em, body))
+        return false;
+    ir_foreach_op(op, body) {
+        if (op->code != IR_FOR || !masked_loop(em, op))
+            continue;
+        int gathers = 0, nmath = 0;
+        loop_cost(em, op->regions[0], &gathers, &nmath);
+        s->nops = 0;
+        if (nmath > 0 && key_ops(body, op->operands[0], s) && key_ops(body, op->operands[1], s)) {
+            s->loop = op;
+            /* in body order */
+            uint32_t n = 0;
+            const ir_op *sorted[SORT_KEY_OPS];
+            ir_foreach_op(o, body) for (uint32_t i = 0; i < s->nops; i++) if (s->ops[i] == o)
+                sorted[n++] = o;
+            memcpy(s->ops, sorted, n * sizeof *sorted);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* The divergence of the task (em->div, passes/divergence.c), and whether SIMD suits it
  * (*why says why not). */
 static bool analyze_task(llvm_emitter *em, const ir_op *task, const char **why) {

@@ -1057,19 +1057,221 @@ static const ir_op *vregion(llvm_emitter *em, const ir_region *r) {
  * when they hold no loop, are emitted twice (full vectors and a masked last one). */
 enum { SIMD_TWICE_OPS = 16, SIMD_TWICE_FLAT_OPS = 48 };
 
+/* The lanes b, b + 1, ..., b + W - 1 (i64). */
+static LLVMValueRef lanes_from(llvm_emitter *em, LLVMValueRef b) {
+    return LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "lanes");
+}
 
-/* The work items b, b + 1, ..., b + W - 1 (i64 numbers of dimension 0's index) under
- * `mask`. */
-static void emit_vector_items(llvm_emitter *em, const ir_region *body, uint32_t vd,
-                              const kern_type *it, LLVMValueRef b, LLVMValueRef mask) {
-    LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "lanes");
+/* Sets the index of dimension vd to `lanes` (<W x i64> numbers of its items) and the mask. */
+static void set_items(llvm_emitter *em, const ir_region *body, uint32_t vd, const kern_type *it,
+                      LLVMValueRef lanes, LLVMValueRef mask) {
     llvm_cpu(em)->mask = mask;
     LLVMValueRef idx = lanes;
     if (it->kind != TY_I64)
         idx = LLVMBuildTrunc(em->b, lanes, vty(em, em->t_i32), "");
     llvm_set_val(em, body->args[vd], idx);
+}
+
+/* The work items `lanes` of dimension vd under `mask`. */
+static void emit_vector_items(llvm_emitter *em, const ir_region *body, uint32_t vd,
+                              const kern_type *it, LLVMValueRef lanes, LLVMValueRef mask) {
+    set_items(em, body, vd, it, lanes, mask);
     vad_reset(em);
     vregion(em, body);
+}
+
+/* ---- work items sorted by trip count ------------------------------------------------- */
+
+/* A load of a trip count's computation (llvm_simd_sort_plan): the lanes of the mask whose
+ * indices are in bounds load, the others give 0 (no error: the body's own load reports). */
+static void key_load(llvm_emitter *em, const ir_op *op) {
+    int p = param_index(em, op->operands[0]);
+    const kern_type *at = op->operands[0]->type, *et = at->elem;
+    LLVMValueRef in = llvm_cpu(em)->mask, ptrs;
+    for (int d = 0; d < at->rank; d++) {
+        const ir_value *iv = op->operands[1 + d];
+        LLVMValueRef i = llvm_to_i64(em, vec(em, iv), iv->type);
+        in = LLVMBuildAnd(
+            em->b, in, LLVMBuildICmp(em->b, LLVMIntULT, i, splat(em, em->arr_shape[p][d]), ""), "");
+    }
+    LLVMValueRef ptr = access_addr(em, op, &ptrs);
+    kern_assert(!ptr); /* no access is contiguous in a sorted task */
+    LLVMTypeRef vt = vty(em, llvm_mem_type(em, et));
+    LLVMValueRef r = gather(em, vt, ptrs, in, (unsigned)ty_size(et));
+    if (et->kind == TY_BOOL)
+        r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(vt), "");
+    llvm_set_val(em, op->results[0], r);
+}
+
+/* The trip counts of s->loop in the lanes of the current mask, <W x i32> (0 in the others,
+ * at most INT32_MAX): s->ops, then hi - lo. */
+static LLVMValueRef emit_keys(llvm_emitter *em, const simd_sort *s) {
+    for (uint32_t i = 0; i < s->nops; i++) {
+        const ir_op *op = s->ops[i];
+        if (op->code == IR_LOAD) {
+            key_load(em, op);
+        } else {
+            em->vec_ops = is_v(em, op->results[0]);
+            llvm_emit_simple_op(em, op);
+            em->vec_ops = false;
+        }
+    }
+    const ir_value *lo = s->loop->operands[0], *hi = s->loop->operands[1];
+    LLVMValueRef n = LLVMBuildSub(em->b, llvm_to_i64(em, vec(em, hi), hi->type),
+                                  llvm_to_i64(em, vec(em, lo), lo->type), "");
+    LLVMValueRef zero = LLVMConstNull(vty(em, em->t_i64));
+    n = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSGT, n, zero, ""), n, zero, "");
+    LLVMValueRef big = splat(em, LLVMConstInt(em->t_i64, INT32_MAX, 0));
+    n = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, n, big, ""), n, big, "");
+    n = LLVMBuildSelect(em->b, llvm_cpu(em)->mask, n, zero, "");
+    return LLVMBuildTrunc(em->b, n, vty(em, em->t_i32), "key");
+}
+
+/* A counted loop `for i = 0 .. n step` (i64) in the blocks it makes: returns i in the body's
+ * block, where the caller emits; end_counted closes it. */
+typedef struct counted {
+    LLVMBasicBlockRef pre, head, exit;
+    LLVMValueRef i;
+    long long step;
+} counted;
+
+static LLVMValueRef begin_counted(llvm_emitter *em, counted *c, LLVMValueRef n, long long step,
+                                  const char *name) {
+    c->step = step;
+    c->pre = LLVMGetInsertBlock(em->b);
+    c->head = llvm_new_block(em, name);
+    LLVMBasicBlockRef body = llvm_new_block(em, name);
+    c->exit = llvm_new_block(em, name);
+    LLVMBuildBr(em->b, c->head);
+    LLVMPositionBuilderAtEnd(em->b, c->head);
+    c->i = LLVMBuildPhi(em->b, LLVMTypeOf(n), "");
+    LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(n));
+    LLVMAddIncoming(c->i, &zero, &c->pre, 1);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, c->i, n, ""), body, c->exit);
+    LLVMPositionBuilderAtEnd(em->b, body);
+    return c->i;
+}
+
+static void end_counted(llvm_emitter *em, counted *c) {
+    LLVMValueRef next = LLVMBuildAdd(em->b, c->i, llvm_const_int(LLVMTypeOf(c->i), c->step), "");
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, c->head);
+    LLVMAddIncoming(c->i, &next, &end, 1);
+    LLVMPositionBuilderAtEnd(em->b, c->exit);
+}
+
+static LLVMValueRef elem_ptr(llvm_emitter *em, LLVMTypeRef t, LLVMValueRef base, LLVMValueRef i) {
+    return LLVMBuildInBoundsGEP2(em->b, t, base, &i, 1, "");
+}
+
+enum { SORT_BUCKET_BITS = 5 };
+
+/* The window's items from wb, nwin of them, in order[] by their keys[] (a counting sort on
+ * the top SORT_BUCKET_BITS bits of the largest key's width: counts within a bucket differ
+ * by less than a 32nd of the largest). */
+static void sort_window(llvm_emitter *em, LLVMValueRef keys, LLVMValueRef order, LLVMValueRef hist,
+                        LLVMValueRef wb, LLVMValueRef nwin, LLVMValueRef kmax) {
+    LLVMTypeRef i32 = em->t_i32, i64 = em->t_i64;
+    LLVMValueRef args[2] = {kmax, LLVMConstInt(em->t_i1, 0, 0)};
+    LLVMValueRef lz = call_intr(em, "llvm.ctlz", &i32, 1, args, 2);
+    LLVMValueRef bits = LLVMBuildSub(em->b, LLVMConstInt(i32, 32 - SORT_BUCKET_BITS, 0), lz, "");
+    LLVMValueRef shift =
+        LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSGT, bits, LLVMConstNull(i32), ""), bits,
+                        LLVMConstNull(i32), "shift");
+    unsigned nb = 1u << SORT_BUCKET_BITS;
+    LLVMBuildMemSet(em->b, hist, LLVMConstInt(LLVMInt8TypeInContext(em->ctx), 0, 0),
+                    LLVMConstInt(i64, nb * 4, 0), 4);
+    counted c;
+    /* counts per bucket */
+    LLVMValueRef p = begin_counted(em, &c, nwin, 1, "sort.count");
+    LLVMValueRef b =
+        LLVMBuildLShr(em->b, LLVMBuildLoad2(em->b, i32, elem_ptr(em, i32, keys, p), ""), shift, "");
+    LLVMValueRef hp = elem_ptr(em, i32, hist, LLVMBuildZExt(em->b, b, i64, ""));
+    LLVMBuildStore(
+        em->b, LLVMBuildAdd(em->b, LLVMBuildLoad2(em->b, i32, hp, ""), LLVMConstInt(i32, 1, 0), ""),
+        hp);
+    end_counted(em, &c);
+    /* each bucket's first position */
+    LLVMValueRef sum = LLVMConstNull(i32);
+    for (unsigned k = 0; k < nb; k++) {
+        LLVMValueRef q = elem_ptr(em, i32, hist, LLVMConstInt(i64, k, 0));
+        LLVMValueRef cnt = LLVMBuildLoad2(em->b, i32, q, "");
+        LLVMBuildStore(em->b, sum, q);
+        sum = LLVMBuildAdd(em->b, sum, cnt, "");
+    }
+    /* the items, in bucket order */
+    p = begin_counted(em, &c, nwin, 1, "sort.place");
+    b = LLVMBuildLShr(em->b, LLVMBuildLoad2(em->b, i32, elem_ptr(em, i32, keys, p), ""), shift, "");
+    hp = elem_ptr(em, i32, hist, LLVMBuildZExt(em->b, b, i64, ""));
+    LLVMValueRef at = LLVMBuildLoad2(em->b, i32, hp, "");
+    LLVMBuildStore(em->b, LLVMBuildAdd(em->b, at, LLVMConstInt(i32, 1, 0), ""), hp);
+    LLVMBuildStore(em->b, LLVMBuildAdd(em->b, wb, p, ""),
+                   elem_ptr(em, i64, order, LLVMBuildZExt(em->b, at, i64, "")));
+    end_counted(em, &c);
+}
+
+/* The work items from `from` to `to` of dimension vd, sorted by trip count in windows of
+ * SORT_VECTORS vectors: each window's trip counts are computed first (emit_keys), the
+ * items counting-sorted by them, then run W at a time in that order, so that a vector's
+ * lanes run similar counts (a vector runs as long as its longest lane; with one item in 16
+ * running 16 times longer than the others, nearly every unsorted vector of 64 lanes holds
+ * one). Items may run in any order (docs/reference.md); no access is contiguous. */
+static void emit_sorted_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, LLVMValueRef from,
+                             LLVMValueRef to, const simd_sort *s) {
+    const ir_region *body = task->regions[0];
+    const kern_type *it = task->operands[2 * vd]->type;
+    unsigned w = em->simd_w, win = SORT_VECTORS * w;
+    LLVMTypeRef i32 = em->t_i32, i64 = em->t_i64;
+    LLVMBuilderRef eb = llvm_entry_builder(em);
+    LLVMValueRef keys = LLVMBuildAlloca(eb, LLVMArrayType(i32, win), "sort.keys");
+    LLVMValueRef order = LLVMBuildAlloca(eb, LLVMArrayType(i64, win), "sort.order");
+    LLVMValueRef hist =
+        LLVMBuildAlloca(eb, LLVMArrayType(i32, 1u << SORT_BUCKET_BITS), "sort.hist");
+    LLVMValueRef kmax = LLVMBuildAlloca(eb, i32, "sort.kmax");
+    LLVMSetAlignment(keys, 64);
+    LLVMSetAlignment(order, 64);
+    LLVMDisposeBuilder(eb);
+    LLVMValueRef f64 = llvm_to_i64(em, from, it), t64 = llvm_to_i64(em, to, it);
+
+    counted wl;
+    LLVMValueRef wb = LLVMBuildAdd(
+        em->b, f64, begin_counted(em, &wl, LLVMBuildSub(em->b, t64, f64, ""), win, "sort.window"),
+        "window");
+    LLVMValueRef rest = LLVMBuildSub(em->b, t64, wb, "");
+    LLVMValueRef wc = LLVMConstInt(i64, win, 0);
+    LLVMValueRef nwin =
+        LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, rest, wc, ""), rest, wc, "nwin");
+
+    /* the keys, W at a time, and the largest */
+    LLVMBuildStore(em->b, LLVMConstNull(i32), kmax);
+    counted c;
+    LLVMValueRef j = begin_counted(em, &c, nwin, w, "sort.key");
+    LLVMValueRef lanes = lanes_from(em, LLVMBuildAdd(em->b, wb, j, ""));
+    set_items(em, body, vd, it, lanes,
+              LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask"));
+    LLVMValueRef k = emit_keys(em, s);
+    LLVMValueRef st = LLVMBuildStore(em->b, k, elem_ptr(em, i32, keys, j));
+    LLVMSetAlignment(st, 4);
+    LLVMTypeRef kt = LLVMTypeOf(k);
+    LLVMValueRef km = call_intr(em, "llvm.vector.reduce.umax", &kt, 1, &k, 1);
+    LLVMValueRef old = LLVMBuildLoad2(em->b, i32, kmax, "");
+    LLVMBuildStore(
+        em->b, LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntUGT, km, old, ""), km, old, ""),
+        kmax);
+    end_counted(em, &c);
+
+    sort_window(em, keys, order, hist, wb, nwin, LLVMBuildLoad2(em->b, i32, kmax, ""));
+
+    /* the items, W at a time in sorted order; lanes past the window's end are off (and
+     * hold the window's first item) */
+    j = begin_counted(em, &c, nwin, w, "sort.items");
+    LLVMValueRef ld = LLVMBuildLoad2(em->b, vty(em, i64), elem_ptr(em, i64, order, j), "");
+    LLVMSetAlignment(ld, 8);
+    LLVMValueRef on = LLVMBuildICmp(em->b, LLVMIntSLT, lanes_from(em, j), splat(em, nwin), "");
+    emit_vector_items(em, body, vd, it, LLVMBuildSelect(em->b, on, ld, splat(em, wb), ""), on);
+    end_counted(em, &c);
+
+    end_counted(em, &wl);
 }
 
 /* The work items of the innermost dimension vd from `from` to `to` (its index type), W
@@ -1114,7 +1316,7 @@ static void emit_vector_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, L
         LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "");
         mask = LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask");
     }
-    emit_vector_items(em, body, vd, it, b, mask);
+    emit_vector_items(em, body, vd, it, lanes_from(em, b), mask);
     LLVMValueRef b1 = LLVMBuildAdd(em->b, b, wc, "");
     LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
     LLVMBuildBr(em->b, head);
@@ -1125,8 +1327,8 @@ static void emit_vector_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, L
         LLVMBasicBlockRef rest = llvm_new_block(em, "simd.rest");
         LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, b, t64, ""), rest, exit);
         LLVMPositionBuilderAtEnd(em->b, rest);
-        LLVMValueRef lanes = LLVMBuildAdd(em->b, splat(em, b), lane_ids(em, em->t_i64), "");
-        emit_vector_items(em, body, vd, it, b,
+        LLVMValueRef lanes = lanes_from(em, b);
+        emit_vector_items(em, body, vd, it, lanes,
                           LLVMBuildICmp(em->b, LLVMIntSLT, lanes, splat(em, t64), "mask"));
     }
     LLVMBuildBr(em->b, exit);
@@ -1136,11 +1338,14 @@ static void emit_vector_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, L
 /* The scalar loop over dimension d of the task (the outer dimensions), from `from` to
  * `to`; the innermost dimension is the vector loop. */
 static void emit_outer_dim(llvm_emitter *em, const ir_op *task, uint32_t d, LLVMValueRef from,
-                           LLVMValueRef to) {
+                           LLVMValueRef to, const simd_sort *sort) {
     const ir_region *body = task->regions[0];
     uint32_t vd = body->nargs - 1;
     if (d == vd) {
-        emit_vector_loop(em, task, vd, from, to);
+        if (sort)
+            emit_sorted_loop(em, task, vd, from, to, sort);
+        else
+            emit_vector_loop(em, task, vd, from, to);
         return;
     }
     const kern_type *it = task->operands[2 * d]->type;
@@ -1154,7 +1359,7 @@ static void emit_outer_dim(llvm_emitter *em, const ir_op *task, uint32_t d, LLVM
     LLVMPositionBuilderAtEnd(em->b, bb);
     llvm_set_val(em, body->args[d], i);
     emit_outer_dim(em, task, d + 1, llvm_val(em, task->operands[2 * d + 2]),
-                   llvm_val(em, task->operands[2 * d + 3]));
+                   llvm_val(em, task->operands[2 * d + 3]), sort);
     LLVMValueRef next = llvm_index_next(em, it, i);
     LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
     LLVMBuildBr(em->b, head);
@@ -1180,7 +1385,12 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
         LLVMDisposeBuilder(eb);
     }
 
-    emit_outer_dim(em, task, 0, from, to);
+    /* sorted by trip count: the lanes hold items out of order, so no access is contiguous */
+    simd_sort sort;
+    bool sorted = llvm_simd_sort_plan(em, body, &sort);
+    if (sorted)
+        ir_valset_clear(&llvm_cpu(em)->div.linear);
+    emit_outer_dim(em, task, 0, from, to, sorted ? &sort : NULL);
 
     em->simd_w = 0;
     llvm_cpu(em)->sink = NULL;
