@@ -48,6 +48,8 @@ typedef struct kc_options {
                                K.grad's adstacks exceed the memory budget) */
     bool no_neighbour_adds; /* CPU: neighbour scatters stay atomic inside a chunk too */
     bool no_vector_math;    /* CPU SIMD: math lane by lane through libm, not libmvec */
+    bool no_trip_sort;      /* work items in index order, not sorted by a loop's trip count
+                               (passes/trip_sort.c; $KERN_NO_TRIP_SORT=1, for comparison) */
     bool fast_math;         /* the targets' fast approximations of f32 sin, exp, ... (CUDA's
                                __sinf class, Vulkan's GLSL.std.450) instead of kern's accuracy
                                table (docs/reference.md, "Accuracy of the math builtins") */

@@ -74,6 +74,7 @@ void kc_options_from_env(kc_options *o) {
     o->no_ckpt |= env_on("KERN_NO_CKPT");
     o->no_neighbour_adds |= env_on("KERN_NO_NEIGHBOUR_ADDS");
     o->no_vector_math |= env_on("KERN_NO_LIBMVEC");
+    o->no_trip_sort |= env_on("KERN_NO_TRIP_SORT");
     o->fast_math |= env_on("KERN_FAST_MATH");
     o->own_math |= env_on("KERN_OWN_MATH");
     const char *own = getenv("KERN_OWN_MATH");

@@ -110,7 +110,7 @@ static void build_init(void) {
 /* ---- the key ----------------------------------------------------------------------- */
 
 /* A new field of kc_options must be added to the key below when it changes the code. */
-_Static_assert(sizeof(void *) != 8 || sizeof(kc_options) == 88,
+_Static_assert(sizeof(void *) != 8 || sizeof(kc_options) == 96,
                "kc_options changed: add its new fields to jit_cache_key");
 
 static const char *str(const char *s) { return s ? s : "-"; }
@@ -130,13 +130,13 @@ void jit_cache_key(const char *target, const char *name, const char *source, siz
         &b,
         "opt %d checks %d debug %d no_grad_check %d ad_stack_size %u grad %d grad_only %s jvp %d "
         "no_jvp %d promote_f64 %d libdevice %s simd %d jit_threads %d "
-        "scatter_adjoints %d no_ckpt %d no_neighbour_adds %d no_vector_math %d "
+        "scatter_adjoints %d no_ckpt %d no_neighbour_adds %d no_vector_math %d no_trip_sort %d "
         "fast_math %d own_math %d %d eager_grads %d keep_rules %d cuda_home %s lld %s\n",
         o->opt_level, o->checks, o->debug, o->no_grad_check, o->ad_stack_size, (int)o->grad,
         str(o->grad_only), o->jvp, o->no_jvp, o->promote_f64, str(o->libdevice), o->simd,
         o->jit_threads, o->scatter_adjoints, o->no_ckpt, o->no_neighbour_adds, o->no_vector_math,
-        o->fast_math, o->own_math, o->own_math_fused, o->eager_grads, o->keep_rules,
-        str(o->cuda_home), str(o->lld));
+        o->no_trip_sort, o->fast_math, o->own_math, o->own_math_fused, o->eager_grads,
+        o->keep_rules, str(o->cuda_home), str(o->lld));
     buf_printf(&b, "name %zu %s\nsource %zu\n", strlen(name), name, len);
     kern_sha256 s;
     kern_sha256_init(&s);

@@ -94,6 +94,21 @@ bool ir_div_access_varying(const ir_divergence *d, const ir_op *access);
 /* A for or while loop whose trip count differs between work items (a varying bound,
  * early exit or condition): its body runs under a mask in SIMD code. */
 bool ir_div_loop_divergent(const ir_divergence *d, const ir_op *loop);
+/* Work items sorted by a loop's trip count (passes/trip_sort.c): `loop`, a masked `for` at
+ * the top level of a task body, and `ops`, the ops of the body's top level that its bounds
+ * are computed from, in body order (integer ops and loads; a backend runs them ahead for
+ * each item, its loads for in-bounds indices only, and orders the items by
+ * max(hi - lo, 0)). */
+enum { IR_TRIP_SORT_OPS = 24 };
+typedef struct ir_trip_sort {
+    const ir_op *loop;
+    const ir_op *ops[IR_TRIP_SORT_OPS];
+    uint32_t nops;
+} ir_trip_sort;
+/* Whether the task body (whose divergence d is) suits sorting, and how (*s): false where no
+ * such loop has vector math and computable bounds, or where a store of a varying value at
+ * a uniform element makes the order of the items show. */
+bool ir_trip_sort_plan(const ir_divergence *d, const ir_region *body, ir_trip_sort *s);
 /* r's yield or condition, or NULL. */
 const ir_op *ir_region_terminator(const ir_region *r);
 

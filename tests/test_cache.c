@@ -303,6 +303,7 @@ Test(cache, key_changes_with_everything_that_changes_code) {
     CHANGES(no_ckpt, true);
     CHANGES(no_neighbour_adds, true);
     CHANGES(no_vector_math, true);
+    CHANGES(no_trip_sort, true);
     CHANGES(fast_math, true);
     CHANGES(own_math, true);
     CHANGES(own_math_fused, true);

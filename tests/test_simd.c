@@ -518,9 +518,10 @@ Test(simd, adstack_overflow_in_one_lane_is_reported_like_the_scalar_path) {
 
 /* ---- the choice is visible in --emit=llvm -------------------------------------------- */
 
-static char *llvm_text(const char *src, int simd) {
+static char *llvm_text_sorted(const char *src, int simd, bool trip_sort) {
     kc_ctx *c = kc_ctx_new();
     c->opts.simd = simd;
+    c->opts.no_trip_sort = !trip_sort;
     ir_module *m = kc_compile_source(c, "t.kern", src, strlen(src));
     cr_assert(m);
     char err[512];
@@ -530,6 +531,8 @@ static char *llvm_text(const char *src, int simd) {
     kc_ctx_free(c);
     return text;
 }
+
+static char *llvm_text(const char *src, int simd) { return llvm_text_sorted(src, simd, true); }
 
 Test(simd, the_choice_per_task_shows_in_the_llvm_text) {
     const char *src = "kernel two(a: f32[], b: f32[,], s: f32[]) {\n"
@@ -879,6 +882,9 @@ Test(simd, tasks_sort_their_items_only_where_the_trip_counts_can_be_computed_ahe
         const char *a = strstr(t, "\"kern-simd\"");
         cr_expect_eq(strstr(t, "%sort.order") != NULL, cases[c].sorts, "case %zu (%.40s):\n%s", c,
                      a ? a : "no SIMD", cases[c].src);
+        free(t);
+        t = llvm_text_sorted(cases[c].src, 0, false); /* KERN_NO_TRIP_SORT */
+        cr_expect(!strstr(t, "%sort.order"), "case %zu, no_trip_sort", c);
         free(t);
     }
 }

@@ -20,20 +20,10 @@ static inline bool any_index_varying(const llvm_emitter *em, const ir_op *op) {
     return ir_div_access_varying(&llvm_cpu(em)->div, op);
 }
 
-/* Work items sorted by trip count (llvm_simd.c plans it, llvm_simd_emit.c emits it): a
- * window of SORT_VECTORS vectors' items is counted first, each item's trip count of `loop`
- * computed by `ops` (the ops of the body's top level that the loop's bounds are made of,
- * in body order), and the items then run in vectors of similar counts. */
-enum { SORT_VECTORS = 16, SORT_KEY_OPS = 24 };
-typedef struct simd_sort {
-    const ir_op *loop;
-    const ir_op *ops[SORT_KEY_OPS];
-    uint32_t nops;
-} simd_sort;
-/* Whether the task's body suits sorting (and how): a masked `for` loop with vector math at
- * its top level whose bounds come from the indices, uniform values and integer loads by
- * integer ops, and no store whose order between lanes shows. */
-bool llvm_simd_sort_plan(const llvm_emitter *em, const ir_region *body, simd_sort *s);
+/* Work items sorted by trip count (passes/trip_sort.c) in windows of SORT_VECTORS
+ * vectors (llvm_simd_emit.c): the plan for the task's body, from its divergence. */
+enum { SORT_VECTORS = 16 };
+bool llvm_simd_sort_plan(const llvm_emitter *em, const ir_region *body, ir_trip_sort *s);
 
 /* A math op that runs through the vector math library (sin, exp, pow, ...). */
 bool llvm_simd_is_math_op(ir_opcode c);

@@ -1105,7 +1105,7 @@ static void key_load(llvm_emitter *em, const ir_op *op) {
 
 /* The trip counts of s->loop in the lanes of the current mask, <W x i32> (0 in the others,
  * at most INT32_MAX): s->ops, then hi - lo. */
-static LLVMValueRef emit_keys(llvm_emitter *em, const simd_sort *s) {
+static LLVMValueRef emit_keys(llvm_emitter *em, const ir_trip_sort *s) {
     for (uint32_t i = 0; i < s->nops; i++) {
         const ir_op *op = s->ops[i];
         if (op->code == IR_LOAD) {
@@ -1217,7 +1217,7 @@ static void sort_window(llvm_emitter *em, LLVMValueRef keys, LLVMValueRef order,
  * running 16 times longer than the others, nearly every unsorted vector of 64 lanes holds
  * one). Items may run in any order (docs/reference.md); no access is contiguous. */
 static void emit_sorted_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, LLVMValueRef from,
-                             LLVMValueRef to, const simd_sort *s) {
+                             LLVMValueRef to, const ir_trip_sort *s) {
     const ir_region *body = task->regions[0];
     const kern_type *it = task->operands[2 * vd]->type;
     unsigned w = em->simd_w, win = SORT_VECTORS * w;
@@ -1338,7 +1338,7 @@ static void emit_vector_loop(llvm_emitter *em, const ir_op *task, uint32_t vd, L
 /* The scalar loop over dimension d of the task (the outer dimensions), from `from` to
  * `to`; the innermost dimension is the vector loop. */
 static void emit_outer_dim(llvm_emitter *em, const ir_op *task, uint32_t d, LLVMValueRef from,
-                           LLVMValueRef to, const simd_sort *sort) {
+                           LLVMValueRef to, const ir_trip_sort *sort) {
     const ir_region *body = task->regions[0];
     uint32_t vd = body->nargs - 1;
     if (d == vd) {
@@ -1386,7 +1386,7 @@ void llvm_simd_emit_task(llvm_emitter *em, const ir_op *task, unsigned w, LLVMVa
     }
 
     /* sorted by trip count: the lanes hold items out of order, so no access is contiguous */
-    simd_sort sort;
+    ir_trip_sort sort;
     bool sorted = llvm_simd_sort_plan(em, body, &sort);
     if (sorted)
         ir_valset_clear(&llvm_cpu(em)->div.linear);
