@@ -6,24 +6,30 @@
  * loop as long as its longest item. Where trip counts differ a lot between items, the
  * group is nearly always held up by one long item; sorted by trip count, groups run
  * similar counts. The plan: the first masked `for` loop (a trip count that differs
- * between items) with varying vector math at the top level of the task's body whose
+ * between items) with varying math or at least HEAVY_OPS ops in its body, at the top level
+ * of the task's body, whose
  * bounds are made, by integer ops that cannot fault, of the task's indices, uniform values
  * and loads (which the backend runs as loads of the in-bounds items only). */
 #include <string.h>
 
 #include "passes.h"
 
+/* A loop body of at least this many ops (nested ones included) is worth sorting for, with
+ * or without math: kern's own sin (passes/lower_libm.c, Vulkan's) is about 30 ops. */
+enum { HEAVY_OPS = 16 };
+
 /* Whether r (or a region in it) computes math of a library (sin, exp, ...) on varying
- * values. */
-static bool varying_math(const ir_divergence *d, const ir_region *r) {
+ * values; *ops counts its ops. */
+static bool varying_math(const ir_divergence *d, const ir_region *r, int *ops) {
+    bool math = false;
     ir_foreach_op(op, r) {
+        (*ops)++;
         if ((ir_info(op->code)->flags & OPF_LIBM) && ir_div_varying(d, op->results[0]))
-            return true;
+            math = true;
         for (uint32_t i = 0; i < op->nregions; i++)
-            if (varying_math(d, op->regions[i]))
-                return true;
+            math |= varying_math(d, op->regions[i], ops);
     }
-    return false;
+    return math;
 }
 
 /* Whether op may compute a trip count before the body runs: an integer op that cannot
@@ -101,7 +107,9 @@ bool ir_trip_sort_plan(const ir_divergence *d, const ir_region *body, ir_trip_so
         if (op->code != IR_FOR || !ir_div_loop_divergent(d, op))
             continue;
         s->nops = 0;
-        if (varying_math(d, op->regions[0]) && key_ops(body, op->operands[0], s) &&
+        int ops = 0;
+        bool math = varying_math(d, op->regions[0], &ops);
+        if ((math || ops >= HEAVY_OPS) && key_ops(body, op->operands[0], s) &&
             key_ops(body, op->operands[1], s)) {
             s->loop = op;
             /* in body order */

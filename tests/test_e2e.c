@@ -417,3 +417,104 @@ Test(e2e, npy_files_interoperate_with_numpy) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     sh(cmd);
 }
+
+/* ---- work items sorted by trip count (passes/trip_sort.c) ------------------------------ */
+
+/* Each item runs min(count[i], len(w)) steps; the backends run the items sorted by that
+ * count (the CPU's SIMD windows, the GPUs' blocks), so an item may run in any lane or
+ * thread: every result must still be its own. Counts: one item in 16 long, negative ones,
+ * ones past len(w); several blocks, grid rounds and a partial block. */
+static const char *TRIPS = "kernel trips(x0: f32[], w: f32[], count: i32[], out: f32[]) {\n"
+                           "    for i in 0..len(x0) {\n"
+                           "        var x = x0[i];\n"
+                           "        for t in 0..min(count[i], len(w)) {\n"
+                           "            x = 0.5 * sin(x) * w[t] + 0.4 * x + 0.1;\n"
+                           "        }\n"
+                           "        out[i] = x + f32(i % 7);\n"
+                           "    }\n"
+                           "}\n";
+
+Test(e2e, items_sorted_by_trip_count_keep_their_results_and_gradients) {
+    enum { N = 20000 + 77, T = 48 };
+    static float x0[N], w[T], want[N], wx0[N], got[N], gx[N], gw[T], ones[N];
+    static double ww[T];
+    static int32_t count[N];
+    for (int i = 0; i < N; i++) {
+        x0[i] = frand(-1, 1);
+        float u = frand(0, 1);
+        count[i] = u < 1.0f / 16 ? T : u < 0.1f ? -3 : u < 0.15f ? T + 9 : (int32_t)(u * 6);
+        ones[i] = 1;
+    }
+    for (int t = 0; t < T; t++)
+        w[t] = frand(0.5f, 1.5f);
+    for (int i = 0; i < N; i++) { /* C: forward, and the adjoint of L = sum(out) */
+        int n = count[i] < T ? count[i] : T;
+        float xs[T], x = x0[i];
+        for (int t = 0; t < n; t++) {
+            xs[t] = x;
+            x = 0.5f * sinf(x) * w[t] + 0.4f * x + 0.1f;
+        }
+        want[i] = x + (float)(i % 7);
+        double g = 1;
+        for (int t = n - 1; t >= 0; t--) {
+            ww[t] += g * 0.5 * sin((double)xs[t]);
+            g *= 0.5 * cos((double)xs[t]) * w[t] + 0.4;
+        }
+        wx0[i] = (float)g;
+    }
+    kern_context *ctx = ctx_new(false);
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, TRIPS, strlen(TRIPS), "trips.kern", &m), KERN_OK,
+                 "%s", kern_context_last_error(ctx));
+    int64_t n = N, t = T;
+    kern_buffer *bc;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_I32, 1, &n, count, &bc), KERN_OK);
+    kern_buffer *bo = buf_f32(ctx, 1, &n, NULL), *bxg = buf_f32(ctx, 1, &n, NULL),
+                *bwg = buf_f32(ctx, 1, &t, NULL);
+    kern_arg a[7] = {kern_arg_buffer(buf_f32(ctx, 1, &n, x0)),
+                     kern_arg_buffer(buf_f32(ctx, 1, &t, w)),
+                     kern_arg_buffer(bc),
+                     kern_arg_buffer(bo),
+                     kern_arg_buffer(bxg),
+                     kern_arg_buffer(bwg),
+                     kern_arg_buffer(buf_f32(ctx, 1, &n, ones))};
+    cr_assert_eq(kern_launch(find(m, "trips"), a, 4), KERN_OK, "%s", kern_context_last_error(ctx));
+    read_f32(bo, got, N);
+    expect_close(got, want, N, 2e-5f, "out");
+    cr_assert_eq(kern_launch(find(m, "trips.grad"), a, 7), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    read_f32(bxg, gx, N);
+    read_f32(bwg, gw, T);
+    expect_close(gx, wx0, N, 1e-4f, "x0.grad");
+    for (int k = 0; k < T; k++)
+        cr_expect(fabs(gw[k] - ww[k]) <= 1e-4 * fmax(1.0, fabs(ww[k])),
+                  "w.grad[%d]: %.9g, want %.9g", k, (double)gw[k], ww[k]);
+    kern_context_release(ctx);
+}
+
+/* count shorter than x0: the counts computed ahead read nothing out of bounds and record
+ * nothing; the item's own load reports index N - 1, as in index order. */
+Test(e2e, items_sorted_by_trip_count_report_an_out_of_bounds_count) {
+    enum { N = 1000, T = 8 };
+    static float x0[N], w[T];
+    static int32_t count[N - 1];
+    for (int i = 0; i < N - 1; i++)
+        count[i] = i % 5;
+    kern_context *ctx = ctx_new(false);
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, TRIPS, strlen(TRIPS), "trips.kern", &m), KERN_OK,
+                 "%s", kern_context_last_error(ctx));
+    int64_t n = N, nc = N - 1, t = T;
+    kern_buffer *bc;
+    cr_assert_eq(kern_buffer_create(ctx, KERN_I32, 1, &nc, count, &bc), KERN_OK);
+    kern_arg a[4] = {kern_arg_buffer(buf_f32(ctx, 1, &n, x0)),
+                     kern_arg_buffer(buf_f32(ctx, 1, &t, w)), kern_arg_buffer(bc),
+                     kern_arg_buffer(buf_f32(ctx, 1, &n, NULL))};
+    kern_status st = kern_launch(find(m, "trips"), a, 4);
+    if (st == KERN_OK)
+        st = kern_sync(ctx);
+    cr_assert_neq(st, KERN_OK, "count[%d] is out of bounds", N - 1);
+    const char *msg = kern_context_last_error(ctx);
+    cr_expect(strstr(msg, "trips.kern:4:") && strstr(msg, "999"), "%s", msg);
+    kern_context_release(ctx);
+}

@@ -857,3 +857,54 @@ Test(nvptx, metadata_extents) {
     ir_module_free(m);
     kc_ctx_free(cc);
 }
+
+/* Work items sorted by trip count (passes/trip_sort.c): a task whose loop runs n[i] steps
+ * sorts each block's items in shared memory (its array kern.sort.order, which PTX spells
+ * kern_$_sort_$_order, and its barriers), K and
+ * K.grad alike; with no_trip_sort, and for a loop of len(w) steps, it does not. The
+ * results: e2e/items_sorted_* with KERN_TEST_BACKEND=cuda on the GPU machine. */
+Test(nvptx, blocks_sort_their_items_by_trip_count) {
+    static const struct {
+        const char *src;
+        bool sorts;
+    } cases[] = {
+        {"kernel k(x0: f32[], w: f32[], n: i32[], out: f32[]) {\n"
+         "  for i in 0..len(x0) { var x = x0[i];\n"
+         "    for t in 0..n[i] { x = 0.5 * sin(x) * w[t] + 0.4 * x; }\n"
+         "    out[i] = x; } }\n",
+         true},
+        {"kernel k(x0: f32[], w: f32[], out: f32[]) {\n"
+         "  for i in 0..len(x0) { var x = x0[i];\n"
+         "    for t in 0..len(w) { x = 0.5 * sin(x) * w[t] + 0.4 * x; }\n"
+         "    out[i] = x; } }\n",
+         false},
+    };
+    for (int c = 0; c < 2; c++) {
+        for (int off = 0; off < 2; off++) {
+            kc_ctx *cc = kc_ctx_new();
+            cc->opts.grad = KC_GRAD_POSSIBLE;
+            cc->opts.no_trip_sort = off;
+            ir_module *m = compile(cc, cases[c].src);
+            char err[1024] = "";
+            char *ptx = llvm_emit_ptx(m, &cc->opts, err, sizeof err);
+            cr_assert(ptx, "%s", err);
+            bool want = cases[c].sorts && !off;
+            for (int g = 0; g < 2; g++) {
+                const char *e = strstr(ptx, g ? ".entry kern_k__grad__t0" : ".entry kern_k__t0");
+                cr_assert(e, "case %d: no entry %d", c, g);
+                const char *next = strstr(e + 1, ".entry");
+                size_t len = next ? (size_t)(next - e) : strlen(e);
+                char *body = strndup(e, len);
+                cr_expect_eq(strstr(body, "kern_$_sort_$_order") != NULL, want,
+                             "case %d, no_trip_sort %d, %s", c, off, g ? "K.grad" : "K");
+                int bars = occurrences(body, "bar.sync");
+                cr_expect_eq(bars >= 5, want, "case %d, no_trip_sort %d, %s: %d barriers", c, off,
+                             g ? "K.grad" : "K", bars);
+                free(body);
+            }
+            free(ptx);
+            ir_module_free(m);
+            kc_ctx_free(cc);
+        }
+    }
+}

@@ -810,3 +810,41 @@ Test(vulkan, widened_signed_scalars_compare_with_zero) {
     kern_module_release(m);
     kern_context_release(ctx);
 }
+
+/* Work items sorted by trip count (passes/trip_sort.c): a task whose loop runs n[i] steps
+ * sorts each workgroup's items in workgroup memory (barriers, a workgroup max and adds);
+ * with no_trip_sort, and for a loop of len(w) steps, it does not; spirv-val accepts both.
+ * The results: e2e/items_sorted_* with KERN_TEST_BACKEND=vulkan (lavapipe in CI). */
+Test(spirv, workgroups_sort_their_items_by_trip_count) {
+    static const char *const srcs[2] = {
+        "kernel k(x0: f32[], w: f32[], n: i32[], out: f32[]) {\n"
+        "  for i in 0..len(x0) { var x = x0[i];\n"
+        "    for t in 0..n[i] { x = 0.5 * sin(x) * w[t] + 0.4 * x; }\n"
+        "    out[i] = x; } }\n",
+        "kernel k(x0: f32[], w: f32[], out: f32[]) {\n"
+        "  for i in 0..len(x0) { var x = x0[i];\n"
+        "    for t in 0..len(w) { x = 0.5 * sin(x) * w[t] + 0.4 * x; }\n"
+        "    out[i] = x; } }\n",
+    };
+    for (int c = 0; c < 2; c++) {
+        for (int off = 0; off < 2; off++) {
+            kc_ctx *cc = kc_ctx_new();
+            cc->opts.no_trip_sort = off;
+            ir_module *m = kc_compile_source(cc, "t.kern", srcs[c], strlen(srcs[c]));
+            cr_assert(m);
+            char err[1024] = "";
+            size_t n = 0;
+            uint32_t *w = kc_spirv_emit(m, &cc->opts, &n, err, sizeof err);
+            cr_assert(w, "%s", err);
+            cr_expect(kc_spirv_validate(w, n, err, sizeof err), "%s", err);
+            bool want = c == 0 && !off;
+            cr_expect_eq(count_op(w, n, "kern_k__t0", 224 /* OpControlBarrier */) >= 5, want,
+                         "case %d, no_trip_sort %d: barriers", c, off);
+            cr_expect_eq(count_op(w, n, "kern_k__t0", 239 /* OpAtomicUMax */) > 0, want,
+                         "case %d, no_trip_sort %d: the workgroup's largest count", c, off);
+            free(w);
+            ir_module_free(m);
+            kc_ctx_free(cc);
+        }
+    }
+}

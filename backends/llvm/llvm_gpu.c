@@ -284,6 +284,159 @@ static void emit_gpu_item(llvm_emitter *em, void *user) {
     llvm_emit_work_item(em, gi->task, gi->idx);
 }
 
+/* ---- work items sorted by trip count (passes/trip_sort.c) ------------------------------ */
+
+enum { SORT_BLOCK_MAX = 1024, SORT_BUCKET_BITS = 5 };
+
+/* A load of a trip count's computation: the element where every index is in bounds, else
+ * 0 (no error: the item's own load reports it). */
+static void key_load(llvm_emitter *em, const ir_op *op) {
+    int p = (int)op->operands[0]->index;
+    const kern_type *at = op->operands[0]->type, *et = at->elem;
+    LLVMValueRef in = LLVMConstInt(em->t_i1, 1, 0);
+    for (int d = 0; d < at->rank; d++) {
+        const ir_value *iv = op->operands[1 + d];
+        LLVMValueRef i = llvm_to_i64(em, llvm_val(em, iv), iv->type);
+        in = LLVMBuildAnd(em->b, in, LLVMBuildICmp(em->b, LLVMIntULT, i, em->arr_shape[p][d], ""),
+                          "");
+    }
+    LLVMTypeRef mt = llvm_mem_type(em, et);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), load = llvm_new_block(em, "key.load"),
+                      done = llvm_new_block(em, "key.done");
+    LLVMBuildCondBr(em->b, in, load, done);
+    LLVMPositionBuilderAtEnd(em->b, load);
+    bool checks = em->checks;
+    em->checks = false;
+    LLVMValueRef x = LLVMBuildLoad2(em->b, mt, llvm_element_ptr(em, op), "");
+    em->checks = checks;
+    LLVMSetAlignment(x, (unsigned)ty_size(et));
+    LLVMBuildBr(em->b, done);
+    LLVMPositionBuilderAtEnd(em->b, done);
+    LLVMValueRef r = LLVMBuildPhi(em->b, mt, "");
+    LLVMValueRef in_v[2] = {x, LLVMConstNull(mt)};
+    LLVMBasicBlockRef in_b[2] = {load, pre};
+    LLVMAddIncoming(r, in_v, in_b, 2);
+    if (et->kind == TY_BOOL)
+        r = LLVMBuildICmp(em->b, LLVMIntNE, r, LLVMConstNull(mt), "");
+    llvm_set_val(em, op->results[0], r);
+}
+
+/* This thread's item's trip count of s->loop (i32, 0 to INT32_MAX): s->ops, then hi - lo. */
+static LLVMValueRef emit_key(llvm_emitter *em, const ir_trip_sort *s) {
+    for (uint32_t i = 0; i < s->nops; i++) {
+        if (s->ops[i]->code == IR_LOAD)
+            key_load(em, s->ops[i]);
+        else
+            llvm_emit_simple_op(em, s->ops[i]);
+    }
+    const ir_value *lo = s->loop->operands[0], *hi = s->loop->operands[1];
+    LLVMValueRef n = LLVMBuildSub(em->b, llvm_to_i64(em, llvm_val(em, hi), hi->type),
+                                  llvm_to_i64(em, llvm_val(em, lo), lo->type), "");
+    LLVMValueRef zero = LLVMConstInt(em->t_i64, 0, 0), big = LLVMConstInt(em->t_i64, INT32_MAX, 0);
+    n = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSGT, n, zero, ""), n, zero, "");
+    n = LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, n, big, ""), n, big, "");
+    return LLVMBuildTrunc(em->b, n, em->t_i32, "key");
+}
+
+static LLVMValueRef shared_array(llvm_emitter *em, LLVMTypeRef et, unsigned n, const char *name) {
+    LLVMTypeRef at = LLVMArrayType2(et, n);
+    LLVMValueRef g = LLVMAddGlobalInAddressSpace(em->mod, at, name, 3);
+    LLVMSetInitializer(g, LLVMGetUndef(at));
+    LLVMSetLinkage(g, LLVMInternalLinkage);
+    LLVMSetAlignment(g, 4);
+    return g;
+}
+
+static LLVMValueRef shared_at(llvm_emitter *em, LLVMValueRef g, LLVMValueRef i) {
+    return LLVMBuildInBoundsGEP2(em->b, em->t_i32, g, &i, 1, "");
+}
+
+/* if (c) { ... }: returns the block after, the builder in the then-block */
+static LLVMBasicBlockRef begin_if(llvm_emitter *em, LLVMValueRef c, const char *name) {
+    LLVMBasicBlockRef then = llvm_new_block(em, name), after = llvm_new_block(em, name);
+    LLVMBuildCondBr(em->b, c, then, after);
+    LLVMPositionBuilderAtEnd(em->b, then);
+    return after;
+}
+
+static void end_if(llvm_emitter *em, LLVMBasicBlockRef after) {
+    LLVMBuildBr(em->b, after);
+    LLVMPositionBuilderAtEnd(em->b, after);
+}
+
+/* The block's items base .. base + nb - 1 (nb of them, at most the block's size), sorted by
+ * trip count in shared memory: returns the item this thread runs, valid where tib < nb.
+ * Every thread of the block calls it (its barriers). A counting sort on the top
+ * SORT_BUCKET_BITS bits of the largest count's width, with shared-memory atomics. */
+static LLVMValueRef sort_block(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op *task,
+                               const ir_trip_sort *s, LLVMValueRef base, LLVMValueRef nb,
+                               LLVMValueRef tib) {
+    LLVMTypeRef i32 = em->t_i32;
+    LLVMValueRef order = shared_array(em, i32, SORT_BLOCK_MAX, "kern.sort.order");
+    LLVMValueRef hist = shared_array(em, i32, 1u << SORT_BUCKET_BITS, "kern.sort.hist");
+    LLVMValueRef kmax = shared_array(em, i32, 1, "kern.sort.max");
+    LLVMValueRef zero = LLVMConstInt(i32, 0, 0), zero64 = LLVMConstInt(em->t_i64, 0, 0);
+    LLVMValueRef valid = LLVMBuildICmp(em->b, LLVMIntSLT, tib, nb, "");
+    /* the key of item base + tib: the task's index set as the grid-stride loop sets it */
+    LLVMValueRef lo = llvm_val(em, task->operands[0]);
+    LLVMValueRef item = LLVMBuildAdd(em->b, base, tib, "");
+    llvm_set_val(em, task->regions[0]->args[0],
+                 LLVMBuildAdd(em->b, lo,
+                              LLVMTypeOf(lo) == em->t_i64
+                                  ? item
+                                  : LLVMBuildTrunc(em->b, item, LLVMTypeOf(lo), ""),
+                              ""));
+    LLVMValueRef key = LLVMBuildSelect(em->b, valid, emit_key(em, s), zero, "");
+    LLVMBasicBlockRef after =
+        begin_if(em,
+                 LLVMBuildICmp(em->b, LLVMIntULT, tib,
+                               LLVMConstInt(em->t_i64, 1u << SORT_BUCKET_BITS, 0), ""),
+                 "sort.clear");
+    LLVMBuildStore(em->b, zero, shared_at(em, hist, tib));
+    LLVMBuildStore(em->b, zero, shared_at(em, kmax, zero64));
+    end_if(em, after);
+    gt->barrier(em);
+    LLVMBuildAtomicRMW(em->b, LLVMAtomicRMWBinOpUMax, shared_at(em, kmax, zero64), key,
+                       LLVMAtomicOrderingMonotonic, 0);
+    gt->barrier(em);
+    LLVMValueRef m = LLVMBuildLoad2(em->b, i32, shared_at(em, kmax, zero64), "");
+    LLVMValueRef args[2] = {m, LLVMConstInt(em->t_i1, 0, 0)};
+    unsigned id = LLVMLookupIntrinsicID("llvm.ctlz", 9);
+    LLVMValueRef lz =
+        LLVMBuildCall2(em->b, LLVMIntrinsicGetType(em->ctx, id, &i32, 1),
+                       LLVMGetIntrinsicDeclaration(em->mod, id, &i32, 1), args, 2, "");
+    LLVMValueRef bits = LLVMBuildSub(em->b, LLVMConstInt(i32, 32 - SORT_BUCKET_BITS, 0), lz, "");
+    LLVMValueRef shift =
+        LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSGT, bits, zero, ""), bits, zero, "");
+    LLVMValueRef bucket = LLVMBuildZExt(em->b, LLVMBuildLShr(em->b, key, shift, ""), em->t_i64, "");
+    /* the item's place in its bucket (an invalid thread adds 0) */
+    LLVMValueRef r =
+        LLVMBuildAtomicRMW(em->b, LLVMAtomicRMWBinOpAdd, shared_at(em, hist, bucket),
+                           LLVMBuildZExt(em->b, valid, i32, ""), LLVMAtomicOrderingMonotonic, 0);
+    gt->barrier(em);
+    /* each bucket's first place (thread 0) */
+    after = begin_if(em, LLVMBuildICmp(em->b, LLVMIntEQ, tib, zero64, ""), "sort.prefix");
+    LLVMValueRef sum = zero;
+    for (unsigned k = 0; k < 1u << SORT_BUCKET_BITS; k++) {
+        LLVMValueRef q = shared_at(em, hist, LLVMConstInt(em->t_i64, k, 0));
+        LLVMValueRef c = LLVMBuildLoad2(em->b, i32, q, "");
+        LLVMBuildStore(em->b, sum, q);
+        sum = LLVMBuildAdd(em->b, sum, c, "");
+    }
+    end_if(em, after);
+    gt->barrier(em);
+    after = begin_if(em, valid, "sort.place");
+    LLVMValueRef at =
+        LLVMBuildAdd(em->b, LLVMBuildLoad2(em->b, i32, shared_at(em, hist, bucket), ""), r, "");
+    LLVMBuildStore(em->b, LLVMBuildTrunc(em->b, tib, i32, ""),
+                   shared_at(em, order, LLVMBuildZExt(em->b, at, em->t_i64, "")));
+    end_if(em, after);
+    gt->barrier(em);
+    LLVMValueRef mine = LLVMBuildLoad2(
+        em->b, i32, shared_at(em, order, LLVMBuildSelect(em->b, valid, tib, zero64, "")), "");
+    return LLVMBuildAdd(em->b, base, LLVMBuildZExt(em->b, mine, em->t_i64, ""), "");
+}
+
 /* The grid-stride loop over the work items of a parallel task. */
 static void emit_grid_stride(llvm_emitter *em, const ir_op *task, LLVMValueRef w,
                              LLVMValueRef nthreads) {
@@ -332,6 +485,46 @@ static void emit_grid_stride(llvm_emitter *em, const ir_op *task, LLVMValueRef w
     LLVMPositionBuilderAtEnd(em->b, exit);
 }
 
+/* The grid-stride loop of a one-dimensional task whose items run sorted by trip count
+ * (s): the block's threads take the block's items base .. base + size - 1 together, sort
+ * them (sort_block) and each runs the item at its place; the loop goes on while the
+ * block's base is below the count, the same in every thread of the block (its barriers). */
+static void emit_sorted_grid_stride(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op *task,
+                                    const ir_trip_sort *s, LLVMValueRef w, LLVMValueRef nthreads) {
+    LLVMValueRef count = llvm_task_extent(em, task, 0);
+    LLVMValueRef tib = gt->block_index(em), bs = gt->block_size(em);
+    LLVMValueRef base0 = LLVMBuildSub(em->b, w, tib, "");
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "sort.head"),
+                      body = llvm_new_block(em, "sort.body"),
+                      exit = llvm_new_block(em, "sort.exit");
+    LLVMBuildBr(em->b, head);
+    LLVMPositionBuilderAtEnd(em->b, head);
+    LLVMValueRef base = LLVMBuildPhi(em->b, em->t_i64, "base");
+    LLVMAddIncoming(base, &base0, &pre, 1);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, base, count, ""), body, exit);
+    LLVMPositionBuilderAtEnd(em->b, body);
+    LLVMValueRef rest = LLVMBuildSub(em->b, count, base, "");
+    LLVMValueRef nb =
+        LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, rest, bs, ""), rest, bs, "");
+    LLVMValueRef n = sort_block(em, gt, task, s, base, nb, tib);
+    LLVMBasicBlockRef after =
+        begin_if(em, LLVMBuildICmp(em->b, LLVMIntSLT, tib, nb, ""), "sort.run");
+    LLVMValueRef lo = llvm_val(em, task->operands[0]);
+    LLVMTypeRef ity = LLVMTypeOf(lo);
+    LLVMValueRef idx[1] = {
+        LLVMBuildAdd(em->b, lo, ity == em->t_i64 ? n : LLVMBuildTrunc(em->b, n, ity, ""), "")};
+    LLVMValueRef at[1] = {llvm_to_i64(em, idx[0], task->operands[0]->type)};
+    gpu_item gi = {task, idx};
+    llvm_emit_tested(em, task, at, at, emit_gpu_item, &gi);
+    end_if(em, after);
+    gt->barrier(em); /* the shared arrays are the next round's */
+    LLVMValueRef next = LLVMBuildNSWAdd(em->b, base, nthreads, "");
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, head);
+    LLVMAddIncoming(base, &next, &end, 1);
+    LLVMPositionBuilderAtEnd(em->b, exit);
+}
+
 static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op *task, int t) {
     char name[512];
     llvm_task_symbol(name, sizeof name, em->kernel->name, t, false);
@@ -362,7 +555,12 @@ static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op 
         if (blocks_of(em)->have_div)
             ir_divergence_task(&blocks_of(em)->div, em->kernel, task);
         block_copies_begin(em, gt, task);
-        emit_grid_stride(em, task, w, nthreads);
+        ir_trip_sort sort;
+        if (gt->barrier && blocks_of(em)->have_div && !em->opts->no_trip_sort &&
+            ir_trip_sort_plan(&blocks_of(em)->div, task->regions[0], &sort))
+            emit_sorted_grid_stride(em, gt, task, &sort, w, nthreads);
+        else
+            emit_grid_stride(em, task, w, nthreads);
         block_copies_end(em, gt);
         blocks_of(em)->have_div = false;
     }

@@ -301,10 +301,164 @@ static void reset_adstacks(spv_emitter *em) {
         spv_instv(&em->b.funcs, SpvOpStore, 2, em->ad_pos[s], em->ad_base[s]);
 }
 
+/* ---- work items sorted by trip count (passes/trip_sort.c) ------------------------------ */
+
+enum { SORT_BUCKET_BITS = 5 };
+
+/* This invocation's item's trip count of s->loop (u32, 0 to INT32_MAX): s->ops, its loads
+ * read only in bounds, then hi - lo. */
+static uint32_t emit_key(spv_emitter *em, const ir_trip_sort *s) {
+    for (uint32_t i = 0; i < s->nops; i++) {
+        if (s->ops[i]->code == IR_LOAD)
+            set_val(em, s->ops[i]->results[0], spv_emit_load_in_bounds(em, s->ops[i]));
+        else
+            spv_emit_simple(em, s->ops[i]);
+    }
+    const ir_value *lo = s->loop->operands[0], *hi = s->loop->operands[1];
+    uint32_t u64 = u64t(em);
+    uint32_t n = spv_op2(&em->b, SpvOpISub, u64, spv_to_u64(em, val(em, hi), hi->type),
+                         spv_to_u64(em, val(em, lo), lo->type));
+    uint32_t zero = cu64(em, 0), big = cu64(em, INT32_MAX);
+    n = spv_op3(&em->b, SpvOpSelect, u64, spv_op2(&em->b, SpvOpSGreaterThan, em->t_bool, n, zero),
+                n, zero);
+    n = spv_op3(&em->b, SpvOpSelect, u64, spv_op2(&em->b, SpvOpSLessThan, em->t_bool, n, big), n,
+                big);
+    return spv_op1(&em->b, SpvOpUConvert, em->t_u32, n);
+}
+
+/* A workgroup array of n u32, and a pointer to its element i (u64). */
+static uint32_t group_array(spv_emitter *em, uint32_t n) {
+    uint32_t arr = spv_type_array_of(&em->b, em->t_u32, n);
+    uint32_t v = spv_global(&em->b, spv_type_ptr(&em->b, SpvStorageClassWorkgroup, arr),
+                            SpvStorageClassWorkgroup, 0, -1);
+    spv_use_global(em, v);
+    return v;
+}
+
+static uint32_t group_at(spv_emitter *em, uint32_t arr, uint32_t i) {
+    return spv_op2(&em->b, SpvOpAccessChain,
+                   spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_u32), arr, i);
+}
+
+/* if (c) { then }: the merge label; the caller emits the then-part and calls end_if */
+static uint32_t begin_if(spv_emitter *em, uint32_t c) {
+    uint32_t l_then = spv_id(&em->b), l_j = spv_id(&em->b);
+    selection_merge(em, l_j);
+    branch_cond(em, c, l_then, l_j);
+    label(em, l_then);
+    return l_j;
+}
+
+static void end_if(spv_emitter *em, uint32_t l_j) {
+    branch(em, l_j);
+    label(em, l_j);
+}
+
+static uint32_t group_atomic(spv_emitter *em, SpvOp op, uint32_t ptr, uint32_t v) {
+    uint32_t ops[4] = {ptr, cu32(em, SpvScopeWorkgroup), relaxed(em), v};
+    return spv_op(&em->b, op, em->t_u32, ops, 4);
+}
+
+/* The workgroup's items base .. base + nb - 1 sorted by trip count in workgroup memory
+ * (a counting sort on the top SORT_BUCKET_BITS bits of the largest count's width, with
+ * workgroup atomics): the item (u64) this invocation runs, valid where lid < nb. Every
+ * invocation of the workgroup runs it (its barriers). */
+static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sort *s, uint32_t base,
+                           uint32_t nb, uint32_t lid) {
+    uint32_t u64 = u64t(em), u32 = em->t_u32, nbk = 1u << SORT_BUCKET_BITS;
+    uint32_t order = group_array(em, KERN_SPV_GROUP), hist = group_array(em, nbk),
+             kmax = group_array(em, 1);
+    uint32_t valid = spv_op2(&em->b, SpvOpULessThan, em->t_bool, lid, nb);
+    const kern_type *it = task->operands[0]->type;
+    uint32_t i = spv_op2(&em->b, SpvOpIAdd, u64, spv_to_u64(em, val(em, task->operands[0]), it),
+                         spv_op2(&em->b, SpvOpIAdd, u64, base, lid));
+    set_val(em, task->regions[0]->args[0],
+            is_i64(it) ? i : spv_op1(&em->b, SpvOpUConvert, em->t_u32, i));
+    uint32_t key = spv_op3(&em->b, SpvOpSelect, u32, valid, emit_key(em, s), cu32(em, 0));
+    uint32_t l_j = begin_if(em, spv_op2(&em->b, SpvOpULessThan, em->t_bool, lid, cu64(em, nbk)));
+    spv_instv(&em->b.funcs, SpvOpStore, 2, group_at(em, hist, lid), cu32(em, 0));
+    spv_instv(&em->b.funcs, SpvOpStore, 2, group_at(em, kmax, cu64(em, 0)), cu32(em, 0));
+    end_if(em, l_j);
+    spv_workgroup_barrier(em);
+    group_atomic(em, SpvOpAtomicUMax, group_at(em, kmax, cu64(em, 0)), key);
+    spv_workgroup_barrier(em);
+    uint32_t m = spv_op1(&em->b, SpvOpLoad, u32, group_at(em, kmax, cu64(em, 0)));
+    /* the width of m: FindUMsb + 1 (FindUMsb(0) is -1) */
+    uint32_t bits = spv_op2(&em->b, SpvOpIAdd, u32, spv_ext(&em->b, u32, GLSLstd450FindUMsb, &m, 1),
+                            cu32(em, 1 - SORT_BUCKET_BITS));
+    uint32_t shift = spv_op3(&em->b, SpvOpSelect, u32,
+                             spv_op2(&em->b, SpvOpSGreaterThan, em->t_bool, bits, cu32(em, 0)),
+                             bits, cu32(em, 0));
+    uint32_t bucket = spv_op1(&em->b, SpvOpUConvert, u64,
+                              spv_op2(&em->b, SpvOpShiftRightLogical, u32, key, shift));
+    /* the item's place in its bucket (an invalid invocation adds 0) */
+    uint32_t r = group_atomic(em, SpvOpAtomicIAdd, group_at(em, hist, bucket),
+                              spv_op3(&em->b, SpvOpSelect, u32, valid, cu32(em, 1), cu32(em, 0)));
+    spv_workgroup_barrier(em);
+    l_j = begin_if(em, spv_op2(&em->b, SpvOpIEqual, em->t_bool, lid, cu64(em, 0)));
+    uint32_t sum = cu32(em, 0);
+    for (uint32_t k = 0; k < nbk; k++) {
+        uint32_t q = group_at(em, hist, cu64(em, k));
+        uint32_t c = spv_op1(&em->b, SpvOpLoad, u32, q);
+        spv_instv(&em->b.funcs, SpvOpStore, 2, q, sum);
+        sum = spv_op2(&em->b, SpvOpIAdd, u32, sum, c);
+    }
+    end_if(em, l_j);
+    spv_workgroup_barrier(em);
+    l_j = begin_if(em, valid);
+    uint32_t at = spv_op2(&em->b, SpvOpIAdd, u32,
+                          spv_op1(&em->b, SpvOpLoad, u32, group_at(em, hist, bucket)), r);
+    spv_instv(&em->b.funcs, SpvOpStore, 2,
+              group_at(em, order, spv_op1(&em->b, SpvOpUConvert, u64, at)),
+              spv_op1(&em->b, SpvOpUConvert, u32, lid));
+    end_if(em, l_j);
+    spv_workgroup_barrier(em);
+    uint32_t mine =
+        spv_op1(&em->b, SpvOpLoad, u32,
+                group_at(em, order, spv_op3(&em->b, SpvOpSelect, u64, valid, lid, cu64(em, 0))));
+    return spv_op2(&em->b, SpvOpIAdd, u64, base, spv_op1(&em->b, SpvOpUConvert, u64, mine));
+}
+
+/* A one-dimensional task whose items run sorted by trip count: the workgroup takes its
+ * items base .. base + KERN_SPV_GROUP - 1 together, sorts them (sort_group) and each
+ * invocation runs the item at its place; the loop's base is the same in the whole
+ * workgroup (its barriers are in uniform control flow). */
+static void emit_sorted_parallel(spv_emitter *em, const ir_op *task, const ir_trip_sort *s,
+                                 uint32_t w, uint32_t nthreads) {
+    const ir_region *body = task->regions[0];
+    const kern_type *it = task->operands[0]->type;
+    uint32_t u64 = u64t(em), count = task_extent(em, task, 0), lid = spv_local_x(em);
+    spv_strided st;
+    uint32_t base = spv_strided_begin(em, spv_op2(&em->b, SpvOpISub, u64, w, lid), count, &st);
+    uint32_t rest = spv_op2(&em->b, SpvOpISub, u64, count, base), gs = cu64(em, KERN_SPV_GROUP);
+    uint32_t nb = spv_op3(&em->b, SpvOpSelect, u64,
+                          spv_op2(&em->b, SpvOpULessThan, em->t_bool, rest, gs), rest, gs);
+    uint32_t n = sort_group(em, task, s, base, nb, lid);
+    uint32_t l_j = begin_if(em, spv_op2(&em->b, SpvOpULessThan, em->t_bool, lid, nb));
+    uint32_t i = spv_op2(&em->b, SpvOpIAdd, u64, spv_to_u64(em, val(em, task->operands[0]), it), n);
+    set_val(em, body->args[0], is_i64(it) ? i : spv_op1(&em->b, SpvOpUConvert, em->t_u32, i));
+    reset_adstacks(em);
+    spv_emit_region(em, body);
+    end_if(em, l_j);
+    spv_workgroup_barrier(em); /* the workgroup arrays are the next round's */
+    spv_strided_end(em, &st, base, nthreads);
+}
+
 static void emit_parallel(spv_emitter *em, const ir_op *task, uint32_t w, uint32_t nthreads) {
     spv_block_copies_begin(em, task);
     const ir_region *body = task->regions[0];
     uint32_t nd = body->nargs, u64 = u64t(em);
+    ir_trip_sort sort;
+    if (nd == 1) {
+        ir_divergence_task(&em->div, em->kernel, task);
+        if (!em->opts->no_trip_sort && ir_trip_sort_plan(&em->div, body, &sort)) {
+            em->have_div = true;
+            emit_sorted_parallel(em, task, &sort, w, nthreads);
+            em->have_div = false;
+            spv_block_copies_end(em);
+            return;
+        }
+    }
     uint32_t ext[8];
     kern_assert(nd <= 8);
     uint32_t count = 0;

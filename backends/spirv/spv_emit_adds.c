@@ -124,7 +124,7 @@ static void scan_block_use(spv_emitter *em, const ir_region *r, int *use) {
     }
 }
 
-static uint32_t local_x(spv_emitter *em) {
+uint32_t spv_local_x(spv_emitter *em) {
     if (!em->v_lid)
         em->v_lid = spv_builtin_var(em, SpvBuiltInLocalInvocationId);
     spv_use_global(em, em->v_lid);
@@ -134,7 +134,7 @@ static uint32_t local_x(spv_emitter *em) {
                    spv_op(&em->b, SpvOpCompositeExtract, em->t_u32, ops, 2));
 }
 
-static void workgroup_barrier(spv_emitter *em) {
+void spv_workgroup_barrier(spv_emitter *em) {
     spv_instv(
         &em->b.funcs, SpvOpControlBarrier, 3, cu32(em, SpvScopeWorkgroup),
         cu32(em, SpvScopeWorkgroup),
@@ -202,18 +202,18 @@ void spv_block_copies_begin(spv_emitter *em, const ir_op *task) {
     free(use);
     if (!em->nblk)
         return;
-    uint32_t lid = local_x(em);
+    uint32_t lid = spv_local_x(em);
     for (int i = 0; i < em->nblk; i++)
         block_loop(em, i, lid, 0);
-    workgroup_barrier(em);
+    spv_workgroup_barrier(em);
 }
 
 /* After it: every invocation of the workgroup is done; the copies go to the arrays. */
 void spv_block_copies_end(spv_emitter *em) {
     if (!em->nblk)
         return;
-    workgroup_barrier(em);
-    uint32_t lid = local_x(em);
+    spv_workgroup_barrier(em);
+    uint32_t lid = spv_local_x(em);
     for (int i = 0; i < em->nblk; i++)
         block_loop(em, i, lid, 1);
     em->nblk = 0;

@@ -145,6 +145,32 @@ static uint32_t element_index(spv_emitter *em, const ir_op *op, spv_guard *g) {
     return lin;
 }
 
+uint32_t spv_emit_load_in_bounds(spv_emitter *em, const ir_op *op) {
+    int p = param_of(em, op->operands[0]);
+    const kern_type *at = op->operands[0]->type, *et = at->elem;
+    uint32_t u64 = u64t(em), lin = 0, in = 0;
+    for (int d = 0; d < at->rank; d++) {
+        const ir_value *iv = op->operands[1 + d];
+        uint32_t i = spv_to_u64(em, val(em, iv), iv->type), n = em->shape[p][d];
+        uint32_t ok = spv_op2(&em->b, SpvOpULessThan, em->t_bool, i, n);
+        in = d == 0 ? ok : spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, in, ok);
+        lin = d == 0 ? i
+                     : spv_op2(&em->b, SpvOpIAdd, u64, spv_op2(&em->b, SpvOpIMul, u64, lin, n), i);
+    }
+    uint32_t mt = mem_type(em, et), pre = em->cur, l_load = spv_id(&em->b), l_j = spv_id(&em->b);
+    selection_merge(em, l_j);
+    branch_cond(em, in, l_load, l_j);
+    label(em, l_load);
+    uint32_t x = spv_op1(&em->b, SpvOpLoad, mt, spv_element_ptr(em, p, false, lin));
+    uint32_t from = em->cur;
+    branch(em, l_j);
+    label(em, l_j);
+    uint32_t r = phi2(em, mt, x, from, spv_const_bits(&em->b, mt, 8 * ty_size(et), 0), pre);
+    if (et->kind == TY_BOOL)
+        r = spv_op2(&em->b, SpvOpINotEqual, em->t_bool, r, spv_const_u8(&em->b, 0));
+    return r;
+}
+
 uint32_t spv_element_ptr(spv_emitter *em, int p, bool as_int, uint32_t lin) {
     const kern_type *et = em->kernel->params[p].type->elem;
     uint32_t elem = as_int ? int_mem_type(em, et) : mem_type(em, et);

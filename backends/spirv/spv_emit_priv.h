@@ -202,6 +202,13 @@ uint32_t spv_emit_compare(spv_emitter *em, ir_opcode code, const kern_type *t, u
 uint32_t spv_emit_access(spv_emitter *em, const ir_op *op);
 /* A pointer to element lin of array parameter p (as_int: through its integer alias). */
 uint32_t spv_element_ptr(spv_emitter *em, int p, bool as_int, uint32_t lin);
+/* A load whose element is read only where every index is in bounds, else 0, with no check
+ * and no error (a trip count computed ahead, spv_emit.c): the value in its register type. */
+uint32_t spv_emit_load_in_bounds(spv_emitter *em, const ir_op *op);
+/* The invocation's index in its workgroup (u64), and a barrier of the workgroup (its
+ * memory included), in uniform control flow only (spv_emit_adds.c). */
+uint32_t spv_local_x(spv_emitter *em);
+void spv_workgroup_barrier(spv_emitter *em);
 void spv_emit_adpush(spv_emitter *em, const ir_op *op);
 void spv_emit_adpop(spv_emitter *em, const ir_op *op);
 
