@@ -284,6 +284,53 @@ static void emit_gpu_item(llvm_emitter *em, void *user) {
     llvm_emit_work_item(em, gi->task, gi->idx);
 }
 
+/* Index lo + i of dimension d of the task (i: an i64 in 0 .. hi - lo, so lo + i does not
+ * wrap in the index type). */
+static LLVMValueRef index_at(llvm_emitter *em, const ir_op *task, uint32_t d, LLVMValueRef i) {
+    LLVMValueRef lo = llvm_val(em, task->operands[2 * d]);
+    LLVMTypeRef ity = LLVMTypeOf(lo);
+    return LLVMBuildAdd(em->b, lo, ity == em->t_i64 ? i : LLVMBuildTrunc(em->b, i, ity, ""), "");
+}
+
+/* for (x = start; x < end; x += step), x an i64: grid_loop_begin returns x in the body's
+ * block, grid_loop_end closes the loop. */
+typedef struct grid_loop {
+    LLVMBasicBlockRef head, exit;
+    LLVMValueRef x;
+} grid_loop;
+
+static LLVMValueRef grid_loop_begin(llvm_emitter *em, grid_loop *l, LLVMValueRef start,
+                                    LLVMValueRef end, const char *name) {
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), body = llvm_new_block(em, name);
+    l->head = llvm_new_block(em, name);
+    l->exit = llvm_new_block(em, name);
+    LLVMBuildBr(em->b, l->head);
+    LLVMPositionBuilderAtEnd(em->b, l->head);
+    l->x = LLVMBuildPhi(em->b, em->t_i64, name);
+    LLVMAddIncoming(l->x, &start, &pre, 1);
+    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, l->x, end, ""), body, l->exit);
+    LLVMPositionBuilderAtEnd(em->b, body);
+    return l->x;
+}
+
+static void grid_loop_end(llvm_emitter *em, grid_loop *l, LLVMValueRef step) {
+    LLVMValueRef next = LLVMBuildNSWAdd(em->b, l->x, step, "");
+    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
+    LLVMBuildBr(em->b, l->head);
+    LLVMAddIncoming(l->x, &next, &end, 1);
+    LLVMPositionBuilderAtEnd(em->b, l->exit);
+}
+
+/* The work item at indices idx; checked code tests its accesses whose ranges are known at
+ * its start once. */
+static void run_item(llvm_emitter *em, const ir_op *task, LLVMValueRef *idx) {
+    LLVMValueRef at[8];
+    for (uint32_t d = 0; d < task->regions[0]->nargs; d++)
+        at[d] = llvm_to_i64(em, idx[d], task->operands[2 * d]->type);
+    gpu_item gi = {task, idx};
+    llvm_emit_tested(em, task, at, at, emit_gpu_item, &gi);
+}
+
 /* ---- work items sorted by trip count (passes/trip_sort.c) ------------------------------ */
 
 enum { SORT_BLOCK_MAX = 1024, SORT_BUCKET_BITS = 5 };
@@ -378,14 +425,8 @@ static LLVMValueRef sort_block(llvm_emitter *em, const llvm_gpu_target *gt, cons
     LLVMValueRef zero = LLVMConstInt(i32, 0, 0), zero64 = LLVMConstInt(em->t_i64, 0, 0);
     LLVMValueRef valid = LLVMBuildICmp(em->b, LLVMIntSLT, tib, nb, "");
     /* the key of item base + tib: the task's index set as the grid-stride loop sets it */
-    LLVMValueRef lo = llvm_val(em, task->operands[0]);
-    LLVMValueRef item = LLVMBuildAdd(em->b, base, tib, "");
     llvm_set_val(em, task->regions[0]->args[0],
-                 LLVMBuildAdd(em->b, lo,
-                              LLVMTypeOf(lo) == em->t_i64
-                                  ? item
-                                  : LLVMBuildTrunc(em->b, item, LLVMTypeOf(lo), ""),
-                              ""));
+                 index_at(em, task, 0, LLVMBuildAdd(em->b, base, tib, "")));
     LLVMValueRef key = LLVMBuildSelect(em->b, valid, emit_key(em, s), zero, "");
     LLVMBasicBlockRef after =
         begin_if(em,
@@ -448,41 +489,19 @@ static void emit_grid_stride(llvm_emitter *em, const ir_op *task, LLVMValueRef w
         ext[d] = llvm_task_extent(em, task, d);
         count = d ? LLVMBuildMul(em->b, count, ext[d], "") : ext[d];
     }
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "grid.head"),
-                      body = llvm_new_block(em, "grid.body"),
-                      exit = llvm_new_block(em, "grid.exit");
-    LLVMBuildBr(em->b, head);
-    LLVMPositionBuilderAtEnd(em->b, head);
-    LLVMValueRef n = LLVMBuildPhi(em->b, em->t_i64, "item");
-    LLVMAddIncoming(n, &w, &pre, 1);
-    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, n, count, ""), body, exit);
-    LLVMPositionBuilderAtEnd(em->b, body);
+    grid_loop l;
+    LLVMValueRef n = grid_loop_begin(em, &l, w, count, "grid");
     LLVMValueRef idx[8], rem = n;
     for (uint32_t d = nd; d-- > 0;) {
-        const kern_type *it = task->operands[2 * d]->type;
         LLVMValueRef i = rem;
         if (d > 0) { /* dimension 0 takes what is left */
             i = LLVMBuildURem(em->b, rem, ext[d], "");
             rem = LLVMBuildUDiv(em->b, rem, ext[d], "");
         }
-        LLVMValueRef lo = llvm_val(em, task->operands[2 * d]);
-        LLVMTypeRef ity = LLVMTypeOf(lo);
-        /* lo + i lies in [lo, hi): no wrap in the index type */
-        idx[d] =
-            LLVMBuildAdd(em->b, lo, ity == em->t_i64 ? i : LLVMBuildTrunc(em->b, i, ity, ""), "");
-        (void)it;
+        idx[d] = index_at(em, task, d, i);
     }
-    /* checked code tests the item's accesses whose ranges are known at its start once */
-    LLVMValueRef at[8];
-    for (uint32_t d = 0; d < nd; d++)
-        at[d] = llvm_to_i64(em, idx[d], task->operands[2 * d]->type);
-    gpu_item gi = {task, idx};
-    llvm_emit_tested(em, task, at, at, emit_gpu_item, &gi);
-    LLVMValueRef next = LLVMBuildNSWAdd(em->b, n, nthreads, "");
-    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
-    LLVMBuildBr(em->b, head);
-    LLVMAddIncoming(n, &next, &end, 1);
-    LLVMPositionBuilderAtEnd(em->b, exit);
+    run_item(em, task, idx);
+    grid_loop_end(em, &l, nthreads);
 }
 
 /* The grid-stride loop of a one-dimensional task whose items run sorted by trip count
@@ -493,36 +512,19 @@ static void emit_sorted_grid_stride(llvm_emitter *em, const llvm_gpu_target *gt,
                                     const ir_trip_sort *s, LLVMValueRef w, LLVMValueRef nthreads) {
     LLVMValueRef count = llvm_task_extent(em, task, 0);
     LLVMValueRef tib = gt->block_index(em), bs = gt->block_size(em);
-    LLVMValueRef base0 = LLVMBuildSub(em->b, w, tib, "");
-    LLVMBasicBlockRef pre = LLVMGetInsertBlock(em->b), head = llvm_new_block(em, "sort.head"),
-                      body = llvm_new_block(em, "sort.body"),
-                      exit = llvm_new_block(em, "sort.exit");
-    LLVMBuildBr(em->b, head);
-    LLVMPositionBuilderAtEnd(em->b, head);
-    LLVMValueRef base = LLVMBuildPhi(em->b, em->t_i64, "base");
-    LLVMAddIncoming(base, &base0, &pre, 1);
-    LLVMBuildCondBr(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, base, count, ""), body, exit);
-    LLVMPositionBuilderAtEnd(em->b, body);
+    grid_loop l;
+    LLVMValueRef base = grid_loop_begin(em, &l, LLVMBuildSub(em->b, w, tib, ""), count, "sort");
     LLVMValueRef rest = LLVMBuildSub(em->b, count, base, "");
     LLVMValueRef nb =
         LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntSLT, rest, bs, ""), rest, bs, "");
     LLVMValueRef n = sort_block(em, gt, task, s, base, nb, tib);
     LLVMBasicBlockRef after =
         begin_if(em, LLVMBuildICmp(em->b, LLVMIntSLT, tib, nb, ""), "sort.run");
-    LLVMValueRef lo = llvm_val(em, task->operands[0]);
-    LLVMTypeRef ity = LLVMTypeOf(lo);
-    LLVMValueRef idx[1] = {
-        LLVMBuildAdd(em->b, lo, ity == em->t_i64 ? n : LLVMBuildTrunc(em->b, n, ity, ""), "")};
-    LLVMValueRef at[1] = {llvm_to_i64(em, idx[0], task->operands[0]->type)};
-    gpu_item gi = {task, idx};
-    llvm_emit_tested(em, task, at, at, emit_gpu_item, &gi);
+    LLVMValueRef idx[1] = {index_at(em, task, 0, n)};
+    run_item(em, task, idx);
     end_if(em, after);
     gt->barrier(em); /* the shared arrays are the next round's */
-    LLVMValueRef next = LLVMBuildNSWAdd(em->b, base, nthreads, "");
-    LLVMBasicBlockRef end = LLVMGetInsertBlock(em->b);
-    LLVMBuildBr(em->b, head);
-    LLVMAddIncoming(base, &next, &end, 1);
-    LLVMPositionBuilderAtEnd(em->b, exit);
+    grid_loop_end(em, &l, nthreads);
 }
 
 static void emit_entry(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op *task, int t) {
