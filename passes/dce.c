@@ -9,15 +9,19 @@
  *     the yield operand go together);
  *   - `if` and `for` ops that have no used result and no side effect inside them (so an
  *     `if` with no results and empty regions, and a side-effect-free loop, disappear).
+ *   - the adstacks none of whose pops has a used result, with all their pushes and pops
+ *     (kepler.grad pushed the loop's step `d`, used only in the loop's condition, and
+ *     popped it for nothing); the kernel's adstack table is renumbered.
  * Never removed: `while` loops (their termination is observable), stores, atomics (even
- * with an unused result), adpush and adpop (an unused pop still pops: the pushes and pops
- * of a work item stay balanced), tasks, terminators, kernel parameters.
+ * with an unused result), the pushes and pops of an adstack that has a used pop (an
+ * unused pop still pops: the pushes and pops of a work item stay balanced), tasks,
+ * terminators, kernel parameters.
  *
  * Algorithm: mark and sweep (aggressive DCE), so that chains of dead values, dead
  * carried values feeding each other, and ops that become dead when a loop or if goes
  * are all removed in one run: the fixed point "inside regions" is reached at once.
- *   mark:  roots are the ops with side effects (store, atomics, adpush, adpop, while,
- *          tasks). A live op
+ *   mark:  roots are the ops with side effects (store, atomics, while, tasks, checks), and
+ *          the pushes and pops of an adstack once a pop of it has a live result. A live op
  *          makes its operands live and its enclosing if/for live; a live if/for makes its
  *          control operands live (cond; lo, hi and an early-exit `go on` value). A live
  *          result i of an if makes the yield operands i live; a live result or body
@@ -150,10 +154,12 @@ static bool is_root(const ir_op *op) {
     case IR_WHILE:
     case IR_PARALLEL:
     case IR_SERIAL:
-    /* an unused adpop still pops: pushes and pops of a work item must stay balanced */
-    case IR_ADPUSH: case IR_ADPOP:
     case IR_CHECK: /* records an error */
         return true;
+    /* live with their stack (live_stacks): an unused adpop still pops, so pushes and pops
+     * of a work item stay balanced */
+    case IR_ADPUSH:
+    case IR_ADPOP:
     case IR_CONST: case IR_LOAD: case IR_IF: case IR_FOR: case IR_YIELD: case IR_CONDITION:
     case IR_CUSTOM: /* pure apart from its regions: live through its results */ return false;
     default: return !(ir_info(op->code)->flags & OPF_PURE);
@@ -247,15 +253,83 @@ static bool sweep_region(ir_region *r) {
     return changed;
 }
 
+/* ---- adstacks ------------------------------------------------------------------------- */
+
+/* Marks the pushes and pops of the stacks that a live pop has made live (live[s] 1: newly,
+ * made 2 here); returns whether any stack became live. */
+static bool mark_stack_ops(marker *mk, ir_region *r, uint8_t *live, bool find) {
+    bool any = false;
+    ir_foreach_op(op, r) {
+        if (op->code == IR_ADPOP || op->code == IR_ADPUSH) {
+            uint32_t s = (uint32_t)op->imm.i;
+            if (find && op->code == IR_ADPOP && !live[s] && op->results[0]->id) {
+                live[s] = 1;
+                any = true;
+            }
+            if (!find && live[s] == 1)
+                mark_op(mk, op);
+        }
+        for (uint32_t i = 0; i < op->nregions; i++)
+            any |= mark_stack_ops(mk, op->regions[i], live, find);
+    }
+    return any;
+}
+
+static void renumber_stacks(ir_region *r, const uint32_t *to) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_ADPOP || op->code == IR_ADPUSH)
+            op->imm.i = to[op->imm.i];
+        for (uint32_t i = 0; i < op->nregions; i++)
+            renumber_stacks(op->regions[i], to);
+    }
+}
+
+/* Marks k's live ops: the roots, and the stacks that a live pop makes live, to a fixed
+ * point; *live gets per stack whether it is. */
+static void mark_kernel(marker *mk, ir_kernel *k, uint8_t *live) {
+    mark_roots(mk, k->body);
+    for (;;) {
+        while (mk->work.len > 0)
+            propagate(mk, mk->work.data[--mk->work.len]);
+        if (!mark_stack_ops(mk, k->body, live, true))
+            break;
+        mark_stack_ops(mk, k->body, live, false);
+        for (uint32_t s = 0; s < k->nadstacks; s++)
+            live[s] = live[s] ? 2 : 0;
+    }
+}
+
+/* Drops the dead stacks from k's table (their ops are swept): the others move down. */
+static bool drop_stacks(ir_kernel *k, const uint8_t *live) {
+    uint32_t *to = malloc((k->nadstacks + 1) * sizeof *to), n = 0;
+    if (!to)
+        kern_oom(k->nadstacks * sizeof *to);
+    for (uint32_t s = 0; s < k->nadstacks; s++) {
+        to[s] = n;
+        if (live[s])
+            k->adstacks[n++] = k->adstacks[s];
+    }
+    bool changed = n < k->nadstacks;
+    if (changed) {
+        renumber_stacks(k->body, to);
+        k->nadstacks = n;
+    }
+    free(to);
+    return changed;
+}
+
 bool ir_opt_dce(ir_module *m) {
     bool changed = false;
     marker mk = {{0}};
     ir_foreach_kernel(k, m) {
+        uint8_t *live = calloc(k->nadstacks + 1, 1);
+        if (!live)
+            kern_oom(k->nadstacks + 1);
         clear_region(k->body);
-        mark_roots(&mk, k->body);
-        while (mk.work.len > 0)
-            propagate(&mk, mk.work.data[--mk.work.len]);
+        mark_kernel(&mk, k, live);
         changed |= sweep_region(k->body);
+        changed |= drop_stacks(k, live);
+        free(live);
     }
     ptrvec_free(&mk.work);
     return changed;

@@ -110,7 +110,7 @@ Test(ad_grad, conditional_counts_are_pushed) {
         "        var v = x[i];\n"
         "        var h = 0;\n"
         "        for t in 0..steps {\n"
-        "            if v > 0.5 { v = v * 0.3; h += 1; } else { v = v + 0.2 * f32(h); }\n"
+        "            if v > 0.5 { v = v * 0.3; h += 1; } else { v = v * (1.0 - 0.01 * f32(h)); }\n"
         "        }\n"
         "        y[i] = v;\n"
         "        hits[i] = h;\n"
@@ -121,6 +121,42 @@ Test(ad_grad, conditional_counts_are_pushed) {
     char t[32];
     stack_types(m, "b", t);
     cr_expect(strchr(t, 'f') && strchr(t, 'i'), "v and h are pushed, got \"%s\"", t);
+    ir_module_free(m);
+    kc_ctx_free(c);
+}
+
+/* A carried value whose pops no adjoint reads has no adstack (passes/dce.c): h only added
+ * to v (d(v + 0.2 h)/dv = 1), and a while loop's step d only in its condition. */
+Test(ad_grad, values_the_adjoints_do_not_read_are_not_pushed) {
+    const char *src =
+        "kernel b(x: f32[], y: f32[], hits: i32[], steps: i32) {\n"
+        "    for i in 0..len(x) {\n"
+        "        var v = x[i];\n"
+        "        var h = 0;\n"
+        "        for t in 0..steps {\n"
+        "            if v > 0.5 { v = v * 0.3; h += 1; } else { v = v + 0.2 * f32(h); }\n"
+        "        }\n"
+        "        y[i] = v;\n"
+        "        hits[i] = h;\n"
+        "    }\n"
+        "}\n"
+        "kernel k(x0: f32[], out: f32[]) {\n"
+        "    for i in 0..len(x0) {\n"
+        "        var x = x0[i];\n"
+        "        var d = 1.0;\n"
+        "        var n = 0;\n"
+        "        while n < 100 && abs(d) > 1e-6 { let xn = 0.3 + 0.5 * sin(x); d = xn - x; x = xn; "
+        "n += 1; }\n"
+        "        out[i] = x;\n"
+        "    }\n"
+        "}\n";
+    kc_ctx *c;
+    ir_module *m = grad_of(&c, src);
+    char t[32];
+    stack_types(m, "b", t);
+    cr_expect_str_eq(t, "f", "v only, got \"%s\"", t);
+    stack_types(m, "k", t);
+    cr_expect_str_eq(t, "f", "x only, not d, got \"%s\"", t);
     ir_module_free(m);
     kc_ctx_free(c);
 }
