@@ -500,7 +500,11 @@ Test(e2e, items_sorted_by_trip_count_report_an_out_of_bounds_count) {
     static int32_t count[N - 1];
     for (int i = 0; i < N - 1; i++)
         count[i] = i % 5;
-    kern_context *ctx = ctx_new(false);
+    kern_context_options o = kern_context_options_default();
+    o.backend = kern_test_backend();
+    o.no_checks = false; /* checked code, whatever $KERN_NO_CHECKS says */
+    kern_context *ctx;
+    cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
     kern_module *m;
     cr_assert_eq(kern_module_from_source(ctx, TRIPS, strlen(TRIPS), "trips.kern", &m), KERN_OK,
                  "%s", kern_context_last_error(ctx));

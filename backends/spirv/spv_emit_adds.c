@@ -29,8 +29,9 @@ int spv_block_copy_of(const spv_emitter *em, int p) {
     return -1;
 }
 
-/* An f32 atomic add of v at element lin: into block copy bi (workgroup memory), or (bi < 0)
- * into array parameter p. */
+/* An f32 atomic add of v at element lin: into block copy bi (workgroup memory) while the
+ * array fits it (a uniform branch around the atomic alone), or (bi < 0, or the array does
+ * not fit) into array parameter p. */
 static void add_to(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v) {
     if (bi < 0) {
         fadd_atomic(em, p, lin, v);
@@ -38,11 +39,20 @@ static void add_to(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v) {
     }
     spv_capability(&em->b, SpvCapabilityAtomicFloat32AddEXT);
     spv_extension(&em->b, "SPV_EXT_shader_atomic_float_add");
+    uint32_t l_sh = spv_id(&em->b), l_gl = spv_id(&em->b), l_j = spv_id(&em->b);
+    selection_merge(em, l_j);
+    branch_cond(em, em->blk_on[bi], l_sh, l_gl);
+    label(em, l_sh);
     uint32_t ptr =
         spv_op2(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32),
                 em->blk_var[bi], lin);
     uint32_t ops[4] = {ptr, cu32(em, SpvScopeWorkgroup), relaxed(em), v};
     spv_op(&em->b, SpvOpAtomicFAddEXT, em->t_f32, ops, 4);
+    branch(em, l_j);
+    label(em, l_gl);
+    fadd_atomic(em, p, lin, v);
+    branch(em, l_j);
+    label(em, l_j);
 }
 
 bool spv_uniform_access(const spv_emitter *em, const ir_op *op) {
@@ -86,20 +96,11 @@ void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32
     label(em, l_j);
 }
 
-/* An add into block-copied array p: into the workgroup's copy when the array fits it, else
- * into the array; both combined per subgroup first. */
-void spv_emit_block_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v,
-                         bool uniform) {
-    uint32_t l_sh = spv_id(&em->b), l_gl = spv_id(&em->b), l_j = spv_id(&em->b);
-    selection_merge(em, l_j);
-    branch_cond(em, em->blk_on[bi], l_sh, l_gl);
-    label(em, l_sh);
+/* An add into block-copied array p: combined per subgroup, then into the workgroup's copy
+ * when the array fits it, else into the array (add_to: one subgroup sum for both, so the
+ * shader holds one copy of the combining code). */
+void spv_emit_block_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v, bool uniform) {
     spv_emit_combined_fadd(em, bi, p, lin, v, uniform);
-    branch(em, l_j);
-    label(em, l_gl);
-    spv_emit_combined_fadd(em, -1, p, lin, v, uniform);
-    branch(em, l_j);
-    label(em, l_j);
 }
 
 /* Which arrays of the task get block copies: f32 parameters that the task accesses only
