@@ -133,15 +133,7 @@ static void emit_count_fn(llvm_emitter *em, const ir_op *task, int t) {
  * dimension); the body is the next dimension or one work item. */
 /* Marks the loop whose back edge is br as not to be vectorized (nor interleaved). */
 static void no_vectorize(llvm_emitter *em, LLVMValueRef br) {
-    static const char key[] = "llvm.loop.vectorize.enable";
-    LLVMMetadataRef prop[2] = {LLVMMDStringInContext2(em->ctx, key, sizeof key - 1),
-                               LLVMValueAsMetadata(LLVMConstInt(em->t_i1, 0, 0))};
-    LLVMMetadataRef tmp = LLVMTemporaryMDNode(em->ctx, NULL, 0);
-    LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(em->ctx, prop, 2)};
-    LLVMMetadataRef id = LLVMMDNodeInContext2(em->ctx, ops, 2);
-    LLVMMetadataReplaceAllUsesWith(tmp, id); /* a loop ID's first operand is itself */
-    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(em->ctx, "llvm.loop", 9),
-                    LLVMMetadataAsValue(em->ctx, id));
+    llvm_loop_property(em, br, "llvm.loop.vectorize.enable", LLVMConstInt(em->t_i1, 0, 0));
 }
 
 static void emit_parallel_dim(llvm_emitter *em, const ir_op *task, uint32_t d, LLVMValueRef from,

@@ -58,6 +58,10 @@ typedef struct llvm_target_hooks {
      * fmas (LLVM's `contract`), as nvcc does by default and a Vulkan driver may without
      * NoContraction: the GPU targets. Else IEEE operations, one rounding each. */
     bool fast_contract;
+    /* Innermost `for` loops whose body calls a math library function (libdevice's `sinf`;
+     * not with fast math, where `sin` is one instruction) are unrolled this many times
+     * (`llvm.loop.unroll.count`); 0: LLVM's own choice. */
+    unsigned math_loop_unroll;
 } llvm_target_hooks;
 
 /* The state of emitting one module. */
@@ -142,6 +146,9 @@ void llvm_find_uses(llvm_emitter *em, const ir_region *r);
 bool llvm_value_used(const llvm_emitter *em, const ir_value *v);
 /* A new basic block at the end of the current function. */
 LLVMBasicBlockRef llvm_new_block(llvm_emitter *em, const char *name);
+/* Gives the loop whose back edge is br the property key = value (`llvm.loop` metadata,
+ * e.g. llvm.loop.unroll.count 4); value is an i1 or i32 constant. */
+void llvm_loop_property(llvm_emitter *em, LLVMValueRef br, const char *key, LLVMValueRef value);
 /* A builder at the top of the current function's entry block (for allocas, where SROA
  * promotes them); the caller disposes of it. */
 LLVMBuilderRef llvm_entry_builder(llvm_emitter *em);
