@@ -419,6 +419,7 @@ static LLVMValueRef sort_block(llvm_emitter *em, const llvm_gpu_target *gt, cons
                                const ir_trip_sort *s, LLVMValueRef base, LLVMValueRef nb,
                                LLVMValueRef tib) {
     LLVMTypeRef i32 = em->t_i32;
+    LLVMValueRef bs = gt->block_size(em);
     LLVMValueRef order = shared_array(em, i32, SORT_BLOCK_MAX, "kern.sort.order");
     LLVMValueRef hist = shared_array(em, i32, 1u << SORT_BUCKET_BITS, "kern.sort.hist");
     LLVMValueRef kmax = shared_array(em, i32, 1, "kern.sort.max");
@@ -428,12 +429,14 @@ static LLVMValueRef sort_block(llvm_emitter *em, const llvm_gpu_target *gt, cons
     llvm_set_val(em, task->regions[0]->args[0],
                  index_at(em, task, 0, LLVMBuildAdd(em->b, base, tib, "")));
     LLVMValueRef key = LLVMBuildSelect(em->b, valid, emit_key(em, s), zero, "");
+    /* the histogram cleared by the block's threads (any block size), the largest by one */
+    grid_loop l;
+    LLVMValueRef j = grid_loop_begin(
+        em, &l, tib, LLVMConstInt(em->t_i64, 1u << SORT_BUCKET_BITS, 0), "sort.clear");
+    LLVMBuildStore(em->b, zero, shared_at(em, hist, j));
+    grid_loop_end(em, &l, bs);
     LLVMBasicBlockRef after =
-        begin_if(em,
-                 LLVMBuildICmp(em->b, LLVMIntULT, tib,
-                               LLVMConstInt(em->t_i64, 1u << SORT_BUCKET_BITS, 0), ""),
-                 "sort.clear");
-    LLVMBuildStore(em->b, zero, shared_at(em, hist, tib));
+        begin_if(em, LLVMBuildICmp(em->b, LLVMIntEQ, tib, zero64, ""), "sort.clear");
     LLVMBuildStore(em->b, zero, shared_at(em, kmax, zero64));
     end_if(em, after);
     gt->barrier(em);
