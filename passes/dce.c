@@ -11,7 +11,9 @@
  *     `if` with no results and empty regions, and a side-effect-free loop, disappear).
  *   - the adstacks none of whose pops has a used result, with all their pushes and pops
  *     (kepler.grad pushed the loop's step `d`, used only in the loop's condition, and
- *     popped it for nothing); the kernel's adstack table is renumbered.
+ *     popped it for nothing), except one per loop (a stack's location is its loop's) when
+ *     none of the loop's is read: the loop's capacity check stays; the kernel's adstack
+ *     table is renumbered.
  * Never removed: `while` loops (their termination is observable), stores, atomics (even
  * with an unused result), the pushes and pops of an adstack that has a used pop (an
  * unused pop still pops: the pushes and pops of a work item stay balanced), tasks,
@@ -286,12 +288,36 @@ static void renumber_stacks(ir_region *r, const uint32_t *to) {
 
 /* Marks k's live ops: the roots, and the stacks that a live pop makes live, to a fixed
  * point; *live gets per stack whether it is. */
+static bool same_loop(const ir_adstack *a, const ir_adstack *b) {
+    return a->loc.line == b->loc.line && a->loc.col == b->loc.col;
+}
+
+/* A loop none of whose stacks is live keeps its first one (live[s] = 1): its capacity
+ * still bounds the loop, so a `while` loop that runs past --ad-stack-size reports the
+ * overflow whether or not its adjoint reads the values (a linear loop's does not). */
+static bool keep_one_per_loop(const ir_kernel *k, uint8_t *live) {
+    bool any = false;
+    for (uint32_t s = 0; s < k->nadstacks; s++) {
+        bool first = true, kept = false;
+        for (uint32_t t = 0; t < k->nadstacks; t++)
+            if (t != s && same_loop(&k->adstacks[t], &k->adstacks[s])) {
+                kept |= live[t] != 0;
+                first &= t > s;
+            }
+        if (!live[s] && !kept && first) {
+            live[s] = 1;
+            any = true;
+        }
+    }
+    return any;
+}
+
 static void mark_kernel(marker *mk, ir_kernel *k, uint8_t *live) {
     mark_roots(mk, k->body);
     for (;;) {
         while (mk->work.len > 0)
             propagate(mk, mk->work.data[--mk->work.len]);
-        if (!mark_stack_ops(mk, k->body, live, true))
+        if (!mark_stack_ops(mk, k->body, live, true) && !keep_one_per_loop(k, live))
             break;
         mark_stack_ops(mk, k->body, live, false);
         for (uint32_t s = 0; s < k->nadstacks; s++)

@@ -126,7 +126,9 @@ Test(ad_grad, conditional_counts_are_pushed) {
 }
 
 /* A carried value whose pops no adjoint reads has no adstack (passes/dce.c): h only added
- * to v (d(v + 0.2 h)/dv = 1), and a while loop's step d only in its condition. */
+ * to v (d(v + 0.2 h)/dv = 1), and a while loop's step d only in its condition; but a loop
+ * none of whose values is read (a linear one) keeps one, so that running past
+ * --ad-stack-size is still reported. */
 Test(ad_grad, values_the_adjoints_do_not_read_are_not_pushed) {
     const char *src =
         "kernel b(x: f32[], y: f32[], hits: i32[], steps: i32) {\n"
@@ -149,6 +151,10 @@ Test(ad_grad, values_the_adjoints_do_not_read_are_not_pushed) {
         "n += 1; }\n"
         "        out[i] = x;\n"
         "    }\n"
+        "}\n"
+        "kernel lin(x: f32[], y: f32[]) {\n"
+        "    for i in 0..len(x) { var v = x[i]; while v < 100.0 { v = v * 2.0 + 1.0; } y[i] = v; "
+        "}\n"
         "}\n";
     kc_ctx *c;
     ir_module *m = grad_of(&c, src);
@@ -157,6 +163,9 @@ Test(ad_grad, values_the_adjoints_do_not_read_are_not_pushed) {
     cr_expect_str_eq(t, "f", "v only, got \"%s\"", t);
     stack_types(m, "k", t);
     cr_expect_str_eq(t, "f", "x only, not d, got \"%s\"", t);
+    /* a loop none of whose values its adjoint reads keeps one stack: its capacity check */
+    stack_types(m, "lin", t);
+    cr_expect_str_eq(t, "f", "the linear loop keeps v's stack, got \"%s\"", t);
     ir_module_free(m);
     kc_ctx_free(c);
 }
