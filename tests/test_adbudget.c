@@ -409,7 +409,8 @@ Test(adbudget, while_counts_up_to_a_million_within_the_budget) {
         kern_adstack_info pi;
         cr_assert_eq(kern_context_adstack_info(probe, &pi), KERN_OK);
         stride = pi.last_stride;
-        cr_assert_geq(stride, 101 * 16, "a slot holds both stacks: %lld", (long long)stride);
+        /* x's stack (v's values no adjoint reads: passes/dce.c drops its stack) */
+        cr_assert_geq(stride, 101 * 8, "a slot holds x's stack: %lld", (long long)stride);
         kern_context_release(probe);
     }
     o.ad_stack_size = most;
