@@ -479,9 +479,7 @@ static void emit_parallel(spv_emitter *em, const ir_op *task, uint32_t w, uint32
         set_val(em, body->args[d], is_i64(it) ? i : spv_op1(&em->b, SpvOpUConvert, em->t_u32, i));
     }
     reset_adstacks(em);
-    em->have_div = nd == 1;
-    if (em->have_div)
-        ir_divergence_task(&em->div, em->kernel, task);
+    em->have_div = nd == 1; /* the divergence computed above */
     spv_emit_region(em, body);
     em->have_div = false;
     spv_strided_end(em, &st, n, nthreads);
