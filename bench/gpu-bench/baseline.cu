@@ -29,6 +29,8 @@
 // (the two kernels of fwd+rev together), fwdstore_ms and rev_ms (each alone), medians of
 // --reps runs after --warmup runs, timed with cudaEvents around the kernels only (w.grad is
 // zeroed before the start event, as kern-bench re-seeds its adjoints outside its window);
+// forward_b2b_ms and fwdrev_b2b_ms: 16 runs back to back, one cudaDeviceSynchronize after
+// the last, host clock, per run (median of 5), as kern-bench measures its own *_b2b_ms;
 // check_* (the gradient with g kept on a subset of items against workload.h's
 // double-precision reference). --dump DIR writes the full-size results of the seed g as raw
 // float32 files DIR/baseline_WORKLOAD_{out,x0grad,wgrad}.f32, which kern-bench --compare DIR
@@ -48,6 +50,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -66,7 +69,7 @@
         }                                                                           \
     } while (0)
 
-enum { BLOCK = 256 };
+enum { BLOCK = 256, B2B = 16 };
 
 // count == nullptr: every item runs `steps` steps. FAST: __sinf (the forward at equal math
 // with kern's --fast-math), else sinf (kern's default)
@@ -443,7 +446,36 @@ static float run(const Opts &o, const char *name, int kind, Dev &d) {
             tfr.push_back(a + b);
         }
     }
+    // the same runs back to back (B2B of them, one synchronization after the last; host
+    // clock, as kern-bench's *_b2b_ms): the GPU's time per run without the events
+    std::vector<float> bf, bfr;
+    for (int r = 0; r < 6; r++) {
+        for (int part = 0; part < 2; part++) {
+            CK(cudaDeviceSynchronize());
+            auto t0 = std::chrono::steady_clock::now();
+            for (int b = 0; b < B2B; b++) {
+                if (part == 0) {
+                    forward(false);
+                } else if (kind == GB_KEPLER) {
+                    k_kepler_store<<<grid, BLOCK>>>(d.x0, d.w, d.out, d.xs, d.iters, n, steps);
+                    k_kepler_reverse<<<grid, BLOCK>>>(d.xs, d.w, d.iters, d.g, d.x0grad, d.wgrad, n,
+                                                      steps);
+                } else {
+                    k_forward_store<<<grid, BLOCK>>>(d.x0, d.w, count, d.out, d.xs, n, steps);
+                    k_reverse<<<grid, BLOCK, smem>>>(d.xs, d.w, count, d.g, d.x0grad, d.wgrad, n,
+                                                     steps);
+                }
+            }
+            CK(cudaGetLastError());
+            CK(cudaDeviceSynchronize());
+            std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - t0;
+            if (r > 0) // the first is the warm-up
+                (part ? bfr : bf).push_back((float)(ms.count() / B2B));
+        }
+    }
     printf("baseline %s forward_ms %.3f\n", name, median(tf));
+    printf("baseline %s forward_b2b_ms %.3f\n", name, median(bf));
+    printf("baseline %s fwdrev_b2b_ms %.3f\n", name, median(bfr));
     printf("baseline %s forward_fast_ms %.3f\n", name, median(tff));
     printf("baseline %s fwdrev_ms %.3f\n", name, median(tfr));
     printf("baseline %s fwdstore_ms %.3f\n", name, median(ts));

@@ -11,6 +11,9 @@
  *                   against the reference (tolerance GB_FAST_TOL)
  *   fwdrev_ms       K.grad alone (it runs the forward sweep itself, keeping every x_t, then
  *                   the reverse sweep), median, the adjoints re-seeded outside the window
+ *   forward_b2b_ms, fwdrev_b2b_ms  the same launches, 16 back to back and one kern_sync
+ *                   (host clock), per launch: the GPU's time without a launch and a sync
+ *                   each (median of 5), as the baseline's *_b2b_ms
  *   launch_us       host time of one kern_launch(K) without sync, averaged over --launches
  *                   launches issued back to back (then one kern_sync, not counted)
  *   grad_launch_us  the same for K.grad
@@ -203,6 +206,30 @@ static double time_grad(const work *wk) {
     sync_all();
     return bench_now_ms() - t0;
 }
+
+/* Launches issued back to back (B2B of them, one sync after the last; host clock): the
+ * milliseconds per launch, the GPU's time per run without a launch and a sync of its own
+ * (the baseline's *_b2b_ms are measured the same way). K.grad's adjoints are seeded once:
+ * the later runs do the same work with the seed spent. */
+enum { B2B = 16 };
+
+static double time_b2b(const work *wk, bool grad) {
+    if (grad)
+        seed_grad(wk, wk->g);
+    sync_all();
+    double t0 = bench_now_ms();
+    for (int i = 0; i < B2B; i++) {
+        if (grad)
+            run_grad(wk);
+        else
+            run_fwd(wk);
+    }
+    sync_all();
+    return (bench_now_ms() - t0) / B2B;
+}
+
+static double time_fwd_b2b(const work *wk) { return time_b2b(wk, false); }
+static double time_grad_b2b(const work *wk) { return time_b2b(wk, true); }
 
 static double median_of(const work *wk, double (*f)(const work *), int warmup, int reps) {
     for (int i = 0; i < warmup; i++)
@@ -577,6 +604,10 @@ static void bench_workload(const opts *o, const char *name, int kind) {
     if (check(&wk, NULL, NULL)) {
         print_metric(&wk, "forward_ms", "%.3f", median_of(&wk, time_fwd, o->warmup, o->reps));
         print_metric(&wk, "fwdrev_ms", "%.3f", median_of(&wk, time_grad, o->warmup, o->reps));
+        print_metric(&wk, "forward_b2b_ms", "%.3f",
+                     median_of(&wk, time_fwd_b2b, 1, o->reps < 5 ? o->reps : 5));
+        print_metric(&wk, "fwdrev_b2b_ms", "%.3f",
+                     median_of(&wk, time_grad_b2b, 1, o->reps < 5 ? o->reps : 5));
         print_metric(&wk, "launch_us", "%.2f", launch_us(&wk, false, o->launches));
         print_metric(&wk, "grad_launch_us", "%.2f", launch_us(&wk, true, o->launches));
         double step_ms;

@@ -143,7 +143,7 @@ fi
 # ---- 4. the table ----------------------------------------------------------------------------
 awk '
   BEGIN {
-    nm = split("forward_ms forward_fast_ms fwdrev_ms fwdstore_ms rev_ms launch_us grad_launch_us " \
+    nm = split("forward_ms forward_fast_ms fwdrev_ms forward_b2b_ms fwdrev_b2b_ms fwdstore_ms rev_ms launch_us grad_launch_us " \
                "compile_ms grad_compile_ms adstack_bytes saved_bytes temp_bytes needed_bytes " \
                "check_maxrel check_fast_out check vs_baseline_maxrel", metrics, " ")
   }
@@ -164,7 +164,7 @@ awk '
         if (!((w, k) in have)) continue
         b = val("baseline", w, k); j = val("jax", w, k); kk = val("kern", w, k); vk = val("vulkan", w, k)
         r1 = r2 = r3 = ""
-        if (k == "forward_ms" || k == "forward_fast_ms" || k == "fwdrev_ms") { r1 = ratio(kk, b); r2 = ratio(j, kk); r3 = ratio(vk, kk) }
+        if (k == "forward_ms" || k == "forward_fast_ms" || k == "fwdrev_ms" || k ~ /_b2b_ms$/) { r1 = ratio(kk, b); r2 = ratio(j, kk); r3 = ratio(vk, kk) }
         printf "%-24s %-19s %10s %10s %10s %10s %13s %9s %11s\n", w, k, b, j, kk, vk, r1, r2, r3
       }
   }' "$out/baseline.txt" "$out/jax.txt" "$out/kern.txt" "$out/vulkan.txt" | tee "$out/table.txt"
