@@ -748,10 +748,10 @@ static const char nest_src[] = "kernel nest(x: f32[], y: f32[], n: i32, m: i32) 
                                "    }\n"
                                "}\n";
 
-/* Launches nest.grad with ad_stack_size s on n x m steps; the status, the message and x.grad
- * (NULL: not read) */
-static kern_status nest_grad(int64_t s, int32_t n, int32_t m, const float *x, int items,
-                             float *gx_out, char *msg, size_t msglen) {
+/* Launches K.grad of src (a kernel K(x, y, n, m) in file K.kern) with ad_stack_size s; the
+ * status, the message and x.grad (NULL: not read) */
+static kern_status xy_grad(const char *src, const char *name, int64_t s, int32_t n, int32_t m,
+                           const float *x, int items, float *gx_out, char *msg, size_t msglen) {
     kern_context_options o = kern_context_options_default();
     o.threads = 2;
     o.ad_stack_size = s;
@@ -759,11 +759,13 @@ static kern_status nest_grad(int64_t s, int32_t n, int32_t m, const float *x, in
     kern_context *ctx = NULL;
     cr_assert_eq(kern_context_create(&o, &ctx), KERN_OK, "%s", kern_context_last_error(ctx));
     kern_module *mod = NULL;
-    cr_assert_eq(kern_module_from_source(ctx, nest_src, strlen(nest_src), "nest.kern", &mod),
-                 KERN_OK, "%s", kern_context_last_error(ctx));
-    kern_kernel *g;
-    cr_assert_eq(kern_kernel_find(mod, "nest.grad", &g), KERN_OK, "%s",
+    char file[64], grad[64];
+    snprintf(file, sizeof file, "%s.kern", name);
+    snprintf(grad, sizeof grad, "%s.grad", name);
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), file, &mod), KERN_OK, "%s",
                  kern_context_last_error(ctx));
+    kern_kernel *g;
+    cr_assert_eq(kern_kernel_find(mod, grad, &g), KERN_OK, "%s", kern_context_last_error(ctx));
     float one[64];
     for (int i = 0; i < items; i++)
         one[i] = 1.0f;
@@ -780,6 +782,11 @@ static kern_status nest_grad(int64_t s, int32_t n, int32_t m, const float *x, in
         cr_assert_eq(kern_buffer_read(gx, gx_out, (size_t)items * sizeof *gx_out), KERN_OK);
     kern_context_release(ctx);
     return st;
+}
+
+static kern_status nest_grad(int64_t s, int32_t n, int32_t m, const float *x, int items,
+                             float *gx_out, char *msg, size_t msglen) {
+    return xy_grad(nest_src, "nest", s, n, m, x, items, gx_out, msg, msglen);
 }
 
 Test(adstack_rt, loop_tested_pushes_meet_the_capacity_exactly) {
@@ -812,6 +819,59 @@ Test(adstack_rt, loop_tested_pushes_meet_the_capacity_exactly) {
         }
         cr_assert(fabs(d) > 1e-6 && fabs(gx[i] - d) <= 1e-4 * fabs(d), "x.grad[%d] = %g, want %g", i,
                   gx[i], d);
+    }
+}
+
+/* A for loop whose trip count doubles with each iteration of the while loop around it: its
+ * stack (capacity --ad-stack-size entries per iteration of the while loop: the for loop's
+ * count is unknown ahead) overflows while the while loop's own stacks do not. The loop test
+ * of the for loop's pushes (llvm_chunk.c; spv_emit_ctrl.c on Vulkan) finds them past the
+ * capacity, and the checked copy reports the for loop, with the size it needs; with that
+ * size the gradient is right (against a C loop in double precision). */
+static const char dbl_src[] = "kernel dbl(x: f32[], y: f32[], n: i32, m: i32) {\n"
+                              "    for i in 0..len(x) {\n"
+                              "        var v = x[i];\n"
+                              "        var k = 0;\n"
+                              "        var c = m;\n"
+                              "        while k < n {\n"
+                              "            for j in 0..c {\n"
+                              "                v = v + 0.05 * sin(v) + 0.01;\n"
+                              "            }\n"
+                              "            c = c * 2;\n"
+                              "            k += 1;\n"
+                              "        }\n"
+                              "        y[i] = v;\n"
+                              "    }\n"
+                              "}\n";
+
+Test(adstack_rt, a_for_loop_past_its_capacity_is_reported_at_the_for_loop) {
+    enum { ITEMS = 29, N = 5, M = 1 };
+    float x[ITEMS];
+    for (int i = 0; i < ITEMS; i++)
+        x[i] = 0.1f * (float)i - 1.2f;
+    char msg[1024];
+    const char *head = "kernel 'dbl.grad': adstack overflow in the loop at dbl.kern:7:13: ";
+    /* the for loop runs 1, 2, 4, 8, 16 times: 16 of them overflow 8 */
+    kern_status st = xy_grad(dbl_src, "dbl", 8, N, M, x, ITEMS, NULL, msg, sizeof msg);
+    cr_assert_eq(st, KERN_ERR_DEVICE, "%s", msg);
+    cr_assert(strncmp(msg, head, strlen(head)) == 0, "%s", msg);
+    const char *need = strstr(msg, "it needs --ad-stack-size ");
+    cr_assert(need, "%s", msg);
+    long long needed = atoll(need + strlen("it needs --ad-stack-size "));
+    cr_assert(needed > 8 && needed <= 31, "asks for %lld: %s", needed, msg); /* 31 in all */
+    st = xy_grad(dbl_src, "dbl", needed - 1, N, M, x, ITEMS, NULL, msg, sizeof msg);
+    cr_assert_eq(st, KERN_ERR_DEVICE, "ad_stack_size %lld: %s", needed - 1, msg);
+    cr_assert(strncmp(msg, head, strlen(head)) == 0, "%s", msg);
+    float gx[ITEMS];
+    st = xy_grad(dbl_src, "dbl", needed, N, M, x, ITEMS, gx, msg, sizeof msg);
+    cr_assert_eq(st, KERN_OK, "ad_stack_size %lld: %s", needed, msg);
+    for (int i = 0; i < ITEMS; i++) {
+        double v = x[i], d = 1.0;
+        for (int t = 0; t < (1 << N) - 1; t++) {
+            d *= 1.0 + 0.05 * cos(v);
+            v = v + 0.05 * sin(v) + 0.01;
+        }
+        cr_assert(fabs(gx[i] - d) <= 1e-4 * fabs(d), "x.grad[%d] = %g, want %g", i, gx[i], d);
     }
 }
 

@@ -612,6 +612,41 @@ Test(spirv, loops_with_per_item_bounds_are_tested_once) {
     }
 }
 
+/* K.grad's innermost for loops test their adstack pushes and pops once (always: an
+ * overflow is reported without checks too) and, checked, the reverse sweep's w.grad[n - 1 -
+ * t] with them: each loop that pushes or pops has two copies (checked, 5 loops in the entry
+ * point: the grid-stride loop, the forward sweep's two and the reverse sweep's two;
+ * unchecked 2 more, w.grad's block copy zeroed and added). A while loop (its count unknown
+ * ahead) keeps one copy; the reverse sweep's for loop over its count has two. What a failed
+ * test reports: adstack_rt's a_for_loop_past_its_capacity_is_reported_at_the_for_loop on
+ * Vulkan. */
+Test(spirv, loops_test_their_adstacks_once) {
+    const struct {
+        const char *loop;
+        bool checks;
+        int loops;
+    } cases[] = {{"for t in 0..len(w) { v = sin(v) * w[t]; }", true, 5},
+                 {"for t in 0..len(w) { v = sin(v) * w[t]; }", false, 7},
+                 {"var k = 0; while k < len(w) { v = sin(v) * w[k]; k += 1; }", true, 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "kernel k(x: f32[], w: f32[], y: f32[]) {\n"
+                 "  for i in 0..len(x) { var v = x[i];\n    %s\n    y[i] = v; } }\n",
+                 cases[i].loop);
+        char err[1024] = "";
+        size_t nw = 0;
+        spirv_checks = cases[i].checks;
+        uint32_t *w = spirv_of(src, &nw, err, sizeof err);
+        spirv_checks = false;
+        cr_assert(w, "case %zu: %s", i, err);
+        cr_expect(kc_spirv_validate(w, nw, err, sizeof err), "case %zu: %s", i, err);
+        int loops = count_op(w, nw, "kern_k__grad__t0", 246 /* OpLoopMerge */);
+        cr_expect_eq(loops, cases[i].loops, "%s: %d loops", cases[i].loop, loops);
+        free(w);
+    }
+}
+
 Test(spirv, wide_launch_blocks) {
     char err[1024] = "";
     size_t n = 0;

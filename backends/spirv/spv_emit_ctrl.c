@@ -110,45 +110,144 @@ static void emit_loop(spv_emitter *em, const ir_op *op) {
     free(next);
 }
 
+/* idx is (hi - 1) - t, the reverse sweep's index over a loop index t of a loop to hi */
+static bool reversed(const ir_value *idx, const ir_value *t, const ir_value *hi) {
+    const ir_op *s = idx->def, *top = s && s->code == IR_SUB ? s->operands[0]->def : NULL;
+    return top && s->operands[1] == t && top->code == IR_SUB && top->operands[0] == hi &&
+           top->operands[1]->def && top->operands[1]->def->code == IR_CONST &&
+           top->operands[1]->def->imm.i == 1;
+}
+
 /* The checked accesses in r (and its nested regions) of a one-dimensional array at index t
- * (the loop's index), into acc (at most max); their count. */
-static int loop_accesses(const ir_region *r, const ir_value *t, const ir_op **acc, int n, int max) {
+ * (the loop's index) or (hi - 1) - t, into acc (at most max); their count. */
+static int loop_accesses(const ir_region *r, const ir_value *t, const ir_value *hi,
+                         const ir_op **acc, int n, int max) {
     ir_foreach_op(op, r) {
-        if (ir_is_access(op->code) && op->operands[0]->type->rank == 1 && op->operands[1] == t &&
-            !ir_index_in_dim(t, op->operands[0], 0) && n < max)
+        if (ir_is_access(op->code) && op->operands[0]->type->rank == 1 &&
+            (op->operands[1] == t || reversed(op->operands[1], t, hi)) &&
+            !ir_index_in_dim(op->operands[1], op->operands[0], 0) && n < max)
             acc[n++] = op;
         for (uint32_t i = 0; i < op->nregions; i++)
-            n = loop_accesses(op->regions[i], t, acc, n, max);
+            n = loop_accesses(op->regions[i], t, hi, acc, n, max);
     }
     return n;
 }
 
-enum { TESTED_MAX = 16 };
+/* The adstack pushes and pops in r, a loop body without loops, counted per stack (push[s],
+ * pop[s]); nested[s] where one of them is under an `if` (the aligned reverse sweep's masked
+ * steps: a count per iteration would not be exact there, and where a work item's count is
+ * below the group's the test would send the group's lanes into both copies). */
+static void loop_stack_count(const ir_region *r, bool top, int *push, int *pop, bool *nested) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_ADPUSH || op->code == IR_ADPOP) {
+            (op->code == IR_ADPUSH ? push : pop)[op->imm.i]++;
+            nested[op->imm.i] |= !top;
+        }
+        for (uint32_t i = 0; i < op->nregions; i++)
+            loop_stack_count(op->regions[i], false, push, pop, nested);
+    }
+}
 
-/* A checked innermost `for` loop with accesses a[t] at its index t (`for t in 0..n[i] {
- * w[t] }`) is tested once: lo >= 0 and hi <= len(a) for each such a. Where the test holds
- * the loop runs in a copy without those accesses' checks, else in the checked copy; the
- * results are merged after both. Other accesses keep their checks in both copies. */
+/* The pushes and pops at the top level of the loop body r of the stacks that `testable`
+ * marks, into ops (at most max); their count. */
+static int loop_stack_ops(const ir_region *r, const bool *testable, const ir_op **ops, int n,
+                          int max) {
+    ir_foreach_op(op, r) {
+        if ((op->code == IR_ADPUSH || op->code == IR_ADPOP) && testable[op->imm.i] && n < max)
+            ops[n++] = op;
+    }
+    return n;
+}
+
+enum { TESTED_MAX = 32, STACK_OPS_MAX = 16 };
+
+/* The test that every push and pop of the loop (iterations: its trip count, u64) stays in
+ * its stack: per stack with pushes or pops, at offset off = pos - base from the heap
+ * position (in elements; the stack holds span = cap slots-strided entries), with m =
+ * iterations slots: off <= span, iterations <= cap (so that m <= span), pops m <= off and
+ * off + pushes m <= span. At most STACK_OPS_MAX of each per iteration and span below 2^59
+ * elements keep the products from wrapping. */
+static uint32_t stacks_test(spv_emitter *em, const int *push, const int *pop, const bool *testable,
+                            uint32_t iters) {
+    uint32_t u64 = u64t(em), ok = spv_const_bool(&em->b, true);
+    for (uint32_t s = 0; s < em->kernel->nadstacks; s++) {
+        if (!testable[s])
+            continue;
+        uint32_t off = spv_op2(&em->b, SpvOpISub, u64,
+                               spv_op1(&em->b, SpvOpLoad, u64, em->ad_pos[s]), em->ad_base[s]);
+        uint32_t m = spv_op2(&em->b, SpvOpIMul, u64, iters, em->ad_slots);
+        uint32_t c[4] = {
+            spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, off, em->ad_span[s]),
+            spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, iters, em->ad_cap[s]),
+            spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool,
+                    spv_op2(&em->b, SpvOpIMul, u64, m, cu64(em, (uint64_t)pop[s])), off),
+            spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool,
+                    spv_op2(&em->b, SpvOpIAdd, u64, off,
+                            spv_op2(&em->b, SpvOpIMul, u64, m, cu64(em, (uint64_t)push[s]))),
+                    em->ad_span[s])};
+        for (int i = 0; i < 4; i++)
+            ok = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, ok, c[i]);
+    }
+    return ok;
+}
+
+/* An innermost `for` loop is tested once, where the test covers something:
+ * - checked code: its accesses a[t] at its index t or at (hi - 1) - t (`for t in 0..n[i] {
+ *   w[t] }`, the reverse sweep's `w.grad[n - 1 - t]`): lo >= 0 and hi <= len(a) for each
+ *   such a;
+ * - its adstack pushes and pops (always checked: an overflow is reported even without
+ *   checks) of the stacks whose ops all sit at the top level of the body, at most
+ *   STACK_OPS_MAX of each per iteration: stacks_test.
+ * Where the test holds the loop runs in a copy without those checks, else in the checked
+ * copy; the results are merged after both. Other accesses keep their checks in both. */
 static void emit_for(spv_emitter *em, const ir_op *op) {
     const ir_region *body = op->regions[0];
     const ir_op *acc[TESTED_MAX];
-    int n = em->checks && !em->ntested && !ir_region_has_loop(body)
-                ? loop_accesses(body, body->args[0], acc, 0, TESTED_MAX)
-                : 0;
+    uint32_t ns = em->kernel->nadstacks;
+    int *push = calloc(2 * ns + 1, sizeof *push), *pop = push + ns;
+    bool *nested = calloc(ns + 1, sizeof *nested), *testable = calloc(ns + 1, sizeof *testable);
+    if (!push || !nested || !testable)
+        kern_oom((2 * ns + 1) * sizeof *push);
+    bool inner = !em->ntested && !ir_region_has_loop(body);
+    int n = inner && em->checks ? loop_accesses(body, body->args[0], op->operands[1], acc, 0,
+                                                TESTED_MAX - STACK_OPS_MAX)
+                                : 0;
+    int na = n;
+    if (inner && ns) {
+        loop_stack_count(body, true, push, pop, nested);
+        for (uint32_t s = 0; s < ns; s++)
+            testable[s] = (push[s] || pop[s]) && !nested[s] && push[s] <= STACK_OPS_MAX &&
+                          pop[s] <= STACK_OPS_MAX;
+        n = loop_stack_ops(body, testable, acc, n, TESTED_MAX);
+    }
+    free(nested);
     if (!n) {
+        free(testable);
+        free(push);
         emit_loop(em, op);
         return;
     }
     const kern_type *it = op->operands[0]->type;
     uint32_t lo = val(em, op->operands[0]), hi = spv_to_u64(em, val(em, op->operands[1]), it);
-    uint32_t ok = ty_is_unsigned(it) ? spv_const_bool(&em->b, true)
-                                     : spv_op2(&em->b, SpvOpSGreaterThanEqual, em->t_bool, lo,
-                                               is_i64(it) ? cu64(em, 0) : cu32(em, 0));
-    for (int i = 0; i < n; i++) {
+    uint32_t ok = ty_is_unsigned(it) || !na ? spv_const_bool(&em->b, true)
+                                            : spv_op2(&em->b, SpvOpSGreaterThanEqual, em->t_bool,
+                                                      lo, is_i64(it) ? cu64(em, 0) : cu32(em, 0));
+    for (int i = 0; i < na; i++) {
         int p = param_of(em, acc[i]->operands[0]);
         ok = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, ok,
                      spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, hi, em->shape[p][0]));
     }
+    if (n > na) { /* the trip count: hi - lo where hi > lo (exact in u64), else 0 */
+        uint32_t lo64 = spv_to_u64(em, lo, it);
+        uint32_t more = spv_op2(&em->b, ty_is_unsigned(it) ? SpvOpUGreaterThan : SpvOpSGreaterThan,
+                                em->t_bool, hi, lo64);
+        uint32_t iters = spv_op3(&em->b, SpvOpSelect, u64t(em), more,
+                                 spv_op2(&em->b, SpvOpISub, u64t(em), hi, lo64), cu64(em, 0));
+        ok = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, ok,
+                     stacks_test(em, push, pop, testable, iters));
+    }
+    free(push);
+    free(testable);
     uint32_t nr = op->nresults;
     uint32_t l_fast = spv_id(&em->b), l_checked = spv_id(&em->b), l_merge = spv_id(&em->b);
     uint32_t *vf = tmp_ids(nr);

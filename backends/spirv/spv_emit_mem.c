@@ -411,6 +411,12 @@ void spv_emit_adpush(spv_emitter *em, const ir_op *op) {
     const ir_adstack *st = &em->kernel->adstacks[s];
     uint32_t v = ad_to_bits(em, st->type, val(em, op->operands[0]));
     uint32_t e = spv_op1(&em->b, SpvOpLoad, u64, em->ad_pos[s]);
+    if (tested(em, op)) { /* its loop's test found every push in the stack */
+        spv_instv(&em->b.funcs, SpvOpStore, 2, ad_entry(em, s, e), v);
+        spv_instv(&em->b.funcs, SpvOpStore, 2, em->ad_pos[s],
+                  spv_op2(&em->b, SpvOpIAdd, u64, e, em->ad_slots));
+        return;
+    }
     uint32_t off = spv_op2(&em->b, SpvOpISub, u64, e, em->ad_base[s]);
     uint32_t ok = spv_op2(&em->b, SpvOpULessThan, em->t_bool, off, em->ad_span[s]);
     uint32_t l_store = spv_id(&em->b), l_ovf = spv_id(&em->b), l_j = spv_id(&em->b);
@@ -441,6 +447,11 @@ void spv_emit_adpop(spv_emitter *em, const ir_op *op) {
     uint32_t e = spv_op2(&em->b, SpvOpISub, u64,
                          spv_op1(&em->b, SpvOpLoad, u64, em->ad_pos[s]), em->ad_slots);
     spv_instv(&em->b.funcs, SpvOpStore, 2, em->ad_pos[s], e);
+    if (tested(em, op)) { /* its loop's test found every pop in the stack */
+        set_val(em, op->results[0],
+                ad_from_bits(em, st->type, spv_op1(&em->b, SpvOpLoad, it, ad_entry(em, s, e))));
+        return;
+    }
     uint32_t off = spv_op2(&em->b, SpvOpISub, u64, e, em->ad_base[s]);
     uint32_t ok = spv_op2(&em->b, SpvOpULessThan, em->t_bool, off, em->ad_span[s]);
     uint32_t pre = em->cur, l_load = spv_id(&em->b), l_j = spv_id(&em->b);
