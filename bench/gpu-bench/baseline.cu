@@ -473,6 +473,8 @@ static float run(const Opts &o, const char *name, int kind, Dev &d) {
                 (part ? bfr : bf).push_back((float)(ms.count() / B2B));
         }
     }
+    float a_clean, b_clean; // w.grad summed over the runs above: one clean run for --dump
+    fwdrev(d.g, &a_clean, &b_clean);
     printf("baseline %s forward_ms %.3f\n", name, median(tf));
     printf("baseline %s forward_b2b_ms %.3f\n", name, median(bf));
     printf("baseline %s fwdrev_b2b_ms %.3f\n", name, median(bfr));
