@@ -616,8 +616,10 @@ Test(spirv, loops_with_per_item_bounds_are_tested_once) {
  * overflow is reported without checks too) and, checked, the reverse sweep's w.grad[n - 1 -
  * t] with them: each loop that pushes or pops has two copies (checked, 5 loops in the entry
  * point: the grid-stride loop, the forward sweep's two and the reverse sweep's two;
- * unchecked 2 more, w.grad's block copy zeroed and added). A while loop (its count unknown
- * ahead) keeps one copy; the reverse sweep's for loop over its count has two. What a failed
+ * unchecked 2 more, w.grad's block copy zeroed and added), also where per-item counts make
+ * the reverse sweep aligned (its pops under an `if` that runs the item's last n[i] steps of
+ * the group's). A while loop (its count unknown ahead) keeps one copy; the reverse sweep's
+ * for loop over its count has two. What a failed
  * test reports: adstack_rt's a_for_loop_past_its_capacity_is_reported_at_the_for_loop on
  * Vulkan. */
 Test(spirv, loops_test_their_adstacks_once) {
@@ -627,11 +629,14 @@ Test(spirv, loops_test_their_adstacks_once) {
         int loops;
     } cases[] = {{"for t in 0..len(w) { v = sin(v) * w[t]; }", true, 5},
                  {"for t in 0..len(w) { v = sin(v) * w[t]; }", false, 7},
-                 {"var k = 0; while k < len(w) { v = sin(v) * w[k]; k += 1; }", true, 4}};
+                 {"var k = 0; while k < len(w) { v = sin(v) * w[k]; k += 1; }", true, 4},
+                 /* per-item counts: the reverse sweep is aligned, its pops under an `if`;
+                  * unchecked, so that only its stack makes its copies */
+                 {"for t in 0..n[i] { v = v * w[t] + 0.5 * v * v; }", false, 7}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char src[512];
         snprintf(src, sizeof src,
-                 "kernel k(x: f32[], w: f32[], y: f32[]) {\n"
+                 "kernel k(x: f32[], w: f32[], y: f32[], n: i32[]) {\n"
                  "  for i in 0..len(x) { var v = x[i];\n    %s\n    y[i] = v; } }\n",
                  cases[i].loop);
         char err[1024] = "";

@@ -133,60 +133,113 @@ static int loop_accesses(const ir_region *r, const ir_value *t, const ir_value *
     return n;
 }
 
-/* The adstack pushes and pops in r, a loop body without loops, counted per stack (push[s],
- * pop[s]); nested[s] where one of them is under an `if` (the aligned reverse sweep's masked
- * steps: a count per iteration would not be exact there, and where a work item's count is
- * below the group's the test would send the group's lanes into both copies). */
-static void loop_stack_count(const ir_region *r, bool top, int *push, int *pop, bool *nested) {
+/* v is computed inside region r (or a region nested in it) */
+static bool defined_in(const ir_value *v, const ir_region *r) {
+    for (const ir_region *q = v->def ? v->def->parent : v->region; q;
+         q = q->parent ? q->parent->parent : NULL)
+        if (q == r)
+            return true;
+    return false;
+}
+
+/* c where cond is t >= hi - c with c computed before the loop: the aligned reverse sweep's
+ * `if` around a work item's own steps (the last c of the group's hi), or NULL */
+static const ir_value *aligned_count(const ir_value *cond, const ir_value *t, const ir_value *hi,
+                                     const ir_region *body) {
+    const ir_op *g = cond->def, *s = NULL;
+    if (g && g->code == IR_GE && g->operands[0] == t)
+        s = g->operands[1]->def;
+    if (!s || s->code != IR_SUB || s->operands[0] != hi || defined_in(s->operands[1], body))
+        return NULL;
+    return s->operands[1];
+}
+
+/* Per adstack, what runs its pushes and pops in a loop body without loops (each op at most
+ * once per iteration): at the top level of the body (every iteration: count NULL), or in
+ * the then-region of the aligned sweep's `if` (the iterations t >= hi - c: count c), the
+ * same for all its ops; else (another `if`, mixed) the stack is not tested. */
+typedef struct stack_runs {
+    int push, pop;
+    int state; /* 0 none, 1 counted, -1 not testable */
+    const ir_value *count;
+} stack_runs;
+
+static void loop_stack_count(const ir_region *r, const ir_region *body, const ir_value *hi,
+                             const ir_value *count, bool other, stack_runs *st) {
     ir_foreach_op(op, r) {
         if (op->code == IR_ADPUSH || op->code == IR_ADPOP) {
-            (op->code == IR_ADPUSH ? push : pop)[op->imm.i]++;
-            nested[op->imm.i] |= !top;
+            stack_runs *u = &st[op->imm.i];
+            (op->code == IR_ADPUSH ? &u->push : &u->pop)[0]++;
+            if (other || (u->state == 1 && u->count != count))
+                u->state = -1;
+            else if (u->state == 0)
+                u->state = 1, u->count = count;
         }
+        const ir_value *c = op->code == IR_IF && r == body
+                                ? aligned_count(op->operands[0], body->args[0], hi, body)
+                                : NULL;
         for (uint32_t i = 0; i < op->nregions; i++)
-            loop_stack_count(op->regions[i], false, push, pop, nested);
+            loop_stack_count(op->regions[i], body, hi, c && i == 0 ? c : NULL, !(c && i == 0), st);
     }
 }
 
-/* The pushes and pops at the top level of the loop body r of the stacks that `testable`
- * marks, into ops (at most max); their count. */
+/* The pushes and pops in the loop body r of the stacks that `testable` marks, into ops (at
+ * most max); their count. */
 static int loop_stack_ops(const ir_region *r, const bool *testable, const ir_op **ops, int n,
                           int max) {
     ir_foreach_op(op, r) {
         if ((op->code == IR_ADPUSH || op->code == IR_ADPOP) && testable[op->imm.i] && n < max)
             ops[n++] = op;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            n = loop_stack_ops(op->regions[i], testable, ops, n, max);
     }
     return n;
 }
 
 enum { TESTED_MAX = 32, STACK_OPS_MAX = 16 };
 
-/* The test that every push and pop of the loop (iterations: its trip count, u64) stays in
- * its stack: per stack with pushes or pops, at offset off = pos - base from the heap
- * position (in elements; the stack holds span = cap slots-strided entries), with m =
- * iterations slots: off <= span, iterations <= cap (so that m <= span), pops m <= off and
- * off + pushes m <= span. At most STACK_OPS_MAX of each per iteration and span below 2^59
- * elements keep the products from wrapping. */
-static uint32_t stacks_test(spv_emitter *em, const int *push, const int *pop, const bool *testable,
-                            uint32_t iters) {
+/* The test that every push and pop of the loop stays in its stack, per testable stack: n,
+ * the iterations that run its ops (u64): the loop's trip count `iters`, or for ops under
+ * the aligned sweep's `if` its c where 0 <= c <= hi (then hi - c does not wrap, and at most
+ * c iterations pass the `if`); at offset off = pos - base from the heap position (in
+ * elements; the stack holds span = cap slots-strided entries), with m = n slots: off <=
+ * span, n <= cap (so that m <= span), pops m <= off and off + pushes m <= span. At most
+ * STACK_OPS_MAX of each per iteration and span below 2^59 elements keep the products from
+ * wrapping. hi: the loop's hi in u64, t its index type. */
+static uint32_t stacks_test(spv_emitter *em, const stack_runs *st, const bool *testable,
+                            uint32_t iters, uint32_t hi, const kern_type *t) {
     uint32_t u64 = u64t(em), ok = spv_const_bool(&em->b, true);
+    bool sgn = !ty_is_unsigned(t);
     for (uint32_t s = 0; s < em->kernel->nadstacks; s++) {
         if (!testable[s])
             continue;
+        uint32_t n = iters;
+        if (st[s].count) {
+            n = spv_to_u64(em, val(em, st[s].count), t);
+            ok = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, ok,
+                         spv_op2(&em->b, sgn ? SpvOpSLessThanEqual : SpvOpULessThanEqual,
+                                 em->t_bool, n, hi));
+            if (sgn)
+                ok = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, ok,
+                             spv_op2(&em->b, SpvOpSGreaterThanEqual, em->t_bool, n, cu64(em, 0)));
+        }
         uint32_t off = spv_op2(&em->b, SpvOpISub, u64,
                                spv_op1(&em->b, SpvOpLoad, u64, em->ad_pos[s]), em->ad_base[s]);
-        uint32_t m = spv_op2(&em->b, SpvOpIMul, u64, iters, em->ad_slots);
-        uint32_t c[4] = {
-            spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, off, em->ad_span[s]),
-            spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, iters, em->ad_cap[s]),
-            spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool,
-                    spv_op2(&em->b, SpvOpIMul, u64, m, cu64(em, (uint64_t)pop[s])), off),
-            spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool,
-                    spv_op2(&em->b, SpvOpIAdd, u64, off,
-                            spv_op2(&em->b, SpvOpIMul, u64, m, cu64(em, (uint64_t)push[s]))),
-                    em->ad_span[s])};
+        uint32_t m = spv_op2(&em->b, SpvOpIMul, u64, n, em->ad_slots);
+        uint32_t c[4] = {spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, off, em->ad_span[s]),
+                         spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, n, em->ad_cap[s]), 0, 0};
+        if (st[s].pop) /* (a stack with pops only, or pushes only, tests one side) */
+            c[2] = spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool,
+                           spv_op2(&em->b, SpvOpIMul, u64, m, cu64(em, (uint64_t)st[s].pop)), off);
+        if (st[s].push)
+            c[3] =
+                spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool,
+                        spv_op2(&em->b, SpvOpIAdd, u64, off,
+                                spv_op2(&em->b, SpvOpIMul, u64, m, cu64(em, (uint64_t)st[s].push))),
+                        em->ad_span[s]);
         for (int i = 0; i < 4; i++)
-            ok = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, ok, c[i]);
+            if (c[i])
+                ok = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, ok, c[i]);
     }
     return ok;
 }
@@ -196,34 +249,33 @@ static uint32_t stacks_test(spv_emitter *em, const int *push, const int *pop, co
  *   w[t] }`, the reverse sweep's `w.grad[n - 1 - t]`): lo >= 0 and hi <= len(a) for each
  *   such a;
  * - its adstack pushes and pops (always checked: an overflow is reported even without
- *   checks) of the stacks whose ops all sit at the top level of the body, at most
- *   STACK_OPS_MAX of each per iteration: stacks_test.
+ *   checks) of the stacks whose ops all sit at the top level of the body, or all under the
+ *   aligned reverse sweep's `if`, at most STACK_OPS_MAX of each per iteration: stacks_test.
  * Where the test holds the loop runs in a copy without those checks, else in the checked
  * copy; the results are merged after both. Other accesses keep their checks in both. */
 static void emit_for(spv_emitter *em, const ir_op *op) {
     const ir_region *body = op->regions[0];
     const ir_op *acc[TESTED_MAX];
     uint32_t ns = em->kernel->nadstacks;
-    int *push = calloc(2 * ns + 1, sizeof *push), *pop = push + ns;
-    bool *nested = calloc(ns + 1, sizeof *nested), *testable = calloc(ns + 1, sizeof *testable);
-    if (!push || !nested || !testable)
-        kern_oom((2 * ns + 1) * sizeof *push);
+    stack_runs *st = calloc(ns + 1, sizeof *st);
+    bool *testable = calloc(ns + 1, sizeof *testable);
+    if (!st || !testable)
+        kern_oom((ns + 1) * sizeof *st);
     bool inner = !em->ntested && !ir_region_has_loop(body);
     int n = inner && em->checks ? loop_accesses(body, body->args[0], op->operands[1], acc, 0,
                                                 TESTED_MAX - STACK_OPS_MAX)
                                 : 0;
     int na = n;
     if (inner && ns) {
-        loop_stack_count(body, true, push, pop, nested);
+        loop_stack_count(body, body, op->operands[1], NULL, false, st);
         for (uint32_t s = 0; s < ns; s++)
-            testable[s] = (push[s] || pop[s]) && !nested[s] && push[s] <= STACK_OPS_MAX &&
-                          pop[s] <= STACK_OPS_MAX;
+            testable[s] =
+                st[s].state == 1 && st[s].push <= STACK_OPS_MAX && st[s].pop <= STACK_OPS_MAX;
         n = loop_stack_ops(body, testable, acc, n, TESTED_MAX);
     }
-    free(nested);
     if (!n) {
         free(testable);
-        free(push);
+        free(st);
         emit_loop(em, op);
         return;
     }
@@ -244,9 +296,9 @@ static void emit_for(spv_emitter *em, const ir_op *op) {
         uint32_t iters = spv_op3(&em->b, SpvOpSelect, u64t(em), more,
                                  spv_op2(&em->b, SpvOpISub, u64t(em), hi, lo64), cu64(em, 0));
         ok = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, ok,
-                     stacks_test(em, push, pop, testable, iters));
+                     stacks_test(em, st, testable, iters, hi, it));
     }
-    free(push);
+    free(st);
     free(testable);
     uint32_t nr = op->nresults;
     uint32_t l_fast = spv_id(&em->b), l_checked = spv_id(&em->b), l_merge = spv_id(&em->b);
