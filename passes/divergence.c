@@ -39,7 +39,7 @@
 
 /* ---- uniform in a region ------------------------------------------------------------ */
 
-static bool inside(const ir_region *scope, const ir_value *v) {
+bool ir_defined_in(const ir_value *v, const ir_region *scope) {
     for (const ir_region *r = v->def ? v->def->parent : v->region; r;
          r = r->parent ? r->parent->parent : NULL)
         if (r == scope)
@@ -48,7 +48,7 @@ static bool inside(const ir_region *scope, const ir_value *v) {
 }
 
 bool ir_uniform_in(const ir_value *v, const ir_region *scope, ir_uniform_memo *memo) {
-    if (!inside(scope, v))
+    if (!ir_defined_in(v, scope))
         return true;
     const ir_op *d = v->def;
     if (!d || d->nregions || !(ir_info(d->code)->flags & OPF_PURE)) /* loads, atomics, pops */

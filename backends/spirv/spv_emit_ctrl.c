@@ -133,15 +133,6 @@ static int loop_accesses(const ir_region *r, const ir_value *t, const ir_value *
     return n;
 }
 
-/* v is computed inside region r (or a region nested in it) */
-static bool defined_in(const ir_value *v, const ir_region *r) {
-    for (const ir_region *q = v->def ? v->def->parent : v->region; q;
-         q = q->parent ? q->parent->parent : NULL)
-        if (q == r)
-            return true;
-    return false;
-}
-
 /* c where cond is t >= hi - c with c computed before the loop: the aligned reverse sweep's
  * `if` around a work item's own steps (the last c of the group's hi), or NULL */
 static const ir_value *aligned_count(const ir_value *cond, const ir_value *t, const ir_value *hi,
@@ -149,7 +140,7 @@ static const ir_value *aligned_count(const ir_value *cond, const ir_value *t, co
     const ir_op *g = cond->def, *s = NULL;
     if (g && g->code == IR_GE && g->operands[0] == t)
         s = g->operands[1]->def;
-    if (!s || s->code != IR_SUB || s->operands[0] != hi || defined_in(s->operands[1], body))
+    if (!s || s->code != IR_SUB || s->operands[0] != hi || ir_defined_in(s->operands[1], body))
         return NULL;
     return s->operands[1];
 }
