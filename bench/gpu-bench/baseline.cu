@@ -29,7 +29,7 @@
 // (the two kernels of fwd+rev together), fwdstore_ms and rev_ms (each alone), medians of
 // --reps runs after --warmup runs, timed with cudaEvents around the kernels only (w.grad is
 // zeroed before the start event, as kern-bench re-seeds its adjoints outside its window);
-// forward_b2b_ms and fwdrev_b2b_ms: 16 runs back to back, one cudaDeviceSynchronize after
+// forward_b2b_ms, fwdrev_b2b_ms and forward_fast_b2b_ms: 16 runs back to back, one cudaDeviceSynchronize after
 // the last, host clock, per run (median of 5), as kern-bench measures its own *_b2b_ms;
 // check_* (the gradient with g kept on a subset of items against workload.h's
 // double-precision reference). --dump DIR writes the full-size results of the seed g as raw
@@ -448,14 +448,14 @@ static float run(const Opts &o, const char *name, int kind, Dev &d) {
     }
     // the same runs back to back (B2B of them, one synchronization after the last; host
     // clock, as kern-bench's *_b2b_ms): the GPU's time per run without the events
-    std::vector<float> bf, bfr;
+    std::vector<float> bf, bfr, bff;
     for (int r = 0; r < 6; r++) {
-        for (int part = 0; part < 2; part++) {
+        for (int part = 0; part < 3; part++) {
             CK(cudaDeviceSynchronize());
             auto t0 = std::chrono::steady_clock::now();
             for (int b = 0; b < B2B; b++) {
-                if (part == 0) {
-                    forward(false);
+                if (part != 1) {
+                    forward(part == 2);
                 } else if (kind == GB_KEPLER) {
                     k_kepler_store<<<grid, BLOCK>>>(d.x0, d.w, d.out, d.xs, d.iters, n, steps);
                     k_kepler_reverse<<<grid, BLOCK>>>(d.xs, d.w, d.iters, d.g, d.x0grad, d.wgrad, n,
@@ -470,7 +470,7 @@ static float run(const Opts &o, const char *name, int kind, Dev &d) {
             CK(cudaDeviceSynchronize());
             std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - t0;
             if (r > 0) // the first is the warm-up
-                (part ? bfr : bf).push_back((float)(ms.count() / B2B));
+                (part == 0 ? bf : part == 1 ? bfr : bff).push_back((float)(ms.count() / B2B));
         }
     }
     float a_clean, b_clean; // w.grad summed over the runs above: one clean run for --dump
@@ -478,6 +478,7 @@ static float run(const Opts &o, const char *name, int kind, Dev &d) {
     printf("baseline %s forward_ms %.3f\n", name, median(tf));
     printf("baseline %s forward_b2b_ms %.3f\n", name, median(bf));
     printf("baseline %s fwdrev_b2b_ms %.3f\n", name, median(bfr));
+    printf("baseline %s forward_fast_b2b_ms %.3f\n", name, median(bff));
     printf("baseline %s forward_fast_ms %.3f\n", name, median(tff));
     printf("baseline %s fwdrev_ms %.3f\n", name, median(tfr));
     printf("baseline %s fwdstore_ms %.3f\n", name, median(ts));

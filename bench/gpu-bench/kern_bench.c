@@ -11,7 +11,7 @@
  *                   against the reference (tolerance GB_FAST_TOL)
  *   fwdrev_ms       K.grad alone (it runs the forward sweep itself, keeping every x_t, then
  *                   the reverse sweep), median, the adjoints re-seeded outside the window
- *   forward_b2b_ms, fwdrev_b2b_ms  the same launches, 16 back to back and one kern_sync
+ *   forward_b2b_ms, fwdrev_b2b_ms, forward_fast_b2b_ms  the same launches, 16 back to back and one kern_sync
  *                   (host clock), per launch: the GPU's time without a launch and a sync
  *                   each (median of 5), as the baseline's *_b2b_ms
  *   launch_us       host time of one kern_launch(K) without sync, averaged over --launches
@@ -569,6 +569,8 @@ static void bench_fast(const opts *o, const char *name, int kind) {
         g_failed = 1;
     }
     print_metric(&wk, "forward_fast_ms", "%.3f", median_of(&wk, time_fwd, o->warmup, o->reps));
+    print_metric(&wk, "forward_fast_b2b_ms", "%.3f",
+                 median_of(&wk, time_fwd_b2b, 1, o->reps < 5 ? o->reps : 5));
     free(out), free(w), free(rout), free(rwg), free(xs);
     work_free(&wk);
     kern_context_release(g_ctx);

@@ -143,7 +143,7 @@ fi
 # ---- 4. the table ----------------------------------------------------------------------------
 awk '
   BEGIN {
-    nm = split("forward_ms forward_fast_ms fwdrev_ms forward_b2b_ms fwdrev_b2b_ms fwdstore_ms rev_ms launch_us grad_launch_us " \
+    nm = split("forward_ms forward_fast_ms fwdrev_ms forward_b2b_ms fwdrev_b2b_ms forward_fast_b2b_ms fwdstore_ms rev_ms launch_us grad_launch_us " \
                "compile_ms grad_compile_ms adstack_bytes saved_bytes temp_bytes needed_bytes " \
                "check_maxrel check_fast_out check vs_baseline_maxrel", metrics, " ")
   }
