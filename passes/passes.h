@@ -58,9 +58,9 @@ ir_module *ir_libm_copy(const ir_module *m, unsigned which);
 
 /* ---- Analyses: divergence (passes/divergence.c) ------------------------------------- */
 
-/* What ir_uniform_in has already decided (zeroed: nothing; freed by the caller). */
 /* Whether v is defined in region scope or a region nested in it. */
 bool ir_defined_in(const ir_value *v, const ir_region *scope);
+/* What ir_uniform_in has already decided (zeroed: nothing; freed by the caller). */
 typedef struct ir_uniform_memo {
     ir_valset yes, no;
 } ir_uniform_memo;

@@ -194,7 +194,7 @@ enum { TESTED_MAX = 32, STACK_OPS_MAX = 16 };
  * the aligned sweep's `if` its c where 0 <= c <= hi (then hi - c does not wrap, and at most
  * c iterations pass the `if`); at offset off = pos - base from the heap position (in
  * elements; the stack holds span = cap slots-strided entries), with m = n slots: off <=
- * span, n <= cap (so that m <= span), pops m <= off and off + pushes m <= span. At most
+ * span, n <= cap (so that m <= span), slots != 0, pops m <= off and off + pushes m <= span. At most
  * STACK_OPS_MAX of each per iteration and span below 2^59 elements keep the products from
  * wrapping. hi: the loop's hi in u64, t its index type. */
 static uint32_t stacks_test(spv_emitter *em, const stack_runs *st, const bool *testable,
@@ -217,18 +217,21 @@ static uint32_t stacks_test(spv_emitter *em, const stack_runs *st, const bool *t
         uint32_t off = spv_op2(&em->b, SpvOpISub, u64,
                                spv_op1(&em->b, SpvOpLoad, u64, em->ad_pos[s]), em->ad_base[s]);
         uint32_t m = spv_op2(&em->b, SpvOpIMul, u64, n, em->ad_slots);
-        uint32_t c[4] = {spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, off, em->ad_span[s]),
-                         spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, n, em->ad_cap[s]), 0, 0};
+        /* (no slots: a launch without a heap, where every push fails its own test) */
+        uint32_t c[5] = {spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, off, em->ad_span[s]),
+                         spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, n, em->ad_cap[s]),
+                         spv_op2(&em->b, SpvOpINotEqual, em->t_bool, em->ad_slots, cu64(em, 0)), 0,
+                         0};
         if (st[s].pop) /* (a stack with pops only, or pushes only, tests one side) */
-            c[2] = spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool,
+            c[3] = spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool,
                            spv_op2(&em->b, SpvOpIMul, u64, m, cu64(em, (uint64_t)st[s].pop)), off);
         if (st[s].push)
-            c[3] =
+            c[4] =
                 spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool,
                         spv_op2(&em->b, SpvOpIAdd, u64, off,
                                 spv_op2(&em->b, SpvOpIMul, u64, m, cu64(em, (uint64_t)st[s].push))),
                         em->ad_span[s]);
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 5; i++)
             if (c[i])
                 ok = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, ok, c[i]);
     }
