@@ -784,9 +784,41 @@ static kern_status xy_grad(const char *src, const char *name, int64_t s, int32_t
     return st;
 }
 
-static kern_status nest_grad(int64_t s, int32_t n, int32_t m, const float *x, int items,
-                             float *gx_out, char *msg, size_t msglen) {
-    return xy_grad(nest_src, "nest", s, n, m, x, items, gx_out, msg, msglen);
+/* The overflow's boundary of K.grad of src (xy_grad) with n, m: at ad_stack_size 8 the
+ * launch fails with a message that starts with head and asks for a size in lo..hi; one
+ * less than that size is reported the same way; with it, the launch succeeds and x.grad
+ * goes to gx. The size asked for. */
+static long long overflow_boundary(const char *src, const char *name, const char *head, int32_t n,
+                                   int32_t m, const float *x, int items, long long lo, long long hi,
+                                   float *gx) {
+    char msg[1024];
+    kern_status st = xy_grad(src, name, 8, n, m, x, items, NULL, msg, sizeof msg);
+    cr_assert_eq(st, KERN_ERR_DEVICE, "%s", msg);
+    cr_assert(strncmp(msg, head, strlen(head)) == 0, "%s", msg);
+    const char *need = strstr(msg, "it needs --ad-stack-size ");
+    cr_assert(need, "%s", msg);
+    long long needed = atoll(need + strlen("it needs --ad-stack-size "));
+    cr_assert(needed >= lo && needed <= hi, "asks for %lld: %s", needed, msg);
+    st = xy_grad(src, name, needed - 1, n, m, x, items, NULL, msg, sizeof msg);
+    cr_assert_eq(st, KERN_ERR_DEVICE, "ad_stack_size %lld: %s", needed - 1, msg);
+    cr_assert(strncmp(msg, head, strlen(head)) == 0, "%s", msg);
+    st = xy_grad(src, name, needed, n, m, x, items, gx, msg, sizeof msg);
+    cr_assert_eq(st, KERN_OK, "ad_stack_size %lld: %s", needed, msg);
+    return needed;
+}
+
+/* x.grad of `steps` steps v = v + 0.05 sin(v) + 0.01 from v = x[i] (both kernels' step)
+ * against a C loop in double precision */
+static void expect_steps_grad(const float *x, const float *gx, int items, int steps) {
+    for (int i = 0; i < items; i++) {
+        double v = x[i], d = 1.0;
+        for (int t = 0; t < steps; t++) {
+            d *= 1.0 + 0.05 * cos(v);
+            v = v + 0.05 * sin(v) + 0.01;
+        }
+        cr_assert(fabs(d) > 1e-6 && fabs(gx[i] - d) <= 1e-4 * fabs(d), "x.grad[%d] = %g, want %g",
+                  i, gx[i], d);
+    }
 }
 
 Test(adstack_rt, loop_tested_pushes_meet_the_capacity_exactly) {
@@ -794,32 +826,13 @@ Test(adstack_rt, loop_tested_pushes_meet_the_capacity_exactly) {
     float x[ITEMS];
     for (int i = 0; i < ITEMS; i++)
         x[i] = 0.1f * (float)i - 1.5f;
-    char msg[1024];
-    /* 24 iterations of the while loop overflow a capacity of 8 */
-    kern_status st = nest_grad(8, N, M, x, ITEMS, NULL, msg, sizeof msg);
-    cr_assert_eq(st, KERN_ERR_DEVICE, "%s", msg);
-    const char *head = "kernel 'nest.grad': adstack overflow in the loop at nest.kern:";
-    cr_assert(strncmp(msg, head, strlen(head)) == 0, "%s", msg);
-    const char *need = strstr(msg, "it needs --ad-stack-size ");
-    cr_assert(need, "%s", msg);
-    long long needed = atoll(need + strlen("it needs --ad-stack-size "));
-    cr_assert(needed >= N && needed <= N + 2, "asks for %lld: %s", needed, msg);
-    /* one less than asked: reported; as asked: every push fits, the gradient is right */
-    st = nest_grad(needed - 1, N, M, x, ITEMS, NULL, msg, sizeof msg);
-    cr_assert_eq(st, KERN_ERR_DEVICE, "ad_stack_size %lld: %s", needed - 1, msg);
-    cr_assert(strncmp(msg, head, strlen(head)) == 0, "%s", msg);
+    /* 24 iterations of the while loop overflow a capacity of 8; one less than the size
+     * asked for is reported; with it every push fits and the gradient is right */
     float gx[ITEMS];
-    st = nest_grad(needed, N, M, x, ITEMS, gx, msg, sizeof msg);
-    cr_assert_eq(st, KERN_OK, "ad_stack_size %lld: %s", needed, msg);
-    for (int i = 0; i < ITEMS; i++) {
-        double v = x[i], d = 1.0;
-        for (int t = 0; t < N * M; t++) {
-            d *= 1.0 + 0.05 * cos(v);
-            v = v + 0.05 * sin(v) + 0.01;
-        }
-        cr_assert(fabs(d) > 1e-6 && fabs(gx[i] - d) <= 1e-4 * fabs(d), "x.grad[%d] = %g, want %g", i,
-                  gx[i], d);
-    }
+    overflow_boundary(nest_src, "nest",
+                      "kernel 'nest.grad': adstack overflow in the loop at nest.kern:", N, M, x,
+                      ITEMS, N, N + 2, gx);
+    expect_steps_grad(x, gx, ITEMS, N * M);
 }
 
 /* A for loop whose trip count doubles with each iteration of the while loop around it: its
@@ -849,30 +862,12 @@ Test(adstack_rt, a_for_loop_past_its_capacity_is_reported_at_the_for_loop) {
     float x[ITEMS];
     for (int i = 0; i < ITEMS; i++)
         x[i] = 0.1f * (float)i - 1.2f;
-    char msg[1024];
-    const char *head = "kernel 'dbl.grad': adstack overflow in the loop at dbl.kern:7:13: ";
-    /* the for loop runs 1, 2, 4, 8, 16 times: 16 of them overflow 8 */
-    kern_status st = xy_grad(dbl_src, "dbl", 8, N, M, x, ITEMS, NULL, msg, sizeof msg);
-    cr_assert_eq(st, KERN_ERR_DEVICE, "%s", msg);
-    cr_assert(strncmp(msg, head, strlen(head)) == 0, "%s", msg);
-    const char *need = strstr(msg, "it needs --ad-stack-size ");
-    cr_assert(need, "%s", msg);
-    long long needed = atoll(need + strlen("it needs --ad-stack-size "));
-    cr_assert(needed > 8 && needed <= 31, "asks for %lld: %s", needed, msg); /* 31 in all */
-    st = xy_grad(dbl_src, "dbl", needed - 1, N, M, x, ITEMS, NULL, msg, sizeof msg);
-    cr_assert_eq(st, KERN_ERR_DEVICE, "ad_stack_size %lld: %s", needed - 1, msg);
-    cr_assert(strncmp(msg, head, strlen(head)) == 0, "%s", msg);
+    /* the for loop runs 1, 2, 4, 8, 16 times (31 in all): 16 of them overflow 8 */
     float gx[ITEMS];
-    st = xy_grad(dbl_src, "dbl", needed, N, M, x, ITEMS, gx, msg, sizeof msg);
-    cr_assert_eq(st, KERN_OK, "ad_stack_size %lld: %s", needed, msg);
-    for (int i = 0; i < ITEMS; i++) {
-        double v = x[i], d = 1.0;
-        for (int t = 0; t < (1 << N) - 1; t++) {
-            d *= 1.0 + 0.05 * cos(v);
-            v = v + 0.05 * sin(v) + 0.01;
-        }
-        cr_assert(fabs(gx[i] - d) <= 1e-4 * fabs(d), "x.grad[%d] = %g, want %g", i, gx[i], d);
-    }
+    overflow_boundary(dbl_src, "dbl",
+                      "kernel 'dbl.grad': adstack overflow in the loop at dbl.kern:7:13: ", N, M, x,
+                      ITEMS, 9, 31, gx);
+    expect_steps_grad(x, gx, ITEMS, (1 << N) - 1);
 }
 
 Test(adstack_rt, jit_heap_tracks_the_loop_bound) {

@@ -581,6 +581,27 @@ Test(spirv, uniform_adjoint_adds_skip_the_vote) {
     }
 }
 
+/* The loops (OpLoopMerge) of entry point `entry` of a kernel k(x, w, y, n) whose work item
+ * runs `loop` on v = x[i] and stores y[i] = v, compiled checked or not; the module must
+ * validate. */
+static int loops_of(const char *loop, bool checks, const char *entry) {
+    char src[512];
+    snprintf(src, sizeof src,
+             "kernel k(x: f32[], w: f32[], y: f32[], n: i32[]) {\n"
+             "  for i in 0..len(x) { var v = x[i];\n    %s\n    y[i] = v; } }\n",
+             loop);
+    char err[1024] = "";
+    size_t nw = 0;
+    spirv_checks = checks;
+    uint32_t *w = spirv_of(src, &nw, err, sizeof err);
+    spirv_checks = false;
+    cr_assert(w, "%s: %s", loop, err);
+    cr_expect(kc_spirv_validate(w, nw, err, sizeof err), "%s: %s", loop, err);
+    int loops = count_op(w, nw, entry, 246 /* OpLoopMerge */);
+    free(w);
+    return loops;
+}
+
 /* A checked innermost loop with accesses at its index under a bound the compiler cannot
  * prove (t in 0..n[i]: w[t]) is tested once and has two copies, one without w[t]'s check
  * (3 loops in the entry point: the grid-stride loop and the copies); one whose accesses
@@ -594,21 +615,8 @@ Test(spirv, loops_with_per_item_bounds_are_tested_once) {
                  {"for t in 0..len(w) { v = v * w[t]; }", 2},
                  {"for t in 0..n[i] { v = v * 0.5; }", 2}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char src[512];
-        snprintf(src, sizeof src,
-                 "kernel k(x: f32[], w: f32[], n: i32[]) {\n"
-                 "  for i in 0..len(x) { var v = x[i];\n    %s\n    x[i] = v; } }\n",
-                 cases[i].loop);
-        char err[1024] = "";
-        size_t nw = 0;
-        spirv_checks = true;
-        uint32_t *w = spirv_of(src, &nw, err, sizeof err);
-        spirv_checks = false;
-        cr_assert(w, "case %zu: %s", i, err);
-        cr_expect(kc_spirv_validate(w, nw, err, sizeof err), "case %zu: %s", i, err);
-        int loops = count_op(w, nw, "kern_k__t0", 246 /* OpLoopMerge */);
+        int loops = loops_of(cases[i].loop, true, "kern_k__t0");
         cr_expect_eq(loops, cases[i].loops, "%s: %d loops", cases[i].loop, loops);
-        free(w);
     }
 }
 
@@ -619,9 +627,8 @@ Test(spirv, loops_with_per_item_bounds_are_tested_once) {
  * unchecked 2 more, w.grad's block copy zeroed and added), also where per-item counts make
  * the reverse sweep aligned (its pops under an `if` that runs the item's last n[i] steps of
  * the group's). A while loop (its count unknown ahead) keeps one copy; the reverse sweep's
- * for loop over its count has two. What a failed
- * test reports: adstack_rt's a_for_loop_past_its_capacity_is_reported_at_the_for_loop on
- * Vulkan. */
+ * for loop over its count has two. What a failed test reports: adstack_rt's
+ * a_for_loop_past_its_capacity_is_reported_at_the_for_loop on Vulkan. */
 Test(spirv, loops_test_their_adstacks_once) {
     const struct {
         const char *loop;
@@ -634,21 +641,8 @@ Test(spirv, loops_test_their_adstacks_once) {
                   * unchecked, so that only its stack makes its copies */
                  {"for t in 0..n[i] { v = v * w[t] + 0.5 * v * v; }", false, 7}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char src[512];
-        snprintf(src, sizeof src,
-                 "kernel k(x: f32[], w: f32[], y: f32[], n: i32[]) {\n"
-                 "  for i in 0..len(x) { var v = x[i];\n    %s\n    y[i] = v; } }\n",
-                 cases[i].loop);
-        char err[1024] = "";
-        size_t nw = 0;
-        spirv_checks = cases[i].checks;
-        uint32_t *w = spirv_of(src, &nw, err, sizeof err);
-        spirv_checks = false;
-        cr_assert(w, "case %zu: %s", i, err);
-        cr_expect(kc_spirv_validate(w, nw, err, sizeof err), "case %zu: %s", i, err);
-        int loops = count_op(w, nw, "kern_k__grad__t0", 246 /* OpLoopMerge */);
+        int loops = loops_of(cases[i].loop, cases[i].checks, "kern_k__grad__t0");
         cr_expect_eq(loops, cases[i].loops, "%s: %d loops", cases[i].loop, loops);
-        free(w);
     }
 }
 

@@ -213,17 +213,22 @@ static double time_grad(const work *wk) {
  * the later runs do the same work with the seed spent. */
 enum { B2B = 16 };
 
-static double time_b2b(const work *wk, bool grad) {
-    if (grad)
-        seed_grad(wk, wk->g);
-    sync_all();
-    double t0 = bench_now_ms();
-    for (int i = 0; i < B2B; i++) {
+/* n launches of K (grad: K.grad) issued back to back, no sync */
+static void run_n(const work *wk, bool grad, int n) {
+    for (int i = 0; i < n; i++) {
         if (grad)
             run_grad(wk);
         else
             run_fwd(wk);
     }
+}
+
+static double time_b2b(const work *wk, bool grad) {
+    if (grad)
+        seed_grad(wk, wk->g);
+    sync_all();
+    double t0 = bench_now_ms();
+    run_n(wk, grad, B2B);
     sync_all();
     return (bench_now_ms() - t0) / B2B;
 }
@@ -246,12 +251,7 @@ static double median_of(const work *wk, double (*f)(const work *), int warmup, i
 static double launch_us(const work *wk, bool grad, int launches) {
     sync_all();
     double t0 = bench_now_ms();
-    for (int i = 0; i < launches; i++) {
-        if (grad)
-            run_grad(wk);
-        else
-            run_fwd(wk);
-    }
+    run_n(wk, grad, launches);
     double t1 = bench_now_ms();
     sync_all();
     return (t1 - t0) * 1e3 / launches;
