@@ -352,6 +352,48 @@ Test(libm, lowering_leaves_plain_ir) {
     }
 }
 
+/* The first `if` in r, depth first (the reduction's test of |x| < 6000), or NULL. */
+static const ir_op *first_if(const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if (op->code == IR_IF)
+            return op;
+        for (uint32_t i = 0; i < op->nregions; i++) {
+            const ir_op *f = first_if(op->regions[i]);
+            if (f)
+                return f;
+        }
+    }
+    return NULL;
+}
+
+/* f32 sin without a fused fma (Vulkan): below |x| = 6000 the reduction is q = floor(x 2/pi
+ * + 1/2) and four fmas that take q times the parts of pi/2 off x (exact products: one
+ * rounding, fused or not), no multiply and subtract pairs, which NVIDIA's driver keeps
+ * apart (NoContraction). */
+Test(libm, small_sin_reduction_is_fmas) {
+    kc_ctx *cc = kc_ctx_new();
+    static const char src[] =
+        "kernel s(x: f32[], y: f32[]) { for i in 0..len(x) { y[i] = sin(x[i]); } }";
+    ir_module *m = kc_compile_source(cc, "s.kern", src, strlen(src));
+    cr_assert(m);
+    ir_module *c = ir_libm_copy(m, IR_LIBM_F32 | IR_LIBM_NO_FMA);
+    cr_assert(c);
+    const ir_op *iff = first_if(c->kernels->body);
+    cr_assert(iff, "no small-argument branch");
+    int fma = 0, other = 0;
+    ir_foreach_op(op, iff->regions[0]) {
+        if (op->code == IR_FMA)
+            fma++;
+        else if (op->code == IR_MUL || op->code == IR_SUB || op->code == IR_ADD)
+            other++;
+    }
+    cr_expect_eq(fma, 5, "fmas in the small-argument reduction: %d", fma);
+    cr_expect_eq(other, 0, "multiplies, adds and subtracts there: %d", other);
+    ir_module_free(c);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+}
+
 /* CUDA: libdevice's accurate functions by default, __nv_fast_* (sin.approx, ex2.approx,
  * lg2.approx) with fast math. */
 Test(libm, ptx_fast_math_uses_the_approximations) {
