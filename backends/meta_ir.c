@@ -60,6 +60,21 @@ static char *sz_text(const sz_expr *e) {
     return t;
 }
 
+/* Whether region r adds or subtracts floats into an array with atomics: the GPUs may sum
+ * such an array per block (block copies), a cost per block that a grid of one thread per
+ * work item would multiply (kern_meta_task.spread). */
+static bool adds_floats(const ir_region *r) {
+    ir_foreach_op(op, r) {
+        if ((op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) &&
+            ty_is_float(op->operands[0]->type->elem))
+            return true;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (adds_floats(op->regions[i]))
+                return true;
+    }
+    return false;
+}
+
 static void fill_kernel(kern_meta *meta, kern_meta_kernel *mk, const ir_kernel *k) {
     mk->name = dup_str(k->name);
     mk->line = k->loc.line;
@@ -90,6 +105,7 @@ static void fill_kernel(kern_meta *meta, kern_meta_kernel *mk, const ir_kernel *
             continue;
         kern_meta_task *mt = &mk->tasks[t++];
         mt->parallel = op->code == IR_PARALLEL;
+        mt->spread = mt->parallel && !adds_floats(op->regions[0]);
         mt->ndims = mt->parallel ? (int)(op->noperands / 2) : 0;
         mt->line = op->loc.line;
         mt->col = op->loc.col;

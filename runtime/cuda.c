@@ -560,8 +560,8 @@ static kern_status cuda_launch(rt_device *d, const rt_launch *l, uint64_t *point
         goto cleanup;
     for (int t = 0; t < l->ntasks; t++) {
         unsigned blocks, threads;
-        rt_gpu_grid(l->tasks[t].parallel, l->counts ? l->counts[t] : -1, c->resident_blocks,
-                    l->ad_heap ? l->ad_slots : 0, &blocks, &threads);
+        rt_gpu_grid(l->tasks[t].parallel, rt_task_spread(l, t), l->counts ? l->counts[t] : -1,
+                    c->resident_blocks, l->ad_heap ? l->ad_slots : 0, &blocks, &threads);
         if (blocks == 0)
             continue;
         CUresult r = c->api.cuLaunchKernel(ck->fn[t], blocks, 1, 1, threads, 1, 1, 0, c->stream,
@@ -743,8 +743,8 @@ static kern_status capture_set(cuda_device *c, cuda_graph *g, int k, const rt_la
                                l->ad_layout, &p, err, errlen);
         for (int t = 0; s == KERN_OK && r == CUDA_SUCCESS && t < l->ntasks; t++) {
             unsigned blocks, threads;
-            rt_gpu_grid(l->tasks[t].parallel, l->counts ? l->counts[t] : -1, c->resident_blocks,
-                        l->ad_heap ? l->ad_slots : 0, &blocks, &threads);
+            rt_gpu_grid(l->tasks[t].parallel, rt_task_spread(l, t), l->counts ? l->counts[t] : -1,
+                        c->resident_blocks, l->ad_heap ? l->ad_slots : 0, &blocks, &threads);
             if (blocks == 0)
                 continue;
             r = c->api.cuLaunchKernel(ck->fn[t], blocks, 1, 1, threads, 1, 1, 0, c->stream, p.ptrs,

@@ -94,7 +94,7 @@ bool rt_gpu_needs_sizer(const kern_meta_kernel *mk, int s) {
     return mk->adstacks[s].expr && sz_reads_memory(mk->adstacks[s].expr);
 }
 
-void rt_gpu_grid(bool parallel, int64_t count, int64_t resident_blocks, int64_t slots,
+void rt_gpu_grid(bool parallel, bool spread, int64_t count, int64_t resident_blocks, int64_t slots,
                  unsigned *blocks, unsigned *threads) {
     if (!parallel) {
         *blocks = 1;
@@ -107,7 +107,7 @@ void rt_gpu_grid(bool parallel, int64_t count, int64_t resident_blocks, int64_t 
         *threads = (unsigned)t;
         return;
     }
-    if (count > 0 && (count + t - 1) / t < b)
+    if (count > 0 && ((count + t - 1) / t < b || (spread && slots <= 0)))
         b = (count + t - 1) / t;
     if (slots > 0) { /* one slot per thread: never more threads than slots */
         if (slots < t)

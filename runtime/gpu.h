@@ -14,7 +14,10 @@
  * Grid (rt_gpu_grid): a serial task runs on 1 thread; a parallel task with a host-known
  * count on min(resident blocks, ceil(count / 256)) blocks of 256 threads (none when the
  * count is 0: the task is skipped), with an unknown count (-1) on the full resident
- * grid; a kernel with adstacks never gets more threads than its slots.
+ * grid; a kernel with adstacks never gets more threads than its slots. A spread task
+ * (kern_meta_task.spread) of a kernel without adstacks gets ceil(count / 256) blocks, a
+ * thread per work item: the hardware hands out blocks as SMs free up, which balances
+ * items of uneven cost (forward kernels 5 to 10% faster on the H200, bench/README.md).
  *
  * Module files (rt_modfile_parse): the container `kernc build --target=cuda|amdgpu|vulkan`
  * writes (common/modfile.h, its one definition):
@@ -63,8 +66,10 @@ kern_status rt_gpu_pack_params(const kern_meta_kernel *mk, const rt_launch_arg *
 void rt_gpu_params_free(rt_gpu_params *p);
 
 /* The grid of a task: *blocks blocks of *threads threads (*blocks 0: nothing to run).
- * resident_blocks >= 1 is the device's full grid; slots 0 means no adstack limit. */
-void rt_gpu_grid(bool parallel, int64_t count, int64_t resident_blocks, int64_t slots,
+ * resident_blocks >= 1 is the device's full grid; slots 0 means no adstack limit; spread:
+ * a thread per work item where the count is known (the task is spread and its kernel has
+ * no adstacks). */
+void rt_gpu_grid(bool parallel, bool spread, int64_t count, int64_t resident_blocks, int64_t slots,
                  unsigned *blocks, unsigned *threads);
 
 typedef struct rt_modfile {

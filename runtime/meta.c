@@ -340,9 +340,10 @@ static bool parse_task(meta_parser *ps, kern_meta *m, kern_meta_kernel *k, int i
     if (!field_is(&ps->f[0], "task"))
         return fail(ps, "expected task %d of %d of kernel '%s', found '%.*s'", i + 1, k->ntasks,
                     k->name, ps->f[0].len, ps->f[0].s);
-    if (ps->nf != 5)
-        return fail(ps, "task: expected 'task parallel|serial NDIMS LINE COL'");
+    if (ps->nf != 5 && !(ps->nf == 6 && field_is(&ps->f[5], "spread")))
+        return fail(ps, "task: expected 'task parallel|serial NDIMS LINE COL [spread]'");
     kern_meta_task *t = &k->tasks[i];
+    t->spread = ps->nf == 6;
     if (field_is(&ps->f[1], "parallel"))
         t->parallel = true;
     else if (field_is(&ps->f[1], "serial"))
@@ -359,6 +360,8 @@ static bool parse_task(meta_parser *ps, kern_meta *m, kern_meta_kernel *k, int i
         return fail(ps, "a parallel task has 1 to 8 dimensions, not 0");
     if (!t->parallel && nd != 0)
         return fail(ps, "a serial task has 0 dimensions, not %u", nd);
+    if (!t->parallel && t->spread)
+        return fail(ps, "a serial task is not spread over threads");
     t->ndims = (int)nd;
     return parse_extents(ps, m, k, t, i);
 }
@@ -737,8 +740,8 @@ void kern_meta_print(kern_buf *out, const kern_meta *m) {
         }
         for (int i = 0; i < kk->ntasks; i++) {
             const kern_meta_task *t = &kk->tasks[i];
-            buf_printf(out, "task %s %d %u %u\n", t->parallel ? "parallel" : "serial", t->ndims,
-                       t->line, t->col);
+            buf_printf(out, "task %s %d %u %u%s\n", t->parallel ? "parallel" : "serial", t->ndims,
+                       t->line, t->col, t->spread ? " spread" : "");
             bool any = false;
             for (int d = 0; d < t->ndims && d < KERN_META_MAX_TASK_DIMS; d++)
                 any |= t->extent[d] != NULL;

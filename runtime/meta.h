@@ -12,7 +12,7 @@
  *   param NAME TYPE NOGRAD [WRITTEN]  TYPE as in types.h: f32, i32[], f64[,], ...; NOGRAD 0|1;
  *                                     WRITTEN 0|1: whether the kernel may write the array
  *                                     (absent: it may; printed only as 0)
- *   task parallel|serial NDIMS LINE COL
+ *   task parallel|serial NDIMS LINE COL [spread]
  *   extent D SIZEEXPR | extent D ?    after a parallel task: none, or one per dimension
  *   adstack TYPE LINE COL SIZEEXPR    TYPE a scalar type; SIZEEXPR to the end of the line
  *   graderror MESSAGE-to-end-of-line  (optional, at most once)
@@ -30,6 +30,9 @@
  * items along each dimension (hi - lo of its range; a negative value counts as 0) as a
  * SizeExpr over the kernel's parameters, or `?` where the compiler could not express it,
  * so the runtime can compute the work-item count on the host (rt_task_count, adstack.h).
+ * `spread` (parallel tasks only; kern_meta_task.spread) marks a task with no per-block
+ * state to amortize: the GPUs launch it with a thread per work item when it has no
+ * adstacks. Metadata without it (older files) launches the resident grid.
  * Metadata without extent lines (older files) parses with every extent unknown.
  *
  * `access` lines (after graderror; at most one per array parameter P and kind) give the
@@ -66,6 +69,11 @@ enum { KERN_META_MAX_TASK_DIMS = 8 };
 
 typedef struct kern_meta_task {
     bool parallel;
+    /* parallel: the task keeps no per-block state that its work items share (no array it
+     * only adds floats into, which the GPUs sum per block): a launch without adstacks
+     * gives it a thread per work item (rt_gpu_grid) instead of a resident grid whose
+     * threads stride over the items */
+    bool spread;
     int ndims; /* parallel: 1..8; serial: 0 */
     uint32_t line, col;
     /* parallel: per dimension d < ndims, the work items along d as SizeExpr text (NULL =

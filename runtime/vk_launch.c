@@ -269,15 +269,19 @@ void vk_jobs_free(vk_device *v) {
 /* ---- launches ---------------------------------------------------------------------------- */
 
 /* The groups of a task: a serial task 1, a parallel task enough for its count (0: none)
- * but at most the resident groups, and never more threads than the adstack slots. */
-static uint32_t task_groups(vk_device *v, bool parallel, int64_t count, int64_t slots) {
+ * but at most the resident groups (a spread one: at most the device's dispatch limit;
+ * rt_gpu_grid, gpu.h), and never more threads than the adstack slots. */
+static uint32_t task_groups(vk_device *v, bool parallel, bool spread, int64_t count,
+                            int64_t slots) {
     if (!parallel)
         return 1;
     if (count == 0)
         return 0;
-    int64_t g = v->resident_groups;
-    if (count > 0 && (count + KERN_SPV_GROUP - 1) / KERN_SPV_GROUP < g)
-        g = (count + KERN_SPV_GROUP - 1) / KERN_SPV_GROUP;
+    int64_t g = v->resident_groups, need = (count + KERN_SPV_GROUP - 1) / KERN_SPV_GROUP;
+    if (count > 0 && spread && slots <= 0)
+        g = v->props.limits.maxComputeWorkGroupCount[0];
+    if (count > 0 && need < g)
+        g = need;
     if (slots > 0 && g * KERN_SPV_GROUP > slots)
         g = slots / KERN_SPV_GROUP;
     return g < 1 ? 1 : (uint32_t)g;
@@ -415,8 +419,8 @@ kern_status vk_record_launch(vk_device *v, VkCommandBuffer cb, VkDescriptorPool 
         return s;
     uint32_t zero = 0;
     for (int t = 0; t < l->ntasks && t < k->ntasks; t++) {
-        uint32_t groups = task_groups(v, l->tasks[t].parallel, l->counts ? l->counts[t] : -1,
-                                      l->ad_heap ? l->ad_slots : 0);
+        uint32_t groups = task_groups(v, l->tasks[t].parallel, rt_task_spread(l, t),
+                                      l->counts ? l->counts[t] : -1, l->ad_heap ? l->ad_slots : 0);
         if (groups == 0)
             continue;
         v->api.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->pipes[t]);

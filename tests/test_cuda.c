@@ -181,27 +181,38 @@ Test(cuda, params_packed_as_the_abi_says) {
 Test(cuda, grid_of_a_task) {
     unsigned b, t;
     /* H100: 132 SMs x 2048 threads / 256 = 1056 resident blocks */
-    rt_gpu_grid(false, 5000, 1056, 0, &b, &t);
+    rt_gpu_grid(false, false, 5000, 1056, 0, &b, &t);
     cr_assert(b == 1 && t == 1, "serial: one thread");
-    rt_gpu_grid(true, 0, 1056, 0, &b, &t);
+    rt_gpu_grid(true, false, 0, 1056, 0, &b, &t);
     cr_assert_eq(b, 0, "no items: nothing to launch");
-    rt_gpu_grid(true, 1, 1056, 0, &b, &t);
+    rt_gpu_grid(true, false, 1, 1056, 0, &b, &t);
     cr_assert(b == 1 && t == 256);
-    rt_gpu_grid(true, 1000, 1056, 0, &b, &t);
+    rt_gpu_grid(true, false, 1000, 1056, 0, &b, &t);
     cr_assert(b == 4 && t == 256, "ceil(1000 / 256) = 4");
-    rt_gpu_grid(true, 1024, 1056, 0, &b, &t);
+    rt_gpu_grid(true, false, 1024, 1056, 0, &b, &t);
     cr_assert_eq(b, 4);
-    rt_gpu_grid(true, 100000000, 1056, 0, &b, &t);
+    rt_gpu_grid(true, false, 100000000, 1056, 0, &b, &t);
     cr_assert_eq(b, 1056, "at most the resident grid: threads stride over the rest");
-    rt_gpu_grid(true, -1, 1056, 0, &b, &t);
+    rt_gpu_grid(true, false, -1, 1056, 0, &b, &t);
     cr_assert_eq(b, 1056, "an unknown count: the resident grid");
     /* with adstacks, never more threads than slots */
-    rt_gpu_grid(true, -1, 1056, 1024, &b, &t);
+    rt_gpu_grid(true, false, -1, 1056, 1024, &b, &t);
     cr_assert(b == 4 && t == 256);
-    rt_gpu_grid(true, 100, 1056, 100, &b, &t);
+    rt_gpu_grid(true, false, 100, 1056, 100, &b, &t);
     cr_assert(b == 1 && t == 100);
-    rt_gpu_grid(true, 5000, 1056, 270336, &b, &t);
+    rt_gpu_grid(true, false, 5000, 1056, 270336, &b, &t);
     cr_assert_eq(b, 20);
+    /* spread: a thread per item where the count is known and there is no adstack limit */
+    rt_gpu_grid(true, true, 100000000, 1056, 0, &b, &t);
+    cr_assert(b == 390625 && t == 256, "ceil(1e8 / 256) blocks, not the resident 1056: %u", b);
+    rt_gpu_grid(true, true, 1000, 1056, 0, &b, &t);
+    cr_assert_eq(b, 4);
+    rt_gpu_grid(true, true, -1, 1056, 0, &b, &t);
+    cr_assert_eq(b, 1056, "spread with an unknown count: the resident grid");
+    rt_gpu_grid(true, true, 100000000, 1056, 270336, &b, &t);
+    cr_assert_eq(b, 1056, "spread but with adstack slots: never more threads than slots");
+    rt_gpu_grid(true, true, (int64_t)1 << 50, 1056, 0, &b, &t);
+    cr_assert_eq(b, INT32_MAX, "gridDim.x stays below 2^31");
 }
 
 /* ---- module files -------------------------------------------------------------------- */

@@ -200,3 +200,23 @@ Test(extent, in_memory_metadata_is_parsed_and_checked) {
     t->ndims = 2;
     kern_meta_free(m);
 }
+
+/* `spread` on a task line (kern_meta_task.spread): parsed, printed back, absent in older
+ * metadata; a serial task or another word there is an error naming the line. */
+Test(extent, spread_tasks_round_trip_and_bad_ones_are_named) {
+    static const char text[] = "kern-meta 1\nkernel k 1 1 2 2\nparam x f32[,] 0\n"
+                               "param n i32 0\ntask parallel 1 2 5 spread\nextent 0 (param 1)\n"
+                               "task parallel 1 3 5\nend\n";
+    kern_meta *m = parse_ok(text);
+    cr_assert(m->kernels[0].tasks[0].spread);
+    cr_assert(!m->kernels[0].tasks[1].spread, "no word: not spread (older metadata)");
+    kern_buf out = {0};
+    kern_meta_print(&out, m);
+    cr_assert_str_eq(out.data, text);
+    buf_free(&out);
+    kern_meta_free(m);
+    parse_fails(HEAD "task serial 0 2 5 spread\nend\n",
+                "metadata line 5: a serial task is not spread over threads");
+    parse_fails(HEAD "task parallel 1 2 5 wide\nend\n",
+                "metadata line 5: task: expected 'task parallel|serial NDIMS LINE COL [spread]'");
+}

@@ -851,7 +851,7 @@ Test(nvptx, metadata_extents) {
     cr_expect_null(k->tasks[2].extent[0]); /* serial */
     kern_buf text = {0};
     kern_meta_print(&text, meta);
-    cr_expect(strstr(text.data, "task parallel 1 3 3\ntask serial"), "%s", text.data);
+    cr_expect(strstr(text.data, "task parallel 1 3 3 spread\ntask serial"), "%s", text.data);
     buf_free(&text);
     kern_meta_free(meta);
     ir_module_free(m);
@@ -950,4 +950,31 @@ Test(nvptx, math_loops_unroll_four_times) {
         ir_module_free(m);
         kc_ctx_free(cc);
     }
+}
+
+/* The metadata's `spread` (a thread per work item on the GPUs): a parallel task that adds
+ * no floats into arrays has it; one that does (a histogram, K.grad's w.grad, which the
+ * GPUs may sum per block) and a serial task do not. */
+Test(nvptx, tasks_that_add_floats_are_not_spread) {
+    static const char src[] = "kernel k(x: f32[], w: f32[], h: f32[], b: i32[], out: f32[]) {\n"
+                              "  for i in 0..len(x) { out[i] = sin(x[i]) * w[i % len(w)]; }\n"
+                              "  for i in 0..len(x) { h[b[i]] += x[i]; }\n"
+                              "  out[0] = 1.0; }\n";
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts.grad = KC_GRAD_POSSIBLE;
+    ir_module *m = compile(cc, src);
+    kern_meta *meta = kc_meta_from_ir(m);
+    const kern_meta_kernel *k = kern_meta_find(meta, "k"), *g = kern_meta_find(meta, "k.grad");
+    cr_assert(k && g);
+    cr_assert_eq(k->ntasks, 3);
+    cr_expect(k->tasks[0].spread, "elementwise: spread");
+    cr_expect(!k->tasks[1].spread, "a histogram adds floats: not spread");
+    cr_expect(!k->tasks[2].spread, "serial");
+    bool adds = false;
+    for (int t = 0; t < g->ntasks; t++)
+        adds |= g->tasks[t].parallel && !g->tasks[t].spread;
+    cr_expect(adds, "K.grad adds into w.grad: some task not spread");
+    kern_meta_free(meta);
+    ir_module_free(m);
+    kc_ctx_free(cc);
 }
