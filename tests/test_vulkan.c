@@ -61,6 +61,13 @@ static const char grid_meta[] = "kern-meta 1\n"
                                 "task parallel 1 2 5\n"
                                 "extent 0 ?\n"
                                 "end\n";
+/* the same task marked spread: a thread per work item where the count is known */
+static const char grid_spread_meta[] = "kern-meta 1\n"
+                                       "kernel grid 1 1 1 1\n"
+                                       "param out u32[] 0\n"
+                                       "task parallel 1 2 5 spread\n"
+                                       "extent 0 ?\n"
+                                       "end\n";
 static const char grid_ad_meta[] = "kern-meta 1\n"
                                    "kernel grid 1 1 1 1\n"
                                    "param out u32[] 0\n"
@@ -441,12 +448,13 @@ Test(vulkan, launch_block_matches_std430) {
 }
 
 /* Groups per task: enough for a host-known count, the full resident grid for an unknown
- * one, none for 0, never more threads than adstack slots; the heap's bindings reach the
- * slot-major entries. */
+ * one, none for 0, never more threads than adstack slots; a spread task a thread per work
+ * item (more than the resident grid); the heap's bindings reach the slot-major entries. */
 Test(vulkan, grid_follows_counts_and_slots) {
     rt_device *d = device_or_skip();
     dev_kernel plain = dev_kernel_load(d, grid_meta, KERN_TEST_VK_GRID);
     dev_kernel ad = dev_kernel_load(d, grid_ad_meta, KERN_TEST_VK_GRID);
+    dev_kernel spread = dev_kernel_load(d, grid_spread_meta, KERN_TEST_VK_GRID);
     char err[512];
     const int64_t G = KERN_SPV_GROUP, resident = d->ops->ad_slots(d, -1);
     cr_assert(resident >= G && resident % G == 0, "resident threads %lld", (long long)resident);
@@ -460,10 +468,13 @@ Test(vulkan, grid_follows_counts_and_slots) {
     struct {
         int64_t count, slots; /* slots 0: no adstack heap */
         int64_t threads;      /* expected */
+        bool spread;
     } cases[] = {
-        {1000, 0, 1024},     {1, 0, G},          {0, 0, 0},
-        {-1, 0, resident},   {-1, 3 * G, 3 * G}, {INT64_C(1) << 40, resident, resident},
-        {200, 3 * G, 2 * G},
+        {1000, 0, 1024, false},     {1, 0, G, false},
+        {0, 0, 0, false},           {-1, 0, resident, false},
+        {-1, 3 * G, 3 * G, false},  {INT64_C(1) << 40, resident, resident, false},
+        {200, 3 * G, 2 * G, false}, {3 * resident + 1, 0, 3 * resident + G, true},
+        {1000, 0, 1024, true},      {-1, 0, resident, true},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         uint32_t rec[4] = {0};
@@ -473,7 +484,7 @@ Test(vulkan, grid_follows_counts_and_slots) {
         int64_t layout[2] = {256, 1};
         kern_err_record er;
         memset(&er, 0x5a, sizeof er);
-        const dev_kernel *k = cases[c].slots ? &ad : &plain;
+        const dev_kernel *k = cases[c].slots ? &ad : cases[c].spread ? &spread : &plain;
         const kern_meta_kernel *mk = &k->meta->kernels[0];
         rt_launch l = {.name = "grid",
                        .meta = mk,
@@ -516,6 +527,7 @@ Test(vulkan, grid_follows_counts_and_slots) {
     d->ops->free(d, heap);
     dev_kernel_free(d, &plain);
     dev_kernel_free(d, &ad);
+    dev_kernel_free(d, &spread);
     device_done(d);
 }
 
