@@ -90,8 +90,8 @@ typedef struct rt_launch {
     const int64_t *ad_layout;
 } rt_launch;
 
-/* Whether task t of launch l gets a thread per work item on a GPU (rt_gpu_grid): it is spread and its kernel has
- * no adstacks (whose heap is sized for the resident grid). */
+/* Whether task t of launch l gets a thread per work item on a GPU (rt_gpu_grid): it is
+ * spread and its kernel has no adstacks (whose heap is sized for the resident grid). */
 static inline bool rt_task_spread(const rt_launch *l, int t) {
     return l->tasks[t].spread && l->meta->nadstacks == 0;
 }
