@@ -29,6 +29,33 @@ enum {
     KERN_SPV_SIZER_GROUPS = 256, /* the most groups of a sizer's launch */
 };
 
+/* Replicas (backends/spirv/spv_emit_adds.c, docs/spirv-abi.md): a parallel task adds the
+ * adjoints of arrays of at most KERN_SPV_REPLICA_ELEMS f32 elements (w.grad) into one of
+ * KERN_SPV_REPLICAS copies in a scratch buffer, picked by subgroup, so that fewer adds meet
+ * at one address; the task's last workgroup sums the copies into the arrays and leaves the
+ * buffer zero. The buffer is binding KERN_SPV_BIND_PARAM0 + nparams of a kernel of at most
+ * KERN_SPV_SCRATCH_MAX_PARAMS parameters, in 32-bit words: */
+enum {
+    KERN_SPV_REPLICAS = 8,
+    KERN_SPV_REPLICA_ELEMS = 2048,
+    KERN_SPV_REPLICA_ARRAYS = 2,      /* arrays per task */
+    KERN_SPV_SCRATCH_TICKET = 0,      /* u32: the workgroups of the task that finished */
+    KERN_SPV_SCRATCH_COPIES = 64,     /* the copies of the task's array a, replica r: from word
+                                      * 64 + (a KERN_SPV_REPLICAS + r) KERN_SPV_REPLICA_ELEMS */
+    KERN_SPV_SCRATCH_MAX_PARAMS = 26, /* 5 + 26 + 1 = 32 bindings, lavapipe's limit */
+};
+
+/* The scratch buffer's size in bytes. */
+static inline size_t kern_spv_scratch_bytes(void) {
+    return 4 * ((size_t)KERN_SPV_SCRATCH_COPIES +
+                (size_t)KERN_SPV_REPLICA_ARRAYS * KERN_SPV_REPLICAS * KERN_SPV_REPLICA_ELEMS);
+}
+
+/* The scratch buffer's binding in a kernel of nparams parameters, or -1: it has none. */
+static inline int kern_spv_scratch_binding(int nparams) {
+    return nparams <= KERN_SPV_SCRATCH_MAX_PARAMS ? KERN_SPV_BIND_PARAM0 + nparams : -1;
+}
+
 /* Fills off[] (nparams + 1 + 2 * nadstacks entries) with byte offsets in the launch
  * block: off[p] for parameter p (an array: its extent 0, extent d at off[p] + 8 d; a
  * scalar: its value, bool as a u32), off[nparams] for ad_slots, off[nparams + 1 + 2 s]

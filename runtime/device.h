@@ -238,7 +238,8 @@ void rt_vulkan_sizings(const rt_device *d, int64_t *by_shader, int64_t *copied,
                        int64_t *copied_bytes);
 /* For tests: device d (a Vulkan device) behaves from now on as if it lacked the optional
  * feature that SPIR-V capability `capability` needs (docs/spirv-abi.md's table), so
- * load_code refuses modules that declare it. Other capabilities are ignored. */
+ * load_code refuses modules that declare it (AtomicFloat32AddEXT, 6033: float atomic adds
+ * on storage buffers and on workgroup memory). Other capabilities are ignored. */
 void rt_vulkan_device_forget(rt_device *d, uint32_t capability);
 
 /* The KERN_TARGET_* capabilities of d's target (0 for a device without one). */

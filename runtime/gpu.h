@@ -98,9 +98,12 @@ bool rt_modfile_parse(const void *data, size_t len, rt_modfile *out, char *err, 
 bool rt_code_check(const kern_meta *meta, const kern_code_image *img, char *err, size_t errlen);
 /* SPIR-V (spvcheck.c): SPIRV-Tools' validator, then kern's layout (docs/spirv-abi.md). */
 bool rt_spirv_check(const void *code, size_t len, const kern_meta *meta, char *err, size_t errlen);
-/* Whether the pipeline layout of mk has binding (0-4, and 5 + p for each array parameter
- * p): what vk_get_kernel creates and rt_spirv_check requires. */
+/* Whether the pipeline layout of mk has binding (0-4, 5 + p for each array parameter p,
+ * and the scratch buffer's): what vk_get_kernel creates and rt_spirv_check requires. */
 bool rt_spirv_binding_in_layout(const kern_meta_kernel *mk, uint32_t binding);
+/* Whether kernel mk's layout has the scratch buffer of replicas (common/spvblock.h): a
+ * parallel task that is not spread (its adds of floats may go to replicas). */
+bool rt_spirv_has_scratch(const kern_meta_kernel *mk);
 /* PTX (ptxcheck.c): text without NULs or control characters, `.version`, `.target` and
  * `.address_size 64` first, and per task (and needed sizer) of every kernel an `.entry` of
  * the right name whose parameters have the count and sizes rt_gpu_pack_params passes. */

@@ -781,6 +781,10 @@ void kern_meta_sizer_symbol(char *buf, size_t size, const char *kernel, int s) {
     kern_code_symbol(buf, size, kernel, 's', s, false);
 }
 
+void kern_meta_replica_sum_symbol(char *buf, size_t size, const char *kernel, int t) {
+    kern_code_symbol(buf, size, kernel, 'r', t, false);
+}
+
 /* Checks the leaves of e against k's parameters (see meta.h). */
 static bool check_leaves(const sz_expr *e, const kern_meta_kernel *k, char *msg, size_t len) {
     const kern_meta_param *p = NULL;

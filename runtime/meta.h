@@ -148,5 +148,8 @@ void kern_meta_symbol(char *buf, size_t size, const char *kernel, int task, bool
 /* The symbol of the sizer kernel of adstack s of `kernel` on GPUs (docs/gpu-abi.md):
  * "kern_<K>__s<s>". */
 void kern_meta_sizer_symbol(char *buf, size_t size, const char *kernel, int s);
+/* The symbol of the replica sum of task t of `kernel` on Vulkan (docs/spirv-abi.md):
+ * "kern_<K>__r<t>". */
+void kern_meta_replica_sum_symbol(char *buf, size_t size, const char *kernel, int t);
 
 #endif

@@ -377,7 +377,8 @@ static bool check_entry(spv_check *c, spv_entry *e, const kern_meta_kernel *mk) 
         if (sc == SpvStorageClassStorageBuffer && !rt_spirv_binding_in_layout(mk, x->binding))
             return fail(c,
                         "%svariable %%%u is at binding %u, which kern's layout of the kernel "
-                        "lacks (bindings 0-4, and 5 + p for each array parameter p)",
+                        "lacks (bindings 0-4, 5 + p for each array parameter p, and the "
+                        "scratch buffer's)",
                         who, id, x->binding);
         if (sc == SpvStorageClassWorkgroup)
             shared = sat_add(shared, id_of(c, pointee(c, id))->size);
@@ -392,8 +393,9 @@ static int by_name(const void *a, const void *b) {
     return strcmp(((const spv_entry *)a)->name, ((const spv_entry *)b)->name);
 }
 
-/* Every task of every kernel is an entry point, and every entry point a task or the sizer
- * of an adstack whose capacity reads arrays (kern_<K>__s<s>). */
+/* Every task of every kernel is an entry point, and every entry point a task, the sizer
+ * of an adstack whose capacity reads arrays (kern_<K>__s<s>) or the replica sum of a
+ * parallel task that adds floats (kern_<K>__r<t>). */
 static bool check_entries(spv_check *c, const kern_meta *meta) {
     qsort(c->entries, c->nentries, sizeof *c->entries, by_name);
     for (size_t e = 1; e < c->nentries; e++)
@@ -409,6 +411,12 @@ static bool check_entries(spv_check *c, const kern_meta *meta) {
             if (!e)
                 return fail(c, "kernel '%s', task %d: no entry point '%s'", mk->name, t, sym);
             if (!check_entry(c, e, mk))
+                return false;
+            if (!mk->tasks[t].parallel || mk->tasks[t].spread)
+                continue;
+            kern_meta_replica_sum_symbol(sym, sizeof sym, mk->name, t); /* optional */
+            e = bsearch(&key, c->entries, c->nentries, sizeof *c->entries, by_name);
+            if (e && !check_entry(c, e, mk))
                 return false;
         }
         for (int s = 0; s < mk->nadstacks; s++) { /* sizers: optional (older modules lack them) */
@@ -426,7 +434,8 @@ static bool check_entries(spv_check *c, const kern_meta *meta) {
         if (!c->entries[e].used)
             return fail(c,
                         "entry point '%.200s' is no task of a kernel of the metadata, nor the "
-                        "sizer of an adstack whose capacity reads arrays",
+                        "sizer of an adstack whose capacity reads arrays, nor the replica sum "
+                        "of a task that adds floats",
                         c->entries[e].name);
     return true;
 }
@@ -434,8 +443,19 @@ static bool check_entries(spv_check *c, const kern_meta *meta) {
 bool rt_spirv_binding_in_layout(const kern_meta_kernel *mk, uint32_t binding) {
     if (binding < KERN_SPV_BIND_PARAM0)
         return true;
+    if ((int)binding == kern_spv_scratch_binding(mk->nparams))
+        return rt_spirv_has_scratch(mk);
     uint32_t p = binding - KERN_SPV_BIND_PARAM0;
     return p < (uint32_t)mk->nparams && ty_is_array(mk->params[p].type);
+}
+
+bool rt_spirv_has_scratch(const kern_meta_kernel *mk) {
+    if (kern_spv_scratch_binding(mk->nparams) < 0)
+        return false;
+    for (int t = 0; t < mk->ntasks; t++)
+        if (mk->tasks[t].parallel && !mk->tasks[t].spread)
+            return true;
+    return false;
 }
 
 bool rt_spirv_check(const void *code, size_t len, const kern_meta *meta, char *err, size_t errlen) {

@@ -67,6 +67,30 @@ static size_t drop_float_controls(const vk_device *v, uint32_t *w, size_t n) {
     return o;
 }
 
+/* Storage classes by id, as far as the scan has seen them: of each pointer type, and of
+ * each variable and access chain (that of its type). */
+typedef struct wg_scan {
+    uint32_t bound;
+    uint32_t *sc; /* storage class + 1 (0: not a pointer) */
+} wg_scan;
+
+/* Whether instruction w[i] (len words) is a float atomic add on workgroup memory (the
+ * block copies of modules built before 2026-11-28; kern's emitter makes none now): only
+ * those need shaderSharedFloat32AtomicAdd. Definitions come before uses in a module, so
+ * one pass over it in order sees each pointer's storage class first. */
+static bool adds_floats_in_workgroup(const uint32_t *w, size_t i, uint32_t len, wg_scan *s) {
+    uint32_t op = w[i] & 0xffffu;
+    if (op == 32 /* OpTypePointer */ && len >= 4 && w[i + 1] < s->bound)
+        s->sc[w[i + 1]] = w[i + 2] + 1;
+    else if ((op == 59 /* OpVariable */ || op == 65 /* OpAccessChain */ ||
+              op == 66 /* OpInBoundsAccessChain */) &&
+             len >= 4 && w[i + 1] < s->bound && w[i + 2] < s->bound)
+        s->sc[w[i + 2]] = s->sc[w[i + 1]];
+    else if (op == 6035 /* OpAtomicFAddEXT */ && len >= 4 && w[i + 3] < s->bound)
+        return s->sc[w[i + 3]] == 4 /* Workgroup */ + 1;
+    return false;
+}
+
 kern_status vk_load_code(rt_device *d, const kern_code_image *img, void **out, char *err,
                          size_t errlen) {
     vk_device *v = vk_of(d);
@@ -92,17 +116,24 @@ kern_status vk_load_code(rt_device *d, const kern_code_image *img, void **out, c
         free(w);
         return KERN_ERR_FORMAT;
     }
+    wg_scan wg = {.bound = w[3], .sc = calloc((size_t)w[3] + 1, sizeof *wg.sc)};
+    if (!wg.sc) {
+        free(w);
+        snprintf(err, errlen, "out of host memory");
+        return KERN_ERR_OUT_OF_MEMORY;
+    }
     for (size_t i = 5; i < n;) { /* the instructions: refuse what the device lacks */
         uint32_t len = w[i] >> 16, op = w[i] & 0xffffu;
         if (len == 0 || i + len > n) {
             free(w);
+            free(wg.sc);
             snprintf(err, errlen,
                      "malformed SPIR-V: an instruction at word %zu overruns the module", i);
             return KERN_ERR_FORMAT;
         }
-        if (op == 59 /* OpVariable */ && len >= 4 && w[i + 3] == 4 /* Workgroup */ &&
-            !v->has_shared_f32add) {
+        if (!v->has_shared_f32add && adds_floats_in_workgroup(w, i, len, &wg)) {
             free(w);
+            free(wg.sc);
             snprintf(err, errlen,
                      "the module needs float atomic add on workgroup memory "
                      "(shaderSharedFloat32AtomicAdd), which %s lacks",
@@ -113,6 +144,7 @@ kern_status vk_load_code(rt_device *d, const kern_code_image *img, void **out, c
             for (size_t f = 0; f < vk_nfeatures; f++)
                 if (vk_features[f].cap == w[i + 1] && !*(bool *)((char *)v + vk_features[f].has)) {
                     free(w);
+                    free(wg.sc);
                     snprintf(err, errlen, "the module needs %s, which %s lacks",
                              vk_features[f].what, v->props.deviceName);
                     return KERN_ERR_UNSUPPORTED;
@@ -120,6 +152,7 @@ kern_status vk_load_code(rt_device *d, const kern_code_image *img, void **out, c
         }
         i += len;
     }
+    free(wg.sc);
     n = drop_float_controls(v, w, n);
     vk_code *c = calloc(1, sizeof *c);
     if (!c) {
@@ -173,6 +206,10 @@ void vk_free_kernel(rt_device *d, void *handle) {
     for (int t = 0; t < k->ntasks; t++)
         if (k->pipes && k->pipes[t])
             v->api.vkDestroyPipeline(v->dev, k->pipes[t], NULL);
+    for (int t = 0; t < k->ntasks; t++)
+        if (k->sums && k->sums[t])
+            v->api.vkDestroyPipeline(v->dev, k->sums[t], NULL);
+    free(k->sums);
     for (int s = 0; s < k->nsizers; s++)
         if (k->sizers[s])
             v->api.vkDestroyPipeline(v->dev, k->sizers[s], NULL);
@@ -252,20 +289,22 @@ kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, 
     vk_device *v = vk_of(d);
     vk_code *c = code;
     vk_kernel *k = calloc(1, sizeof *k);
-    VkDescriptorSetLayoutBinding *b = calloc((size_t)mk->nparams + 5, sizeof *b);
+    VkDescriptorSetLayoutBinding *b = calloc((size_t)mk->nparams + 6, sizeof *b);
     const kern_type **pt = calloc((size_t)mk->nparams + 1, sizeof *pt);
     if (k)
         k->off = calloc((size_t)mk->nparams + 1 + 2 * (size_t)mk->nadstacks, sizeof *k->off);
     if (k)
         k->pipes = calloc((size_t)mk->ntasks + 1, sizeof *k->pipes);
+    if (k)
+        k->sums = calloc((size_t)mk->ntasks + 1, sizeof *k->sums);
     kern_status s = KERN_OK;
-    if (!k || !b || !pt || !k->off || !k->pipes) {
+    if (!k || !b || !pt || !k->off || !k->pipes || !k->sums) {
         snprintf(err, errlen, "out of host memory");
         s = KERN_ERR_OUT_OF_MEMORY;
         goto done;
     }
     uint32_t nb = 0;
-    for (uint32_t i = 0; i < KERN_SPV_BIND_PARAM0 + (uint32_t)mk->nparams; i++) {
+    for (uint32_t i = 0; i <= KERN_SPV_BIND_PARAM0 + (uint32_t)mk->nparams; i++) {
         if (!rt_spirv_binding_in_layout(mk, i)) /* the layout the module was checked against */
             continue;
         b[nb++] = (VkDescriptorSetLayoutBinding){
@@ -276,6 +315,15 @@ kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, 
             .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     }
     k->nbindings = nb;
+    if (rt_spirv_has_scratch(mk) && !v->scratch.buf) {
+        s = vk_mem_create(v, kern_spv_scratch_bytes(), false, &v->scratch, err, errlen);
+        if (s == KERN_OK) /* zero between tasks: each task that uses it leaves it so */
+            s = vk_zero(&v->base, &v->scratch, 0, kern_spv_scratch_bytes(), err, errlen);
+        if (s != KERN_OK) {
+            vk_mem_destroy(v, &v->scratch);
+            goto done;
+        }
+    }
     /* a layout beyond the device's limit is invalid Vulkan (lavapipe allows 32): refused here,
      * naming the kernel, before any driver sees it */
     uint32_t limit = v->props.limits.maxPerStageDescriptorStorageBuffers;
@@ -317,6 +365,9 @@ kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, 
             goto done;
         }
         if ((s = create_pipeline(v, c, k, sym, &k->pipes[t], err, errlen)) != KERN_OK)
+            goto done;
+        kern_meta_replica_sum_symbol(sym, sizeof sym, mk->name, t); /* where it has one */
+        if (has_entry(c, sym) && (s = create_pipeline(v, c, k, sym, &k->sums[t], err, errlen)))
             goto done;
     }
     if (!(k->sizers = calloc((size_t)mk->nadstacks + 1, sizeof *k->sizers))) {

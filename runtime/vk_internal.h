@@ -108,6 +108,7 @@ typedef struct vk_device {
     VkSemaphore timeline;
     VkPipelineCache cache;
     vk_mem dummy; /* the heap bindings of kernels without adstacks */
+    vk_mem scratch; /* the replicas' scratch buffer (common/spvblock.h), zero between tasks */
     bool has_f64, has_i64, has_i8, has_8bit, has_i64atomics, has_f32add;
     bool has_i16, has_16bit;                      /* shaderInt16, storageBuffer16BitAccess */
     bool has_sg_basic, has_sg_vote, has_sg_arith; /* subgroup operations in compute shaders */
@@ -141,8 +142,9 @@ typedef struct vk_kernel {
     int ntasks;
     VkPipeline *pipes;
     VkPipeline *sizers; /* per adstack: its sizer entry point's, or VK_NULL_HANDLE */
+    VkPipeline *sums;   /* per task: its replica sum entry point's, or VK_NULL_HANDLE */
     int nsizers;
-    uint32_t nbindings; /* 5 + nparams */
+    uint32_t nbindings; /* 5 + the array parameters (+ 1: the scratch buffer) */
     size_t block_size;
     size_t *off; /* kern_spv_block_layout */
 } vk_kernel;

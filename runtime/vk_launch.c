@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../common/spvblock.h"
+#include "gpu.h"
 #include "vk_internal.h"
 
 struct vk_job {
@@ -376,10 +377,15 @@ static kern_status write_set(vk_device *v, VkDescriptorPool pool, const rt_launc
     }
     uint32_t nw = 0;
     const vk_mem *heap = l->ad_heap ? l->ad_heap : &v->dummy;
-    for (uint32_t i = 0; i < 5 + (uint32_t)mk->nparams; i++) {
+    int scratch = rt_spirv_has_scratch(mk) ? kern_spv_scratch_binding(mk->nparams) : -1;
+    for (uint32_t i = 0; i <= KERN_SPV_BIND_PARAM0 + (uint32_t)mk->nparams; i++) {
         const vk_mem *m;
         VkDeviceSize off = 0, range = VK_WHOLE_SIZE;
-        if (i == KERN_SPV_BIND_BLOCK)
+        if ((int)i == scratch)
+            m = &v->scratch;
+        else if (i == KERN_SPV_BIND_PARAM0 + (uint32_t)mk->nparams)
+            continue;
+        else if (i == KERN_SPV_BIND_BLOCK)
             m = blk, off = blkoff, range = k->block_size;
         else if (i == KERN_SPV_BIND_ERR)
             m = errm, off = erroff, range = sizeof(kern_err_record);
@@ -428,6 +434,11 @@ kern_status vk_record_launch(vk_device *v, VkCommandBuffer cb, VkDescriptorPool 
                                        &zero);
         v->api.vkCmdDispatch(cb, groups, 1, 1);
         vk_barrier_all(v, cb);
+        if (k->sums[t]) { /* the task's replicas added to their arrays (spv_emit_adds.c) */
+            v->api.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, k->sums[t]);
+            v->api.vkCmdDispatch(cb, KERN_SPV_REPLICA_ELEMS / KERN_SPV_GROUP, 1, 1);
+            vk_barrier_all(v, cb);
+        }
     }
     return KERN_OK;
 }

@@ -52,6 +52,7 @@ static void vk_destroy(rt_device *d) {
         v->api.vkDeviceWaitIdle(v->dev);
         vk_jobs_free(v);
         vk_mem_destroy(v, &v->dummy);
+        vk_mem_destroy(v, &v->scratch);
         vk_mem_destroy(v, &v->sizer_res);
         if (v->cache)
             v->api.vkDestroyPipelineCache(v->dev, v->cache, NULL);
@@ -101,6 +102,8 @@ void rt_vulkan_device_forget(rt_device *d, uint32_t capability) {
     for (size_t f = 0; f < vk_nfeatures; f++)
         if (vk_features[f].cap == capability)
             *(bool *)((char *)v + vk_features[f].has) = false;
+    if (capability == 6033) /* AtomicFloat32AddEXT: on workgroup memory too */
+        v->has_shared_f32add = false;
 }
 
 void rt_vulkan_sizings(const rt_device *d, int64_t *by_shader, int64_t *copied,

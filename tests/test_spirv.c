@@ -411,10 +411,12 @@ Test(msl, golden_files) {
     golden_free_list(names, n);
 }
 
-/* K.grad of the per-thread loop in a release build: w.grad is summed in workgroup memory
- * when it fits (T = 64) and with global atomics when it does not (T = 3000), against a
- * hand-written reverse sweep in double. */
-static void loop_grad_case(kern_context *ctx, int n, int steps) {
+/* K.grad of the per-thread loop: w.grad is summed in the scratch buffer's replicas when it
+ * fits one (T <= 2048) and with global atomics when it does not, against a hand-written
+ * reverse sweep in double. `runs` launches (graph: a graph of one launch, replayed), each
+ * with out.grad seeded again, add into the same w.grad, so each after the first finds what
+ * the one before left: the replicas zero and the ticket counter reset, or the sum is off. */
+static void loop_grad_case(kern_context *ctx, int n, int steps, int runs, bool graph) {
     static const char *src =
         "kernel loop(x0: f32[], w: f32[], out: f32[]) {\n"
         "    for i in 0..len(x0) {\n"
@@ -457,27 +459,45 @@ static void loop_grad_case(kern_context *ctx, int n, int steps) {
     kern_arg args[6];
     for (int i = 0; i < 6; i++)
         args[i] = kern_arg_buffer(b[i]);
-    cr_assert_eq(kern_launch(g, args, 6), KERN_OK, "%s", kern_context_last_error(ctx));
+    kern_graph *gr = NULL;
+    if (graph) {
+        cr_assert_eq(kern_graph_begin(ctx), KERN_OK);
+        cr_assert_eq(kern_launch(g, args, 6), KERN_OK, "%s", kern_context_last_error(ctx));
+        cr_assert_eq(kern_graph_end(ctx, &gr), KERN_OK, "%s", kern_context_last_error(ctx));
+    }
+    for (int r = 0; r < runs; r++) { /* K.grad zeroes out.grad (out[i] = x overwrote out) */
+        cr_assert_eq(kern_buffer_write(b[5], gout, (size_t)n * 4), KERN_OK);
+        cr_assert_eq(graph ? kern_graph_launch(gr) : kern_launch(g, args, 6), KERN_OK, "%s",
+                     kern_context_last_error(ctx));
+    }
     cr_assert_eq(kern_buffer_read(b[4], gw, (size_t)steps * 4), KERN_OK, "%s",
                  kern_context_last_error(ctx));
     double scale = 0;
     for (int t = 0; t < steps; t++)
-        scale = fmax(scale, fabs(rw[t]));
+        scale = fmax(scale, runs * fabs(rw[t]));
     for (int t = 0; t < steps; t++)
-        cr_expect(fabs(gw[t] - rw[t]) <= 1e-4 * scale + 1e-6,
-                  "T = %d: w.grad[%d] = %.7g, want %.7g", steps, t, (double)gw[t], rw[t]);
+        cr_expect(fabs(gw[t] - runs * rw[t]) <= 1e-4 * scale + 1e-6,
+                  "T = %d, %d %s: w.grad[%d] = %.7g, want %.7g", steps, runs,
+                  graph ? "replays" : "launches", t, (double)gw[t], runs * rw[t]);
+    if (gr)
+        kern_graph_release(gr);
     for (int i = 0; i < 6; i++)
         kern_buffer_release(b[i]);
     kern_module_release(mod);
     free(x0), free(w), free(gout), free(gw), free(gx), free(rw), free(xs);
 }
 
-Test(vulkan, adjoint_sums_in_workgroup_memory_and_global) {
+Test(vulkan, adjoint_sums_in_replicas_and_global) {
     kern_context *ctx = vk_context();
     if (!ctx)
         cr_skip_test("no Vulkan device");
-    loop_grad_case(ctx, 20000, 64);  /* w.grad fits a workgroup copy */
-    loop_grad_case(ctx, 3000, 3000); /* it does not: global atomics */
+    loop_grad_case(ctx, 20000, 64, 1, false);  /* w.grad fits a replica */
+    loop_grad_case(ctx, 3000, 3000, 1, false); /* it does not: global atomics */
+    loop_grad_case(ctx, 300, 2048, 1, false);  /* the largest that fits */
+    loop_grad_case(ctx, 300, 2049, 1, false);
+    loop_grad_case(ctx, 5000, 16, 3, false); /* three launches into one w.grad */
+    loop_grad_case(ctx, 5000, 16, 3, true);  /* a graph replayed three times */
+    loop_grad_case(ctx, 1, 5, 2, false);     /* one work item: one workgroup does all */
     no_validation_messages(ctx);
     kern_context_release(ctx);
 }
@@ -581,6 +601,44 @@ Test(spirv, uniform_adjoint_adds_skip_the_vote) {
     }
 }
 
+/* The adds at an element the divergence analysis finds one for the subgroup (the cases
+ * without a vote) go to replicas: K.grad's task has no add into w.grad's own binding in its
+ * hot path but the fallback for arrays past 2048 elements, and a sum entry point
+ * kern_k__grad__r0 with one loop adds the copies back; the others have no sum entry point.
+ * A K.grad with more than 26 parameters (its scratch binding would pass 32) has none
+ * either. What the sums come to: vulkan/adjoint_sums_in_replicas_and_global and the
+ * gradient corpus on Vulkan. */
+Test(spirv, uniform_adjoint_adds_go_to_replicas) {
+    for (size_t i = 0; i < sizeof adds_cases / sizeof *adds_cases; i++) {
+        char err[1024] = "";
+        size_t n = 0;
+        uint32_t *w = spirv_of(adds_cases[i].src, &n, err, sizeof err);
+        cr_assert(w, "case %zu: %s", i, err);
+        cr_expect(kc_spirv_validate(w, n, err, sizeof err), "case %zu: %s", i, err);
+        int loops = count_op(w, n, "kern_k__grad__r0", 246 /* OpLoopMerge */);
+        cr_expect_eq(loops, adds_cases[i].vote ? -1 : 1, "case %zu: the sum entry point has %d",
+                     i, loops);
+        free(w);
+    }
+    kern_buf b = {0};
+    buf_printf(&b, "kernel k(x: f32[], w: f32[], out: f32[]");
+    for (int i = 0; i < 12; i++)
+        buf_printf(&b, ", s%d: f32", i);
+    buf_printf(&b, ") { for i in 0..len(x) { var v = x[i];\n"
+                   "    for t in 0..len(w) { v = sin(v) * w[t] + s0 * s11; }\n"
+                   "    out[i] = v; } }\n");
+    char err[1024] = "";
+    size_t n = 0;
+    uint32_t *w = spirv_of(b.data, &n, err, sizeof err);
+    cr_assert(w, "%s", err);
+    cr_expect(kc_spirv_validate(w, n, err, sizeof err), "%s", err);
+    cr_expect_gt(count_op(w, n, "kern_k__grad__t0", 246), 0, "no K.grad");
+    cr_expect_eq(count_op(w, n, "kern_k__grad__r0", 246), -1,
+                 "more than 26 parameters: K.grad has replicas");
+    free(w);
+    free(b.data);
+}
+
 /* The loops (OpLoopMerge) of entry point `entry` of a kernel k(x, w, y, n) whose work item
  * runs `loop` on v = x[i] and stores y[i] = v, compiled checked or not; the module must
  * validate. */
@@ -622,9 +680,9 @@ Test(spirv, loops_with_per_item_bounds_are_tested_once) {
 
 /* K.grad's innermost for loops test their adstack pushes and pops once (always: an
  * overflow is reported without checks too) and, checked, the reverse sweep's w.grad[n - 1 -
- * t] with them: each loop that pushes or pops has two copies (checked, 5 loops in the entry
- * point: the grid-stride loop, the forward sweep's two and the reverse sweep's two;
- * unchecked 2 more, w.grad's block copy zeroed and added), also where per-item counts make
+ * t] with them: each loop that pushes or pops has two copies (5 loops in the entry point:
+ * the grid-stride loop, the forward sweep's two and the reverse sweep's two; the sum of
+ * w.grad's replicas is an entry point of its own), also where per-item counts make
  * the reverse sweep aligned (its pops under an `if` that runs the item's last n[i] steps of
  * the group's). A while loop (its count unknown ahead) keeps one copy; the reverse sweep's
  * for loop over its count has two. What a failed test reports: adstack_rt's
@@ -635,11 +693,11 @@ Test(spirv, loops_test_their_adstacks_once) {
         bool checks;
         int loops;
     } cases[] = {{"for t in 0..len(w) { v = sin(v) * w[t]; }", true, 5},
-                 {"for t in 0..len(w) { v = sin(v) * w[t]; }", false, 7},
+                 {"for t in 0..len(w) { v = sin(v) * w[t]; }", false, 5},
                  {"var k = 0; while k < len(w) { v = sin(v) * w[k]; k += 1; }", true, 4},
                  /* per-item counts: the reverse sweep is aligned, its pops under an `if`;
                   * unchecked, so that only its stack makes its copies */
-                 {"for t in 0..n[i] { v = v * w[t] + 0.5 * v * v; }", false, 7}};
+                 {"for t in 0..n[i] { v = v * w[t] + 0.5 * v * v; }", false, 5}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int loops = loops_of(cases[i].loop, cases[i].checks, "kern_k__grad__t0");
         cr_expect_eq(loops, cases[i].loops, "%s: %d loops", cases[i].loop, loops);

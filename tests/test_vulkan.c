@@ -741,6 +741,55 @@ Test(vulkan, small_types_refused_without_their_features) {
     free(w);
 }
 
+/* The SPIR-V of src, with r.grad (grads) or without, in *n words. */
+static uint32_t *spirv_with_grads(const char *src, bool grads, size_t *n) {
+    kc_ctx *cc = kc_ctx_new();
+    cc->opts.grad = grads ? KC_GRAD_POSSIBLE : KC_GRAD_NONE;
+    ir_module *m = kc_compile_source(cc, "r.kern", src, strlen(src));
+    cr_assert(m);
+    char err[512] = "";
+    uint32_t *w = kc_spirv_emit(m, &cc->opts, n, err, sizeof err);
+    cr_assert(w, "%s", err);
+    ir_module_free(m);
+    kc_ctx_free(cc);
+    return w;
+}
+
+/* Float atomic adds on workgroup memory (the block copies of modules built before
+ * 2026-11-28) need shaderSharedFloat32AtomicAdd; workgroup arrays of other use do not: the
+ * forward kernel of per-item trip counts sorts its items in u32 workgroup arrays and loads
+ * on a device without float atomics, its K.grad (float adds into w.grad) is refused for
+ * the buffer adds, and a module with an OpAtomicFAddEXT on a workgroup variable for the
+ * workgroup adds, before any driver sees it. */
+Test(vulkan, float_adds_on_workgroup_memory_need_their_feature) {
+    static const char src[] = "kernel r(x: f32[], n: i32[], w: f32[], out: f32[]) {\n"
+                              "    for i in 0..len(x) {\n"
+                              "        var v = x[i];\n"
+                              "        for t in 0..n[i] { v = sin(v) * w[t]; }\n"
+                              "        out[i] = v;\n"
+                              "    }\n"
+                              "}\n";
+    size_t nf = 0, n = 0;
+    uint32_t *fwd = spirv_with_grads(src, false, &nf), *both = spirv_with_grads(src, true, &n);
+    /* OpTypeFloat %1 32; OpTypePointer %2 Workgroup %1; OpVariable %2 %3 Workgroup;
+     * OpAtomicFAddEXT %1 %4 %3 %5 %6 %7 */
+    static const uint32_t wg_add[] = {0x07230203u, 0x00010500u, 0, 8, 0,
+                                      (3u << 16) | 22, 1, 32,
+                                      (4u << 16) | 32, 2, 4, 1,
+                                      (4u << 16) | 59, 2, 3, 4,
+                                      (7u << 16) | 6035, 1, 4, 3, 5, 6, 7};
+    rt_device *d = device_or_skip();
+    rt_vulkan_device_forget(d, 6033);
+    expect_load(d, fwd, nf * 4, NULL);
+    expect_load(d, both, n * 4, "the module needs float atomic add (shaderBufferFloat32AtomicAdd)");
+    expect_load(d, wg_add, sizeof wg_add,
+                "the module needs float atomic add on workgroup memory "
+                "(shaderSharedFloat32AtomicAdd), which ");
+    device_done(d);
+    free(fwd);
+    free(both);
+}
+
 Test(vulkan, malformed_code_is_a_format_error) {
     rt_device *d = device_or_skip();
     char err[512];

@@ -182,6 +182,7 @@ static uint32_t builtin_x(spv_emitter *em, uint32_t *var, SpvBuiltIn bi) {
 /* The kernel's launch block (binding 0): members in the order of kern_spv_block_layout. */
 static void kernel_begin(spv_emitter *em, const ir_kernel *k) {
     em->kernel = k;
+    em->v_scr[0] = em->v_scr[1] = 0;
     uint32_t np = k->nparams, na = k->nadstacks;
     const kern_type **pt = calloc(np + 1, sizeof *pt);
     size_t *off = calloc(np + 1 + 2 * na, sizeof *off);
@@ -340,8 +341,7 @@ static uint32_t group_at(spv_emitter *em, uint32_t arr, uint32_t i) {
                    spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_u32), arr, i);
 }
 
-/* if (c) { then }: the merge label; the caller emits the then-part and calls end_if */
-static uint32_t begin_if(spv_emitter *em, uint32_t c) {
+uint32_t spv_begin_if(spv_emitter *em, uint32_t c) {
     uint32_t l_then = spv_id(&em->b), l_j = spv_id(&em->b);
     selection_merge(em, l_j);
     branch_cond(em, c, l_then, l_j);
@@ -349,7 +349,7 @@ static uint32_t begin_if(spv_emitter *em, uint32_t c) {
     return l_j;
 }
 
-static void end_if(spv_emitter *em, uint32_t l_j) {
+void spv_end_if(spv_emitter *em, uint32_t l_j) {
     branch(em, l_j);
     label(em, l_j);
 }
@@ -375,10 +375,11 @@ static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sor
     set_val(em, task->regions[0]->args[0],
             is_i64(it) ? i : spv_op1(&em->b, SpvOpUConvert, em->t_u32, i));
     uint32_t key = spv_op3(&em->b, SpvOpSelect, u32, valid, emit_key(em, s), cu32(em, 0));
-    uint32_t l_j = begin_if(em, spv_op2(&em->b, SpvOpULessThan, em->t_bool, lid, cu64(em, nbk)));
+    uint32_t l_j =
+        spv_begin_if(em, spv_op2(&em->b, SpvOpULessThan, em->t_bool, lid, cu64(em, nbk)));
     spv_instv(&em->b.funcs, SpvOpStore, 2, group_at(em, hist, lid), cu32(em, 0));
     spv_instv(&em->b.funcs, SpvOpStore, 2, group_at(em, kmax, cu64(em, 0)), cu32(em, 0));
-    end_if(em, l_j);
+    spv_end_if(em, l_j);
     spv_workgroup_barrier(em);
     group_atomic(em, SpvOpAtomicUMax, group_at(em, kmax, cu64(em, 0)), key);
     spv_workgroup_barrier(em);
@@ -395,7 +396,7 @@ static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sor
     uint32_t r = group_atomic(em, SpvOpAtomicIAdd, group_at(em, hist, bucket),
                               spv_op3(&em->b, SpvOpSelect, u32, valid, cu32(em, 1), cu32(em, 0)));
     spv_workgroup_barrier(em);
-    l_j = begin_if(em, spv_op2(&em->b, SpvOpIEqual, em->t_bool, lid, cu64(em, 0)));
+    l_j = spv_begin_if(em, spv_op2(&em->b, SpvOpIEqual, em->t_bool, lid, cu64(em, 0)));
     uint32_t sum = cu32(em, 0);
     for (uint32_t k = 0; k < nbk; k++) {
         uint32_t q = group_at(em, hist, cu64(em, k));
@@ -403,15 +404,15 @@ static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sor
         spv_instv(&em->b.funcs, SpvOpStore, 2, q, sum);
         sum = spv_op2(&em->b, SpvOpIAdd, u32, sum, c);
     }
-    end_if(em, l_j);
+    spv_end_if(em, l_j);
     spv_workgroup_barrier(em);
-    l_j = begin_if(em, valid);
+    l_j = spv_begin_if(em, valid);
     uint32_t at = spv_op2(&em->b, SpvOpIAdd, u32,
                           spv_op1(&em->b, SpvOpLoad, u32, group_at(em, hist, bucket)), r);
     spv_instv(&em->b.funcs, SpvOpStore, 2,
               group_at(em, order, spv_op1(&em->b, SpvOpUConvert, u64, at)),
               spv_op1(&em->b, SpvOpUConvert, u32, lid));
-    end_if(em, l_j);
+    spv_end_if(em, l_j);
     spv_workgroup_barrier(em);
     uint32_t mine =
         spv_op1(&em->b, SpvOpLoad, u32,
@@ -434,30 +435,31 @@ static void emit_sorted_parallel(spv_emitter *em, const ir_op *task, const ir_tr
     uint32_t nb = spv_op3(&em->b, SpvOpSelect, u64,
                           spv_op2(&em->b, SpvOpULessThan, em->t_bool, rest, gs), rest, gs);
     uint32_t n = sort_group(em, task, s, base, nb, lid);
-    uint32_t l_j = begin_if(em, spv_op2(&em->b, SpvOpULessThan, em->t_bool, lid, nb));
+    uint32_t l_j = spv_begin_if(em, spv_op2(&em->b, SpvOpULessThan, em->t_bool, lid, nb));
     uint32_t i = spv_op2(&em->b, SpvOpIAdd, u64, spv_to_u64(em, val(em, task->operands[0]), it), n);
     set_val(em, body->args[0], is_i64(it) ? i : spv_op1(&em->b, SpvOpUConvert, em->t_u32, i));
     reset_adstacks(em);
     spv_emit_region(em, body);
-    end_if(em, l_j);
+    spv_end_if(em, l_j);
     spv_workgroup_barrier(em); /* the workgroup arrays are the next round's */
     spv_strided_end(em, &st, base, nthreads);
 }
 
 static void emit_parallel(spv_emitter *em, const ir_op *task, uint32_t w, uint32_t nthreads) {
-    spv_block_copies_begin(em, task);
     const ir_region *body = task->regions[0];
     uint32_t nd = body->nargs, u64 = u64t(em);
-    ir_trip_sort sort;
-    if (nd == 1) {
+    if (nd == 1)
         ir_divergence_task(&em->div, em->kernel, task);
-        if (!em->opts->no_trip_sort && ir_trip_sort_plan(&em->div, body, &sort)) {
-            em->have_div = true;
-            emit_sorted_parallel(em, task, &sort, w, nthreads);
-            em->have_div = false;
-            spv_block_copies_end(em);
-            return;
-        }
+    em->have_div = nd == 1;
+    spv_replicas_begin(em, task, w);
+    em->have_div = false;
+    ir_trip_sort sort;
+    if (nd == 1 && !em->opts->no_trip_sort && ir_trip_sort_plan(&em->div, body, &sort)) {
+        em->have_div = true;
+        emit_sorted_parallel(em, task, &sort, w, nthreads);
+        em->have_div = false;
+        spv_replicas_end(em);
+        return;
     }
     uint32_t ext[8];
     kern_assert(nd <= 8);
@@ -483,7 +485,7 @@ static void emit_parallel(spv_emitter *em, const ir_op *task, uint32_t w, uint32
     spv_emit_region(em, body);
     em->have_div = false;
     spv_strided_end(em, &st, n, nthreads);
-    spv_block_copies_end(em);
+    spv_replicas_end(em);
 }
 
 static void emit_serial(spv_emitter *em, const ir_op *task, uint32_t w) {
@@ -583,6 +585,7 @@ static void emit_entry(spv_emitter *em, const ir_op *task, int t) {
     else
         emit_serial(em, task, w);
     spv_entry_end(em, fn, 't', t);
+    spv_emit_replica_sum(em, t);
 }
 
 /* IEEE semantics for the floats every entry point computes with: infinities, NaNs and

@@ -2,16 +2,19 @@
  * and the other subgroup operation, lanemax.
  *
  * When every active lane of a subgroup adds into the same element, the subgroup sums first
- * and one lane adds the sum (as the CUDA path combines per warp). A parallel task that
- * touches an f32 array only through such adds gets a block copy of it: a workgroup array,
- * zeroed before the grid-stride loop, that the adds go into when the array fits it, and
- * whose non-zero entries are added to the array after the loop. Checked builds (the
- * default) have no block copies, so the bounds checks see every access (on the H200 the
- * checked K.grad of bench/gpu-bench ran 22% faster than the unchecked one with block
- * copies: bench/README.md, "Checked against unchecked"). */
+ * and one lane adds the sum (as the CUDA path combines per warp). When such an add's
+ * element is one for the whole subgroup by the divergence analysis (w.grad[t] at a loop's
+ * t, which every subgroup of the grid adds into at about the same time), the task gets
+ * replicas of the array: while it has at most KERN_SPV_REPLICA_ELEMS elements (uniform),
+ * each subgroup adds into one of KERN_SPV_REPLICAS copies in the kernel's scratch buffer
+ * (common/spvblock.h), so that an eighth of the adds meet at one address. After the task
+ * the runtime runs its sum entry point kern_<K>__r<t>, which adds the copies to the array
+ * and zeroes them: the buffer is zero between tasks. On the H200 this took loop.grad from
+ * 7.45 to 6.36 ms (bench/README.md). The sum is an entry point of its own because in the
+ * task, after a workgroup barrier, it made NVIDIA's driver give K.grad 38 to 40 registers
+ * instead of 32, and the whole gain went; workgroup copies as the CUDA path has got 56. */
 #include <stdlib.h>
 
-#include "../../common/spvblock.h"
 #include "spv_emit_priv.h"
 
 static void fadd_atomic(spv_emitter *em, int p, uint32_t lin, uint32_t v) {
@@ -21,35 +24,55 @@ static void fadd_atomic(spv_emitter *em, int p, uint32_t lin, uint32_t v) {
     spv_op(&em->b, SpvOpAtomicFAddEXT, em->t_f32, ops, 4);
 }
 
-/* The block copy of array parameter p, or -1. */
-int spv_block_copy_of(const spv_emitter *em, int p) {
-    for (int i = 0; i < em->nblk; i++)
-        if (em->blk_param[i] == p)
+/* The replica index of array parameter p, or -1. */
+int spv_replica_of(const spv_emitter *em, int p) {
+    for (int i = 0; i < em->nrep; i++)
+        if (em->rep_param[i] == p)
             return i;
     return -1;
 }
 
-/* An f32 atomic add of v at element lin: into block copy bi (workgroup memory) while the
- * array fits it (a uniform branch around the atomic alone), or (bi < 0, or the array does
- * not fit) into array parameter p. */
-static void add_to(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v) {
-    if (bi < 0) {
+/* The kernel's scratch buffer viewed as u32 (fl false) or f32 words (coherent: the last
+ * workgroup reads what the others added). */
+static uint32_t scratch_var(spv_emitter *em, bool fl) {
+    uint32_t *slot = &em->v_scr[fl];
+    if (!*slot) {
+        uint32_t elem = fl ? em->t_f32 : em->t_u32;
+        uint32_t rt = spv_type_rtarray(&em->b, elem, 4), off = 0;
+        uint32_t st = spv_type_struct(&em->b, &rt, &off, 1, true);
+        *slot = spv_global(&em->b, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, st),
+                           SpvStorageClassStorageBuffer, 0,
+                           kern_spv_scratch_binding((int)em->kernel->nparams));
+        spv_decorate(&em->b, *slot, SpvDecorationCoherent, NULL, 0);
+        spv_name(&em->b, *slot, -1, fl ? "scratch_f32" : "scratch_u32");
+    }
+    spv_use_global(em, *slot);
+    return *slot;
+}
+
+static uint32_t scratch_ptr(spv_emitter *em, bool fl, uint32_t word) {
+    uint32_t t = fl ? em->t_f32 : em->t_u32;
+    return spv_op3(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, t),
+                   scratch_var(em, fl), cu32(em, 0), word);
+}
+
+/* An f32 atomic add of v at element lin: into replica ri while the array fits it (a
+ * uniform branch around the atomic alone), or (ri < 0, or the array does not fit) into
+ * array parameter p. */
+static void add_to(spv_emitter *em, int ri, int p, uint32_t lin, uint32_t v) {
+    if (ri < 0) {
         fadd_atomic(em, p, lin, v);
         return;
     }
-    spv_capability(&em->b, SpvCapabilityAtomicFloat32AddEXT);
-    spv_extension(&em->b, "SPV_EXT_shader_atomic_float_add");
-    uint32_t l_sh = spv_id(&em->b), l_gl = spv_id(&em->b), l_j = spv_id(&em->b);
+    uint32_t l_rep = spv_id(&em->b), l_arr = spv_id(&em->b), l_j = spv_id(&em->b);
     selection_merge(em, l_j);
-    branch_cond(em, em->blk_on[bi], l_sh, l_gl);
-    label(em, l_sh);
-    uint32_t ptr =
-        spv_op2(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32),
-                em->blk_var[bi], lin);
-    uint32_t ops[4] = {ptr, cu32(em, SpvScopeWorkgroup), relaxed(em), v};
+    branch_cond(em, em->rep_on[ri], l_rep, l_arr);
+    label(em, l_rep);
+    uint32_t at = spv_op2(&em->b, SpvOpIAdd, u64t(em), em->rep_at[ri], lin);
+    uint32_t ops[4] = {scratch_ptr(em, true, at), atomic_scope(em), relaxed(em), v};
     spv_op(&em->b, SpvOpAtomicFAddEXT, em->t_f32, ops, 4);
     branch(em, l_j);
-    label(em, l_gl);
+    label(em, l_arr);
     fadd_atomic(em, p, lin, v);
     branch(em, l_j);
     label(em, l_j);
@@ -59,12 +82,12 @@ bool spv_uniform_access(const spv_emitter *em, const ir_op *op) {
     return em->have_div && !ir_div_access_varying(&em->div, op);
 }
 
-/* An f32 atomic add whose old value nobody uses (adjoints like w.grad), into block copy bi
- * or (bi < 0) the array: when every active lane of the subgroup adds into the same element,
+/* An f32 atomic add whose old value nobody uses (adjoints like w.grad), into replica ri
+ * or (ri < 0) the array: when every active lane of the subgroup adds into the same element,
  * the subgroup sums first and one lane adds the sum (as the CUDA path combines per warp);
  * otherwise each lane adds. uniform: the divergence analysis has proven the element one
  * for the subgroup, so no vote is taken. */
-void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v,
+void spv_emit_combined_fadd(spv_emitter *em, int ri, int p, uint32_t lin, uint32_t v,
                             bool uniform) {
     spv_capability(&em->b, SpvCapabilityGroupNonUniform);
     spv_capability(&em->b, SpvCapabilityGroupNonUniformArithmetic);
@@ -84,28 +107,22 @@ void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32
     selection_merge(em, l_j1);
     branch_cond(em, first, l_one, l_j1);
     label(em, l_one);
-    add_to(em, bi, p, lin, sum);
+    add_to(em, ri, p, lin, sum);
     branch(em, l_j1);
     label(em, l_j1);
     if (uniform)
         return;
     branch(em, l_j);
     label(em, l_each);
-    add_to(em, bi, p, lin, v);
+    add_to(em, ri, p, lin, v);
     branch(em, l_j);
     label(em, l_j);
 }
 
-/* An add into block-copied array p: combined per subgroup, then into the workgroup's copy
- * when the array fits it, else into the array (add_to: one subgroup sum for both, so the
- * shader holds one copy of the combining code). */
-void spv_emit_block_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v, bool uniform) {
-    spv_emit_combined_fadd(em, bi, p, lin, v, uniform);
-}
-
-/* Which arrays of the task get block copies: f32 parameters that the task accesses only
- * by atomic adds and subs whose old value it never uses (adjoints such as w.grad). */
-static void scan_block_use(spv_emitter *em, const ir_region *r, int *use) {
+/* Which arrays of the task get replicas: f32 parameters that the task accesses only by
+ * atomic adds and subs whose old value it never uses (adjoints such as w.grad), 2 where
+ * one of them adds at an element uniform in the subgroup (1: none does). */
+static void scan_replica_use(spv_emitter *em, const ir_region *r, int *use) {
     ir_foreach_op(op, r) {
         if (op->noperands && ty_is_array(op->operands[0]->type) && !op->operands[0]->def &&
             op->operands[0]->region == em->kernel->body) {
@@ -116,12 +133,12 @@ static void scan_block_use(spv_emitter *em, const ir_region *r, int *use) {
             if (op->code == IR_DIM)
                 ; /* its extents only */
             else if (add && use[p] >= 0)
-                use[p] = 1;
+                use[p] = use[p] == 2 || spv_uniform_access(em, op) ? 2 : 1;
             else
                 use[p] = -1;
         }
         for (uint32_t i = 0; i < op->nregions; i++)
-            scan_block_use(em, op->regions[i], use);
+            scan_replica_use(em, op->regions[i], use);
     }
 }
 
@@ -142,82 +159,86 @@ void spv_workgroup_barrier(spv_emitter *em) {
         cu32(em, SpvMemorySemanticsAcquireReleaseMask | SpvMemorySemanticsWorkgroupMemoryMask));
 }
 
-/* for (j = lid; j < n; j += KERN_SPV_GROUP) body(j), under `if on`; body is 0 (zero the
- * copy) or 1 (add the copy's non-zero entries to the array). */
-static void block_loop(spv_emitter *em, int bi, uint32_t lid, int what) {
-    uint32_t l_on = spv_id(&em->b), l_j = spv_id(&em->b);
-    selection_merge(em, l_j);
-    branch_cond(em, em->blk_on[bi], l_on, l_j);
-    label(em, l_on);
-    spv_strided st;
-    uint32_t j = spv_strided_begin(em, lid, em->blk_n[bi], &st);
-    uint32_t ptr =
-        spv_op2(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassWorkgroup, em->t_f32),
-                em->blk_var[bi], j);
-    if (what == 0) {
-        spv_instv(&em->b.funcs, SpvOpStore, 2, ptr, spv_const_f32(&em->b, 0.0f));
-    } else {
-        uint32_t x = spv_op1(&em->b, SpvOpLoad, em->t_f32, ptr);
-        uint32_t nz =
-            spv_op2(&em->b, SpvOpFUnordNotEqual, em->t_bool, x, spv_const_f32(&em->b, 0.0f));
-        uint32_t l_add = spv_id(&em->b), l_skip = spv_id(&em->b);
-        selection_merge(em, l_skip);
-        branch_cond(em, nz, l_add, l_skip);
-        label(em, l_add);
-        fadd_atomic(em, em->blk_param[bi], j, x);
-        branch(em, l_skip);
-        label(em, l_skip);
-    }
-    spv_strided_end(em, &st, j, cu64(em, KERN_SPV_GROUP));
-    branch(em, l_j);
-    label(em, l_j);
-}
-
-/* Before the grid-stride loop (uniform control flow): the block copies, zeroed. */
-void spv_block_copies_begin(spv_emitter *em, const ir_op *task) {
+/* Before the grid-stride loop, with the task's divergence: the arrays that get replicas,
+ * and this invocation's copy of each (its subgroup's: consecutive subgroups take
+ * consecutive copies). */
+void spv_replicas_begin(spv_emitter *em, const ir_op *task, uint32_t w) {
     const ir_kernel *k = em->kernel;
-    em->nblk = 0;
-    if (em->checks)
-        return; /* checked builds keep every access where the checks see it */
+    em->nrep = 0;
+    if (kern_spv_scratch_binding((int)k->nparams) < 0)
+        return;
     int *use = calloc(k->nparams + 1, sizeof *use);
     if (!use)
         kern_oom(k->nparams * sizeof *use);
-    scan_block_use(em, task->regions[0], use);
+    scan_replica_use(em, task->regions[0], use);
     uint32_t u64 = u64t(em);
-    for (uint32_t p = 0; p < k->nparams && em->nblk < KERN_SPV_BLOCK_COPIES; p++) {
-        if (use[p] != 1)
+    uint32_t r = spv_op2(&em->b, SpvOpBitwiseAnd, u64,
+                         spv_op2(&em->b, SpvOpShiftRightLogical, u64, w, cu64(em, 5)),
+                         cu64(em, KERN_SPV_REPLICAS - 1));
+    for (uint32_t p = 0; p < k->nparams && em->nrep < KERN_SPV_REPLICA_ARRAYS; p++) {
+        if (use[p] != 2)
             continue;
-        int i = em->nblk++;
-        em->blk_param[i] = (int)p;
-        uint32_t arr = spv_type_array_of(&em->b, em->t_f32, KERN_SPV_BLOCK_ELEMS);
-        em->blk_var[i] = spv_global(&em->b, spv_type_ptr(&em->b, SpvStorageClassWorkgroup, arr),
-                                    SpvStorageClassWorkgroup, 0, -1);
-        spv_use_global(em, em->blk_var[i]);
+        int i = em->nrep++;
+        em->rep_param[i] = (int)p;
         uint32_t n = cu64(em, 1);
         for (int d = 0; d < k->params[p].type->rank; d++)
             n = spv_op2(&em->b, SpvOpIMul, u64, n, em->shape[p][d]);
-        em->blk_n[i] = n;
-        em->blk_on[i] =
-            spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, n, cu64(em, KERN_SPV_BLOCK_ELEMS));
+        em->rep_n[i] = n;
+        em->rep_on[i] =
+            spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, n, cu64(em, KERN_SPV_REPLICA_ELEMS));
+        uint32_t copy =
+            spv_op2(&em->b, SpvOpIAdd, u64, r, cu64(em, (uint64_t)i * KERN_SPV_REPLICAS));
+        em->rep_at[i] =
+            spv_op2(&em->b, SpvOpIAdd, u64, cu64(em, KERN_SPV_SCRATCH_COPIES),
+                    spv_op2(&em->b, SpvOpIMul, u64, copy, cu64(em, KERN_SPV_REPLICA_ELEMS)));
     }
     free(use);
-    if (!em->nblk)
-        return;
-    uint32_t lid = spv_local_x(em);
-    for (int i = 0; i < em->nblk; i++)
-        block_loop(em, i, lid, 0);
-    spv_workgroup_barrier(em);
 }
 
-/* After it: every invocation of the workgroup is done; the copies go to the arrays. */
-void spv_block_copies_end(spv_emitter *em) {
-    if (!em->nblk)
+/* After the grid-stride loop: the task's replicated arrays, for its sum entry point. */
+void spv_replicas_end(spv_emitter *em) {
+    em->nsum = em->nrep;
+    for (int i = 0; i < em->nrep; i++)
+        em->sum_param[i] = em->rep_param[i];
+    em->nrep = 0;
+}
+
+/* The sum entry point kern_<K>__r<t> of task t that has replicas (spv_replicas_end): element
+ * e of replicated array i, summed over its copies, is added to the array by invocation e of
+ * a grid-stride loop, and the copies are zeroed. */
+void spv_emit_replica_sum(spv_emitter *em, int t) {
+    if (!em->nsum)
         return;
-    spv_workgroup_barrier(em);
-    uint32_t lid = spv_local_x(em);
-    for (int i = 0; i < em->nblk; i++)
-        block_loop(em, i, lid, 1);
-    em->nblk = 0;
+    const ir_kernel *k = em->kernel;
+    uint32_t fn = spv_entry_begin(em), w, nthreads, u64 = u64t(em);
+    uint32_t f0 = spv_const_f32(&em->b, 0.0f);
+    spv_entry_params(em, &w, &nthreads);
+    for (int i = 0; i < em->nsum; i++) {
+        int p = em->sum_param[i];
+        uint32_t n = cu64(em, 1);
+        for (int d = 0; d < k->params[p].type->rank; d++)
+            n = spv_op2(&em->b, SpvOpIMul, u64, n, em->shape[p][d]);
+        uint32_t l_fits = spv_begin_if(em, spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, n,
+                                                   cu64(em, KERN_SPV_REPLICA_ELEMS)));
+        spv_strided st;
+        uint32_t e = spv_strided_begin(em, w, n, &st);
+        uint32_t sum = f0;
+        for (int r = 0; r < KERN_SPV_REPLICAS; r++) {
+            uint64_t at = KERN_SPV_SCRATCH_COPIES +
+                          ((uint64_t)i * KERN_SPV_REPLICAS + (uint64_t)r) * KERN_SPV_REPLICA_ELEMS;
+            uint32_t ptr = scratch_ptr(em, true, spv_op2(&em->b, SpvOpIAdd, u64, e, cu64(em, at)));
+            uint32_t x = spv_op1(&em->b, SpvOpLoad, em->t_f32, ptr);
+            spv_instv(&em->b.funcs, SpvOpStore, 2, ptr, f0);
+            sum = r ? spv_op2(&em->b, SpvOpFAdd, em->t_f32, sum, x) : x;
+        }
+        uint32_t l_nz = spv_begin_if(em, spv_op2(&em->b, SpvOpFUnordNotEqual, em->t_bool, sum, f0));
+        fadd_atomic(em, p, e, sum);
+        spv_end_if(em, l_nz);
+        spv_strided_end(em, &st, e, nthreads);
+        spv_end_if(em, l_fits);
+    }
+    em->nsum = 0;
+    spv_entry_end(em, fn, 'r', t);
 }
 
 static uint32_t group_max(spv_emitter *em, SpvOp op, uint32_t x) {

@@ -327,10 +327,10 @@ uint32_t spv_emit_access(spv_emitter *em, const ir_op *op) {
     }
     if (is_i64(et) || et->kind == TY_F64)
         spv_capability(&em->b, SpvCapabilityInt64Atomics);
-    int bi = spv_block_copy_of(em, p);
-    if (bi >= 0 && (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB)) {
+    int ri = spv_replica_of(em, p);
+    if (ri >= 0 && (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB)) {
         uint32_t add = op->code == IR_ATOMIC_SUB ? spv_op1(&em->b, SpvOpFNegate, rt, v) : v;
-        spv_emit_block_fadd(em, bi, p, lin, add, spv_uniform_access(em, op));
+        spv_emit_combined_fadd(em, ri, p, lin, add, spv_uniform_access(em, op));
         r = spv_op(&em->b, SpvOpUndef, rt, NULL, 0);
     } else if (fl && op->code == IR_ATOMIC_ADD && et->kind == TY_F32 &&
                !spv_value_used(em, op->results[0])) {

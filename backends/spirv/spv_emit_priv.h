@@ -18,9 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../common/spvblock.h"
+#include "../../passes/passes.h"
 #include "spv_builder.h"
 #include "spv_emit.h"
-#include "../../passes/passes.h"
 
 /* ---- the emitter's state ---------------------------------------------------------------- */
 
@@ -30,8 +31,6 @@ typedef struct spv_valmap {
     uint32_t *vals;
     size_t cap, len;
 } spv_valmap;
-
-enum { KERN_SPV_BLOCK_COPIES = 2, KERN_SPV_BLOCK_ELEMS = 2048 };
 
 /* The state of emitting one module. */
 typedef struct spv_emitter {
@@ -65,13 +64,18 @@ typedef struct spv_emitter {
      * 0 at ad_base, each entry ad_slots further), the base, the capacity, and cap *
      * ad_slots (u64 values of the entry point) */
     uint32_t *ad_pos, *ad_base, *ad_cap, *ad_span;
-    /* block copies (a parallel task): f32 arrays it only adds into, summed per workgroup in
-     * shared memory when they fit (blk_on, uniform), then added to the array once */
-    int nblk;
-    int blk_param[KERN_SPV_BLOCK_COPIES];
-    uint32_t blk_var[KERN_SPV_BLOCK_COPIES]; /* Workgroup f32[KERN_SPV_BLOCK_ELEMS] */
-    uint32_t blk_on[KERN_SPV_BLOCK_COPIES];  /* bool */
-    uint32_t blk_n[KERN_SPV_BLOCK_COPIES];   /* the array's elements (u64) */
+    /* replicas (a parallel task, spv_emit_adds.c): f32 arrays it only adds into, whose
+     * adds go to one of KERN_SPV_REPLICAS copies in the scratch buffer when the array fits
+     * one (rep_on, uniform) */
+    int nrep;
+    int rep_param[KERN_SPV_REPLICA_ARRAYS];
+    uint32_t rep_on[KERN_SPV_REPLICA_ARRAYS]; /* bool */
+    uint32_t rep_n[KERN_SPV_REPLICA_ARRAYS];  /* the array's elements (u64) */
+    uint32_t rep_at[KERN_SPV_REPLICA_ARRAYS]; /* this invocation's copy: its first word (u64) */
+    uint32_t v_scr[2];                        /* the kernel's scratch buffer: u32, f32 words */
+    /* the replicated arrays of the task just emitted, for its sum entry point */
+    int nsum;
+    int sum_param[KERN_SPV_REPLICA_ARRAYS];
     uint32_t v_lid;                          /* LocalInvocationId */
     /* a one-dimensional parallel task's divergence (have_div): the invocations of a
      * subgroup differ in its index only, so what it finds uniform is one value in every
@@ -225,15 +229,22 @@ void spv_emit_sizer(spv_emitter *em, uint32_t s, const struct sz_expr *e);
 
 /* ---- spv_emit_adds.c -------------------------------------------------------------------- */
 
-void spv_block_copies_begin(spv_emitter *em, const ir_op *task);
-void spv_block_copies_end(spv_emitter *em);
-int spv_block_copy_of(const spv_emitter *em, int p);
-void spv_emit_combined_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v,
-                            bool uniform);
+/* if (c) { then }: spv_begin_if returns the merge label; the caller emits the then-part
+ * and calls spv_end_if with it (spv_emit.c). */
+uint32_t spv_begin_if(spv_emitter *em, uint32_t c);
+void spv_end_if(spv_emitter *em, uint32_t l_j);
+/* Replicas around a parallel task's grid-stride loop (w: the invocation's index; the
+ * task's divergence in em->div, have_div), then the task's sum entry point (after its own);
+ * spv_replica_of: parameter p's replica index, or -1. */
+void spv_replicas_begin(spv_emitter *em, const ir_op *task, uint32_t w);
+void spv_replicas_end(spv_emitter *em);
+void spv_emit_replica_sum(spv_emitter *em, int t);
+int spv_replica_of(const spv_emitter *em, int p);
+/* An f32 add of v at element lin of array p whose old value nobody uses, combined per
+ * subgroup, into replica ri (-1: none) or the array. uniform: lin is one for the subgroup. */
+void spv_emit_combined_fadd(spv_emitter *em, int ri, int p, uint32_t lin, uint32_t v, bool uniform);
 /* lanemax of x (op's operand): the maximum over the subgroup's active invocations. */
 uint32_t spv_emit_lanemax(spv_emitter *em, const ir_op *op, uint32_t x);
-void spv_emit_block_fadd(spv_emitter *em, int bi, int p, uint32_t lin, uint32_t v,
-                         bool uniform);
 /* Whether access op's element is one for the whole subgroup (the divergence analysis). */
 bool spv_uniform_access(const spv_emitter *em, const ir_op *op);
 
