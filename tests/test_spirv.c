@@ -616,8 +616,8 @@ Test(spirv, uniform_adjoint_adds_go_to_replicas) {
         cr_assert(w, "case %zu: %s", i, err);
         cr_expect(kc_spirv_validate(w, n, err, sizeof err), "case %zu: %s", i, err);
         int loops = count_op(w, n, "kern_k__grad__r0", 246 /* OpLoopMerge */);
-        cr_expect_eq(loops, adds_cases[i].vote ? -1 : 1, "case %zu: the sum entry point has %d",
-                     i, loops);
+        cr_expect_eq(loops, adds_cases[i].vote ? -1 : 1, "case %zu: the sum entry point has %d", i,
+                     loops);
         free(w);
     }
     kern_buf b = {0};

@@ -773,11 +773,29 @@ Test(vulkan, float_adds_on_workgroup_memory_need_their_feature) {
     uint32_t *fwd = spirv_with_grads(src, false, &nf), *both = spirv_with_grads(src, true, &n);
     /* OpTypeFloat %1 32; OpTypePointer %2 Workgroup %1; OpVariable %2 %3 Workgroup;
      * OpAtomicFAddEXT %1 %4 %3 %5 %6 %7 */
-    static const uint32_t wg_add[] = {0x07230203u, 0x00010500u, 0, 8, 0,
-                                      (3u << 16) | 22, 1, 32,
-                                      (4u << 16) | 32, 2, 4, 1,
-                                      (4u << 16) | 59, 2, 3, 4,
-                                      (7u << 16) | 6035, 1, 4, 3, 5, 6, 7};
+    static const uint32_t wg_add[] = {0x07230203u,
+                                      0x00010500u,
+                                      0,
+                                      8,
+                                      0,
+                                      (3u << 16) | 22,
+                                      1,
+                                      32,
+                                      (4u << 16) | 32,
+                                      2,
+                                      4,
+                                      1,
+                                      (4u << 16) | 59,
+                                      2,
+                                      3,
+                                      4,
+                                      (7u << 16) | 6035,
+                                      1,
+                                      4,
+                                      3,
+                                      5,
+                                      6,
+                                      7};
     rt_device *d = device_or_skip();
     rt_vulkan_device_forget(d, 6033);
     expect_load(d, fwd, nf * 4, NULL);
