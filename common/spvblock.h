@@ -32,16 +32,17 @@ enum {
 /* Replicas (backends/spirv/spv_emit_adds.c, docs/spirv-abi.md): a parallel task adds the
  * adjoints of arrays of at most KERN_SPV_REPLICA_ELEMS f32 elements (w.grad) into one of
  * KERN_SPV_REPLICAS copies in a scratch buffer, picked by subgroup, so that fewer adds meet
- * at one address; the task's last workgroup sums the copies into the arrays and leaves the
- * buffer zero. The buffer is binding KERN_SPV_BIND_PARAM0 + nparams of a kernel of at most
- * KERN_SPV_SCRATCH_MAX_PARAMS parameters, in 32-bit words: */
+ * at one address; the task's sum entry point kern_<K>__r<t>, which the runtime runs after
+ * it, adds the copies to the arrays and zeroes them. The buffer is binding
+ * KERN_SPV_BIND_PARAM0 + nparams of a kernel of at most KERN_SPV_SCRATCH_MAX_PARAMS
+ * parameters, in 32-bit words: */
 enum {
     KERN_SPV_REPLICAS = 8,
     KERN_SPV_REPLICA_ELEMS = 2048,
     KERN_SPV_REPLICA_ARRAYS = 2,      /* arrays per task */
-    KERN_SPV_SCRATCH_TICKET = 0,      /* u32: the workgroups of the task that finished */
-    KERN_SPV_SCRATCH_COPIES = 64,     /* the copies of the task's array a, replica r: from word
-                                      * 64 + (a KERN_SPV_REPLICAS + r) KERN_SPV_REPLICA_ELEMS */
+    KERN_SPV_SCRATCH_COPIES = 64,     /* words 0 to 63 reserved; copy r of the task's array a
+                                       * from word 64 + (a KERN_SPV_REPLICAS + r)
+                                       * KERN_SPV_REPLICA_ELEMS */
     KERN_SPV_SCRATCH_MAX_PARAMS = 26, /* 5 + 26 + 1 = 32 bindings, lavapipe's limit */
 };
 

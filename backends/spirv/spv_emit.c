@@ -182,7 +182,7 @@ static uint32_t builtin_x(spv_emitter *em, uint32_t *var, SpvBuiltIn bi) {
 /* The kernel's launch block (binding 0): members in the order of kern_spv_block_layout. */
 static void kernel_begin(spv_emitter *em, const ir_kernel *k) {
     em->kernel = k;
-    em->v_scr[0] = em->v_scr[1] = 0;
+    em->v_scr = 0;
     uint32_t np = k->nparams, na = k->nadstacks;
     const kern_type **pt = calloc(np + 1, sizeof *pt);
     size_t *off = calloc(np + 1 + 2 * na, sizeof *off);

@@ -32,28 +32,27 @@ int spv_replica_of(const spv_emitter *em, int p) {
     return -1;
 }
 
-/* The kernel's scratch buffer viewed as u32 (fl false) or f32 words (coherent: the last
- * workgroup reads what the others added). */
-static uint32_t scratch_var(spv_emitter *em, bool fl) {
-    uint32_t *slot = &em->v_scr[fl];
-    if (!*slot) {
-        uint32_t elem = fl ? em->t_f32 : em->t_u32;
-        uint32_t rt = spv_type_rtarray(&em->b, elem, 4), off = 0;
+/* The kernel's scratch buffer of f32 words (Coherent; the barrier before the sum entry
+ * point is what makes the task's adds visible to it). */
+static uint32_t scratch_var(spv_emitter *em) {
+    if (!em->v_scr) {
+        uint32_t rt = spv_type_rtarray(&em->b, em->t_f32, 4), off = 0;
         uint32_t st = spv_type_struct(&em->b, &rt, &off, 1, true);
-        *slot = spv_global(&em->b, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, st),
-                           SpvStorageClassStorageBuffer, 0,
-                           kern_spv_scratch_binding((int)em->kernel->nparams));
-        spv_decorate(&em->b, *slot, SpvDecorationCoherent, NULL, 0);
-        spv_name(&em->b, *slot, -1, fl ? "scratch_f32" : "scratch_u32");
+        em->v_scr = spv_global(&em->b, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, st),
+                               SpvStorageClassStorageBuffer, 0,
+                               kern_spv_scratch_binding((int)em->kernel->nparams));
+        spv_decorate(&em->b, em->v_scr, SpvDecorationCoherent, NULL, 0);
+        spv_name(&em->b, em->v_scr, -1, "scratch_f32");
     }
-    spv_use_global(em, *slot);
-    return *slot;
+    spv_use_global(em, em->v_scr);
+    return em->v_scr;
 }
 
-static uint32_t scratch_ptr(spv_emitter *em, bool fl, uint32_t word) {
-    uint32_t t = fl ? em->t_f32 : em->t_u32;
-    return spv_op3(&em->b, SpvOpAccessChain, spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, t),
-                   scratch_var(em, fl), cu32(em, 0), word);
+/* A pointer to word `word` (u64) of the scratch buffer. */
+static uint32_t scratch_ptr(spv_emitter *em, uint32_t word) {
+    return spv_op3(&em->b, SpvOpAccessChain,
+                   spv_type_ptr(&em->b, SpvStorageClassStorageBuffer, em->t_f32), scratch_var(em),
+                   cu32(em, 0), word);
 }
 
 /* An f32 atomic add of v at element lin: into replica ri while the array fits it (a
@@ -69,7 +68,7 @@ static void add_to(spv_emitter *em, int ri, int p, uint32_t lin, uint32_t v) {
     branch_cond(em, em->rep_on[ri], l_rep, l_arr);
     label(em, l_rep);
     uint32_t at = spv_op2(&em->b, SpvOpIAdd, u64t(em), em->rep_at[ri], lin);
-    uint32_t ops[4] = {scratch_ptr(em, true, at), atomic_scope(em), relaxed(em), v};
+    uint32_t ops[4] = {scratch_ptr(em, at), atomic_scope(em), relaxed(em), v};
     spv_op(&em->b, SpvOpAtomicFAddEXT, em->t_f32, ops, 4);
     branch(em, l_j);
     label(em, l_arr);
@@ -226,7 +225,7 @@ void spv_emit_replica_sum(spv_emitter *em, int t) {
         for (int r = 0; r < KERN_SPV_REPLICAS; r++) {
             uint64_t at = KERN_SPV_SCRATCH_COPIES +
                           ((uint64_t)i * KERN_SPV_REPLICAS + (uint64_t)r) * KERN_SPV_REPLICA_ELEMS;
-            uint32_t ptr = scratch_ptr(em, true, spv_op2(&em->b, SpvOpIAdd, u64, e, cu64(em, at)));
+            uint32_t ptr = scratch_ptr(em, spv_op2(&em->b, SpvOpIAdd, u64, e, cu64(em, at)));
             uint32_t x = spv_op1(&em->b, SpvOpLoad, em->t_f32, ptr);
             spv_instv(&em->b.funcs, SpvOpStore, 2, ptr, f0);
             sum = r ? spv_op2(&em->b, SpvOpFAdd, em->t_f32, sum, x) : x;

@@ -72,7 +72,7 @@ typedef struct spv_emitter {
     uint32_t rep_on[KERN_SPV_REPLICA_ARRAYS]; /* bool */
     uint32_t rep_n[KERN_SPV_REPLICA_ARRAYS];  /* the array's elements (u64) */
     uint32_t rep_at[KERN_SPV_REPLICA_ARRAYS]; /* this invocation's copy: its first word (u64) */
-    uint32_t v_scr[2];                        /* the kernel's scratch buffer: u32, f32 words */
+    uint32_t v_scr;                           /* the kernel's scratch buffer (f32 words) */
     /* the replicated arrays of the task just emitted, for its sum entry point */
     int nsum;
     int sum_param[KERN_SPV_REPLICA_ARRAYS];
