@@ -315,15 +315,6 @@ kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, 
             .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     }
     k->nbindings = nb;
-    if (rt_spirv_has_scratch(mk) && !v->scratch.buf) {
-        s = vk_mem_create(v, kern_spv_scratch_bytes(), false, &v->scratch, err, errlen);
-        if (s == KERN_OK) /* zero between tasks: each task that uses it leaves it so */
-            s = vk_zero(&v->base, &v->scratch, 0, kern_spv_scratch_bytes(), err, errlen);
-        if (s != KERN_OK) {
-            vk_mem_destroy(v, &v->scratch);
-            goto done;
-        }
-    }
     /* a layout beyond the device's limit is invalid Vulkan (lavapipe allows 32): refused here,
      * naming the kernel, before any driver sees it */
     uint32_t limit = v->props.limits.maxPerStageDescriptorStorageBuffers;
@@ -332,9 +323,19 @@ kern_status vk_get_kernel(rt_device *d, void *code, const kern_meta_kernel *mk, 
                  "kernel '%s' needs %u storage buffers (one per array parameter, %u of kern's "
                  "own), more than %s allows in one shader (maxPerStageDescriptorStorageBuffers "
                  "= %u); pass fewer arrays, or use a device with a higher limit",
-                 mk->name, nb, (uint32_t)KERN_SPV_BIND_PARAM0, v->props.deviceName, limit);
+                 mk->name, nb, (uint32_t)KERN_SPV_BIND_PARAM0 + rt_spirv_has_scratch(mk),
+                 v->props.deviceName, limit);
         s = KERN_ERR_UNSUPPORTED;
         goto done;
+    }
+    if (rt_spirv_has_scratch(mk) && !v->scratch.buf) {
+        s = vk_mem_create(v, kern_spv_scratch_bytes(), false, &v->scratch, err, errlen);
+        if (s == KERN_OK) /* zero between tasks: each task that uses it leaves it so */
+            s = vk_zero(&v->base, &v->scratch, 0, kern_spv_scratch_bytes(), err, errlen);
+        if (s != KERN_OK) {
+            vk_mem_destroy(v, &v->scratch);
+            goto done;
+        }
     }
     for (int p = 0; p < mk->nparams; p++)
         pt[p] = mk->params[p].type;
