@@ -645,6 +645,41 @@ Test(nvptx, fast_math_contracts_mul_add) {
     }
 }
 
+#ifdef KERN_HAVE_AMDGPU
+/* AMDGPU's lanemax (the trip count of K.grad's aligned reverse loops) is the largest count
+ * over the wavefront's active lanes: llvm.amdgcn.wave.reduce.umax, which gfx90a runs as a
+ * loop over the exec mask (s_ff1, v_readlane, s_max_u32), for i32, i64 (two halves) and
+ * u32 counts; without it every lane ran its own count (no s_max_u32 anywhere). */
+Test(nvptx, amdgpu_lanemax_is_a_wave_reduction) {
+    static const char *const types[] = {"i32", "i64", "u32"};
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "kernel r(x: f32[], n: %s[], w: f32[], out: f32[]) {\n"
+                 "  for i in 0..len(x) { var v = x[i];\n"
+                 "    for t in 0..n[i] { v = sin(v) * w[t]; }\n"
+                 "    out[i] = v; } }\n",
+                 types[i]);
+        kc_ctx *cc = kc_ctx_new();
+        cc->opts.grad = KC_GRAD_POSSIBLE;
+        ir_module *m = compile(cc, src);
+        char err[1024] = "";
+        char *gcn = llvm_emit_amdgcn(m, &cc->opts, err, sizeof err);
+        cr_assert(gcn, "%s: %s", types[i], err);
+        const char *g = strstr(gcn, "kern_r__grad__t0:");
+        cr_assert(g, "%s: no r.grad", types[i]);
+        cr_expect(strstr(g, "s_max_u32") && strstr(g, "v_readlane_b32") && strstr(g, "s_ff1"),
+                  "%s: r.grad has no wave reduction", types[i]);
+        const char *f = strstr(gcn, "kern_r__t0:");
+        cr_assert(f && f < g, "%s: r's entry point before r.grad's", types[i]);
+        cr_expect(!memmem(f, (size_t)(g - f), "s_max_u32", 9), "%s: r has a reduction", types[i]);
+        free(gcn);
+        ir_module_free(m);
+        kc_ctx_free(cc);
+    }
+}
+#endif
+
 /* The processors `llc -mcpu=help` lists for triple, as " name name ... " (malloc'd), or
  * NULL where there is no llc-19. */
 static char *llc_processors(const char *triple) {

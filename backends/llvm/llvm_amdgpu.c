@@ -73,8 +73,45 @@ static void amd_mark_kernel(llvm_emitter *em, LLVMValueRef fn) {
     LLVMSetFunctionCallConv(fn, LLVMAMDGPUKERNELCallConv);
 }
 
+/* The largest of the 32-bit unsigned v over the wavefront's active lanes, in each of them. */
+static LLVMValueRef wave_umax(llvm_emitter *em, LLVMValueRef v) {
+    const char *name = "llvm.amdgcn.wave.reduce.umax";
+    unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+    kern_assert(id != 0);
+    LLVMTypeRef t = em->t_i32; /* overloaded; LLVM 19 lowers i32 only */
+    LLVMValueRef fn = LLVMGetIntrinsicDeclaration(em->mod, id, &t, 1);
+    LLVMValueRef a[2] = {v, LLVMConstInt(em->t_i32, 0, 0)}; /* the target's strategy */
+    return LLVMBuildCall2(em->b, LLVMIntrinsicGetType(em->ctx, id, &t, 1), fn, a, 2, "");
+}
+
+/* lanemax: the largest x over the wavefront's active lanes, in each of them, with LLVM 19's
+ * llvm.amdgcn.wave.reduce.umax (32-bit unsigned only): a signed x with its sign bit
+ * flipped (unsigned order is then its order); a 64-bit x as its high halves' maximum,
+ * then the low halves' among the lanes that have it. */
+static LLVMValueRef amd_lanemax(llvm_emitter *em, const ir_op *op, LLVMValueRef x) {
+    bool uns = ty_is_unsigned(op->operands[0]->type);
+    LLVMTypeRef t = LLVMTypeOf(x);
+    unsigned bits = LLVMGetIntTypeWidth(t);
+    LLVMValueRef flip = LLVMConstInt(t, uns ? 0 : 1ULL << (bits - 1), 0);
+    LLVMValueRef u = LLVMBuildXor(em->b, x, flip, ""), m;
+    if (bits == 32) {
+        m = wave_umax(em, u);
+    } else {
+        LLVMValueRef sh = LLVMConstInt(t, 32, 0);
+        LLVMValueRef hi = LLVMBuildTrunc(em->b, LLVMBuildLShr(em->b, u, sh, ""), em->t_i32, "");
+        LLVMValueRef lo = LLVMBuildTrunc(em->b, u, em->t_i32, "");
+        LLVMValueRef mh = wave_umax(em, hi);
+        LLVMValueRef top = LLVMBuildICmp(em->b, LLVMIntEQ, hi, mh, "");
+        LLVMValueRef ml =
+            wave_umax(em, LLVMBuildSelect(em->b, top, lo, LLVMConstInt(em->t_i32, 0, 0), ""));
+        m = LLVMBuildOr(em->b, LLVMBuildShl(em->b, LLVMBuildZExt(em->b, mh, t, ""), sh, ""),
+                        LLVMBuildZExt(em->b, ml, t, ""), "");
+    }
+    return LLVMBuildXor(em->b, m, flip, "");
+}
+
 static const llvm_gpu_target amdgpu_target = {
-    .hooks = {.fast_contract = true},
+    .hooks = {.fast_contract = true, .lanemax = amd_lanemax},
     .thread_index = amd_thread_index,
     .thread_count = amd_thread_count,
     .mark_kernel = amd_mark_kernel,
