@@ -46,6 +46,12 @@ enum {
     KERN_SPV_SCRATCH_MAX_PARAMS = 26, /* 5 + 26 + 1 = 32 bindings, lavapipe's limit */
 };
 
+/* The word of the scratch buffer where copy r of a task's replicated array a begins. */
+static inline uint64_t kern_spv_replica_word(int a, int r) {
+    return KERN_SPV_SCRATCH_COPIES +
+           ((uint64_t)a * KERN_SPV_REPLICAS + (uint64_t)r) * KERN_SPV_REPLICA_ELEMS;
+}
+
 /* The scratch buffer's size in bytes. */
 static inline size_t kern_spv_scratch_bytes(void) {
     return 4 * ((size_t)KERN_SPV_SCRATCH_COPIES +

@@ -158,6 +158,14 @@ void spv_workgroup_barrier(spv_emitter *em) {
         cu32(em, SpvMemorySemanticsAcquireReleaseMask | SpvMemorySemanticsWorkgroupMemoryMask));
 }
 
+/* The elements of array parameter p (u64): the product of its extents. */
+static uint32_t elements(spv_emitter *em, int p) {
+    uint32_t n = cu64(em, 1);
+    for (int d = 0; d < em->kernel->params[p].type->rank; d++)
+        n = spv_op2(&em->b, SpvOpIMul, u64t(em), n, em->shape[p][d]);
+    return n;
+}
+
 /* Before the grid-stride loop, with the task's divergence: the arrays that get replicas,
  * and this invocation's copy of each (its subgroup's: consecutive subgroups take
  * consecutive copies). */
@@ -179,12 +187,11 @@ void spv_replicas_begin(spv_emitter *em, const ir_op *task, uint32_t w) {
             continue;
         int i = em->nrep++;
         em->rep_param[i] = (int)p;
-        uint32_t n = cu64(em, 1);
-        for (int d = 0; d < k->params[p].type->rank; d++)
-            n = spv_op2(&em->b, SpvOpIMul, u64, n, em->shape[p][d]);
+        uint32_t n = elements(em, (int)p);
         em->rep_n[i] = n;
         em->rep_on[i] =
             spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, n, cu64(em, KERN_SPV_REPLICA_ELEMS));
+        /* kern_spv_replica_word(i, r), r this subgroup's copy */
         uint32_t copy =
             spv_op2(&em->b, SpvOpIAdd, u64, r, cu64(em, (uint64_t)i * KERN_SPV_REPLICAS));
         em->rep_at[i] =
@@ -208,24 +215,20 @@ void spv_replicas_end(spv_emitter *em) {
 void spv_emit_replica_sum(spv_emitter *em, int t) {
     if (!em->nsum)
         return;
-    const ir_kernel *k = em->kernel;
     uint32_t fn = spv_entry_begin(em), w, nthreads, u64 = u64t(em);
     uint32_t f0 = spv_const_f32(&em->b, 0.0f);
     spv_entry_params(em, &w, &nthreads);
     for (int i = 0; i < em->nsum; i++) {
         int p = em->sum_param[i];
-        uint32_t n = cu64(em, 1);
-        for (int d = 0; d < k->params[p].type->rank; d++)
-            n = spv_op2(&em->b, SpvOpIMul, u64, n, em->shape[p][d]);
+        uint32_t n = elements(em, p);
         uint32_t l_fits = spv_begin_if(em, spv_op2(&em->b, SpvOpULessThanEqual, em->t_bool, n,
                                                    cu64(em, KERN_SPV_REPLICA_ELEMS)));
         spv_strided st;
         uint32_t e = spv_strided_begin(em, w, n, &st);
         uint32_t sum = f0;
         for (int r = 0; r < KERN_SPV_REPLICAS; r++) {
-            uint64_t at = KERN_SPV_SCRATCH_COPIES +
-                          ((uint64_t)i * KERN_SPV_REPLICAS + (uint64_t)r) * KERN_SPV_REPLICA_ELEMS;
-            uint32_t ptr = scratch_ptr(em, spv_op2(&em->b, SpvOpIAdd, u64, e, cu64(em, at)));
+            uint32_t at = cu64(em, kern_spv_replica_word(i, r));
+            uint32_t ptr = scratch_ptr(em, spv_op2(&em->b, SpvOpIAdd, u64, e, at));
             uint32_t x = spv_op1(&em->b, SpvOpLoad, em->t_f32, ptr);
             spv_instv(&em->b.funcs, SpvOpStore, 2, ptr, f0);
             sum = r ? spv_op2(&em->b, SpvOpFAdd, em->t_f32, sum, x) : x;
