@@ -987,6 +987,66 @@ Test(nvptx, math_loops_unroll_four_times) {
     }
 }
 
+/* Counts the lines of text that hold both a and b. */
+static int lines_with(const char *text, const char *a, const char *b) {
+    int n = 0;
+    for (const char *l = text; l && *l;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        char *line = strndup(l, len);
+        n += strstr(line, a) && strstr(line, b);
+        free(line);
+        l = e ? e + 1 : NULL;
+    }
+    return n;
+}
+
+/* Block copies (llvm_gpu.c): an array added into inside a loop of the task (loop.grad's
+ * w.grad[t]) uses its block copy whenever it fits; one added into only outside loops (a
+ * histogram, kepler.grad's w.grad[i % len(w)], x.grad[i] after a loop) also asks that the
+ * block has at least as many items as the array has elements ("blk.worth"). */
+Test(nvptx, block_copies_of_adds_outside_loops_ask_for_items) {
+    static const struct {
+        const char *src, *entry;
+        int copies, worth;
+    } cases[] = {
+        {"kernel k(x: f32[], h: f32[], b: i32[]) { for i in 0..len(x) { h[b[i]] += x[i]; } }\n",
+         "@kern_k__t0(", 1, 1},
+        {"kernel k(x: f32[], h: f32[]) { for i in 0..len(x) {\n"
+         "  for t in 0..len(h) { h[t] += x[i]; } } }\n",
+         "@kern_k__t0(", 1, 0},
+        /* w.grad added into after the while loop, x.grad (x[i] read in it) inside */
+        {"kernel k(x: f32[], w: f32[], out: f32[]) { for i in 0..len(x) {\n"
+         "  let e = 0.6 * w[i % len(w)]; var v = x[i]; var n = 0;\n"
+         "  while n < 8 { v = x[i] + e * sin(v); n += 1; } out[i] = v; } }\n",
+         "@kern_k__grad__t0(", 2, 1},
+        /* w.grad in the reverse loop, x.grad after it */
+        {"kernel k(x: f32[], w: f32[], out: f32[]) { for i in 0..len(x) { var v = x[i];\n"
+         "  for t in 0..len(w) { v = sin(v) * w[t]; } out[i] = v; } }\n",
+         "@kern_k__grad__t0(", 2, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        kc_ctx *cc = kc_ctx_new();
+        cc->opts.opt_level = 0; /* the names as emitted */
+        cc->opts.grad = KC_GRAD_POSSIBLE;
+        ir_module *m = compile(cc, cases[c].src);
+        char err[1024] = "";
+        char *ir = llvm_emit_nvptx_ir(m, &cc->opts, err, sizeof err);
+        cr_assert(ir, "%s", err);
+        const char *at = strstr(ir, cases[c].entry);
+        cr_assert(at, "case %zu: no entry point %s", c, cases[c].entry);
+        const char *end = strstr(at, "\n}\n");
+        cr_assert(end);
+        char *fn = strndup(at, (size_t)(end - at));
+        cr_expect_eq(lines_with(fn, "%blk.fits", "= icmp ule"), cases[c].copies, "case %zu", c);
+        cr_expect_eq(lines_with(fn, "%blk.worth", "= and i1"), cases[c].worth, "case %zu", c);
+        free(fn);
+        free(ir);
+        ir_module_free(m);
+        kc_ctx_free(cc);
+    }
+}
+
 /* The metadata's `spread` (a thread per work item on the GPUs): a parallel task that adds
  * no floats into arrays has it; one that does (a histogram, K.grad's w.grad, which the
  * GPUs may sum per block) and a serial task do not. */

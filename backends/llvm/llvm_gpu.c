@@ -114,8 +114,9 @@ static bool is_fadd_unused(llvm_emitter *em, const ir_op *op) {
 }
 
 /* Whether every access of array a in r is a float atomic add with its old value unused;
- * *any: there is one. */
-static bool only_fadds(llvm_emitter *em, const ir_region *r, const ir_value *a, bool *any) {
+ * *any: there is one; *looped: one is inside a loop of r (in_loop: r is in one). */
+static bool only_fadds(llvm_emitter *em, const ir_region *r, const ir_value *a, bool in_loop,
+                       bool *any, bool *looped) {
     ir_foreach_op(op, r) {
         bool access = ir_is_access(op->code) || op->code == IR_DIM;
         if (access && op->operands[0] == a) {
@@ -124,9 +125,11 @@ static bool only_fadds(llvm_emitter *em, const ir_region *r, const ir_value *a, 
             if (!is_fadd_unused(em, op))
                 return false;
             *any = true;
+            *looped |= in_loop;
         }
+        bool loop = in_loop || op->code == IR_FOR || op->code == IR_WHILE;
         for (uint32_t i = 0; i < op->nregions; i++)
-            if (!only_fadds(em, op->regions[i], a, any))
+            if (!only_fadds(em, op->regions[i], a, loop, any, looped))
                 return false;
     }
     return true;
@@ -196,18 +199,39 @@ static void blk_flush(llvm_emitter *em, int b, LLVMValueRef j) {
     LLVMPositionBuilderAtEnd(em->b, next);
 }
 
-/* Chooses the arrays of a parallel task that get block copies and zeroes the copies. */
+/* The task's items per block of the grid (i64, uniform over the grid). */
+static LLVMValueRef items_per_block(llvm_emitter *em, const llvm_gpu_target *gt,
+                                    const ir_op *task) {
+    LLVMValueRef count = NULL;
+    for (uint32_t d = 0; d < task->regions[0]->nargs; d++) {
+        LLVMValueRef e = llvm_task_extent(em, task, d);
+        count = d ? LLVMBuildMul(em->b, count, e, "") : e;
+    }
+    LLVMValueRef blocks = LLVMBuildUDiv(em->b, gt->thread_count(em), gt->block_size(em), "");
+    LLVMValueRef one = LLVMConstInt(em->t_i64, 1, 0);
+    blocks =
+        LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntUGT, blocks, one, ""), blocks, one, "");
+    return LLVMBuildUDiv(em->b, count, blocks, "blk.items");
+}
+
+/* Chooses the arrays of a parallel task that get block copies and zeroes the copies. An
+ * array whose adds are all outside the task's loops (one per item and add: kepler.grad's
+ * w.grad[i % len(w)]) uses its copy only where the block has at least as many items as
+ * the array has elements: zeroing and adding the copy costs about two operations per
+ * element, so with fewer items the global adds are cheaper (kepler K.grad 0.200 -> 0.180
+ * ms on an H200, bench/README.md). */
 static void block_copies_begin(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op *task) {
     blocks_of(em)->nblk = 0;
     if (!gt->barrier || task->code != IR_PARALLEL)
         return;
     const ir_kernel *k = em->kernel;
     int bytes = 0;
+    LLVMValueRef per_block = NULL;
     for (uint32_t i = 0; i < k->nparams && blocks_of(em)->nblk < BLK_MAX; i++) {
         const kern_type *t = k->params[i].type;
-        bool any = false;
+        bool any = false, looped = false;
         if (!ty_is_array(t) || !ty_is_float(t->elem) ||
-            !only_fadds(em, task->regions[0], k->body->args[i], &any) || !any)
+            !only_fadds(em, task->regions[0], k->body->args[i], false, &any, &looped) || !any)
             continue;
         int size = BLK_ELEMS * (int)ty_size(t->elem);
         if (bytes + size > BLK_BYTES)
@@ -225,8 +249,15 @@ static void block_copies_begin(llvm_emitter *em, const llvm_gpu_target *gt, cons
         for (int d = 1; d < t->rank; d++)
             n = LLVMBuildMul(em->b, n, em->arr_shape[i][d], "");
         blocks_of(em)->blk_count[b] = n;
-        blocks_of(em)->blk_on[b] =
+        LLVMValueRef on =
             LLVMBuildICmp(em->b, LLVMIntULE, n, LLVMConstInt(em->t_i64, BLK_ELEMS, 0), "blk.fits");
+        if (!looped) {
+            if (!per_block)
+                per_block = items_per_block(em, gt, task);
+            on = LLVMBuildAnd(em->b, on, LLVMBuildICmp(em->b, LLVMIntUGE, per_block, n, ""),
+                              "blk.worth");
+        }
+        blocks_of(em)->blk_on[b] = on;
     }
     for (int b = 0; b < blocks_of(em)->nblk; b++)
         block_loop(em, gt, b, blk_zero);
