@@ -435,12 +435,15 @@ static const char *TRIPS = "kernel trips(x0: f32[], w: f32[], count: i32[], out:
                            "    }\n"
                            "}\n";
 
-Test(e2e, items_sorted_by_trip_count_keep_their_results_and_gradients) {
+/* n items of TRIPS, forward and gradient, against trips_ref.h */
+static void sorted_trips(int n) {
     enum { N = 20000 + 77, T = 48 };
     static float x0[N], w[T], want[N], wx0[N], got[N], gx[N], gw[T], ones[N];
     static double ww[T];
     static int32_t count[N];
-    for (int i = 0; i < N; i++) {
+    kern_assert(n <= N);
+    memset(ww, 0, sizeof ww);
+    for (int i = 0; i < n; i++) {
         x0[i] = frand(-1, 1);
         float u = frand(0, 1);
         count[i] = u < 1.0f / 16 ? T : u < 0.1f ? -3 : u < 0.15f ? T + 9 : (int32_t)(u * 6);
@@ -448,7 +451,7 @@ Test(e2e, items_sorted_by_trip_count_keep_their_results_and_gradients) {
     }
     for (int t = 0; t < T; t++)
         w[t] = frand(0.5f, 1.5f);
-    for (int i = 0; i < N; i++) { /* C: forward, and the adjoint of L = sum(out) */
+    for (int i = 0; i < n; i++) { /* C: forward, and the adjoint of L = sum(out) */
         double g;
         want[i] = trips_item(x0[i], count[i], w, T, ww, &g) + (float)(i % 7);
         wx0[i] = (float)g;
@@ -457,30 +460,38 @@ Test(e2e, items_sorted_by_trip_count_keep_their_results_and_gradients) {
     kern_module *m;
     cr_assert_eq(kern_module_from_source(ctx, TRIPS, strlen(TRIPS), "trips.kern", &m), KERN_OK,
                  "%s", kern_context_last_error(ctx));
-    int64_t n = N, t = T;
+    int64_t nn = n, t = T;
     kern_buffer *bc;
-    cr_assert_eq(kern_buffer_create(ctx, KERN_I32, 1, &n, count, &bc), KERN_OK);
-    kern_buffer *bo = buf_f32(ctx, 1, &n, NULL), *bxg = buf_f32(ctx, 1, &n, NULL),
+    cr_assert_eq(kern_buffer_create(ctx, KERN_I32, 1, &nn, count, &bc), KERN_OK);
+    kern_buffer *bo = buf_f32(ctx, 1, &nn, NULL), *bxg = buf_f32(ctx, 1, &nn, NULL),
                 *bwg = buf_f32(ctx, 1, &t, NULL);
-    kern_arg a[7] = {kern_arg_buffer(buf_f32(ctx, 1, &n, x0)),
+    kern_arg a[7] = {kern_arg_buffer(buf_f32(ctx, 1, &nn, x0)),
                      kern_arg_buffer(buf_f32(ctx, 1, &t, w)),
                      kern_arg_buffer(bc),
                      kern_arg_buffer(bo),
                      kern_arg_buffer(bxg),
                      kern_arg_buffer(bwg),
-                     kern_arg_buffer(buf_f32(ctx, 1, &n, ones))};
+                     kern_arg_buffer(buf_f32(ctx, 1, &nn, ones))};
     cr_assert_eq(kern_launch(find(m, "trips"), a, 4), KERN_OK, "%s", kern_context_last_error(ctx));
-    read_f32(bo, got, N);
-    expect_close(got, want, N, 2e-5f, "out");
+    read_f32(bo, got, n);
+    expect_close(got, want, n, 2e-5f, "out");
     cr_assert_eq(kern_launch(find(m, "trips.grad"), a, 7), KERN_OK, "%s",
                  kern_context_last_error(ctx));
-    read_f32(bxg, gx, N);
+    read_f32(bxg, gx, n);
     read_f32(bwg, gw, T);
-    expect_close(gx, wx0, N, 1e-4f, "x0.grad");
+    expect_close(gx, wx0, n, 1e-4f, "x0.grad");
     for (int k = 0; k < T; k++)
         cr_expect(fabs(gw[k] - ww[k]) <= 1e-4 * fmax(1.0, fabs(ww[k])),
-                  "w.grad[%d]: %.9g, want %.9g", k, (double)gw[k], ww[k]);
+                  "n %d: w.grad[%d]: %.9g, want %.9g", n, k, (double)gw[k], ww[k]);
     kern_context_release(ctx);
+}
+
+/* Sizes around the GPUs' rounds: a Vulkan workgroup sorts 256 items (two per invocation),
+ * a CUDA block 256, a SIMD window 16 vectors */
+Test(e2e, items_sorted_by_trip_count_keep_their_results_and_gradients) {
+    static const int sizes[] = {1, 100, 128, 129, 255, 256, 257, 511, 20000 + 77};
+    for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++)
+        sorted_trips(sizes[c]);
 }
 
 /* count shorter than x0: the counts computed ahead read nothing out of bounds and record

@@ -321,7 +321,7 @@ Test(modcheck, spirv_damage_refused) {
 }
 
 /* A kernel whose work items run their own trip counts sorts each workgroup's items in
- * workgroup arrays of 128 u32 (backends/spirv/spv_emit.c, sort_group): grown to 8192, past
+ * workgroup arrays of 256 u32 (backends/spirv/spv_emit.c, sort_group): grown to 8192, past
  * the 16 KiB kern's kernels use, the module is refused naming the kernel. */
 Test(modcheck, spirv_workgroup_memory_beyond_16k_refused) {
     static const char src[] = "kernel r(x: f32[], n: i32[], w: f32[]) {\n"
@@ -340,12 +340,12 @@ Test(modcheck, spirv_workgroup_memory_beyond_16k_refused) {
         size_t ptr = find_op(w, n, SpvOpTypePointer, 1, w[a + 1], 0);
         size_t arr = ptr ? find_op(w, n, SpvOpTypeArray, 1, w[ptr + 3], 0) : 0;
         size_t c = arr ? find_op(w, n, SpvOpConstant, 2, w[arr + 3], 0) : 0;
-        if (c && w[c + 3] == 128) {
+        if (c && w[c + 3] == 256) {
             len = c;
             break;
         }
     }
-    cr_assert(len, "no workgroup array of 128 elements in r");
+    cr_assert(len, "no workgroup array of 256 elements in r");
     w[len + 3] = 8192;
     expect_refused(&b, "vulkan", w, b.len, "workgroup memory beyond 16 KiB",
                    "kernel 'r' (entry point 'kern_r__t0'): ");

@@ -359,29 +359,44 @@ static uint32_t group_atomic(spv_emitter *em, SpvOp op, uint32_t ptr, uint32_t v
     return spv_op(&em->b, op, em->t_u32, ops, 4);
 }
 
-/* The workgroup's items base .. base + nb - 1 sorted by trip count in workgroup memory
- * (a counting sort on the top SORT_BUCKET_BITS bits of the largest count's width, with
- * workgroup atomics): the item (u64) this invocation runs, valid where lid < nb. Every
- * invocation of the workgroup runs it (its barriers). */
+/* Items a workgroup sorts together: SORT_PER per invocation. A subgroup of 32 runs as
+ * long as its longest item, so the more items sorted together, the closer the counts of a
+ * subgroup's items (counts uniform in 0..T: the subgroups run 0.62 T sorted by 128, 0.56 T
+ * by 256, the CUDA path's block). */
+enum { SORT_PER = 2, SORT_ITEMS = SORT_PER * KERN_SPV_GROUP };
+
+/* The workgroup's items base .. base + nb - 1 (nb <= SORT_ITEMS) sorted by trip count in
+ * workgroup memory (a counting sort on the top SORT_BUCKET_BITS bits of the largest
+ * count's width, with workgroup atomics): returns the workgroup array whose element p
+ * (u32) is the offset from base of the item at place p, valid for p < nb. Invocation lid
+ * computes the counts of items lid + h KERN_SPV_GROUP, h < SORT_PER. Every invocation of
+ * the workgroup runs it (its barriers). */
 static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sort *s, uint32_t base,
                            uint32_t nb, uint32_t lid) {
     uint32_t u64 = u64t(em), u32 = em->t_u32, nbk = 1u << SORT_BUCKET_BITS;
-    uint32_t order = group_array(em, KERN_SPV_GROUP), hist = group_array(em, nbk),
+    uint32_t order = group_array(em, SORT_ITEMS), hist = group_array(em, nbk),
              kmax = group_array(em, 1);
-    uint32_t valid = spv_op2(&em->b, SpvOpULessThan, em->t_bool, lid, nb);
     const kern_type *it = task->operands[0]->type;
-    uint32_t i = spv_op2(&em->b, SpvOpIAdd, u64, spv_to_u64(em, val(em, task->operands[0]), it),
-                         spv_op2(&em->b, SpvOpIAdd, u64, base, lid));
-    set_val(em, task->regions[0]->args[0],
-            is_i64(it) ? i : spv_op1(&em->b, SpvOpUConvert, em->t_u32, i));
-    uint32_t key = spv_op3(&em->b, SpvOpSelect, u32, valid, emit_key(em, s), cu32(em, 0));
+    uint32_t j[SORT_PER], valid[SORT_PER], key[SORT_PER], bucket[SORT_PER], r[SORT_PER];
+    for (int h = 0; h < SORT_PER; h++) {
+        j[h] = spv_op2(&em->b, SpvOpIAdd, u64, lid, cu64(em, (uint64_t)h * KERN_SPV_GROUP));
+        valid[h] = spv_op2(&em->b, SpvOpULessThan, em->t_bool, j[h], nb);
+        uint32_t i = spv_op2(&em->b, SpvOpIAdd, u64, spv_to_u64(em, val(em, task->operands[0]), it),
+                             spv_op2(&em->b, SpvOpIAdd, u64, base, j[h]));
+        set_val(em, task->regions[0]->args[0],
+                is_i64(it) ? i : spv_op1(&em->b, SpvOpUConvert, em->t_u32, i));
+        key[h] = spv_op3(&em->b, SpvOpSelect, u32, valid[h], emit_key(em, s), cu32(em, 0));
+    }
     uint32_t l_j =
         spv_begin_if(em, spv_op2(&em->b, SpvOpULessThan, em->t_bool, lid, cu64(em, nbk)));
     spv_instv(&em->b.funcs, SpvOpStore, 2, group_at(em, hist, lid), cu32(em, 0));
     spv_instv(&em->b.funcs, SpvOpStore, 2, group_at(em, kmax, cu64(em, 0)), cu32(em, 0));
     spv_end_if(em, l_j);
     spv_workgroup_barrier(em);
-    group_atomic(em, SpvOpAtomicUMax, group_at(em, kmax, cu64(em, 0)), key);
+    uint32_t kx = key[0];
+    for (int h = 1; h < SORT_PER; h++)
+        kx = spv_ext(&em->b, u32, GLSLstd450UMax, (uint32_t[]){kx, key[h]}, 2);
+    group_atomic(em, SpvOpAtomicUMax, group_at(em, kmax, cu64(em, 0)), kx);
     spv_workgroup_barrier(em);
     uint32_t m = spv_op1(&em->b, SpvOpLoad, u32, group_at(em, kmax, cu64(em, 0)));
     /* the width of m: FindUMsb + 1 (FindUMsb(0) is -1) */
@@ -390,11 +405,13 @@ static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sor
     uint32_t shift = spv_op3(&em->b, SpvOpSelect, u32,
                              spv_op2(&em->b, SpvOpSGreaterThan, em->t_bool, bits, cu32(em, 0)),
                              bits, cu32(em, 0));
-    uint32_t bucket = spv_op1(&em->b, SpvOpUConvert, u64,
-                              spv_op2(&em->b, SpvOpShiftRightLogical, u32, key, shift));
-    /* the item's place in its bucket (an invalid invocation adds 0) */
-    uint32_t r = group_atomic(em, SpvOpAtomicIAdd, group_at(em, hist, bucket),
-                              spv_op3(&em->b, SpvOpSelect, u32, valid, cu32(em, 1), cu32(em, 0)));
+    /* each item's place in its bucket (an invalid item adds 0) */
+    for (int h = 0; h < SORT_PER; h++) {
+        bucket[h] = spv_op1(&em->b, SpvOpUConvert, u64,
+                            spv_op2(&em->b, SpvOpShiftRightLogical, u32, key[h], shift));
+        r[h] = group_atomic(em, SpvOpAtomicIAdd, group_at(em, hist, bucket[h]),
+                            spv_op3(&em->b, SpvOpSelect, u32, valid[h], cu32(em, 1), cu32(em, 0)));
+    }
     spv_workgroup_barrier(em);
     l_j = spv_begin_if(em, spv_op2(&em->b, SpvOpIEqual, em->t_bool, lid, cu64(em, 0)));
     uint32_t sum = cu32(em, 0);
@@ -406,43 +423,55 @@ static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sor
     }
     spv_end_if(em, l_j);
     spv_workgroup_barrier(em);
-    l_j = spv_begin_if(em, valid);
-    uint32_t at = spv_op2(&em->b, SpvOpIAdd, u32,
-                          spv_op1(&em->b, SpvOpLoad, u32, group_at(em, hist, bucket)), r);
-    spv_instv(&em->b.funcs, SpvOpStore, 2,
-              group_at(em, order, spv_op1(&em->b, SpvOpUConvert, u64, at)),
-              spv_op1(&em->b, SpvOpUConvert, u32, lid));
-    spv_end_if(em, l_j);
+    for (int h = 0; h < SORT_PER; h++) {
+        l_j = spv_begin_if(em, valid[h]);
+        uint32_t at = spv_op2(&em->b, SpvOpIAdd, u32,
+                              spv_op1(&em->b, SpvOpLoad, u32, group_at(em, hist, bucket[h])), r[h]);
+        spv_instv(&em->b.funcs, SpvOpStore, 2,
+                  group_at(em, order, spv_op1(&em->b, SpvOpUConvert, u64, at)),
+                  spv_op1(&em->b, SpvOpUConvert, u32, j[h]));
+        spv_end_if(em, l_j);
+    }
     spv_workgroup_barrier(em);
-    uint32_t mine =
-        spv_op1(&em->b, SpvOpLoad, u32,
-                group_at(em, order, spv_op3(&em->b, SpvOpSelect, u64, valid, lid, cu64(em, 0))));
-    return spv_op2(&em->b, SpvOpIAdd, u64, base, spv_op1(&em->b, SpvOpUConvert, u64, mine));
+    return order;
 }
 
 /* A one-dimensional task whose items run sorted by trip count: the workgroup takes its
- * items base .. base + KERN_SPV_GROUP - 1 together, sorts them (sort_group) and each
- * invocation runs the item at its place; the loop's base is the same in the whole
- * workgroup (its barriers are in uniform control flow). */
+ * items base .. base + SORT_ITEMS - 1 together, sorts them (sort_group) and invocation lid
+ * runs the items at places lid and SORT_ITEMS - 1 - lid (subgroup k then runs the k-th
+ * shortest 32 items and the k-th longest: the subgroups' work evens out); the loop's base
+ * is the same in the whole workgroup (its barriers are in uniform control flow). */
 static void emit_sorted_parallel(spv_emitter *em, const ir_op *task, const ir_trip_sort *s,
                                  uint32_t w, uint32_t nthreads) {
+    _Static_assert(SORT_PER == 2, "places lid and SORT_ITEMS - 1 - lid");
     const ir_region *body = task->regions[0];
     const kern_type *it = task->operands[0]->type;
     uint32_t u64 = u64t(em), count = task_extent(em, task, 0), lid = spv_local_x(em);
-    spv_strided st;
-    uint32_t base = spv_strided_begin(em, spv_op2(&em->b, SpvOpISub, u64, w, lid), count, &st);
-    uint32_t rest = spv_op2(&em->b, SpvOpISub, u64, count, base), gs = cu64(em, KERN_SPV_GROUP);
+    uint32_t per = cu64(em, SORT_PER);
+    spv_strided st, half;
+    uint32_t base = spv_strided_begin(
+        em, spv_op2(&em->b, SpvOpIMul, u64, spv_op2(&em->b, SpvOpISub, u64, w, lid), per), count,
+        &st);
+    uint32_t rest = spv_op2(&em->b, SpvOpISub, u64, count, base), gs = cu64(em, SORT_ITEMS);
     uint32_t nb = spv_op3(&em->b, SpvOpSelect, u64,
                           spv_op2(&em->b, SpvOpULessThan, em->t_bool, rest, gs), rest, gs);
-    uint32_t n = sort_group(em, task, s, base, nb, lid);
-    uint32_t l_j = spv_begin_if(em, spv_op2(&em->b, SpvOpULessThan, em->t_bool, lid, nb));
-    uint32_t i = spv_op2(&em->b, SpvOpIAdd, u64, spv_to_u64(em, val(em, task->operands[0]), it), n);
+    uint32_t order = sort_group(em, task, s, base, nb, lid);
+    uint32_t h = spv_strided_begin(em, cu64(em, 0), per, &half);
+    uint32_t place =
+        spv_op3(&em->b, SpvOpSelect, u64, spv_op2(&em->b, SpvOpIEqual, em->t_bool, h, cu64(em, 0)),
+                lid, spv_op2(&em->b, SpvOpISub, u64, cu64(em, SORT_ITEMS - 1), lid));
+    uint32_t l_j = spv_begin_if(em, spv_op2(&em->b, SpvOpULessThan, em->t_bool, place, nb));
+    uint32_t n = spv_op1(&em->b, SpvOpUConvert, u64,
+                         spv_op1(&em->b, SpvOpLoad, em->t_u32, group_at(em, order, place)));
+    uint32_t i = spv_op2(&em->b, SpvOpIAdd, u64, spv_to_u64(em, val(em, task->operands[0]), it),
+                         spv_op2(&em->b, SpvOpIAdd, u64, base, n));
     set_val(em, body->args[0], is_i64(it) ? i : spv_op1(&em->b, SpvOpUConvert, em->t_u32, i));
     reset_adstacks(em);
     spv_emit_region(em, body);
     spv_end_if(em, l_j);
+    spv_strided_end(em, &half, h, cu64(em, 1));
     spv_workgroup_barrier(em); /* the workgroup arrays are the next round's */
-    spv_strided_end(em, &st, base, nthreads);
+    spv_strided_end(em, &st, base, spv_op2(&em->b, SpvOpIMul, u64, nthreads, per));
 }
 
 static void emit_parallel(spv_emitter *em, const ir_op *task, uint32_t w, uint32_t nthreads) {
