@@ -685,21 +685,49 @@ Test(spirv, loops_with_per_item_bounds_are_tested_once) {
  * w.grad's replicas is an entry point of its own), also where per-item counts make
  * the reverse sweep aligned (its pops under an `if` that runs the item's last n[i] steps of
  * the group's). A while loop (its count unknown ahead) keeps one copy; the reverse sweep's
- * for loop over its count has two. What a failed test reports: adstack_rt's
- * a_for_loop_past_its_capacity_is_reported_at_the_for_loop on Vulkan. */
+ * for loop over its count has two. A fast copy of 16 ops or more is two loops, four steps
+ * per trip and the rest (loops_of_16_ops_take_four_steps_per_trip): sin's (two more
+ * loops), the while loop's reverse sweep and the last case's. What a failed test
+ * reports: adstack_rt's a_for_loop_past_its_capacity_is_reported_at_the_for_loop on
+ * Vulkan. */
 Test(spirv, loops_test_their_adstacks_once) {
     const struct {
         const char *loop;
         bool checks;
         int loops;
-    } cases[] = {{"for t in 0..len(w) { v = sin(v) * w[t]; }", true, 5},
-                 {"for t in 0..len(w) { v = sin(v) * w[t]; }", false, 5},
-                 {"var k = 0; while k < len(w) { v = sin(v) * w[k]; k += 1; }", true, 4},
+    } cases[] = {{"for t in 0..len(w) { v = sin(v) * w[t]; }", true, 7},
+                 {"for t in 0..len(w) { v = sin(v) * w[t]; }", false, 7},
+                 {"var k = 0; while k < len(w) { v = sin(v) * w[k]; k += 1; }", true, 5},
                  /* per-item counts: the reverse sweep is aligned, its pops under an `if`;
                   * unchecked, so that only its stack makes its copies */
-                 {"for t in 0..n[i] { v = v * w[t] + 0.5 * v * v; }", false, 5}};
+                 {"for t in 0..n[i] { v = v * w[t] + 0.5 * v * v; }", false, 6}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int loops = loops_of(cases[i].loop, cases[i].checks, "kern_k__grad__t0");
+        cr_expect_eq(loops, cases[i].loops, "%s: %d loops", cases[i].loop, loops);
+    }
+}
+
+/* An innermost for loop without an early exit whose body has 16 ops or more runs four
+ * steps per trip while four are left, then the rest one at a time (spv_emit_ctrl.c,
+ * emit_unrolled): two loops; only the fast copy of a tested loop, not its checked one; a
+ * small body, a while loop and a loop with a break keep one. What the steps compute,
+ * counts 0 to 7 past multiples of four: e2e/items_sorted_* and the corpus on Vulkan. */
+Test(spirv, loops_of_16_ops_take_four_steps_per_trip) {
+#define BIG "v = v * w[t] + 0.5 * v * v - 0.25 * v * v * v + 0.125 * v * v * v * v;"
+    const struct {
+        const char *loop;
+        int loops;
+    } cases[] = {{"for t in 0..len(w) { v = v * w[t]; }", 2},
+                 {"for t in 0..len(w) { " BIG " }", 3},
+                 /* the sort's loop over an invocation's two items, the fast copy's two,
+                  * the checked copy */
+                 {"for t in 0..n[i] { " BIG " }", 5},
+                 {"var t = 0; while t < n[i] { " BIG " t += 1; }", 2},
+                 /* tested, two copies, neither unrolled */
+                 {"for t in 0..len(w) { " BIG " if v > 3.0 { break; } }", 3}};
+#undef BIG
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int loops = loops_of(cases[i].loop, true, "kern_k__t0");
         cr_expect_eq(loops, cases[i].loops, "%s: %d loops", cases[i].loop, loops);
     }
 }

@@ -108,33 +108,6 @@ static void bind_adstacks(llvm_emitter *em, LLVMValueRef fn, unsigned first, LLV
 
 enum { BLK_ELEMS = 2048, BLK_MAX = 4, BLK_BYTES = 32768 };
 
-static bool is_fadd_unused(llvm_emitter *em, const ir_op *op) {
-    return (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) &&
-           ty_is_float(op->operands[0]->type->elem) && !llvm_value_used(em, op->results[0]);
-}
-
-/* Whether every access of array a in r is a float atomic add with its old value unused;
- * *any: there is one; *looped: one is inside a loop of r (in_loop: r is in one). */
-static bool only_fadds(llvm_emitter *em, const ir_region *r, const ir_value *a, bool in_loop,
-                       bool *any, bool *looped) {
-    ir_foreach_op(op, r) {
-        bool access = ir_is_access(op->code) || op->code == IR_DIM;
-        if (access && op->operands[0] == a) {
-            if (op->code == IR_DIM)
-                continue;
-            if (!is_fadd_unused(em, op))
-                return false;
-            *any = true;
-            *looped |= in_loop;
-        }
-        bool loop = in_loop || op->code == IR_FOR || op->code == IR_WHILE;
-        for (uint32_t i = 0; i < op->nregions; i++)
-            if (!only_fadds(em, op->regions[i], a, loop, any, looped))
-                return false;
-    }
-    return true;
-}
-
 /* The GPU target's own state in the emitter (em->target): arrays whose float atomic adds
  * accumulate in a block copy. */
 typedef struct gpu_blocks {
@@ -148,6 +121,60 @@ typedef struct gpu_blocks {
 } gpu_blocks;
 
 static gpu_blocks *blocks_of(const llvm_emitter *em) { return (gpu_blocks *)em->target; }
+
+static bool is_fadd_unused(llvm_emitter *em, const ir_op *op) {
+    return (op->code == IR_ATOMIC_ADD || op->code == IR_ATOMIC_SUB) &&
+           ty_is_float(op->operands[0]->type->elem) && !llvm_value_used(em, op->results[0]);
+}
+
+/* Whether v, an index, differs in every thread of a warp by construction: the task's index
+ * plus a uniform value (ir_div_linear), that modulo a uniform value (kepler's i % len(w):
+ * distinct while the modulus is at least 32), a cast of one, or a select by a uniform
+ * condition between one and a uniform value (the lowering of %). */
+static bool spread_index(const ir_divergence *d, const ir_value *v) {
+    if (ir_div_linear(d, v))
+        return true;
+    const ir_op *o = v->def;
+    if (!o)
+        return false;
+    switch (o->code) {
+    case IR_CAST: return ty_is_int(o->operands[0]->type) && spread_index(d, o->operands[0]);
+    case IR_REM: return spread_index(d, o->operands[0]) && !ir_div_varying(d, o->operands[1]);
+    case IR_SELECT: {
+        const ir_value *p = o->operands[1], *q = o->operands[2];
+        return !ir_div_varying(d, o->operands[0]) &&
+               ((spread_index(d, p) && (spread_index(d, q) || !ir_div_varying(d, q))) ||
+                (spread_index(d, q) && !ir_div_varying(d, p)));
+    }
+    default: return false;
+    }
+}
+
+/* Whether every access of array a in r is a float atomic add with its old value unused;
+ * *any: there is one; *shared: the adds may meet at one address: one is inside a loop of
+ * r (in_loop: r is in one), or a one-dimensional array's at an index not spread_index (in
+ * a task of several dimensions, which has no divergence analysis: any). */
+static bool only_fadds(llvm_emitter *em, const ir_region *r, const ir_value *a, bool in_loop,
+                       bool *any, bool *shared) {
+    ir_foreach_op(op, r) {
+        bool access = ir_is_access(op->code) || op->code == IR_DIM;
+        if (access && op->operands[0] == a) {
+            if (op->code == IR_DIM)
+                continue;
+            if (!is_fadd_unused(em, op))
+                return false;
+            *any = true;
+            const gpu_blocks *g = blocks_of(em);
+            *shared |= in_loop || !g->have_div || op->operands[0]->type->rank != 1 ||
+                       !spread_index(&g->div, op->operands[1]);
+        }
+        bool loop = in_loop || op->code == IR_FOR || op->code == IR_WHILE;
+        for (uint32_t i = 0; i < op->nregions; i++)
+            if (!only_fadds(em, op->regions[i], a, loop, any, shared))
+                return false;
+    }
+    return true;
+}
 
 /* for (j = tib; j < n; j += bs) body(j): the loop of the block's threads over a copy */
 typedef void (*blk_body)(llvm_emitter *em, int b, LLVMValueRef j);
@@ -199,39 +226,25 @@ static void blk_flush(llvm_emitter *em, int b, LLVMValueRef j) {
     LLVMPositionBuilderAtEnd(em->b, next);
 }
 
-/* The task's items per block of the grid (i64, uniform over the grid). */
-static LLVMValueRef items_per_block(llvm_emitter *em, const llvm_gpu_target *gt,
-                                    const ir_op *task) {
-    LLVMValueRef count = NULL;
-    for (uint32_t d = 0; d < task->regions[0]->nargs; d++) {
-        LLVMValueRef e = llvm_task_extent(em, task, d);
-        count = d ? LLVMBuildMul(em->b, count, e, "") : e;
-    }
-    LLVMValueRef blocks = LLVMBuildUDiv(em->b, gt->thread_count(em), gt->block_size(em), "");
-    LLVMValueRef one = LLVMConstInt(em->t_i64, 1, 0);
-    blocks =
-        LLVMBuildSelect(em->b, LLVMBuildICmp(em->b, LLVMIntUGT, blocks, one, ""), blocks, one, "");
-    return LLVMBuildUDiv(em->b, count, blocks, "blk.items");
-}
-
-/* Chooses the arrays of a parallel task that get block copies and zeroes the copies. An
- * array whose adds are all outside the task's loops (one per item and add: kepler.grad's
- * w.grad[i % len(w)]) uses its copy only where the block has at least as many items as
- * the array has elements: zeroing and adding the copy costs about two operations per
- * element, so with fewer items the global adds are cheaper (kepler K.grad 0.200 -> 0.180
- * ms on an H200, bench/README.md). */
+/* Chooses the arrays of a parallel task that get block copies and zeroes the copies: an
+ * array whose adds may meet (only_fadds: inside a loop of the task, like loop.grad's
+ * w.grad[t]; at an index the same in the warp; at a data-dependent one, a histogram's
+ * h[b[i]]: 63x faster with the copy on an H200). An array added into once per item at an
+ * index that differs in every thread of a warp (kepler.grad's w.grad[i % len(w)], x.grad[i]
+ * after a loop) keeps the global adds: the warp's 32 adds are one instruction there and 32
+ * in shared memory (kepler K.grad 0.200 -> 0.180 ms, bench/README.md). */
 static void block_copies_begin(llvm_emitter *em, const llvm_gpu_target *gt, const ir_op *task) {
     blocks_of(em)->nblk = 0;
     if (!gt->barrier || task->code != IR_PARALLEL)
         return;
     const ir_kernel *k = em->kernel;
     int bytes = 0;
-    LLVMValueRef per_block = NULL;
     for (uint32_t i = 0; i < k->nparams && blocks_of(em)->nblk < BLK_MAX; i++) {
         const kern_type *t = k->params[i].type;
-        bool any = false, looped = false;
+        bool any = false, shared = false;
         if (!ty_is_array(t) || !ty_is_float(t->elem) ||
-            !only_fadds(em, task->regions[0], k->body->args[i], false, &any, &looped) || !any)
+            !only_fadds(em, task->regions[0], k->body->args[i], false, &any, &shared) || !any ||
+            !shared)
             continue;
         int size = BLK_ELEMS * (int)ty_size(t->elem);
         if (bytes + size > BLK_BYTES)
@@ -249,15 +262,8 @@ static void block_copies_begin(llvm_emitter *em, const llvm_gpu_target *gt, cons
         for (int d = 1; d < t->rank; d++)
             n = LLVMBuildMul(em->b, n, em->arr_shape[i][d], "");
         blocks_of(em)->blk_count[b] = n;
-        LLVMValueRef on =
+        blocks_of(em)->blk_on[b] =
             LLVMBuildICmp(em->b, LLVMIntULE, n, LLVMConstInt(em->t_i64, BLK_ELEMS, 0), "blk.fits");
-        if (!looped) {
-            if (!per_block)
-                per_block = items_per_block(em, gt, task);
-            on = LLVMBuildAnd(em->b, on, LLVMBuildICmp(em->b, LLVMIntUGE, per_block, n, ""),
-                              "blk.worth");
-        }
-        blocks_of(em)->blk_on[b] = on;
     }
     for (int b = 0; b < blocks_of(em)->nblk; b++)
         block_loop(em, gt, b, blk_zero);

@@ -60,13 +60,15 @@ static uint32_t header_phi(spv_emitter *em, uint32_t type, uint32_t init, uint32
     return phi2(em, type, init, pre, 0, l_cont);
 }
 
-static void emit_loop(spv_emitter *em, const ir_op *op) {
+/* The loop of op from index lo with the carried values init[] (op's own operands where
+ * NULL); sets op's results. */
+static void emit_loop_from(spv_emitter *em, const ir_op *op, uint32_t lo, const uint32_t *init) {
     bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0;
     uint32_t n = op->nresults;
     const ir_region *body = op->regions[0];
     const kern_type *it = op->operands[0]->type;
     uint32_t ity = spv_reg_type(em, it);
-    uint32_t lo = val(em, op->operands[0]), hi = val(em, op->operands[1]);
+    uint32_t hi = val(em, op->operands[1]);
     uint32_t pre = em->cur;
     uint32_t l_head = spv_id(&em->b), l_body = spv_id(&em->b), l_cont = spv_id(&em->b),
              l_merge = spv_id(&em->b);
@@ -76,7 +78,7 @@ static void emit_loop(spv_emitter *em, const ir_op *op) {
     uint32_t iphi = header_phi(em, ity, lo, pre, l_cont, &i_at);
     for (uint32_t k = 0; k < n; k++)
         carried[k] = header_phi(em, spv_reg_type(em, op->results[k]->type),
-                                val(em, op->operands[2 + k]), pre, l_cont, &at[k]);
+                                init ? init[k] : val(em, op->operands[2 + k]), pre, l_cont, &at[k]);
     uint32_t less =
         spv_op2(&em->b, ty_is_unsigned(it) ? SpvOpULessThan : SpvOpSLessThan, em->t_bool, iphi, hi);
     spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
@@ -108,6 +110,81 @@ static void emit_loop(spv_emitter *em, const ir_op *op) {
     free(at);
     free(carried);
     free(next);
+}
+
+enum { UNROLL = 4, UNROLL_MIN_OPS = 16 };
+
+/* Whether the loop op runs UNROLL iterations per trip
+ * (emit_unrolled): an innermost loop without an early exit whose body has at least
+ * UNROLL_MIN_OPS ops. */
+static bool unrolls(const ir_op *op) {
+    const ir_region *body = op->regions[0];
+    return op->code == IR_FOR && !(op->attr & IR_FOR_EARLY_EXIT) && !ir_region_has_loop(body) &&
+           ir_region_count_ops(body) >= UNROLL_MIN_OPS;
+}
+
+/* The loop op UNROLL iterations per trip while at least UNROLL are left (the body emitted
+ * UNROLL times, one index after the other), then the rest one at a time (emit_loop_from). */
+static void emit_unrolled(spv_emitter *em, const ir_op *op) {
+    uint32_t n = op->nresults;
+    const ir_region *body = op->regions[0];
+    const kern_type *it = op->operands[0]->type;
+    uint32_t ity = spv_reg_type(em, it);
+    uint32_t lo = val(em, op->operands[0]), hi = val(em, op->operands[1]);
+    uint32_t pre = em->cur;
+    uint32_t l_head = spv_id(&em->b), l_body = spv_id(&em->b), l_cont = spv_id(&em->b),
+             l_merge = spv_id(&em->b);
+    branch(em, l_head);
+    label(em, l_head);
+    uint32_t i_at, *at = tmp_ids(n), *carried = tmp_ids(n), *next = tmp_ids(n);
+    uint32_t iphi = header_phi(em, ity, lo, pre, l_cont, &i_at);
+    for (uint32_t k = 0; k < n; k++)
+        carried[k] = header_phi(em, spv_reg_type(em, op->results[k]->type),
+                                val(em, op->operands[2 + k]), pre, l_cont, &at[k]);
+    /* i < hi and hi - i > UNROLL - 1: the difference, once i < hi, is exact unsigned */
+    uint32_t less =
+        spv_op2(&em->b, ty_is_unsigned(it) ? SpvOpULessThan : SpvOpSLessThan, em->t_bool, iphi, hi);
+    uint32_t one = is_i64(it) ? cu64(em, 1) : cu32(em, 1);
+    uint32_t left = spv_op2(&em->b, SpvOpISub, ity, hi, iphi);
+    uint32_t enough = spv_op2(&em->b, SpvOpUGreaterThan, em->t_bool, left,
+                              is_i64(it) ? cu64(em, UNROLL - 1) : cu32(em, UNROLL - 1));
+    uint32_t go = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, less, enough);
+    spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
+    branch_cond(em, go, l_body, l_merge);
+    label(em, l_body);
+    uint32_t idx = iphi;
+    for (uint32_t k = 0; k < n; k++)
+        next[k] = carried[k];
+    for (int u = 0; u < UNROLL; u++) {
+        if (u)
+            idx = spv_op2(&em->b, SpvOpIAdd, ity, idx, one);
+        set_val(em, body->args[0], idx);
+        for (uint32_t k = 0; k < n; k++)
+            set_val(em, body->args[1 + k], next[k]);
+        const ir_op *y = spv_emit_region(em, body);
+        for (uint32_t k = 0; k < n; k++)
+            next[k] = val(em, y->operands[k]);
+    }
+    branch(em, l_cont);
+    label(em, l_cont);
+    uint32_t inext = spv_op2(&em->b, SpvOpIAdd, ity, idx, one);
+    branch(em, l_head);
+    spv_patch(&em->b, i_at, inext);
+    for (uint32_t k = 0; k < n; k++)
+        spv_patch(&em->b, at[k], next[k]);
+    label(em, l_merge);
+    emit_loop_from(em, op, iphi, carried);
+    free(at);
+    free(carried);
+    free(next);
+}
+
+/* may_unroll: not the checked copy of a tested loop (which runs only where a test failed) */
+static void emit_loop(spv_emitter *em, const ir_op *op, bool may_unroll) {
+    if (may_unroll && unrolls(op))
+        emit_unrolled(em, op);
+    else
+        emit_loop_from(em, op, val(em, op->operands[0]), NULL);
 }
 
 /* idx is (hi - 1) - t, the reverse sweep's index over a loop index t of a loop to hi */
@@ -270,7 +347,7 @@ static void emit_for(spv_emitter *em, const ir_op *op) {
     if (!n) {
         free(testable);
         free(st);
-        emit_loop(em, op);
+        emit_loop(em, op, true);
         return;
     }
     const kern_type *it = op->operands[0]->type;
@@ -302,7 +379,7 @@ static void emit_for(spv_emitter *em, const ir_op *op) {
     label(em, l_fast);
     em->tested = acc;
     em->ntested = n;
-    emit_loop(em, op);
+    emit_loop(em, op, true);
     em->tested = NULL;
     em->ntested = 0;
     for (uint32_t k = 0; k < nr; k++)
@@ -310,7 +387,7 @@ static void emit_for(spv_emitter *em, const ir_op *op) {
     uint32_t end_fast = em->cur;
     branch(em, l_merge);
     label(em, l_checked);
-    emit_loop(em, op);
+    emit_loop(em, op, false);
     uint32_t end_checked = em->cur;
     branch(em, l_merge);
     label(em, l_merge);
