@@ -359,26 +359,31 @@ static uint32_t group_atomic(spv_emitter *em, SpvOp op, uint32_t ptr, uint32_t v
     return spv_op(&em->b, op, em->t_u32, ops, 4);
 }
 
-/* Items a workgroup sorts together: SORT_PER per invocation. A subgroup of 32 runs as
- * long as its longest item, so the more items sorted together, the closer the counts of a
- * subgroup's items (counts uniform in 0..T: the subgroups run 0.62 T sorted by 128, 0.56 T
- * by 256, the CUDA path's block). */
+/* Items a sorted task's invocation runs per round: SORT_PER in a kernel without adstacks
+ * (the workgroup sorts 256 items). A subgroup of 32 runs as long as its longest item, so
+ * the more items sorted together, the closer the counts of a subgroup's items (counts
+ * uniform in 0..T: the subgroups run 0.62 T sorted by 128, 0.56 T by 256, the CUDA path's
+ * block). One in a kernel with adstacks (K.grad): with two, NVIDIA's driver gave ragged's
+ * and divergent's K.grad 38 registers instead of 32 and ragged's ran 5.63 -> 6.03 ms
+ * (bench/README.md, 2026-11-29). */
 enum { SORT_PER = 2, SORT_ITEMS = SORT_PER * KERN_SPV_GROUP };
+static int sort_per(const spv_emitter *em) { return em->kernel->nadstacks ? 1 : SORT_PER; }
 
-/* The workgroup's items base .. base + nb - 1 (nb <= SORT_ITEMS) sorted by trip count in
- * workgroup memory (a counting sort on the top SORT_BUCKET_BITS bits of the largest
- * count's width, with workgroup atomics): returns the workgroup array whose element p
- * (u32) is the offset from base of the item at place p, valid for p < nb. Invocation lid
- * computes the counts of items lid + h KERN_SPV_GROUP, h < SORT_PER. Every invocation of
- * the workgroup runs it (its barriers). */
+/* The workgroup's items base .. base + nb - 1 (nb <= sort_per KERN_SPV_GROUP) sorted by
+ * trip count in workgroup memory (a counting sort on the top SORT_BUCKET_BITS bits of the
+ * largest count's width, with workgroup atomics): returns the workgroup array whose
+ * element p (u32) is the offset from base of the item at place p, valid for p < nb.
+ * Invocation lid computes the counts of items lid + h KERN_SPV_GROUP, h < sort_per. Every
+ * invocation of the workgroup runs it (its barriers). */
 static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sort *s, uint32_t base,
                            uint32_t nb, uint32_t lid) {
+    int per = sort_per(em);
     uint32_t u64 = u64t(em), u32 = em->t_u32, nbk = 1u << SORT_BUCKET_BITS;
     uint32_t order = group_array(em, SORT_ITEMS), hist = group_array(em, nbk),
              kmax = group_array(em, 1);
     const kern_type *it = task->operands[0]->type;
     uint32_t j[SORT_PER], valid[SORT_PER], key[SORT_PER], bucket[SORT_PER], r[SORT_PER];
-    for (int h = 0; h < SORT_PER; h++) {
+    for (int h = 0; h < per; h++) {
         j[h] = spv_op2(&em->b, SpvOpIAdd, u64, lid, cu64(em, (uint64_t)h * KERN_SPV_GROUP));
         valid[h] = spv_op2(&em->b, SpvOpULessThan, em->t_bool, j[h], nb);
         uint32_t i = spv_op2(&em->b, SpvOpIAdd, u64, spv_to_u64(em, val(em, task->operands[0]), it),
@@ -394,7 +399,7 @@ static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sor
     spv_end_if(em, l_j);
     spv_workgroup_barrier(em);
     uint32_t kx = key[0];
-    for (int h = 1; h < SORT_PER; h++)
+    for (int h = 1; h < per; h++)
         kx = spv_ext(&em->b, u32, GLSLstd450UMax, (uint32_t[]){kx, key[h]}, 2);
     group_atomic(em, SpvOpAtomicUMax, group_at(em, kmax, cu64(em, 0)), kx);
     spv_workgroup_barrier(em);
@@ -406,7 +411,7 @@ static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sor
                              spv_op2(&em->b, SpvOpSGreaterThan, em->t_bool, bits, cu32(em, 0)),
                              bits, cu32(em, 0));
     /* each item's place in its bucket (an invalid item adds 0) */
-    for (int h = 0; h < SORT_PER; h++) {
+    for (int h = 0; h < per; h++) {
         bucket[h] = spv_op1(&em->b, SpvOpUConvert, u64,
                             spv_op2(&em->b, SpvOpShiftRightLogical, u32, key[h], shift));
         r[h] = group_atomic(em, SpvOpAtomicIAdd, group_at(em, hist, bucket[h]),
@@ -423,7 +428,7 @@ static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sor
     }
     spv_end_if(em, l_j);
     spv_workgroup_barrier(em);
-    for (int h = 0; h < SORT_PER; h++) {
+    for (int h = 0; h < per; h++) {
         l_j = spv_begin_if(em, valid[h]);
         uint32_t at = spv_op2(&em->b, SpvOpIAdd, u32,
                               spv_op1(&em->b, SpvOpLoad, u32, group_at(em, hist, bucket[h])), r[h]);
@@ -436,30 +441,12 @@ static uint32_t sort_group(spv_emitter *em, const ir_op *task, const ir_trip_sor
     return order;
 }
 
-/* A one-dimensional task whose items run sorted by trip count: the workgroup takes its
- * items base .. base + SORT_ITEMS - 1 together, sorts them (sort_group) and invocation lid
- * runs the items at places lid and SORT_ITEMS - 1 - lid (subgroup k then runs the k-th
- * shortest 32 items and the k-th longest: the subgroups' work evens out); the loop's base
- * is the same in the whole workgroup (its barriers are in uniform control flow). */
-static void emit_sorted_parallel(spv_emitter *em, const ir_op *task, const ir_trip_sort *s,
-                                 uint32_t w, uint32_t nthreads) {
-    _Static_assert(SORT_PER == 2, "places lid and SORT_ITEMS - 1 - lid");
+/* The task body for the item at place `place` of the sorted order, where place < nb. */
+static void run_place(spv_emitter *em, const ir_op *task, uint32_t order, uint32_t base,
+                      uint32_t nb, uint32_t place) {
     const ir_region *body = task->regions[0];
     const kern_type *it = task->operands[0]->type;
-    uint32_t u64 = u64t(em), count = task_extent(em, task, 0), lid = spv_local_x(em);
-    uint32_t per = cu64(em, SORT_PER);
-    spv_strided st, half;
-    uint32_t base = spv_strided_begin(
-        em, spv_op2(&em->b, SpvOpIMul, u64, spv_op2(&em->b, SpvOpISub, u64, w, lid), per), count,
-        &st);
-    uint32_t rest = spv_op2(&em->b, SpvOpISub, u64, count, base), gs = cu64(em, SORT_ITEMS);
-    uint32_t nb = spv_op3(&em->b, SpvOpSelect, u64,
-                          spv_op2(&em->b, SpvOpULessThan, em->t_bool, rest, gs), rest, gs);
-    uint32_t order = sort_group(em, task, s, base, nb, lid);
-    uint32_t h = spv_strided_begin(em, cu64(em, 0), per, &half);
-    uint32_t place =
-        spv_op3(&em->b, SpvOpSelect, u64, spv_op2(&em->b, SpvOpIEqual, em->t_bool, h, cu64(em, 0)),
-                lid, spv_op2(&em->b, SpvOpISub, u64, cu64(em, SORT_ITEMS - 1), lid));
+    uint32_t u64 = u64t(em);
     uint32_t l_j = spv_begin_if(em, spv_op2(&em->b, SpvOpULessThan, em->t_bool, place, nb));
     uint32_t n = spv_op1(&em->b, SpvOpUConvert, u64,
                          spv_op1(&em->b, SpvOpLoad, em->t_u32, group_at(em, order, place)));
@@ -469,7 +456,39 @@ static void emit_sorted_parallel(spv_emitter *em, const ir_op *task, const ir_tr
     reset_adstacks(em);
     spv_emit_region(em, body);
     spv_end_if(em, l_j);
-    spv_strided_end(em, &half, h, cu64(em, 1));
+}
+
+/* A one-dimensional task whose items run sorted by trip count: the workgroup takes items
+ * base .. base + sort_per KERN_SPV_GROUP - 1 together, sorts them (sort_group) and
+ * invocation lid runs the item at place lid, with two per invocation also the one at place
+ * 255 - lid (subgroup k then runs the k-th shortest 32 items and the k-th longest: the
+ * subgroups' work evens out); the loop's base is the same in the whole workgroup (its
+ * barriers are in uniform control flow). */
+static void emit_sorted_parallel(spv_emitter *em, const ir_op *task, const ir_trip_sort *s,
+                                 uint32_t w, uint32_t nthreads) {
+    _Static_assert(SORT_PER == 2, "places lid and items - 1 - lid");
+    uint32_t u64 = u64t(em), count = task_extent(em, task, 0), lid = spv_local_x(em);
+    uint64_t items = (uint64_t)sort_per(em) * KERN_SPV_GROUP;
+    uint32_t per = cu64(em, (uint64_t)sort_per(em));
+    spv_strided st;
+    uint32_t base = spv_strided_begin(
+        em, spv_op2(&em->b, SpvOpIMul, u64, spv_op2(&em->b, SpvOpISub, u64, w, lid), per), count,
+        &st);
+    uint32_t rest = spv_op2(&em->b, SpvOpISub, u64, count, base), gs = cu64(em, items);
+    uint32_t nb = spv_op3(&em->b, SpvOpSelect, u64,
+                          spv_op2(&em->b, SpvOpULessThan, em->t_bool, rest, gs), rest, gs);
+    uint32_t order = sort_group(em, task, s, base, nb, lid);
+    if (sort_per(em) == 1) {
+        run_place(em, task, order, base, nb, lid);
+    } else { /* a loop over the two places (the body emitted twice: 40 registers, not 38) */
+        spv_strided half;
+        uint32_t h = spv_strided_begin(em, cu64(em, 0), per, &half);
+        uint32_t place = spv_op3(&em->b, SpvOpSelect, u64,
+                                 spv_op2(&em->b, SpvOpIEqual, em->t_bool, h, cu64(em, 0)), lid,
+                                 spv_op2(&em->b, SpvOpISub, u64, cu64(em, items - 1), lid));
+        run_place(em, task, order, base, nb, place);
+        spv_strided_end(em, &half, h, cu64(em, 1));
+    }
     spv_workgroup_barrier(em); /* the workgroup arrays are the next round's */
     spv_strided_end(em, &st, base, spv_op2(&em->b, SpvOpIMul, u64, nthreads, per));
 }
