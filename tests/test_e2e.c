@@ -486,9 +486,8 @@ static void sorted_trips(int n) {
     kern_context_release(ctx);
 }
 
-/* Sizes around the GPUs' rounds: a Vulkan workgroup sorts 256 items of a forward (two per
- * invocation) and 128 of K.grad,
- * a CUDA block 256, a SIMD window 16 vectors */
+/* Sizes around the GPUs' rounds: a Vulkan workgroup sorts 256 items of a forward (two
+ * per invocation) and 128 of K.grad, a CUDA block 256, a SIMD window 16 vectors */
 Test(e2e, items_sorted_by_trip_count_keep_their_results_and_gradients) {
     static const int sizes[] = {1, 100, 128, 129, 255, 256, 257, 511, 20000 + 77};
     for (size_t c = 0; c < sizeof sizes / sizeof *sizes; c++)
