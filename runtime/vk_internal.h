@@ -125,6 +125,7 @@ typedef struct vk_device {
     int64_t resident_groups;
     vk_job *inflight, *inflight_tail, *free_jobs;
     uint64_t passed; /* the highest completion point seen passed */
+    long spin_us;    /* how long a wait polls before it blocks (vk_launch.c) */
     atomic_int validation_messages;
     bool validation_fatal;
     char first_message[512];

@@ -121,6 +121,25 @@ int rt_vulkan_validation_messages(const rt_device *d, const char **first) {
     return atomic_load(&((vk_device *)v)->validation_messages);
 }
 
+/* How long a wait polls the timeline before it blocks, in microseconds: $KERN_VULKAN_SPIN_US
+ * (0: block at once), else 10 ms on a GPU and none on a CPU device (lavapipe's threads run
+ * the shaders on the cores a polling thread would take). */
+static long wait_spin_us(bool cpu_device) {
+    const char *e = getenv("KERN_VULKAN_SPIN_US");
+    if (!e || !*e)
+        return cpu_device ? 0 : 10000;
+    char *end;
+    long n = strtol(e, &end, 10);
+    if (*end || n < 0 || n > 10000000) {
+        fprintf(stderr,
+                "kern: warning: KERN_VULKAN_SPIN_US='%s' is not a number of microseconds from 0 "
+                "to 10000000; using %d\n",
+                e, cpu_device ? 0 : 10000);
+        return cpu_device ? 0 : 10000;
+    }
+    return n;
+}
+
 kern_status rt_vulkan_device_create(const char *loader, const rt_vulkan_params *p,
                                     rt_device **out, char *err, size_t errlen) {
     *out = NULL;
@@ -141,6 +160,7 @@ kern_status rt_vulkan_device_create(const char *loader, const rt_vulkan_params *
     /* resident threads: a GPU keeps a few hundred thousand in flight; a CPU device a few
      * groups per core */
     v->resident_groups = v->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 64 : 2048;
+    v->spin_us = wait_spin_us(v->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU);
     if (v->resident_groups > v->props.limits.maxComputeWorkGroupCount[0])
         v->resident_groups = v->props.limits.maxComputeWorkGroupCount[0];
     uint32_t ver = v->props.apiVersion;

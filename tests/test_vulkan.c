@@ -562,8 +562,11 @@ Test(vulkan, error_record_reaches_the_context) {
 
 /* Completion points rise by launch; poll never goes back nor passes what was submitted;
  * each launch's record (every other one faults, with its own extent) reaches its own
- * rt_launch.err once its point has passed. */
-Test(vulkan, completion_points_and_records) {
+ * rt_launch.err once its point has passed. spin: $KERN_VULKAN_SPIN_US, how long a wait
+ * polls before it blocks (vk_launch.c; NULL: the device's default, none on lavapipe). */
+static void completion_points(const char *spin) {
+    if (spin)
+        setenv("KERN_VULKAN_SPIN_US", spin, 1);
     rt_device *d = device_or_skip();
     dev_kernel k = dev_kernel_load(d, axpy_meta, KERN_TEST_VK_AXPY);
     const kern_meta_kernel *mk = &k.meta->kernels[0];
@@ -631,6 +634,11 @@ Test(vulkan, completion_points_and_records) {
     dev_kernel_free(d, &k);
     device_done(d);
 }
+
+Test(vulkan, completion_points_and_records) { completion_points(NULL); }
+/* waits that poll to the end, and ones that poll 1 us and then block */
+Test(vulkan, completion_points_and_records_polled) { completion_points("10000000"); }
+Test(vulkan, completion_points_and_records_polled_then_blocked) { completion_points("1"); }
 
 /* Thousands of launches whose input buffers are released while they are in flight; the
  * result against a C loop. */
