@@ -524,3 +524,66 @@ Test(e2e, items_sorted_by_trip_count_report_an_out_of_bounds_count) {
     cr_expect(strstr(msg, "trips.kern:4:") && strstr(msg, "999"), "%s", msg);
     kern_context_release(ctx);
 }
+
+/* ---- loops of four steps per trip (SPIR-V: spv_emit_ctrl.c, emit_unrolled) --------------- */
+
+/* A loop of 16 ops or more from a to b: trip counts 0 to 9 around multiples of four, an
+ * empty range, and ranges at the ends of i32 (where hi - i, i + 3 and i + 4 must not wrap),
+ * against a C loop in double. */
+Test(e2e, loops_of_four_steps_per_trip_at_every_count_and_the_ends_of_i32) {
+    static const char src[] =
+        "kernel edge(x: f32[], a: i32, b: i32) {\n"
+        "    for i in 0..len(x) {\n"
+        "        var v = x[i];\n"
+        "        var c = 0;\n"
+        "        for t in a..b {\n"
+        "            v = v * 0.5 + 0.25 * v * v - 0.125 * v * v * v + f32(t % 7) * 0.001;\n"
+        "            c += 1;\n"
+        "        }\n"
+        "        x[i] = v + f32(c);\n"
+        "    }\n"
+        "}\n";
+    static const int32_t ranges[][2] = {{0, 0},
+                                        {0, 1},
+                                        {0, 3},
+                                        {0, 4},
+                                        {0, 5},
+                                        {0, 7},
+                                        {0, 8},
+                                        {0, 9},
+                                        {5, 2},
+                                        {-3, 3},
+                                        {INT32_MAX - 7, INT32_MAX},
+                                        {INT32_MIN, INT32_MIN + 6},
+                                        {INT32_MAX - 1, INT32_MAX}};
+    enum { N = 300 };
+    kern_context *ctx = ctx_new(false);
+    kern_module *m;
+    cr_assert_eq(kern_module_from_source(ctx, src, strlen(src), "edge.kern", &m), KERN_OK, "%s",
+                 kern_context_last_error(ctx));
+    for (size_t r = 0; r < sizeof ranges / sizeof *ranges; r++) {
+        int32_t a = ranges[r][0], b = ranges[r][1];
+        float x[N], got[N], want[N];
+        for (int i = 0; i < N; i++) {
+            x[i] = -0.5f + (float)i / N;
+            double v = x[i];
+            int c = 0;
+            for (int64_t t = a; t < b; t++, c++) {
+                float f = (float)v; /* f32 steps, as the kernel's */
+                f = f * 0.5f + 0.25f * f * f - 0.125f * f * f * f + (float)(t % 7) * 0.001f;
+                v = f;
+            }
+            want[i] = (float)v + (float)c;
+        }
+        int64_t n = N;
+        kern_buffer *bx = buf_f32(ctx, 1, &n, x);
+        kern_arg args[3] = {kern_arg_buffer(bx), kern_arg_i32(a), kern_arg_i32(b)};
+        cr_assert_eq(kern_launch(find(m, "edge"), args, 3), KERN_OK, "%s",
+                     kern_context_last_error(ctx));
+        read_f32(bx, got, N);
+        for (int i = 0; i < N; i++)
+            cr_expect(fabsf(got[i] - want[i]) <= 1e-5f * fmaxf(1.0f, fabsf(want[i])),
+                      "a %d, b %d: x[%d] = %.9g, the C loop gives %.9g", a, b, i, got[i], want[i]);
+    }
+    kern_context_release(ctx);
+}
