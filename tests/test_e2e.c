@@ -525,7 +525,7 @@ Test(e2e, items_sorted_by_trip_count_report_an_out_of_bounds_count) {
     kern_context_release(ctx);
 }
 
-/* ---- loops of four steps per trip (SPIR-V: spv_emit_ctrl.c, emit_unrolled) --------------- */
+/* ---- loops of four steps per trip (SPIR-V: spv_emit_ctrl.c, emit_loop_from) --------------- */
 
 /* A loop of 16 ops or more from a to b: trip counts 0 to 9 around multiples of four, an
  * empty range, and ranges at the ends of i32 (where hi - i, i + 3 and i + 4 must not wrap),

@@ -709,7 +709,7 @@ Test(spirv, loops_test_their_adstacks_once) {
 
 /* An innermost for loop without an early exit whose body has 16 ops or more runs four
  * steps per trip while four are left, then the rest one at a time (spv_emit_ctrl.c,
- * emit_unrolled): two loops; only the fast copy of a tested loop, not its checked one; a
+^ * emit_loop_from): two loops; only the fast copy of a tested loop, not its checked one; a
  * small body, a while loop and a loop with a break keep one. What the steps compute,
  * counts 0 to 7 past multiples of four: e2e/items_sorted_* and the corpus on Vulkan. */
 Test(spirv, loops_of_16_ops_take_four_steps_per_trip) {

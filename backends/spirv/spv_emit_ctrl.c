@@ -60,10 +60,24 @@ static uint32_t header_phi(spv_emitter *em, uint32_t type, uint32_t init, uint32
     return phi2(em, type, init, pre, 0, l_cont);
 }
 
+enum { UNROLL = 4, UNROLL_MIN_OPS = 16 };
+
+/* Whether the loop op runs UNROLL iterations per trip (emit_loop_from): an innermost loop
+ * without an early exit whose body has at least UNROLL_MIN_OPS ops. */
+static bool unrolls(const ir_op *op) {
+    const ir_region *body = op->regions[0];
+    return op->code == IR_FOR && !(op->attr & IR_FOR_EARLY_EXIT) && !ir_region_has_loop(body) &&
+           ir_region_count_ops(body) >= UNROLL_MIN_OPS;
+}
+
 /* The loop of op from index lo with the carried values init[] (op's own operands where
- * NULL); sets op's results. */
-static void emit_loop_from(spv_emitter *em, const ir_op *op, uint32_t lo, const uint32_t *init) {
+ * NULL), `steps` iterations per trip: 1, or (a loop without an early exit) more while at
+ * least that many are left, the body emitted once per step, and then the rest one at a
+ * time; sets op's results. */
+static void emit_loop_from(spv_emitter *em, const ir_op *op, uint32_t lo, const uint32_t *init,
+                           int steps) {
     bool early = (op->attr & IR_FOR_EARLY_EXIT) != 0;
+    kern_assert(steps == 1 || !early);
     uint32_t n = op->nresults;
     const ir_region *body = op->regions[0];
     const kern_type *it = op->operands[0]->type;
@@ -79,93 +93,38 @@ static void emit_loop_from(spv_emitter *em, const ir_op *op, uint32_t lo, const 
     for (uint32_t k = 0; k < n; k++)
         carried[k] = header_phi(em, spv_reg_type(em, op->results[k]->type),
                                 init ? init[k] : val(em, op->operands[2 + k]), pre, l_cont, &at[k]);
-    uint32_t less =
-        spv_op2(&em->b, ty_is_unsigned(it) ? SpvOpULessThan : SpvOpSLessThan, em->t_bool, iphi, hi);
-    spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
-    branch_cond(em, less, l_body, l_merge);
-    label(em, l_body);
-    set_val(em, body->args[0], iphi);
-    for (uint32_t k = 0; k < n; k++)
-        set_val(em, body->args[1 + k], carried[k]);
-    const ir_op *y = spv_emit_region(em, body);
-    for (uint32_t k = 0; k < n; k++)
-        next[k] = val(em, y->operands[(early ? 1 : 0) + k]);
-    uint32_t body_end = em->cur;
-    if (early)
-        branch_cond(em, val(em, y->operands[0]), l_cont, l_merge);
-    else
-        branch(em, l_cont);
-    label(em, l_cont);
-    uint32_t inext = spv_op2(&em->b, SpvOpIAdd, ity, iphi, is_i64(it) ? cu64(em, 1) : cu32(em, 1));
-    branch(em, l_head);
-    spv_patch(&em->b, i_at, inext);
-    for (uint32_t k = 0; k < n; k++)
-        spv_patch(&em->b, at[k], next[k]);
-    label(em, l_merge);
-    for (uint32_t k = 0; k < n; k++)
-        set_val(em, op->results[k],
-                early ? phi2(em, spv_reg_type(em, op->results[k]->type), carried[k], l_head,
-                             next[k], body_end)
-                      : carried[k]);
-    free(at);
-    free(carried);
-    free(next);
-}
-
-enum { UNROLL = 4, UNROLL_MIN_OPS = 16 };
-
-/* Whether the loop op runs UNROLL iterations per trip
- * (emit_unrolled): an innermost loop without an early exit whose body has at least
- * UNROLL_MIN_OPS ops. */
-static bool unrolls(const ir_op *op) {
-    const ir_region *body = op->regions[0];
-    return op->code == IR_FOR && !(op->attr & IR_FOR_EARLY_EXIT) && !ir_region_has_loop(body) &&
-           ir_region_count_ops(body) >= UNROLL_MIN_OPS;
-}
-
-/* The loop op UNROLL iterations per trip while at least UNROLL are left (the body emitted
- * UNROLL times, one index after the other), then the rest one at a time (emit_loop_from). */
-static void emit_unrolled(spv_emitter *em, const ir_op *op) {
-    uint32_t n = op->nresults;
-    const ir_region *body = op->regions[0];
-    const kern_type *it = op->operands[0]->type;
-    uint32_t ity = spv_reg_type(em, it);
-    uint32_t lo = val(em, op->operands[0]), hi = val(em, op->operands[1]);
-    uint32_t pre = em->cur;
-    uint32_t l_head = spv_id(&em->b), l_body = spv_id(&em->b), l_cont = spv_id(&em->b),
-             l_merge = spv_id(&em->b);
-    branch(em, l_head);
-    label(em, l_head);
-    uint32_t i_at, *at = tmp_ids(n), *carried = tmp_ids(n), *next = tmp_ids(n);
-    uint32_t iphi = header_phi(em, ity, lo, pre, l_cont, &i_at);
-    for (uint32_t k = 0; k < n; k++)
-        carried[k] = header_phi(em, spv_reg_type(em, op->results[k]->type),
-                                val(em, op->operands[2 + k]), pre, l_cont, &at[k]);
-    /* i < hi and hi - i > UNROLL - 1: the difference, once i < hi, is exact unsigned */
-    uint32_t less =
-        spv_op2(&em->b, ty_is_unsigned(it) ? SpvOpULessThan : SpvOpSLessThan, em->t_bool, iphi, hi);
     uint32_t one = is_i64(it) ? cu64(em, 1) : cu32(em, 1);
-    uint32_t left = spv_op2(&em->b, SpvOpISub, ity, hi, iphi);
-    uint32_t enough = spv_op2(&em->b, SpvOpUGreaterThan, em->t_bool, left,
-                              is_i64(it) ? cu64(em, UNROLL - 1) : cu32(em, UNROLL - 1));
-    uint32_t go = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, less, enough);
+    uint32_t go =
+        spv_op2(&em->b, ty_is_unsigned(it) ? SpvOpULessThan : SpvOpSLessThan, em->t_bool, iphi, hi);
+    if (steps > 1) { /* and hi - i > steps - 1: once i < hi, the difference is exact unsigned */
+        uint32_t left = spv_op2(&em->b, SpvOpISub, ity, hi, iphi);
+        uint32_t enough =
+            spv_op2(&em->b, SpvOpUGreaterThan, em->t_bool, left,
+                    is_i64(it) ? cu64(em, (uint64_t)steps - 1) : cu32(em, (uint32_t)steps - 1));
+        go = spv_op2(&em->b, SpvOpLogicalAnd, em->t_bool, go, enough);
+    }
     spv_instv(&em->b.funcs, SpvOpLoopMerge, 3, l_merge, l_cont, SpvLoopControlMaskNone);
     branch_cond(em, go, l_body, l_merge);
     label(em, l_body);
     uint32_t idx = iphi;
+    const ir_op *y = NULL;
     for (uint32_t k = 0; k < n; k++)
         next[k] = carried[k];
-    for (int u = 0; u < UNROLL; u++) {
+    for (int u = 0; u < steps; u++) {
         if (u)
             idx = spv_op2(&em->b, SpvOpIAdd, ity, idx, one);
         set_val(em, body->args[0], idx);
         for (uint32_t k = 0; k < n; k++)
             set_val(em, body->args[1 + k], next[k]);
-        const ir_op *y = spv_emit_region(em, body);
+        y = spv_emit_region(em, body);
         for (uint32_t k = 0; k < n; k++)
-            next[k] = val(em, y->operands[k]);
+            next[k] = val(em, y->operands[(early ? 1 : 0) + k]);
     }
-    branch(em, l_cont);
+    uint32_t body_end = em->cur;
+    if (early)
+        branch_cond(em, val(em, y->operands[0]), l_cont, l_merge);
+    else
+        branch(em, l_cont);
     label(em, l_cont);
     uint32_t inext = spv_op2(&em->b, SpvOpIAdd, ity, idx, one);
     branch(em, l_head);
@@ -173,7 +132,14 @@ static void emit_unrolled(spv_emitter *em, const ir_op *op) {
     for (uint32_t k = 0; k < n; k++)
         spv_patch(&em->b, at[k], next[k]);
     label(em, l_merge);
-    emit_loop_from(em, op, iphi, carried);
+    if (steps > 1)
+        emit_loop_from(em, op, iphi, carried, 1);
+    else
+        for (uint32_t k = 0; k < n; k++)
+            set_val(em, op->results[k],
+                    early ? phi2(em, spv_reg_type(em, op->results[k]->type), carried[k], l_head,
+                                 next[k], body_end)
+                          : carried[k]);
     free(at);
     free(carried);
     free(next);
@@ -181,10 +147,7 @@ static void emit_unrolled(spv_emitter *em, const ir_op *op) {
 
 /* may_unroll: not the checked copy of a tested loop (which runs only where a test failed) */
 static void emit_loop(spv_emitter *em, const ir_op *op, bool may_unroll) {
-    if (may_unroll && unrolls(op))
-        emit_unrolled(em, op);
-    else
-        emit_loop_from(em, op, val(em, op->operands[0]), NULL);
+    emit_loop_from(em, op, val(em, op->operands[0]), NULL, may_unroll && unrolls(op) ? UNROLL : 1);
 }
 
 /* idx is (hi - 1) - t, the reverse sweep's index over a loop index t of a loop to hi */
